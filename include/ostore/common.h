@@ -1,0 +1,73 @@
+/* ostore: durable graphs of C objects.
+ *
+ * common.h: version, export macro and the error codes shared by every layer.
+ * Every function that can fail returns 0 on success or a negative OST_E* code;
+ * the handle involved (writer, reader, store) keeps a message with details. */
+#ifndef OSTORE_COMMON_H
+#define OSTORE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(OSTORE_BUILDING) && defined(__GNUC__)
+#define OST_EXTERN __attribute__((visibility("default")))
+#else
+#define OST_EXTERN
+#endif
+
+#define OST_VERSION_MAJOR 0
+#define OST_VERSION_MINOR 1
+#define OST_VERSION_PATCH 0
+#define OST_VERSION_HEX \
+    ((OST_VERSION_MAJOR << 16) | (OST_VERSION_MINOR << 8) | OST_VERSION_PATCH)
+
+/* The error list, as an X-macro: name, value, message. Values never change
+ * once released; new codes are appended. */
+#define OST_ERRNO_MAP(X)                                                    \
+    X(ENOMEM, -1, "out of memory")                                          \
+    X(EINVAL, -2, "invalid argument")                                       \
+    X(ETRUNCATED, -3, "pickle data truncated")                              \
+    X(EBADOPCODE, -4, "unknown pickle opcode")                              \
+    X(EBADPICKLE, -5, "malformed pickle")                                   \
+    X(EMEMO, -6, "bad memo reference")                                      \
+    X(ELIMIT, -7, "limit exceeded")                                         \
+    X(EUNSUPPORTED, -8, "unsupported feature")                              \
+    X(EUTF8, -9, "invalid UTF-8 text")                                      \
+    X(EUNKNOWNCLASS, -10, "unknown class")                                  \
+    X(ENOPERSLOAD, -11, "persistent id without persistent_load")            \
+    X(EPROTOCOL, -12, "unsupported pickle protocol")                        \
+    X(EIO, -13, "input/output error")                                       \
+    X(ETYPE, -14, "wrong value type")                                       \
+    X(EHOOK, -15, "error raised by a hook")                                 \
+    X(ENOTFOUND, -16, "not found")                                          \
+    X(EEXIST, -17, "already exists")                                        \
+    X(ECONFLICT, -18, "conflicting change")                                 \
+    X(ECORRUPT, -19, "damaged store")                                       \
+    X(EVERSION, -20, "incompatible format version")                         \
+    X(EREADONLY, -21, "store is read-only")                                 \
+    X(EBUSY, -22, "resource busy")                                          \
+    X(ETXN, -23, "transaction is not usable")                               \
+    X(EVETO, -24, "commit vetoed by a hook")
+
+typedef enum {
+    OST_OK = 0,
+#define OST__ERRENUM(name, val, msg) OST_##name = (val),
+    OST_ERRNO_MAP(OST__ERRENUM)
+#undef OST__ERRENUM
+} ost_errno;
+
+/* Returns a static, human readable message for an error code ("unknown
+ * error" for codes not in the list). Never NULL. */
+OST_EXTERN const char *ost_strerror(int err);
+
+/* Returns the symbolic name of an error code, such as "OST_ETRUNCATED", or
+ * "OST_UNKNOWN". Never NULL. */
+OST_EXTERN const char *ost_err_name(int err);
+
+/* Returns OST_VERSION_HEX of the library actually linked. */
+OST_EXTERN unsigned ost_version(void);
+
+/* Returns the linked library's version as "major.minor.patch". */
+OST_EXTERN const char *ost_version_string(void);
+
+#endif

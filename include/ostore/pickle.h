@@ -1,0 +1,132 @@
+/* ostore pickles: a writer (protocols 2 to 5) and a reader (protocols 0 to 5)
+ * of real Python pickles, for the values of value.h.
+ *
+ * A writer or reader is a reusable handle: it keeps its buffers, memo and
+ * stacks between calls, so dumping or loading many small records allocates
+ * almost nothing. A handle belongs to one thread at a time. */
+#ifndef OSTORE_PICKLE_H
+#define OSTORE_PICKLE_H
+
+#include "value.h"
+
+#define OST_PICKLE_DEFAULT_PROTOCOL 4
+#define OST_PICKLE_HIGHEST_PROTOCOL 5
+
+/* ---- writer ------------------------------------------------------------- */
+
+typedef struct ost_writer ost_writer;
+
+/* Receives pickle bytes in sink mode. Return 0, or a negative code that
+ * stops the dump and is returned by ost_dump. */
+typedef int (*ost_write_fn)(void *ud, const void *data, size_t len);
+
+/* Decides whether an object is stored by reference. Return 0 with *pid
+ * left 0 for "pickle it inline", 0 with *pid set to a new reference for
+ * "persistent, with this pid" (written as BINPERSID, PERSID for protocol
+ * 0), or a negative code to stop the dump with that code. */
+typedef int (*ost_persistent_id_fn)(void *ud, ost_value obj, ost_value *pid);
+
+typedef enum {
+    /* the hook sees each distinct instance once (the default) */
+    OST_PID_INSTANCES = 0,
+    /* the hook sees every heap object before the memo, as Python's does */
+    OST_PID_ALL = 1
+} ost_pid_scope;
+
+typedef struct {
+    uint64_t objects;    /* heap objects written inline */
+    uint64_t memo_hits;  /* references written as memo GETs */
+    uint64_t hook_calls; /* persistent_id calls */
+    uint64_t bytes;      /* bytes of the last pickle */
+} ost_dump_stats;
+
+/* New writer: protocol 4, framing on, buffer mode. NULL on ENOMEM. */
+OST_EXTERN ost_writer *ost_writer_new(void);
+/* Frees the writer and its buffer. NULL is allowed. */
+OST_EXTERN void ost_writer_free(ost_writer *w);
+/* Sets the protocol (2 to 5). 0 or OST_EPROTOCOL. */
+OST_EXTERN int ost_writer_set_protocol(ost_writer *w, int protocol);
+/* Turns FRAME opcodes (protocols 4 and 5) on or off. */
+OST_EXTERN void ost_writer_set_framing(ost_writer *w, bool on);
+/* Sends output to fn in pieces (NULL returns to buffer mode). */
+OST_EXTERN void ost_writer_set_sink(ost_writer *w, ost_write_fn fn, void *ud);
+/* Installs a persistent_id hook with its scope (fn NULL removes it). */
+OST_EXTERN void ost_writer_set_persistent_id(ost_writer *w,
+                                             ost_persistent_id_fn fn,
+                                             void *ud, ost_pid_scope scope);
+
+/* Pickles v. In buffer mode *data and *len (if not NULL) receive the
+ * pickle, owned by the writer and valid until its next dump or free; in
+ * sink mode they receive NULL and the total length. Never recurses on the
+ * C stack. Returns 0 or a negative code (OST_ENOMEM, OST_EINVAL for
+ * OST_NOVALUE, a sink or hook error); the message is in
+ * ost_writer_errmsg. */
+OST_EXTERN int ost_dump(ost_writer *w, ost_value v, const void **data,
+                        size_t *len);
+/* Statistics of the last dump. */
+OST_EXTERN void ost_writer_stats(const ost_writer *w, ost_dump_stats *st);
+/* Message of the last failure ("" if none); owned by the writer. */
+OST_EXTERN const char *ost_writer_errmsg(const ost_writer *w);
+
+/* ---- reader ------------------------------------------------------------- */
+
+typedef struct ost_reader ost_reader;
+
+/* Resolves a global named in a pickle (module and name are NUL-terminated
+ * UTF-8). Return 0 leaving *cls 0 to accept it as a generic global, 0 with
+ * *cls set to a new reference of the global to use, or a negative code
+ * (such as OST_EUNKNOWNCLASS) to fail the load. Never called for the
+ * builtins the reader knows (set, frozenset, bytearray, bytes,
+ * _codecs.encode, copyreg._reconstructor). */
+typedef int (*ost_find_global_fn)(void *ud, const char *module,
+                                  const char *name, ost_value *cls);
+/* Turns a persistent id into an object: return 0 with *obj set to a new
+ * reference, or a negative code to fail the load. */
+typedef int (*ost_persistent_load_fn)(void *ud, ost_value pid,
+                                      ost_value *obj);
+
+typedef struct {
+    size_t max_depth;     /* nesting of MARKs (unfinished containers) */
+    size_t max_memo;      /* memo entries */
+    size_t max_container; /* items of one container, and stack length */
+    size_t max_bytes;     /* bytes allocated for values in one load */
+} ost_limits;
+
+/* New reader with default limits (depth 100000, memo 2^26 entries,
+ * container 2^31 items, 4 GiB). NULL on ENOMEM. */
+OST_EXTERN ost_reader *ost_reader_new(void);
+/* Frees the reader. NULL is allowed. */
+OST_EXTERN void ost_reader_free(ost_reader *r);
+OST_EXTERN void ost_reader_get_limits(const ost_reader *r, ost_limits *l);
+/* Sets the limits; a zero field keeps its current value. */
+OST_EXTERN void ost_reader_set_limits(ost_reader *r, const ost_limits *l);
+OST_EXTERN void ost_reader_set_find_global(ost_reader *r,
+                                           ost_find_global_fn fn, void *ud);
+OST_EXTERN void ost_reader_set_persistent_load(ost_reader *r,
+                                               ost_persistent_load_fn fn,
+                                               void *ud);
+
+/* Reads one pickle from data[0..len), up to its STOP. On success *out gets
+ * a new reference and *consumed (if not NULL) the bytes read. On failure
+ * *out is 0, everything built is freed, and the code is OST_ETRUNCATED,
+ * OST_EBADOPCODE, OST_EBADPICKLE, OST_EMEMO, OST_ELIMIT, OST_EUTF8,
+ * OST_EUNSUPPORTED, OST_EPROTOCOL, OST_ENOPERSLOAD, OST_ENOMEM or a hook's
+ * code; ost_reader_errmsg says what, ost_reader_erroffset where. The
+ * reader never executes anything a pickle names. */
+OST_EXTERN int ost_load(ost_reader *r, const void *data, size_t len,
+                        ost_value *out, size_t *consumed);
+/* Message of the last failure, with its byte offset ("" if none). */
+OST_EXTERN const char *ost_reader_errmsg(const ost_reader *r);
+/* Byte offset of the opcode that failed. */
+OST_EXTERN size_t ost_reader_erroffset(const ost_reader *r);
+
+/* ---- disassembly ---------------------------------------------------------- */
+
+/* Appends a pickletools-like listing of the pickle in data[0..len) to out,
+ * one opcode a line with its offset and argument. Returns 0, or a reader
+ * error code when the input is malformed (the listing then ends at the bad
+ * opcode, and *erroff receives its offset if erroff is not NULL). */
+OST_EXTERN int ost_pickle_dis(const void *data, size_t len, ost_buf *out,
+                              size_t *erroff);
+
+#endif

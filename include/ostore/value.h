@@ -1,0 +1,275 @@
+/* ostore values: the in-memory object graph that pickles are made of.
+ *
+ * An ost_value is one machine word. Small integers (62 bits and a sign), None,
+ * True and False are immediates: no allocation, no reference count, never
+ * memoized. Everything else is a pointer to a reference-counted heap object.
+ * The value 0 (OST_NOVALUE) means "no value" and is what constructors return
+ * when they fail (out of memory, or invalid text for strings).
+ *
+ * Ownership, as in CPython:
+ *  - constructors return a NEW reference, which the caller must release with
+ *    ost_decref() (or ost_release() when the graph may hold cycles);
+ *  - functions that put a value into a container STEAL the reference to it,
+ *    even when they fail (the value is released then), so
+ *    ost_list_append(l, ost_int(5)) neither leaks nor needs a temporary;
+ *  - getters return BORROWED references, valid while the container holds them.
+ * Values are not thread-safe: a graph belongs to one thread at a time. */
+#ifndef OSTORE_VALUE_H
+#define OSTORE_VALUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+
+typedef uintptr_t ost_value;
+
+#define OST_NOVALUE ((ost_value)0)
+#define OST_NONE ((ost_value)0x2)
+#define OST_FALSE ((ost_value)0x6)
+#define OST_TRUE ((ost_value)0xA)
+
+/* Smallest and largest integers held as immediates. */
+#define OST_SMALLINT_MIN (-((int64_t)1 << 62))
+#define OST_SMALLINT_MAX (((int64_t)1 << 62) - 1)
+
+typedef enum {
+    OST_T_INVALID = 0,
+    OST_T_NONE,
+    OST_T_BOOL,
+    OST_T_INT,
+    OST_T_FLOAT,
+    OST_T_STR,
+    OST_T_BYTES,
+    OST_T_BYTEARRAY,
+    OST_T_TUPLE,
+    OST_T_LIST,
+    OST_T_DICT,
+    OST_T_SET,
+    OST_T_FROZENSET,
+    OST_T_INSTANCE,
+    OST_T_GLOBAL,
+    OST_T_REDUCE,
+    OST_T_PERSREF,
+    OST_T__COUNT
+} ost_type;
+
+/* How a reduce value is rebuilt: REDUCE calls callable(*args); NEWOBJ is
+ * cls.__new__(cls, *args); NEWOBJ_EX adds keyword arguments (a dict). */
+typedef enum {
+    OST_REDUCE_CALL = 0,
+    OST_REDUCE_NEWOBJ = 1,
+    OST_REDUCE_NEWOBJ_EX = 2
+} ost_reduce_kind;
+
+/* ---- type, identity, reference counts ---------------------------------- */
+
+/* Returns the type of v; OST_T_INVALID for OST_NOVALUE. */
+OST_EXTERN ost_type ost_typeof(ost_value v);
+/* Returns the Python name of a type ("int", "dict", "instance", ...). */
+OST_EXTERN const char *ost_type_name(ost_type t);
+/* True when v carries no heap object (small int, None, True, False). */
+static inline bool ost_is_immediate(ost_value v) { return (v & 3) != 0; }
+
+/* Adds a reference to v and returns v. No-op for immediates. */
+OST_EXTERN ost_value ost_incref(ost_value v);
+/* Drops a reference; frees v and, iteratively (no recursion on the C
+ * stack), whatever only it held. Cycles are not found: see ost_release. */
+OST_EXTERN void ost_decref(ost_value v);
+/* Like ost_decref, and also frees the cycles in the graph reachable from v
+ * that become unreachable. Costs time proportional to that graph. */
+OST_EXTERN void ost_release(ost_value v);
+/* Returns the reference count of a heap value, 0 for immediates. */
+OST_EXTERN uint32_t ost_refcount(ost_value v);
+
+/* ---- scalars ------------------------------------------------------------ */
+
+static inline ost_value ost_bool(bool b) { return b ? OST_TRUE : OST_FALSE; }
+
+/* New int; an immediate when it fits, else a heap int. 0 on ENOMEM. */
+OST_EXTERN ost_value ost_int(int64_t i);
+/* New int from n bytes of little-endian two's complement (pickle's LONG1
+ * layout). n == 0 means zero. 0 on ENOMEM. */
+OST_EXTERN ost_value ost_int_from_bytes(const uint8_t *le, size_t n);
+/* New int parsed from decimal text, optional sign; the whole of s[0..n) must
+ * be digits. Returns 0 (OST_NOVALUE) on bad text or ENOMEM. */
+OST_EXTERN ost_value ost_int_from_decimal(const char *s, size_t n);
+/* Stores the int (or bool) v in *out. Returns 0, OST_ETYPE if v is not an
+ * int or bool, OST_ELIMIT if it does not fit in 64 bits. */
+OST_EXTERN int ost_int_value(ost_value v, int64_t *out);
+/* Writes v's minimal little-endian two's complement bytes to buf (if cap is
+ * large enough) and returns how many bytes it needs (0 for zero). */
+OST_EXTERN size_t ost_int_to_bytes(ost_value v, uint8_t *buf, size_t cap);
+
+/* New float. 0 on ENOMEM. */
+OST_EXTERN ost_value ost_float(double d);
+/* Returns the double held by a float (or an int converted), NAN otherwise. */
+OST_EXTERN double ost_float_value(ost_value v);
+
+/* ---- text and bytes ------------------------------------------------------ */
+
+/* Checks that s[0..n) is UTF-8 as Python's 'surrogatepass' accepts it
+ * (lone surrogates encoded in three bytes allowed). Returns 0 or OST_EUTF8
+ * and, on error, the offset of the first bad byte in *bad (if not NULL). */
+OST_EXTERN int ost_utf8_check(const char *s, size_t n, size_t *bad);
+/* New str copied from s[0..n); returns 0 if the text fails ost_utf8_check
+ * or on ENOMEM. */
+OST_EXTERN ost_value ost_str(const char *s, size_t n);
+/* New str from a NUL-terminated C string. */
+OST_EXTERN ost_value ost_str_c(const char *s);
+/* New bytes / bytearray copied from p[0..n). 0 on ENOMEM. */
+OST_EXTERN ost_value ost_bytes(const void *p, size_t n);
+OST_EXTERN ost_value ost_bytearray(const void *p, size_t n);
+/* Pointer to the contents of a str, bytes or bytearray (borrowed; NUL
+ * terminated for convenience) and its length in bytes; NULL for others. */
+OST_EXTERN const char *ost_data(ost_value v, size_t *len);
+
+/* ---- containers ------------------------------------------------------------ */
+
+/* Number of items of a str (bytes), bytes, bytearray, tuple, list, dict,
+ * set or frozenset; 0 for anything else. */
+OST_EXTERN size_t ost_len(ost_value v);
+
+/* New tuple of n items, each None until set. Fill it with ost_tuple_set
+ * before sharing it. 0 on ENOMEM. */
+OST_EXTERN ost_value ost_tuple_new(size_t n);
+/* Puts item at index i of tuple t; steals item. OST_EINVAL if out of range
+ * or t is not a tuple. */
+OST_EXTERN int ost_tuple_set(ost_value t, size_t i, ost_value item);
+
+/* New empty list with room for cap items. 0 on ENOMEM. */
+OST_EXTERN ost_value ost_list_new(size_t cap);
+/* Appends item to list l; steals item. 0, OST_ENOMEM or OST_ETYPE. */
+OST_EXTERN int ost_list_append(ost_value l, ost_value item);
+/* Replaces item i of list l; steals item. OST_EINVAL when out of range. */
+OST_EXTERN int ost_list_set(ost_value l, size_t i, ost_value item);
+/* Item i of a tuple or list (borrowed); 0 when out of range. */
+OST_EXTERN ost_value ost_item(ost_value seq, size_t i);
+
+/* New empty dict (insertion ordered; keys compare as in Python, so 1, 1.0
+ * and True are one key). 0 on ENOMEM. */
+OST_EXTERN ost_value ost_dict_new(void);
+/* d[key] = val; steals both. A key that exists keeps its first key object
+ * and position. 0, OST_ENOMEM, OST_ETYPE (unhashable key: list, dict, set,
+ * bytearray, or a tuple holding one) or OST_EINVAL. */
+OST_EXTERN int ost_dict_set(ost_value d, ost_value key, ost_value val);
+/* Looks up key (borrowed in, borrowed out); 0 if missing. */
+OST_EXTERN ost_value ost_dict_get(ost_value d, ost_value key);
+/* Looks up a str key given as a C string; 0 if missing. */
+OST_EXTERN ost_value ost_dict_get_c(ost_value d, const char *key);
+/* Removes key. 0, or OST_ENOTFOUND. */
+OST_EXTERN int ost_dict_del(ost_value d, ost_value key);
+/* Iterates a dict, set or frozenset in insertion order: start with *pos =
+ * 0; returns true and fills *key and *val (borrowed; *val is 0 for sets)
+ * while items remain. Do not change the container while iterating. */
+OST_EXTERN bool ost_dict_next(ost_value d, size_t *pos, ost_value *key,
+                              ost_value *val);
+
+/* New empty set / frozenset. 0 on ENOMEM. */
+OST_EXTERN ost_value ost_set_new(void);
+OST_EXTERN ost_value ost_frozenset_new(void);
+/* Adds item to a set or frozenset (fill a frozenset before sharing it);
+ * steals item. 0, OST_ENOMEM or OST_ETYPE. */
+OST_EXTERN int ost_set_add(ost_value s, ost_value item);
+/* True when item is in the set or frozenset. */
+OST_EXTERN bool ost_set_contains(ost_value s, ost_value item);
+
+/* ---- globals, instances, reduce values, persistent references ----------- */
+
+/* New global (a class or function named by module and name, never
+ * imported or called). 0 on ENOMEM or invalid UTF-8. */
+OST_EXTERN ost_value ost_global(const char *module, const char *name);
+/* Module and name of a global as str values (borrowed), 0 for others. */
+OST_EXTERN ost_value ost_global_module(ost_value g);
+OST_EXTERN ost_value ost_global_name(ost_value g);
+
+/* New instance of class cls (a global; stolen) with state None. */
+OST_EXTERN ost_value ost_instance_new(ost_value cls);
+/* The class (a global) and the state (often a dict of attributes) of an
+ * instance, borrowed; 0 for other types. */
+OST_EXTERN ost_value ost_instance_class(ost_value inst);
+OST_EXTERN ost_value ost_instance_state(ost_value inst);
+/* Replaces the state of an instance; steals state. */
+OST_EXTERN int ost_instance_set_state(ost_value inst, ost_value state);
+/* Sets attribute name (the state becomes a dict if it is None); steals
+ * val. 0, OST_ENOMEM, OST_ETYPE (state is not a dict). */
+OST_EXTERN int ost_instance_setattr(ost_value inst, const char *name,
+                                    ost_value val);
+/* Attribute name of an instance whose state is a dict (borrowed), or 0. */
+OST_EXTERN ost_value ost_instance_getattr(ost_value inst, const char *name);
+
+/* New reduce value: what a pickle says to build with callable(*args)
+ * (or cls.__new__), kept as data and never executed; steals both. */
+OST_EXTERN ost_value ost_reduce_new(ost_reduce_kind kind, ost_value callable,
+                                    ost_value args);
+/* Parts of a reduce value (borrowed; 0 when absent). kwargs is set only for
+ * NEWOBJ_EX; listitems is a list and dictitems a list of 2-tuples added by
+ * APPENDS/SETITEMS after construction; state is what BUILD gave. */
+OST_EXTERN ost_reduce_kind ost_reduce_kind_of(ost_value r);
+OST_EXTERN ost_value ost_reduce_callable(ost_value r);
+OST_EXTERN ost_value ost_reduce_args(ost_value r);
+OST_EXTERN ost_value ost_reduce_kwargs(ost_value r);
+OST_EXTERN ost_value ost_reduce_state(ost_value r);
+OST_EXTERN ost_value ost_reduce_listitems(ost_value r);
+OST_EXTERN ost_value ost_reduce_dictitems(ost_value r);
+/* Setters for the optional parts; each steals its argument. */
+OST_EXTERN int ost_reduce_set_kwargs(ost_value r, ost_value kwargs);
+OST_EXTERN int ost_reduce_set_state(ost_value r, ost_value state);
+OST_EXTERN int ost_reduce_append(ost_value r, ost_value item);
+OST_EXTERN int ost_reduce_setitem(ost_value r, ost_value key, ost_value val);
+
+/* New persistent reference holding pid (stolen): written as BINPERSID. */
+OST_EXTERN ost_value ost_persref(ost_value pid);
+/* The pid of a persistent reference (borrowed), 0 for others. */
+OST_EXTERN ost_value ost_persref_pid(ost_value p);
+
+/* ---- comparison, hashing, repr ------------------------------------------ */
+
+/* Python's ==, deep, safe on cycles: 1 == 1.0 == True, nan != nan (but an
+ * object equals itself, as Python's containers compare), a str never
+ * equals bytes. Instances, globals and reduce values compare by class and
+ * contents. Returns true or false. */
+OST_EXTERN bool ost_equal(ost_value a, ost_value b);
+/* Strict graph identity: same types everywhere (1 is not 1.0), same float
+ * bits, and the same sharing (two references to one object in a match two
+ * references to one object in b). For tests of round trips. */
+OST_EXTERN bool ost_same_graph(ost_value a, ost_value b);
+/* Python-compatible hash of a hashable value (equal values hash equal);
+ * OST_ETYPE for unhashable ones. */
+OST_EXTERN int ost_hash(ost_value v, uint64_t *out);
+
+/* A growable byte buffer owned by the caller: zero-initialise it, free it
+ * with ost_buf_free. */
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+} ost_buf;
+OST_EXTERN void ost_buf_free(ost_buf *b);
+
+/* Appends a Python-like repr of v to out (NUL terminated). Cycles print as
+ * [...] / {...} / ..., instances as module.Name(attr=value, ...). Returns 0
+ * or OST_ENOMEM. */
+OST_EXTERN int ost_repr(ost_value v, ost_buf *out);
+
+/* ---- allocator ------------------------------------------------------------ */
+
+/* Replaces the allocator for all value memory (NULL restores the default).
+ * With a custom allocator every object goes through it, unpooled, so a test
+ * can fail any single allocation. Call it while no values exist. */
+typedef struct {
+    void *(*malloc)(size_t n);
+    void *(*realloc)(void *p, size_t n);
+    void (*free)(void *p);
+} ost_allocator;
+OST_EXTERN void ost_set_allocator(const ost_allocator *a);
+
+/* Statistics of the value allocator for the calling thread. */
+typedef struct {
+    uint64_t live_objects; /* heap values allocated and not yet freed */
+    uint64_t pool_bytes;   /* bytes held in pooled chunks */
+} ost_alloc_stats;
+OST_EXTERN void ost_alloc_stats_get(ost_alloc_stats *st);
+
+#endif

@@ -1,0 +1,242 @@
+/* The value allocator: size-class free lists carved from 64 KiB chunks, one
+ * set per thread, for the millions of small objects a graph holds; large
+ * blocks come from mmap with transparent huge pages, since first-touch page
+ * faults dominate copying into fresh memory. A custom allocator (for failure
+ * injection) bypasses the pools. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define OST_POOL_DEFAULT false /* let ASan see every object */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OST_POOL_DEFAULT false
+#endif
+#endif
+#ifndef OST_POOL_DEFAULT
+#define OST_POOL_DEFAULT true
+#endif
+
+#define SC_STEP 16
+#define SC_COUNT 16 /* pooled sizes: 16 .. 256 bytes */
+#define CHUNK_SIZE (64 * 1024)
+#define MMAP_MIN (1024 * 1024)
+#define HUGE_ALIGN (2 * 1024 * 1024)
+
+static ost_allocator g_alloc = {malloc, realloc, free};
+static bool g_pool = OST_POOL_DEFAULT;
+
+typedef struct free_node {
+    struct free_node *next;
+} free_node;
+
+static __thread free_node *t_free[SC_COUNT + 1];
+static __thread char *t_bump;
+static __thread size_t t_bump_left;
+static __thread uint64_t t_live;
+static __thread uint64_t t_pool_bytes;
+
+void ost_set_allocator(const ost_allocator *a) {
+    if (a && a->malloc && a->realloc && a->free) {
+        g_alloc = *a;
+        g_pool = false;
+    } else {
+        g_alloc.malloc = malloc;
+        g_alloc.realloc = realloc;
+        g_alloc.free = free;
+        g_pool = OST_POOL_DEFAULT;
+    }
+}
+
+void ost_alloc_stats_get(ost_alloc_stats *st) {
+    st->live_objects = t_live;
+    st->pool_bytes = t_pool_bytes;
+}
+
+void *ost__mem_alloc(size_t n) { return g_alloc.malloc(n ? n : 1); }
+void *ost__mem_realloc(void *p, size_t n) {
+    return g_alloc.realloc(p, n ? n : 1);
+}
+void ost__mem_free(void *p) {
+    if (p) g_alloc.free(p);
+}
+
+static void *pool_refill(unsigned sc) {
+    size_t sz = (size_t)sc * SC_STEP;
+    if (t_bump_left < sz) {
+        /* The tail of the old chunk goes to the free lists it fits. */
+        while (t_bump_left >= SC_STEP) {
+            unsigned c = (unsigned)(t_bump_left / SC_STEP);
+            if (c > SC_COUNT) c = SC_COUNT;
+            free_node *f = (free_node *)t_bump;
+            f->next = t_free[c];
+            t_free[c] = f;
+            t_bump += (size_t)c * SC_STEP;
+            t_bump_left -= (size_t)c * SC_STEP;
+        }
+        char *chunk = malloc(CHUNK_SIZE);
+        if (!chunk) return NULL;
+        t_pool_bytes += CHUNK_SIZE;
+        t_bump = chunk;
+        t_bump_left = CHUNK_SIZE;
+    }
+    void *p = t_bump;
+    t_bump += sz;
+    t_bump_left -= sz;
+    return p;
+}
+
+static void *big_alloc(size_t n) {
+    size_t len = (n + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+    /* Over-allocate to align on a huge page boundary, then trim. */
+    char *p = mmap(NULL, len + HUGE_ALIGN, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    uintptr_t a = ((uintptr_t)p + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1);
+    size_t head = a - (uintptr_t)p;
+    if (head) munmap(p, head);
+    size_t tail = HUGE_ALIGN - head;
+    if (tail) munmap((char *)a + len, tail);
+#ifdef MADV_HUGEPAGE
+    madvise((void *)a, len, MADV_HUGEPAGE);
+#endif
+    return (void *)a;
+}
+
+ost_obj *ost__obj_alloc(size_t n, int type) {
+    ost_obj *o;
+    uint16_t sc;
+    if (g_pool && n <= SC_COUNT * SC_STEP) {
+        sc = (uint16_t)((n + SC_STEP - 1) / SC_STEP);
+        free_node *f = t_free[sc];
+        if (OST_LIKELY(f != NULL)) {
+            t_free[sc] = f->next;
+            o = (ost_obj *)f;
+        } else {
+            o = pool_refill(sc);
+            if (!o) return NULL;
+        }
+    } else if (g_pool && n >= MMAP_MIN) {
+        o = big_alloc(n);
+        if (!o) return NULL;
+        sc = OST__SC_MMAP;
+    } else {
+        o = g_alloc.malloc(n);
+        if (!o) return NULL;
+        sc = OST__SC_MALLOC;
+    }
+    o->refcnt = 1;
+    o->type = (uint8_t)type;
+    o->flags = 0;
+    o->sizeclass = sc;
+    t_live++;
+    return o;
+}
+
+void ost__obj_free(ost_obj *o, size_t n) {
+    t_live--;
+    if (o->sizeclass == OST__SC_MALLOC) {
+        g_alloc.free(o);
+    } else if (o->sizeclass == OST__SC_MMAP) {
+        size_t len = (n + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+        munmap(o, len);
+    } else {
+        free_node *f = (free_node *)o;
+        f->next = t_free[o->sizeclass];
+        t_free[o->sizeclass] = f;
+    }
+}
+
+/* ---- identity table ---------------------------------------------------- */
+
+int ost__ptrtab_init(ost__ptrtab *t, size_t hint) {
+    size_t n = 16;
+    while (n < hint * 2) n <<= 1;
+    t->slots = ost__mem_alloc(n * sizeof *t->slots);
+    if (!t->slots) {
+        t->mask = 0;
+        return OST_ENOMEM;
+    }
+    memset(t->slots, 0, n * sizeof *t->slots);
+    t->mask = n - 1;
+    t->count = 0;
+    return 0;
+}
+
+void ost__ptrtab_clear(ost__ptrtab *t) {
+    if (t->count) memset(t->slots, 0, (t->mask + 1) * sizeof *t->slots);
+    t->count = 0;
+}
+
+void ost__ptrtab_free(ost__ptrtab *t) {
+    ost__mem_free(t->slots);
+    t->slots = NULL;
+    t->mask = 0;
+    t->count = 0;
+}
+
+int ost__ptrtab_grow(ost__ptrtab *t) {
+    size_t n = (t->mask + 1) * 2;
+    ost__ptr_slot *s = ost__mem_alloc(n * sizeof *s);
+    if (!s) return OST_ENOMEM;
+    memset(s, 0, n * sizeof *s);
+    ost__ptrtab old = *t;
+    t->slots = s;
+    t->mask = n - 1;
+    for (size_t i = 0; i <= old.mask; i++) {
+        if (old.slots[i].key) {
+            ost__ptr_slot *d = ost__ptrtab_find(t, old.slots[i].key);
+            *d = old.slots[i];
+        }
+    }
+    ost__mem_free(old.slots);
+    return 0;
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+int ost__buf_reserve(ost_buf *b, size_t extra) {
+    if (b->cap - b->len > extra) return 0;
+    size_t need = b->len + extra + 1;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need) cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) return OST_ENOMEM;
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+int ost__buf_append(ost_buf *b, const void *p, size_t n) {
+    if (ost__buf_reserve(b, n)) return OST_ENOMEM;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+int ost__buf_printf(ost_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[256];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return OST_EINVAL;
+    if ((size_t)n < sizeof tmp) return ost__buf_append(b, tmp, (size_t)n);
+    if (ost__buf_reserve(b, (size_t)n)) return OST_ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+void ost_buf_free(ost_buf *b) {
+    if (!b) return;
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}

@@ -1,0 +1,203 @@
+/* Internal layout of ostore values, shared by the serializer's files.
+ * Nothing here is public API. */
+#ifndef OST_SERIALIZER_INTERNAL_H
+#define OST_SERIALIZER_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ostore.h"
+
+#define OST_LIKELY(x) __builtin_expect(!!(x), 1)
+#define OST_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Header of every heap value: 8 bytes. */
+typedef struct ost_obj {
+    uint32_t refcnt;
+    uint8_t type;  /* ost_type */
+    uint8_t flags; /* OST__F_* */
+    uint16_t sizeclass; /* pool class, OST__SC_MALLOC or OST__SC_MMAP */
+} ost_obj;
+
+#define OST__SC_MALLOC 0
+#define OST__SC_MMAP 0xffff
+
+typedef struct {
+    ost_obj h;
+    double d;
+} ost_float_obj;
+
+/* Heap ints: minimal little-endian two's complement, n >= 1. Ints that
+ * fit the immediate range are never heap ints. */
+typedef struct {
+    ost_obj h;
+    uint32_t n;
+    uint8_t b[];
+} ost_int_obj;
+
+/* str, bytes and bytearray: inline data, NUL terminated. hash is cached for
+ * str and bytes (0 = not computed yet). */
+typedef struct {
+    ost_obj h;
+    uint64_t hash;
+    size_t len;
+    char data[];
+} ost_str_obj;
+
+typedef struct {
+    ost_obj h;
+    size_t len;
+    ost_value items[];
+} ost_tuple_obj;
+
+typedef struct {
+    ost_obj h;
+    size_t len, cap;
+    ost_value *items;
+} ost_list_obj;
+
+typedef struct {
+    ost_value key; /* 0: deleted */
+    ost_value val;
+    uint64_t hash;
+} ost_entry;
+
+/* dict, set and frozenset. Entries keep insertion order; dicts of up to
+ * OST__DICT_LINEAR entries have no index and are searched linearly. */
+typedef struct {
+    ost_obj h;
+    size_t len;  /* live entries */
+    size_t used; /* entries in use, deleted ones included */
+    size_t cap;
+    ost_entry *entries;
+    uint32_t *index; /* open addressing; slot holds entry index + 1 */
+    size_t mask;     /* index size - 1, or 0 without index */
+} ost_dict_obj;
+
+#define OST__DICT_LINEAR 8
+
+typedef struct {
+    ost_obj h;
+    ost_value cls;
+    ost_value state;
+} ost_inst_obj;
+
+typedef struct {
+    ost_obj h;
+    ost_value module, name;
+} ost_global_obj;
+
+typedef struct {
+    ost_obj h;
+    ost_value callable, args, kwargs, state, listitems, dictitems;
+    int kind;
+} ost_reduce_obj;
+
+typedef struct {
+    ost_obj h;
+    ost_value pid;
+} ost_persref_obj;
+
+#define OST__O(v) ((ost_obj *)(v))
+
+static inline bool ost__is_small(ost_value v) { return (v & 1) != 0; }
+static inline int64_t ost__small_val(ost_value v) {
+    return (int64_t)(intptr_t)v >> 1;
+}
+static inline ost_value ost__small(int64_t i) {
+    return (ost_value)(((uint64_t)i << 1) | 1);
+}
+static inline bool ost__is_heap(ost_value v) { return v && (v & 3) == 0; }
+static inline int ost__type(ost_value v) {
+    if (ost__is_small(v)) return OST_T_INT;
+    if (v == OST_NONE) return OST_T_NONE;
+    if (v == OST_TRUE || v == OST_FALSE) return OST_T_BOOL;
+    if (!v) return OST_T_INVALID;
+    return OST__O(v)->type;
+}
+static inline void ost__incref(ost_value v) {
+    if (ost__is_heap(v)) OST__O(v)->refcnt++;
+}
+
+/* allocator (alloc.c) */
+void *ost__mem_alloc(size_t n);
+void *ost__mem_realloc(void *p, size_t n);
+void ost__mem_free(void *p);
+/* Allocates a heap value of n bytes (header included) with refcount 1. */
+ost_obj *ost__obj_alloc(size_t n, int type);
+void ost__obj_free(ost_obj *o, size_t n);
+size_t ost__obj_size(const ost_obj *o);
+
+/* values (value.c) */
+ost_value ost__str_new_uninit(int type, size_t n); /* str/bytes/bytearray */
+int ost__dict_insert(ost_value d, ost_value key, ost_value val, uint64_t h);
+int ost__hash(ost_value v, uint64_t *out);
+ost_value ost__tuple_new_uninit(size_t n);
+/* Calls fn for each child reference of a heap value. */
+void ost__children(ost_value v, void (*fn)(ost_value child, void *ud),
+                   void *ud);
+
+/* A growable byte buffer (ost_buf) helpers. */
+int ost__buf_reserve(ost_buf *b, size_t extra);
+int ost__buf_append(ost_buf *b, const void *p, size_t n);
+int ost__buf_printf(ost_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Identity table: pointer -> 64-bit value, open addressing, reused. */
+typedef struct {
+    uintptr_t key;
+    uint64_t val;
+} ost__ptr_slot;
+typedef struct {
+    ost__ptr_slot *slots;
+    size_t mask; /* size - 1; 0 when unallocated */
+    size_t count;
+} ost__ptrtab;
+
+int ost__ptrtab_init(ost__ptrtab *t, size_t hint);
+void ost__ptrtab_clear(ost__ptrtab *t); /* keep memory, drop entries */
+void ost__ptrtab_free(ost__ptrtab *t);
+int ost__ptrtab_grow(ost__ptrtab *t);
+
+static inline size_t ost__ptr_hash(uintptr_t p) {
+    uint64_t x = (uint64_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 29;
+    return (size_t)x;
+}
+/* Returns the slot of key: found (slot->key == key) or the empty slot
+ * where it goes. The table must have been initialised. */
+static inline ost__ptr_slot *ost__ptrtab_find(ost__ptrtab *t, uintptr_t key) {
+    size_t i = ost__ptr_hash(key) & t->mask;
+    for (;;) {
+        ost__ptr_slot *s = &t->slots[i];
+        if (s->key == key || s->key == 0) return s;
+        i = (i + 1) & t->mask;
+    }
+}
+/* Inserts key -> val (key must be absent). 0 or OST_ENOMEM. */
+static inline int ost__ptrtab_put(ost__ptrtab *t, uintptr_t key,
+                                  uint64_t val) {
+    if (OST_UNLIKELY((t->count + 1) * 2 > t->mask + 1)) {
+        int rc = ost__ptrtab_grow(t);
+        if (rc) return rc;
+    }
+    ost__ptr_slot *s = ost__ptrtab_find(t, key);
+    s->key = key;
+    s->val = val;
+    t->count++;
+    return 0;
+}
+
+/* repr.c */
+void ost__float_repr(double d, char *out, size_t cap);
+int ost__int_decimal(ost_value v, ost_buf *out);
+int ost__list_reserve(ost_list_obj *l, size_t extra);
+
+/* error.c */
+void ost__vfmt(char *dst, size_t cap, const char *fmt, va_list ap);
+
+#endif

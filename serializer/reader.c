@@ -1,0 +1,1400 @@
+/* The pickle reader: protocols 0 to 5, a bounded stack machine that never
+ * executes what a pickle names. Lengths from the input are checked against
+ * the bytes that remain before anything is allocated for them. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "opcodes.h"
+
+struct ost_reader {
+    ost_limits lim;
+    ost_find_global_fn find_global;
+    void *fg_ud;
+    ost_persistent_load_fn pers_load;
+    void *pl_ud;
+    ost_value *stack;
+    size_t sp, stcap;
+    size_t *marks;
+    size_t nmarks, mcap;
+    ost_value *memo; /* dense part: index -> value (0 = unset) */
+    size_t memo_cap, memo_hi, memo_count;
+    ost__ptrtab sparse; /* index + 1 -> value, for far indexes */
+    ost_value trash;    /* list of values popped while loading */
+    size_t bytes;       /* bytes allocated for values so far */
+    const uint8_t *base, *end;
+    int err;
+    size_t erroff;
+    char msg[320];
+};
+
+#define DEFAULT_LIMITS \
+    {100000, (size_t)1 << 26, (size_t)1 << 31, (size_t)4 << 30}
+
+ost_reader *ost_reader_new(void) {
+    ost_reader *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->lim = (ost_limits)DEFAULT_LIMITS;
+    return r;
+}
+
+static void clear_memo(ost_reader *r);
+
+void ost_reader_free(ost_reader *r) {
+    if (!r) return;
+    clear_memo(r);
+    ost__ptrtab_free(&r->sparse);
+    free(r->memo);
+    free(r->stack);
+    free(r->marks);
+    free(r);
+}
+
+void ost_reader_get_limits(const ost_reader *r, ost_limits *l) { *l = r->lim; }
+
+void ost_reader_set_limits(ost_reader *r, const ost_limits *l) {
+    if (l->max_depth) r->lim.max_depth = l->max_depth;
+    if (l->max_memo) r->lim.max_memo = l->max_memo;
+    if (l->max_container) r->lim.max_container = l->max_container;
+    if (l->max_bytes) r->lim.max_bytes = l->max_bytes;
+}
+
+void ost_reader_set_find_global(ost_reader *r, ost_find_global_fn fn, void *ud) {
+    r->find_global = fn;
+    r->fg_ud = ud;
+}
+
+void ost_reader_set_persistent_load(ost_reader *r, ost_persistent_load_fn fn,
+                                    void *ud) {
+    r->pers_load = fn;
+    r->pl_ud = ud;
+}
+
+const char *ost_reader_errmsg(const ost_reader *r) { return r->msg; }
+size_t ost_reader_erroffset(const ost_reader *r) { return r->erroff; }
+
+/* ---- errors ------------------------------------------------------------- */
+
+static const char *op_name(int op);
+
+static int rfail(ost_reader *r, const uint8_t *at, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int rfail(ost_reader *r, const uint8_t *at, int code, const char *fmt, ...) {
+    if (r->err) return r->err; /* keep the first error */
+    char detail[240];
+    va_list ap;
+    va_start(ap, fmt);
+    ost__vfmt(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    r->err = code;
+    r->erroff = (size_t)(at - r->base);
+    snprintf(r->msg, sizeof r->msg, "%s at offset %zu: %s", ost_err_name(code),
+             r->erroff, detail);
+    return code;
+}
+
+#define NOMEM(at) rfail(r, at, OST_ENOMEM, "out of memory")
+
+/* ---- stack and memo ------------------------------------------------------ */
+
+static int account(ost_reader *r, const uint8_t *at, size_t n) {
+    r->bytes += n;
+    if (r->bytes > r->lim.max_bytes)
+        return rfail(r, at, OST_ELIMIT, "values would take more than %zu bytes "
+                     "(limit max_bytes)", r->lim.max_bytes);
+    return 0;
+}
+
+static int push(ost_reader *r, const uint8_t *at, ost_value v) {
+    if (!v) return NOMEM(at);
+    if (OST_UNLIKELY(r->sp == r->stcap)) {
+        if (r->sp >= r->lim.max_container) {
+            ost_decref(v);
+            return rfail(r, at, OST_ELIMIT, "stack longer than %zu (limit max_container)",
+                         r->lim.max_container);
+        }
+        size_t cap = r->stcap ? r->stcap * 2 : 256;
+        ost_value *s = realloc(r->stack, cap * sizeof *s);
+        if (!s) {
+            ost_decref(v);
+            return NOMEM(at);
+        }
+        r->stack = s;
+        r->stcap = cap;
+    }
+    r->stack[r->sp++] = v;
+    return 0;
+}
+
+static size_t mark_base(const ost_reader *r) {
+    return r->nmarks ? r->marks[r->nmarks - 1] : 0;
+}
+
+/* Values above the current mark. */
+static inline size_t above(const ost_reader *r) { return r->sp - mark_base(r); }
+
+static int need(ost_reader *r, const uint8_t *at, size_t n, int op) {
+    if (OST_LIKELY(above(r) >= n)) return 0;
+    return rfail(r, at, OST_EBADPICKLE, "%s needs %zu value%s on the stack, found %zu",
+                 op_name(op), n, n == 1 ? "" : "s", above(r));
+}
+
+static int pop_mark(ost_reader *r, const uint8_t *at, int op, size_t *base) {
+    *base = 0;
+    if (!r->nmarks)
+        return rfail(r, at, OST_EBADPICKLE, "%s without a MARK", op_name(op));
+    *base = r->marks[--r->nmarks];
+    return 0;
+}
+
+static void trash(ost_reader *r, ost_value v) {
+    if (!ost__is_heap(v)) return;
+    if (!r->trash && !(r->trash = ost_list_new(16))) {
+        ost_decref(v); /* could leak a cycle, but only when out of memory */
+        return;
+    }
+    ost_list_append(r->trash, v);
+}
+
+static ost_value memo_get(ost_reader *r, size_t idx) {
+    if (idx < r->memo_hi) return r->memo[idx];
+    if (r->sparse.count) {
+        ost__ptr_slot *s = ost__ptrtab_find(&r->sparse, idx + 1);
+        if (s->key) return (ost_value)s->val;
+    }
+    return 0;
+}
+
+static int memo_put(ost_reader *r, const uint8_t *at, size_t idx, ost_value v) {
+    ost__incref(v);
+    /* dense while indexes stay near the input consumed, else sparse */
+    size_t pos = (size_t)(at - r->base);
+    if (idx < r->memo_cap || idx <= pos * 2 + 64) {
+        if (idx >= r->memo_cap) {
+            size_t cap = r->memo_cap ? r->memo_cap : 64;
+            while (cap <= idx) cap *= 2;
+            ost_value *m = realloc(r->memo, cap * sizeof *m);
+            if (!m) {
+                ost_decref(v);
+                return NOMEM(at);
+            }
+            memset(m + r->memo_cap, 0, (cap - r->memo_cap) * sizeof *m);
+            r->memo = m;
+            r->memo_cap = cap;
+        }
+        if (idx >= r->memo_hi) r->memo_hi = idx + 1;
+        ost_value old = r->memo[idx];
+        r->memo[idx] = v;
+        if (old) trash(r, old);
+        else r->memo_count++;
+    } else {
+        if (!r->sparse.slots && ost__ptrtab_init(&r->sparse, 16)) {
+            ost_decref(v);
+            return NOMEM(at);
+        }
+        ost__ptr_slot *s = ost__ptrtab_find(&r->sparse, idx + 1);
+        if (s->key) {
+            trash(r, (ost_value)s->val);
+            s->val = v;
+        } else if (ost__ptrtab_put(&r->sparse, idx + 1, v)) {
+            ost_decref(v);
+            return NOMEM(at);
+        } else
+            r->memo_count++;
+    }
+    if (r->memo_count > r->lim.max_memo)
+        return rfail(r, at, OST_ELIMIT, "more than %zu memo entries (limit max_memo)",
+                     r->lim.max_memo);
+    return 0;
+}
+
+/* Moves every value the load still holds (stack, memo, trash) into one
+ * list and releases it, so cycles among them are freed too. */
+static void clear_memo(ost_reader *r) {
+    for (size_t i = 0; i < r->memo_hi; i++) {
+        ost_decref(r->memo[i]);
+        r->memo[i] = 0;
+    }
+    r->memo_hi = 0;
+    for (size_t i = 0; r->sparse.slots && i <= r->sparse.mask; i++)
+        if (r->sparse.slots[i].key) ost_decref((ost_value)r->sparse.slots[i].val);
+    if (r->sparse.slots) ost__ptrtab_clear(&r->sparse);
+    r->memo_count = 0;
+    if (r->memo_cap > 65536) { /* a huge pickle's memo: give it back */
+        free(r->memo);
+        r->memo = NULL;
+        r->memo_cap = 0;
+    }
+}
+
+static void release_all(ost_reader *r, bool failed) {
+    if (!failed && !r->trash) {
+        clear_memo(r);
+        return;
+    }
+    /* gather every held reference in one list and collect it */
+    ost_value all = r->trash ? r->trash : ost_list_new(0);
+    r->trash = 0;
+    if (all) {
+        for (size_t i = 0; i < r->memo_hi; i++)
+            if (r->memo[i]) {
+                ost_list_append(all, r->memo[i]);
+                r->memo[i] = 0;
+            }
+        for (size_t i = 0; r->sparse.slots && i <= r->sparse.mask; i++)
+            if (r->sparse.slots[i].key) {
+                ost_list_append(all, (ost_value)r->sparse.slots[i].val);
+                r->sparse.slots[i].key = 0;
+            }
+        r->sparse.count = 0;
+        while (r->sp) ost_list_append(all, r->stack[--r->sp]);
+        ost_release(all);
+    }
+    while (r->sp) ost_decref(r->stack[--r->sp]);
+    clear_memo(r);
+}
+
+/* ---- reading helpers ------------------------------------------------------- */
+
+static inline bool has(const ost_reader *r, const uint8_t *p, size_t n) {
+    return (size_t)(r->end - p) >= n;
+}
+
+static int truncated(ost_reader *r, const uint8_t *at, int op, size_t want,
+                     const uint8_t *p) {
+    return rfail(r, at, OST_ETRUNCATED, "%s needs %zu bytes, %zu left", op_name(op),
+                 want, (size_t)(r->end - p));
+}
+
+static inline uint64_t rd_le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int k = 0; k < n; k++) v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+/* Finds the end of a text argument (a line); returns NULL if none. */
+static const uint8_t *line_end(const ost_reader *r, const uint8_t *p) {
+    return memchr(p, '\n', (size_t)(r->end - p));
+}
+
+static ost_value new_str(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
+    size_t bad;
+    if (OST_UNLIKELY(ost_utf8_check((const char *)p, n, &bad))) {
+        rfail(r, at, OST_EUTF8, "invalid UTF-8 in %s at byte %zu of the text",
+              op_name(*at), bad);
+        return 0;
+    }
+    if (account(r, at, n + 32)) return 0;
+    ost_value v = ost__str_new_uninit(OST_T_STR, n);
+    if (!v) {
+        NOMEM(at);
+        return 0;
+    }
+    memcpy(((ost_str_obj *)v)->data, p, n);
+    return v;
+}
+
+static ost_value new_bytes(ost_reader *r, const uint8_t *at, int type,
+                           const uint8_t *p, size_t n) {
+    if (account(r, at, n + 32)) return 0;
+    ost_value v = ost__str_new_uninit(type, n);
+    if (!v) {
+        NOMEM(at);
+        return 0;
+    }
+    if (p) memcpy(((ost_str_obj *)v)->data, p, n);
+    return v;
+}
+
+/* Latin-1 bytes (Python 2 str) to a str: ASCII stays, other bytes become
+ * U+0080..U+00FF. */
+static ost_value latin1_str(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
+    size_t extra = 0;
+    for (size_t i = 0; i < n; i++) extra += p[i] >> 7;
+    if (account(r, at, n + extra + 32)) return 0;
+    ost_value v = ost__str_new_uninit(OST_T_STR, n + extra);
+    if (!v) {
+        NOMEM(at);
+        return 0;
+    }
+    char *d = ((ost_str_obj *)v)->data;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < 0x80) *d++ = (char)p[i];
+        else {
+            *d++ = (char)(0xc0 | p[i] >> 6);
+            *d++ = (char)(0x80 | (p[i] & 0x3f));
+        }
+    }
+    return v;
+}
+
+static size_t put_utf8(char *d, uint32_t u) {
+    if (u < 0x80) {
+        d[0] = (char)u;
+        return 1;
+    }
+    if (u < 0x800) {
+        d[0] = (char)(0xc0 | u >> 6);
+        d[1] = (char)(0x80 | (u & 0x3f));
+        return 2;
+    }
+    if (u < 0x10000) {
+        d[0] = (char)(0xe0 | u >> 12);
+        d[1] = (char)(0x80 | ((u >> 6) & 0x3f));
+        d[2] = (char)(0x80 | (u & 0x3f));
+        return 3;
+    }
+    d[0] = (char)(0xf0 | u >> 18);
+    d[1] = (char)(0x80 | ((u >> 12) & 0x3f));
+    d[2] = (char)(0x80 | ((u >> 6) & 0x3f));
+    d[3] = (char)(0x80 | (u & 0x3f));
+    return 4;
+}
+
+static int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* UNICODE's raw-unicode-escape: \uXXXX and \UXXXXXXXX, other bytes are
+ * Latin-1. */
+static ost_value raw_unicode(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
+    if (account(r, at, n * 2 + 32)) return 0;
+    ost_value v = ost__str_new_uninit(OST_T_STR, n * 2);
+    if (!v) {
+        NOMEM(at);
+        return 0;
+    }
+    char *d = ((ost_str_obj *)v)->data;
+    size_t j = 0;
+    for (size_t i = 0; i < n;) {
+        if (p[i] == '\\' && i + 1 < n && (p[i + 1] == 'u' || p[i + 1] == 'U')) {
+            int digits = p[i + 1] == 'u' ? 4 : 8;
+            uint32_t u = 0;
+            if (i + 2 + (size_t)digits > n) goto bad;
+            for (int k = 0; k < digits; k++) {
+                int h = hexval(p[i + 2 + k]);
+                if (h < 0) goto bad;
+                u = u << 4 | (uint32_t)h;
+            }
+            if (u > 0x10ffff) goto bad;
+            j += put_utf8(d + j, u);
+            i += 2 + (size_t)digits;
+        } else
+            j += put_utf8(d + j, p[i++]);
+    }
+    ((ost_str_obj *)v)->len = j;
+    d[j] = 0;
+    return v;
+bad:
+    ost_decref(v);
+    rfail(r, at, OST_EBADPICKLE, "bad \\u escape in UNICODE text");
+    return 0;
+}
+
+/* STRING's quoted repr with backslash escapes, as Python 2 wrote it. */
+static ost_value quoted_string(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
+    if (n < 2 || (p[0] != '\'' && p[0] != '"') || p[n - 1] != p[0]) {
+        rfail(r, at, OST_EBADPICKLE, "STRING argument is not a quoted string");
+        return 0;
+    }
+    p++;
+    n -= 2;
+    uint8_t *tmp = malloc(n + 1);
+    if (!tmp) {
+        NOMEM(at);
+        return 0;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < n;) {
+        uint8_t c = p[i++];
+        if (c != '\\' || i == n) {
+            tmp[j++] = c;
+            continue;
+        }
+        c = p[i++];
+        switch (c) {
+        case 'n': tmp[j++] = '\n'; break;
+        case 't': tmp[j++] = '\t'; break;
+        case 'r': tmp[j++] = '\r'; break;
+        case 'a': tmp[j++] = 7; break;
+        case 'b': tmp[j++] = 8; break;
+        case 'f': tmp[j++] = 12; break;
+        case 'v': tmp[j++] = 11; break;
+        case '\\': case '\'': case '"': tmp[j++] = c; break;
+        case '\n': break;
+        case 'x': {
+            int h1 = i < n ? hexval(p[i]) : -1, h2 = i + 1 < n ? hexval(p[i + 1]) : -1;
+            if (h1 < 0 || h2 < 0) {
+                free(tmp);
+                rfail(r, at, OST_EBADPICKLE, "bad \\x escape in STRING");
+                return 0;
+            }
+            tmp[j++] = (uint8_t)(h1 << 4 | h2);
+            i += 2;
+            break;
+        }
+        default:
+            if (c >= '0' && c <= '7') {
+                unsigned o = c - '0';
+                for (int k = 0; k < 2 && i < n && p[i] >= '0' && p[i] <= '7'; k++)
+                    o = o * 8 + (p[i++] - '0');
+                tmp[j++] = (uint8_t)o;
+            } else {
+                tmp[j++] = '\\';
+                tmp[j++] = c;
+            }
+        }
+    }
+    ost_value v = latin1_str(r, at, tmp, j);
+    free(tmp);
+    return v;
+}
+
+/* ---- globals ------------------------------------------------------------ */
+
+static bool gl_is(ost_value g, const char *m, const char *n) {
+    if (ost__type(g) != OST_T_GLOBAL) return false;
+    ost_global_obj *o = (ost_global_obj *)g;
+    return strcmp(((ost_str_obj *)o->module)->data, m) == 0 &&
+           strcmp(((ost_str_obj *)o->name)->data, n) == 0;
+}
+
+static bool known_builtin(const char *m, const char *n) {
+    if (strcmp(m, "builtins") == 0)
+        return !strcmp(n, "set") || !strcmp(n, "frozenset") ||
+               !strcmp(n, "bytearray") || !strcmp(n, "bytes") ||
+               !strcmp(n, "object");
+    if (strcmp(m, "_codecs") == 0) return !strcmp(n, "encode");
+    if (strcmp(m, "copyreg") == 0)
+        return !strcmp(n, "_reconstructor") || !strcmp(n, "__newobj__") ||
+               !strcmp(n, "__newobj_ex__");
+    return false;
+}
+
+/* Makes the value for global module.name (text not yet validated). */
+static ost_value make_global(ost_reader *r, const uint8_t *at, const uint8_t *m,
+                             size_t ml, const uint8_t *n, size_t nl) {
+    /* Python 2 module names, as Python 3's fix_imports maps them */
+    if (ml == 11 && memcmp(m, "__builtin__", 11) == 0) m = (const uint8_t *)"builtins", ml = 8;
+    else if (ml == 8 && memcmp(m, "copy_reg", 8) == 0) m = (const uint8_t *)"copyreg", ml = 7;
+    if (memchr(m, 0, ml) || memchr(n, 0, nl)) {
+        rfail(r, at, OST_EBADPICKLE, "global name with a NUL byte");
+        return 0;
+    }
+    ost_value ms = new_str(r, at, m, ml);
+    if (!ms) return 0;
+    ost_value ns = new_str(r, at, n, nl);
+    if (!ns) {
+        ost_decref(ms);
+        return 0;
+    }
+    const char *mc = ((ost_str_obj *)ms)->data, *nc = ((ost_str_obj *)ns)->data;
+    if (r->find_global && !known_builtin(mc, nc)) {
+        ost_value cls = 0;
+        int rc = r->find_global(r->fg_ud, mc, nc, &cls);
+        if (rc || cls) {
+            if (rc) {
+                ost_decref(cls);
+                rfail(r, at, rc, "global %s.%s refused: %s", mc, nc, ost_strerror(rc));
+                cls = 0;
+            }
+            ost_decref(ms);
+            ost_decref(ns);
+            return cls;
+        }
+    }
+    ost_global_obj *g = (ost_global_obj *)ost__obj_alloc(sizeof *g, OST_T_GLOBAL);
+    if (!g) {
+        ost_decref(ms);
+        ost_decref(ns);
+        NOMEM(at);
+        return 0;
+    }
+    g->module = ms;
+    g->name = ns;
+    return (ost_value)g;
+}
+
+/* ---- building ----------------------------------------------------------- */
+
+static ost_value new_instance(ost_reader *r, const uint8_t *at, ost_value cls) {
+    ost_value v = ost_instance_new(ost_incref(cls));
+    if (!v) NOMEM(at);
+    return v;
+}
+
+/* What REDUCE / NEWOBJ build: known builtins become real values, a class
+ * with no arguments an instance, anything else a reduce value. */
+static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
+                            ost_value fn, ost_value args, ost_value kwargs) {
+    int ta = ost__type(args);
+    size_t na = ta == OST_T_TUPLE ? ost_len(args) : 0;
+    if (kind != OST_REDUCE_CALL && ta != OST_T_TUPLE) {
+        rfail(r, at, OST_EBADPICKLE, "NEWOBJ arguments are a %s, not a tuple",
+              ost_type_name(ost__type(args)));
+        return 0;
+    }
+    if (ost__type(fn) == OST_T_GLOBAL && ta == OST_T_TUPLE) {
+        ost_value a0 = na > 0 ? ost_item(args, 0) : 0;
+        if (kind == OST_REDUCE_CALL) {
+            if ((gl_is(fn, "builtins", "set") || gl_is(fn, "builtins", "frozenset")) &&
+                na <= 1 && (na == 0 || ost__type(a0) == OST_T_LIST ||
+                            ost__type(a0) == OST_T_TUPLE)) {
+                ost_value s = gl_is(fn, "builtins", "set") ? ost_set_new() : ost_frozenset_new();
+                if (!s) {
+                    NOMEM(at);
+                    return 0;
+                }
+                for (size_t i = 0; i < ost_len(a0); i++) {
+                    int rc = ost_set_add(s, ost_incref(ost_item(a0, i)));
+                    if (rc) {
+                        ost_decref(s);
+                        rfail(r, at, rc == OST_ETYPE ? OST_EBADPICKLE : rc,
+                              "set item is not hashable");
+                        return 0;
+                    }
+                }
+                if (account(r, at, 32 + na * 24)) {
+                    ost_decref(s);
+                    return 0;
+                }
+                return s;
+            }
+            if (gl_is(fn, "builtins", "bytearray") || gl_is(fn, "builtins", "bytes")) {
+                bool ba = gl_is(fn, "builtins", "bytearray");
+                int t = ba ? OST_T_BYTEARRAY : OST_T_BYTES;
+                if (na == 0) return new_bytes(r, at, t, NULL, 0);
+                if (na == 1 && ost__type(a0) == OST_T_BYTES) {
+                    size_t n;
+                    const char *d = ost_data(a0, &n);
+                    return new_bytes(r, at, t, (const uint8_t *)d, n);
+                }
+                /* bytearray(str, 'latin-1') and the like: fall through */
+            }
+            bool encode = gl_is(fn, "_codecs", "encode");
+            bool ba2 = gl_is(fn, "builtins", "bytearray") && na == 2;
+            if ((encode || ba2) && na == 2 && ost__type(a0) == OST_T_STR &&
+                ost__type(ost_item(args, 1)) == OST_T_STR) {
+                const char *enc = ost_data(ost_item(args, 1), NULL);
+                if (!strcmp(enc, "latin1") || !strcmp(enc, "latin-1") ||
+                    !strcmp(enc, "iso-8859-1")) {
+                    size_t n;
+                    const uint8_t *s = (const uint8_t *)ost_data(a0, &n);
+                    ost_value b = new_bytes(r, at, ba2 ? OST_T_BYTEARRAY : OST_T_BYTES, NULL, n);
+                    if (!b) return 0;
+                    ost_str_obj *bo = (ost_str_obj *)b;
+                    size_t j = 0;
+                    for (size_t i = 0; i < n;) {
+                        if (s[i] < 0x80) bo->data[j++] = (char)s[i++];
+                        else if (s[i] == 0xc2 || s[i] == 0xc3) {
+                            bo->data[j++] = (char)((s[i] & 3) << 6 | (s[i + 1] & 0x3f));
+                            i += 2;
+                        } else {
+                            ost_decref(b);
+                            rfail(r, at, OST_EBADPICKLE,
+                                  "text has characters beyond Latin-1 for bytes");
+                            return 0;
+                        }
+                    }
+                    bo->len = j;
+                    bo->data[j] = 0;
+                    return b;
+                }
+            }
+            if (gl_is(fn, "copyreg", "_reconstructor") && na == 3 &&
+                ost__type(a0) == OST_T_GLOBAL &&
+                gl_is(ost_item(args, 1), "builtins", "object") &&
+                ost_item(args, 2) == OST_NONE)
+                return new_instance(r, at, a0);
+            if (gl_is(fn, "copyreg", "__newobj__") && na >= 1 &&
+                ost__type(a0) == OST_T_GLOBAL) {
+                if (na == 1) return new_instance(r, at, a0);
+                ost_value rest = ost_tuple_new(na - 1);
+                if (!rest) {
+                    NOMEM(at);
+                    return 0;
+                }
+                for (size_t i = 1; i < na; i++)
+                    ost_tuple_set(rest, i - 1, ost_incref(ost_item(args, i)));
+                ost_value v = ost_reduce_new(OST_REDUCE_NEWOBJ, ost_incref(a0), rest);
+                if (!v) NOMEM(at);
+                return v;
+            }
+            if (gl_is(fn, "copyreg", "__newobj_ex__") && na == 3 &&
+                ost__type(a0) == OST_T_GLOBAL &&
+                ost__type(ost_item(args, 1)) == OST_T_TUPLE &&
+                ost__type(ost_item(args, 2)) == OST_T_DICT)
+                return build_call(r, at, OST_REDUCE_NEWOBJ_EX, a0, ost_item(args, 1),
+                                  ost_item(args, 2));
+        } else if (na == 0 && (!kwargs || ost_len(kwargs) == 0)) {
+            return new_instance(r, at, fn);
+        }
+    }
+    ost_value v = ost_reduce_new(kind, ost_incref(fn), ost_incref(args));
+    if (v && kwargs && ost_reduce_set_kwargs(v, ost_incref(kwargs))) {
+        ost_decref(v);
+        v = 0;
+    }
+    if (!v) NOMEM(at);
+    return v;
+}
+
+static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
+    ost_value target = r->stack[base - 1];
+    int t = ost__type(target);
+    size_t n = r->sp - base;
+    int rc = 0;
+    if (t == OST_T_LIST && op != OP_ADDITEMS) {
+        ost_list_obj *l = (ost_list_obj *)target;
+        if (l->len + n > r->lim.max_container)
+            return rfail(r, at, OST_ELIMIT, "list longer than %zu (limit max_container)",
+                         r->lim.max_container);
+        if (account(r, at, n * sizeof(ost_value))) return r->err;
+        if (ost__list_reserve(l, n)) return NOMEM(at);
+        memcpy(l->items + l->len, r->stack + base, n * sizeof(ost_value));
+        l->len += n;
+        r->sp = base;
+        return 0;
+    }
+    if ((t == OST_T_SET || t == OST_T_FROZENSET) && op == OP_ADDITEMS) {
+        if (ost_len(target) + n > r->lim.max_container)
+            return rfail(r, at, OST_ELIMIT, "set larger than %zu (limit max_container)",
+                         r->lim.max_container);
+        if (account(r, at, n * sizeof(ost_entry))) return r->err;
+        for (size_t i = base; i < r->sp && !rc; i++) {
+            rc = ost_set_add(target, r->stack[i]);
+            r->stack[i] = 0;
+        }
+        for (size_t i = base; i < r->sp; i++) ost_decref(r->stack[i]);
+        r->sp = base;
+        if (rc == OST_ETYPE) return rfail(r, at, OST_EBADPICKLE, "ADDITEMS: unhashable item");
+        return rc ? NOMEM(at) : 0;
+    }
+    if (t == OST_T_REDUCE && op != OP_ADDITEMS) {
+        for (size_t i = base; i < r->sp && !rc; i++) {
+            rc = ost_reduce_append(target, r->stack[i]);
+            r->stack[i] = 0;
+        }
+        for (size_t i = base; i < r->sp; i++) ost_decref(r->stack[i]);
+        r->sp = base;
+        return rc ? NOMEM(at) : 0;
+    }
+    return rfail(r, at, OST_EBADPICKLE, "%s on a %s (only %s)", op_name(op),
+                 ost_type_name(t), op == OP_ADDITEMS ? "sets" : "lists and reduce values");
+}
+
+static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
+    ost_value target = r->stack[base - 1];
+    int t = ost__type(target);
+    size_t n = r->sp - base;
+    int rc = 0;
+    if (n % 2)
+        return rfail(r, at, OST_EBADPICKLE, "%s with an odd number of values (%zu)",
+                     op_name(op), n);
+    if (t == OST_T_DICT) {
+        if (ost_len(target) + n / 2 > r->lim.max_container)
+            return rfail(r, at, OST_ELIMIT, "dict larger than %zu (limit max_container)",
+                         r->lim.max_container);
+        if (account(r, at, n / 2 * sizeof(ost_entry))) return r->err;
+        size_t i;
+        for (i = base; i < r->sp; i += 2) {
+            uint64_t h;
+            ost_value k = r->stack[i], v = r->stack[i + 1];
+            if (ost__hash(k, &h)) {
+                rc = OST_ETYPE;
+                break;
+            }
+            r->stack[i] = r->stack[i + 1] = 0;
+            if ((rc = ost__dict_insert(target, k, v, h))) break;
+        }
+        for (; i < r->sp; i++) ost_decref(r->stack[i]);
+        r->sp = base;
+        if (rc == OST_ETYPE)
+            return rfail(r, at, OST_EBADPICKLE, "%s: unhashable key", op_name(op));
+        return rc ? NOMEM(at) : 0;
+    }
+    if (t == OST_T_REDUCE) {
+        size_t i;
+        for (i = base; i < r->sp && !rc; i += 2) {
+            rc = ost_reduce_setitem(target, r->stack[i], r->stack[i + 1]);
+            r->stack[i] = r->stack[i + 1] = 0;
+        }
+        for (; i < r->sp; i++) ost_decref(r->stack[i]);
+        r->sp = base;
+        return rc ? NOMEM(at) : 0;
+    }
+    return rfail(r, at, OST_EBADPICKLE, "%s on a %s (only dicts and reduce values)",
+                 op_name(op), ost_type_name(t));
+}
+
+static int build(ost_reader *r, const uint8_t *at) {
+    ost_value state = r->stack[--r->sp];
+    ost_value obj = r->stack[r->sp - 1];
+    int t = ost__type(obj);
+    if (t == OST_T_INSTANCE) {
+        ost_inst_obj *in = (ost_inst_obj *)obj;
+        if (ost__type(in->state) == OST_T_DICT && ost__type(state) == OST_T_DICT) {
+            /* a second BUILD updates the attributes, as __dict__.update */
+            size_t pos = 0;
+            ost_value k, v;
+            int rc = 0;
+            while (!rc && ost_dict_next(state, &pos, &k, &v))
+                rc = ost_dict_set(in->state, ost_incref(k), ost_incref(v));
+            trash(r, state);
+            return rc ? NOMEM(at) : 0;
+        }
+        ost_instance_set_state(obj, state);
+        return 0;
+    }
+    if (t == OST_T_REDUCE) {
+        ost_reduce_set_state(obj, state);
+        return 0;
+    }
+    trash(r, state);
+    return rfail(r, at, OST_EBADPICKLE, "BUILD on a %s (only instances and reduce values)",
+                 ost_type_name(t));
+}
+
+static int persistent(ost_reader *r, const uint8_t *at, ost_value pid) {
+    if (!r->pers_load) {
+        trash(r, pid);
+        return rfail(r, at, OST_ENOPERSLOAD,
+                     "persistent id found but no persistent_load hook is set");
+    }
+    ost_value obj = 0;
+    int rc = r->pers_load(r->pl_ud, pid, &obj);
+    trash(r, pid);
+    if (rc || !obj) {
+        ost_decref(obj);
+        return rfail(r, at, rc ? rc : OST_EHOOK, "persistent_load failed: %s",
+                     ost_strerror(rc ? rc : OST_EHOOK));
+    }
+    return push(r, at, obj);
+}
+
+/* Parses a decimal memo index from a text line. */
+static int line_index(ost_reader *r, const uint8_t *at, const uint8_t *p,
+                      const uint8_t *e, size_t *out) {
+    size_t v = 0;
+    if (p == e) return rfail(r, at, OST_EBADPICKLE, "empty memo index");
+    for (; p < e; p++) {
+        if (*p < '0' || *p > '9' || v > (SIZE_MAX - 9) / 10)
+            return rfail(r, at, OST_EBADPICKLE, "bad memo index text");
+        v = v * 10 + (size_t)(*p - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---- the machine ------------------------------------------------------------ */
+
+#define NEED(n)                                                 \
+    do {                                                        \
+        if (OST_UNLIKELY(!has(r, p, (n)))) {                    \
+            truncated(r, at, op, (size_t)(n), p);               \
+            goto fail;                                          \
+        }                                                       \
+    } while (0)
+#define CHECK(x)                      \
+    do {                              \
+        if (OST_UNLIKELY((x) != 0)) { \
+            goto fail;                \
+        }                             \
+    } while (0)
+#define PUSH(v) CHECK(push(r, at, (v)))
+#define LINE(e)                                                               \
+    do {                                                                      \
+        (e) = line_end(r, p);                                                 \
+        if (!(e)) {                                                           \
+            rfail(r, at, OST_ETRUNCATED, "%s: no end of line", op_name(op));  \
+            goto fail;                                                        \
+        }                                                                     \
+    } while (0)
+
+int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
+             size_t *consumed) {
+    if (out) *out = 0;
+    if (consumed) *consumed = 0;
+    if (!r || !out || (!data && len)) return OST_EINVAL;
+    const uint8_t *p = data, *at = p;
+    int op = 0;
+    r->base = p;
+    r->end = p + len;
+    r->err = 0;
+    r->erroff = 0;
+    r->msg[0] = 0;
+    r->bytes = 0;
+    r->sp = 0;
+    r->nmarks = 0;
+    for (;;) {
+        at = p;
+        if (OST_UNLIKELY(p >= r->end)) {
+            rfail(r, at, OST_ETRUNCATED, "pickle ends without STOP");
+            goto fail;
+        }
+        op = *p++;
+        switch (op) {
+        case OP_PROTO:
+            NEED(1);
+            if (*p > OST_PICKLE_HIGHEST_PROTOCOL) {
+                rfail(r, at, OST_EPROTOCOL, "unsupported protocol %u", *p);
+                goto fail;
+            }
+            p++;
+            break;
+        case OP_FRAME: {
+            NEED(8);
+            uint64_t n = rd_le(p, 8);
+            p += 8;
+            if (n > (uint64_t)(r->end - p)) {
+                rfail(r, at, OST_ETRUNCATED, "FRAME of %llu bytes, %zu left",
+                      (unsigned long long)n, (size_t)(r->end - p));
+                goto fail;
+            }
+            break;
+        }
+        case OP_STOP: {
+            if (r->sp == 0 || above(r) == 0) {
+                rfail(r, at, OST_EBADPICKLE, "STOP with an empty stack");
+                goto fail;
+            }
+            ost_value v = r->stack[--r->sp];
+            while (r->sp) trash(r, r->stack[--r->sp]); /* extra values */
+            release_all(r, false);
+            *out = v;
+            if (consumed) *consumed = (size_t)(p - r->base);
+            return 0;
+        }
+        case OP_MARK:
+            if (OST_UNLIKELY(r->nmarks == r->mcap)) {
+                if (r->nmarks >= r->lim.max_depth) {
+                    rfail(r, at, OST_ELIMIT, "more than %zu nested MARKs (limit max_depth)",
+                          r->lim.max_depth);
+                    goto fail;
+                }
+                size_t cap = r->mcap ? r->mcap * 2 : 64;
+                size_t *m = realloc(r->marks, cap * sizeof *m);
+                if (!m) {
+                    NOMEM(at);
+                    goto fail;
+                }
+                r->marks = m;
+                r->mcap = cap;
+            }
+            if (r->nmarks >= r->lim.max_depth) {
+                rfail(r, at, OST_ELIMIT, "more than %zu nested MARKs (limit max_depth)",
+                      r->lim.max_depth);
+                goto fail;
+            }
+            r->marks[r->nmarks++] = r->sp;
+            break;
+        case OP_POP:
+            if (above(r)) trash(r, r->stack[--r->sp]);
+            else if (r->nmarks) r->nmarks--;
+            else {
+                rfail(r, at, OST_EBADPICKLE, "POP with an empty stack");
+                goto fail;
+            }
+            break;
+        case OP_POP_MARK: {
+            size_t base;
+            CHECK(pop_mark(r, at, op, &base));
+            while (r->sp > base) trash(r, r->stack[--r->sp]);
+            break;
+        }
+        case OP_DUP:
+            CHECK(need(r, at, 1, op));
+            PUSH(ost_incref(r->stack[r->sp - 1]));
+            break;
+
+        /* scalars */
+        case OP_NONE: PUSH(OST_NONE); break;
+        case OP_NEWTRUE: PUSH(OST_TRUE); break;
+        case OP_NEWFALSE: PUSH(OST_FALSE); break;
+        case OP_BININT1:
+            NEED(1);
+            PUSH(ost__small(*p));
+            p += 1;
+            break;
+        case OP_BININT2:
+            NEED(2);
+            PUSH(ost__small((int64_t)rd_le(p, 2)));
+            p += 2;
+            break;
+        case OP_BININT:
+            NEED(4);
+            PUSH(ost__small((int32_t)(uint32_t)rd_le(p, 4)));
+            p += 4;
+            break;
+        case OP_LONG1:
+        case OP_LONG4: {
+            int w = op == OP_LONG1 ? 1 : 4;
+            NEED(w);
+            uint64_t n = rd_le(p, w);
+            if (op == OP_LONG4 && (int32_t)(uint32_t)n < 0) {
+                rfail(r, at, OST_EBADPICKLE, "LONG4 with a negative length");
+                goto fail;
+            }
+            p += w;
+            NEED(n);
+            CHECK(account(r, at, n + 16));
+            PUSH(ost_int_from_bytes(p, (size_t)n));
+            p += n;
+            break;
+        }
+        case OP_BINFLOAT: {
+            NEED(8);
+            uint64_t bits = 0;
+            for (int k = 0; k < 8; k++) bits = bits << 8 | p[k];
+            double d;
+            memcpy(&d, &bits, 8);
+            p += 8;
+            PUSH(ost_float(d));
+            break;
+        }
+        case OP_INT:
+        case OP_LONG: {
+            const uint8_t *e;
+            LINE(e);
+            size_t n = (size_t)(e - p);
+            if (op == OP_INT && n == 2 && p[0] == '0' && (p[1] == '0' || p[1] == '1')) {
+                PUSH(p[1] == '1' ? OST_TRUE : OST_FALSE);
+                p = e + 1;
+                break;
+            }
+            if (op == OP_LONG && n && p[n - 1] == 'L') n--;
+            CHECK(account(r, at, n / 2 + 16));
+            ost_value v = ost_int_from_decimal((const char *)p, n);
+            if (!v) {
+                rfail(r, at, OST_EBADPICKLE, "%s: bad integer text", op_name(op));
+                goto fail;
+            }
+            PUSH(v);
+            p = e + 1;
+            break;
+        }
+        case OP_FLOAT: {
+            const uint8_t *e;
+            LINE(e);
+            char buf[64];
+            size_t n = (size_t)(e - p);
+            if (n == 0 || n >= sizeof buf) {
+                rfail(r, at, OST_EBADPICKLE, "FLOAT: bad text");
+                goto fail;
+            }
+            memcpy(buf, p, n);
+            buf[n] = 0;
+            char *endp;
+            double d = strtod(buf, &endp);
+            if (endp != buf + n) {
+                rfail(r, at, OST_EBADPICKLE, "FLOAT: bad text '%s'", buf);
+                goto fail;
+            }
+            PUSH(ost_float(d));
+            p = e + 1;
+            break;
+        }
+
+        /* text and bytes */
+        case OP_SHORT_BINUNICODE:
+        case OP_BINUNICODE:
+        case OP_BINUNICODE8:
+        case OP_SHORT_BINBYTES:
+        case OP_BINBYTES:
+        case OP_BINBYTES8:
+        case OP_BYTEARRAY8:
+        case OP_SHORT_BINSTRING:
+        case OP_BINSTRING: {
+            int w = (op == OP_SHORT_BINUNICODE || op == OP_SHORT_BINBYTES ||
+                     op == OP_SHORT_BINSTRING) ? 1
+                    : (op == OP_BINUNICODE8 || op == OP_BINBYTES8 || op == OP_BYTEARRAY8) ? 8
+                                                                                           : 4;
+            NEED(w);
+            uint64_t n = rd_le(p, w);
+            if (op == OP_BINSTRING && (int32_t)(uint32_t)n < 0) {
+                rfail(r, at, OST_EBADPICKLE, "BINSTRING with a negative length");
+                goto fail;
+            }
+            p += w;
+            NEED(n);
+            ost_value v;
+            if (op == OP_SHORT_BINUNICODE || op == OP_BINUNICODE || op == OP_BINUNICODE8)
+                v = new_str(r, at, p, (size_t)n);
+            else if (op == OP_SHORT_BINSTRING || op == OP_BINSTRING)
+                v = latin1_str(r, at, p, (size_t)n);
+            else
+                v = new_bytes(r, at, op == OP_BYTEARRAY8 ? OST_T_BYTEARRAY : OST_T_BYTES,
+                              p, (size_t)n);
+            if (!v) goto fail;
+            p += n;
+            PUSH(v);
+            break;
+        }
+        case OP_STRING:
+        case OP_UNICODE: {
+            const uint8_t *e;
+            LINE(e);
+            ost_value v = op == OP_STRING ? quoted_string(r, at, p, (size_t)(e - p))
+                                          : raw_unicode(r, at, p, (size_t)(e - p));
+            if (!v) goto fail;
+            p = e + 1;
+            PUSH(v);
+            break;
+        }
+
+        /* tuples */
+        case OP_EMPTY_TUPLE: PUSH(ost__tuple_new_uninit(0)); break;
+        case OP_TUPLE1:
+        case OP_TUPLE2:
+        case OP_TUPLE3:
+        case OP_TUPLE: {
+            size_t base, n;
+            if (op == OP_TUPLE) {
+                CHECK(pop_mark(r, at, op, &base));
+                n = r->sp - base;
+            } else {
+                n = (size_t)(op - OP_TUPLE1 + 1);
+                CHECK(need(r, at, n, op));
+                base = r->sp - n;
+            }
+            CHECK(account(r, at, 16 + n * sizeof(ost_value)));
+            ost_value t = ost__tuple_new_uninit(n);
+            if (!t) {
+                NOMEM(at);
+                goto fail;
+            }
+            ((ost_tuple_obj *)t)->len = n;
+            memcpy(((ost_tuple_obj *)t)->items, r->stack + base, n * sizeof(ost_value));
+            r->sp = base;
+            PUSH(t);
+            break;
+        }
+
+        /* lists */
+        case OP_EMPTY_LIST:
+            CHECK(account(r, at, 48));
+            PUSH(ost_list_new(0));
+            break;
+        case OP_LIST: {
+            size_t base;
+            CHECK(pop_mark(r, at, op, &base));
+            size_t n = r->sp - base;
+            CHECK(account(r, at, 48 + n * sizeof(ost_value)));
+            ost_value l = ost_list_new(n);
+            if (!l) {
+                NOMEM(at);
+                goto fail;
+            }
+            memcpy(((ost_list_obj *)l)->items, r->stack + base, n * sizeof(ost_value));
+            ((ost_list_obj *)l)->len = n;
+            r->sp = base;
+            PUSH(l);
+            break;
+        }
+        case OP_APPEND:
+            CHECK(need(r, at, 2, op));
+            CHECK(add_items(r, at, op, r->sp - 1));
+            break;
+        case OP_APPENDS:
+        case OP_ADDITEMS: {
+            size_t base;
+            CHECK(pop_mark(r, at, op, &base));
+            if (base == 0 || (r->nmarks && r->marks[r->nmarks - 1] >= base)) {
+                rfail(r, at, OST_EBADPICKLE, "%s with nothing to add to", op_name(op));
+                goto fail;
+            }
+            CHECK(add_items(r, at, op, base));
+            break;
+        }
+
+        /* dicts and sets */
+        case OP_EMPTY_DICT:
+            CHECK(account(r, at, 64));
+            PUSH(ost_dict_new());
+            break;
+        case OP_DICT: {
+            size_t base;
+            CHECK(pop_mark(r, at, op, &base));
+            ost_value d = ost_dict_new();
+            if (!d) {
+                NOMEM(at);
+                goto fail;
+            }
+            /* the dict goes under its items, then SETITEMS fills it */
+            CHECK(push(r, at, d));
+            memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
+            r->stack[base] = d;
+            CHECK(set_items(r, at, op, base + 1));
+            break;
+        }
+        case OP_SETITEM:
+            CHECK(need(r, at, 3, op));
+            CHECK(set_items(r, at, op, r->sp - 2));
+            break;
+        case OP_SETITEMS: {
+            size_t base;
+            CHECK(pop_mark(r, at, op, &base));
+            if (base == 0 || (r->nmarks && r->marks[r->nmarks - 1] >= base)) {
+                rfail(r, at, OST_EBADPICKLE, "SETITEMS with no dict to fill");
+                goto fail;
+            }
+            CHECK(set_items(r, at, op, base));
+            break;
+        }
+        case OP_EMPTY_SET:
+            CHECK(account(r, at, 64));
+            PUSH(ost_set_new());
+            break;
+        case OP_FROZENSET: {
+            size_t base;
+            CHECK(pop_mark(r, at, op, &base));
+            ost_value s = ost_frozenset_new();
+            if (!s) {
+                NOMEM(at);
+                goto fail;
+            }
+            CHECK(push(r, at, s));
+            memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
+            r->stack[base] = s;
+            CHECK(add_items(r, at, OP_ADDITEMS, base + 1));
+            break;
+        }
+
+        /* memo */
+        case OP_BINGET:
+        case OP_LONG_BINGET:
+        case OP_GET: {
+            size_t idx;
+            if (op == OP_GET) {
+                const uint8_t *e;
+                LINE(e);
+                CHECK(line_index(r, at, p, e, &idx));
+                p = e + 1;
+            } else {
+                int w = op == OP_BINGET ? 1 : 4;
+                NEED(w);
+                idx = (size_t)rd_le(p, w);
+                p += w;
+            }
+            ost_value v = memo_get(r, idx);
+            if (!v) {
+                rfail(r, at, OST_EMEMO, "memo index %zu is not set", idx);
+                goto fail;
+            }
+            PUSH(ost_incref(v));
+            break;
+        }
+        case OP_BINPUT:
+        case OP_LONG_BINPUT:
+        case OP_PUT:
+        case OP_MEMOIZE: {
+            size_t idx;
+            if (op == OP_MEMOIZE) idx = r->memo_count;
+            else if (op == OP_PUT) {
+                const uint8_t *e;
+                LINE(e);
+                CHECK(line_index(r, at, p, e, &idx));
+                p = e + 1;
+            } else {
+                int w = op == OP_BINPUT ? 1 : 4;
+                NEED(w);
+                idx = (size_t)rd_le(p, w);
+                p += w;
+            }
+            if (!above(r)) {
+                rfail(r, at, OST_EBADPICKLE, "%s with an empty stack", op_name(op));
+                goto fail;
+            }
+            CHECK(memo_put(r, at, idx, r->stack[r->sp - 1]));
+            break;
+        }
+
+        /* globals, objects, persistent ids */
+        case OP_GLOBAL:
+        case OP_INST: {
+            const uint8_t *e1, *e2;
+            LINE(e1);
+            const uint8_t *n = e1 + 1;
+            e2 = memchr(n, '\n', (size_t)(r->end - n));
+            if (!e2) {
+                rfail(r, at, OST_ETRUNCATED, "%s: no end of line", op_name(op));
+                goto fail;
+            }
+            ost_value g = make_global(r, at, p, (size_t)(e1 - p), n, (size_t)(e2 - n));
+            if (!g) goto fail;
+            p = e2 + 1;
+            if (op == OP_GLOBAL) {
+                PUSH(g);
+                break;
+            }
+            size_t base;
+            if (pop_mark(r, at, op, &base)) {
+                ost_decref(g);
+                goto fail;
+            }
+            ost_value args = ost__tuple_new_uninit(r->sp - base);
+            if (!args) {
+                ost_decref(g);
+                NOMEM(at);
+                goto fail;
+            }
+            ((ost_tuple_obj *)args)->len = r->sp - base;
+            memcpy(((ost_tuple_obj *)args)->items, r->stack + base,
+                   (r->sp - base) * sizeof(ost_value));
+            r->sp = base;
+            ost_value v = ost_len(args) ? build_call(r, at, OST_REDUCE_CALL, g, args, 0)
+                                        : new_instance(r, at, g);
+            ost_decref(g);
+            ost_decref(args);
+            if (!v) goto fail;
+            PUSH(v);
+            break;
+        }
+        case OP_STACK_GLOBAL: {
+            CHECK(need(r, at, 2, op));
+            ost_value m = r->stack[r->sp - 2], n = r->stack[r->sp - 1];
+            if (ost__type(m) != OST_T_STR || ost__type(n) != OST_T_STR) {
+                rfail(r, at, OST_EBADPICKLE, "STACK_GLOBAL needs two str, got %s and %s",
+                      ost_type_name(ost__type(m)), ost_type_name(ost__type(n)));
+                goto fail;
+            }
+            ost_value g = make_global(r, at, (const uint8_t *)((ost_str_obj *)m)->data,
+                                      ((ost_str_obj *)m)->len,
+                                      (const uint8_t *)((ost_str_obj *)n)->data,
+                                      ((ost_str_obj *)n)->len);
+            if (!g) goto fail;
+            r->sp -= 2;
+            ost_decref(m);
+            ost_decref(n);
+            PUSH(g);
+            break;
+        }
+        case OP_OBJ: {
+            size_t base;
+            CHECK(pop_mark(r, at, op, &base));
+            if (r->sp == base) {
+                rfail(r, at, OST_EBADPICKLE, "OBJ without a class");
+                goto fail;
+            }
+            ost_value cls = r->stack[base];
+            size_t na = r->sp - base - 1;
+            ost_value args = ost__tuple_new_uninit(na);
+            if (!args) {
+                NOMEM(at);
+                goto fail;
+            }
+            ((ost_tuple_obj *)args)->len = na;
+            memcpy(((ost_tuple_obj *)args)->items, r->stack + base + 1, na * sizeof(ost_value));
+            r->sp = base;
+            ost_value v = na ? build_call(r, at, OST_REDUCE_CALL, cls, args, 0)
+                             : ost__type(cls) == OST_T_GLOBAL
+                                   ? new_instance(r, at, cls)
+                                   : build_call(r, at, OST_REDUCE_CALL, cls, args, 0);
+            ost_decref(cls);
+            ost_decref(args);
+            if (!v) goto fail;
+            PUSH(v);
+            break;
+        }
+        case OP_REDUCE:
+        case OP_NEWOBJ:
+        case OP_NEWOBJ_EX: {
+            size_t n = op == OP_NEWOBJ_EX ? 3 : 2;
+            CHECK(need(r, at, n, op));
+            ost_value fn = r->stack[r->sp - n], args = r->stack[r->sp - n + 1];
+            ost_value kw = op == OP_NEWOBJ_EX ? r->stack[r->sp - 1] : 0;
+            if (kw && ost__type(kw) != OST_T_DICT) {
+                rfail(r, at, OST_EBADPICKLE, "NEWOBJ_EX keyword arguments are not a dict");
+                goto fail;
+            }
+            if (op == OP_REDUCE && ost__type(args) != OST_T_TUPLE) {
+                rfail(r, at, OST_EBADPICKLE, "REDUCE arguments are a %s, not a tuple",
+                      ost_type_name(ost__type(args)));
+                goto fail;
+            }
+            if (op != OP_REDUCE && ost__type(fn) != OST_T_GLOBAL) {
+                rfail(r, at, OST_EBADPICKLE, "%s class is a %s, not a global",
+                      op_name(op), ost_type_name(ost__type(fn)));
+                goto fail;
+            }
+            int kind = op == OP_REDUCE ? OST_REDUCE_CALL
+                       : op == OP_NEWOBJ ? OST_REDUCE_NEWOBJ
+                                         : OST_REDUCE_NEWOBJ_EX;
+            ost_value v = build_call(r, at, kind, fn, args, kw);
+            if (!v) goto fail;
+            r->sp -= n;
+            ost_decref(fn);
+            ost_decref(args);
+            ost_decref(kw);
+            PUSH(v);
+            break;
+        }
+        case OP_BUILD:
+            CHECK(need(r, at, 2, op));
+            CHECK(build(r, at));
+            break;
+        case OP_PERSID: {
+            const uint8_t *e;
+            LINE(e);
+            ost_value pid = new_str(r, at, p, (size_t)(e - p));
+            if (!pid) goto fail;
+            p = e + 1;
+            CHECK(persistent(r, at, pid));
+            break;
+        }
+        case OP_BINPERSID:
+            CHECK(need(r, at, 1, op));
+            CHECK(persistent(r, at, r->stack[--r->sp]));
+            break;
+        case OP_READONLY_BUFFER:
+            CHECK(need(r, at, 1, op));
+            break;
+        case OP_EXT1:
+        case OP_EXT2:
+        case OP_EXT4:
+            rfail(r, at, OST_EUNSUPPORTED, "%s: the extension registry is not supported",
+                  op_name(op));
+            goto fail;
+        case OP_NEXT_BUFFER:
+            rfail(r, at, OST_EUNSUPPORTED, "NEXT_BUFFER: out-of-band buffers are not supported");
+            goto fail;
+        default:
+            rfail(r, at, OST_EBADOPCODE, "unknown opcode 0x%02x", op);
+            goto fail;
+        }
+    }
+fail:
+    if (!r->err) rfail(r, at, OST_EBADPICKLE, "malformed pickle");
+    release_all(r, true);
+    return r->err;
+}
+
+/* ---- opcode names (shared with the disassembler) --------------------------- */
+
+static const char *op_name(int op) {
+    switch (op) {
+#define N(x) \
+    case OP_##x: return #x;
+        N(MARK) N(STOP) N(POP) N(POP_MARK) N(DUP) N(FLOAT) N(INT) N(BININT)
+        N(BININT1) N(LONG) N(BININT2) N(NONE) N(PERSID) N(BINPERSID) N(REDUCE)
+        N(STRING) N(BINSTRING) N(SHORT_BINSTRING) N(UNICODE) N(BINUNICODE)
+        N(APPEND) N(BUILD) N(GLOBAL) N(DICT) N(EMPTY_DICT) N(APPENDS) N(GET)
+        N(BINGET) N(INST) N(LONG_BINGET) N(LIST) N(EMPTY_LIST) N(OBJ) N(PUT)
+        N(BINPUT) N(LONG_BINPUT) N(SETITEM) N(TUPLE) N(EMPTY_TUPLE) N(SETITEMS)
+        N(BINFLOAT) N(PROTO) N(NEWOBJ) N(EXT1) N(EXT2) N(EXT4) N(TUPLE1)
+        N(TUPLE2) N(TUPLE3) N(NEWTRUE) N(NEWFALSE) N(LONG1) N(LONG4)
+        N(BINBYTES) N(SHORT_BINBYTES) N(SHORT_BINUNICODE) N(BINUNICODE8)
+        N(BINBYTES8) N(EMPTY_SET) N(ADDITEMS) N(FROZENSET) N(NEWOBJ_EX)
+        N(STACK_GLOBAL) N(MEMOIZE) N(FRAME) N(BYTEARRAY8) N(NEXT_BUFFER)
+        N(READONLY_BUFFER)
+#undef N
+    default: return "?";
+    }
+}
+
+const char *ost__op_name(int op) { return op_name(op); }

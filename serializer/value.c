@@ -1,0 +1,1115 @@
+/* Value constructors, accessors, reference counting, dicts and sets. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static const char *const type_names[OST_T__COUNT] = {
+    "invalid", "NoneType", "bool", "int", "float", "str", "bytes",
+    "bytearray", "tuple", "list", "dict", "set", "frozenset", "instance",
+    "global", "reduce", "persistent"};
+
+ost_type ost_typeof(ost_value v) { return (ost_type)ost__type(v); }
+
+const char *ost_type_name(ost_type t) {
+    return (unsigned)t < OST_T__COUNT ? type_names[t] : "invalid";
+}
+
+ost_value ost_incref(ost_value v) {
+    ost__incref(v);
+    return v;
+}
+
+uint32_t ost_refcount(ost_value v) {
+    return ost__is_heap(v) ? OST__O(v)->refcnt : 0;
+}
+
+/* ---- sizes and children ---------------------------------------------------- */
+
+size_t ost__obj_size(const ost_obj *o) {
+    switch (o->type) {
+    case OST_T_FLOAT: return sizeof(ost_float_obj);
+    case OST_T_INT: return sizeof(ost_int_obj) + ((const ost_int_obj *)o)->n;
+    case OST_T_STR:
+    case OST_T_BYTES:
+    case OST_T_BYTEARRAY:
+        return sizeof(ost_str_obj) + ((const ost_str_obj *)o)->len + 1;
+    case OST_T_TUPLE:
+        return sizeof(ost_tuple_obj) +
+               ((const ost_tuple_obj *)o)->len * sizeof(ost_value);
+    case OST_T_LIST: return sizeof(ost_list_obj);
+    case OST_T_DICT:
+    case OST_T_SET:
+    case OST_T_FROZENSET: return sizeof(ost_dict_obj);
+    case OST_T_INSTANCE: return sizeof(ost_inst_obj);
+    case OST_T_GLOBAL: return sizeof(ost_global_obj);
+    case OST_T_REDUCE: return sizeof(ost_reduce_obj);
+    case OST_T_PERSREF: return sizeof(ost_persref_obj);
+    }
+    return 0;
+}
+
+void ost__children(ost_value v, void (*fn)(ost_value, void *), void *ud) {
+    ost_obj *o = OST__O(v);
+    switch (o->type) {
+    case OST_T_TUPLE: {
+        ost_tuple_obj *t = (ost_tuple_obj *)o;
+        for (size_t i = 0; i < t->len; i++) fn(t->items[i], ud);
+        break;
+    }
+    case OST_T_LIST: {
+        ost_list_obj *l = (ost_list_obj *)o;
+        for (size_t i = 0; i < l->len; i++) fn(l->items[i], ud);
+        break;
+    }
+    case OST_T_DICT:
+    case OST_T_SET:
+    case OST_T_FROZENSET: {
+        ost_dict_obj *d = (ost_dict_obj *)o;
+        for (size_t i = 0; i < d->used; i++) {
+            if (!d->entries[i].key) continue;
+            fn(d->entries[i].key, ud);
+            if (d->entries[i].val) fn(d->entries[i].val, ud);
+        }
+        break;
+    }
+    case OST_T_INSTANCE:
+        fn(((ost_inst_obj *)o)->cls, ud);
+        fn(((ost_inst_obj *)o)->state, ud);
+        break;
+    case OST_T_GLOBAL:
+        fn(((ost_global_obj *)o)->module, ud);
+        fn(((ost_global_obj *)o)->name, ud);
+        break;
+    case OST_T_REDUCE: {
+        ost_reduce_obj *r = (ost_reduce_obj *)o;
+        fn(r->callable, ud);
+        fn(r->args, ud);
+        if (r->kwargs) fn(r->kwargs, ud);
+        if (r->state) fn(r->state, ud);
+        if (r->listitems) fn(r->listitems, ud);
+        if (r->dictitems) fn(r->dictitems, ud);
+        break;
+    }
+    case OST_T_PERSREF: fn(((ost_persref_obj *)o)->pid, ud); break;
+    default: break;
+    }
+}
+
+/* ---- freeing ---------------------------------------------------------------- */
+
+/* Objects whose count reached zero wait here, so that freeing a chain of a
+ * million objects does not recurse. The stack is reused per thread. */
+typedef struct {
+    ost_obj **items;
+    size_t len, cap;
+} free_stack;
+static __thread free_stack t_fs;
+static __thread int t_freeing;
+
+static void free_one(ost_obj *o);
+
+static void child_dead(ost_value c, void *ud) {
+    (void)ud;
+    if (!ost__is_heap(c)) return;
+    ost_obj *o = OST__O(c);
+    if (--o->refcnt) return;
+    if (t_fs.len == t_fs.cap) {
+        size_t cap = t_fs.cap ? t_fs.cap * 2 : 256;
+        ost_obj **n = realloc(t_fs.items, cap * sizeof *n);
+        if (!n) { /* rare: fall back to recursion for this object */
+            free_one(o);
+            return;
+        }
+        t_fs.items = n;
+        t_fs.cap = cap;
+    }
+    t_fs.items[t_fs.len++] = o;
+}
+
+static void free_one(ost_obj *o) {
+    ost__children((ost_value)o, child_dead, NULL);
+    size_t n = ost__obj_size(o);
+    switch (o->type) {
+    case OST_T_LIST: ost__mem_free(((ost_list_obj *)o)->items); break;
+    case OST_T_DICT:
+    case OST_T_SET:
+    case OST_T_FROZENSET:
+        ost__mem_free(((ost_dict_obj *)o)->entries);
+        ost__mem_free(((ost_dict_obj *)o)->index);
+        break;
+    default: break;
+    }
+    ost__obj_free(o, n);
+}
+
+static void dealloc(ost_obj *o) {
+    if (t_freeing) { /* called from inside a free: just queue it */
+        o->refcnt = 1;
+        child_dead((ost_value)o, NULL);
+        return;
+    }
+    t_freeing = 1;
+    free_one(o);
+    while (t_fs.len) free_one(t_fs.items[--t_fs.len]);
+    t_freeing = 0;
+    if (t_fs.cap > 4096) { /* give back what a huge graph needed */
+        free(t_fs.items);
+        t_fs.items = NULL;
+        t_fs.cap = 0;
+    }
+}
+
+void ost_decref(ost_value v) {
+    if (!ost__is_heap(v)) return;
+    ost_obj *o = OST__O(v);
+    if (--o->refcnt == 0) dealloc(o);
+}
+
+/* ost_release: trial deletion (as CPython's collector) over the graph
+ * reachable from v. */
+typedef struct {
+    ost__ptrtab tab; /* object -> internal references seen */
+    ost_value *stack;
+    size_t len, cap;
+    int err;
+} rel_ctx;
+
+static void rel_push(rel_ctx *c, ost_value v) {
+    if (c->len == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        ost_value *n = realloc(c->stack, cap * sizeof *n);
+        if (!n) {
+            c->err = OST_ENOMEM;
+            return;
+        }
+        c->stack = n;
+        c->cap = cap;
+    }
+    c->stack[c->len++] = v;
+}
+
+static void rel_visit(ost_value ch, void *ud) {
+    rel_ctx *c = ud;
+    if (!ost__is_heap(ch) || c->err) return;
+    ost__ptr_slot *s = ost__ptrtab_find(&c->tab, ch);
+    if (s->key) {
+        s->val++;
+        return;
+    }
+    if (ost__ptrtab_put(&c->tab, ch, 1)) {
+        c->err = OST_ENOMEM;
+        return;
+    }
+    rel_push(c, ch);
+}
+
+static void rel_mark(ost_value ch, void *ud) {
+    rel_ctx *c = ud;
+    if (!ost__is_heap(ch) || c->err) return;
+    ost__ptr_slot *s = ost__ptrtab_find(&c->tab, ch);
+    if (s->key && s->val != UINT64_MAX) {
+        s->val = UINT64_MAX;
+        rel_push(c, ch);
+    }
+}
+
+static void rel_unlink(ost_value ch, void *ud) {
+    rel_ctx *c = ud;
+    if (!ost__is_heap(ch)) return;
+    ost__ptr_slot *s = ost__ptrtab_find(&c->tab, ch);
+    /* a reference from garbage to a live object is dropped */
+    if (s->key && s->val == UINT64_MAX) OST__O(ch)->refcnt--;
+}
+
+void ost_release(ost_value v) {
+    if (!ost__is_heap(v)) return;
+    rel_ctx c = {0};
+    if (ost__ptrtab_init(&c.tab, 64)) goto fallback;
+    ost__ptrtab_put(&c.tab, v, 1); /* the reference being released */
+    rel_push(&c, v);
+    /* 1. find everything reachable, counting internal references */
+    while (c.len && !c.err) {
+        ost_value x = c.stack[--c.len];
+        ost__children(x, rel_visit, &c);
+    }
+    if (c.err) goto fallback;
+    /* 2. objects with more references than seen are held from outside:
+     * they and all they reach stay alive (val = UINT64_MAX marks live) */
+    for (size_t i = 0; i <= c.tab.mask; i++) {
+        ost__ptr_slot *s = &c.tab.slots[i];
+        if (s->key && s->val != UINT64_MAX && OST__O(s->key)->refcnt > s->val) {
+            s->val = UINT64_MAX;
+            rel_push(&c, s->key);
+            while (c.len && !c.err) {
+                ost_value x = c.stack[--c.len];
+                ost__children(x, rel_mark, &c);
+            }
+        }
+    }
+    if (c.err) goto fallback;
+    /* 3. the rest is garbage: drop its references to live objects, then
+     * free it without looking at counts */
+    for (size_t i = 0; i <= c.tab.mask; i++) {
+        ost__ptr_slot *s = &c.tab.slots[i];
+        if (s->key && s->val != UINT64_MAX) ost__children(s->key, rel_unlink, &c);
+    }
+    for (size_t i = 0; i <= c.tab.mask; i++) {
+        ost__ptr_slot *s = &c.tab.slots[i];
+        if (s->key && s->val != UINT64_MAX) {
+            ost_obj *o = OST__O(s->key);
+            if (o->type == OST_T_LIST) ost__mem_free(((ost_list_obj *)o)->items);
+            if (o->type == OST_T_DICT || o->type == OST_T_SET ||
+                o->type == OST_T_FROZENSET) {
+                ost__mem_free(((ost_dict_obj *)o)->entries);
+                ost__mem_free(((ost_dict_obj *)o)->index);
+            }
+            ost__obj_free(o, ost__obj_size(o));
+        }
+    }
+    /* v held from outside as well: only the released reference goes */
+    if (ost__ptrtab_find(&c.tab, v)->val == UINT64_MAX) OST__O(v)->refcnt--;
+    ost__ptrtab_free(&c.tab);
+    free(c.stack);
+    return;
+fallback:
+    ost__ptrtab_free(&c.tab);
+    free(c.stack);
+    ost_decref(v);
+}
+
+/* ---- scalars --------------------------------------------------------------- */
+
+ost_value ost_int(int64_t i) {
+    if (i >= OST_SMALLINT_MIN && i <= OST_SMALLINT_MAX) return ost__small(i);
+    uint8_t b[8];
+    for (int k = 0; k < 8; k++) b[k] = (uint8_t)((uint64_t)i >> (8 * k));
+    return ost_int_from_bytes(b, 8);
+}
+
+ost_value ost_int_from_bytes(const uint8_t *le, size_t n) {
+    /* strip redundant sign bytes */
+    while (n > 1 && ((le[n - 1] == 0 && !(le[n - 2] & 0x80)) ||
+                     (le[n - 1] == 0xff && (le[n - 2] & 0x80))))
+        n--;
+    if (n == 0) return ost__small(0);
+    if (n <= 8) {
+        uint64_t u = 0;
+        for (size_t k = 0; k < n; k++) u |= (uint64_t)le[k] << (8 * k);
+        if (n < 8 && (le[n - 1] & 0x80)) u |= ~(uint64_t)0 << (8 * n);
+        int64_t i = (int64_t)u;
+        if (i >= OST_SMALLINT_MIN && i <= OST_SMALLINT_MAX) return ost__small(i);
+    }
+    if (n > UINT32_MAX) return 0;
+    ost_int_obj *o = (ost_int_obj *)ost__obj_alloc(sizeof *o + n, OST_T_INT);
+    if (!o) return 0;
+    o->n = (uint32_t)n;
+    memcpy(o->b, le, n);
+    return (ost_value)o;
+}
+
+int ost_int_value(ost_value v, int64_t *out) {
+    if (ost__is_small(v)) {
+        *out = ost__small_val(v);
+        return 0;
+    }
+    if (v == OST_TRUE || v == OST_FALSE) {
+        *out = v == OST_TRUE;
+        return 0;
+    }
+    if (ost__type(v) != OST_T_INT) return OST_ETYPE;
+    ost_int_obj *o = (ost_int_obj *)v;
+    if (o->n > 8) return OST_ELIMIT;
+    uint64_t u = 0;
+    for (size_t k = 0; k < o->n; k++) u |= (uint64_t)o->b[k] << (8 * k);
+    if (o->n < 8 && (o->b[o->n - 1] & 0x80)) u |= ~(uint64_t)0 << (8 * o->n);
+    *out = (int64_t)u;
+    return 0;
+}
+
+size_t ost_int_to_bytes(ost_value v, uint8_t *buf, size_t cap) {
+    int t = ost__type(v);
+    if (t == OST_T_INT && !ost__is_small(v)) {
+        ost_int_obj *o = (ost_int_obj *)v;
+        if (cap >= o->n) memcpy(buf, o->b, o->n);
+        return o->n;
+    }
+    int64_t i;
+    if (ost_int_value(v, &i)) return 0;
+    if (i == 0) return 0;
+    uint8_t b[8];
+    size_t n = 8;
+    for (int k = 0; k < 8; k++) b[k] = (uint8_t)((uint64_t)i >> (8 * k));
+    while (n > 1 && ((b[n - 1] == 0 && !(b[n - 2] & 0x80)) ||
+                     (b[n - 1] == 0xff && (b[n - 2] & 0x80))))
+        n--;
+    if (cap >= n) memcpy(buf, b, n);
+    return n;
+}
+
+ost_value ost_int_from_decimal(const char *s, size_t n) {
+    size_t i = 0;
+    bool neg = false;
+    if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    if (i == n) return 0;
+    /* magnitude as little-endian bytes, multiplied by 10 per digit */
+    size_t cap = (n - i) / 2 + 2;
+    uint8_t *mag = calloc(cap + 1, 1);
+    if (!mag) return 0;
+    size_t len = 1;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            free(mag);
+            return 0;
+        }
+        unsigned carry = (unsigned)(s[i] - '0');
+        for (size_t k = 0; k < len; k++) {
+            unsigned x = mag[k] * 10u + carry;
+            mag[k] = (uint8_t)x;
+            carry = x >> 8;
+        }
+        if (carry) mag[len++] = (uint8_t)carry;
+    }
+    mag[len++] = 0; /* room for the sign bit */
+    if (neg) { /* two's complement */
+        unsigned carry = 1;
+        for (size_t k = 0; k < len; k++) {
+            unsigned x = (uint8_t)~mag[k] + carry;
+            mag[k] = (uint8_t)x;
+            carry = x >> 8;
+        }
+    }
+    ost_value v = ost_int_from_bytes(mag, len);
+    free(mag);
+    return v;
+}
+
+ost_value ost_float(double d) {
+    ost_float_obj *o = (ost_float_obj *)ost__obj_alloc(sizeof *o, OST_T_FLOAT);
+    if (!o) return 0;
+    o->d = d;
+    return (ost_value)o;
+}
+
+double ost_float_value(ost_value v) {
+    int t = ost__type(v);
+    if (t == OST_T_FLOAT) return ((ost_float_obj *)v)->d;
+    if (t == OST_T_INT || t == OST_T_BOOL) {
+        int64_t i;
+        if (ost_int_value(v, &i) == 0) return (double)i;
+        /* big int: fold its bytes */
+        ost_int_obj *o = (ost_int_obj *)v;
+        bool neg = o->b[o->n - 1] & 0x80;
+        double d = 0;
+        for (size_t k = o->n; k-- > 0;) d = d * 256.0 + (neg ? (uint8_t)~o->b[k] : o->b[k]);
+        return neg ? -(d + 1) : d;
+    }
+    return NAN;
+}
+
+/* ---- text and bytes --------------------------------------------------------- */
+
+int ost_utf8_check(const char *str, size_t n, size_t *bad) {
+    const uint8_t *s = (const uint8_t *)str;
+    size_t i = 0;
+    while (i < n) {
+        /* ASCII runs, eight bytes at a time */
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL) break;
+            i += 8;
+        }
+        if (i >= n) break;
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        uint8_t lo = 0x80, hi = 0xbf;
+        if (c >= 0xc2 && c <= 0xdf) need = 1;
+        else if (c == 0xe0) need = 2, lo = 0xa0;
+        else if (c >= 0xe1 && c <= 0xef) need = 2; /* ED: surrogates pass */
+        else if (c == 0xf0) need = 3, lo = 0x90;
+        else if (c >= 0xf1 && c <= 0xf3) need = 3;
+        else if (c == 0xf4) need = 3, hi = 0x8f;
+        else goto fail;
+        if (n - i <= need) goto fail;
+        if (s[i + 1] < lo || s[i + 1] > hi) goto fail;
+        for (size_t k = 2; k <= need; k++)
+            if ((s[i + k] & 0xc0) != 0x80) goto fail;
+        i += need + 1;
+    }
+    return 0;
+fail:
+    if (bad) *bad = i;
+    return OST_EUTF8;
+}
+
+ost_value ost__str_new_uninit(int type, size_t n) {
+    if (n > SIZE_MAX - sizeof(ost_str_obj) - 1) return 0;
+    ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, type);
+    if (!o) return 0;
+    o->hash = 0;
+    o->len = n;
+    o->data[n] = 0;
+    return (ost_value)o;
+}
+
+static ost_value str_copy(int type, const void *p, size_t n) {
+    ost_value v = ost__str_new_uninit(type, n);
+    if (v && n) memcpy(((ost_str_obj *)v)->data, p, n);
+    return v;
+}
+
+ost_value ost_str(const char *s, size_t n) {
+    if (ost_utf8_check(s, n, NULL)) return 0;
+    return str_copy(OST_T_STR, s, n);
+}
+ost_value ost_str_c(const char *s) { return ost_str(s, strlen(s)); }
+ost_value ost_bytes(const void *p, size_t n) {
+    return str_copy(OST_T_BYTES, p, n);
+}
+ost_value ost_bytearray(const void *p, size_t n) {
+    return str_copy(OST_T_BYTEARRAY, p, n);
+}
+
+const char *ost_data(ost_value v, size_t *len) {
+    int t = ost__type(v);
+    if (t != OST_T_STR && t != OST_T_BYTES && t != OST_T_BYTEARRAY) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    ost_str_obj *o = (ost_str_obj *)v;
+    if (len) *len = o->len;
+    return o->data;
+}
+
+size_t ost_len(ost_value v) {
+    switch (ost__type(v)) {
+    case OST_T_STR:
+    case OST_T_BYTES:
+    case OST_T_BYTEARRAY: return ((ost_str_obj *)v)->len;
+    case OST_T_TUPLE: return ((ost_tuple_obj *)v)->len;
+    case OST_T_LIST: return ((ost_list_obj *)v)->len;
+    case OST_T_DICT:
+    case OST_T_SET:
+    case OST_T_FROZENSET: return ((ost_dict_obj *)v)->len;
+    default: return 0;
+    }
+}
+
+/* ---- tuples and lists ---------------------------------------------------- */
+
+ost_value ost__tuple_new_uninit(size_t n) {
+    if (n > (SIZE_MAX - sizeof(ost_tuple_obj)) / sizeof(ost_value)) return 0;
+    return (ost_value)ost__obj_alloc(
+        sizeof(ost_tuple_obj) + n * sizeof(ost_value), OST_T_TUPLE);
+}
+
+ost_value ost_tuple_new(size_t n) {
+    ost_value v = ost__tuple_new_uninit(n);
+    if (!v) return 0;
+    ost_tuple_obj *t = (ost_tuple_obj *)v;
+    t->len = n;
+    for (size_t i = 0; i < n; i++) t->items[i] = OST_NONE;
+    return v;
+}
+
+int ost_tuple_set(ost_value t, size_t i, ost_value item) {
+    if (ost__type(t) != OST_T_TUPLE || i >= ((ost_tuple_obj *)t)->len || !item) {
+        ost_decref(item);
+        return OST_EINVAL;
+    }
+    ost_tuple_obj *o = (ost_tuple_obj *)t;
+    ost_value old = o->items[i];
+    o->items[i] = item;
+    ost_decref(old);
+    return 0;
+}
+
+ost_value ost_list_new(size_t cap) {
+    ost_list_obj *l = (ost_list_obj *)ost__obj_alloc(sizeof *l, OST_T_LIST);
+    if (!l) return 0;
+    l->len = 0;
+    l->cap = 0;
+    l->items = NULL;
+    if (cap) {
+        if (cap > SIZE_MAX / sizeof(ost_value) ||
+            !(l->items = ost__mem_alloc(cap * sizeof(ost_value)))) {
+            ost__obj_free(&l->h, sizeof *l);
+            return 0;
+        }
+        l->cap = cap;
+    }
+    return (ost_value)l;
+}
+
+int ost__list_reserve(ost_list_obj *l, size_t extra) {
+    if (l->cap - l->len >= extra) return 0;
+    size_t cap = l->cap ? l->cap : 4;
+    while (cap - l->len < extra) {
+        if (cap > SIZE_MAX / 2 / sizeof(ost_value)) return OST_ENOMEM;
+        cap *= 2;
+    }
+    ost_value *n = ost__mem_realloc(l->items, cap * sizeof *n);
+    if (!n) return OST_ENOMEM;
+    l->items = n;
+    l->cap = cap;
+    return 0;
+}
+
+int ost_list_append(ost_value lv, ost_value item) {
+    if (ost__type(lv) != OST_T_LIST || !item) {
+        ost_decref(item);
+        return OST_ETYPE;
+    }
+    ost_list_obj *l = (ost_list_obj *)lv;
+    if (OST_UNLIKELY(l->len == l->cap) && ost__list_reserve(l, 1)) {
+        ost_decref(item);
+        return OST_ENOMEM;
+    }
+    l->items[l->len++] = item;
+    return 0;
+}
+
+int ost_list_set(ost_value lv, size_t i, ost_value item) {
+    if (ost__type(lv) != OST_T_LIST || i >= ((ost_list_obj *)lv)->len || !item) {
+        ost_decref(item);
+        return OST_EINVAL;
+    }
+    ost_list_obj *l = (ost_list_obj *)lv;
+    ost_value old = l->items[i];
+    l->items[i] = item;
+    ost_decref(old);
+    return 0;
+}
+
+ost_value ost_item(ost_value seq, size_t i) {
+    int t = ost__type(seq);
+    if (t == OST_T_TUPLE && i < ((ost_tuple_obj *)seq)->len)
+        return ((ost_tuple_obj *)seq)->items[i];
+    if (t == OST_T_LIST && i < ((ost_list_obj *)seq)->len)
+        return ((ost_list_obj *)seq)->items[i];
+    return 0;
+}
+
+/* ---- hashing ---------------------------------------------------------------- */
+
+#define HASH_BITS 61
+#define HASH_MOD (((uint64_t)1 << HASH_BITS) - 1)
+
+static uint64_t hash_u64(uint64_t u) { return u % HASH_MOD; }
+
+static uint64_t hash_int(ost_value v) {
+    int64_t i;
+    if (ost_int_value(v, &i) == 0) {
+        if (i >= 0) return hash_u64((uint64_t)i);
+        uint64_t m = hash_u64((uint64_t)0 - (uint64_t)i);
+        return (uint64_t)0 - m;
+    }
+    ost_int_obj *o = (ost_int_obj *)v;
+    bool neg = o->b[o->n - 1] & 0x80;
+    /* |v| for negative v is ~v + 1 */
+    uint64_t x = 0;
+    for (size_t k = o->n; k-- > 0;) {
+        uint8_t byte = neg ? (uint8_t)~o->b[k] : o->b[k];
+        x = (uint64_t)(((unsigned __int128)x * 256 + byte) % HASH_MOD);
+    }
+    if (neg) x = (x + 1) % HASH_MOD;
+    return neg ? (uint64_t)0 - x : x;
+}
+
+static uint64_t hash_double(double v) {
+    if (isinf(v)) return v > 0 ? 314159 : (uint64_t)-314159;
+    if (isnan(v)) return 0;
+    int e;
+    double m = frexp(v, &e);
+    int sign = 1;
+    if (m < 0) {
+        sign = -1;
+        m = -m;
+    }
+    uint64_t x = 0;
+    while (m) {
+        x = ((x << 28) & HASH_MOD) | x >> (HASH_BITS - 28);
+        m *= 268435456.0;
+        e -= 28;
+        uint64_t y = (uint64_t)m;
+        m -= (double)y;
+        x += y;
+        if (x >= HASH_MOD) x -= HASH_MOD;
+    }
+    e = e >= 0 ? e % HASH_BITS : HASH_BITS - 1 - ((-1 - e) % HASH_BITS);
+    x = ((x << e) & HASH_MOD) | x >> (HASH_BITS - e);
+    return sign < 0 ? (uint64_t)0 - x : x;
+}
+
+static uint64_t hash_bytes(const char *p, size_t n, uint64_t seed) {
+    uint64_t h = seed ^ (n * 0x9e3779b97f4a7c15ULL);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 31;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i);
+    h = (h ^ w) * 0x94d049bb133111ebULL;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+
+static uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+int ost__hash(ost_value v, uint64_t *out) {
+    switch (ost__type(v)) {
+    case OST_T_NONE: *out = 0x1234567; return 0;
+    case OST_T_BOOL: *out = v == OST_TRUE; return 0;
+    case OST_T_INT: *out = hash_int(v); return 0;
+    case OST_T_FLOAT: *out = hash_double(((ost_float_obj *)v)->d); return 0;
+    case OST_T_STR:
+    case OST_T_BYTES: {
+        ost_str_obj *s = (ost_str_obj *)v;
+        if (!s->hash) s->hash = hash_bytes(s->data, s->len, 0x5bd1e995);
+        *out = s->hash;
+        return 0;
+    }
+    case OST_T_TUPLE: {
+        ost_tuple_obj *t = (ost_tuple_obj *)v;
+        uint64_t h = 0x345678 + t->len;
+        for (size_t i = 0; i < t->len; i++) {
+            uint64_t x;
+            int rc = ost__hash(t->items[i], &x);
+            if (rc) return rc;
+            h = mix(h ^ x) + i;
+        }
+        *out = h;
+        return 0;
+    }
+    case OST_T_FROZENSET: {
+        ost_dict_obj *d = (ost_dict_obj *)v;
+        uint64_t h = 0x7a6b5c + d->len;
+        for (size_t i = 0; i < d->used; i++)
+            if (d->entries[i].key) h += mix(d->entries[i].hash);
+        *out = h;
+        return 0;
+    }
+    case OST_T_GLOBAL: {
+        ost_global_obj *g = (ost_global_obj *)v;
+        uint64_t a, b;
+        ost__hash(g->module, &a);
+        ost__hash(g->name, &b);
+        *out = mix(a) ^ b;
+        return 0;
+    }
+    case OST_T_INSTANCE: /* equal instances share a class */
+        return ost__hash(((ost_inst_obj *)v)->cls, out);
+    case OST_T_REDUCE:
+        return ost__hash(((ost_reduce_obj *)v)->callable, out);
+    case OST_T_PERSREF:
+        return ost__hash(((ost_persref_obj *)v)->pid, out);
+    default: return OST_ETYPE;
+    }
+}
+
+int ost_hash(ost_value v, uint64_t *out) { return ost__hash(v, out); }
+
+/* ---- dicts and sets ------------------------------------------------------- */
+
+static ost_value dict_alloc(int type) {
+    ost_dict_obj *d = (ost_dict_obj *)ost__obj_alloc(sizeof *d, type);
+    if (!d) return 0;
+    d->len = d->used = d->cap = 0;
+    d->entries = NULL;
+    d->index = NULL;
+    d->mask = 0;
+    return (ost_value)d;
+}
+ost_value ost_dict_new(void) { return dict_alloc(OST_T_DICT); }
+ost_value ost_set_new(void) { return dict_alloc(OST_T_SET); }
+ost_value ost_frozenset_new(void) { return dict_alloc(OST_T_FROZENSET); }
+
+static inline bool key_eq(ost_value a, uint64_t ha, const ost_entry *e) {
+    if (e->key == a) return true;
+    if (e->hash != ha) return false;
+    if (ost__type(a) == OST_T_STR && ost__type(e->key) == OST_T_STR) {
+        ost_str_obj *x = (ost_str_obj *)a, *y = (ost_str_obj *)e->key;
+        return x->len == y->len && memcmp(x->data, y->data, x->len) == 0;
+    }
+    return ost_equal(a, e->key);
+}
+
+/* Returns the entry index of key, or -1. */
+static ptrdiff_t dict_find(ost_dict_obj *d, ost_value key, uint64_t h) {
+    if (!d->mask) {
+        for (size_t i = 0; i < d->used; i++)
+            if (d->entries[i].key && key_eq(key, h, &d->entries[i]))
+                return (ptrdiff_t)i;
+        return -1;
+    }
+    size_t i = (size_t)mix(h) & d->mask;
+    for (;;) {
+        uint32_t s = d->index[i];
+        if (!s) return -1;
+        ost_entry *e = &d->entries[s - 1];
+        if (e->key && key_eq(key, h, e)) return (ptrdiff_t)(s - 1);
+        i = (i + 1) & d->mask;
+    }
+}
+
+static int dict_reindex(ost_dict_obj *d, size_t want) {
+    size_t n = 16;
+    while (n < want * 2) n <<= 1;
+    uint32_t *idx = ost__mem_alloc(n * sizeof *idx);
+    if (!idx) return OST_ENOMEM;
+    memset(idx, 0, n * sizeof *idx);
+    ost__mem_free(d->index);
+    d->index = idx;
+    d->mask = n - 1;
+    for (size_t k = 0; k < d->used; k++) {
+        if (!d->entries[k].key) continue;
+        size_t i = (size_t)mix(d->entries[k].hash) & d->mask;
+        while (idx[i]) i = (i + 1) & d->mask;
+        idx[i] = (uint32_t)(k + 1);
+    }
+    return 0;
+}
+
+/* Inserts a new key (known to be absent) with hash h. Steals nothing. */
+static int dict_add(ost_dict_obj *d, ost_value key, ost_value val, uint64_t h) {
+    if (d->used == d->cap) {
+        if (d->len < d->used / 2 && d->used > 8) { /* compact tombstones */
+            size_t j = 0;
+            for (size_t i = 0; i < d->used; i++)
+                if (d->entries[i].key) d->entries[j++] = d->entries[i];
+            d->used = j;
+            if (d->mask && dict_reindex(d, d->cap)) return OST_ENOMEM;
+        } else {
+            size_t cap = d->cap ? d->cap * 2 : 4;
+            if (cap >= UINT32_MAX) return OST_ENOMEM;
+            ost_entry *e = ost__mem_realloc(d->entries, cap * sizeof *e);
+            if (!e) return OST_ENOMEM;
+            d->entries = e;
+            d->cap = cap;
+        }
+    }
+    if (d->used >= OST__DICT_LINEAR && (d->used + 1) * 2 > d->mask + 1) {
+        if (dict_reindex(d, d->cap > d->used + 1 ? d->cap : d->used + 1))
+            return OST_ENOMEM;
+    }
+    ost_entry *e = &d->entries[d->used];
+    e->key = key;
+    e->val = val;
+    e->hash = h;
+    if (d->mask) {
+        size_t i = (size_t)mix(h) & d->mask;
+        while (d->index[i]) i = (i + 1) & d->mask;
+        d->index[i] = (uint32_t)(d->used + 1);
+    }
+    d->used++;
+    d->len++;
+    return 0;
+}
+
+int ost__dict_insert(ost_value dv, ost_value key, ost_value val, uint64_t h) {
+    ost_dict_obj *d = (ost_dict_obj *)dv;
+    ptrdiff_t at = dict_find(d, key, h);
+    if (at >= 0) {
+        ost_entry *e = &d->entries[at];
+        ost_decref(key);
+        if (val) {
+            ost_value old = e->val;
+            e->val = val;
+            ost_decref(old);
+        }
+        return 0;
+    }
+    int rc = dict_add(d, key, val, h);
+    if (rc) {
+        ost_decref(key);
+        ost_decref(val);
+    }
+    return rc;
+}
+
+int ost_dict_set(ost_value d, ost_value key, ost_value val) {
+    uint64_t h;
+    int rc;
+    if (ost__type(d) != OST_T_DICT || !key || !val) rc = OST_EINVAL;
+    else if ((rc = ost__hash(key, &h)) == 0)
+        return ost__dict_insert(d, key, val, h);
+    ost_decref(key);
+    ost_decref(val);
+    return rc;
+}
+
+ost_value ost_dict_get(ost_value dv, ost_value key) {
+    uint64_t h;
+    if (ost__type(dv) != OST_T_DICT || ost__hash(key, &h)) return 0;
+    ost_dict_obj *d = (ost_dict_obj *)dv;
+    ptrdiff_t at = dict_find(d, key, h);
+    return at >= 0 ? d->entries[at].val : 0;
+}
+
+ost_value ost_dict_get_c(ost_value d, const char *key) {
+    size_t n = strlen(key);
+    ost_value k = str_copy(OST_T_STR, key, n);
+    if (!k) return 0;
+    ost_value v = ost_dict_get(d, k);
+    ost_decref(k);
+    return v;
+}
+
+int ost_dict_del(ost_value dv, ost_value key) {
+    uint64_t h;
+    int t = ost__type(dv);
+    if ((t != OST_T_DICT && t != OST_T_SET) || ost__hash(key, &h))
+        return OST_ENOTFOUND;
+    ost_dict_obj *d = (ost_dict_obj *)dv;
+    ptrdiff_t at = dict_find(d, key, h);
+    if (at < 0) return OST_ENOTFOUND;
+    ost_entry *e = &d->entries[at];
+    ost_value k = e->key, v = e->val;
+    e->key = 0;
+    e->val = 0;
+    d->len--;
+    if (d->mask) dict_reindex(d, d->used); /* drop the stale slot */
+    ost_decref(k);
+    ost_decref(v);
+    return 0;
+}
+
+bool ost_dict_next(ost_value dv, size_t *pos, ost_value *key, ost_value *val) {
+    int t = ost__type(dv);
+    if (t != OST_T_DICT && t != OST_T_SET && t != OST_T_FROZENSET) return false;
+    ost_dict_obj *d = (ost_dict_obj *)dv;
+    while (*pos < d->used) {
+        ost_entry *e = &d->entries[(*pos)++];
+        if (!e->key) continue;
+        if (key) *key = e->key;
+        if (val) *val = e->val;
+        return true;
+    }
+    return false;
+}
+
+int ost_set_add(ost_value s, ost_value item) {
+    uint64_t h;
+    int rc, t = ost__type(s);
+    if ((t != OST_T_SET && t != OST_T_FROZENSET) || !item) rc = OST_EINVAL;
+    else if ((rc = ost__hash(item, &h)) == 0)
+        return ost__dict_insert(s, item, 0, h);
+    ost_decref(item);
+    return rc;
+}
+
+bool ost_set_contains(ost_value s, ost_value item) {
+    uint64_t h;
+    int t = ost__type(s);
+    if ((t != OST_T_SET && t != OST_T_FROZENSET) || ost__hash(item, &h))
+        return false;
+    return dict_find((ost_dict_obj *)s, item, h) >= 0;
+}
+
+/* ---- globals, instances, reduce, persistent ------------------------------ */
+
+ost_value ost_global(const char *module, const char *name) {
+    ost_value m = ost_str_c(module), n = ost_str_c(name);
+    ost_global_obj *g = NULL;
+    if (m && n) g = (ost_global_obj *)ost__obj_alloc(sizeof *g, OST_T_GLOBAL);
+    if (!g) {
+        ost_decref(m);
+        ost_decref(n);
+        return 0;
+    }
+    g->module = m;
+    g->name = n;
+    return (ost_value)g;
+}
+
+ost_value ost_global_module(ost_value g) {
+    return ost__type(g) == OST_T_GLOBAL ? ((ost_global_obj *)g)->module : 0;
+}
+ost_value ost_global_name(ost_value g) {
+    return ost__type(g) == OST_T_GLOBAL ? ((ost_global_obj *)g)->name : 0;
+}
+
+ost_value ost_instance_new(ost_value cls) {
+    if (ost__type(cls) != OST_T_GLOBAL) {
+        ost_decref(cls);
+        return 0;
+    }
+    ost_inst_obj *o = (ost_inst_obj *)ost__obj_alloc(sizeof *o, OST_T_INSTANCE);
+    if (!o) {
+        ost_decref(cls);
+        return 0;
+    }
+    o->cls = cls;
+    o->state = OST_NONE;
+    return (ost_value)o;
+}
+
+ost_value ost_instance_class(ost_value v) {
+    return ost__type(v) == OST_T_INSTANCE ? ((ost_inst_obj *)v)->cls : 0;
+}
+ost_value ost_instance_state(ost_value v) {
+    return ost__type(v) == OST_T_INSTANCE ? ((ost_inst_obj *)v)->state : 0;
+}
+
+int ost_instance_set_state(ost_value v, ost_value state) {
+    if (ost__type(v) != OST_T_INSTANCE || !state) {
+        ost_decref(state);
+        return OST_EINVAL;
+    }
+    ost_inst_obj *o = (ost_inst_obj *)v;
+    ost_value old = o->state;
+    o->state = state;
+    ost_decref(old);
+    return 0;
+}
+
+int ost_instance_setattr(ost_value v, const char *name, ost_value val) {
+    if (ost__type(v) != OST_T_INSTANCE || !val) {
+        ost_decref(val);
+        return OST_EINVAL;
+    }
+    ost_inst_obj *o = (ost_inst_obj *)v;
+    if (o->state == OST_NONE) {
+        ost_value d = ost_dict_new();
+        if (!d) {
+            ost_decref(val);
+            return OST_ENOMEM;
+        }
+        o->state = d;
+    }
+    if (ost__type(o->state) != OST_T_DICT) {
+        ost_decref(val);
+        return OST_ETYPE;
+    }
+    ost_value k = ost_str_c(name);
+    if (!k) {
+        ost_decref(val);
+        return OST_ENOMEM;
+    }
+    return ost_dict_set(o->state, k, val);
+}
+
+ost_value ost_instance_getattr(ost_value v, const char *name) {
+    ost_value st = ost_instance_state(v);
+    return ost__type(st) == OST_T_DICT ? ost_dict_get_c(st, name) : 0;
+}
+
+ost_value ost_reduce_new(ost_reduce_kind kind, ost_value callable,
+                         ost_value args) {
+    ost_reduce_obj *r = NULL;
+    if (callable && args && (unsigned)kind <= OST_REDUCE_NEWOBJ_EX)
+        r = (ost_reduce_obj *)ost__obj_alloc(sizeof *r, OST_T_REDUCE);
+    if (!r) {
+        ost_decref(callable);
+        ost_decref(args);
+        return 0;
+    }
+    r->kind = kind;
+    r->callable = callable;
+    r->args = args;
+    r->kwargs = r->state = r->listitems = r->dictitems = 0;
+    return (ost_value)r;
+}
+
+#define REDUCE_GET(field)                                                  \
+    ost_value ost_reduce_##field(ost_value r) {                            \
+        return ost__type(r) == OST_T_REDUCE ? ((ost_reduce_obj *)r)->field \
+                                            : 0;                           \
+    }
+REDUCE_GET(callable)
+REDUCE_GET(args)
+REDUCE_GET(kwargs)
+REDUCE_GET(state)
+REDUCE_GET(listitems)
+REDUCE_GET(dictitems)
+
+ost_reduce_kind ost_reduce_kind_of(ost_value r) {
+    return ost__type(r) == OST_T_REDUCE ? ((ost_reduce_obj *)r)->kind
+                                        : OST_REDUCE_CALL;
+}
+
+static int reduce_replace(ost_value r, ost_value *slot, ost_value v) {
+    (void)r;
+    ost_value old = *slot;
+    *slot = v;
+    ost_decref(old);
+    return 0;
+}
+
+int ost_reduce_set_kwargs(ost_value r, ost_value kwargs) {
+    if (ost__type(r) != OST_T_REDUCE || !kwargs) {
+        ost_decref(kwargs);
+        return OST_EINVAL;
+    }
+    return reduce_replace(r, &((ost_reduce_obj *)r)->kwargs, kwargs);
+}
+
+int ost_reduce_set_state(ost_value r, ost_value state) {
+    if (ost__type(r) != OST_T_REDUCE || !state) {
+        ost_decref(state);
+        return OST_EINVAL;
+    }
+    return reduce_replace(r, &((ost_reduce_obj *)r)->state, state);
+}
+
+int ost_reduce_append(ost_value r, ost_value item) {
+    if (ost__type(r) != OST_T_REDUCE || !item) {
+        ost_decref(item);
+        return OST_EINVAL;
+    }
+    ost_reduce_obj *o = (ost_reduce_obj *)r;
+    if (!o->listitems && !(o->listitems = ost_list_new(0))) {
+        ost_decref(item);
+        return OST_ENOMEM;
+    }
+    return ost_list_append(o->listitems, item);
+}
+
+int ost_reduce_setitem(ost_value r, ost_value key, ost_value val) {
+    if (ost__type(r) != OST_T_REDUCE || !key || !val) {
+        ost_decref(key);
+        ost_decref(val);
+        return OST_EINVAL;
+    }
+    ost_reduce_obj *o = (ost_reduce_obj *)r;
+    ost_value t = ost_tuple_new(2);
+    if (!t || (!o->dictitems && !(o->dictitems = ost_list_new(0)))) {
+        ost_decref(t);
+        ost_decref(key);
+        ost_decref(val);
+        return OST_ENOMEM;
+    }
+    ost_tuple_set(t, 0, key);
+    ost_tuple_set(t, 1, val);
+    return ost_list_append(o->dictitems, t);
+}
+
+ost_value ost_persref(ost_value pid) {
+    ost_persref_obj *p = NULL;
+    if (pid) p = (ost_persref_obj *)ost__obj_alloc(sizeof *p, OST_T_PERSREF);
+    if (!p) {
+        ost_decref(pid);
+        return 0;
+    }
+    p->pid = pid;
+    return (ost_value)p;
+}
+
+ost_value ost_persref_pid(ost_value p) {
+    return ost__type(p) == OST_T_PERSREF ? ((ost_persref_obj *)p)->pid : 0;
+}

@@ -1,0 +1,873 @@
+/* The pickle writer: protocols 2 to 5, an explicit stack instead of C
+ * recursion, a memo by identity, FRAMEs for protocol 4 and later. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "internal.h"
+#include "opcodes.h"
+
+enum { K_ITEMS, K_DICT, K_PAIRS, K_TUPLE, K_FROZEN, K_BUILD };
+
+/* One unfinished object. K_ITEMS walks a list or set (op: APPENDS or
+ * ADDITEMS), K_DICT a dict, K_PAIRS a list of 2-tuples, K_TUPLE and K_FROZEN
+ * finish with a memo check; K_BUILD saves parts, writes op, then the
+ * optional list items, dict items and state. */
+typedef struct {
+    ost_value obj;      /* the object written, for the memo (0: none) */
+    ost_value aux;      /* owned temporary released at pop */
+    ost_value parts[3]; /* K_BUILD: values saved before op */
+    ost_value post_list, post_dict, post_state;
+    uint8_t kind, op, nparts, nohook;
+    uint32_t phase;
+    size_t i;        /* next item / entry index */
+    size_t left;     /* items not yet written */
+    size_t chunk;    /* items left in the current batch */
+    size_t batch;    /* size of the current batch */
+    size_t cur;      /* K_DICT/K_PAIRS: entry whose value comes next */
+    bool open;       /* a batch is open */
+    bool half;       /* K_DICT/K_PAIRS: key written, value next */
+} wframe;
+
+struct ost_writer {
+    int proto;
+    bool framing;
+    ost_write_fn sink;
+    void *sink_ud;
+    ost_persistent_id_fn pid_fn;
+    void *pid_ud;
+    ost_pid_scope pid_scope;
+    unsigned char *buf;
+    size_t len, cap;
+    size_t frame_start; /* offset of the open frame's 9-byte header */
+    bool in_frame;
+    size_t flushed; /* bytes already given to the sink */
+    ost__ptrtab memo;
+    uint32_t memo_next;
+    wframe *st;
+    size_t nst, capst;
+    ost_dump_stats stats;
+    ost_value g_set, g_frozenset, g_bytes, g_bytearray, g_encode, g_newobj_ex;
+    ost_value s_latin1;
+    int err;
+    char msg[256];
+};
+
+static int fail(ost_writer *w, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(ost_writer *w, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ost__vfmt(w->msg, sizeof w->msg, fmt, ap);
+    va_end(ap);
+    w->err = code;
+    return code;
+}
+
+ost_writer *ost_writer_new(void) {
+    ost_writer *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->proto = OST_PICKLE_DEFAULT_PROTOCOL;
+    w->framing = true;
+    if (ost__ptrtab_init(&w->memo, 256)) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static void drop_cached(ost_value *g) {
+    if (*g) { /* cached globals carry an extra reference so they memoize */
+        ost_decref(*g);
+        ost_decref(*g);
+        *g = 0;
+    }
+}
+
+void ost_writer_free(ost_writer *w) {
+    if (!w) return;
+    drop_cached(&w->g_set);
+    drop_cached(&w->g_frozenset);
+    drop_cached(&w->g_bytes);
+    drop_cached(&w->g_bytearray);
+    drop_cached(&w->g_encode);
+    drop_cached(&w->g_newobj_ex);
+    drop_cached(&w->s_latin1);
+    ost__ptrtab_free(&w->memo);
+    free(w->st);
+    free(w->buf);
+    free(w);
+}
+
+int ost_writer_set_protocol(ost_writer *w, int protocol) {
+    if (protocol < 2 || protocol > OST_PICKLE_HIGHEST_PROTOCOL)
+        return fail(w, OST_EPROTOCOL, "protocol %d not supported (2 to 5)",
+                    protocol);
+    w->proto = protocol;
+    return 0;
+}
+
+void ost_writer_set_framing(ost_writer *w, bool on) { w->framing = on; }
+
+void ost_writer_set_sink(ost_writer *w, ost_write_fn fn, void *ud) {
+    w->sink = fn;
+    w->sink_ud = ud;
+}
+
+void ost_writer_set_persistent_id(ost_writer *w, ost_persistent_id_fn fn,
+                                  void *ud, ost_pid_scope scope) {
+    w->pid_fn = fn;
+    w->pid_ud = ud;
+    w->pid_scope = scope;
+}
+
+void ost_writer_stats(const ost_writer *w, ost_dump_stats *st) {
+    *st = w->stats;
+}
+
+const char *ost_writer_errmsg(const ost_writer *w) { return w->msg; }
+
+/* ---- output ------------------------------------------------------------- */
+
+static bool framed(const ost_writer *w) { return w->framing && w->proto >= 4; }
+
+static int grow(ost_writer *w, size_t n) {
+    size_t need = w->len + n;
+    if (need < w->len) return fail(w, OST_ENOMEM, "pickle too large");
+    size_t cap = w->cap ? w->cap : 4096;
+    while (cap < need) cap *= 2;
+    unsigned char *b = realloc(w->buf, cap);
+    if (!b) return fail(w, OST_ENOMEM, "out of memory growing the output to %zu bytes", cap);
+    w->buf = b;
+    w->cap = cap;
+    return 0;
+}
+
+static inline int reserve(ost_writer *w, size_t n) {
+    if (OST_LIKELY(w->cap - w->len >= n)) return 0;
+    return grow(w, n);
+}
+
+static inline void put1(ost_writer *w, unsigned c) { w->buf[w->len++] = (unsigned char)c; }
+static inline void put_le(ost_writer *w, uint64_t v, int n) {
+    for (int k = 0; k < n; k++) w->buf[w->len++] = (unsigned char)(v >> (8 * k));
+}
+static inline void put_bytes(ost_writer *w, const void *p, size_t n) {
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+}
+
+static int flush(ost_writer *w, size_t upto) {
+    if (!w->sink || !upto) return 0;
+    int rc = w->sink(w->sink_ud, w->buf, upto);
+    if (rc) return fail(w, rc, "the write callback failed: %s", ost_strerror(rc));
+    w->flushed += upto;
+    memmove(w->buf, w->buf + upto, w->len - upto);
+    w->len -= upto;
+    if (w->in_frame) w->frame_start -= upto;
+    return 0;
+}
+
+static int open_frame(ost_writer *w) {
+    if (reserve(w, 9)) return w->err;
+    w->frame_start = w->len;
+    w->len += 9;
+    w->in_frame = true;
+    return 0;
+}
+
+/* Closes the open frame: writes its header, or removes the reserved room
+ * when the frame is too small to be worth one (as CPython does). */
+static void close_frame(ost_writer *w) {
+    if (!w->in_frame) return;
+    size_t body = w->len - w->frame_start - 9;
+    if (body >= 4) {
+        unsigned char *h = w->buf + w->frame_start;
+        h[0] = OP_FRAME;
+        for (int k = 0; k < 8; k++) h[1 + k] = (unsigned char)((uint64_t)body >> (8 * k));
+    } else {
+        memmove(w->buf + w->frame_start, w->buf + w->frame_start + 9, body);
+        w->len -= 9;
+    }
+    w->in_frame = false;
+}
+
+/* At an opcode boundary: end a full frame, hand output to the sink. */
+static inline int boundary(ost_writer *w) {
+    if (framed(w)) {
+        if (OST_LIKELY(w->len - w->frame_start < OST_FRAME_TARGET + 9)) return 0;
+        close_frame(w);
+        if (flush(w, w->len)) return w->err;
+        return open_frame(w);
+    }
+    if (w->sink && w->len >= OST_FRAME_TARGET) return flush(w, w->len);
+    return 0;
+}
+
+/* Writes a large payload outside any frame, after its opcode header. */
+static int put_payload(ost_writer *w, const void *p, size_t n) {
+    if (framed(w) && n >= OST_FRAME_TARGET) {
+        close_frame(w);
+        if (w->sink) {
+            if (flush(w, w->len)) return w->err;
+            int rc = w->sink(w->sink_ud, p, n);
+            if (rc) return fail(w, rc, "the write callback failed: %s", ost_strerror(rc));
+            w->flushed += n;
+        } else {
+            if (reserve(w, n)) return w->err;
+            put_bytes(w, p, n);
+        }
+        return open_frame(w);
+    }
+    if (reserve(w, n)) return w->err;
+    put_bytes(w, p, n);
+    return 0;
+}
+
+/* ---- memo ----------------------------------------------------------------- */
+
+static inline void put_get(ost_writer *w, uint64_t idx) {
+    if (idx < 256) {
+        put1(w, OP_BINGET);
+        put1(w, (unsigned)idx);
+    } else {
+        put1(w, OP_LONG_BINGET);
+        put_le(w, idx, 4);
+    }
+}
+
+/* Records obj in the memo and writes the PUT. Room for 5 bytes is
+ * reserved by callers. */
+static inline int memoize(ost_writer *w, ost_value obj) {
+    uint32_t idx = w->memo_next++;
+    if (ost__ptrtab_put(&w->memo, obj, idx))
+        return fail(w, OST_ENOMEM, "out of memory growing the memo");
+    if (w->proto >= 4) put1(w, OP_MEMOIZE);
+    else if (idx < 256) {
+        put1(w, OP_BINPUT);
+        put1(w, idx);
+    } else {
+        put1(w, OP_LONG_BINPUT);
+        put_le(w, idx, 4);
+    }
+    return 0;
+}
+
+static inline bool shared(ost_value v) { return OST__O(v)->refcnt > 1; }
+
+/* ---- scalars --------------------------------------------------------------- */
+
+static void put_int64(ost_writer *w, int64_t i) {
+    if (i >= 0 && i <= 0xff) {
+        put1(w, OP_BININT1);
+        put1(w, (unsigned)i);
+    } else if (i >= 0 && i <= 0xffff) {
+        put1(w, OP_BININT2);
+        put_le(w, (uint64_t)i, 2);
+    } else if (i >= INT32_MIN && i <= INT32_MAX) {
+        put1(w, OP_BININT);
+        put_le(w, (uint64_t)i, 4);
+    } else {
+        uint8_t b[8];
+        size_t n = ost_int_to_bytes(ost_int(i), b, 8); /* immediate: no alloc */
+        put1(w, OP_LONG1);
+        put1(w, (unsigned)n);
+        put_bytes(w, b, n);
+    }
+}
+
+static int put_text(ost_writer *w, int type, const char *p, size_t n) {
+    if (reserve(w, 9 + 5)) return w->err;
+    if (type == OST_T_STR) {
+        if (n < 256 && w->proto >= 4) {
+            put1(w, OP_SHORT_BINUNICODE);
+            put1(w, (unsigned)n);
+        } else if (n <= UINT32_MAX) {
+            put1(w, OP_BINUNICODE);
+            put_le(w, n, 4);
+        } else if (w->proto >= 4) {
+            put1(w, OP_BINUNICODE8);
+            put_le(w, n, 8);
+        } else
+            return fail(w, OST_EUNSUPPORTED, "str of %zu bytes needs protocol 4", n);
+    } else if (type == OST_T_BYTES) {
+        if (n < 256) {
+            put1(w, OP_SHORT_BINBYTES);
+            put1(w, (unsigned)n);
+        } else if (n <= UINT32_MAX) {
+            put1(w, OP_BINBYTES);
+            put_le(w, n, 4);
+        } else if (w->proto >= 4) {
+            put1(w, OP_BINBYTES8);
+            put_le(w, n, 8);
+        } else
+            return fail(w, OST_EUNSUPPORTED, "bytes of %zu bytes needs protocol 4", n);
+    } else {
+        put1(w, OP_BYTEARRAY8);
+        put_le(w, n, 8);
+    }
+    if (n < 256) { /* short: stays in the frame */
+        if (reserve(w, n + 5)) return w->err;
+        put_bytes(w, p, n);
+        return 0;
+    }
+    return put_payload(w, p, n);
+}
+
+/* ---- frames ------------------------------------------------------------------ */
+
+static wframe *push(ost_writer *w, int kind, ost_value obj) {
+    if (w->nst == w->capst) {
+        size_t cap = w->capst ? w->capst * 2 : 64;
+        wframe *s = realloc(w->st, cap * sizeof *s);
+        if (!s) {
+            fail(w, OST_ENOMEM, "out of memory: object graph nested too deep");
+            return NULL;
+        }
+        w->st = s;
+        w->capst = cap;
+    }
+    wframe *f = &w->st[w->nst++];
+    memset(f, 0, sizeof *f);
+    f->kind = (uint8_t)kind;
+    f->obj = obj;
+    return f;
+}
+
+static ost_value cached_global(ost_writer *w, ost_value *slot, const char *m,
+                               const char *n) {
+    if (!*slot) {
+        *slot = ost_global(m, n);
+        if (!*slot) {
+            fail(w, OST_ENOMEM, "out of memory");
+            return 0;
+        }
+        ost_incref(*slot); /* refcount 2: always memoized */
+    }
+    return *slot;
+}
+
+/* K_BUILD frame for a reduce-shaped object: parts, then op. */
+static wframe *push_build(ost_writer *w, ost_value obj, int op, ost_value p0,
+                          ost_value p1, ost_value p2) {
+    wframe *f = push(w, K_BUILD, obj);
+    if (!f) return NULL;
+    f->op = (uint8_t)op;
+    f->parts[0] = p0;
+    f->parts[1] = p1;
+    f->parts[2] = p2;
+    f->nparts = (uint8_t)(p2 ? 3 : p1 ? 2 : 1);
+    return f;
+}
+
+/* (list(items),) for the protocol 2 and 3 spellings of sets. */
+static ost_value items_args(ost_value s) {
+    ost_value l = ost_list_new(ost_len(s)), t = ost_tuple_new(1);
+    size_t pos = 0;
+    ost_value k;
+    if (!l || !t) goto oom;
+    while (ost_dict_next(s, &pos, &k, NULL))
+        if (ost_list_append(l, ost_incref(k))) goto oom;
+    ost_tuple_set(t, 0, l);
+    return t;
+oom:
+    ost_decref(l);
+    ost_decref(t);
+    return 0;
+}
+
+static int call_hook(ost_writer *w, ost_value v, bool *done);
+
+/* Writes v, or pushes a frame that will. Sets w->err on failure. */
+static int save(ost_writer *w, ost_value v, bool nohook) {
+    if (OST_UNLIKELY(reserve(w, 32))) return w->err;
+    if (ost__is_small(v)) {
+        put_int64(w, ost__small_val(v));
+        return 0;
+    }
+    if (!ost__is_heap(v)) {
+        if (v == OST_NONE) put1(w, OP_NONE);
+        else if (v == OST_TRUE) put1(w, OP_NEWTRUE);
+        else if (v == OST_FALSE) put1(w, OP_NEWFALSE);
+        else return fail(w, OST_EINVAL, "no value (OST_NOVALUE) in the graph");
+        return 0;
+    }
+    ost_obj *o = OST__O(v);
+    if (OST_UNLIKELY(w->pid_fn != NULL) && !nohook &&
+        (w->pid_scope == OST_PID_ALL ||
+         (o->type == OST_T_INSTANCE &&
+          !(shared(v) && ost__ptrtab_find(&w->memo, v)->key)))) {
+        bool done;
+        if (call_hook(w, v, &done)) return w->err;
+        if (done) return 0;
+    }
+    bool sh = o->refcnt > 1;
+    if (sh) {
+        ost__ptr_slot *s = ost__ptrtab_find(&w->memo, v);
+        if (s->key) {
+            put_get(w, s->val);
+            w->stats.memo_hits++;
+            return 0;
+        }
+    }
+    w->stats.objects++;
+    switch (o->type) {
+    case OST_T_FLOAT: {
+        uint64_t bits;
+        memcpy(&bits, &((ost_float_obj *)o)->d, 8);
+        put1(w, OP_BINFLOAT);
+        for (int k = 7; k >= 0; k--) put1(w, (unsigned)(bits >> (8 * k)));
+        break;
+    }
+    case OST_T_INT: {
+        ost_int_obj *io = (ost_int_obj *)o;
+        if (reserve(w, io->n + 16)) return w->err;
+        if (io->n < 256) {
+            put1(w, OP_LONG1);
+            put1(w, io->n);
+        } else {
+            put1(w, OP_LONG4);
+            put_le(w, io->n, 4);
+        }
+        put_bytes(w, io->b, io->n);
+        break;
+    }
+    case OST_T_STR: {
+        ost_str_obj *s = (ost_str_obj *)o;
+        if (OST_LIKELY(s->len < 256 && w->proto >= 4)) { /* the common case */
+            if (reserve(w, s->len + 8)) return w->err;
+            put1(w, OP_SHORT_BINUNICODE);
+            put1(w, (unsigned)s->len);
+            put_bytes(w, s->data, s->len);
+        } else if (put_text(w, OST_T_STR, s->data, s->len))
+            return w->err;
+        break;
+    }
+    case OST_T_BYTES:
+    case OST_T_BYTEARRAY: {
+        ost_str_obj *s = (ost_str_obj *)o;
+        bool ba = o->type == OST_T_BYTEARRAY;
+        if ((!ba && w->proto >= 3) || (ba && w->proto >= 5)) {
+            if (put_text(w, o->type, s->data, s->len)) return w->err;
+            break;
+        }
+        /* older protocols spell these as calls, as Python does */
+        ost_value args;
+        ost_value g;
+        if (!ba && w->proto < 3) {
+            if (s->len == 0) {
+                g = cached_global(w, &w->g_bytes, "builtins", "bytes");
+                args = ost_tuple_new(0);
+            } else {
+                g = cached_global(w, &w->g_encode, "_codecs", "encode");
+                /* latin-1 bytes as a str, and the codec name */
+                ost_value txt = ost__str_new_uninit(OST_T_STR, s->len * 2);
+                args = ost_tuple_new(2);
+                if (!w->s_latin1 && (w->s_latin1 = ost_str_c("latin1")))
+                    ost_incref(w->s_latin1);
+                if (!txt || !args || !w->s_latin1) {
+                    ost_decref(txt);
+                    ost_decref(args);
+                    return fail(w, OST_ENOMEM, "out of memory");
+                }
+                ost_str_obj *t = (ost_str_obj *)txt;
+                size_t j = 0;
+                for (size_t i = 0; i < s->len; i++) {
+                    uint8_t c = (uint8_t)s->data[i];
+                    if (c < 0x80) t->data[j++] = (char)c;
+                    else {
+                        t->data[j++] = (char)(0xc0 | c >> 6);
+                        t->data[j++] = (char)(0x80 | (c & 0x3f));
+                    }
+                }
+                t->len = j;
+                t->data[j] = 0;
+                ost_tuple_set(args, 0, txt);
+                ost_tuple_set(args, 1, ost_incref(w->s_latin1));
+            }
+        } else {
+            g = cached_global(w, &w->g_bytearray, "builtins", "bytearray");
+            if (s->len == 0) args = ost_tuple_new(0);
+            else {
+                args = ost_tuple_new(1);
+                if (args) ost_tuple_set(args, 0, ost_bytes(s->data, s->len));
+            }
+        }
+        if (!g || !args) {
+            ost_decref(args);
+            return fail(w, OST_ENOMEM, "out of memory");
+        }
+        wframe *f = push_build(w, v, OP_REDUCE, g, args, 0);
+        if (!f) {
+            ost_decref(args);
+            return w->err;
+        }
+        f->aux = args;
+        return 0;
+    }
+    case OST_T_TUPLE: {
+        ost_tuple_obj *t = (ost_tuple_obj *)o;
+        if (t->len == 0) {
+            put1(w, OP_EMPTY_TUPLE);
+            return 0; /* never memoized, as in Python */
+        }
+        wframe *f = push(w, K_TUPLE, v);
+        if (!f) return w->err;
+        f->left = t->len;
+        if (t->len > 3) put1(w, OP_MARK);
+        return 0;
+    }
+    case OST_T_LIST: {
+        put1(w, OP_EMPTY_LIST);
+        if (sh && memoize(w, v)) return w->err;
+        if (((ost_list_obj *)o)->len == 0) break;
+        wframe *f = push(w, K_ITEMS, v);
+        if (!f) return w->err;
+        f->op = OP_APPENDS;
+        f->left = ((ost_list_obj *)o)->len;
+        return 0;
+    }
+    case OST_T_DICT: {
+        put1(w, OP_EMPTY_DICT);
+        if (sh && memoize(w, v)) return w->err;
+        if (((ost_dict_obj *)o)->len == 0) break;
+        wframe *f = push(w, K_DICT, v);
+        if (!f) return w->err;
+        f->op = OP_SETITEMS;
+        f->left = ((ost_dict_obj *)o)->len;
+        return 0;
+    }
+    case OST_T_SET:
+    case OST_T_FROZENSET: {
+        bool fz = o->type == OST_T_FROZENSET;
+        size_t n = ((ost_dict_obj *)o)->len;
+        if (w->proto >= 4) {
+            if (fz) {
+                wframe *f = push(w, K_FROZEN, v);
+                if (!f) return w->err;
+                f->left = n;
+                put1(w, OP_MARK);
+                return 0;
+            }
+            put1(w, OP_EMPTY_SET);
+            if (sh && memoize(w, v)) return w->err;
+            if (!n) break;
+            wframe *f = push(w, K_ITEMS, v);
+            if (!f) return w->err;
+            f->op = OP_ADDITEMS;
+            f->left = n;
+            return 0;
+        }
+        ost_value g = fz ? cached_global(w, &w->g_frozenset, "builtins", "frozenset")
+                         : cached_global(w, &w->g_set, "builtins", "set");
+        ost_value args = g ? items_args(v) : 0;
+        wframe *f = args ? push_build(w, v, OP_REDUCE, g, args, 0) : NULL;
+        if (!f) {
+            ost_decref(args);
+            return w->err ? w->err : fail(w, OST_ENOMEM, "out of memory");
+        }
+        f->aux = args;
+        return 0;
+    }
+    case OST_T_INSTANCE: {
+        ost_inst_obj *in = (ost_inst_obj *)o;
+        wframe *f = push(w, K_BUILD, v);
+        if (!f) return w->err;
+        f->op = OP_NEWOBJ;
+        f->parts[0] = in->cls;
+        f->parts[1] = 0; /* the empty args tuple, written inline */
+        f->nparts = 2;
+        if (in->state != OST_NONE) f->post_state = in->state;
+        return 0;
+    }
+    case OST_T_GLOBAL: {
+        ost_global_obj *g = (ost_global_obj *)o;
+        if (w->proto >= 4) {
+            if (!push_build(w, v, OP_STACK_GLOBAL, g->module, g->name, 0))
+                return w->err;
+            return 0;
+        }
+        const char *m = ((ost_str_obj *)g->module)->data;
+        const char *n = ((ost_str_obj *)g->name)->data;
+        if (w->proto < 3) { /* Python's fix_imports spelling */
+            if (strcmp(m, "builtins") == 0) m = "__builtin__";
+            else if (strcmp(m, "copyreg") == 0) m = "copy_reg";
+        }
+        size_t ml = strlen(m), nl = strlen(n);
+        if (memchr(m, '\n', ml) || memchr(n, '\n', nl))
+            return fail(w, OST_EINVAL, "global name with a newline needs protocol 4");
+        if (reserve(w, ml + nl + 16)) return w->err;
+        put1(w, OP_GLOBAL);
+        put_bytes(w, m, ml);
+        put1(w, '\n');
+        put_bytes(w, n, nl);
+        put1(w, '\n');
+        break;
+    }
+    case OST_T_REDUCE: {
+        ost_reduce_obj *r = (ost_reduce_obj *)o;
+        wframe *f;
+        if (r->kind != OST_REDUCE_CALL && ost__type(r->args) != OST_T_TUPLE)
+            return fail(w, OST_EINVAL, "NEWOBJ arguments must be a tuple");
+        if (r->kind == OST_REDUCE_CALL)
+            f = push_build(w, v, OP_REDUCE, r->callable, r->args, 0);
+        else if (r->kind == OST_REDUCE_NEWOBJ)
+            f = push_build(w, v, OP_NEWOBJ, r->callable, r->args, 0);
+        else if (w->proto >= 4)
+            f = push_build(w, v, OP_NEWOBJ_EX, r->callable, r->args,
+                           r->kwargs ? r->kwargs : OST_NONE);
+        else { /* copyreg.__newobj_ex__(cls, args, kwargs) */
+            ost_value g = cached_global(w, &w->g_newobj_ex, "copyreg", "__newobj_ex__");
+            ost_value args = ost_tuple_new(3), kw = r->kwargs ? ost_incref(r->kwargs) : ost_dict_new();
+            if (!g || !args || !kw) {
+                ost_decref(args);
+                ost_decref(kw);
+                return fail(w, OST_ENOMEM, "out of memory");
+            }
+            ost_tuple_set(args, 0, ost_incref(r->callable));
+            ost_tuple_set(args, 1, ost_incref(r->args));
+            ost_tuple_set(args, 2, kw);
+            f = push_build(w, v, OP_REDUCE, g, args, 0);
+            if (f) f->aux = args;
+            else ost_decref(args);
+        }
+        if (!f) return w->err;
+        f->post_list = r->listitems;
+        f->post_dict = r->dictitems;
+        f->post_state = r->state;
+        return 0;
+    }
+    case OST_T_PERSREF: {
+        wframe *f = push_build(w, v, OP_BINPERSID, ((ost_persref_obj *)o)->pid, 0, 0);
+        if (!f) return w->err;
+        f->nohook = 1;
+        return 0;
+    }
+    default: return fail(w, OST_EINVAL, "bad value in the graph (type %d)", o->type);
+    }
+    if (sh && o->type != OST_T_LIST && o->type != OST_T_DICT &&
+        o->type != OST_T_SET && memoize(w, v))
+        return w->err;
+    return 0;
+}
+
+static int call_hook(ost_writer *w, ost_value v, bool *done) {
+    ost_value pid = 0;
+    *done = false;
+    w->stats.hook_calls++;
+    int rc = w->pid_fn(w->pid_ud, v, &pid);
+    if (rc) {
+        ost_decref(pid);
+        return fail(w, rc, "persistent_id hook failed: %s", ost_strerror(rc));
+    }
+    if (!pid) return 0;
+    /* pid then BINPERSID, and a memo entry so a second reference is a GET */
+    wframe *f = push_build(w, shared(v) ? v : 0, OP_BINPERSID, pid, 0, 0);
+    if (!f) {
+        ost_decref(pid);
+        return w->err;
+    }
+    f->aux = pid;
+    f->nohook = 1;
+    *done = true;
+    return 0;
+}
+
+/* Memo check after the parts of a tuple/frozenset/reduce were written: if
+ * they reached the object itself, the copy built now is dropped and the
+ * memo's fetched, as CPython does. Tuples check before their opcode
+ * (op_first false), reduce-shaped objects after it. */
+static int finish(ost_writer *w, ost_value v, int op, bool op_first,
+                  unsigned npop, bool popmark) {
+    if (reserve(w, 16)) return w->err;
+    if (op_first) put1(w, (unsigned)op);
+    if (v && shared(v)) {
+        ost__ptr_slot *s = ost__ptrtab_find(&w->memo, v);
+        if (s->key) {
+            if (popmark) put1(w, OP_POP_MARK);
+            else
+                for (unsigned k = 0; k < npop; k++) put1(w, OP_POP);
+            put_get(w, s->val);
+            return 0;
+        }
+        if (!op_first) put1(w, (unsigned)op);
+        return memoize(w, v);
+    }
+    if (!op_first) put1(w, (unsigned)op);
+    return 0;
+}
+
+/* Advances the top frame by one step: writes one item (which may push a
+ * frame for it), a closing opcode, or pops the frame. The frame pointer is
+ * not used after save(), which may move the stack. */
+static int step(ost_writer *w) {
+    wframe *f = &w->st[w->nst - 1];
+    switch (f->kind) {
+    case K_ITEMS:
+    case K_DICT:
+    case K_PAIRS: {
+        bool pairs = f->kind != K_ITEMS;
+        if (f->open && f->chunk == 0 && !f->half) { /* close the batch */
+            if (reserve(w, 1)) return w->err;
+            if (f->op == OP_ADDITEMS || f->batch > 1) put1(w, f->op);
+            else put1(w, f->op == OP_APPENDS ? OP_APPEND : OP_SETITEM);
+            f->open = false;
+            return 0;
+        }
+        if (f->left == 0 && !f->half) break; /* done: pop */
+        if (!f->open) {
+            f->chunk = f->batch = f->left < OST_BATCH ? f->left : OST_BATCH;
+            f->open = true;
+            if (f->batch > 1 || f->op == OP_ADDITEMS) {
+                if (reserve(w, 1)) return w->err;
+                put1(w, OP_MARK);
+            }
+        }
+        ost_value item;
+        if (f->half) { /* the value of the current pair */
+            f->half = false;
+            if (f->kind == K_DICT) item = ((ost_dict_obj *)f->obj)->entries[f->cur].val;
+            else item = ((ost_tuple_obj *)((ost_list_obj *)f->obj)->items[f->cur])->items[1];
+            return save(w, item, false);
+        }
+        f->left--;
+        f->chunk--;
+        if (f->kind == K_PAIRS) {
+            ost_value t = ((ost_list_obj *)f->obj)->items[f->i];
+            if (ost__type(t) != OST_T_TUPLE || ost_len(t) != 2)
+                return fail(w, OST_EINVAL, "dict items of a reduce value must be 2-tuples");
+            f->cur = f->i++;
+            f->half = true;
+            return save(w, ((ost_tuple_obj *)t)->items[0], false);
+        }
+        if (ost__type(f->obj) == OST_T_LIST) {
+            item = ((ost_list_obj *)f->obj)->items[f->i++];
+        } else {
+            ost_dict_obj *d = (ost_dict_obj *)f->obj;
+            while (!d->entries[f->i].key) f->i++;
+            f->cur = f->i;
+            item = d->entries[f->i++].key;
+            if (pairs) f->half = true;
+        }
+        return save(w, item, false);
+    }
+    case K_TUPLE: {
+        ost_tuple_obj *t = (ost_tuple_obj *)f->obj;
+        if (f->i < t->len) return save(w, t->items[f->i++], false);
+        static const uint8_t small[4] = {0, OP_TUPLE1, OP_TUPLE2, OP_TUPLE3};
+        int op = t->len <= 3 ? small[t->len] : OP_TUPLE;
+        if (finish(w, f->obj, op, false, (unsigned)t->len, t->len > 3)) return w->err;
+        break;
+    }
+    case K_FROZEN: {
+        ost_dict_obj *d = (ost_dict_obj *)f->obj;
+        if (f->left) {
+            while (!d->entries[f->i].key) f->i++;
+            f->left--;
+            return save(w, d->entries[f->i++].key, false);
+        }
+        if (finish(w, f->obj, OP_FROZENSET, false, 0, true)) return w->err;
+        break;
+    }
+    case K_BUILD: {
+        uint32_t np = f->nparts;
+        if (f->phase < np) {
+            ost_value p = f->parts[f->phase++];
+            if (!p) {
+                if (reserve(w, 1)) return w->err;
+                put1(w, OP_EMPTY_TUPLE);
+                return 0;
+            }
+            return save(w, p, f->nohook && f->phase == 1);
+        }
+        if (f->phase == np) {
+            f->phase++;
+            return finish(w, f->obj, f->op, true, 1, false);
+        }
+        if (f->phase == np + 1) {
+            f->phase++;
+            ost_value l = f->post_list;
+            if (l && ost_len(l)) {
+                wframe *c = push(w, K_ITEMS, l);
+                if (!c) return w->err;
+                c->op = OP_APPENDS;
+                c->left = ost_len(l);
+            }
+            return 0;
+        }
+        if (f->phase == np + 2) {
+            f->phase++;
+            ost_value l = f->post_dict;
+            if (l && ost_len(l)) {
+                wframe *c = push(w, K_PAIRS, l);
+                if (!c) return w->err;
+                c->op = OP_SETITEMS;
+                c->left = ost_len(l);
+            }
+            return 0;
+        }
+        if (f->phase == np + 3) {
+            f->phase++;
+            if (f->post_state) return save(w, f->post_state, false);
+            return 0;
+        }
+        if (f->post_state) {
+            if (reserve(w, 1)) return w->err;
+            put1(w, OP_BUILD);
+        }
+        break;
+    }
+    }
+    /* pop */
+    ost_value aux = f->aux;
+    w->nst--;
+    ost_decref(aux);
+    return 0;
+}
+
+static void reset(ost_writer *w) {
+    w->len = 0;
+    w->flushed = 0;
+    w->in_frame = false;
+    w->err = 0;
+    w->msg[0] = 0;
+    memset(&w->stats, 0, sizeof w->stats);
+    w->memo_next = 0;
+    if (w->memo.mask + 1 > 1024) { /* a big dump's table: start small again */
+        ost__ptrtab_free(&w->memo);
+        ost__ptrtab_init(&w->memo, 256);
+    } else
+        ost__ptrtab_clear(&w->memo);
+}
+
+int ost_dump(ost_writer *w, ost_value v, const void **data, size_t *len) {
+    if (data) *data = NULL;
+    if (len) *len = 0;
+    if (!w) return OST_EINVAL;
+    reset(w);
+    if (!w->memo.slots && ost__ptrtab_init(&w->memo, 256))
+        return fail(w, OST_ENOMEM, "out of memory");
+    if (!v) return fail(w, OST_EINVAL, "nothing to pickle (OST_NOVALUE)");
+    if (reserve(w, 2)) goto out;
+    put1(w, OP_PROTO);
+    put1(w, (unsigned)w->proto);
+    if (framed(w) && open_frame(w)) goto out;
+    if (save(w, v, false)) goto out;
+    while (w->nst) {
+        if (step(w)) goto out;
+        if (OST_UNLIKELY(boundary(w))) goto out;
+    }
+    if (reserve(w, 1)) goto out;
+    put1(w, OP_STOP);
+    close_frame(w);
+    if (flush(w, w->len)) goto out;
+out:
+    while (w->nst) ost_decref(w->st[--w->nst].aux);
+    if (w->err) {
+        w->len = 0;
+        return w->err;
+    }
+    w->stats.bytes = w->flushed + w->len;
+    if (len) *len = w->flushed + w->len;
+    if (data && !w->sink) *data = w->buf;
+    return 0;
+}
