@@ -6,5 +6,6 @@
 #include "ostore/common.h"
 #include "ostore/value.h"
 #include "ostore/pickle.h"
+#include "ostore/hooks.h"
 
 #endif

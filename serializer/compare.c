@@ -170,8 +170,16 @@ static bool step_equal(cmp_ctx *c, ost_value a, ost_value b) {
         return true;
     }
     case OST_T_INSTANCE:
+        if (ost__slotted(a) != ost__slotted(b)) return false;
         if (seen(c, a, b)) return true;
         push(c, ((ost_inst_obj *)a)->cls, ((ost_inst_obj *)b)->cls);
+        if (ost__slotted(a)) {
+            ost_slots_obj *x = (ost_slots_obj *)a, *y = (ost_slots_obj *)b;
+            if (x->n != y->n) return false;
+            for (size_t i = 0; i < x->n; i++)
+                if (!opt_push(c, x->slots[i], y->slots[i])) return false;
+            return true;
+        }
         push(c, ((ost_inst_obj *)a)->state, ((ost_inst_obj *)b)->state);
         return true;
     case OST_T_GLOBAL:
@@ -269,6 +277,20 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
         return true;
     }
     case OST_T_INSTANCE:
+        if (ost__slotted(a) || ost__slotted(b)) {
+            ost_slots_obj *x = (ost_slots_obj *)a, *y = (ost_slots_obj *)b;
+            if (!ost__slotted(a) || !ost__slotted(b) || x->n != y->n) return false;
+            push(c, x->cls, y->cls);
+            for (size_t i = 0; i < x->n; i++) {
+                if (!x->slots[i] || !y->slots[i]) {
+                    if (x->slots[i] != y->slots[i]) return false;
+                    continue;
+                }
+                push(c, x->slots[i], y->slots[i]);
+            }
+            return true;
+        }
+        /* fall through */
     case OST_T_GLOBAL:
     case OST_T_REDUCE:
     case OST_T_PERSREF: {

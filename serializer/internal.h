@@ -84,10 +84,30 @@ typedef struct {
     ost_value state;
 } ost_inst_obj;
 
+/* What ost_class_new adds to a global. */
+typedef struct {
+    ost_class_def def;  /* strings point into this block or the global */
+    size_t nfields;
+    ost_value *fields;  /* str values, one per field */
+} ost__klass;
+
 typedef struct {
     ost_obj h;
     ost_value module, name;
+    ost__klass *k; /* NULL for a plain global */
 } ost_global_obj;
+
+/* Instance of a class with fields (flag OST__F_SLOTS): no state, slots. */
+typedef struct {
+    ost_obj h;
+    ost_value cls;
+    size_t n;
+    ost_value slots[]; /* 0 = unset */
+} ost_slots_obj;
+
+#define OST__F_SLOTS 1
+
+
 
 typedef struct {
     ost_obj h;
@@ -101,6 +121,13 @@ typedef struct {
 } ost_persref_obj;
 
 #define OST__O(v) ((ost_obj *)(v))
+
+static inline ost__klass *ost__klass_of(ost_value cls) {
+    return ((ost_global_obj *)cls)->k;
+}
+static inline bool ost__slotted(ost_value v) {
+    return (OST__O(v)->flags & OST__F_SLOTS) != 0;
+}
 
 static inline bool ost__is_small(ost_value v) { return (v & 1) != 0; }
 static inline int64_t ost__small_val(ost_value v) {
@@ -196,6 +223,7 @@ static inline int ost__ptrtab_put(ost__ptrtab *t, uintptr_t key,
 void ost__float_repr(double d, char *out, size_t cap);
 int ost__int_decimal(ost_value v, ost_buf *out);
 int ost__list_reserve(ost_list_obj *l, size_t extra);
+ptrdiff_t ost__field_index(ost_value cls, const char *name, size_t n);
 
 /* error.c */
 void ost__vfmt(char *dst, size_t cap, const char *fmt, va_list ap);

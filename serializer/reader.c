@@ -517,6 +517,7 @@ static ost_value make_global(ost_reader *r, const uint8_t *at, const uint8_t *m,
     }
     g->module = ms;
     g->name = ns;
+    g->k = NULL;
     return (ost_value)g;
 }
 
@@ -633,6 +634,19 @@ static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
                                   ost_item(args, 2));
         } else if (na == 0 && (!kwargs || ost_len(kwargs) == 0)) {
             return new_instance(r, at, fn);
+        } else if (ost__klass_of(fn) && ost__klass_of(fn)->def.setnewargs &&
+                   (!kwargs || ost_len(kwargs) == 0)) {
+            ost__klass *k = ost__klass_of(fn);
+            ost_value inst = new_instance(r, at, fn);
+            if (!inst) return 0;
+            int rc = k->def.setnewargs(k->def.ud, inst, args);
+            if (rc) {
+                ost_decref(inst);
+                rfail(r, at, rc, "setnewargs of %s.%s failed: %s", k->def.module,
+                      k->def.name, ost_strerror(rc));
+                return 0;
+            }
+            return inst;
         }
     }
     ost_value v = ost_reduce_new(kind, ost_incref(fn), ost_incref(args));
@@ -732,12 +746,60 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
                  op_name(op), ost_type_name(t));
 }
 
+/* Fills the slots of an instance of a class with fields from a state dict
+ * (or Python's (dict, slots-dict) pair). */
+static int fill_slots(ost_reader *r, const uint8_t *at, ost_value obj, ost_value state) {
+    ost_slots_obj *so = (ost_slots_obj *)obj;
+    ost_value parts[2] = {state, 0};
+    if (ost__type(state) == OST_T_TUPLE && ost_len(state) == 2) {
+        parts[0] = ost_item(state, 0);
+        parts[1] = ost_item(state, 1);
+    }
+    for (int k = 0; k < 2; k++) {
+        ost_value d = parts[k];
+        if (!d || d == OST_NONE) continue;
+        if (ost__type(d) != OST_T_DICT)
+            return rfail(r, at, OST_EBADPICKLE, "state of a %s.%s is a %s, not a dict",
+                         ost__klass_of(so->cls)->def.module, ost__klass_of(so->cls)->def.name,
+                         ost_type_name(ost__type(d)));
+        size_t pos = 0;
+        ost_value key, val;
+        while (ost_dict_next(d, &pos, &key, &val)) {
+            size_t n;
+            const char *name = ost_data(key, &n);
+            ptrdiff_t i = ost__type(key) == OST_T_STR ? ost__field_index(so->cls, name, n) : -1;
+            if (i < 0)
+                return rfail(r, at, OST_EBADPICKLE, "class %s.%s has no field %s%s%s",
+                             ost__klass_of(so->cls)->def.module,
+                             ost__klass_of(so->cls)->def.name,
+                             ost__type(key) == OST_T_STR ? "'" : "(a ",
+                             ost__type(key) == OST_T_STR ? name : ost_type_name(ost__type(key)),
+                             ost__type(key) == OST_T_STR ? "'" : " key)");
+            ost_instance_set_slot(obj, (size_t)i, ost_incref(val));
+        }
+    }
+    return 0;
+}
+
 static int build(ost_reader *r, const uint8_t *at) {
     ost_value state = r->stack[--r->sp];
     ost_value obj = r->stack[r->sp - 1];
     int t = ost__type(obj);
     if (t == OST_T_INSTANCE) {
         ost_inst_obj *in = (ost_inst_obj *)obj;
+        ost__klass *k = ost__klass_of(in->cls);
+        if (k && k->def.setstate) {
+            int rc = k->def.setstate(k->def.ud, obj, state);
+            trash(r, state);
+            return rc ? rfail(r, at, rc, "setstate of %s.%s failed: %s", k->def.module,
+                              k->def.name, ost_strerror(rc))
+                      : 0;
+        }
+        if (ost__slotted(obj)) {
+            int rc = fill_slots(r, at, obj, state);
+            trash(r, state);
+            return rc;
+        }
         if (ost__type(in->state) == OST_T_DICT && ost__type(state) == OST_T_DICT) {
             /* a second BUILD updates the attributes, as __dict__.update */
             size_t pos = 0;
@@ -1048,7 +1110,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         }
 
         /* tuples */
-        case OP_EMPTY_TUPLE: PUSH(ost__tuple_new_uninit(0)); break;
+        case OP_EMPTY_TUPLE: PUSH(ost_tuple_new(0)); break; /* len set to 0 */
         case OP_TUPLE1:
         case OP_TUPLE2:
         case OP_TUPLE3:

@@ -314,7 +314,18 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
         if (!enter(c, v, "...")) return;
         repr_global(c, o->cls);
         puts_(c, "(");
-        if (ost__type(o->state) == OST_T_DICT) {
+        if (ost__slotted(v)) {
+            ost_slots_obj *so = (ost_slots_obj *)v;
+            ost__klass *k = ost__klass_of(so->cls);
+            size_t shown = 0;
+            for (size_t i = 0; i < so->n && !c->err; i++) {
+                if (!so->slots[i]) continue;
+                if (shown++) puts_(c, ", ");
+                puts_(c, ((ost_str_obj *)k->fields[i])->data);
+                puts_(c, "=");
+                repr_value(c, so->slots[i], depth + 1);
+            }
+        } else if (ost__type(o->state) == OST_T_DICT) {
             size_t pos = 0, k = 0;
             ost_value key, val;
             while (ost_dict_next(o->state, &pos, &key, &val) && !c->err) {

@@ -41,7 +41,10 @@ size_t ost__obj_size(const ost_obj *o) {
     case OST_T_DICT:
     case OST_T_SET:
     case OST_T_FROZENSET: return sizeof(ost_dict_obj);
-    case OST_T_INSTANCE: return sizeof(ost_inst_obj);
+    case OST_T_INSTANCE:
+        if (o->flags & OST__F_SLOTS)
+            return sizeof(ost_slots_obj) + ((const ost_slots_obj *)o)->n * sizeof(ost_value);
+        return sizeof(ost_inst_obj);
     case OST_T_GLOBAL: return sizeof(ost_global_obj);
     case OST_T_REDUCE: return sizeof(ost_reduce_obj);
     case OST_T_PERSREF: return sizeof(ost_persref_obj);
@@ -75,7 +78,12 @@ void ost__children(ost_value v, void (*fn)(ost_value, void *), void *ud) {
     }
     case OST_T_INSTANCE:
         fn(((ost_inst_obj *)o)->cls, ud);
-        fn(((ost_inst_obj *)o)->state, ud);
+        if (o->flags & OST__F_SLOTS) {
+            ost_slots_obj *so = (ost_slots_obj *)o;
+            for (size_t i = 0; i < so->n; i++)
+                if (so->slots[i]) fn(so->slots[i], ud);
+        } else
+            fn(((ost_inst_obj *)o)->state, ud);
         break;
     case OST_T_GLOBAL:
         fn(((ost_global_obj *)o)->module, ud);
@@ -127,8 +135,8 @@ static void child_dead(ost_value c, void *ud) {
     t_fs.items[t_fs.len++] = o;
 }
 
-static void free_one(ost_obj *o) {
-    ost__children((ost_value)o, child_dead, NULL);
+/* Frees what an object owns besides its child references, then it. */
+static void free_storage(ost_obj *o) {
     size_t n = ost__obj_size(o);
     switch (o->type) {
     case OST_T_LIST: ost__mem_free(((ost_list_obj *)o)->items); break;
@@ -138,9 +146,25 @@ static void free_one(ost_obj *o) {
         ost__mem_free(((ost_dict_obj *)o)->entries);
         ost__mem_free(((ost_dict_obj *)o)->index);
         break;
+    case OST_T_GLOBAL: {
+        ost__klass *k = ((ost_global_obj *)o)->k;
+        if (k) {
+            for (size_t i = 0; i < k->nfields; i++) {
+                ost_decref(k->fields[i]);
+                ost_decref(k->fields[i]);
+            }
+            ost__mem_free(k);
+        }
+        break;
+    }
     default: break;
     }
     ost__obj_free(o, n);
+}
+
+static void free_one(ost_obj *o) {
+    ost__children((ost_value)o, child_dead, NULL);
+    free_storage(o);
 }
 
 static void dealloc(ost_obj *o) {
@@ -256,16 +280,7 @@ void ost_release(ost_value v) {
     }
     for (size_t i = 0; i <= c.tab.mask; i++) {
         ost__ptr_slot *s = &c.tab.slots[i];
-        if (s->key && s->val != UINT64_MAX) {
-            ost_obj *o = OST__O(s->key);
-            if (o->type == OST_T_LIST) ost__mem_free(((ost_list_obj *)o)->items);
-            if (o->type == OST_T_DICT || o->type == OST_T_SET ||
-                o->type == OST_T_FROZENSET) {
-                ost__mem_free(((ost_dict_obj *)o)->entries);
-                ost__mem_free(((ost_dict_obj *)o)->index);
-            }
-            ost__obj_free(o, ost__obj_size(o));
-        }
+        if (s->key && s->val != UINT64_MAX) free_storage(OST__O(s->key));
     }
     /* v held from outside as well: only the released reference goes */
     if (ost__ptrtab_find(&c.tab, v)->val == UINT64_MAX) OST__O(v)->refcnt--;
@@ -934,7 +949,68 @@ ost_value ost_global(const char *module, const char *name) {
     }
     g->module = m;
     g->name = n;
+    g->k = NULL;
     return (ost_value)g;
+}
+
+ost_value ost_class_new(const ost_class_def *def) {
+    if (!def || !def->module || !def->name || (def->nfields && !def->fields)) return 0;
+    for (size_t i = 0; i < def->nfields; i++)
+        for (size_t j = 0; j < i; j++)
+            if (!def->fields[i] || strcmp(def->fields[i], def->fields[j]) == 0) return 0;
+    if (def->nfields && !def->fields[0]) return 0;
+    ost_value g = ost_global(def->module, def->name);
+    if (!g) return 0;
+    ost__klass *k = ost__mem_alloc(sizeof *k + def->nfields * sizeof(ost_value));
+    if (!k) {
+        ost_decref(g);
+        return 0;
+    }
+    k->def = *def;
+    k->def.module = ((ost_str_obj *)((ost_global_obj *)g)->module)->data;
+    k->def.name = ((ost_str_obj *)((ost_global_obj *)g)->name)->data;
+    k->def.fields = NULL;
+    k->fields = (ost_value *)(k + 1);
+    k->nfields = 0;
+    ((ost_global_obj *)g)->k = k;
+    for (size_t i = 0; i < def->nfields; i++) {
+        ost_value f = ost_str_c(def->fields[i]);
+        if (!f) {
+            ost_decref(g);
+            return 0;
+        }
+        ost_incref(f); /* count 2: memoized in every pickle, like Python's */
+        k->fields[k->nfields++] = f;
+    }
+    return g;
+}
+
+bool ost_class_is_persistent(ost_value cls) {
+    return ost__type(cls) == OST_T_GLOBAL && ost__klass_of(cls) &&
+           ost__klass_of(cls)->def.persistent;
+}
+
+size_t ost_class_nfields(ost_value cls) {
+    return ost__type(cls) == OST_T_GLOBAL && ost__klass_of(cls)
+               ? ost__klass_of(cls)->nfields : 0;
+}
+
+static ptrdiff_t field_index(ost__klass *k, const char *name, size_t n) {
+    for (size_t i = 0; i < k->nfields; i++) {
+        ost_str_obj *f = (ost_str_obj *)k->fields[i];
+        if (f->len == n && memcmp(f->data, name, n) == 0) return (ptrdiff_t)i;
+    }
+    return -1;
+}
+
+ptrdiff_t ost_class_field(ost_value cls, const char *name) {
+    if (!ost_class_nfields(cls) || !name) return -1;
+    return field_index(ost__klass_of(cls), name, strlen(name));
+}
+
+ptrdiff_t ost__field_index(ost_value cls, const char *name, size_t n) {
+    if (!ost_class_nfields(cls)) return -1;
+    return field_index(ost__klass_of(cls), name, n);
 }
 
 ost_value ost_global_module(ost_value g) {
@@ -949,6 +1025,20 @@ ost_value ost_instance_new(ost_value cls) {
         ost_decref(cls);
         return 0;
     }
+    size_t nf = ost_class_nfields(cls);
+    if (nf) {
+        ost_slots_obj *so = (ost_slots_obj *)ost__obj_alloc(
+            sizeof *so + nf * sizeof(ost_value), OST_T_INSTANCE);
+        if (!so) {
+            ost_decref(cls);
+            return 0;
+        }
+        so->h.flags |= OST__F_SLOTS;
+        so->cls = cls;
+        so->n = nf;
+        memset(so->slots, 0, nf * sizeof(ost_value));
+        return (ost_value)so;
+    }
     ost_inst_obj *o = (ost_inst_obj *)ost__obj_alloc(sizeof *o, OST_T_INSTANCE);
     if (!o) {
         ost_decref(cls);
@@ -959,15 +1049,35 @@ ost_value ost_instance_new(ost_value cls) {
     return (ost_value)o;
 }
 
+ost_value ost_instance_slot(ost_value v, size_t i) {
+    if (ost__type(v) != OST_T_INSTANCE || !ost__slotted(v)) return 0;
+    ost_slots_obj *so = (ost_slots_obj *)v;
+    return i < so->n ? so->slots[i] : 0;
+}
+
+int ost_instance_set_slot(ost_value v, size_t i, ost_value val) {
+    if (ost__type(v) != OST_T_INSTANCE || !ost__slotted(v) || !val ||
+        i >= ((ost_slots_obj *)v)->n) {
+        ost_decref(val);
+        return OST_EINVAL;
+    }
+    ost_slots_obj *so = (ost_slots_obj *)v;
+    ost_value old = so->slots[i];
+    so->slots[i] = val;
+    ost_decref(old);
+    return 0;
+}
+
 ost_value ost_instance_class(ost_value v) {
     return ost__type(v) == OST_T_INSTANCE ? ((ost_inst_obj *)v)->cls : 0;
 }
 ost_value ost_instance_state(ost_value v) {
-    return ost__type(v) == OST_T_INSTANCE ? ((ost_inst_obj *)v)->state : 0;
+    return ost__type(v) == OST_T_INSTANCE && !ost__slotted(v)
+               ? ((ost_inst_obj *)v)->state : 0;
 }
 
 int ost_instance_set_state(ost_value v, ost_value state) {
-    if (ost__type(v) != OST_T_INSTANCE || !state) {
+    if (ost__type(v) != OST_T_INSTANCE || !state || ost__slotted(v)) {
         ost_decref(state);
         return OST_EINVAL;
     }
@@ -982,6 +1092,14 @@ int ost_instance_setattr(ost_value v, const char *name, ost_value val) {
     if (ost__type(v) != OST_T_INSTANCE || !val) {
         ost_decref(val);
         return OST_EINVAL;
+    }
+    if (ost__slotted(v)) {
+        ptrdiff_t i = ost_class_field(((ost_slots_obj *)v)->cls, name);
+        if (i < 0) {
+            ost_decref(val);
+            return OST_ENOTFOUND;
+        }
+        return ost_instance_set_slot(v, (size_t)i, val);
     }
     ost_inst_obj *o = (ost_inst_obj *)v;
     if (o->state == OST_NONE) {
@@ -1005,6 +1123,10 @@ int ost_instance_setattr(ost_value v, const char *name, ost_value val) {
 }
 
 ost_value ost_instance_getattr(ost_value v, const char *name) {
+    if (ost__type(v) == OST_T_INSTANCE && ost__slotted(v)) {
+        ptrdiff_t i = ost_class_field(((ost_slots_obj *)v)->cls, name);
+        return i < 0 ? 0 : ((ost_slots_obj *)v)->slots[i];
+    }
     ost_value st = ost_instance_state(v);
     return ost__type(st) == OST_T_DICT ? ost_dict_get_c(st, name) : 0;
 }

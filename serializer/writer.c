@@ -6,7 +6,7 @@
 #include "internal.h"
 #include "opcodes.h"
 
-enum { K_ITEMS, K_DICT, K_PAIRS, K_TUPLE, K_FROZEN, K_BUILD };
+enum { K_ITEMS, K_DICT, K_PAIRS, K_TUPLE, K_FROZEN, K_BUILD, K_SLOTS };
 
 /* One unfinished object. K_ITEMS walks a list or set (op: APPENDS or
  * ADDITEMS), K_DICT a dict, K_PAIRS a list of 2-tuples, K_TUPLE and K_FROZEN
@@ -14,7 +14,7 @@ enum { K_ITEMS, K_DICT, K_PAIRS, K_TUPLE, K_FROZEN, K_BUILD };
  * optional list items, dict items and state. */
 typedef struct {
     ost_value obj;      /* the object written, for the memo (0: none) */
-    ost_value aux;      /* owned temporary released at pop */
+    ost_value aux, aux2; /* owned temporaries released at pop */
     ost_value parts[3]; /* K_BUILD: values saved before op */
     ost_value post_list, post_dict, post_state;
     uint8_t kind, op, nparts, nohook;
@@ -25,7 +25,8 @@ typedef struct {
     size_t batch;    /* size of the current batch */
     size_t cur;      /* K_DICT/K_PAIRS: entry whose value comes next */
     bool open;       /* a batch is open */
-    bool half;       /* K_DICT/K_PAIRS: key written, value next */
+    bool half;       /* K_DICT/K_PAIRS/K_SLOTS: key written, value next */
+    bool slots;      /* K_BUILD: the state is the instance's slots */
 } wframe;
 
 struct ost_writer {
@@ -570,13 +571,51 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
     }
     case OST_T_INSTANCE: {
         ost_inst_obj *in = (ost_inst_obj *)o;
+        ost__klass *k = ost__klass_of(in->cls);
+        ost_value args = 0, state = 0;
+        if (k && k->def.getnewargs) {
+            int rc = k->def.getnewargs(k->def.ud, v, &args);
+            if (rc || ost__type(args) != OST_T_TUPLE) {
+                ost_decref(args);
+                return fail(w, rc ? rc : OST_EINVAL, "getnewargs of %s.%s: %s",
+                            k->def.module, k->def.name,
+                            rc ? ost_strerror(rc) : "did not return a tuple");
+            }
+        }
+        if (k && k->def.getstate) {
+            int rc = k->def.getstate(k->def.ud, v, &state);
+            if (rc || !state) {
+                ost_decref(args);
+                ost_decref(state);
+                return fail(w, rc ? rc : OST_EINVAL, "getstate of %s.%s: %s",
+                            k->def.module, k->def.name,
+                            rc ? ost_strerror(rc) : "returned no value");
+            }
+        }
         wframe *f = push(w, K_BUILD, v);
-        if (!f) return w->err;
+        if (!f) {
+            ost_decref(args);
+            ost_decref(state);
+            return w->err;
+        }
         f->op = OP_NEWOBJ;
         f->parts[0] = in->cls;
-        f->parts[1] = 0; /* the empty args tuple, written inline */
+        f->parts[1] = args; /* 0: the empty tuple, written inline */
         f->nparts = 2;
-        if (in->state != OST_NONE) f->post_state = in->state;
+        f->aux = args;
+        f->aux2 = state;
+        if (state) {
+            if (state != OST_NONE) f->post_state = state;
+        } else if (ost__slotted(v)) {
+            ost_slots_obj *so = (ost_slots_obj *)o;
+            for (size_t i = 0; i < so->n; i++)
+                if (so->slots[i]) { /* an instance with no attributes has no state */
+                    f->slots = true;
+                    f->post_state = v;
+                    break;
+                }
+        } else if (in->state != OST_NONE)
+            f->post_state = in->state;
         return 0;
     }
     case OST_T_GLOBAL: {
@@ -750,6 +789,21 @@ static int step(ost_writer *w) {
         }
         return save(w, item, false);
     }
+    case K_SLOTS: {
+        ost_slots_obj *so = (ost_slots_obj *)f->obj;
+        if (f->half) {
+            f->half = false;
+            return save(w, so->slots[f->i++], false);
+        }
+        while (f->i < so->n && !so->slots[f->i]) f->i++;
+        if (f->i < so->n) {
+            f->half = true;
+            return save(w, ost__klass_of(so->cls)->fields[f->i], false);
+        }
+        if (reserve(w, 1)) return w->err;
+        put1(w, OP_SETITEMS);
+        break;
+    }
     case K_TUPLE: {
         ost_tuple_obj *t = (ost_tuple_obj *)f->obj;
         if (f->i < t->len) return save(w, t->items[f->i++], false);
@@ -807,6 +861,14 @@ static int step(ost_writer *w) {
         }
         if (f->phase == np + 3) {
             f->phase++;
+            if (f->slots) { /* the slots, as the dict Python would have */
+                ost_value inst = f->obj;
+                if (reserve(w, 2)) return w->err;
+                put1(w, OP_EMPTY_DICT);
+                put1(w, OP_MARK);
+                if (!push(w, K_SLOTS, inst)) return w->err;
+                return 0;
+            }
             if (f->post_state) return save(w, f->post_state, false);
             return 0;
         }
@@ -818,9 +880,10 @@ static int step(ost_writer *w) {
     }
     }
     /* pop */
-    ost_value aux = f->aux;
+    ost_value aux = f->aux, aux2 = f->aux2;
     w->nst--;
     ost_decref(aux);
+    ost_decref(aux2);
     return 0;
 }
 
@@ -861,7 +924,11 @@ int ost_dump(ost_writer *w, ost_value v, const void **data, size_t *len) {
     close_frame(w);
     if (flush(w, w->len)) goto out;
 out:
-    while (w->nst) ost_decref(w->st[--w->nst].aux);
+    while (w->nst) {
+        wframe *f = &w->st[--w->nst];
+        ost_decref(f->aux);
+        ost_decref(f->aux2);
+    }
     if (w->err) {
         w->len = 0;
         return w->err;

@@ -184,20 +184,69 @@ OST_EXTERN ost_value ost_global(const char *module, const char *name);
 OST_EXTERN ost_value ost_global_module(ost_value g);
 OST_EXTERN ost_value ost_global_name(ost_value g);
 
-/* New instance of class cls (a global; stolen) with state None. */
+/* ---- classes ------------------------------------------------------------ */
+
+/* Custom state and constructor arguments for a class, all optional.
+ * getstate returns a new reference to the state to pickle for inst;
+ * setstate receives the unpickled state (borrowed) for inst; getnewargs
+ * returns a new tuple written as NEWOBJ's arguments, and setnewargs gets
+ * those arguments back (borrowed) when the instance is read. Each returns
+ * 0 or a negative code that stops the dump or load. */
+typedef int (*ost_getstate_fn)(void *ud, ost_value inst, ost_value *state);
+typedef int (*ost_setstate_fn)(void *ud, ost_value inst, ost_value state);
+typedef int (*ost_getnewargs_fn)(void *ud, ost_value inst, ost_value *args);
+typedef int (*ost_setnewargs_fn)(void *ud, ost_value inst, ost_value args);
+
+typedef struct {
+    const char *module; /* e.g. "myapp.model" */
+    const char *name;   /* e.g. "Account" */
+    /* Declared fields: instances then keep one slot per field and no
+     * dict. NULL (nfields 0) for instances with a dict of attributes. */
+    const char *const *fields;
+    size_t nfields;
+    bool persistent; /* stored as its own record by the store */
+    ost_getstate_fn getstate;
+    ost_setstate_fn setstate;
+    ost_getnewargs_fn getnewargs;
+    ost_setnewargs_fn setnewargs;
+    void *ud; /* passed to the callbacks */
+} ost_class_def;
+
+/* New class: a global value (module.name) that also carries def, copied
+ * (strings included). Instances made with it use its fields and callbacks,
+ * and pickle as Python pickles an instance of a plain class with those
+ * attributes. 0 on ENOMEM, or OST_NOVALUE for bad text or a repeated field. */
+OST_EXTERN ost_value ost_class_new(const ost_class_def *def);
+/* True when cls is a class made by ost_class_new with persistent set. */
+OST_EXTERN bool ost_class_is_persistent(ost_value cls);
+/* Number of declared fields of a class (0 for plain globals). */
+OST_EXTERN size_t ost_class_nfields(ost_value cls);
+/* Index of field name in class cls, or -1. */
+OST_EXTERN ptrdiff_t ost_class_field(ost_value cls, const char *name);
+
+/* New instance of class cls (a global; stolen) with state None, or with
+ * every slot unset when cls declares fields. */
 OST_EXTERN ost_value ost_instance_new(ost_value cls);
 /* The class (a global) and the state (often a dict of attributes) of an
- * instance, borrowed; 0 for other types. */
+ * instance, borrowed; 0 for other types. Instances of a class with
+ * fields have no state: their state is 0, use the slots. */
 OST_EXTERN ost_value ost_instance_class(ost_value inst);
 OST_EXTERN ost_value ost_instance_state(ost_value inst);
 /* Replaces the state of an instance; steals state. */
 OST_EXTERN int ost_instance_set_state(ost_value inst, ost_value state);
-/* Sets attribute name (the state becomes a dict if it is None); steals
- * val. 0, OST_ENOMEM, OST_ETYPE (state is not a dict). */
+/* Sets attribute name (the state becomes a dict if it is None; for a class
+ * with fields, the slot of that name); steals val. 0, OST_ENOMEM, OST_ETYPE
+ * (state is not a dict), OST_ENOTFOUND (no such field). */
 OST_EXTERN int ost_instance_setattr(ost_value inst, const char *name,
                                     ost_value val);
-/* Attribute name of an instance whose state is a dict (borrowed), or 0. */
+/* Attribute name of an instance whose state is a dict, or slot name of an
+ * instance of a class with fields (borrowed), or 0 when absent. */
 OST_EXTERN ost_value ost_instance_getattr(ost_value inst, const char *name);
+/* Slot i of an instance of a class with fields (borrowed; 0 when unset or
+ * out of range). */
+OST_EXTERN ost_value ost_instance_slot(ost_value inst, size_t i);
+/* Sets slot i; steals val. 0 or OST_EINVAL. */
+OST_EXTERN int ost_instance_set_slot(ost_value inst, size_t i, ost_value val);
 
 /* New reduce value: what a pickle says to build with callable(*args)
  * (or cls.__new__), kept as data and never executed; steals both. */
