@@ -7,5 +7,6 @@
 #include "ostore/value.h"
 #include "ostore/pickle.h"
 #include "ostore/hooks.h"
+#include "ostore/store.h"
 
 #endif

@@ -196,6 +196,21 @@ int ost__ptrtab_grow(ost__ptrtab *t) {
     return 0;
 }
 
+void ost__ptrtab_del(ost__ptrtab *t, uintptr_t key) {
+    if (!t->slots) return;
+    ost__ptr_slot *s = ost__ptrtab_find(t, key);
+    if (!s->key) return;
+    size_t i = (size_t)(s - t->slots);
+    s->key = 0;
+    t->count--;
+    /* re-insert the rest of the cluster so lookups still reach it */
+    for (i = (i + 1) & t->mask; t->slots[i].key; i = (i + 1) & t->mask) {
+        ost__ptr_slot e = t->slots[i];
+        t->slots[i].key = 0;
+        *ost__ptrtab_find(t, e.key) = e;
+    }
+}
+
 /* ---- buffers ------------------------------------------------------------ */
 
 int ost__buf_reserve(ost_buf *b, size_t extra) {

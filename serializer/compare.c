@@ -70,7 +70,8 @@ static bool int_eq_double(ost_value i, double d) {
     if (!isfinite(d) || d != floor(d)) return false;
     int64_t x;
     if (ost_int_value(i, &x) == 0) {
-        if (fabs(d) >= 9223372036854775808.0) return false;
+        /* int64 covers [-2**63, 2**63): -2**63 itself is in range */
+        if (d < -9223372036854775808.0 || d >= 9223372036854775808.0) return false;
         return (int64_t)d == x;
     }
     /* big int: d must be big too; compare exact bytes */

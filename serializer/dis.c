@@ -147,3 +147,64 @@ int ost_pickle_dis(const void *data, size_t len, ost_buf *out, size_t *erroff) {
     ost__buf_printf(out, "<no STOP>\n");
     return OST_ETRUNCATED;
 }
+
+int ost__scan_pids(const void *data, size_t len, void (*fn)(void *ud, uint64_t oid),
+                   void *ud) {
+    const uint8_t *p = data, *end = p + len;
+    bool have_int = false;
+    uint64_t last = 0;
+    while (p < end) {
+        int op = *p++;
+        if (op == OP_STOP) return 0;
+        if (ost__op_name(op)[0] == '?') return OST_EBADOPCODE;
+        if (op == OP_BINPERSID) {
+            if (have_int) fn(ud, last);
+            have_int = false;
+            continue;
+        }
+        int k = arg_kind(op);
+        size_t left = (size_t)(end - p);
+        uint64_t n = 0;
+        int w;
+        bool is_int = false;
+        switch (k) {
+        case A_NONE: break;
+        case A_U1: case A_U2: case A_U4: case A_I4: case A_FRAME: case A_F8:
+            w = k == A_U1 ? 1 : k == A_U2 ? 2 : (k == A_FRAME || k == A_F8) ? 8 : 4;
+            if (left < (size_t)w) return OST_ETRUNCATED;
+            for (int i = 0; i < w && k != A_F8; i++) n |= (uint64_t)p[i] << (8 * i);
+            p += w;
+            if (op == OP_BININT1 || op == OP_BININT2 || (op == OP_BININT && (int32_t)n >= 0)) {
+                is_int = true;
+                last = n;
+            }
+            break;
+        case A_LINE:
+        case A_LINE2:
+            for (int lines = k == A_LINE ? 1 : 2; lines > 0; lines--) {
+                const uint8_t *e = memchr(p, '\n', (size_t)(end - p));
+                if (!e) return OST_ETRUNCATED;
+                p = e + 1;
+            }
+            break;
+        default:
+            w = (k == A_LONG1 || k == A_TEXT1 || k == A_BYTES1 || k == A_STR1) ? 1
+                : (k == A_TEXT8 || k == A_BYTES8) ? 8 : 4;
+            if (left < (size_t)w) return OST_ETRUNCATED;
+            for (int i = 0; i < w; i++) n |= (uint64_t)p[i] << (8 * i);
+            p += w;
+            if (n > (uint64_t)(end - p)) return OST_ETRUNCATED;
+            if (op == OP_LONG1 && n <= 8 && n > 0 && !(p[n - 1] & 0x80)) {
+                last = 0;
+                for (size_t i = 0; i < n; i++) last |= (uint64_t)p[i] << (8 * i);
+                is_int = true;
+            }
+            p += n;
+            break;
+        }
+        /* MEMOIZE / PUT / FRAME between the pid and BINPERSID keep it */
+        if (op != OP_MEMOIZE && op != OP_BINPUT && op != OP_LONG_BINPUT && op != OP_FRAME)
+            have_int = is_int;
+    }
+    return OST_ETRUNCATED;
+}

@@ -106,6 +106,20 @@ typedef struct {
 } ost_slots_obj;
 
 #define OST__F_SLOTS 1
+#define OST__F_PERSISTENT 2 /* has an oid in a connection (store/) */
+#define OST__F_GHOST 4      /* persistent, state not loaded yet */
+#define OST__F_CHANGED 8    /* persistent, changed since loaded or stored */
+
+/* Set by the store: loads a ghost's state (event 0) or records that a
+ * persistent object changed (event 1). */
+typedef int (*ost__pers_hook_fn)(ost_value obj, int event);
+extern ost__pers_hook_fn ost__pers_hook;
+int ost__activate(ost_value v);
+void ost__touch(ost_value v);
+#define OST__UNGHOST(v)                                                  \
+    do {                                                                 \
+        if (OST_UNLIKELY(OST__O(v)->flags & OST__F_GHOST)) ost__activate(v); \
+    } while (0)
 
 
 
@@ -187,6 +201,12 @@ int ost__ptrtab_init(ost__ptrtab *t, size_t hint);
 void ost__ptrtab_clear(ost__ptrtab *t); /* keep memory, drop entries */
 void ost__ptrtab_free(ost__ptrtab *t);
 int ost__ptrtab_grow(ost__ptrtab *t);
+/* Removes key (if present), keeping probe chains intact. */
+void ost__ptrtab_del(ost__ptrtab *t, uintptr_t key);
+/* Calls fn(oid) for each persistent reference whose pid is an int, found
+ * by walking the opcodes without building values. 0 or a reader code. */
+int ost__scan_pids(const void *data, size_t len,
+                   void (*fn)(void *ud, uint64_t oid), void *ud);
 
 static inline size_t ost__ptr_hash(uintptr_t p) {
     uint64_t x = (uint64_t)p;

@@ -109,12 +109,14 @@ static int account(ost_reader *r, const uint8_t *at, size_t n) {
 
 static int push(ost_reader *r, const uint8_t *at, ost_value v) {
     if (!v) return NOMEM(at);
+    /* checked on every push, not only when the stack grows, so that a
+     * limit between two growth steps holds exactly */
+    if (OST_UNLIKELY(r->sp >= r->lim.max_container)) {
+        ost_decref(v);
+        return rfail(r, at, OST_ELIMIT, "stack longer than %zu (limit max_container)",
+                     r->lim.max_container);
+    }
     if (OST_UNLIKELY(r->sp == r->stcap)) {
-        if (r->sp >= r->lim.max_container) {
-            ost_decref(v);
-            return rfail(r, at, OST_ELIMIT, "stack longer than %zu (limit max_container)",
-                         r->lim.max_container);
-        }
         size_t cap = r->stcap ? r->stcap * 2 : 256;
         ost_value *s = realloc(r->stack, cap * sizeof *s);
         if (!s) {
@@ -670,7 +672,8 @@ static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
                          r->lim.max_container);
         if (account(r, at, n * sizeof(ost_value))) return r->err;
         if (ost__list_reserve(l, n)) return NOMEM(at);
-        memcpy(l->items + l->len, r->stack + base, n * sizeof(ost_value));
+        if (n) /* items may be NULL for an empty list */
+            memcpy(l->items + l->len, r->stack + base, n * sizeof(ost_value));
         l->len += n;
         r->sp = base;
         return 0;
@@ -775,7 +778,10 @@ static int fill_slots(ost_reader *r, const uint8_t *at, ost_value obj, ost_value
                              ost__type(key) == OST_T_STR ? "'" : "(a ",
                              ost__type(key) == OST_T_STR ? name : ost_type_name(ost__type(key)),
                              ost__type(key) == OST_T_STR ? "'" : " key)");
-            ost_instance_set_slot(obj, (size_t)i, ost_incref(val));
+            /* direct: no activation or change tracking while loading */
+            ost_value old = so->slots[i];
+            so->slots[i] = ost_incref(val);
+            ost_decref(old);
         }
     }
     return 0;
@@ -810,7 +816,9 @@ static int build(ost_reader *r, const uint8_t *at) {
             trash(r, state);
             return rc ? NOMEM(at) : 0;
         }
-        ost_instance_set_state(obj, state);
+        ost_value old = in->state; /* direct, as for slots */
+        in->state = state;
+        ost_decref(old);
         return 0;
     }
     if (t == OST_T_REDUCE) {
@@ -893,6 +901,11 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
     r->bytes = 0;
     r->sp = 0;
     r->nmarks = 0;
+    if (OST_UNLIKELY(!r->stack)) { /* never NULL: "(t" copies 0 items from it */
+        r->stack = malloc(256 * sizeof *r->stack);
+        if (!r->stack) return NOMEM(p);
+        r->stcap = 256;
+    }
     for (;;) {
         at = p;
         if (OST_UNLIKELY(p >= r->end)) {
@@ -1031,9 +1044,18 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             }
             if (op == OP_LONG && n && p[n - 1] == 'L') n--;
             CHECK(account(r, at, n / 2 + 16));
+            /* check the text first: ost_int_from_decimal returns 0 for bad
+             * text and for ENOMEM alike */
+            size_t d0 = n && (p[0] == '-' || p[0] == '+');
+            bool digits = n > d0;
+            for (size_t k = d0; k < n && digits; k++) digits = p[k] >= '0' && p[k] <= '9';
+            if (!digits) {
+                rfail(r, at, OST_EBADPICKLE, "%s: bad integer text", op_name(op));
+                goto fail;
+            }
             ost_value v = ost_int_from_decimal((const char *)p, n);
             if (!v) {
-                rfail(r, at, OST_EBADPICKLE, "%s: bad integer text", op_name(op));
+                NOMEM(at);
                 goto fail;
             }
             PUSH(v);
@@ -1152,7 +1174,8 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
                 NOMEM(at);
                 goto fail;
             }
-            memcpy(((ost_list_obj *)l)->items, r->stack + base, n * sizeof(ost_value));
+            if (n) /* ost_list_new(0) has no items array */
+                memcpy(((ost_list_obj *)l)->items, r->stack + base, n * sizeof(ost_value));
             ((ost_list_obj *)l)->len = n;
             r->sp = base;
             PUSH(l);
@@ -1460,3 +1483,22 @@ static const char *op_name(int op) {
 }
 
 const char *ost__op_name(int op) { return op_name(op); }
+
+int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) {
+    if (!r || ost__type(inst) != OST_T_INSTANCE) return OST_EINVAL;
+    ost_value v;
+    int rc = ost_load(r, data, len, &v, NULL);
+    if (rc) return rc;
+    /* apply as BUILD does, with the instance and state on the stack */
+    r->base = data;
+    r->end = (const uint8_t *)data + len;
+    r->sp = 0;
+    if (push(r, r->base, ost_incref(inst)) || push(r, r->base, v)) {
+        release_all(r, true);
+        return r->err;
+    }
+    rc = build(r, r->base);
+    while (r->sp) ost_decref(r->stack[--r->sp]);
+    release_all(r, rc != 0);
+    return rc;
+}

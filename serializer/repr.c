@@ -54,7 +54,9 @@ static bool printable(uint32_t u) {
     return true;
 }
 
-static void repr_text(repr_ctx *c, const char *p, size_t n, bool bytes) {
+/* bytes: 0 for str, 1 for bytes, 2 for bytearray, whose repr escapes a
+ * single quote even inside double quotes (CPython's bytearray_repr). */
+static void repr_text(repr_ctx *c, const char *p, size_t n, int bytes) {
     bool sq = memchr(p, '\'', n) != NULL, dq = memchr(p, '"', n) != NULL;
     char q = sq && !dq ? '"' : '\'';
     char tmp[16];
@@ -62,7 +64,7 @@ static void repr_text(repr_ctx *c, const char *p, size_t n, bool bytes) {
     const uint8_t *s = (const uint8_t *)p;
     for (size_t i = 0; i < n;) {
         uint32_t u = bytes ? s[i++] : utf8_next(s, &i);
-        if (u == (uint32_t)q || u == '\\') {
+        if (u == (uint32_t)q || u == '\\' || (bytes == 2 && u == '\'')) {
             tmp[0] = '\\';
             tmp[1] = (char)u;
             put(c, tmp, 2);
@@ -205,19 +207,7 @@ static bool enter(repr_ctx *c, ost_value v, const char *cyc) {
     return !c->err;
 }
 
-static void leave(repr_ctx *c, ost_value v) {
-    /* linear-probing delete: re-insert the cluster after the slot */
-    ost__ptr_slot *s = ost__ptrtab_find(&c->active, v);
-    size_t i = (size_t)(s - c->active.slots);
-    s->key = 0;
-    c->active.count--;
-    for (i = (i + 1) & c->active.mask; c->active.slots[i].key;
-         i = (i + 1) & c->active.mask) {
-        ost__ptr_slot e = c->active.slots[i];
-        c->active.slots[i].key = 0;
-        *ost__ptrtab_find(&c->active, e.key) = e;
-    }
-}
+static void leave(repr_ctx *c, ost_value v) { ost__ptrtab_del(&c->active, v); }
 
 static void repr_global(repr_ctx *c, ost_value g) {
     ost_global_obj *o = (ost_global_obj *)g;
@@ -261,7 +251,7 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
         ost_str_obj *s = (ost_str_obj *)v;
         bool ba = s->h.type == OST_T_BYTEARRAY;
         puts_(c, ba ? "bytearray(b" : "b");
-        repr_text(c, s->data, s->len, true);
+        repr_text(c, s->data, s->len, ba ? 2 : 1);
         if (ba) puts_(c, ")");
         return;
     }
@@ -314,7 +304,9 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
         if (!enter(c, v, "...")) return;
         repr_global(c, o->cls);
         puts_(c, "(");
-        if (ost__slotted(v)) {
+        if (o->h.flags & OST__F_GHOST) {
+            puts_(c, "<ghost>"); /* repr never loads state */
+        } else if (ost__slotted(v)) {
             ost_slots_obj *so = (ost_slots_obj *)v;
             ost__klass *k = ost__klass_of(so->cls);
             size_t shown = 0;

@@ -196,8 +196,16 @@ typedef struct {
     ost__ptrtab tab; /* object -> internal references seen */
     ost_value *stack;
     size_t len, cap;
+    ost_value *ext; /* references from garbage to persistent objects */
+    size_t next, capext;
     int err;
 } rel_ctx;
+
+/* Persistent objects are held by their connection's cache: ost_release
+ * treats them as held from outside and does not walk into them. */
+static inline bool rel_boundary(ost_value ch) {
+    return (OST__O(ch)->flags & OST__F_PERSISTENT) != 0;
+}
 
 static void rel_push(rel_ctx *c, ost_value v) {
     if (c->len == c->cap) {
@@ -215,7 +223,7 @@ static void rel_push(rel_ctx *c, ost_value v) {
 
 static void rel_visit(ost_value ch, void *ud) {
     rel_ctx *c = ud;
-    if (!ost__is_heap(ch) || c->err) return;
+    if (!ost__is_heap(ch) || c->err || rel_boundary(ch)) return;
     ost__ptr_slot *s = ost__ptrtab_find(&c->tab, ch);
     if (s->key) {
         s->val++;
@@ -244,6 +252,18 @@ static void rel_unlink(ost_value ch, void *ud) {
     ost__ptr_slot *s = ost__ptrtab_find(&c->tab, ch);
     /* a reference from garbage to a live object is dropped */
     if (s->key && s->val == UINT64_MAX) OST__O(ch)->refcnt--;
+    else if (!s->key) { /* a persistent object: dropped after the frees */
+        if (c->next == c->capext) {
+            size_t cap = c->capext ? c->capext * 2 : 16;
+            ost_value *n = realloc(c->ext, cap * sizeof *n);
+            if (!n) { /* keep the reference: a leak, never a crash */
+                return;
+            }
+            c->ext = n;
+            c->capext = cap;
+        }
+        c->ext[c->next++] = ch;
+    }
 }
 
 void ost_release(ost_value v) {
@@ -284,12 +304,15 @@ void ost_release(ost_value v) {
     }
     /* v held from outside as well: only the released reference goes */
     if (ost__ptrtab_find(&c.tab, v)->val == UINT64_MAX) OST__O(v)->refcnt--;
+    for (size_t i = 0; i < c.next; i++) ost_decref(c.ext[i]);
+    free(c.ext);
     ost__ptrtab_free(&c.tab);
     free(c.stack);
     return;
 fallback:
     ost__ptrtab_free(&c.tab);
     free(c.stack);
+    free(c.ext);
     ost_decref(v);
 }
 
@@ -686,7 +709,10 @@ static uint64_t mix(uint64_t h) {
     return h;
 }
 
-int ost__hash(ost_value v, uint64_t *out) {
+/* Hash of a value that needs no walk: not a non-empty tuple, and not an
+ * instance, reduce value or persistent reference (ost__hash follows
+ * those to their class, callable or pid). */
+static int hash_leaf(ost_value v, uint64_t *out) {
     switch (ost__type(v)) {
     case OST_T_NONE: *out = 0x1234567; return 0;
     case OST_T_BOOL: *out = v == OST_TRUE; return 0;
@@ -699,18 +725,9 @@ int ost__hash(ost_value v, uint64_t *out) {
         *out = s->hash;
         return 0;
     }
-    case OST_T_TUPLE: {
-        ost_tuple_obj *t = (ost_tuple_obj *)v;
-        uint64_t h = 0x345678 + t->len;
-        for (size_t i = 0; i < t->len; i++) {
-            uint64_t x;
-            int rc = ost__hash(t->items[i], &x);
-            if (rc) return rc;
-            h = mix(h ^ x) + i;
-        }
-        *out = h;
+    case OST_T_TUPLE: /* empty */
+        *out = 0x345678;
         return 0;
-    }
     case OST_T_FROZENSET: {
         ost_dict_obj *d = (ost_dict_obj *)v;
         uint64_t h = 0x7a6b5c + d->len;
@@ -722,19 +739,81 @@ int ost__hash(ost_value v, uint64_t *out) {
     case OST_T_GLOBAL: {
         ost_global_obj *g = (ost_global_obj *)v;
         uint64_t a, b;
-        ost__hash(g->module, &a);
-        ost__hash(g->name, &b);
+        hash_leaf(g->module, &a);
+        hash_leaf(g->name, &b);
         *out = mix(a) ^ b;
         return 0;
     }
-    case OST_T_INSTANCE: /* equal instances share a class */
-        return ost__hash(((ost_inst_obj *)v)->cls, out);
-    case OST_T_REDUCE:
-        return ost__hash(((ost_reduce_obj *)v)->callable, out);
-    case OST_T_PERSREF:
-        return ost__hash(((ost_persref_obj *)v)->pid, out);
     default: return OST_ETYPE;
     }
+}
+
+/* Tuples nest without limit (a pickle of a million TUPLE1 opcodes makes a
+ * million levels, and may use it as a dict key), so the hash walks them
+ * with an explicit stack instead of recursing: each frame folds its items'
+ * hashes, h = mix(h ^ hash(item)) + i, in order. */
+typedef struct {
+    ost_tuple_obj *t;
+    size_t i;
+    uint64_t h;
+} hash_frame;
+
+int ost__hash(ost_value v, uint64_t *out) {
+    hash_frame local[8], *st = local;
+    size_t n = 0, cap = 8;
+    uint64_t x;
+    int rc = 0;
+    for (;;) {
+        /* descend to a leaf, opening a frame per non-empty tuple */
+        switch (ost__type(v)) {
+        case OST_T_INSTANCE: /* equal instances share a class */
+            v = ((ost_inst_obj *)v)->cls;
+            continue;
+        case OST_T_REDUCE: v = ((ost_reduce_obj *)v)->callable; continue;
+        case OST_T_PERSREF: v = ((ost_persref_obj *)v)->pid; continue;
+        case OST_T_TUPLE:
+            if (ost_len(v)) {
+                if (n == cap) {
+                    hash_frame *s = st == local ? malloc(2 * cap * sizeof *s)
+                                                : realloc(st, 2 * cap * sizeof *s);
+                    if (!s) {
+                        rc = OST_ENOMEM;
+                        goto out;
+                    }
+                    if (st == local) memcpy(s, local, sizeof local);
+                    st = s;
+                    cap *= 2;
+                }
+                hash_frame *f = &st[n++];
+                f->t = (ost_tuple_obj *)v;
+                f->i = 0;
+                f->h = 0x345678 + f->t->len;
+                v = f->t->items[0];
+                continue;
+            }
+            break;
+        default: break;
+        }
+        if ((rc = hash_leaf(v, &x)) != 0) goto out;
+        /* ascend: fold x into the open frames until one has items left */
+        for (;;) {
+            if (!n) {
+                *out = x;
+                goto out;
+            }
+            hash_frame *f = &st[n - 1];
+            f->h = mix(f->h ^ x) + f->i;
+            if (++f->i < f->t->len) {
+                v = f->t->items[f->i];
+                break;
+            }
+            x = f->h;
+            n--;
+        }
+    }
+out:
+    if (st != local) free(st);
+    return rc;
 }
 
 int ost_hash(ost_value v, uint64_t *out) { return ost__hash(v, out); }
@@ -898,7 +977,9 @@ int ost_dict_del(ost_value dv, ost_value key) {
     e->key = 0;
     e->val = 0;
     d->len--;
-    if (d->mask) dict_reindex(d, d->used); /* drop the stale slot */
+    /* The entry's index slot stays: lookups probe past deleted entries,
+     * and the slot is dropped at the next reindex (growth or compaction).
+     * Rebuilding the index here made each delete cost O(size). */
     ost_decref(k);
     ost_decref(v);
     return 0;
@@ -1049,8 +1130,23 @@ ost_value ost_instance_new(ost_value cls) {
     return (ost_value)o;
 }
 
+ost__pers_hook_fn ost__pers_hook;
+
+int ost__activate(ost_value v) {
+    if (!(OST__O(v)->flags & OST__F_GHOST)) return 0;
+    return ost__pers_hook ? ost__pers_hook(v, 0) : OST_EINVAL;
+}
+
+void ost__touch(ost_value v) {
+    ost_obj *o = OST__O(v);
+    if ((o->flags & (OST__F_PERSISTENT | OST__F_CHANGED)) == OST__F_PERSISTENT &&
+        ost__pers_hook)
+        ost__pers_hook(v, 1);
+}
+
 ost_value ost_instance_slot(ost_value v, size_t i) {
     if (ost__type(v) != OST_T_INSTANCE || !ost__slotted(v)) return 0;
+    OST__UNGHOST(v);
     ost_slots_obj *so = (ost_slots_obj *)v;
     return i < so->n ? so->slots[i] : 0;
 }
@@ -1061,6 +1157,8 @@ int ost_instance_set_slot(ost_value v, size_t i, ost_value val) {
         ost_decref(val);
         return OST_EINVAL;
     }
+    OST__UNGHOST(v);
+    ost__touch(v);
     ost_slots_obj *so = (ost_slots_obj *)v;
     ost_value old = so->slots[i];
     so->slots[i] = val;
@@ -1072,8 +1170,9 @@ ost_value ost_instance_class(ost_value v) {
     return ost__type(v) == OST_T_INSTANCE ? ((ost_inst_obj *)v)->cls : 0;
 }
 ost_value ost_instance_state(ost_value v) {
-    return ost__type(v) == OST_T_INSTANCE && !ost__slotted(v)
-               ? ((ost_inst_obj *)v)->state : 0;
+    if (ost__type(v) != OST_T_INSTANCE || ost__slotted(v)) return 0;
+    OST__UNGHOST(v);
+    return ((ost_inst_obj *)v)->state;
 }
 
 int ost_instance_set_state(ost_value v, ost_value state) {
@@ -1081,6 +1180,8 @@ int ost_instance_set_state(ost_value v, ost_value state) {
         ost_decref(state);
         return OST_EINVAL;
     }
+    OST__UNGHOST(v);
+    ost__touch(v);
     ost_inst_obj *o = (ost_inst_obj *)v;
     ost_value old = o->state;
     o->state = state;
@@ -1101,6 +1202,8 @@ int ost_instance_setattr(ost_value v, const char *name, ost_value val) {
         }
         return ost_instance_set_slot(v, (size_t)i, val);
     }
+    OST__UNGHOST(v);
+    ost__touch(v);
     ost_inst_obj *o = (ost_inst_obj *)v;
     if (o->state == OST_NONE) {
         ost_value d = ost_dict_new();
@@ -1125,6 +1228,7 @@ int ost_instance_setattr(ost_value v, const char *name, ost_value val) {
 ost_value ost_instance_getattr(ost_value v, const char *name) {
     if (ost__type(v) == OST_T_INSTANCE && ost__slotted(v)) {
         ptrdiff_t i = ost_class_field(((ost_slots_obj *)v)->cls, name);
+        OST__UNGHOST(v);
         return i < 0 ? 0 : ((ost_slots_obj *)v)->slots[i];
     }
     ost_value st = ost_instance_state(v);

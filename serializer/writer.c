@@ -27,6 +27,7 @@ typedef struct {
     bool open;       /* a batch is open */
     bool half;       /* K_DICT/K_PAIRS/K_SLOTS: key written, value next */
     bool slots;      /* K_BUILD: the state is the instance's slots */
+    bool win;        /* this frame opened a memo window (see tracked) */
 } wframe;
 
 struct ost_writer {
@@ -44,6 +45,7 @@ struct ost_writer {
     size_t flushed; /* bytes already given to the sink */
     ost__ptrtab memo;
     uint32_t memo_next;
+    size_t window; /* open memo windows (see tracked) */
     wframe *st;
     size_t nst, capst;
     ost_dump_stats stats;
@@ -255,6 +257,27 @@ static inline int memoize(ost_writer *w, ost_value obj) {
 
 static inline bool shared(ost_value v) { return OST__O(v)->refcnt > 1; }
 
+/* Whether v goes through the memo. Shared objects do, and so does
+ * everything written while a shared tuple, frozenset or reduce-shaped
+ * object is open, before its opcode (a window): its parts can lead back to
+ * it through a cycle, and it is then written a second time inside itself,
+ * as CPython does. That ends only if the objects on the way back are in
+ * the memo, and they need not be shared: in t = ([t], 1) the list is held
+ * by t alone. */
+static inline bool tracked(const ost_writer *w, ost_value v) {
+    return w->window || shared(v);
+}
+static inline void open_window(ost_writer *w, wframe *f) {
+    f->win = true;
+    w->window++;
+}
+static inline void close_window(ost_writer *w, wframe *f) {
+    if (f->win) {
+        f->win = false;
+        w->window--;
+    }
+}
+
 /* ---- scalars --------------------------------------------------------------- */
 
 static void put_int64(ost_writer *w, int64_t i) {
@@ -396,12 +419,12 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
     if (OST_UNLIKELY(w->pid_fn != NULL) && !nohook &&
         (w->pid_scope == OST_PID_ALL ||
          (o->type == OST_T_INSTANCE &&
-          !(shared(v) && ost__ptrtab_find(&w->memo, v)->key)))) {
+          !(tracked(w, v) && ost__ptrtab_find(&w->memo, v)->key)))) {
         bool done;
         if (call_hook(w, v, &done)) return w->err;
         if (done) return 0;
     }
-    bool sh = o->refcnt > 1;
+    bool sh = tracked(w, v);
     if (sh) {
         ost__ptr_slot *s = ost__ptrtab_find(&w->memo, v);
         if (s->key) {
@@ -514,6 +537,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         wframe *f = push(w, K_TUPLE, v);
         if (!f) return w->err;
         f->left = t->len;
+        if (sh) open_window(w, f);
         if (t->len > 3) put1(w, OP_MARK);
         return 0;
     }
@@ -546,6 +570,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
                 wframe *f = push(w, K_FROZEN, v);
                 if (!f) return w->err;
                 f->left = n;
+                if (sh) open_window(w, f);
                 put1(w, OP_MARK);
                 return 0;
             }
@@ -567,6 +592,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             return w->err ? w->err : fail(w, OST_ENOMEM, "out of memory");
         }
         f->aux = args;
+        if (sh) open_window(w, f);
         return 0;
     }
     case OST_T_INSTANCE: {
@@ -604,6 +630,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         f->nparts = 2;
         f->aux = args;
         f->aux2 = state;
+        if (sh && args) open_window(w, f);
         if (state) {
             if (state != OST_NONE) f->post_state = state;
         } else if (ost__slotted(v)) {
@@ -670,6 +697,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             else ost_decref(args);
         }
         if (!f) return w->err;
+        if (sh) open_window(w, f);
         f->post_list = r->listitems;
         f->post_dict = r->dictitems;
         f->post_state = r->state;
@@ -700,7 +728,7 @@ static int call_hook(ost_writer *w, ost_value v, bool *done) {
     }
     if (!pid) return 0;
     /* pid then BINPERSID, and a memo entry so a second reference is a GET */
-    wframe *f = push_build(w, shared(v) ? v : 0, OP_BINPERSID, pid, 0, 0);
+    wframe *f = push_build(w, tracked(w, v) ? v : 0, OP_BINPERSID, pid, 0, 0);
     if (!f) {
         ost_decref(pid);
         return w->err;
@@ -719,7 +747,7 @@ static int finish(ost_writer *w, ost_value v, int op, bool op_first,
                   unsigned npop, bool popmark) {
     if (reserve(w, 16)) return w->err;
     if (op_first) put1(w, (unsigned)op);
-    if (v && shared(v)) {
+    if (v && tracked(w, v)) {
         ost__ptr_slot *s = ost__ptrtab_find(&w->memo, v);
         if (s->key) {
             if (popmark) put1(w, OP_POP_MARK);
@@ -809,6 +837,7 @@ static int step(ost_writer *w) {
         if (f->i < t->len) return save(w, t->items[f->i++], false);
         static const uint8_t small[4] = {0, OP_TUPLE1, OP_TUPLE2, OP_TUPLE3};
         int op = t->len <= 3 ? small[t->len] : OP_TUPLE;
+        close_window(w, f);
         if (finish(w, f->obj, op, false, (unsigned)t->len, t->len > 3)) return w->err;
         break;
     }
@@ -819,6 +848,7 @@ static int step(ost_writer *w) {
             f->left--;
             return save(w, d->entries[f->i++].key, false);
         }
+        close_window(w, f);
         if (finish(w, f->obj, OP_FROZENSET, false, 0, true)) return w->err;
         break;
     }
@@ -835,6 +865,7 @@ static int step(ost_writer *w) {
         }
         if (f->phase == np) {
             f->phase++;
+            close_window(w, f);
             return finish(w, f->obj, f->op, true, 1, false);
         }
         if (f->phase == np + 1) {
@@ -895,6 +926,7 @@ static void reset(ost_writer *w) {
     w->msg[0] = 0;
     memset(&w->stats, 0, sizeof w->stats);
     w->memo_next = 0;
+    w->window = 0;
     if (w->memo.mask + 1 > 1024) { /* a big dump's table: start small again */
         ost__ptrtab_free(&w->memo);
         ost__ptrtab_init(&w->memo, 256);
@@ -902,7 +934,29 @@ static void reset(ost_writer *w) {
         ost__ptrtab_clear(&w->memo);
 }
 
-int ost_dump(ost_writer *w, ost_value v, const void **data, size_t *len) {
+/* Starts the state of inst: what BUILD would receive. */
+static int save_state(ost_writer *w, ost_value inst, ost_value *tmp) {
+    ost_inst_obj *in = (ost_inst_obj *)inst;
+    ost__klass *k = ost__klass_of(in->cls);
+    if (k && k->def.getstate) {
+        int rc = k->def.getstate(k->def.ud, inst, tmp);
+        if (rc || !*tmp)
+            return fail(w, rc ? rc : OST_EINVAL, "getstate of %s.%s: %s", k->def.module,
+                        k->def.name, rc ? ost_strerror(rc) : "returned no value");
+        return save(w, *tmp, false);
+    }
+    if (ost__slotted(inst)) {
+        if (reserve(w, 2)) return w->err;
+        put1(w, OP_EMPTY_DICT);
+        put1(w, OP_MARK);
+        return push(w, K_SLOTS, inst) ? 0 : w->err;
+    }
+    return save(w, in->state, false);
+}
+
+static int dump(ost_writer *w, ost_value v, bool state_only, const void **data,
+                size_t *len) {
+    ost_value tmp = 0;
     if (data) *data = NULL;
     if (len) *len = 0;
     if (!w) return OST_EINVAL;
@@ -910,11 +964,14 @@ int ost_dump(ost_writer *w, ost_value v, const void **data, size_t *len) {
     if (!w->memo.slots && ost__ptrtab_init(&w->memo, 256))
         return fail(w, OST_ENOMEM, "out of memory");
     if (!v) return fail(w, OST_EINVAL, "nothing to pickle (OST_NOVALUE)");
+    if (state_only && ost__type(v) != OST_T_INSTANCE)
+        return fail(w, OST_ETYPE, "state of a %s: only instances have one",
+                    ost_type_name(ost__type(v)));
     if (reserve(w, 2)) goto out;
     put1(w, OP_PROTO);
     put1(w, (unsigned)w->proto);
     if (framed(w) && open_frame(w)) goto out;
-    if (save(w, v, false)) goto out;
+    if (state_only ? save_state(w, v, &tmp) : save(w, v, false)) goto out;
     while (w->nst) {
         if (step(w)) goto out;
         if (OST_UNLIKELY(boundary(w))) goto out;
@@ -929,6 +986,7 @@ out:
         ost_decref(f->aux);
         ost_decref(f->aux2);
     }
+    ost_decref(tmp);
     if (w->err) {
         w->len = 0;
         return w->err;
@@ -937,4 +995,12 @@ out:
     if (len) *len = w->flushed + w->len;
     if (data && !w->sink) *data = w->buf;
     return 0;
+}
+
+int ost_dump(ost_writer *w, ost_value v, const void **data, size_t *len) {
+    return dump(w, v, false, data, len);
+}
+
+int ost_dump_state(ost_writer *w, ost_value inst, const void **data, size_t *len) {
+    return dump(w, inst, true, data, len);
 }

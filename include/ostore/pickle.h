@@ -63,6 +63,11 @@ OST_EXTERN void ost_writer_set_persistent_id(ost_writer *w,
  * ost_writer_errmsg. */
 OST_EXTERN int ost_dump(ost_writer *w, ost_value v, const void **data,
                         size_t *len);
+/* Pickles only the state of instance inst: what BUILD gives it (its
+ * attribute dict, its slots as a dict, or its class's getstate result).
+ * This is a store record's body. Same ownership and errors as ost_dump. */
+OST_EXTERN int ost_dump_state(ost_writer *w, ost_value inst, const void **data,
+                              size_t *len);
 /* Statistics of the last dump. */
 OST_EXTERN void ost_writer_stats(const ost_writer *w, ost_dump_stats *st);
 /* Message of the last failure ("" if none); owned by the writer. */
@@ -115,6 +120,11 @@ OST_EXTERN void ost_reader_set_persistent_load(ost_reader *r,
  * reader never executes anything a pickle names. */
 OST_EXTERN int ost_load(ost_reader *r, const void *data, size_t len,
                         ost_value *out, size_t *consumed);
+/* Reads a pickle made by ost_dump_state and gives its value to inst as
+ * BUILD would (fills slots, calls setstate, or replaces the state), without
+ * marking inst changed. Errors as ost_load; inst is unchanged on failure. */
+OST_EXTERN int ost_load_state(ost_reader *r, ost_value inst, const void *data,
+                              size_t len);
 /* Message of the last failure, with its byte offset ("" if none). */
 OST_EXTERN const char *ost_reader_errmsg(const ost_reader *r);
 /* Byte offset of the opcode that failed. */

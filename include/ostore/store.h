@@ -1,0 +1,135 @@
+/* ostore store: persistent objects under 64-bit oids in one LMDB
+ * environment, an object cache with ghosts per connection, transactions
+ * with conflict detection, pack and check.
+ *
+ * A store is shared by the threads of a process; a connection belongs to
+ * one thread at a time and has its own object cache and transaction. The
+ * root object (oid 0) is a persistent.mapping.PersistentMapping. Objects
+ * become persistent when they are instances of a class registered with
+ * persistent = true and are reachable from a stored object at commit. */
+#ifndef OSTORE_STORE_H
+#define OSTORE_STORE_H
+
+#include "hooks.h"
+
+typedef struct ost_store ost_store;
+typedef struct ost_conn ost_conn;
+
+#define OST_STORE_FORMAT 1 /* records format version, docs/format.md */
+
+typedef enum {
+    OST_SYNC_FULL = 0,   /* fsync data and meta at each commit */
+    OST_SYNC_NOMETA = 1, /* MDB_NOMETASYNC: last commit may roll back on a crash */
+    OST_SYNC_NONE = 2    /* MDB_NOSYNC: the OS decides; a crash may lose commits */
+} ost_durability;
+
+typedef struct {
+    bool create;               /* create the directory and store if missing */
+    bool read_only;            /* open read-only: commits fail with OST_EREADONLY */
+    size_t map_size;           /* initial LMDB map size; grows by itself */
+    ost_durability durability;
+    unsigned max_readers;      /* LMDB reader slots (connections + helpers) */
+    ost_registry *registry;    /* classes (not owned; must outlive the store) */
+} ost_store_options;
+
+/* Fills o with the defaults: no create, read-write, 64 MiB map, full
+ * durability, 126 readers, no registry (every class generic). */
+OST_EXTERN void ost_store_options_init(ost_store_options *o);
+
+/* New closed store handle. NULL on ENOMEM. */
+OST_EXTERN ost_store *ost_store_new(void);
+/* Opens the store in directory path. Returns 0, or OST_ENOTFOUND (no
+ * store and create is false), OST_EVERSION (another format), OST_ECORRUPT
+ * (not an ostore store, damaged meta), OST_EIO, OST_EBUSY (already open),
+ * OST_EINVAL; ost_store_errmsg names the path. */
+OST_EXTERN int ost_store_open(ost_store *st, const char *path,
+                              const ost_store_options *o);
+/* Closes the connections still open, the store and frees the handle.
+ * NULL is allowed. */
+OST_EXTERN void ost_store_close(ost_store *st);
+/* Message of the last failure on the store ("" if none). Per thread:
+ * owned by the store, valid until the next call on it from this thread. */
+OST_EXTERN const char *ost_store_errmsg(const ost_store *st);
+
+typedef struct {
+    uint64_t records;     /* objects stored */
+    uint64_t bytes;       /* bytes of records (headers and pickles) */
+    uint64_t next_oid;    /* the oid the next new object gets */
+    uint64_t last_serial; /* id of the last commit */
+    uint64_t map_size;    /* LMDB map size now */
+} ost_store_stats;
+OST_EXTERN int ost_store_stat(ost_store *st, ost_store_stats *out);
+
+/* Removes the records unreachable from the root. Memory: a bitmap of one
+ * bit per oid. removed (if not NULL) gets the count. 0 or a code. */
+OST_EXTERN int ost_store_pack(ost_store *st, uint64_t *removed);
+
+/* One problem found by ost_store_check: oid's record does not decode
+ * (missing 0), or holds a reference to oid `missing` that has no record. */
+typedef void (*ost_check_fn)(void *ud, uint64_t oid, uint64_t missing,
+                             int err, const char *msg);
+/* Reads every record: reports records that do not decode and references
+ * to missing oids, with the holder. Returns 0 when the store is sound,
+ * OST_ECORRUPT when problems were reported, or another code. */
+OST_EXTERN int ost_store_check(ost_store *st, ost_check_fn report, void *ud,
+                               uint64_t *records);
+
+/* ---- connections ----------------------------------------------------------- */
+
+/* Opens a connection with an empty cache and no transaction. 0, OST_ENOMEM,
+ * OST_EINVAL (store not open). */
+OST_EXTERN int ost_conn_open(ost_store *st, ost_conn **out);
+/* Aborts the connection's transaction, frees its cache (objects still
+ * referenced by the caller stay valid as ghosts that can no longer load)
+ * and the connection. NULL is allowed. */
+OST_EXTERN void ost_conn_close(ost_conn *c);
+/* Message of the last failure on the connection ("" if none). */
+OST_EXTERN const char *ost_conn_errmsg(const ost_conn *c);
+
+/* The root object (borrowed): an instance whose state is {'data': dict}.
+ * Starts the transaction if none. 0 on error (see ost_conn_errmsg). */
+OST_EXTERN ost_value ost_conn_root(ost_conn *c);
+/* root['data'][key] = val and marks the root changed; steals key and val. */
+OST_EXTERN int ost_root_set(ost_conn *c, ost_value key, ost_value val);
+/* root['data'][key] (borrowed), or 0. key is borrowed. */
+OST_EXTERN ost_value ost_root_get(ost_conn *c, ost_value key);
+
+/* The object stored under oid (borrowed; a ghost until used). 0,
+ * OST_ENOTFOUND, OST_ECORRUPT (record damaged), OST_EIO. */
+OST_EXTERN int ost_conn_get(ost_conn *c, uint64_t oid, ost_value *obj);
+/* The oid of a persistent object of this connection, or UINT64_MAX. */
+OST_EXTERN uint64_t ost_oid(ost_conn *c, ost_value obj);
+/* Loads a ghost's state now. 0 or the code that loading it failed with
+ * (accessors such as ost_instance_getattr load ghosts by themselves and
+ * return 0 when that fails). */
+OST_EXTERN int ost_activate(ost_conn *c, ost_value obj);
+/* True while obj is a ghost. */
+OST_EXTERN bool ost_is_ghost(ost_value obj);
+/* Marks a persistent object changed, like ZODB's _p_changed = True: needed
+ * after changing plain containers inside its state; the instance setters
+ * do it by themselves. No-op for other values. */
+OST_EXTERN void ost_changed(ost_value obj);
+/* Turns an unchanged persistent object back into a ghost (its state is
+ * reloaded on next use). OST_EBUSY if it has uncommitted changes. */
+OST_EXTERN int ost_invalidate(ost_conn *c, ost_value obj);
+
+/* Writes every new or changed persistent object in one LMDB write
+ * transaction, then starts a new transaction. New persistent objects
+ * reachable from written ones get oids. Fails with OST_ECONFLICT (naming
+ * the oid) when another commit changed an object this transaction
+ * changed, OST_EVETO when a before-commit hook refused; then nothing is
+ * written and the transaction must be aborted. */
+OST_EXTERN int ost_commit(ost_conn *c);
+/* Drops the changes of the transaction: changed objects become ghosts, new
+ * objects lose their oids. Starts a new transaction. */
+OST_EXTERN void ost_abort(ost_conn *c);
+/* The transaction hooks of the connection (fired by commit and abort). */
+OST_EXTERN ost_txn_hooks *ost_conn_hooks(ost_conn *c);
+
+/* Cache size: unchanged objects beyond max_objects are made ghosts (or
+ * dropped when nothing else holds them) at transaction boundaries. */
+OST_EXTERN void ost_conn_set_cache_size(ost_conn *c, size_t max_objects);
+/* Objects in the cache, and how many of them hold state. */
+OST_EXTERN size_t ost_conn_cache_count(const ost_conn *c, size_t *active);
+
+#endif

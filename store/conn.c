@@ -1,0 +1,708 @@
+/* Connections: the object cache with ghosts, read snapshots, commit and
+ * abort. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+static __thread ost_conn *t_conns; /* connections opened by this thread */
+
+/* ---- the cache -------------------------------------------------------------- */
+
+static ost__pent *find_oid(ost_conn *c, uint64_t oid) {
+    ost__ptr_slot *s = ost__ptrtab_find(&c->by_oid, (uintptr_t)(oid + 1));
+    return s->key ? &c->ents[s->val] : NULL;
+}
+
+static ost__pent *find_obj(ost_conn *c, ost_value obj) {
+    if (!ost__is_heap(obj) || !(OST__O(obj)->flags & OST__F_PERSISTENT)) return NULL;
+    ost__ptr_slot *s = ost__ptrtab_find(&c->by_obj, obj);
+    return s->key ? &c->ents[s->val] : NULL;
+}
+
+/* Adds obj (a new reference is taken) under oid. */
+static int cache_add(ost_conn *c, ost_value obj, uint64_t oid, uint64_t serial) {
+    if (c->nents == c->capents) {
+        size_t cap = c->capents ? c->capents * 2 : 256;
+        ost__pent *e = realloc(c->ents, cap * sizeof *e);
+        if (!e) return OST_ENOMEM;
+        c->ents = e;
+        c->capents = cap;
+    }
+    size_t i = c->nents;
+    if (ost__ptrtab_put(&c->by_oid, (uintptr_t)(oid + 1), i)) return OST_ENOMEM;
+    if (ost__ptrtab_put(&c->by_obj, obj, i)) {
+        ost__ptrtab_del(&c->by_oid, (uintptr_t)(oid + 1));
+        return OST_ENOMEM;
+    }
+    c->ents[i] = (ost__pent){oid, serial, ost_incref(obj)};
+    c->nents++;
+    OST__O(obj)->flags |= OST__F_PERSISTENT;
+    return 0;
+}
+
+/* Removes entry i (swapping the last one in) and drops the cache's
+ * reference. */
+static void cache_remove(ost_conn *c, size_t i) {
+    ost__pent e = c->ents[i];
+    ost__ptrtab_del(&c->by_oid, (uintptr_t)(e.oid + 1));
+    ost__ptrtab_del(&c->by_obj, e.obj);
+    size_t last = --c->nents;
+    if (i != last) {
+        c->ents[i] = c->ents[last];
+        ost__ptrtab_find(&c->by_oid, (uintptr_t)(c->ents[i].oid + 1))->val = i;
+        ost__ptrtab_find(&c->by_obj, c->ents[i].obj)->val = i;
+    }
+    OST__O(e.obj)->flags &= (uint8_t)~(OST__F_PERSISTENT | OST__F_GHOST | OST__F_CHANGED);
+    ost_release(e.obj);
+}
+
+/* Drops the state of obj: it becomes a ghost. */
+static void ghostify(ost_value obj) {
+    ost_obj *o = OST__O(obj);
+    if (o->flags & OST__F_GHOST) return;
+    o->flags = (uint8_t)((o->flags | OST__F_GHOST) & ~OST__F_CHANGED);
+    if (ost__slotted(obj)) {
+        ost_slots_obj *so = (ost_slots_obj *)obj;
+        for (size_t i = 0; i < so->n; i++) {
+            ost_value v = so->slots[i];
+            so->slots[i] = 0;
+            ost_release(v);
+        }
+    } else {
+        ost_inst_obj *in = (ost_inst_obj *)obj;
+        ost_value v = in->state;
+        in->state = OST_NONE;
+        ost_release(v);
+    }
+}
+
+/* ---- snapshots -------------------------------------------------------------- */
+
+static void end_snapshot(ost_conn *c) {
+    if (c->rtxn_live) {
+        mdb_txn_reset(c->rtxn);
+        c->rtxn_live = false;
+    }
+}
+
+/* Makes the connection forget objects other commits changed since it last
+ * looked, using the txlog; all unchanged objects if the log has a gap. */
+static int apply_invalidations(ost_conn *c, uint64_t last) {
+    if (last <= c->seen_serial) return 0;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(c->rtxn, c->st->txlog, &cur);
+    if (rc) return rc;
+    uint8_t kb[8];
+    ost__be64(kb, c->seen_serial + 1);
+    MDB_val k = {8, kb}, v;
+    uint64_t expect = c->seen_serial + 1;
+    bool gap = false;
+    /* serials of commits that changed no existing object have no entry,
+     * so a gap is found by the log's low-water mark instead */
+    MDB_val lk = {3, "low"}, lv;
+    if (mdb_get(c->rtxn, c->st->meta, &lk, &lv) == 0 && lv.mv_size == 8) {
+        uint64_t low = 0;
+        for (int i = 7; i >= 0; i--) low = low << 8 | ((uint8_t *)lv.mv_data)[i];
+        if (low > expect) gap = true;
+    }
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !gap && rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 8) continue;
+        if (ost__rd_be64(k.mv_data) > last) break;
+        for (size_t off = 0; off + 8 <= v.mv_size; off += 8) {
+            ost__pent *e = find_oid(c, ost__rd_be64((uint8_t *)v.mv_data + off));
+            if (e && !(OST__O(e->obj)->flags & OST__F_CHANGED)) ghostify(e->obj);
+        }
+    }
+    mdb_cursor_close(cur);
+    if (gap)
+        for (size_t i = 0; i < c->nents; i++)
+            if (!(OST__O(c->ents[i].obj)->flags & OST__F_CHANGED)) ghostify(c->ents[i].obj);
+    c->seen_serial = last;
+    return 0;
+}
+
+/* Opens the transaction's read snapshot if it is not open. Callers hold
+ * the store's maplock for reading. */
+static int snapshot(ost_conn *c) {
+    if (c->rtxn_live) return 0;
+    int rc = c->rtxn ? mdb_txn_renew(c->rtxn)
+                     : mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &c->rtxn);
+    if (rc) {
+        if (!c->rtxn_live && c->rtxn && rc) {
+            mdb_txn_abort(c->rtxn);
+            c->rtxn = NULL;
+        }
+        return ost__c_fail(c, ost__mdb_code(rc), "%s: cannot start a read transaction: %s",
+                           c->st->path, mdb_strerror(rc));
+    }
+    c->rtxn_live = true;
+    uint64_t last = 0;
+    MDB_val k = {11, "last_serial"}, v;
+    if (mdb_get(c->rtxn, c->st->meta, &k, &v) == 0 && v.mv_size == 8)
+        for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
+    rc = apply_invalidations(c, last);
+    if (rc)
+        return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->path,
+                           mdb_strerror(rc));
+    return 0;
+}
+
+/* ---- loading ---------------------------------------------------------------- */
+
+static int get_record(ost_conn *c, uint64_t oid, MDB_val *v) {
+    uint8_t kb[8];
+    ost__be64(kb, oid);
+    MDB_val k = {8, kb};
+    int rc = mdb_get(c->rtxn, c->st->recs, &k, v);
+    if (rc == MDB_NOTFOUND)
+        return ost__c_fail(c, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
+    if (rc)
+        return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: %s", (unsigned long long)oid,
+                           mdb_strerror(rc));
+    return 0;
+}
+
+/* The cached object for oid, or a new ghost of the record's class. */
+static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
+    ost__pent *e = find_oid(c, oid);
+    if (e) {
+        *obj = e->obj;
+        return 0;
+    }
+    int rc = snapshot(c);
+    if (rc) return rc;
+    MDB_val v;
+    if ((rc = get_record(c, oid, &v))) return rc;
+    uint64_t serial;
+    uint32_t cid;
+    if (ost__hdr_read(&v, &serial, &cid))
+        return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record header (%zu bytes)",
+                           (unsigned long long)oid, v.mv_size);
+    ost_value cls;
+    rc = ost__class_of_id(c->st, c->rtxn, cid, &cls);
+    if (rc)
+        return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: class id %u: %s",
+                           (unsigned long long)oid, cid,
+                           rc == MDB_CORRUPTED ? "not in the class table" : mdb_strerror(rc));
+    ost_value inst = ost_instance_new(cls);
+    if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    OST__O(inst)->flags |= OST__F_GHOST;
+    rc = cache_add(c, inst, oid, serial);
+    ost_decref(inst);
+    if (rc) return ost__c_fail(c, rc, "out of memory");
+    *obj = inst;
+    return 0;
+}
+
+int ost_conn_get(ost_conn *c, uint64_t oid, ost_value *obj) {
+    if (obj) *obj = 0;
+    if (!c || !obj) return OST_EINVAL;
+    uv_rwlock_rdlock(&c->st->maplock);
+    int rc = get_locked(c, oid, obj);
+    uv_rwlock_rdunlock(&c->st->maplock);
+    return rc;
+}
+
+/* The reader's persistent_load: an int pid is an oid of this store. */
+static int pers_load(void *ud, ost_value pid, ost_value *obj) {
+    ost_conn *c = ud;
+    int64_t oid;
+    if (ost_int_value(pid, &oid) || oid < 0)
+        return ost__c_fail(c, OST_ECORRUPT, "persistent id is a %s, not an oid",
+                           ost_type_name(ost_typeof(pid)));
+    ost_value o;
+    int rc = get_locked(c, (uint64_t)oid, &o);
+    if (rc) return rc;
+    *obj = ost_incref(o);
+    return 0;
+}
+
+/* Loads the state of ghost e->obj from the snapshot. maplock held. */
+static int activate_locked(ost_conn *c, ost__pent *e) {
+    ost_value obj = e->obj;
+    int rc = snapshot(c);
+    if (rc) return rc;
+    if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0; /* snapshot() may not ghostify it */
+    MDB_val v;
+    if ((rc = get_record(c, e->oid, &v))) return rc;
+    uint64_t serial;
+    uint32_t cid;
+    if (ost__hdr_read(&v, &serial, &cid))
+        return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record header",
+                           (unsigned long long)e->oid);
+    uint64_t oid = e->oid;
+    c->msg[0] = 0;
+    rc = ost_load_state(c->r, obj, (uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE);
+    if (rc) {
+        /* a hook's message (missing oid) is more precise than the reader's */
+        char inner[sizeof c->msg];
+        snprintf(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
+        return ost__c_fail(c, rc, "oid %llu: record does not decode: %s",
+                           (unsigned long long)oid, inner);
+    }
+    e = find_oid(c, oid); /* loading may have grown the cache */
+    e->serial = serial;
+    OST__O(obj)->flags &= (uint8_t)~OST__F_GHOST;
+    return 0;
+}
+
+int ost_activate(ost_conn *c, ost_value obj) {
+    if (!c) return OST_EINVAL;
+    ost__pent *e = find_obj(c, obj);
+    if (!e) return ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
+    if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0;
+    uv_rwlock_rdlock(&c->st->maplock);
+    int rc = activate_locked(c, e);
+    uv_rwlock_rdunlock(&c->st->maplock);
+    return rc;
+}
+
+bool ost_is_ghost(ost_value obj) {
+    return ost__is_heap(obj) && (OST__O(obj)->flags & OST__F_GHOST);
+}
+
+static int note_changed(ost_conn *c, ost_value obj) {
+    if (OST__O(obj)->flags & OST__F_CHANGED) return 0;
+    if (c->nchanged == c->capchanged) {
+        size_t cap = c->capchanged ? c->capchanged * 2 : 64;
+        ost_value *n = realloc(c->changed, cap * sizeof *n);
+        if (!n) return OST_ENOMEM;
+        c->changed = n;
+        c->capchanged = cap;
+    }
+    c->changed[c->nchanged++] = obj;
+    OST__O(obj)->flags |= OST__F_CHANGED;
+    return 0;
+}
+
+/* Called by the value layer: event 0 loads a ghost, 1 marks a change. */
+static int pers_hook(ost_value obj, int event) {
+    for (ost_conn *c = t_conns; c; c = c->tnext) {
+        ost__pent *e = find_obj(c, obj);
+        if (!e) continue;
+        if (event == 0) {
+            uv_rwlock_rdlock(&c->st->maplock);
+            int rc = activate_locked(c, e);
+            uv_rwlock_rdunlock(&c->st->maplock);
+            return rc;
+        }
+        return note_changed(c, obj);
+    }
+    return OST_EINVAL;
+}
+
+void ost_changed(ost_value obj) {
+    if (!ost__is_heap(obj) || ost__type(obj) != OST_T_INSTANCE) return;
+    ost__touch(obj);
+}
+
+int ost_invalidate(ost_conn *c, ost_value obj) {
+    if (!c) return OST_EINVAL;
+    ost__pent *e = find_obj(c, obj);
+    if (!e) return ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
+    if (OST__O(obj)->flags & OST__F_CHANGED)
+        return ost__c_fail(c, OST_EBUSY, "oid %llu has uncommitted changes",
+                           (unsigned long long)e->oid);
+    ghostify(obj);
+    return 0;
+}
+
+uint64_t ost_oid(ost_conn *c, ost_value obj) {
+    ost__pent *e = c ? find_obj(c, obj) : NULL;
+    return e ? e->oid : UINT64_MAX;
+}
+
+/* ---- open and close ------------------------------------------------------ */
+
+int ost_conn_open(ost_store *st, ost_conn **out) {
+    if (out) *out = NULL;
+    if (!st || !out || !st->env) return OST_EINVAL;
+    ost_conn *c = calloc(1, sizeof *c);
+    if (!c) return OST_ENOMEM;
+    c->st = st;
+    c->cache_max = 100000;
+    c->w = ost_writer_new();
+    c->r = ost_reader_new();
+    c->hooks = ost_txn_hooks_new();
+    if (!c->w || !c->r || !c->hooks || ost__ptrtab_init(&c->by_oid, 256) ||
+        ost__ptrtab_init(&c->by_obj, 256)) {
+        ost_writer_free(c->w);
+        ost_reader_free(c->r);
+        ost_txn_hooks_free(c->hooks);
+        ost__ptrtab_free(&c->by_oid);
+        ost__ptrtab_free(&c->by_obj);
+        free(c);
+        return OST_ENOMEM;
+    }
+    ost_reader_set_persistent_load(c->r, pers_load, c);
+    if (st->registry) ost_reader_set_registry(c->r, st->registry);
+    ost__pers_hook = pers_hook;
+    uv_mutex_lock(&st->lock);
+    c->next = st->conns;
+    st->conns = c;
+    uv_mutex_unlock(&st->lock);
+    c->tnext = t_conns;
+    t_conns = c;
+    /* invalidations before this connection existed do not concern it */
+    MDB_txn *t;
+    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t) == 0) {
+        MDB_val k = {11, "last_serial"}, v;
+        if (mdb_get(t, st->meta, &k, &v) == 0 && v.mv_size == 8)
+            for (int i = 7; i >= 0; i--) c->seen_serial = c->seen_serial << 8 | ((uint8_t *)v.mv_data)[i];
+        mdb_txn_abort(t);
+    }
+    *out = c;
+    return 0;
+}
+
+void ost_conn_close(ost_conn *c) {
+    if (!c) return;
+    ost_abort(c);
+    /* the objects stay valid for their holders, as ghosts without a jar */
+    for (size_t i = 0; i < c->nents; i++) ghostify(c->ents[i].obj);
+    while (c->nents) cache_remove(c, c->nents - 1);
+    if (c->rtxn) mdb_txn_abort(c->rtxn);
+    ost_store *st = c->st;
+    uv_mutex_lock(&st->lock);
+    for (ost_conn **pp = &st->conns; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    uv_mutex_unlock(&st->lock);
+    for (ost_conn **pp = &t_conns; *pp; pp = &(*pp)->tnext)
+        if (*pp == c) {
+            *pp = c->tnext;
+            break;
+        }
+    ost__ptrtab_free(&c->by_oid);
+    ost__ptrtab_free(&c->by_obj);
+    free(c->ents);
+    free(c->changed);
+    ost_writer_free(c->w);
+    ost_reader_free(c->r);
+    ost_txn_hooks_free(c->hooks);
+    free(c);
+}
+
+ost_txn_hooks *ost_conn_hooks(ost_conn *c) { return c ? c->hooks : NULL; }
+
+void ost_conn_set_cache_size(ost_conn *c, size_t max_objects) {
+    if (c) c->cache_max = max_objects ? max_objects : 1;
+}
+
+size_t ost_conn_cache_count(const ost_conn *c, size_t *active) {
+    if (!c) return 0;
+    if (active) {
+        *active = 0;
+        for (size_t i = 0; i < c->nents; i++)
+            if (!(OST__O(c->ents[i].obj)->flags & OST__F_GHOST)) (*active)++;
+    }
+    return c->nents;
+}
+
+/* At a transaction boundary: beyond the cache size, unchanged objects that
+ * only the cache holds are dropped, and others become ghosts. */
+static void cache_gc(ost_conn *c) {
+    if (c->nents <= c->cache_max) return;
+    for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {
+        ost_value o = c->ents[i].obj;
+        if (c->ents[i].oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
+        if (OST__O(o)->refcnt == 1) cache_remove(c, i);
+    }
+    size_t active = 0;
+    for (size_t i = 0; i < c->nents; i++)
+        if (!(OST__O(c->ents[i].obj)->flags & OST__F_GHOST)) active++;
+    for (size_t i = 0; i < c->nents && active > c->cache_max; i++) {
+        ost_value o = c->ents[i].obj;
+        if (c->ents[i].oid == 0 || (OST__O(o)->flags & (OST__F_CHANGED | OST__F_GHOST))) continue;
+        ghostify(o);
+        active--;
+    }
+}
+
+/* ---- the root ------------------------------------------------------------ */
+
+ost_value ost_conn_root(ost_conn *c) {
+    ost_value root;
+    if (!c || ost_conn_get(c, 0, &root)) return 0;
+    if (ost_activate(c, root)) return 0;
+    return root;
+}
+
+static ost_value root_data(ost_conn *c, ost_value *root) {
+    *root = ost_conn_root(c);
+    if (!*root) return 0;
+    ost_value st = ost_instance_state(*root);
+    ost_value d = ost__type(st) == OST_T_DICT ? ost_dict_get_c(st, "data") : 0;
+    if (ost__type(d) != OST_T_DICT) {
+        ost__c_fail(c, OST_ECORRUPT, "the root's state has no 'data' dict");
+        return 0;
+    }
+    return d;
+}
+
+int ost_root_set(ost_conn *c, ost_value key, ost_value val) {
+    ost_value root, d = c ? root_data(c, &root) : 0;
+    if (!d) {
+        ost_decref(key);
+        ost_decref(val);
+        return c ? OST_ECORRUPT : OST_EINVAL;
+    }
+    int rc = ost_dict_set(d, key, val);
+    if (!rc) ost_changed(root);
+    return rc;
+}
+
+ost_value ost_root_get(ost_conn *c, ost_value key) {
+    ost_value root, d = c ? root_data(c, &root) : 0;
+    return d ? ost_dict_get(d, key) : 0;
+}
+
+/* ---- commit ---------------------------------------------------------------- */
+
+/* The writer's persistent_id during a commit: persistent objects of this
+ * connection are referenced by oid; new instances of persistent classes
+ * get the next oid and join the objects to write. */
+static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
+    ost_conn *c = ud;
+    if (OST__O(obj)->flags & OST__F_PERSISTENT) {
+        ost__pent *e = find_obj(c, obj);
+        if (!e) return ost__c_fail(c, OST_EINVAL, "an object of another connection is referenced");
+        *pid = ost_int((int64_t)e->oid);
+        return 0;
+    }
+    if (!ost_class_is_persistent(ost_instance_class(obj))) return 0;
+    uint64_t oid = c->next_oid++;
+    int rc = cache_add(c, obj, oid, 0);
+    if (!rc) rc = note_changed(c, obj);
+    if (rc) return ost__c_fail(c, rc, "out of memory");
+    *pid = ost_int((int64_t)oid);
+    return 0;
+}
+
+/* Undoes the oids given during a failed commit attempt. */
+static void drop_new(ost_conn *c) {
+    while (c->nents > c->nnew_start) {
+        ost_value o = c->ents[c->nents - 1].obj;
+        /* keep the object's state: it is the user's new object */
+        for (size_t i = 0; i < c->nchanged; i++)
+            if (c->changed[i] == o) c->changed[i] = 0;
+        OST__O(o)->flags &= (uint8_t)~OST__F_CHANGED;
+        cache_remove(c, c->nents - 1);
+    }
+}
+
+static int commit_once(ost_conn *c, uint64_t *serial_out) {
+    ost_store *st = c->st;
+    MDB_txn *t;
+    int rc = mdb_txn_begin(st->env, NULL, 0, &t);
+    if (rc)
+        return ost__c_fail(c, ost__mdb_code(rc), "%s: cannot begin a write transaction: %s",
+                           st->path, mdb_strerror(rc));
+    uint64_t last, next;
+    MDB_val k, v;
+    k = (MDB_val){11, "last_serial"};
+    rc = mdb_get(t, st->meta, &k, &v);
+    if (rc || v.mv_size != 8) goto corrupt;
+    last = 0;
+    for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
+    k = (MDB_val){8, "next_oid"};
+    rc = mdb_get(t, st->meta, &k, &v);
+    if (rc || v.mv_size != 8) goto corrupt;
+    next = 0;
+    for (int i = 7; i >= 0; i--) next = next << 8 | ((uint8_t *)v.mv_data)[i];
+    uint64_t serial = last + 1;
+    c->next_oid = next;
+    c->nnew_start = c->nents;
+
+    /* conflicts: an object changed here whose record moved since read */
+    size_t nold = c->nchanged;
+    for (size_t i = 0; i < nold; i++) {
+        ost_value o = c->changed[i];
+        if (!o) continue;
+        ost__pent *e = find_obj(c, o);
+        if (!e || e->serial == 0) continue;
+        uint8_t kb[8];
+        ost__be64(kb, e->oid);
+        MDB_val rk = {8, kb}, rv;
+        rc = mdb_get(t, st->recs, &rk, &rv);
+        uint64_t cur;
+        uint32_t cid;
+        if (rc == MDB_NOTFOUND) {
+            rc = ost__c_fail(c, OST_ECONFLICT, "oid %llu was removed (pack) since this transaction read it",
+                             (unsigned long long)e->oid);
+            goto fail;
+        }
+        if (rc || ost__hdr_read(&rv, &cur, &cid)) goto corrupt;
+        if (cur != e->serial) {
+            rc = ost__c_fail(c, OST_ECONFLICT,
+                             "conflict on oid %llu: commit %llu changed it after this transaction "
+                             "read it (at commit %llu)",
+                             (unsigned long long)e->oid, (unsigned long long)cur,
+                             (unsigned long long)e->serial);
+            goto fail;
+        }
+    }
+
+    /* write every changed object; new ones join the list as they are met */
+    ost_writer_set_persistent_id(c->w, commit_pid, c, OST_PID_INSTANCES);
+    uint8_t *logbuf = NULL;
+    size_t nlog = 0;
+    for (size_t i = 0; i < c->nchanged; i++) {
+        ost_value o = c->changed[i];
+        if (!o) continue;
+        ost__pent *e = find_obj(c, o);
+        if (!e) continue;
+        uint64_t oid = e->oid;
+        bool is_new = e->serial == 0;
+        if (OST__O(o)->flags & OST__F_GHOST) continue; /* nothing loaded, nothing changed */
+        const void *p;
+        size_t n;
+        c->msg[0] = 0;
+        rc = ost_dump_state(c->w, o, &p, &n);
+        if (rc) {
+            if (!c->msg[0])
+                ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, ost_writer_errmsg(c->w));
+            free(logbuf);
+            goto fail;
+        }
+        uint32_t cid;
+        rc = ost__class_id(st, t, ost_instance_class(o), &cid);
+        if (rc) {
+            free(logbuf);
+            goto mdbfail;
+        }
+        uint8_t kb[8];
+        ost__be64(kb, oid);
+        MDB_val rk = {8, kb}, rv = {n + OST_HDR_SIZE, NULL};
+        rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE | (is_new ? MDB_APPEND : 0));
+        if (rc) {
+            free(logbuf);
+            goto mdbfail;
+        }
+        ost__hdr_write(rv.mv_data, serial, cid);
+        memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p, n);
+        if (!is_new) {
+            uint8_t *nb = realloc(logbuf, (nlog + 1) * 8);
+            if (!nb) {
+                free(logbuf);
+                rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
+                goto fail;
+            }
+            logbuf = nb;
+            ost__be64(logbuf + nlog * 8, oid);
+            nlog++;
+        }
+    }
+    if (nlog) {
+        uint8_t kb[8];
+        ost__be64(kb, serial);
+        MDB_val lk = {8, kb}, lv = {nlog * 8, logbuf};
+        rc = mdb_put(t, st->txlog, &lk, &lv, MDB_APPEND);
+        free(logbuf);
+        if (rc) goto mdbfail;
+    } else
+        free(logbuf);
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(c->next_oid >> (8 * i));
+    k = (MDB_val){8, "next_oid"};
+    v = (MDB_val){8, b};
+    if ((rc = mdb_put(t, st->meta, &k, &v, 0))) goto mdbfail;
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(serial >> (8 * i));
+    k = (MDB_val){11, "last_serial"};
+    if ((rc = mdb_put(t, st->meta, &k, &v, 0))) goto mdbfail;
+    rc = mdb_txn_commit(t);
+    if (rc) {
+        t = NULL;
+        goto mdbfail;
+    }
+    *serial_out = serial;
+    return 0;
+corrupt:
+    rc = ost__c_fail(c, OST_ECORRUPT, "%s: damaged meta or record during commit", st->path);
+    goto fail;
+mdbfail:
+    if (rc == MDB_MAP_FULL) {
+        if (t) mdb_txn_abort(t);
+        drop_new(c);
+        return MDB_MAP_FULL;
+    }
+    rc = ost__c_fail(c, ost__mdb_code(rc), "%s: commit failed: %s", st->path, mdb_strerror(rc));
+fail:
+    if (t) mdb_txn_abort(t);
+    drop_new(c);
+    return rc;
+}
+
+int ost_commit(ost_conn *c) {
+    if (!c) return OST_EINVAL;
+    ost_store *st = c->st;
+    c->msg[0] = 0;
+    if (st->read_only) {
+        bool any = false;
+        for (size_t i = 0; i < c->nchanged; i++) any |= c->changed[i] != 0;
+        if (any) {
+            ost_txn_hooks_run_after_commit(c->hooks, false);
+            return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", st->path);
+        }
+    }
+    int rc = ost_txn_hooks_run_before_commit(c->hooks);
+    if (rc) {
+        ost_txn_hooks_run_after_commit(c->hooks, false);
+        return ost__c_fail(c, rc == OST_EVETO ? OST_EVETO : rc, "commit vetoed by a hook: %s",
+                           ost_strerror(rc));
+    }
+    bool any = false;
+    for (size_t i = 0; i < c->nchanged; i++) any |= c->changed[i] != 0;
+    uint64_t serial = 0;
+    if (any) {
+        for (;;) {
+            uv_rwlock_rdlock(&st->maplock);
+            rc = commit_once(c, &serial);
+            uv_rwlock_rdunlock(&st->maplock);
+            if (rc != MDB_MAP_FULL) break;
+            int grc = ost__grow_map(st);
+            if (grc) {
+                rc = ost__c_fail(c, OST_ENOMEM, "%s: the map is full and cannot grow: %s",
+                                 st->path, mdb_strerror(grc));
+                break;
+            }
+        }
+        if (rc) {
+            ost_txn_hooks_run_after_commit(c->hooks, false);
+            return rc;
+        }
+        for (size_t i = 0; i < c->nchanged; i++) {
+            ost_value o = c->changed[i];
+            if (!o) continue;
+            OST__O(o)->flags &= (uint8_t)~OST__F_CHANGED;
+            ost__pent *e = find_obj(c, o);
+            if (e) e->serial = serial;
+        }
+        c->nchanged = 0;
+        c->seen_serial = serial > c->seen_serial + 1 ? c->seen_serial : serial;
+    }
+    end_snapshot(c);
+    cache_gc(c);
+    ost_txn_hooks_run_after_commit(c->hooks, true);
+    return 0;
+}
+
+void ost_abort(ost_conn *c) {
+    if (!c) return;
+    for (size_t i = 0; i < c->nchanged; i++) {
+        ost_value o = c->changed[i];
+        if (!o) continue;
+        ost__pent *e = find_obj(c, o);
+        OST__O(o)->flags &= (uint8_t)~OST__F_CHANGED;
+        if (e) ghostify(o);
+    }
+    c->nchanged = 0;
+    end_snapshot(c);
+    cache_gc(c);
+    ost_txn_hooks_run_after_abort(c->hooks);
+}

@@ -1,0 +1,470 @@
+/* The store: LMDB environment, records, connections with an object cache
+ * of ghosts, transactions with conflict detection, pack and check.
+ *
+ * Layout (docs/format.md): named databases "records" (oid, 8 bytes
+ * big-endian -> 16-byte header + state pickle), "meta" (format, next oid,
+ * last serial, next class id), "classes" ("i" + id -> module NUL name,
+ * "n" + module NUL name -> id) and "txlog" (serial -> oids of existing
+ * objects that commit changed, for the caches of other connections). */
+#include <errno.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <uv.h>
+
+#include "../serializer/internal.h"
+#include "store_internal.h"
+
+#define META_MAGIC "ostore"
+#define DEFAULT_MAP (64u << 20)
+#define ROOT_OID 0
+
+static uv_mutex_t g_open_lock;
+static uv_once_t g_once = UV_ONCE_INIT;
+static ost_store *g_open; /* stores open in this process, by path */
+
+static void init_once(void) { uv_mutex_init(&g_open_lock); }
+
+/* ---- errors ---------------------------------------------------------------- */
+
+int ost__st_fail(ost_store *st, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ost__vfmt(st->msg, sizeof st->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int ost__c_fail(ost_conn *c, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ost__vfmt(c->msg, sizeof c->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int ost__mdb_code(int rc) {
+    switch (rc) {
+    case 0: return 0;
+    case MDB_NOTFOUND: return OST_ENOTFOUND;
+    case MDB_MAP_FULL: return OST_ENOMEM;
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+    case MDB_INVALID: return OST_ECORRUPT;
+    case MDB_VERSION_MISMATCH: return OST_EVERSION;
+    case MDB_READERS_FULL:
+    case MDB_MAP_RESIZED: return OST_EBUSY;
+    case ENOMEM: return OST_ENOMEM;
+    case EACCES: return OST_EREADONLY;
+    case ENOENT: return OST_ENOTFOUND;
+    default: return OST_EIO;
+    }
+}
+
+const char *ost_store_errmsg(const ost_store *st) { return st ? st->msg : ""; }
+const char *ost_conn_errmsg(const ost_conn *c) { return c ? c->msg : ""; }
+
+/* ---- little helpers ---------------------------------------------------- */
+
+void ost__be64(uint8_t *b, uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (uint8_t)v;
+}
+uint64_t ost__rd_be64(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | b[i];
+    return v;
+}
+static void le64(uint8_t *b, uint64_t v) {
+    for (int i = 0; i < 8; i++, v >>= 8) b[i] = (uint8_t)v;
+}
+static uint64_t rd_le64(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id) {
+    le64(h, serial);
+    for (int i = 0; i < 4; i++) h[8 + i] = (uint8_t)(class_id >> (8 * i));
+    memset(h + 12, 0, 4);
+}
+
+int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id) {
+    const uint8_t *h = v->mv_data;
+    if (v->mv_size < OST_HDR_SIZE + 2 || h[12] || h[13] || h[14] || h[15])
+        return OST_ECORRUPT;
+    *serial = rd_le64(h);
+    *class_id = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 |
+                (uint32_t)h[11] << 24;
+    return 0;
+}
+
+static int meta_get_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out) {
+    MDB_val k = {strlen(key), (void *)key}, v;
+    int rc = mdb_get(t, dbi, &k, &v);
+    if (rc) return rc;
+    if (v.mv_size != 8) return MDB_CORRUPTED;
+    *out = rd_le64(v.mv_data);
+    return 0;
+}
+
+static int meta_put_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) {
+    uint8_t b[8];
+    le64(b, val);
+    MDB_val k = {strlen(key), (void *)key}, v = {8, b};
+    return mdb_put(t, dbi, &k, &v, 0);
+}
+
+/* ---- open and close ------------------------------------------------------- */
+
+void ost_store_options_init(ost_store_options *o) {
+    memset(o, 0, sizeof *o);
+    o->map_size = DEFAULT_MAP;
+    o->durability = OST_SYNC_FULL;
+    o->max_readers = 126;
+}
+
+ost_store *ost_store_new(void) {
+    uv_once(&g_once, init_once);
+    ost_store *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    uv_mutex_init(&st->lock);
+    if (uv_rwlock_init(&st->maplock)) {
+        uv_mutex_destroy(&st->lock);
+        free(st);
+        return NULL;
+    }
+    return st;
+}
+
+/* Writes a new, empty store: meta and the root. */
+static int init_store(ost_store *st, MDB_txn *t) {
+    MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v = {strlen(META_MAGIC), META_MAGIC};
+    int rc = mdb_put(t, st->meta, &k, &v, 0);
+    if (!rc) rc = meta_put_u64(t, st->meta, "format", OST_STORE_FORMAT);
+    if (!rc) rc = meta_put_u64(t, st->meta, "next_oid", 1);
+    if (!rc) rc = meta_put_u64(t, st->meta, "last_serial", 1);
+    if (!rc) rc = meta_put_u64(t, st->meta, "next_class", 1);
+    if (rc) return rc;
+    /* the root: a PersistentMapping whose state is {'data': {}} */
+    uint32_t cid;
+    rc = ost__class_id(st, t, st->root_cls, &cid);
+    if (rc) return rc;
+    ost_value state = ost_dict_new(), data = ost_dict_new();
+    ost_writer *w = ost_writer_new();
+    const void *p;
+    size_t n;
+    int orc = !state || !data || !w ? OST_ENOMEM
+              : ost_dict_set(state, ost_str_c("data"), data);
+    data = 0;
+    ost_value inst = orc ? 0 : ost_instance_new(ost_incref(st->root_cls));
+    if (!orc && inst) {
+        ost_instance_set_state(inst, ost_incref(state));
+        orc = ost_dump_state(w, inst, &p, &n);
+    } else if (!orc)
+        orc = OST_ENOMEM;
+    if (!orc) {
+        uint8_t key[8];
+        ost__be64(key, ROOT_OID);
+        MDB_val kk = {8, key}, vv = {n + OST_HDR_SIZE, NULL};
+        rc = mdb_put(t, st->recs, &kk, &vv, MDB_RESERVE);
+        if (!rc) {
+            ost__hdr_write(vv.mv_data, 1, cid);
+            memcpy((uint8_t *)vv.mv_data + OST_HDR_SIZE, p, n);
+        }
+    }
+    ost_decref(inst);
+    ost_decref(state);
+    ost_decref(data);
+    ost_writer_free(w);
+    if (orc) return ENOMEM;
+    return rc;
+}
+
+static unsigned env_flags(const ost_store_options *o) {
+    unsigned f = MDB_NOTLS;
+    if (o->read_only) f |= MDB_RDONLY;
+    if (o->durability == OST_SYNC_NOMETA) f |= MDB_NOMETASYNC;
+    if (o->durability == OST_SYNC_NONE) f |= MDB_NOSYNC;
+    return f;
+}
+
+int ost_store_open(ost_store *st, const char *path, const ost_store_options *opts) {
+    ost_store_options def;
+    if (!st) return OST_EINVAL;
+    st->msg[0] = 0;
+    if (!path) return ost__st_fail(st, OST_EINVAL, "no path given");
+    if (st->env) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", path);
+    if (!opts) {
+        ost_store_options_init(&def);
+        opts = &def;
+    }
+    if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
+        return ost__st_fail(st, OST_EINVAL, "%s: bad options", path);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno != ENOENT || !opts->create)
+            return ost__st_fail(st, errno == ENOENT ? OST_ENOTFOUND : OST_EIO,
+                                "%s: %s", path, strerror(errno));
+        if (mkdir(path, 0755) != 0)
+            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", path, strerror(errno));
+    } else if (!S_ISDIR(sb.st_mode)) {
+        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", path);
+    }
+    char real[PATH_MAX];
+    if (!realpath(path, real)) return ost__st_fail(st, OST_EIO, "%s: %s", path, strerror(errno));
+    char datafile[PATH_MAX + 16];
+    snprintf(datafile, sizeof datafile, "%s/data.mdb", real);
+    if (stat(datafile, &sb) != 0 && !opts->create)
+        return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", path);
+
+    uv_mutex_lock(&g_open_lock);
+    for (ost_store *o = g_open; o; o = o->next_open)
+        if (strcmp(o->path, real) == 0) {
+            uv_mutex_unlock(&g_open_lock);
+            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", path);
+        }
+    st->path = strdup(real);
+    if (!st->path) {
+        uv_mutex_unlock(&g_open_lock);
+        return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    }
+    st->next_open = g_open;
+    g_open = st;
+    uv_mutex_unlock(&g_open_lock);
+
+    int code = OST_EIO;
+    int rc = mdb_env_create(&st->env);
+    if (!rc) rc = mdb_env_set_maxdbs(st->env, 8);
+    if (!rc) rc = mdb_env_set_mapsize(st->env, opts->map_size ? opts->map_size : DEFAULT_MAP);
+    if (!rc) rc = mdb_env_set_maxreaders(st->env, opts->max_readers ? opts->max_readers : 126);
+    if (!rc) rc = mdb_env_open(st->env, real, env_flags(opts), 0644);
+    if (rc) {
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s", path,
+                     mdb_strerror(rc));
+        goto fail;
+    }
+    st->read_only = opts->read_only;
+    st->durability = opts->durability;
+    st->registry = opts->registry;
+    ost_class_def rdef = {.module = "persistent.mapping", .name = "PersistentMapping",
+                          .persistent = true};
+    ost_value rc_cls = st->registry ? ost_registry_get(st->registry, rdef.module, rdef.name) : 0;
+    st->root_cls = rc_cls ? ost_incref(rc_cls) : ost_class_new(&rdef);
+    if (!st->root_cls) {
+        code = ost__st_fail(st, OST_ENOMEM, "out of memory");
+        goto fail;
+    }
+
+    MDB_txn *t;
+    rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
+    if (rc) {
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", path, mdb_strerror(rc));
+        goto fail;
+    }
+    unsigned cf = st->read_only ? 0 : MDB_CREATE;
+    rc = mdb_dbi_open(t, "meta", cf, &st->meta);
+    if (rc == MDB_NOTFOUND) {
+        mdb_txn_abort(t);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", path);
+        goto fail;
+    }
+    if (!rc) rc = mdb_dbi_open(t, "records", cf, &st->recs);
+    if (!rc) rc = mdb_dbi_open(t, "classes", cf, &st->classes);
+    if (!rc) rc = mdb_dbi_open(t, "txlog", cf, &st->txlog);
+    if (rc) {
+        mdb_txn_abort(t);
+        code = ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
+                     "%s: cannot open databases: %s", path, mdb_strerror(rc));
+        goto fail;
+    }
+    MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v;
+    rc = mdb_get(t, st->meta, &k, &v);
+    if (rc == MDB_NOTFOUND && !st->read_only && opts->create) {
+        rc = init_store(st, t);
+        if (rc) {
+            mdb_txn_abort(t);
+            code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", path,
+                         mdb_strerror(rc));
+            goto fail;
+        }
+    } else if (rc || v.mv_size != strlen(META_MAGIC) || memcmp(v.mv_data, META_MAGIC, v.mv_size)) {
+        mdb_txn_abort(t);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", path);
+        goto fail;
+    }
+    uint64_t fmt;
+    rc = meta_get_u64(t, st->meta, "format", &fmt);
+    if (rc || fmt != OST_STORE_FORMAT) {
+        mdb_txn_abort(t);
+        if (rc)
+            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", path, mdb_strerror(rc));
+        else
+            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d", path,
+                         (unsigned long long)fmt, OST_STORE_FORMAT);
+        goto fail;
+    }
+    uint64_t x;
+    if (meta_get_u64(t, st->meta, "next_oid", &x) || meta_get_u64(t, st->meta, "last_serial", &x) ||
+        meta_get_u64(t, st->meta, "next_class", &x)) {
+        mdb_txn_abort(t);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", path);
+        goto fail;
+    }
+    rc = mdb_txn_commit(t);
+    if (rc) {
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", path, mdb_strerror(rc));
+        goto fail;
+    }
+    return 0;
+fail:
+    if (st->env) mdb_env_close(st->env);
+    st->env = NULL;
+    ost_decref(st->root_cls);
+    st->root_cls = 0;
+    uv_mutex_lock(&g_open_lock);
+    for (ost_store **pp = &g_open; *pp; pp = &(*pp)->next_open)
+        if (*pp == st) {
+            *pp = st->next_open;
+            break;
+        }
+    uv_mutex_unlock(&g_open_lock);
+    free(st->path);
+    st->path = NULL;
+    return code;
+}
+
+void ost_store_close(ost_store *st) {
+    if (!st) return;
+    while (st->conns) ost_conn_close(st->conns);
+    if (st->env) {
+        mdb_env_close(st->env);
+        st->env = NULL;
+        uv_mutex_lock(&g_open_lock);
+        for (ost_store **pp = &g_open; *pp; pp = &(*pp)->next_open)
+            if (*pp == st) {
+                *pp = st->next_open;
+                break;
+            }
+        uv_mutex_unlock(&g_open_lock);
+    }
+    ost_decref(st->root_cls);
+    free(st->path);
+    uv_rwlock_destroy(&st->maplock);
+    uv_mutex_destroy(&st->lock);
+    free(st);
+}
+
+int ost_store_stat(ost_store *st, ost_store_stats *out) {
+    if (!st || !st->env || !out) return OST_EINVAL;
+    memset(out, 0, sizeof *out);
+    uv_rwlock_rdlock(&st->maplock);
+    MDB_txn *t;
+    int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t);
+    if (!rc) {
+        MDB_stat ms;
+        MDB_envinfo ei;
+        rc = mdb_stat(t, st->recs, &ms);
+        if (!rc) out->records = ms.ms_entries;
+        if (!rc) rc = meta_get_u64(t, st->meta, "next_oid", &out->next_oid);
+        if (!rc) rc = meta_get_u64(t, st->meta, "last_serial", &out->last_serial);
+        if (!rc) {
+            MDB_cursor *cur;
+            MDB_val k, v;
+            rc = mdb_cursor_open(t, st->recs, &cur);
+            if (!rc) {
+                while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) out->bytes += v.mv_size;
+                mdb_cursor_close(cur);
+            }
+        }
+        mdb_env_info(st->env, &ei);
+        out->map_size = ei.me_mapsize;
+        mdb_txn_abort(t);
+    }
+    uv_rwlock_rdunlock(&st->maplock);
+    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->path, mdb_strerror(rc)) : 0;
+}
+
+/* Doubles the map after MDB_MAP_FULL. Every read snapshot of the process
+ * must be closed while LMDB remaps: the write lock of maplock waits for
+ * them; connections reopen their snapshot on next use. */
+int ost__grow_map(ost_store *st) {
+    uv_rwlock_wrlock(&st->maplock);
+    for (ost_conn *c = st->conns; c; c = c->next)
+        if (c->rtxn_live) {
+            mdb_txn_reset(c->rtxn);
+            c->rtxn_live = false;
+        }
+    MDB_envinfo ei;
+    mdb_env_info(st->env, &ei);
+    int rc = mdb_env_set_mapsize(st->env, ei.me_mapsize * 2);
+    uv_rwlock_wrunlock(&st->maplock);
+    return rc;
+}
+
+/* ---- classes ------------------------------------------------------------------ */
+
+/* Finds or creates the id of class cls inside write transaction t. */
+int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+    size_t ml, nl;
+    const char *m = ost_data(ost_global_module(cls), &ml);
+    const char *n = ost_data(ost_global_name(cls), &nl);
+    if (!m || !n) return EINVAL;
+    char key[1024];
+    if (ml + nl + 2 > sizeof key) return EINVAL;
+    key[0] = 'n';
+    memcpy(key + 1, m, ml);
+    key[1 + ml] = 0;
+    memcpy(key + 2 + ml, n, nl);
+    MDB_val k = {ml + nl + 2, key}, v;
+    int rc = mdb_get(t, st->classes, &k, &v);
+    if (rc == 0) {
+        if (v.mv_size != 4) return MDB_CORRUPTED;
+        memcpy(id, v.mv_data, 4);
+        return 0;
+    }
+    if (rc != MDB_NOTFOUND) return rc;
+    uint64_t next;
+    rc = meta_get_u64(t, st->meta, "next_class", &next);
+    if (rc) return rc;
+    uint32_t nid = (uint32_t)next;
+    MDB_val nv = {4, &nid};
+    rc = mdb_put(t, st->classes, &k, &nv, 0);
+    if (rc) return rc;
+    char ikey[5];
+    ikey[0] = 'i';
+    memcpy(ikey + 1, &nid, 4);
+    MDB_val ik = {5, ikey}, iv = {ml + nl + 1, key + 1};
+    rc = mdb_put(t, st->classes, &ik, &iv, 0);
+    if (!rc) rc = meta_put_u64(t, st->meta, "next_class", next + 1);
+    if (!rc) *id = nid;
+    return rc;
+}
+
+/* The class value of an id (new reference), through the registry. */
+int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls) {
+    char ikey[5];
+    ikey[0] = 'i';
+    memcpy(ikey + 1, &id, 4);
+    MDB_val k = {5, ikey}, v;
+    int rc = mdb_get(t, st->classes, &k, &v);
+    if (rc) return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
+    const char *m = v.mv_data;
+    const char *z = memchr(m, 0, v.mv_size);
+    if (!z || z == m || (size_t)(z - m) + 1 >= v.mv_size) return MDB_CORRUPTED;
+    char buf[1024];
+    if (v.mv_size + 1 > sizeof buf) return MDB_CORRUPTED;
+    memcpy(buf, m, v.mv_size);
+    buf[v.mv_size] = 0;
+    const char *mod = buf, *name = buf + (z - m) + 1;
+    if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
+        *cls = ost_incref(st->root_cls);
+        return 0;
+    }
+    ost_value c = st->registry ? ost_registry_get(st->registry, mod, name) : 0;
+    *cls = c ? ost_incref(c) : ost_global(mod, name);
+    return *cls ? 0 : ENOMEM;
+}
