@@ -8,6 +8,15 @@
 
 static __thread ost_conn *t_conns; /* connections opened by this thread */
 
+typedef struct {
+    uv_async_t async;
+    ost_conn *c;
+    ost_commit_cb cb;
+    void *ud;
+} async_req;
+
+static void commit_done(ost_conn *c, int rc);
+
 /* ---- the cache -------------------------------------------------------------- */
 
 static ost__pent *find_oid(ost_conn *c, uint64_t oid) {
@@ -360,6 +369,13 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
 
 void ost_conn_close(ost_conn *c) {
     if (!c) return;
+    if (c->async_pending) { /* wait for it; its callback will not run */
+        ost__pkg_wait(c->st, c->pkg);
+        ((async_req *)c->pkg->async->data)->c = NULL;
+        uv_async_send(c->pkg->async);
+        c->async_pending = false;
+        commit_done(c, c->pkg->rc);
+    }
     ost_abort(c);
     /* the objects stay valid for their holders, as ghosts without a jar */
     for (size_t i = 0; i < c->nents; i++) ghostify(c->ents[i].obj);
@@ -385,6 +401,7 @@ void ost_conn_close(ost_conn *c) {
     ost_writer_free(c->w);
     ost_reader_free(c->r);
     ost_txn_hooks_free(c->hooks);
+    ost__pkg_free(c->pkg);
     free(c);
 }
 
@@ -464,9 +481,24 @@ ost_value ost_root_get(ost_conn *c, ost_value key) {
 
 /* ---- commit ---------------------------------------------------------------- */
 
+/* The next oid of the connection's reserved block; blocks double up to
+ * 65536 oids, so a connection pays one small reservation commit per block. */
+static int new_oid(ost_conn *c, uint64_t *oid) {
+    if (c->oid_next == c->oid_end) {
+        uint64_t want = c->oid_block ? c->oid_block : 16, first;
+        int rc = ost__reserve_oids(c->st, want, &first);
+        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->path, ost_strerror(rc));
+        c->oid_next = first;
+        c->oid_end = first + want;
+        c->oid_block = want < 65536 ? want * 2 : want;
+    }
+    *oid = c->oid_next++;
+    return 0;
+}
+
 /* The writer's persistent_id during a commit: persistent objects of this
  * connection are referenced by oid; new instances of persistent classes
- * get the next oid and join the objects to write. */
+ * get an oid and join the objects to write. */
 static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
     ost_conn *c = ud;
     if (OST__O(obj)->flags & OST__F_PERSISTENT) {
@@ -476,19 +508,20 @@ static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
         return 0;
     }
     if (!ost_class_is_persistent(ost_instance_class(obj))) return 0;
-    uint64_t oid = c->next_oid++;
-    int rc = cache_add(c, obj, oid, 0);
+    uint64_t oid = 0;
+    int rc = new_oid(c, &oid);
+    if (rc) return rc;
+    rc = cache_add(c, obj, oid, 0);
     if (!rc) rc = note_changed(c, obj);
     if (rc) return ost__c_fail(c, rc, "out of memory");
     *pid = ost_int((int64_t)oid);
     return 0;
 }
 
-/* Undoes the oids given during a failed commit attempt. */
+/* Undoes the oids given during a failed commit. */
 static void drop_new(ost_conn *c) {
     while (c->nents > c->nnew_start) {
         ost_value o = c->ents[c->nents - 1].obj;
-        /* keep the object's state: it is the user's new object */
         for (size_t i = 0; i < c->nchanged; i++)
             if (c->changed[i] == o) c->changed[i] = 0;
         OST__O(o)->flags &= (uint8_t)~OST__F_CHANGED;
@@ -496,204 +529,161 @@ static void drop_new(ost_conn *c) {
     }
 }
 
-static int commit_once(ost_conn *c, uint64_t *serial_out) {
+/* Serializes every changed object (and the new ones they reach) into the
+ * connection's package. */
+static int prepare(ost_conn *c) {
     ost_store *st = c->st;
-    MDB_txn *t;
-    int rc = mdb_txn_begin(st->env, NULL, 0, &t);
-    if (rc)
-        return ost__c_fail(c, ost__mdb_code(rc), "%s: cannot begin a write transaction: %s",
-                           st->path, mdb_strerror(rc));
-    uint64_t last, next;
-    MDB_val k, v;
-    k = (MDB_val){11, "last_serial"};
-    rc = mdb_get(t, st->meta, &k, &v);
-    if (rc || v.mv_size != 8) goto corrupt;
-    last = 0;
-    for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
-    k = (MDB_val){8, "next_oid"};
-    rc = mdb_get(t, st->meta, &k, &v);
-    if (rc || v.mv_size != 8) goto corrupt;
-    next = 0;
-    for (int i = 7; i >= 0; i--) next = next << 8 | ((uint8_t *)v.mv_data)[i];
-    uint64_t serial = last + 1;
-    c->next_oid = next;
+    if (!c->pkg && !(c->pkg = ost__pkg_new())) return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    ost__pkg *p = c->pkg;
+    ost__pkg_reset(p);
     c->nnew_start = c->nents;
-
-    /* conflicts: an object changed here whose record moved since read */
-    size_t nold = c->nchanged;
-    for (size_t i = 0; i < nold; i++) {
-        ost_value o = c->changed[i];
-        if (!o) continue;
-        ost__pent *e = find_obj(c, o);
-        if (!e || e->serial == 0) continue;
-        uint8_t kb[8];
-        ost__be64(kb, e->oid);
-        MDB_val rk = {8, kb}, rv;
-        rc = mdb_get(t, st->recs, &rk, &rv);
-        uint64_t cur;
-        uint32_t cid;
-        if (rc == MDB_NOTFOUND) {
-            rc = ost__c_fail(c, OST_ECONFLICT, "oid %llu was removed (pack) since this transaction read it",
-                             (unsigned long long)e->oid);
-            goto fail;
-        }
-        if (rc || ost__hdr_read(&rv, &cur, &cid)) goto corrupt;
-        if (cur != e->serial) {
-            rc = ost__c_fail(c, OST_ECONFLICT,
-                             "conflict on oid %llu: commit %llu changed it after this transaction "
-                             "read it (at commit %llu)",
-                             (unsigned long long)e->oid, (unsigned long long)cur,
-                             (unsigned long long)e->serial);
-            goto fail;
-        }
-    }
-
-    /* write every changed object; new ones join the list as they are met */
     ost_writer_set_persistent_id(c->w, commit_pid, c, OST_PID_INSTANCES);
-    uint8_t *logbuf = NULL;
-    size_t nlog = 0;
     for (size_t i = 0; i < c->nchanged; i++) {
         ost_value o = c->changed[i];
-        if (!o) continue;
+        if (!o || (OST__O(o)->flags & OST__F_GHOST)) continue;
         ost__pent *e = find_obj(c, o);
         if (!e) continue;
-        uint64_t oid = e->oid;
-        bool is_new = e->serial == 0;
-        if (OST__O(o)->flags & OST__F_GHOST) continue; /* nothing loaded, nothing changed */
-        const void *p;
+        uint64_t oid = e->oid, read = e->serial;
+        const void *data;
         size_t n;
         c->msg[0] = 0;
-        rc = ost_dump_state(c->w, o, &p, &n);
+        int rc = ost_dump_state(c->w, o, &data, &n);
         if (rc) {
-            if (!c->msg[0])
-                ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, ost_writer_errmsg(c->w));
-            free(logbuf);
-            goto fail;
+            if (!c->msg[0]) ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, ost_writer_errmsg(c->w));
+            drop_new(c);
+            return rc;
         }
         uint32_t cid;
-        rc = ost__class_id(st, t, ost_instance_class(o), &cid);
+        rc = ost__class_id_cached(st, ost_instance_class(o), &cid);
+        if (!rc) rc = ost__pkg_add(p, oid, read, cid, data, n);
         if (rc) {
-            free(logbuf);
-            goto mdbfail;
-        }
-        uint8_t kb[8];
-        ost__be64(kb, oid);
-        MDB_val rk = {8, kb}, rv = {n + OST_HDR_SIZE, NULL};
-        rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE | (is_new ? MDB_APPEND : 0));
-        if (rc) {
-            free(logbuf);
-            goto mdbfail;
-        }
-        ost__hdr_write(rv.mv_data, serial, cid);
-        memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p, n);
-        if (!is_new) {
-            uint8_t *nb = realloc(logbuf, (nlog + 1) * 8);
-            if (!nb) {
-                free(logbuf);
-                rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
-                goto fail;
-            }
-            logbuf = nb;
-            ost__be64(logbuf + nlog * 8, oid);
-            nlog++;
+            ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, ost_strerror(rc));
+            drop_new(c);
+            return rc;
         }
     }
-    if (nlog) {
-        uint8_t kb[8];
-        ost__be64(kb, serial);
-        MDB_val lk = {8, kb}, lv = {nlog * 8, logbuf};
-        rc = mdb_put(t, st->txlog, &lk, &lv, MDB_APPEND);
-        free(logbuf);
-        if (rc) goto mdbfail;
-    } else
-        free(logbuf);
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(c->next_oid >> (8 * i));
-    k = (MDB_val){8, "next_oid"};
-    v = (MDB_val){8, b};
-    if ((rc = mdb_put(t, st->meta, &k, &v, 0))) goto mdbfail;
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(serial >> (8 * i));
-    k = (MDB_val){11, "last_serial"};
-    if ((rc = mdb_put(t, st->meta, &k, &v, 0))) goto mdbfail;
-    rc = mdb_txn_commit(t);
-    if (rc) {
-        t = NULL;
-        goto mdbfail;
-    }
-    *serial_out = serial;
     return 0;
-corrupt:
-    rc = ost__c_fail(c, OST_ECORRUPT, "%s: damaged meta or record during commit", st->path);
-    goto fail;
-mdbfail:
-    if (rc == MDB_MAP_FULL) {
-        if (t) mdb_txn_abort(t);
-        drop_new(c);
-        return MDB_MAP_FULL;
-    }
-    rc = ost__c_fail(c, ost__mdb_code(rc), "%s: commit failed: %s", st->path, mdb_strerror(rc));
-fail:
-    if (t) mdb_txn_abort(t);
-    drop_new(c);
-    return rc;
 }
 
-int ost_commit(ost_conn *c) {
-    if (!c) return OST_EINVAL;
-    ost_store *st = c->st;
+static void commit_done(ost_conn *c, int rc) {
+    ost__pkg *p = c->pkg;
+    if (rc) {
+        snprintf(c->msg, sizeof c->msg, "%s", p->msg[0] ? p->msg : ost_strerror(rc));
+        drop_new(c);
+        ost_txn_hooks_run_after_commit(c->hooks, false);
+        return;
+    }
+    for (size_t i = 0; i < p->nrecs; i++) {
+        ost__pent *e = find_oid(c, p->recs[i].oid);
+        if (e) e->serial = p->serial;
+    }
+    for (size_t i = 0; i < c->nchanged; i++)
+        if (c->changed[i]) OST__O(c->changed[i])->flags &= (uint8_t)~OST__F_CHANGED;
+    c->nchanged = 0;
+    if (p->serial == c->seen_serial + 1) c->seen_serial = p->serial;
+    end_snapshot(c);
+    cache_gc(c);
+    ost_txn_hooks_run_after_commit(c->hooks, true);
+}
+
+/* Checks and hooks before a commit; *any says whether there is work. */
+static int begin_commit(ost_conn *c, bool *any) {
     c->msg[0] = 0;
-    if (st->read_only) {
-        bool any = false;
-        for (size_t i = 0; i < c->nchanged; i++) any |= c->changed[i] != 0;
-        if (any) {
-            ost_txn_hooks_run_after_commit(c->hooks, false);
-            return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", st->path);
-        }
+    if (c->async_pending) return ost__c_fail(c, OST_EBUSY, "an asynchronous commit is pending");
+    *any = false;
+    for (size_t i = 0; i < c->nchanged; i++) *any |= c->changed[i] != 0;
+    if (c->st->read_only && *any) {
+        ost_txn_hooks_run_after_commit(c->hooks, false);
+        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
     }
     int rc = ost_txn_hooks_run_before_commit(c->hooks);
     if (rc) {
         ost_txn_hooks_run_after_commit(c->hooks, false);
-        return ost__c_fail(c, rc == OST_EVETO ? OST_EVETO : rc, "commit vetoed by a hook: %s",
-                           ost_strerror(rc));
+        return ost__c_fail(c, rc, "commit vetoed by a hook: %s", ost_strerror(rc));
     }
-    bool any = false;
-    for (size_t i = 0; i < c->nchanged; i++) any |= c->changed[i] != 0;
-    uint64_t serial = 0;
-    if (any) {
-        for (;;) {
-            uv_rwlock_rdlock(&st->maplock);
-            rc = commit_once(c, &serial);
-            uv_rwlock_rdunlock(&st->maplock);
-            if (rc != MDB_MAP_FULL) break;
-            int grc = ost__grow_map(st);
-            if (grc) {
-                rc = ost__c_fail(c, OST_ENOMEM, "%s: the map is full and cannot grow: %s",
-                                 st->path, mdb_strerror(grc));
-                break;
-            }
-        }
-        if (rc) {
-            ost_txn_hooks_run_after_commit(c->hooks, false);
-            return rc;
-        }
-        for (size_t i = 0; i < c->nchanged; i++) {
-            ost_value o = c->changed[i];
-            if (!o) continue;
-            OST__O(o)->flags &= (uint8_t)~OST__F_CHANGED;
-            ost__pent *e = find_obj(c, o);
-            if (e) e->serial = serial;
-        }
-        c->nchanged = 0;
-        c->seen_serial = serial > c->seen_serial + 1 ? c->seen_serial : serial;
+    return 0;
+}
+
+int ost_commit(ost_conn *c) {
+    if (!c) return OST_EINVAL;
+    bool any;
+    int rc = begin_commit(c, &any);
+    if (rc) return rc;
+    if (!any) {
+        end_snapshot(c);
+        cache_gc(c);
+        ost_txn_hooks_run_after_commit(c->hooks, true);
+        return 0;
     }
-    end_snapshot(c);
-    cache_gc(c);
-    ost_txn_hooks_run_after_commit(c->hooks, true);
+    if ((rc = prepare(c))) {
+        ost_txn_hooks_run_after_commit(c->hooks, false);
+        return rc;
+    }
+    if (c->st->group_commit) {
+        ost__pkg_submit(c->st, c->pkg);
+        rc = ost__pkg_wait(c->st, c->pkg);
+    } else
+        rc = ost__pkg_apply_direct(c->st, c->pkg);
+    commit_done(c, rc);
+    return rc;
+}
+
+static void async_closed(uv_handle_t *h) { free(h->data); }
+
+static void async_fired(uv_async_t *h) {
+    async_req *a = h->data;
+    ost_conn *c = a->c;
+    if (!c) { /* the connection closed meanwhile: no callback */
+        uv_close((uv_handle_t *)&a->async, async_closed);
+        return;
+    }
+    if (!ost__pkg_is_done(c->st, c->pkg)) return; /* a spurious wake-up */
+    c->async_pending = false;
+    c->pkg->async = NULL;
+    int rc = c->pkg->rc;
+    commit_done(c, rc);
+    a->cb(a->ud, rc);
+    uv_close((uv_handle_t *)&a->async, async_closed);
+}
+
+int ost_commit_async(ost_conn *c, uv_loop_t *loop, ost_commit_cb cb, void *ud) {
+    if (!c || !loop || !cb) return OST_EINVAL;
+    if (!c->st->group_commit)
+        return ost__c_fail(c, OST_EINVAL, "asynchronous commits need a store opened with group_commit");
+    bool any;
+    int rc = begin_commit(c, &any);
+    if (rc) return rc;
+    async_req *a = calloc(1, sizeof *a);
+    if (!a) return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    if (any && (rc = prepare(c))) {
+        free(a);
+        ost_txn_hooks_run_after_commit(c->hooks, false);
+        return rc;
+    }
+    if (!any) { /* nothing to write: an empty package still reports */
+        if (!c->pkg && !(c->pkg = ost__pkg_new())) {
+            free(a);
+            return ost__c_fail(c, OST_ENOMEM, "out of memory");
+        }
+        ost__pkg_reset(c->pkg);
+    }
+    a->c = c;
+    a->cb = cb;
+    a->ud = ud;
+    if (uv_async_init(loop, &a->async, async_fired)) {
+        free(a);
+        drop_new(c);
+        return ost__c_fail(c, OST_EIO, "uv_async_init failed");
+    }
+    a->async.data = a;
+    c->async_pending = true;
+    c->pkg->async = &a->async;
+    ost__pkg_submit(c->st, c->pkg);
     return 0;
 }
 
 void ost_abort(ost_conn *c) {
-    if (!c) return;
+    if (!c || c->async_pending) return;
     for (size_t i = 0; i < c->nchanged; i++) {
         ost_value o = c->changed[i];
         if (!o) continue;

@@ -248,6 +248,11 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
         goto fail;
     }
     st->read_only = opts->read_only;
+    st->group_commit = opts->group_commit && !opts->read_only;
+    if (st->group_commit && ost__committer_start(st)) {
+        code = ost__st_fail(st, OST_ENOMEM, "cannot start the group committer thread");
+        goto fail;
+    }
     st->durability = opts->durability;
     st->registry = opts->registry;
     ost_class_def rdef = {.module = "persistent.mapping", .name = "PersistentMapping",
@@ -321,6 +326,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     }
     return 0;
 fail:
+    ost__committer_stop(st);
     if (st->env) mdb_env_close(st->env);
     st->env = NULL;
     ost_decref(st->root_cls);
@@ -340,6 +346,8 @@ fail:
 void ost_store_close(ost_store *st) {
     if (!st) return;
     while (st->conns) ost_conn_close(st->conns);
+    ost__committer_stop(st);
+    ost__class_cache_free(st);
     if (st->env) {
         mdb_env_close(st->env);
         st->env = NULL;

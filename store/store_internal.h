@@ -9,6 +9,35 @@
 
 #define OST_HDR_SIZE 16
 
+/* A record of a commit package: its bytes are p->bytes[off, off + len). */
+typedef struct {
+    uint64_t oid;
+    uint64_t read_serial; /* serial it was read at; 0 for a new object */
+    size_t off, len;
+    uint32_t cid;
+} ost__rec;
+
+/* What a commit writes, prepared by a connection (or a loader batch) and
+ * applied by whoever holds the write transaction. */
+typedef struct ost__pkg {
+    ost__rec *recs;
+    size_t nrecs, caprecs;
+    uint8_t *bytes;
+    size_t nbytes, capbytes;
+    int rc;          /* outcome */
+    uint64_t serial; /* the commit's serial when it succeeded */
+    bool done;
+    uv_async_t *async; /* wakes a loop when done (async commit) */
+    struct ost__pkg *next;
+    char msg[320];
+} ost__pkg;
+
+typedef struct {
+    char *key; /* module NUL name */
+    size_t len;
+    uint32_t id;
+} ost__cent;
+
 struct ost_store {
     MDB_env *env;
     MDB_dbi recs, meta, classes, txlog;
@@ -21,6 +50,16 @@ struct ost_store {
     uv_rwlock_t maplock;  /* readers: any LMDB txn; writer: map resize */
     ost_conn *conns;
     ost_store *next_open; /* process-wide list of open stores */
+    ost__cent *ctab;      /* class ids by name (under lock) */
+    size_t cmask, ccount;
+    bool group_commit;
+    /* the group committer thread */
+    bool gc_running, gc_stop;
+    uv_thread_t gc_thread;
+    uv_mutex_t gc_lock;
+    uv_cond_t gc_cond, gc_done;
+    ost__pkg *gc_queue, *gc_tail;
+    uint64_t gc_groups; /* groups committed (for tests and benchmarks) */
     char msg[512];
 };
 
@@ -48,11 +87,11 @@ struct ost_conn {
     ost_writer *w;
     ost_reader *r;
     ost_txn_hooks *hooks;
-    /* commit in progress */
-    bool committing;
-    uint64_t next_oid;
+    /* commit */
+    ost__pkg *pkg;
+    bool async_pending;
+    uint64_t oid_next, oid_end, oid_block; /* reserved oids */
     size_t nnew_start; /* ents index where this commit's new objects begin */
-    int hook_err;
     char msg[512];
 };
 
@@ -68,5 +107,19 @@ int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 int ost__grow_map(ost_store *st);
+int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);
+void ost__class_cache_free(ost_store *st);
+int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first);
+ost__pkg *ost__pkg_new(void);
+void ost__pkg_reset(ost__pkg *p);
+void ost__pkg_free(ost__pkg *p);
+int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
+                 const void *pickle, size_t n);
+int ost__pkg_apply_direct(ost_store *st, ost__pkg *p);
+int ost__committer_start(ost_store *st);
+void ost__committer_stop(ost_store *st);
+void ost__pkg_submit(ost_store *st, ost__pkg *p);
+int ost__pkg_wait(ost_store *st, ost__pkg *p);
+bool ost__pkg_is_done(ost_store *st, ost__pkg *p);
 
 #endif

@@ -30,6 +30,8 @@ typedef struct {
     ost_durability durability;
     unsigned max_readers;      /* LMDB reader slots (connections + helpers) */
     ost_registry *registry;    /* classes (not owned; must outlive the store) */
+    bool group_commit;         /* commits go through one writer thread that
+                                * ends each group with one fsync */
 } ost_store_options;
 
 /* Fills o with the defaults: no create, read-write, 64 MiB map, full
@@ -120,6 +122,15 @@ OST_EXTERN int ost_invalidate(ost_conn *c, ost_value obj);
  * changed, OST_EVETO when a before-commit hook refused; then nothing is
  * written and the transaction must be aborted. */
 OST_EXTERN int ost_commit(ost_conn *c);
+/* Commits without waiting, for programs that run a libuv loop on the
+ * connection's thread: the work is prepared now, written by the group
+ * committer (the store needs group_commit), and cb runs on that loop with
+ * the outcome. If this call fails, its code is returned and cb never runs.
+ * OST_EBUSY while an earlier asynchronous commit is pending. */
+struct uv_loop_s;
+typedef void (*ost_commit_cb)(void *ud, int status);
+OST_EXTERN int ost_commit_async(ost_conn *c, struct uv_loop_s *loop,
+                                ost_commit_cb cb, void *ud);
 /* Drops the changes of the transaction: changed objects become ghosts, new
  * objects lose their oids. Starts a new transaction. */
 OST_EXTERN void ost_abort(ost_conn *c);

@@ -1,0 +1,421 @@
+/* Commits in two steps: a connection prepares a package (the records of
+ * its changed and new objects, as bytes, with the serials it read), then
+ * the package is applied in an LMDB write transaction: directly, or by the
+ * store's group committer thread, which applies many packages in nested
+ * transactions and ends them with one commit (one fsync). The bulk loader
+ * sends its batches the same way. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+/* ---- class ids, cached per store -------------------------------------------- */
+
+static uint64_t str_hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Returns the id of cls, creating it in a write transaction of its own
+ * the first time a class is stored. Thread safe. */
+int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
+    size_t ml, nl;
+    const char *m = ost_data(ost_global_module(cls), &ml);
+    const char *n = ost_data(ost_global_name(cls), &nl);
+    if (!m || !n || ml + nl + 1 > 1000) return OST_EINVAL;
+    char key[1024];
+    memcpy(key, m, ml);
+    key[ml] = 0;
+    memcpy(key + ml + 1, n, nl);
+    size_t kl = ml + 1 + nl;
+    uint64_t h = str_hash(key, kl);
+    uv_mutex_lock(&st->lock);
+    for (size_t i = 0; st->cmask && i <= st->cmask; i++) {
+        ost__cent *e = &st->ctab[(h + i) & st->cmask];
+        if (!e->key) break;
+        if (e->len == kl && memcmp(e->key, key, kl) == 0) {
+            *id = e->id;
+            uv_mutex_unlock(&st->lock);
+            return 0;
+        }
+    }
+    uv_mutex_unlock(&st->lock);
+    /* not cached: find or create it in LMDB */
+    uv_rwlock_rdlock(&st->maplock);
+    MDB_txn *t;
+    int rc;
+    for (;;) {
+        rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
+        if (rc) break;
+        rc = ost__class_id(st, t, cls, id);
+        if (rc) {
+            mdb_txn_abort(t);
+        } else
+            rc = mdb_txn_commit(t);
+        if (rc != MDB_MAP_FULL) break;
+        uv_rwlock_rdunlock(&st->maplock);
+        rc = ost__grow_map(st);
+        uv_rwlock_rdlock(&st->maplock);
+        if (rc) break;
+    }
+    uv_rwlock_rdunlock(&st->maplock);
+    if (rc) return ost__mdb_code(rc);
+    uv_mutex_lock(&st->lock);
+    if ((st->ccount + 1) * 2 > st->cmask + 1) {
+        size_t size = st->cmask ? (st->cmask + 1) * 2 : 64;
+        ost__cent *nt = calloc(size, sizeof *nt);
+        if (nt) {
+            for (size_t i = 0; st->cmask && i <= st->cmask; i++) {
+                ost__cent *e = &st->ctab[i];
+                if (!e->key) continue;
+                size_t j = str_hash(e->key, e->len) & (size - 1);
+                while (nt[j].key) j = (j + 1) & (size - 1);
+                nt[j] = *e;
+            }
+            free(st->ctab);
+            st->ctab = nt;
+            st->cmask = size - 1;
+        }
+    }
+    if ((st->ccount + 1) * 2 <= st->cmask + 1) {
+        size_t j = h & st->cmask;
+        bool found = false;
+        while (st->ctab[j].key) {
+            if (st->ctab[j].len == kl && memcmp(st->ctab[j].key, key, kl) == 0) found = true;
+            j = (j + 1) & st->cmask;
+        }
+        char *copy = found ? NULL : malloc(kl);
+        if (copy) {
+            memcpy(copy, key, kl);
+            st->ctab[j] = (ost__cent){copy, kl, *id};
+            st->ccount++;
+        }
+    }
+    uv_mutex_unlock(&st->lock);
+    return 0;
+}
+
+void ost__class_cache_free(ost_store *st) {
+    for (size_t i = 0; st->cmask && i <= st->cmask; i++) free(st->ctab[i].key);
+    free(st->ctab);
+    st->ctab = NULL;
+    st->cmask = st->ccount = 0;
+}
+
+/* ---- oid blocks ---------------------------------------------------------------- */
+
+/* Takes want oids from meta.next_oid in a write transaction of its own:
+ * the caller owns [*first, *first + want). Thread safe. */
+int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
+    if (st->read_only) return OST_EREADONLY;
+    uv_rwlock_rdlock(&st->maplock);
+    int rc;
+    for (;;) {
+        MDB_txn *t;
+        rc = mdb_txn_begin(st->env, NULL, 0, &t);
+        if (rc) break;
+        MDB_val k = {8, "next_oid"}, v;
+        rc = mdb_get(t, st->meta, &k, &v);
+        if (!rc && v.mv_size != 8) rc = MDB_CORRUPTED;
+        if (!rc) {
+            uint64_t next = 0;
+            for (int i = 7; i >= 0; i--) next = next << 8 | ((uint8_t *)v.mv_data)[i];
+            uint8_t b[8];
+            for (int i = 0; i < 8; i++) b[i] = (uint8_t)((next + want) >> (8 * i));
+            MDB_val nv = {8, b};
+            rc = mdb_put(t, st->meta, &k, &nv, 0);
+            if (!rc) {
+                rc = mdb_txn_commit(t);
+                if (!rc) *first = next;
+            } else
+                mdb_txn_abort(t);
+        } else
+            mdb_txn_abort(t);
+        if (rc != MDB_MAP_FULL) break;
+        uv_rwlock_rdunlock(&st->maplock);
+        rc = ost__grow_map(st);
+        uv_rwlock_rdlock(&st->maplock);
+        if (rc) break;
+    }
+    uv_rwlock_rdunlock(&st->maplock);
+    return rc ? ost__mdb_code(rc) : 0;
+}
+
+/* ---- packages ---------------------------------------------------------------- */
+
+ost__pkg *ost__pkg_new(void) { return calloc(1, sizeof(ost__pkg)); }
+
+void ost__pkg_reset(ost__pkg *p) {
+    p->nrecs = 0;
+    p->nbytes = 0;
+    p->rc = 0;
+    p->msg[0] = 0;
+    p->serial = 0;
+    p->done = false;
+}
+
+void ost__pkg_free(ost__pkg *p) {
+    if (!p) return;
+    free(p->recs);
+    free(p->bytes);
+    free(p);
+}
+
+/* Appends a record: header room then the pickle. */
+int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
+                 const void *pickle, size_t n) {
+    if (p->nrecs == p->caprecs) {
+        size_t cap = p->caprecs ? p->caprecs * 2 : 64;
+        ost__rec *r = realloc(p->recs, cap * sizeof *r);
+        if (!r) return OST_ENOMEM;
+        p->recs = r;
+        p->caprecs = cap;
+    }
+    if (p->capbytes - p->nbytes < n) {
+        size_t cap = p->capbytes ? p->capbytes : 65536;
+        while (cap - p->nbytes < n) cap *= 2;
+        uint8_t *b = realloc(p->bytes, cap);
+        if (!b) return OST_ENOMEM;
+        p->bytes = b;
+        p->capbytes = cap;
+    }
+    memcpy(p->bytes + p->nbytes, pickle, n);
+    p->recs[p->nrecs++] = (ost__rec){oid, read_serial, p->nbytes, n, cid};
+    p->nbytes += n;
+    return 0;
+}
+
+/* Applies package p inside write transaction t (itself nested or not):
+ * conflict checks, records, txlog, last_serial. Returns an LMDB code or a
+ * negative ost code with p->msg set. */
+static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
+    MDB_val k = {11, "last_serial"}, v;
+    int rc = mdb_get(t, st->meta, &k, &v);
+    if (rc) return rc;
+    if (v.mv_size != 8) return MDB_CORRUPTED;
+    uint64_t last = 0;
+    for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
+    uint64_t serial = last + 1;
+    for (size_t i = 0; i < p->nrecs; i++) {
+        ost__rec *r = &p->recs[i];
+        if (!r->read_serial) continue;
+        uint8_t kb[8];
+        ost__be64(kb, r->oid);
+        MDB_val rk = {8, kb}, rv;
+        rc = mdb_get(t, st->recs, &rk, &rv);
+        uint64_t cur = 0;
+        uint32_t cid;
+        if (rc == MDB_NOTFOUND) {
+            snprintf(p->msg, sizeof p->msg,
+                     "conflict on oid %llu: it was removed (pack) after this transaction read it",
+                     (unsigned long long)r->oid);
+            return OST_ECONFLICT;
+        }
+        if (rc) return rc;
+        if (ost__hdr_read(&rv, &cur, &cid)) return MDB_CORRUPTED;
+        if (cur != r->read_serial) {
+            snprintf(p->msg, sizeof p->msg,
+                     "conflict on oid %llu: commit %llu changed it after this transaction read it "
+                     "(at commit %llu)",
+                     (unsigned long long)r->oid, (unsigned long long)cur,
+                     (unsigned long long)r->read_serial);
+            return OST_ECONFLICT;
+        }
+    }
+    size_t nlog = 0;
+    bool append = true;
+    for (size_t i = 0; i < p->nrecs; i++) {
+        ost__rec *r = &p->recs[i];
+        uint8_t kb[8];
+        ost__be64(kb, r->oid);
+        MDB_val rk = {8, kb}, rv = {r->len + OST_HDR_SIZE, NULL};
+        unsigned flags = MDB_RESERVE;
+        if (!r->read_serial && append) flags |= MDB_APPEND;
+        rc = mdb_put(t, st->recs, &rk, &rv, flags);
+        if (rc == MDB_KEYEXIST && (flags & MDB_APPEND)) {
+            /* another writer's oids are above ours: plain puts from now */
+            append = false;
+            rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE);
+        }
+        if (rc) return rc;
+        ost__hdr_write(rv.mv_data, serial, r->cid);
+        memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p->bytes + r->off, r->len);
+        if (r->read_serial) nlog++;
+    }
+    if (nlog) {
+        uint8_t kb[8];
+        ost__be64(kb, serial);
+        MDB_val lk = {8, kb}, lv = {nlog * 8, NULL};
+        rc = mdb_put(t, st->txlog, &lk, &lv, MDB_RESERVE);
+        if (rc) return rc;
+        uint8_t *out = lv.mv_data;
+        for (size_t i = 0; i < p->nrecs; i++)
+            if (p->recs[i].read_serial) {
+                ost__be64(out, p->recs[i].oid);
+                out += 8;
+            }
+    }
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(serial >> (8 * i));
+    v = (MDB_val){8, b};
+    rc = mdb_put(t, st->meta, &k, &v, 0);
+    if (!rc) p->serial = serial;
+    return rc;
+}
+
+static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
+    if (rc == 0) {
+        p->rc = 0;
+        return;
+    }
+    if (rc < 0) { /* our code: message set by apply */
+        p->rc = rc;
+        return;
+    }
+    p->rc = ost__mdb_code(rc);
+    if (rc == MDB_MAP_FULL) p->rc = OST_ENOMEM;
+    snprintf(p->msg, sizeof p->msg, "%s: %s failed: %s", st->path, what, mdb_strerror(rc));
+}
+
+/* Applies one package on the calling thread. */
+int ost__pkg_apply_direct(ost_store *st, ost__pkg *p) {
+    int rc;
+    for (;;) {
+        uv_rwlock_rdlock(&st->maplock);
+        MDB_txn *t;
+        rc = mdb_txn_begin(st->env, NULL, 0, &t);
+        if (!rc) {
+            rc = apply(st, t, p);
+            if (rc) mdb_txn_abort(t);
+            else rc = mdb_txn_commit(t);
+        }
+        uv_rwlock_rdunlock(&st->maplock);
+        if (rc != MDB_MAP_FULL) break;
+        int grc = ost__grow_map(st);
+        if (grc) {
+            rc = grc;
+            break;
+        }
+    }
+    set_outcome(st, p, rc, "commit");
+    p->done = true;
+    return p->rc;
+}
+
+/* ---- the group committer ------------------------------------------------------- */
+
+static void committer_main(void *arg) {
+    ost_store *st = arg;
+    uv_mutex_lock(&st->gc_lock);
+    for (;;) {
+        while (!st->gc_queue && !st->gc_stop) uv_cond_wait(&st->gc_cond, &st->gc_lock);
+        if (!st->gc_queue && st->gc_stop) break;
+        ost__pkg *group = st->gc_queue;
+        st->gc_queue = st->gc_tail = NULL;
+        uv_mutex_unlock(&st->gc_lock);
+
+        int rc;
+        for (;;) {
+            uv_rwlock_rdlock(&st->maplock);
+            MDB_txn *parent;
+            rc = mdb_txn_begin(st->env, NULL, 0, &parent);
+            if (!rc) {
+                for (ost__pkg *p = group; p; p = p->next) {
+                    MDB_txn *child;
+                    p->rc = 0;
+                    p->msg[0] = 0;
+                    int prc = mdb_txn_begin(st->env, parent, 0, &child);
+                    if (!prc) {
+                        prc = apply(st, child, p);
+                        if (prc) mdb_txn_abort(child);
+                        else prc = mdb_txn_commit(child);
+                    }
+                    if (prc == MDB_MAP_FULL) {
+                        rc = prc;
+                        break;
+                    }
+                    set_outcome(st, p, prc, "commit");
+                    if (prc) p->serial = 0;
+                }
+                if (rc) mdb_txn_abort(parent);
+                else rc = mdb_txn_commit(parent);
+            }
+            uv_rwlock_rdunlock(&st->maplock);
+            if (rc != MDB_MAP_FULL) break;
+            if ((rc = ost__grow_map(st))) break;
+        }
+        st->gc_groups++;
+        uv_mutex_lock(&st->gc_lock);
+        for (ost__pkg *p = group, *next; p; p = next) {
+            next = p->next;
+            if (rc) { /* the group's commit failed: nothing of it is stored */
+                set_outcome(st, p, rc, "group commit");
+                p->serial = 0;
+            }
+            p->done = true;
+            if (p->async) uv_async_send(p->async);
+        }
+        uv_cond_broadcast(&st->gc_done);
+    }
+    uv_mutex_unlock(&st->gc_lock);
+}
+
+int ost__committer_start(ost_store *st) {
+    if (st->gc_running) return 0;
+    if (uv_mutex_init(&st->gc_lock)) return OST_ENOMEM;
+    if (uv_cond_init(&st->gc_cond) || uv_cond_init(&st->gc_done)) {
+        uv_mutex_destroy(&st->gc_lock);
+        return OST_ENOMEM;
+    }
+    st->gc_stop = false;
+    if (uv_thread_create(&st->gc_thread, committer_main, st)) {
+        uv_cond_destroy(&st->gc_cond);
+        uv_cond_destroy(&st->gc_done);
+        uv_mutex_destroy(&st->gc_lock);
+        return OST_ENOMEM;
+    }
+    st->gc_running = true;
+    return 0;
+}
+
+void ost__committer_stop(ost_store *st) {
+    if (!st->gc_running) return;
+    uv_mutex_lock(&st->gc_lock);
+    st->gc_stop = true;
+    uv_cond_signal(&st->gc_cond);
+    uv_mutex_unlock(&st->gc_lock);
+    uv_thread_join(&st->gc_thread);
+    uv_cond_destroy(&st->gc_cond);
+    uv_cond_destroy(&st->gc_done);
+    uv_mutex_destroy(&st->gc_lock);
+    st->gc_running = false;
+}
+
+/* Queues p for the committer thread. */
+void ost__pkg_submit(ost_store *st, ost__pkg *p) {
+    p->done = false;
+    p->next = NULL;
+    uv_mutex_lock(&st->gc_lock);
+    if (st->gc_tail) st->gc_tail->next = p;
+    else st->gc_queue = p;
+    st->gc_tail = p;
+    uv_cond_signal(&st->gc_cond);
+    uv_mutex_unlock(&st->gc_lock);
+}
+
+/* Waits until the committer has applied p. */
+int ost__pkg_wait(ost_store *st, ost__pkg *p) {
+    uv_mutex_lock(&st->gc_lock);
+    while (!p->done) uv_cond_wait(&st->gc_done, &st->gc_lock);
+    uv_mutex_unlock(&st->gc_lock);
+    return p->rc;
+}
+
+bool ost__pkg_is_done(ost_store *st, ost__pkg *p) {
+    uv_mutex_lock(&st->gc_lock);
+    bool d = p->done;
+    uv_mutex_unlock(&st->gc_lock);
+    return d;
+}
