@@ -678,7 +678,9 @@ static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
         r->sp = base;
         return 0;
     }
-    if ((t == OST_T_SET || t == OST_T_FROZENSET) && op == OP_ADDITEMS) {
+    /* a frozenset is filled by FROZENSET only: ADDITEMS on one could change
+     * a dict key or set item after it was hashed (Python refuses it too) */
+    if ((t == OST_T_SET && op == OP_ADDITEMS) || (t == OST_T_FROZENSET && op == OP_FROZENSET)) {
         if (ost_len(target) + n > r->lim.max_container)
             return rfail(r, at, OST_ELIMIT, "set larger than %zu (limit max_container)",
                          r->lim.max_container);
@@ -689,7 +691,8 @@ static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
         }
         for (size_t i = base; i < r->sp; i++) ost_decref(r->stack[i]);
         r->sp = base;
-        if (rc == OST_ETYPE) return rfail(r, at, OST_EBADPICKLE, "ADDITEMS: unhashable item");
+        if (rc == OST_ETYPE)
+            return rfail(r, at, OST_EBADPICKLE, "%s: unhashable item", op_name(op));
         return rc ? NOMEM(at) : 0;
     }
     if (t == OST_T_REDUCE && op != OP_ADDITEMS) {
@@ -1246,7 +1249,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             CHECK(push(r, at, s));
             memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
             r->stack[base] = s;
-            CHECK(add_items(r, at, OP_ADDITEMS, base + 1));
+            CHECK(add_items(r, at, OP_FROZENSET, base + 1));
             break;
         }
 
@@ -1332,8 +1335,11 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             memcpy(((ost_tuple_obj *)args)->items, r->stack + base,
                    (r->sp - base) * sizeof(ost_value));
             r->sp = base;
-            ost_value v = ost_len(args) ? build_call(r, at, OST_REDUCE_CALL, g, args, 0)
-                                        : new_instance(r, at, g);
+            /* a find_global result that is not a global cannot be an
+             * instance's class: keep the call as data, as OBJ does */
+            ost_value v = ost_len(args) || ost__type(g) != OST_T_GLOBAL
+                              ? build_call(r, at, OST_REDUCE_CALL, g, args, 0)
+                              : new_instance(r, at, g);
             ost_decref(g);
             ost_decref(args);
             if (!v) goto fail;
