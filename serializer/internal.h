@@ -110,8 +110,8 @@ typedef struct {
 #define OST__F_GHOST 4      /* persistent, state not loaded yet */
 #define OST__F_CHANGED 8    /* persistent, changed since loaded or stored */
 
-/* Set by the store: loads a ghost's state (event 0) or records that a
- * persistent object changed (event 1). */
+/* Set by the store: loads a ghost's state (event 0), records that a
+ * persistent object changed (event 1), or that one is being freed (2). */
 typedef int (*ost__pers_hook_fn)(ost_value obj, int event);
 extern ost__pers_hook_fn ost__pers_hook;
 int ost__activate(ost_value v);

@@ -104,6 +104,8 @@ void ost__children(ost_value v, void (*fn)(ost_value, void *), void *ud) {
     }
 }
 
+ost__pers_hook_fn ost__pers_hook;
+
 /* ---- freeing ---------------------------------------------------------------- */
 
 /* Objects whose count reached zero wait here, so that freeing a chain of a
@@ -137,6 +139,8 @@ static void child_dead(ost_value c, void *ud) {
 
 /* Frees what an object owns besides its child references, then it. */
 static void free_storage(ost_obj *o) {
+    if (OST_UNLIKELY(o->flags & OST__F_PERSISTENT) && ost__pers_hook)
+        ost__pers_hook((ost_value)o, 2); /* a bulk loader forgets it */
     size_t n = ost__obj_size(o);
     switch (o->type) {
     case OST_T_LIST: ost__mem_free(((ost_list_obj *)o)->items); break;
@@ -758,9 +762,16 @@ typedef struct {
     uint64_t h;
 } hash_frame;
 
+/* Tuples can also share items: t0 = (t1, t1), t1 = (t2, t2)... (DUP and
+ * TUPLE2 forty times in 80 bytes of pickle) has 2^40 paths. Past
+ * HASH_MEMO_AFTER tuples, the hash of each finished tuple is kept by
+ * address, so the walk visits each tuple once. */
+#define HASH_MEMO_AFTER 4096
+
 int ost__hash(ost_value v, uint64_t *out) {
     hash_frame local[8], *st = local;
-    size_t n = 0, cap = 8;
+    size_t n = 0, cap = 8, steps = 0;
+    ost__ptrtab memo = {0};
     uint64_t x;
     int rc = 0;
     for (;;) {
@@ -773,6 +784,16 @@ int ost__hash(ost_value v, uint64_t *out) {
         case OST_T_PERSREF: v = ((ost_persref_obj *)v)->pid; continue;
         case OST_T_TUPLE:
             if (ost_len(v)) {
+                if (memo.slots) {
+                    ost__ptr_slot *s = ost__ptrtab_find(&memo, v);
+                    if (s->key) {
+                        x = s->val;
+                        goto ascend;
+                    }
+                } else if (++steps > HASH_MEMO_AFTER && ost__ptrtab_init(&memo, 64)) {
+                    rc = OST_ENOMEM;
+                    goto out;
+                }
                 if (n == cap) {
                     hash_frame *s = st == local ? malloc(2 * cap * sizeof *s)
                                                 : realloc(st, 2 * cap * sizeof *s);
@@ -795,7 +816,7 @@ int ost__hash(ost_value v, uint64_t *out) {
         default: break;
         }
         if ((rc = hash_leaf(v, &x)) != 0) goto out;
-        /* ascend: fold x into the open frames until one has items left */
+    ascend: /* fold x into the open frames until one has items left */
         for (;;) {
             if (!n) {
                 *out = x;
@@ -809,10 +830,16 @@ int ost__hash(ost_value v, uint64_t *out) {
             }
             x = f->h;
             n--;
+            if (memo.slots && !ost__ptrtab_find(&memo, (uintptr_t)f->t)->key &&
+                ost__ptrtab_put(&memo, (uintptr_t)f->t, x)) {
+                rc = OST_ENOMEM;
+                goto out;
+            }
         }
     }
 out:
     if (st != local) free(st);
+    ost__ptrtab_free(&memo);
     return rc;
 }
 
@@ -887,7 +914,14 @@ static int dict_add(ost_dict_obj *d, ost_value key, ost_value val, uint64_t h) {
             for (size_t i = 0; i < d->used; i++)
                 if (d->entries[i].key) d->entries[j++] = d->entries[i];
             d->used = j;
-            if (d->mask && dict_reindex(d, d->cap)) return OST_ENOMEM;
+            if (d->mask && dict_reindex(d, d->cap)) {
+                /* the old index points at moved entries: drop it and
+                 * search linearly until a later reindex succeeds */
+                ost__mem_free(d->index);
+                d->index = NULL;
+                d->mask = 0;
+                return OST_ENOMEM;
+            }
         } else {
             size_t cap = d->cap ? d->cap * 2 : 4;
             if (cap >= UINT32_MAX) return OST_ENOMEM;
@@ -1130,7 +1164,6 @@ ost_value ost_instance_new(ost_value cls) {
     return (ost_value)o;
 }
 
-ost__pers_hook_fn ost__pers_hook;
 
 int ost__activate(ost_value v) {
     if (!(OST__O(v)->flags & OST__F_GHOST)) return 0;

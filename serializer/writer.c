@@ -30,7 +30,10 @@ typedef struct {
     bool win;        /* this frame opened a memo window (see tracked) */
 } wframe;
 
+#define OST__MEMO_RECENT 32
+
 struct ost_writer {
+    ost_value recent[OST__MEMO_RECENT]; /* the first objects memoized */
     int proto;
     bool framing;
     ost_write_fn sink;
@@ -151,8 +154,19 @@ static inline int reserve(ost_writer *w, size_t n) {
 }
 
 static inline void put1(ost_writer *w, unsigned c) { w->buf[w->len++] = (unsigned char)c; }
+/* The helpers below write through a local pointer and update len once:
+ * stores through unsigned char may alias w, so writing w->buf[w->len++]
+ * byte by byte makes the compiler reload both after every byte. */
 static inline void put_le(ost_writer *w, uint64_t v, int n) {
-    for (int k = 0; k < n; k++) w->buf[w->len++] = (unsigned char)(v >> (8 * k));
+    unsigned char *p = w->buf + w->len;
+    for (int k = 0; k < n; k++) p[k] = (unsigned char)(v >> (8 * k));
+    w->len += (size_t)n;
+}
+static inline void put_op_le(ost_writer *w, unsigned op, uint64_t v, int n) {
+    unsigned char *p = w->buf + w->len;
+    p[0] = (unsigned char)op;
+    for (int k = 0; k < n; k++) p[1 + k] = (unsigned char)(v >> (8 * k));
+    w->len += (size_t)n + 1;
 }
 static inline void put_bytes(ost_writer *w, const void *p, size_t n) {
     memcpy(w->buf + w->len, p, n);
@@ -229,13 +243,8 @@ static int put_payload(ost_writer *w, const void *p, size_t n) {
 /* ---- memo ----------------------------------------------------------------- */
 
 static inline void put_get(ost_writer *w, uint64_t idx) {
-    if (idx < 256) {
-        put1(w, OP_BINGET);
-        put1(w, (unsigned)idx);
-    } else {
-        put1(w, OP_LONG_BINGET);
-        put_le(w, idx, 4);
-    }
+    if (idx < 256) put_op_le(w, OP_BINGET, idx, 1);
+    else put_op_le(w, OP_LONG_BINGET, idx, 4);
 }
 
 /* Records obj in the memo and writes the PUT. Room for 5 bytes is
@@ -244,6 +253,7 @@ static inline int memoize(ost_writer *w, ost_value obj) {
     uint32_t idx = w->memo_next++;
     if (ost__ptrtab_put(&w->memo, obj, idx))
         return fail(w, OST_ENOMEM, "out of memory growing the memo");
+    if (idx < OST__MEMO_RECENT) w->recent[idx] = obj;
     if (w->proto >= 4) put1(w, OP_MEMOIZE);
     else if (idx < 256) {
         put1(w, OP_BINPUT);
@@ -280,16 +290,13 @@ static inline void close_window(ost_writer *w, wframe *f) {
 
 /* ---- scalars --------------------------------------------------------------- */
 
-static void put_int64(ost_writer *w, int64_t i) {
+static inline void put_int64(ost_writer *w, int64_t i) {
     if (i >= 0 && i <= 0xff) {
-        put1(w, OP_BININT1);
-        put1(w, (unsigned)i);
+        put_op_le(w, OP_BININT1, (uint64_t)i, 1);
     } else if (i >= 0 && i <= 0xffff) {
-        put1(w, OP_BININT2);
-        put_le(w, (uint64_t)i, 2);
+        put_op_le(w, OP_BININT2, (uint64_t)i, 2);
     } else if (i >= INT32_MIN && i <= INT32_MAX) {
-        put1(w, OP_BININT);
-        put_le(w, (uint64_t)i, 4);
+        put_op_le(w, OP_BININT, (uint64_t)i, 4);
     } else {
         uint8_t b[8];
         size_t n = ost_int_to_bytes(ost_int(i), b, 8); /* immediate: no alloc */
@@ -401,6 +408,60 @@ oom:
 
 static int call_hook(ost_writer *w, ost_value v, bool *done);
 
+/* True when boundary() would end the frame or flush: the fast loops in
+ * step() stop there, so frames split where they would item by item. */
+static inline bool boundary_due(const ost_writer *w) {
+    if (framed(w)) return w->len - w->frame_start >= OST_FRAME_TARGET + 9;
+    return w->sink && w->len >= OST_FRAME_TARGET;
+}
+
+/* The fast path of save() for the items of a list or dict: writes v when
+ * it needs no frame, no hook and no new memo entry (an immediate, a
+ * shared object already memoized, an unshared float or short str), with
+ * the bytes and statistics save() would give. Returns false, writing
+ * nothing, for anything else or when the buffer lacks room: save() then
+ * does the work. */
+static inline bool save_scalar(ost_writer *w, ost_value v) {
+    if (OST_UNLIKELY(w->cap - w->len < 32)) return false;
+    if (ost__is_small(v)) {
+        put_int64(w, ost__small_val(v));
+        return true;
+    }
+    if (!ost__is_heap(v)) {
+        if (v == OST_NONE) put1(w, OP_NONE);
+        else if (v == OST_TRUE) put1(w, OP_NEWTRUE);
+        else if (v == OST_FALSE) put1(w, OP_NEWFALSE);
+        else return false;
+        return true;
+    }
+    if (w->pid_fn) return false;
+    ost_obj *o = OST__O(v);
+    if (o->refcnt > 1) {
+        ost__ptr_slot *s = ost__ptrtab_find(&w->memo, v);
+        if (!s->key) return false;
+        put_get(w, s->val);
+        w->stats.memo_hits++;
+        return true;
+    }
+    if (o->type == OST_T_FLOAT) {
+        uint64_t bits;
+        memcpy(&bits, &((ost_float_obj *)o)->d, 8);
+        put_op_le(w, OP_BINFLOAT, __builtin_bswap64(bits), 8); /* big-endian */
+        w->stats.objects++;
+        return true;
+    }
+    if (o->type == OST_T_STR && w->proto >= 4) {
+        ost_str_obj *s = (ost_str_obj *)o;
+        if (s->len >= 256 || w->cap - w->len < s->len + 8) return false;
+        put1(w, OP_SHORT_BINUNICODE);
+        put1(w, (unsigned)s->len);
+        put_bytes(w, s->data, s->len);
+        w->stats.objects++;
+        return true;
+    }
+    return false;
+}
+
 /* Writes v, or pushes a frame that will. Sets w->err on failure. */
 static int save(ost_writer *w, ost_value v, bool nohook) {
     if (OST_UNLIKELY(reserve(w, 32))) return w->err;
@@ -438,8 +499,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
     case OST_T_FLOAT: {
         uint64_t bits;
         memcpy(&bits, &((ost_float_obj *)o)->d, 8);
-        put1(w, OP_BINFLOAT);
-        for (int k = 7; k >= 0; k--) put1(w, (unsigned)(bits >> (8 * k)));
+        put_op_le(w, OP_BINFLOAT, __builtin_bswap64(bits), 8); /* big-endian */
         break;
     }
     case OST_T_INT: {
@@ -513,7 +573,11 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             if (s->len == 0) args = ost_tuple_new(0);
             else {
                 args = ost_tuple_new(1);
-                if (args) ost_tuple_set(args, 0, ost_bytes(s->data, s->len));
+                /* a failed copy must not leave bytearray(None) */
+                if (args && ost_tuple_set(args, 0, ost_bytes(s->data, s->len))) {
+                    ost_decref(args);
+                    args = 0;
+                }
             }
         }
         if (!g || !args) {
@@ -807,13 +871,38 @@ static int step(ost_writer *w) {
             return save(w, ((ost_tuple_obj *)t)->items[0], false);
         }
         if (ost__type(f->obj) == OST_T_LIST) {
-            item = ((ost_list_obj *)f->obj)->items[f->i++];
+            ost_value *items = ((ost_list_obj *)f->obj)->items;
+            item = items[f->i++];
+            /* Fast path: a run of items that need no frame is written here,
+             * stopping where a step would close the batch or the frame. */
+            while (save_scalar(w, item)) {
+                if (!f->chunk || boundary_due(w)) return 0;
+                f->left--;
+                f->chunk--;
+                item = items[f->i++];
+            }
         } else {
             ost_dict_obj *d = (ost_dict_obj *)f->obj;
             while (!d->entries[f->i].key) f->i++;
             f->cur = f->i;
             item = d->entries[f->i++].key;
             if (pairs) f->half = true;
+            /* Fast path for dicts: keys and values, as above. */
+            while (f->kind == K_DICT && save_scalar(w, item)) {
+                if (boundary_due(w)) return 0;
+                if (f->half) {
+                    f->half = false;
+                    item = d->entries[f->cur].val;
+                    continue;
+                }
+                if (!f->chunk) return 0;
+                f->left--;
+                f->chunk--;
+                while (!d->entries[f->i].key) f->i++;
+                f->cur = f->i;
+                item = d->entries[f->i++].key;
+                f->half = true;
+            }
         }
         return save(w, item, false);
     }
@@ -925,13 +1014,20 @@ static void reset(ost_writer *w) {
     w->err = 0;
     w->msg[0] = 0;
     memset(&w->stats, 0, sizeof w->stats);
-    w->memo_next = 0;
     w->window = 0;
     if (w->memo.mask + 1 > 1024) { /* a big dump's table: start small again */
         ost__ptrtab_free(&w->memo);
         ost__ptrtab_init(&w->memo, 256);
+    } else if (w->memo_next <= OST__MEMO_RECENT && w->memo.count == w->memo_next) {
+        /* a small pickle: clear the few slots it used, not the table */
+        ost__ptr_slot *used[OST__MEMO_RECENT];
+        for (uint32_t i = 0; i < w->memo_next; i++)
+            used[i] = ost__ptrtab_find(&w->memo, w->recent[i]);
+        for (uint32_t i = 0; i < w->memo_next; i++) used[i]->key = 0;
+        w->memo.count = 0;
     } else
         ost__ptrtab_clear(&w->memo);
+    w->memo_next = 0;
 }
 
 /* Starts the state of inst: what BUILD would receive. */

@@ -206,6 +206,20 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     return 0;
 }
 
+/* Takes a live object written by a bulk loader into the cache. */
+int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid) {
+    uv_rwlock_rdlock(&c->st->maplock);
+    int rc = snapshot(c);
+    MDB_val v;
+    uint64_t serial = 0;
+    uint32_t cid;
+    if (!rc) rc = get_record(c, oid, &v);
+    if (!rc && ost__hdr_read(&v, &serial, &cid)) rc = OST_ECORRUPT;
+    if (!rc && !find_oid(c, oid)) rc = cache_add(c, obj, oid, serial);
+    uv_rwlock_rdunlock(&c->st->maplock);
+    return rc;
+}
+
 int ost_conn_get(ost_conn *c, uint64_t oid, ost_value *obj) {
     if (obj) *obj = 0;
     if (!c || !obj) return OST_EINVAL;
@@ -289,6 +303,10 @@ static int note_changed(ost_conn *c, ost_value obj) {
 
 /* Called by the value layer: event 0 loads a ghost, 1 marks a change. */
 static int pers_hook(ost_value obj, int event) {
+    if (event == 2) {
+        ost__loader_forget(obj);
+        return 0;
+    }
     for (ost_conn *c = t_conns; c; c = c->tnext) {
         ost__pent *e = find_obj(c, obj);
         if (!e) continue;
@@ -347,6 +365,7 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
         return OST_ENOMEM;
     }
     ost_reader_set_persistent_load(c->r, pers_load, c);
+    ost_writer_set_framing(c->w, false); /* records are small: no FRAME */
     if (st->registry) ost_reader_set_registry(c->r, st->registry);
     ost__pers_hook = pers_hook;
     uv_mutex_lock(&st->lock);

@@ -107,6 +107,8 @@ int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 int ost__grow_map(ost_store *st);
+void ost__loader_forget(ost_value obj);
+int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);
 void ost__class_cache_free(ost_store *st);
 int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first);

@@ -137,6 +137,48 @@ OST_EXTERN void ost_abort(ost_conn *c);
 /* The transaction hooks of the connection (fired by commit and abort). */
 OST_EXTERN ost_txn_hooks *ost_conn_hooks(ost_conn *c);
 
+/* ---- bulk loader ------------------------------------------------------------ */
+
+typedef struct ost_loader ost_loader;
+
+/* Reports progress after each stored batch: objects and bytes so far. */
+typedef void (*ost_progress_fn)(void *ud, uint64_t objects, uint64_t bytes);
+
+typedef struct {
+    size_t batch_objects; /* commit every N objects (default 100,000) */
+    size_t batch_bytes;   /* or every M bytes of records (default 64 MiB) */
+    ost_progress_fn progress;
+    void *ud;
+} ost_loader_options;
+
+/* Fills o with the defaults. */
+OST_EXTERN void ost_loader_options_init(ost_loader_options *o);
+/* Opens a bulk loader on connection c (NULL options: the defaults). Do
+ * not commit on c while the loader is open. 0, OST_EINVAL, OST_ENOMEM,
+ * OST_EREADONLY. */
+OST_EXTERN int ost_loader_open(ost_conn *c, const ost_loader_options *o,
+                               ost_loader **out);
+/* Adds a new object and the new persistent objects it reaches; *oid (if
+ * not NULL) receives obj's oid. The object is serialized now: later
+ * changes to it are not stored. Batches commit every N objects or M
+ * bytes, on a writer thread, while the next batch fills; each batch is one
+ * LMDB transaction, durable as the store's durability says. After a
+ * failure every later call returns the same code; ost_loader_errmsg says
+ * which batch and why. */
+OST_EXTERN int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid);
+/* Commits the last batch, waits for the writer and frees the loader.
+ * Objects still alive become persistent objects of the connection, so the
+ * root can refer to them in a later commit. Returns 0 or the first
+ * failure's code: then the failed batch and everything after it are not
+ * stored, every earlier batch is, and ost_conn_errmsg says which batch
+ * failed and why. */
+OST_EXTERN int ost_loader_close(ost_loader *l);
+/* Objects and bytes stored so far. */
+OST_EXTERN void ost_loader_stats(const ost_loader *l, uint64_t *objects,
+                                 uint64_t *bytes);
+/* The failure's message ("" if none). */
+OST_EXTERN const char *ost_loader_errmsg(const ost_loader *l);
+
 /* Cache size: unchanged objects beyond max_objects are made ghosts (or
  * dropped when nothing else holds them) at transaction boundaries. */
 OST_EXTERN void ost_conn_set_cache_size(ost_conn *c, size_t max_objects);

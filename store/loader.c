@@ -1,0 +1,288 @@
+/* The bulk loader: new objects at full speed. Each added object (and the
+ * new persistent objects it reaches) is serialized at once into the
+ * current batch; a full batch goes to the store's committer thread, which
+ * writes it in one LMDB transaction (records appended, oids ascending)
+ * while the next batch fills. Memory stays flat: the loader remembers
+ * only the objects that are still alive, to reference them by oid. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+struct ost_loader {
+    ost_conn *c;
+    ost_store *st;
+    ost_loader_options o;
+    ost__pkg *pkg[2]; /* [cur] fills while the other is committed */
+    int cur;
+    bool inflight;
+    uint64_t batch_no;      /* batches submitted */
+    uint64_t *batch_first;  /* first oid of each batch */
+    size_t nbatch_first, capbatch_first;
+    ost__ptrtab oids;       /* live loaded object -> oid */
+    ost_value *pending;     /* new objects met while serializing */
+    size_t npending, cappending;
+    uint64_t oid_next, oid_end;
+    ost_value last_cls;     /* class id cache for the common case */
+    uint32_t last_cid;
+    uint64_t done_objects, done_bytes, added;
+    uint64_t cur_start;      /* first oid of the batch being filled */
+    uint64_t inflight_start; /* first oid of the batch being committed */
+    uint64_t good_below;     /* oids from here on are not stored (failure) */
+    int err;
+    ost_loader *tnext;
+    char msg[400];
+};
+
+static __thread ost_loader *t_loaders;
+
+static int lfail(ost_loader *l, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int lfail(ost_loader *l, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ost__vfmt(l->msg, sizeof l->msg, fmt, ap);
+    va_end(ap);
+    if (!l->err) l->err = code;
+    return code;
+}
+
+const char *ost_loader_errmsg(const ost_loader *l) { return l ? l->msg : ""; }
+
+/* Called when a loaded object is freed: forget its oid. */
+void ost__loader_forget(ost_value obj) {
+    for (ost_loader *l = t_loaders; l; l = l->tnext) {
+        ost__ptr_slot *s = ost__ptrtab_find(&l->oids, obj);
+        if (s->key) {
+            ost__ptrtab_del(&l->oids, obj);
+            return;
+        }
+    }
+}
+
+void ost_loader_options_init(ost_loader_options *o) {
+    memset(o, 0, sizeof *o);
+    o->batch_objects = 100000;
+    o->batch_bytes = 64u << 20;
+}
+
+int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **out) {
+    if (out) *out = NULL;
+    if (!c || !out) return OST_EINVAL;
+    if (c->st->read_only) return ost__c_fail(c, OST_EREADONLY, "%s: read-only", c->st->path);
+    ost_loader *l = calloc(1, sizeof *l);
+    if (!l) return OST_ENOMEM;
+    l->c = c;
+    l->st = c->st;
+    ost_loader_options_init(&l->o);
+    if (opts) {
+        if (opts->batch_objects) l->o.batch_objects = opts->batch_objects;
+        if (opts->batch_bytes) l->o.batch_bytes = opts->batch_bytes;
+        l->o.progress = opts->progress;
+        l->o.ud = opts->ud;
+    }
+    l->pkg[0] = ost__pkg_new();
+    l->pkg[1] = ost__pkg_new();
+    int rc = !l->pkg[0] || !l->pkg[1] ? OST_ENOMEM : ost__ptrtab_init(&l->oids, 1024);
+    if (!rc) rc = ost__committer_start(l->st);
+    if (rc) {
+        ost__pkg_free(l->pkg[0]);
+        ost__pkg_free(l->pkg[1]);
+        ost__ptrtab_free(&l->oids);
+        free(l);
+        return rc;
+    }
+    l->good_below = UINT64_MAX;
+    l->cur_start = UINT64_MAX;
+    l->tnext = t_loaders;
+    t_loaders = l;
+    *out = l;
+    return 0;
+}
+
+static int next_oid(ost_loader *l, uint64_t *oid) {
+    if (l->oid_next == l->oid_end) {
+        uint64_t want = l->o.batch_objects < 1024 ? 1024 : l->o.batch_objects, first;
+        int rc = ost__reserve_oids(l->st, want, &first);
+        if (rc) return lfail(l, rc, "%s: cannot reserve oids: %s", l->st->path, ost_strerror(rc));
+        l->oid_next = first;
+        l->oid_end = first + want;
+    }
+    *oid = l->oid_next++;
+    return 0;
+}
+
+/* Marks obj loaded under a new oid, to be serialized (taking a reference
+ * until it is). */
+static int take(ost_loader *l, ost_value obj, uint64_t *oid) {
+    int rc = next_oid(l, oid);
+    if (rc) return rc;
+    if (!l->pkg[l->cur]->nrecs && !l->npending) l->cur_start = *oid;
+    if (ost__ptrtab_put(&l->oids, obj, *oid)) return lfail(l, OST_ENOMEM, "out of memory");
+    if (l->npending == l->cappending) {
+        size_t cap = l->cappending ? l->cappending * 2 : 64;
+        ost_value *n = realloc(l->pending, cap * sizeof *n);
+        if (!n) {
+            ost__ptrtab_del(&l->oids, obj);
+            return lfail(l, OST_ENOMEM, "out of memory");
+        }
+        l->pending = n;
+        l->cappending = cap;
+    }
+    l->pending[l->npending++] = ost_incref(obj);
+    OST__O(obj)->flags |= OST__F_PERSISTENT;
+    return 0;
+}
+
+static int loader_pid(void *ud, ost_value obj, ost_value *pid) {
+    ost_loader *l = ud;
+    uint64_t oid;
+    if (OST__O(obj)->flags & OST__F_PERSISTENT) {
+        ost__ptr_slot *s = ost__ptrtab_find(&l->oids, obj);
+        if (s->key) oid = s->val;
+        else if ((oid = ost_oid(l->c, obj)) == UINT64_MAX)
+            return lfail(l, OST_EINVAL, "an object of another connection is referenced");
+    } else if (ost_class_is_persistent(ost_instance_class(obj))) {
+        int rc = take(l, obj, &oid);
+        if (rc) return rc;
+    } else
+        return 0;
+    *pid = ost_int((int64_t)oid);
+    return 0;
+}
+
+/* Waits for the batch in flight; reports progress or records its failure. */
+static int wait_inflight(ost_loader *l) {
+    if (!l->inflight) return 0;
+    ost__pkg *p = l->pkg[!l->cur];
+    int rc = ost__pkg_wait(l->st, p);
+    l->inflight = false;
+    if (rc && l->inflight_start < l->good_below) l->good_below = l->inflight_start;
+    if (rc)
+        return lfail(l, rc, "batch %llu (oids %llu and up) failed: %s",
+                     (unsigned long long)l->batch_no,
+                     (unsigned long long)l->batch_first[l->batch_no - 1],
+                     p->msg[0] ? p->msg : ost_strerror(rc));
+    l->done_objects += p->nrecs;
+    l->done_bytes += p->nbytes;
+    if (l->o.progress) l->o.progress(l->o.ud, l->done_objects, l->done_bytes);
+    return 0;
+}
+
+/* Hands the current batch to the committer. */
+static int submit(ost_loader *l) {
+    ost__pkg *p = l->pkg[l->cur];
+    if (!p->nrecs) return 0;
+    int rc = wait_inflight(l);
+    if (rc) return rc;
+    if (l->nbatch_first == l->capbatch_first) {
+        size_t cap = l->capbatch_first ? l->capbatch_first * 2 : 64;
+        uint64_t *n = realloc(l->batch_first, cap * sizeof *n);
+        if (!n) return lfail(l, OST_ENOMEM, "out of memory");
+        l->batch_first = n;
+        l->capbatch_first = cap;
+    }
+    l->batch_first[l->nbatch_first++] = p->recs[0].oid;
+    l->batch_no++;
+    l->inflight_start = l->cur_start;
+    ost__pkg_submit(l->st, p);
+    l->inflight = true;
+    l->cur = !l->cur;
+    ost__pkg_reset(l->pkg[l->cur]);
+    return 0;
+}
+
+int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid) {
+    if (oid) *oid = UINT64_MAX;
+    if (!l) return OST_EINVAL;
+    if (l->err) return l->err;
+    if (ost_typeof(obj) != OST_T_INSTANCE)
+        return lfail(l, OST_EINVAL, "only instances can be stored (got a %s)",
+                     ost_type_name(ost_typeof(obj)));
+    if (OST__O(obj)->flags & OST__F_PERSISTENT)
+        return lfail(l, OST_EEXIST, "the object is stored already");
+    uint64_t first;
+    int rc = take(l, obj, &first);
+    if (rc) return rc;
+    ost_writer *w = l->c->w;
+    ost_writer_set_persistent_id(w, loader_pid, l, OST_PID_INSTANCES);
+    ost__pkg *p = l->pkg[l->cur];
+    /* serialize obj, then the new persistent objects it reached */
+    for (size_t i = 0; i < l->npending; i++) {
+        ost_value o = l->pending[i];
+        ost__ptr_slot *s = ost__ptrtab_find(&l->oids, o);
+        uint64_t ooid = s->val;
+        const void *data;
+        size_t n;
+        rc = ost_dump_state(w, o, &data, &n);
+        if (rc) {
+            if (!l->err) lfail(l, rc, "oid %llu: %s", (unsigned long long)ooid, ost_writer_errmsg(w));
+            break;
+        }
+        ost_value cls = ost_instance_class(o);
+        uint32_t cid = l->last_cid;
+        if (cls != l->last_cls) {
+            if ((rc = ost__class_id_cached(l->st, cls, &cid))) {
+                lfail(l, rc, "oid %llu: class id: %s", (unsigned long long)ooid, ost_strerror(rc));
+                break;
+            }
+            l->last_cls = cls;
+            l->last_cid = cid;
+        }
+        if ((rc = ost__pkg_add(p, ooid, 0, cid, data, n))) {
+            lfail(l, rc, "out of memory");
+            break;
+        }
+        l->added++;
+    }
+    for (size_t i = 0; i < l->npending; i++) ost_decref(l->pending[i]);
+    l->npending = 0;
+    if (rc) return l->err;
+    if (oid) *oid = first;
+    if (p->nrecs >= l->o.batch_objects || p->nbytes >= l->o.batch_bytes) return submit(l);
+    return 0;
+}
+
+/* Objects still alive become persistent objects of the connection; after
+ * a failure, those of the failed batches lose their oids. */
+static void hand_over(ost_loader *l, uint64_t good_below) {
+    ost__ptrtab *t = &l->oids;
+    for (size_t i = 0; i <= t->mask; i++) {
+        ost__ptr_slot *s = &t->slots[i];
+        if (!s->key) continue;
+        ost_value obj = s->key;
+        uint64_t oid = s->val;
+        OST__O(obj)->flags &= (uint8_t)~OST__F_PERSISTENT;
+        if (oid < good_below) ost__conn_adopt(l->c, obj, oid);
+    }
+    ost__ptrtab_clear(t);
+}
+
+int ost_loader_close(ost_loader *l) {
+    if (!l) return OST_EINVAL;
+    if (!l->err) submit(l);
+    wait_inflight(l);
+    /* after a failure, the batch being filled is not stored either */
+    if (l->err && l->cur_start < l->good_below) l->good_below = l->cur_start;
+    hand_over(l, l->good_below);
+    int rc = l->err;
+    if (rc) snprintf(l->c->msg, sizeof l->c->msg, "%s", l->msg); /* outlives l */
+    for (ost_loader **pp = &t_loaders; *pp; pp = &(*pp)->tnext)
+        if (*pp == l) {
+            *pp = l->tnext;
+            break;
+        }
+    ost__ptrtab_free(&l->oids);
+    ost__pkg_free(l->pkg[0]);
+    ost__pkg_free(l->pkg[1]);
+    free(l->batch_first);
+    free(l->pending);
+    free(l);
+    return rc;
+}
+
+void ost_loader_stats(const ost_loader *l, uint64_t *objects, uint64_t *bytes) {
+    if (objects) *objects = l ? l->done_objects : 0;
+    if (bytes) *bytes = l ? l->done_bytes : 0;
+}
