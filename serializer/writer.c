@@ -19,6 +19,7 @@ typedef struct {
     ost_value post_list, post_dict, post_state;
     uint8_t kind, op, nparts, nohook;
     uint32_t phase;
+    uint32_t memo_at; /* memo_next when the frame was pushed */
     size_t i;        /* next item / entry index */
     size_t left;     /* items not yet written */
     size_t chunk;    /* items left in the current batch */
@@ -49,6 +50,7 @@ struct ost_writer {
     ost__ptrtab memo;
     uint32_t memo_next;
     size_t window; /* open memo windows (see tracked) */
+    ost_value dead; /* memoized temporaries, kept until the dump ends */
     wframe *st;
     size_t nst, capst;
     ost_dump_stats stats;
@@ -361,6 +363,7 @@ static wframe *push(ost_writer *w, int kind, ost_value obj) {
     memset(f, 0, sizeof *f);
     f->kind = (uint8_t)kind;
     f->obj = obj;
+    f->memo_at = w->memo_next;
     return f;
 }
 
@@ -434,7 +437,7 @@ static inline bool save_scalar(ost_writer *w, ost_value v) {
         else return false;
         return true;
     }
-    if (w->pid_fn) return false;
+    if (w->pid_fn && w->pid_scope == OST_PID_ALL) return false; /* instances never come here */
     ost_obj *o = OST__O(v);
     if (o->refcnt > 1) {
         ost__ptr_slot *s = ost__ptrtab_find(&w->memo, v);
@@ -999,9 +1002,23 @@ static int step(ost_writer *w) {
         break;
     }
     }
-    /* pop */
+    /* pop. The memo is keyed by address: a temporary (an args tuple made
+     * here) that went into the memo must outlive the dump, or a later
+     * temporary at its address would be written as a GET of it. */
     ost_value aux = f->aux, aux2 = f->aux2;
+    bool keep = (aux || aux2) && w->memo_next != f->memo_at;
     w->nst--;
+    if (keep) {
+        if (!w->dead && !(w->dead = ost_list_new(4))) {
+            ost_decref(aux);
+            ost_decref(aux2);
+            return fail(w, OST_ENOMEM, "out of memory");
+        }
+        int rc = aux ? ost_list_append(w->dead, aux) : 0;
+        int rc2 = aux2 ? ost_list_append(w->dead, aux2) : 0;
+        if (rc || rc2) return fail(w, OST_ENOMEM, "out of memory");
+        return 0;
+    }
     ost_decref(aux);
     ost_decref(aux2);
     return 0;
@@ -1083,6 +1100,8 @@ out:
         ost_decref(f->aux2);
     }
     ost_decref(tmp);
+    ost_decref(w->dead);
+    w->dead = 0;
     if (w->err) {
         w->len = 0;
         return w->err;

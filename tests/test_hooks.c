@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "internal.h"
+#include "leakcheck.h"
 #include "ostore.h"
 #include "pyrun.h"
 
@@ -46,7 +47,7 @@ static ost_registry *point_registry(ost_value *cls) {
 
 /* ---- registry --------------------------------------------------------------- */
 
-Test(registry, add_get_duplicate_and_bad_definitions) {
+OST_TEST(registry, add_get_duplicate_and_bad_definitions) {
     ost_value cls;
     ost_registry *reg = point_registry(&cls);
     cr_assert_eq(ost_registry_get(reg, "hookmod", "Point"), cls);
@@ -76,7 +77,7 @@ Test(registry, add_get_duplicate_and_bad_definitions) {
     ost_registry_free(reg);
 }
 
-Test(registry, slotted_instances) {
+OST_TEST(registry, slotted_instances) {
     ost_value cls;
     ost_registry *reg = point_registry(&cls);
     ost_value p = ost_instance_new(ost_incref(cls));
@@ -99,7 +100,7 @@ Test(registry, slotted_instances) {
 }
 
 /* ostore writes a slotted instance as Python writes a plain instance. */
-Test(registry, slotted_instance_to_python, .init = make_pymod) {
+OST_TEST(registry, slotted_instance_to_python, .init = make_pymod) {
     ost_value cls;
     ost_registry *reg = point_registry(&cls);
     ost_value p = ost_instance_new(ost_incref(cls));
@@ -134,7 +135,7 @@ Test(registry, slotted_instance_to_python, .init = make_pymod) {
 }
 
 /* ostore reads what Python writes for the class, at every protocol. */
-Test(registry, python_instances_to_slots, .init = make_pymod) {
+OST_TEST(registry, python_instances_to_slots, .init = make_pymod) {
     ost_value cls;
     ost_registry *reg = point_registry(&cls);
     ost_registry_set_policy(reg, OST_UNKNOWN_ERROR);
@@ -178,7 +179,7 @@ Test(registry, python_instances_to_slots, .init = make_pymod) {
     ost_registry_free(reg);
 }
 
-Test(registry, extra_attribute_and_unknown_class_are_errors, .init = make_pymod) {
+OST_TEST(registry, extra_attribute_and_unknown_class_are_errors, .init = make_pymod) {
     ost_value cls;
     ost_registry *reg = point_registry(&cls);
     ost_reader *r = ost_reader_new();
@@ -250,7 +251,7 @@ static int vec_setnewargs(void *ud, ost_value inst, ost_value args) {
     return ost_len(args) == 1 && ost_item(args, 0) == ost_int(2) ? 0 : OST_EINVAL;
 }
 
-Test(registry, custom_state_callbacks_round_trip) {
+OST_TEST(registry, custom_state_callbacks_round_trip) {
     const char *f[] = {"a", "b"};
     ost_class_def def = {.module = "geo", .name = "Vec", .fields = f, .nfields = 2,
                          .getstate = vec_getstate, .setstate = vec_setstate,
@@ -328,7 +329,7 @@ static ost_value mixed_graph(int groups, size_t *heap_objects) {
     return root;
 }
 
-Test(persistent_id, instance_scope_counts_each_distinct_instance_once) {
+OST_TEST(persistent_id, instance_scope_counts_each_distinct_instance_once) {
     for (int groups = 1; groups <= 64; groups *= 4) {
         ost_value g = mixed_graph(groups, NULL);
         ost_writer *w = ost_writer_new();
@@ -347,7 +348,7 @@ Test(persistent_id, instance_scope_counts_each_distinct_instance_once) {
 }
 
 /* Scope all: every reference to a heap object, before the memo. */
-Test(persistent_id, all_scope_counts_every_heap_reference) {
+OST_TEST(persistent_id, all_scope_counts_every_heap_reference) {
     ost_value cls = ost_global("m", "Obj");
     ost_value shared = ost_list_new(0);
     ost_value root = ost_list_new(0);
@@ -376,7 +377,7 @@ Test(persistent_id, all_scope_counts_every_heap_reference) {
     ost_decref(cls);
 }
 
-Test(persistent_id, hook_error_stops_the_dump_and_is_returned) {
+OST_TEST(persistent_id, hook_error_stops_the_dump_and_is_returned) {
     ost_value g = mixed_graph(10, NULL);
     ost_writer *w = ost_writer_new();
     pid_ctx c = {.fail_at = 4};
@@ -410,7 +411,7 @@ static int oid_hook(void *ud, ost_value obj, ost_value *pid) {
     return 0;
 }
 
-Test(persistent_id, python_reads_ostore_pids, .init = make_pymod) {
+OST_TEST(persistent_id, python_reads_ostore_pids, .init = make_pymod) {
     ost_value cls = ost_global("hookmod", "Node");
     ost_value a = ost_instance_new(ost_incref(cls));
     ost_instance_setattr(a, "name", ost_str_c("a.bin"));
@@ -469,7 +470,7 @@ static int table_load(void *ud, ost_value pid, ost_value *obj) {
     return 0;
 }
 
-Test(persistent_load, python_pids_resolve_through_the_hook) {
+OST_TEST(persistent_load, python_pids_resolve_through_the_hook) {
     char *out;
     size_t n;
     int rc = py_run(NULL,
@@ -553,7 +554,7 @@ static int before_adds(void *ud, ost_txn_hooks *h) {
 static void after_c(void *ud, bool ok, ost_txn_hooks *h) { (void)h; (void)ud; note(ok ? 'C' : 'F'); }
 static void after_x(void *ud, ost_txn_hooks *h) { (void)ud; (void)h; note('X'); }
 
-Test(txn_hooks, order_once_and_nested_registration) {
+OST_TEST(txn_hooks, order_once_and_nested_registration) {
     ost_txn_hooks *h = ost_txn_hooks_new();
     order[0] = 0;
     ost_txn_hooks_before_commit(h, before_a, NULL);
@@ -571,7 +572,7 @@ Test(txn_hooks, order_once_and_nested_registration) {
     ost_txn_hooks_free(h);
 }
 
-Test(txn_hooks, veto_stops_later_hooks) {
+OST_TEST(txn_hooks, veto_stops_later_hooks) {
     ost_txn_hooks *h = ost_txn_hooks_new();
     order[0] = 0;
     ost_txn_hooks_before_commit(h, before_a, NULL);

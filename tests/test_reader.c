@@ -17,32 +17,10 @@
 
 /* ---- helpers --------------------------------------------------------------- */
 
-/* Criterion ignores what LeakSanitizer says when a test's process exits, so
- * under ASan each test asks it for leaks itself before it ends. */
-#if defined(__SANITIZE_ADDRESS__)
-#define OST_TEST_LSAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define OST_TEST_LSAN 1
-#endif
-#endif
-#ifdef OST_TEST_LSAN
-#include <sanitizer/lsan_interface.h>
-static void check_no_leaks(void) {
-    cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "LeakSanitizer found leaks (see stderr)");
-}
-#else
-static void check_no_leaks(void) {}
-#endif
+#include "leakcheck.h"
 
 /* A reader test: its body, then the leak check. */
-#define READER_TEST(name, ...)                                  \
-    static void name##_body(void);                              \
-    Test(reader, name, ##__VA_ARGS__) {                         \
-        name##_body();                                          \
-        check_no_leaks();                                       \
-    }                                                           \
-    static void name##_body(void)
+#define READER_TEST(name, ...) OST_TEST(reader, name, ##__VA_ARGS__)
 
 #define B(lit) (lit), (sizeof(lit) - 1)
 
