@@ -36,6 +36,7 @@ OST_EXTERN ost_value ost_registry_get(const ost_registry *reg,
                                       const char *module, const char *name);
 /* Number of registered classes. */
 OST_EXTERN size_t ost_registry_count(const ost_registry *reg);
+/* What the reader does with globals not registered. */
 OST_EXTERN void ost_registry_set_policy(ost_registry *reg,
                                         ost_unknown_policy policy);
 /* A find_global callback (ud is the registry): registered classes resolve

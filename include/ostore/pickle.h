@@ -102,11 +102,14 @@ typedef struct {
 OST_EXTERN ost_reader *ost_reader_new(void);
 /* Frees the reader. NULL is allowed. */
 OST_EXTERN void ost_reader_free(ost_reader *r);
+/* Copies the reader's limits into *l. */
 OST_EXTERN void ost_reader_get_limits(const ost_reader *r, ost_limits *l);
 /* Sets the limits; a zero field keeps its current value. */
 OST_EXTERN void ost_reader_set_limits(ost_reader *r, const ost_limits *l);
+/* Installs the global resolver (NULL: every global is generic). */
 OST_EXTERN void ost_reader_set_find_global(ost_reader *r,
                                            ost_find_global_fn fn, void *ud);
+/* Installs the persistent_load hook (NULL: pids fail the load). */
 OST_EXTERN void ost_reader_set_persistent_load(ost_reader *r,
                                                ost_persistent_load_fn fn,
                                                void *ud);

@@ -60,6 +60,7 @@ typedef struct {
     uint64_t last_serial; /* id of the last commit */
     uint64_t map_size;    /* LMDB map size now */
 } ost_store_stats;
+/* Fills *out from one read snapshot. 0 or a code. */
 OST_EXTERN int ost_store_stat(ost_store *st, ost_store_stats *out);
 
 /* Removes the records unreachable from the root. Memory: a bitmap of one
@@ -129,6 +130,7 @@ OST_EXTERN int ost_commit(ost_conn *c);
  * OST_EBUSY while an earlier asynchronous commit is pending. */
 struct uv_loop_s;
 typedef void (*ost_commit_cb)(void *ud, int status);
+/* See above: 0 when the commit was handed to the committer. */
 OST_EXTERN int ost_commit_async(ost_conn *c, struct uv_loop_s *loop,
                                 ost_commit_cb cb, void *ud);
 /* Drops the changes of the transaction: changed objects become ghosts, new

@@ -295,6 +295,7 @@ typedef struct {
     size_t len;
     size_t cap;
 } ost_buf;
+/* Frees b's memory and zeroes it (NULL allowed). */
 OST_EXTERN void ost_buf_free(ost_buf *b);
 
 /* Appends a Python-like repr of v to out (NUL terminated). Cycles print as
@@ -312,6 +313,7 @@ typedef struct {
     void *(*realloc)(void *p, size_t n);
     void (*free)(void *p);
 } ost_allocator;
+/* See above. */
 OST_EXTERN void ost_set_allocator(const ost_allocator *a);
 
 /* Statistics of the value allocator for the calling thread. */
@@ -319,6 +321,7 @@ typedef struct {
     uint64_t live_objects; /* heap values allocated and not yet freed */
     uint64_t pool_bytes;   /* bytes held in pooled chunks */
 } ost_alloc_stats;
+/* Fills *st with this thread's counts. */
 OST_EXTERN void ost_alloc_stats_get(ost_alloc_stats *st);
 
 #endif
