@@ -918,7 +918,16 @@ static int step(ost_writer *w) {
         while (f->i < so->n && !so->slots[f->i]) f->i++;
         if (f->i < so->n) {
             f->half = true;
-            return save(w, ost__klass_of(so->cls)->fields[f->i], false);
+            ost_str_obj *name = (ost_str_obj *)ost__klass_of(so->cls)->fields[f->i];
+            if (f->slots && name->len < 256 && w->proto >= 4) {
+                /* a record's field names appear once: no memo entries */
+                if (reserve(w, name->len + 2)) return w->err;
+                put1(w, OP_SHORT_BINUNICODE);
+                put1(w, (unsigned)name->len);
+                put_bytes(w, name->data, name->len);
+                return 0;
+            }
+            return save(w, (ost_value)name, false);
         }
         if (reserve(w, 1)) return w->err;
         put1(w, OP_SETITEMS);
@@ -1062,7 +1071,10 @@ static int save_state(ost_writer *w, ost_value inst, ost_value *tmp) {
         if (reserve(w, 2)) return w->err;
         put1(w, OP_EMPTY_DICT);
         put1(w, OP_MARK);
-        return push(w, K_SLOTS, inst) ? 0 : w->err;
+        wframe *f = push(w, K_SLOTS, inst);
+        if (!f) return w->err;
+        f->slots = true; /* names inline: see K_SLOTS */
+        return 0;
     }
     return save(w, in->state, false);
 }
