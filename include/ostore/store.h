@@ -79,8 +79,9 @@ OST_EXTERN int ost_store_check(ost_store *st, ost_check_fn report, void *ud,
 
 /* ---- connections ----------------------------------------------------------- */
 
-/* Opens a connection with an empty cache and no transaction. 0, OST_ENOMEM,
- * OST_EINVAL (store not open). */
+/* Opens a connection with an empty cache and no transaction. Use and
+ * close it on the thread that opened it (ghosts load through a per-thread
+ * list of connections). 0, OST_ENOMEM, OST_EINVAL (store not open). */
 OST_EXTERN int ost_conn_open(ost_store *st, ost_conn **out);
 /* Aborts the connection's transaction, frees its cache (objects still
  * referenced by the caller stay valid as ghosts that can no longer load)
