@@ -217,14 +217,19 @@ int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid) {
         size_t n;
         rc = ost_dump_state(w, o, &data, &n);
         if (rc) {
-            if (!l->err) lfail(l, rc, "oid %llu: %s", (unsigned long long)ooid, ost_writer_errmsg(w));
+            if (!l->err)
+                lfail(l, rc, "batch %llu (oids %llu and up) failed: oid %llu: %s",
+                      (unsigned long long)l->batch_no + 1, (unsigned long long)l->cur_start,
+                      (unsigned long long)ooid, ost_writer_errmsg(w));
             break;
         }
         ost_value cls = ost_instance_class(o);
         uint32_t cid = l->last_cid;
         if (cls != l->last_cls) {
             if ((rc = ost__class_id_cached(l->st, cls, &cid))) {
-                lfail(l, rc, "oid %llu: class id: %s", (unsigned long long)ooid, ost_strerror(rc));
+                lfail(l, rc, "batch %llu (oids %llu and up) failed: oid %llu: class id: %s",
+                      (unsigned long long)l->batch_no + 1, (unsigned long long)l->cur_start,
+                      (unsigned long long)ooid, ost_strerror(rc));
                 break;
             }
             l->last_cls = cls;

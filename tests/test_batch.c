@@ -1,0 +1,917 @@
+/* Batching: the bulk loader (what it stores, a failure in the middle of a
+ * load, map growth under it, a process killed while it loads) and the
+ * group committer (many threads on one counter, a conflict decided inside
+ * one group, asynchronous commits on a real libuv loop). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <ftw.h>
+#include <lmdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "internal.h"
+#include "ostore.h"
+#include "../store/store_internal.h"
+
+/* ---- fixture: a temporary directory and a registry ---------------------- */
+
+static const char *item_fields[] = {"n", "name", "x", "ref"};
+static const char *leaf_fields[] = {"v", "back"};
+static const char *counter_fields[] = {"value"};
+
+enum { BAD_AT = 550 }; /* the object whose getstate fails */
+
+static int bad_getstate(void *ud, ost_value inst, ost_value *state) {
+    (void)ud;
+    int64_t n = -1;
+    ost_int_value(ost_instance_getattr(inst, "n"), &n);
+    if (n == BAD_AT) return OST_EHOOK;
+    *state = ost_incref(ost_instance_state(inst));
+    return 0;
+}
+
+static struct {
+    char tmp[64];  /* per-test directory, removed at the end */
+    char dir[128]; /* the store: tmp/db */
+    ost_registry *reg;
+    ost_value item;    /* batchtest.Item: persistent, 4 fields */
+    ost_value leaf;    /* batchtest.Leaf: persistent, 2 fields */
+    ost_value bad;     /* batchtest.Bad: persistent, getstate fails at n == BAD_AT */
+    ost_value counter; /* batchtest.Counter: persistent, 1 field */
+} F;
+
+static void setup(void) {
+    strcpy(F.tmp, "/tmp/ostore-batch-XXXXXX");
+    cr_assert(mkdtemp(F.tmp), "mkdtemp: %s", strerror(errno));
+    snprintf(F.dir, sizeof F.dir, "%s/db", F.tmp);
+    F.reg = ost_registry_new();
+    cr_assert(F.reg);
+    ost_class_def item = {.module = "batchtest", .name = "Item", .fields = item_fields,
+                          .nfields = 4, .persistent = true};
+    ost_class_def leaf = {.module = "batchtest", .name = "Leaf", .fields = leaf_fields,
+                          .nfields = 2, .persistent = true};
+    ost_class_def bad = {.module = "batchtest", .name = "Bad", .persistent = true,
+                         .getstate = bad_getstate};
+    ost_class_def counter = {.module = "batchtest", .name = "Counter",
+                             .fields = counter_fields, .nfields = 1, .persistent = true};
+    cr_assert_eq(ost_registry_add(F.reg, &item, &F.item), 0);
+    cr_assert_eq(ost_registry_add(F.reg, &leaf, &F.leaf), 0);
+    cr_assert_eq(ost_registry_add(F.reg, &bad, &F.bad), 0);
+    cr_assert_eq(ost_registry_add(F.reg, &counter, &F.counter), 0);
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    remove(p);
+    return 0;
+}
+
+static void teardown(void) {
+    nftw(F.tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    ost_registry_free(F.reg);
+    F.reg = NULL;
+}
+
+TestSuite(batch, .init = setup, .fini = teardown, .timeout = 120);
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static ost_store_options opts_for(bool create, bool group_commit) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = create;
+    o.registry = F.reg;
+    o.group_commit = group_commit;
+    return o;
+}
+
+static ost_store *open_with(const ost_store_options *o) {
+    ost_store *st = ost_store_new();
+    cr_assert(st);
+    int rc = ost_store_open(st, F.dir, o);
+    cr_assert_eq(rc, 0, "open %s: %s: %s", F.dir, ost_err_name(rc), ost_store_errmsg(st));
+    return st;
+}
+
+static ost_store *open_store(bool create, bool group_commit) {
+    ost_store_options o = opts_for(create, group_commit);
+    return open_with(&o);
+}
+
+static ost_conn *conn_of(ost_store *st) {
+    ost_conn *c;
+    int rc = ost_conn_open(st, &c);
+    cr_assert_eq(rc, 0, "conn_open: %s", ost_err_name(rc));
+    return c;
+}
+
+static void commit_ok(ost_conn *c) {
+    int rc = ost_commit(c);
+    cr_assert_eq(rc, 0, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+}
+
+static void set(ost_value obj, const char *name, ost_value v) {
+    int rc = ost_instance_setattr(obj, name, v);
+    cr_assert_eq(rc, 0, "setattr %s: %s", name, ost_err_name(rc));
+}
+
+static int64_t iattr(ost_value obj, const char *name) {
+    ost_value v = ost_instance_getattr(obj, name);
+    int64_t i;
+    cr_assert_eq(ost_int_value(v, &i), 0, "attribute %s is not an int", name);
+    return i;
+}
+
+static ost_store_stats stats(ost_store *st) {
+    ost_store_stats s;
+    int rc = ost_store_stat(st, &s);
+    cr_assert_eq(rc, 0, "stat: %s", ost_store_errmsg(st));
+    return s;
+}
+
+/* ost_store_check's reports, kept for the assertion message. */
+typedef struct {
+    int n;
+    char first[300];
+} reports;
+
+static void collect(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
+    reports *r = ud;
+    if (!r->n++)
+        snprintf(r->first, sizeof r->first, "oid %llu missing %llu %s: %s",
+                 (unsigned long long)oid, (unsigned long long)missing, ost_err_name(err), msg);
+}
+
+static void check_clean(ost_store *st, uint64_t want_records) {
+    reports r = {0};
+    uint64_t records = 0;
+    int rc = ost_store_check(st, collect, &r, &records);
+    cr_assert_eq(rc, 0, "check: %s %s", ost_err_name(rc), r.n ? r.first : ost_store_errmsg(st));
+    cr_assert_eq(r.n, 0);
+    if (want_records) cr_assert_eq(records, want_records);
+}
+
+static ost_value new_item(int64_t i, ost_value ref) {
+    ost_value it = ost_instance_new(ost_incref(F.item));
+    cr_assert(it);
+    char name[32];
+    snprintf(name, sizeof name, "item%lld", (long long)i);
+    set(it, "n", ost_int(i));
+    set(it, "name", ost_str_c(name));
+    set(it, "x", ost_float((double)i * 0.5));
+    set(it, "ref", ref);
+    return it;
+}
+
+/* Checks that obj is item i as new_item made it (ref not checked). */
+static void expect_item(ost_conn *c, ost_value obj, int64_t i) {
+    int rc = ost_activate(c, obj);
+    cr_assert_eq(rc, 0, "item %lld: %s: %s", (long long)i, ost_err_name(rc), ost_conn_errmsg(c));
+    cr_assert_eq(ost_instance_class(obj), F.item, "item %lld has class Item", (long long)i);
+    cr_assert_eq(iattr(obj, "n"), i);
+    char name[32];
+    snprintf(name, sizeof name, "item%lld", (long long)i);
+    cr_assert_str_eq(ost_data(ost_instance_getattr(obj, "name"), NULL), name);
+    cr_assert_eq(ost_typeof(ost_instance_getattr(obj, "x")), OST_T_FLOAT);
+    cr_assert(ost_float_value(ost_instance_getattr(obj, "x")) == (double)i * 0.5);
+}
+
+/* ======================================================================= */
+/* 1. what the loader stores                                                */
+/* ======================================================================= */
+
+typedef struct {
+    uint64_t objects[64], bytes[64];
+    int n;
+} progress_log;
+
+static void log_progress(void *ud, uint64_t objects, uint64_t bytes) {
+    progress_log *p = ud;
+    cr_assert_lt(p->n, 64);
+    p->objects[p->n] = objects;
+    p->bytes[p->n] = bytes;
+    p->n++;
+}
+
+/* Item i refers to item i / 2; every fifth one through a new Leaf (not
+ * added by itself: the loader finds it) whose back is item i / 2. */
+enum { LN = 5000, LBATCH = 1000 };
+#define LLEAVES ((LN - 1) / 5)
+
+static bool has_leaf(int64_t i) { return i > 0 && i % 5 == 0; }
+
+Test(batch, loader_stores_every_object_and_reference) {
+    ost_store *st = open_store(true, false);
+    ost_conn *c = conn_of(st);
+    progress_log plog = {0};
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    cr_assert_eq(lo.batch_objects, 100000);
+    lo.batch_objects = LBATCH;
+    lo.progress = log_progress;
+    lo.ud = &plog;
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, &lo, &l), 0);
+    static ost_value items[LN];
+    static uint64_t oids[LN];
+    for (int64_t i = 0; i < LN; i++) {
+        ost_value ref = OST_NONE;
+        if (i > 0) ref = ost_incref(items[i / 2]);
+        if (has_leaf(i)) {
+            ost_value leaf = ost_instance_new(ost_incref(F.leaf));
+            set(leaf, "v", ost_int(i));
+            set(leaf, "back", ref);
+            ref = leaf;
+        }
+        items[i] = new_item(i, ref);
+        int rc = ost_loader_add(l, items[i], &oids[i]);
+        cr_assert_eq(rc, 0, "add %lld: %s: %s", (long long)i, ost_err_name(rc),
+                     ost_loader_errmsg(l));
+        cr_assert_neq(oids[i], UINT64_MAX);
+        cr_assert_neq(oids[i], 0, "oid 0 is the root");
+        for (int64_t j = 0; j < i && i < 50; j++) cr_assert_neq(oids[j], oids[i], "oids differ");
+    }
+    int rc = ost_loader_close(l);
+    cr_assert_eq(rc, 0, "close: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    const uint64_t total = LN + LLEAVES;
+
+    /* progress: one call per batch, increasing, ending at every object */
+    cr_assert_geq(plog.n, (int)(total / (LBATCH + 1)));
+    for (int i = 0; i < plog.n; i++) {
+        uint64_t prev = i ? plog.objects[i - 1] : 0, prevb = i ? plog.bytes[i - 1] : 0;
+        cr_assert_gt(plog.objects[i], prev, "progress increases");
+        cr_assert_gt(plog.bytes[i], prevb, "bytes increase");
+        if (i + 1 < plog.n) /* a batch closes at the first add that fills it */
+            cr_assert(plog.objects[i] - prev == LBATCH || plog.objects[i] - prev == LBATCH + 1,
+                      "batch %d holds %llu objects", i,
+                      (unsigned long long)(plog.objects[i] - prev));
+    }
+    cr_assert_eq(plog.objects[plog.n - 1], total);
+
+    ost_store_stats s = stats(st);
+    cr_assert_eq(s.records, total + 1, "the loaded objects and the root");
+    check_clean(st, total + 1);
+
+    /* read back through a new connection, by the oids the loader gave */
+    ost_conn *c2 = conn_of(st);
+    for (int64_t i = 0; i < LN; i++) {
+        ost_value o;
+        rc = ost_conn_get(c2, oids[i], &o);
+        cr_assert_eq(rc, 0, "get %llu: %s", (unsigned long long)oids[i], ost_conn_errmsg(c2));
+        expect_item(c2, o, i);
+        ost_value ref = ost_instance_getattr(o, "ref");
+        if (i == 0) {
+            cr_assert_eq(ref, OST_NONE);
+            continue;
+        }
+        if (has_leaf(i)) {
+            cr_assert_eq(ost_instance_class(ref), F.leaf);
+            uint64_t leaf_oid = ost_oid(c2, ref);
+            cr_assert_neq(leaf_oid, UINT64_MAX);
+            cr_assert_eq(leaf_oid, ost_oid(c, ost_instance_getattr(items[i], "ref")),
+                         "the loader's connection knows the nested object's oid");
+            cr_assert_eq(iattr(ref, "v"), i);
+            ref = ost_instance_getattr(ref, "back");
+        }
+        cr_assert_eq(ost_oid(c2, ref), oids[i / 2], "item %lld refers to item %lld",
+                     (long long)i, (long long)(i / 2));
+    }
+    ost_conn_close(c2);
+
+    /* the loaded objects belong to the loader's connection now */
+    for (int64_t i = 0; i < LN; i++) cr_assert_eq(ost_oid(c, items[i]), oids[i]);
+    ost_value top = items[LN - 1];
+    cr_assert_eq(ost_root_set(c, ost_str_c("top"), ost_incref(top)), 0);
+    commit_ok(c);
+
+    /* pack keeps what the root reaches: the chain LN-1, (LN-1)/2, ... 0 */
+    uint64_t reachable = 1;
+    for (int64_t j = LN - 1;; j /= 2) {
+        reachable += 1 + has_leaf(j);
+        if (j == 0) break;
+    }
+    uint64_t removed = 0;
+    rc = ost_store_pack(st, &removed);
+    cr_assert_eq(rc, 0, "pack: %s", ost_store_errmsg(st));
+    cr_assert_eq(removed, total + 1 - reachable);
+    cr_assert_eq(stats(st).records, reachable);
+    check_clean(st, reachable);
+
+    ost_conn *c3 = conn_of(st);
+    ost_value k = ost_str_c("top");
+    ost_value o = ost_root_get(c3, k);
+    ost_decref(k);
+    cr_assert(o);
+    cr_assert_eq(ost_oid(c3, o), oids[LN - 1]);
+    for (int64_t j = LN - 1;; j /= 2) {
+        expect_item(c3, o, j);
+        cr_assert_eq(ost_oid(c3, o), oids[j]);
+        if (j == 0) break;
+        o = ost_instance_getattr(o, "ref");
+        if (has_leaf(j)) o = ost_instance_getattr(o, "back");
+    }
+    ost_value gone;
+    cr_assert_eq(ost_conn_get(c3, oids[LN - 2], &gone), OST_ENOTFOUND, "unreachable: packed");
+    ost_conn_close(c3);
+
+    for (int64_t i = 0; i < LN; i++) ost_decref(items[i]);
+    ost_store_close(st);
+}
+
+Test(batch, loader_misuse) {
+    ost_store *st = open_store(true, false);
+    ost_conn *c = conn_of(st);
+    ost_loader *l = (ost_loader *)1;
+    cr_assert_eq(ost_loader_open(NULL, NULL, &l), OST_EINVAL);
+    cr_assert_null(l);
+    cr_assert_eq(ost_loader_open(c, NULL, NULL), OST_EINVAL);
+    cr_assert_eq(ost_loader_add(NULL, OST_NONE, NULL), OST_EINVAL);
+    cr_assert_eq(ost_loader_close(NULL), OST_EINVAL);
+    /* an object stored already is refused */
+    ost_value old = new_item(0, OST_NONE);
+    cr_assert_eq(ost_root_set(c, ost_str_c("old"), ost_incref(old)), 0);
+    commit_ok(c);
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    cr_assert_eq(ost_loader_add(l, old, NULL), OST_EEXIST);
+    cr_assert_eq(ost_loader_close(l), OST_EEXIST);
+    cr_assert(strstr(ost_conn_errmsg(c), "stored already"), "%s", ost_conn_errmsg(c));
+    ost_decref(old);
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    uint64_t oid = 0;
+    cr_assert_eq(ost_loader_add(l, ost_int(3), &oid), OST_EINVAL);
+    cr_assert_eq(oid, UINT64_MAX);
+    cr_assert(strstr(ost_loader_errmsg(l), "int"), "%s", ost_loader_errmsg(l));
+    /* a failure poisons the loader: later calls return the same code */
+    ost_value it = new_item(1, OST_NONE);
+    cr_assert_eq(ost_loader_add(l, it, &oid), OST_EINVAL);
+    cr_assert_eq(ost_loader_close(l), OST_EINVAL);
+    cr_assert_eq(stats(st).records, 2, "nothing stored (the root and old)");
+    cr_assert_eq(ost_oid(c, it), UINT64_MAX);
+    ost_decref(it);
+    ost_store_close(st);
+
+    /* read-only store */
+    st = open_with(&(ost_store_options){.read_only = true, .registry = F.reg});
+    c = conn_of(st);
+    cr_assert_eq(ost_loader_open(c, NULL, &l), OST_EREADONLY);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 2. a failure in the middle of a load                                     */
+/* ======================================================================= */
+
+Test(batch, getstate_failure_keeps_earlier_batches_only) {
+    enum { B = 100, N = 700 };
+    ost_store *st = open_store(true, false);
+    ost_conn *c = conn_of(st);
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    lo.batch_objects = B;
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, &lo, &l), 0);
+    static ost_value objs[N];
+    static uint64_t oids[N];
+    int rc = 0;
+    int64_t i;
+    for (i = 0; i < N; i++) {
+        objs[i] = ost_instance_new(ost_incref(F.bad));
+        set(objs[i], "n", ost_int(i));
+        set(objs[i], "tag", ost_str_c("bad"));
+        rc = ost_loader_add(l, objs[i], &oids[i]);
+        if (rc) break;
+    }
+    cr_assert_eq(i, BAD_AT, "the load fails at object %d", BAD_AT);
+    cr_assert_eq(rc, OST_EHOOK, "the getstate code: %s", ost_err_name(rc));
+    cr_assert_eq(oids[BAD_AT], UINT64_MAX);
+    /* batches are numbered from 1: objects 500-549 fill the sixth */
+    cr_assert(strstr(ost_loader_errmsg(l), "batch 6"), "%s", ost_loader_errmsg(l));
+    cr_assert_eq(ost_loader_add(l, objs[0], NULL), OST_EHOOK, "later calls fail the same");
+    rc = ost_loader_close(l);
+    cr_assert_eq(rc, OST_EHOOK);
+    const char *msg = ost_conn_errmsg(c);
+    cr_assert(strstr(msg, "batch 6"), "the message names the batch: %s", msg);
+    cr_assert(strstr(msg, "getstate"), "and why: %s", msg);
+
+    const int64_t kept = (BAD_AT / B) * B; /* the five whole batches */
+    cr_assert_eq(stats(st).records, (uint64_t)kept + 1);
+    check_clean(st, (uint64_t)kept + 1);
+    ost_conn *c2 = conn_of(st);
+    for (int64_t j = 0; j < BAD_AT; j++) {
+        ost_value o;
+        rc = ost_conn_get(c2, oids[j], &o);
+        if (j < kept) {
+            cr_assert_eq(rc, 0, "object %lld of an earlier batch: %s", (long long)j,
+                         ost_conn_errmsg(c2));
+            cr_assert_eq(ost_activate(c2, o), 0);
+            cr_assert_eq(iattr(o, "n"), j);
+            cr_assert_eq(ost_oid(c, objs[j]), oids[j], "kept objects join the connection");
+        } else {
+            cr_assert_eq(rc, OST_ENOTFOUND, "object %lld of the failed batch", (long long)j);
+            cr_assert_eq(ost_oid(c, objs[j]), UINT64_MAX, "and loses its oid");
+        }
+    }
+    ost_conn_close(c2);
+    for (int64_t j = 0; j <= BAD_AT; j++) ost_decref(objs[j]);
+    ost_store_close(st);
+}
+
+/* A 1 MiB map and 200,000 objects: the map grows under the loader. Only
+ * the last object is kept alive, so the loader forgets the others. */
+Test(batch, loader_grows_the_map_by_itself, .timeout = 240) {
+    enum { N = 200000 };
+    ost_store_options o = opts_for(true, false);
+    o.map_size = 1u << 20;
+    ost_store *st = open_with(&o);
+    ost_conn *c = conn_of(st);
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    uint64_t *oids = malloc(N * sizeof *oids);
+    ost_value prev = OST_NONE;
+    for (int64_t i = 0; i < N; i++) {
+        ost_value it = new_item(i, prev); /* steals prev */
+        int rc = ost_loader_add(l, it, &oids[i]);
+        cr_assert_eq(rc, 0, "add %lld: %s: %s", (long long)i, ost_err_name(rc),
+                     ost_loader_errmsg(l));
+        prev = it;
+    }
+    int rc = ost_loader_close(l);
+    cr_assert_eq(rc, 0, "close: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    ost_store_stats s = stats(st);
+    cr_assert_eq(s.records, N + 1);
+    cr_assert_gt(s.map_size, 1u << 20, "the map grew");
+    cr_assert_eq(ost_oid(c, prev), oids[N - 1]);
+    ost_decref(prev);
+    check_clean(st, N + 1);
+    ost_conn *c2 = conn_of(st);
+    for (int64_t i = 0; i < N; i += 997) {
+        ost_value ob;
+        cr_assert_eq(ost_conn_get(c2, oids[i], &ob), 0);
+        expect_item(c2, ob, i);
+        ost_value ref = ost_instance_getattr(ob, "ref");
+        if (i) cr_assert_eq(ost_oid(c2, ref), oids[i - 1]);
+        ost_invalidate(c2, ob);
+    }
+    free(oids);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 3. a process killed while it loads                                       */
+/* ======================================================================= */
+
+enum { KBATCH = 1000, KMAX = 1000000 };
+
+typedef struct {
+    const char *dir;
+    ost_registry *reg;
+    ost_value item;
+    int fd;               /* progress reports */
+    volatile uint64_t *oids; /* shared with the parent: oid of each item */
+} kill_arg;
+
+static void report_progress(void *ud, uint64_t objects, uint64_t bytes) {
+    (void)bytes;
+    kill_arg *ka = ud;
+    ssize_t n;
+    do
+        n = write(ka->fd, &objects, sizeof objects);
+    while (n < 0 && errno == EINTR);
+}
+
+/* The child: loads items until it is killed. Exit codes say what failed. */
+static int load_child(kill_arg *ka) {
+    ost_store *st = ost_store_new();
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = ka->reg;
+    if (!st || ost_store_open(st, ka->dir, &o)) return 2;
+    ost_conn *c;
+    if (ost_conn_open(st, &c)) return 3;
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    lo.batch_objects = KBATCH;
+    lo.progress = report_progress;
+    lo.ud = ka;
+    ost_loader *l;
+    if (ost_loader_open(c, &lo, &l)) return 4;
+    ost_value prev = OST_NONE;
+    for (int64_t i = 0; i < KMAX; i++) {
+        ost_value it = ost_instance_new(ost_incref(ka->item));
+        char name[32];
+        snprintf(name, sizeof name, "item%lld", (long long)i);
+        ost_instance_setattr(it, "n", ost_int(i));
+        ost_instance_setattr(it, "name", ost_str_c(name));
+        ost_instance_setattr(it, "x", ost_float((double)i * 0.5));
+        ost_instance_setattr(it, "ref", prev);
+        uint64_t oid;
+        if (ost_loader_add(l, it, &oid)) return 5;
+        ka->oids[i] = oid;
+        prev = it;
+    }
+    return ost_loader_close(l) ? 6 : 0;
+}
+
+Test(batch, sigkill_during_a_load_keeps_whole_batches) {
+    ost_store *st = open_store(true, false);
+    ost_store_close(st);
+    size_t maplen = KMAX * sizeof(uint64_t);
+    uint64_t *oids = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(oids, MAP_FAILED);
+    memset(oids, 0xff, maplen); /* UINT64_MAX: not added */
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    kill_arg ka = {.dir = F.dir, .reg = F.reg, .item = F.item, .fd = fds[1], .oids = oids};
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(fds[0]);
+        _exit(load_child(&ka));
+    }
+    close(fds[1]);
+    /* three batches reported, then the kill lands somewhere in the next */
+    uint64_t reported = 0, n;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(read(fds[0], &n, sizeof n), (ssize_t)sizeof n, "the child died by itself");
+        cr_assert_eq(n, reported + KBATCH, "one report per batch");
+        reported = n;
+    }
+    kill(pid, SIGKILL);
+    int status;
+    while (waitpid(pid, &status, 0) < 0) cr_assert_eq(errno, EINTR);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+              "the child was killed (status %d)", status);
+    while (read(fds[0], &n, sizeof n) == (ssize_t)sizeof n) {
+        cr_assert_eq(n, reported + KBATCH);
+        reported = n;
+    }
+    close(fds[0]);
+
+    st = open_store(false, false);
+    ost_store_stats s = stats(st);
+    uint64_t loaded = s.records - 1;
+    cr_assert_geq(loaded, reported, "every reported batch is there");
+    cr_assert_eq(loaded % KBATCH, 0, "a whole number of batches (%llu objects)",
+                 (unsigned long long)loaded);
+    check_clean(st, s.records);
+    ost_conn *c = conn_of(st);
+    for (uint64_t i = 0; i < loaded + KBATCH && i < KMAX; i++) {
+        ost_value o;
+        if (oids[i] == UINT64_MAX) {
+            /* the kill may land between the commit of the batch an add
+             * closed and the child noting that add's oid */
+            cr_assert_geq(i + 1, loaded, "item %llu was added", (unsigned long long)i);
+            break;
+        }
+        int rc = ost_conn_get(c, oids[i], &o);
+        if (i < loaded) {
+            cr_assert_eq(rc, 0, "item %llu of a stored batch: %s", (unsigned long long)i,
+                         ost_conn_errmsg(c));
+            expect_item(c, o, (int64_t)i);
+            ost_value ref = ost_instance_getattr(o, "ref");
+            if (i) cr_assert_eq(ost_oid(c, ref), oids[i - 1]);
+            ost_invalidate(c, o);
+        } else
+            cr_assert_eq(rc, OST_ENOTFOUND, "item %llu was not stored", (unsigned long long)i);
+    }
+    ost_store_close(st);
+    munmap(oids, maplen);
+}
+
+/* ======================================================================= */
+/* 4. group commit                                                          */
+/* ======================================================================= */
+
+/* Creates root['counter'] = Counter(value=0); returns its oid. */
+static uint64_t make_counter(ost_store *st, const char *key) {
+    ost_conn *c = conn_of(st);
+    ost_value ctr = ost_instance_new(ost_incref(F.counter));
+    set(ctr, "value", ost_int(0));
+    cr_assert_eq(ost_root_set(c, ost_str_c(key), ctr), 0);
+    commit_ok(c);
+    uint64_t oid = ost_oid(c, ctr);
+    cr_assert_neq(oid, UINT64_MAX);
+    ost_conn_close(c);
+    return oid;
+}
+
+static int64_t read_counter(ost_store *st, uint64_t oid) {
+    ost_conn *c = conn_of(st);
+    ost_value o;
+    cr_assert_eq(ost_conn_get(c, oid, &o), 0);
+    int64_t v = iattr(o, "value");
+    ost_conn_close(c);
+    return v;
+}
+
+/* Class values are shared by every connection and their reference counts
+ * are not atomic: the threads open and close their connections one at a
+ * time (see docs/batching.md). */
+static uv_mutex_t g_setup;
+
+typedef struct {
+    ost_store *st;
+    uint64_t oid;
+    int rounds;
+    int commits, conflicts, other;
+    char msg[200];
+} incr_arg;
+
+static void incr_thread(void *arg) {
+    incr_arg *a = arg;
+    ost_conn *c;
+    ost_value ctr;
+    uv_mutex_lock(&g_setup);
+    int rc = ost_conn_open(a->st, &c);
+    if (!rc) rc = ost_conn_get(c, a->oid, &ctr);
+    if (!rc) rc = ost_activate(c, ctr);
+    uv_mutex_unlock(&g_setup);
+    if (rc) {
+        a->other++;
+        return;
+    }
+    for (int i = 0; i < a->rounds; i++) {
+        for (;;) {
+            int64_t v;
+            if (ost_int_value(ost_instance_getattr(ctr, "value"), &v)) {
+                a->other++;
+                break;
+            }
+            ost_instance_setattr(ctr, "value", ost_int(v + 1));
+            rc = ost_commit(c);
+            if (rc == 0) {
+                a->commits++;
+                break;
+            }
+            if (rc != OST_ECONFLICT) {
+                snprintf(a->msg, sizeof a->msg, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+                a->other++;
+                ost_abort(c);
+                break;
+            }
+            a->conflicts++;
+            ost_abort(c); /* the counter becomes a ghost: re-read at the next use */
+        }
+    }
+    uv_mutex_lock(&g_setup);
+    ost_conn_close(c);
+    uv_mutex_unlock(&g_setup);
+}
+
+Test(batch, eight_threads_increment_one_counter) {
+    enum { T = 8, R = 100 };
+    ost_store *st = open_store(true, true);
+    uint64_t oid = make_counter(st, "counter");
+    uint64_t groups0 = st->gc_groups;
+    uv_mutex_init(&g_setup);
+    uv_thread_t th[T];
+    incr_arg a[T];
+    for (int i = 0; i < T; i++) {
+        a[i] = (incr_arg){.st = st, .oid = oid, .rounds = R};
+        cr_assert_eq(uv_thread_create(&th[i], incr_thread, &a[i]), 0);
+    }
+    int commits = 0, conflicts = 0;
+    for (int i = 0; i < T; i++) {
+        uv_thread_join(&th[i]);
+        cr_assert_eq(a[i].other, 0, "thread %d: %s", i, a[i].msg);
+        cr_assert_eq(a[i].commits, R);
+        commits += a[i].commits;
+        conflicts += a[i].conflicts;
+    }
+    uv_mutex_destroy(&g_setup);
+    cr_assert_eq(commits, T * R);
+    cr_assert_eq(read_counter(st, oid), T * R);
+    /* every commit went through the committer thread */
+    cr_assert_geq(st->gc_groups - groups0, 1);
+    cr_assert_leq(st->gc_groups - groups0, (uint64_t)(commits + conflicts));
+    check_clean(st, 2);
+    ost_store_close(st);
+}
+
+/* Two threads read the counter at the same commit, each sets its own
+ * value, and both commit at once: exactly one wins. Repeated, so that the
+ * two packages meet in one group as well as in two. */
+typedef struct {
+    ost_store *st;
+    uint64_t oid;
+    uv_barrier_t *ready, *done;
+    int id;
+    int rounds;
+    int rc[20];
+} duel_arg;
+
+static void duel_thread(void *arg) {
+    duel_arg *a = arg;
+    ost_conn *c;
+    ost_value ctr;
+    uv_mutex_lock(&g_setup);
+    int rc = ost_conn_open(a->st, &c);
+    if (!rc) rc = ost_conn_get(c, a->oid, &ctr);
+    uv_mutex_unlock(&g_setup);
+    for (int r = 0; r < a->rounds; r++) {
+        /* a fresh transaction: the counter as the last round left it */
+        ost_abort(c);
+        int64_t v = -1;
+        if (!rc) ost_int_value(ost_instance_getattr(ctr, "value"), &v);
+        if (!rc) ost_instance_setattr(ctr, "value", ost_int(1000 * (r + 1) + a->id));
+        uv_barrier_wait(a->ready); /* both have read and changed it */
+        a->rc[r] = rc ? rc : (v < 0 ? OST_ETYPE : ost_commit(c));
+        uv_barrier_wait(a->done); /* the main thread checks the round */
+        uv_barrier_wait(a->ready);
+    }
+    uv_mutex_lock(&g_setup);
+    ost_conn_close(c);
+    uv_mutex_unlock(&g_setup);
+}
+
+Test(batch, concurrent_conflicting_commits_one_wins) {
+    enum { ROUNDS = 20 };
+    ost_store *st = open_store(true, true);
+    uint64_t oid = make_counter(st, "counter");
+    uv_mutex_init(&g_setup);
+    uv_barrier_t ready, done;
+    cr_assert_eq(uv_barrier_init(&ready, 3), 0);
+    cr_assert_eq(uv_barrier_init(&done, 3), 0);
+    duel_arg a[2];
+    uv_thread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        a[i] = (duel_arg){.st = st, .oid = oid, .ready = &ready, .done = &done, .id = i + 1,
+                          .rounds = ROUNDS};
+        cr_assert_eq(uv_thread_create(&th[i], duel_thread, &a[i]), 0);
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        uv_barrier_wait(&ready); /* they commit now */
+        uv_barrier_wait(&done);
+        int wins = (a[0].rc[r] == 0) + (a[1].rc[r] == 0);
+        int conflicts = (a[0].rc[r] == OST_ECONFLICT) + (a[1].rc[r] == OST_ECONFLICT);
+        cr_assert_eq(wins, 1, "round %d: %s and %s", r, ost_err_name(a[0].rc[r]),
+                     ost_err_name(a[1].rc[r]));
+        cr_assert_eq(conflicts, 1, "round %d", r);
+        int winner = a[0].rc[r] == 0 ? 1 : 2;
+        cr_assert_eq(read_counter(st, oid), 1000 * (r + 1) + winner,
+                     "round %d: the stored value is the winner's", r);
+        uv_barrier_wait(&ready); /* next round */
+    }
+    for (int i = 0; i < 2; i++) uv_thread_join(&th[i]);
+    uv_barrier_destroy(&ready);
+    uv_barrier_destroy(&done);
+    uv_mutex_destroy(&g_setup);
+    check_clean(st, 2);
+    ost_store_close(st);
+}
+
+/* ---- asynchronous commits on a libuv loop ------------------------------- */
+
+typedef struct {
+    int calls;
+    int status;
+    uv_thread_t thread;
+} cb_log;
+
+static void on_commit(void *ud, int status) {
+    cb_log *l = ud;
+    l->calls++;
+    l->status = status;
+    l->thread = uv_thread_self();
+}
+
+/* Holds the LMDB write lock from another process until told to let go,
+ * so the committer thread stalls and packages queue up behind it. */
+static pid_t hold_write_lock(const char *dir, int *release_fd) {
+    int go[2], held[2];
+    cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(held), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(go[1]);
+        close(held[0]);
+        MDB_env *env;
+        MDB_txn *t;
+        char b = 1;
+        if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 8) || mdb_env_open(env, dir, 0, 0644) ||
+            mdb_txn_begin(env, NULL, 0, &t))
+            _exit(2);
+        if (write(held[1], &b, 1) != 1) _exit(3);
+        while (read(go[0], &b, 1) < 0 && errno == EINTR) {}
+        mdb_txn_abort(t);
+        mdb_env_close(env);
+        _exit(0);
+    }
+    close(go[0]);
+    close(held[1]);
+    char b;
+    cr_assert_eq(read(held[0], &b, 1), 1, "the lock holder started");
+    close(held[0]);
+    *release_fd = go[1];
+    return pid;
+}
+
+static bool queue_empty(ost_store *st) {
+    uv_mutex_lock(&st->gc_lock);
+    bool e = st->gc_queue == NULL;
+    uv_mutex_unlock(&st->gc_lock);
+    return e;
+}
+
+Test(batch, async_commits_report_on_the_loop_thread) {
+    ost_store *st = open_store(true, true);
+    uint64_t oid = make_counter(st, "counter");
+    uint64_t oid2 = make_counter(st, "other");
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+
+    /* one commit: the callback runs inside uv_run, on this thread */
+    ost_conn *c1 = conn_of(st), *c2 = conn_of(st), *c3 = conn_of(st);
+    ost_value a, b, d;
+    cr_assert_eq(ost_conn_get(c1, oid, &a), 0);
+    set(a, "value", ost_int(5));
+    cb_log l1 = {0}, l3 = {0};
+    cr_assert_eq(ost_commit_async(c1, &loop, on_commit, &l1), 0);
+    /* while it is pending, the connection refuses another commit */
+    cr_assert_eq(ost_commit_async(c1, &loop, on_commit, &l3), OST_EBUSY);
+    cr_assert_eq(ost_commit(c1), OST_EBUSY);
+    cr_assert_eq(l1.calls, 0, "not before the loop runs");
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(l1.calls, 1);
+    cr_assert_eq(l1.status, 0);
+    cr_assert(uv_thread_equal(&l1.thread, &(uv_thread_t){uv_thread_self()}),
+              "the callback ran on the loop's thread");
+    cr_assert_eq(l3.calls, 0, "a refused call never runs its callback");
+    cr_assert_eq(read_counter(st, oid), 5);
+
+    /* a conflict inside one group: c1 and c2 both change the counter read at
+     * the same commit; the committer is stalled behind c3's package so both
+     * queue up and are applied in one group, c1's first */
+    ost_abort(c2);
+    cr_assert_eq(ost_conn_get(c2, oid, &b), 0);
+    cr_assert_eq(iattr(b, "value"), 5);
+    cr_assert_eq(iattr(a, "value"), 5);
+    set(a, "value", ost_int(6));
+    set(b, "value", ost_int(7));
+    cr_assert_eq(ost_conn_get(c3, oid2, &d), 0);
+    set(d, "value", ost_int(1));
+    int release;
+    pid_t holder = hold_write_lock(F.dir, &release);
+    uint64_t groups0 = st->gc_groups;
+    cr_assert_eq(ost_commit_async(c3, &loop, on_commit, &l3), 0);
+    while (!queue_empty(st)) uv_sleep(1); /* the committer took c3's package */
+    cb_log la = {0}, lb = {0};
+    cr_assert_eq(ost_commit_async(c1, &loop, on_commit, &la), 0);
+    cr_assert_eq(ost_commit_async(c2, &loop, on_commit, &lb), 0);
+    char go = 1;
+    cr_assert_eq(write(release, &go, 1), 1);
+    close(release);
+    int status;
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(l3.calls, 1);
+    cr_assert_eq(l3.status, 0);
+    cr_assert_eq(la.calls, 1);
+    cr_assert_eq(la.status, 0, "the first package of the group wins");
+    cr_assert_eq(lb.calls, 1);
+    cr_assert_eq(lb.status, OST_ECONFLICT, "the second conflicts: %s", ost_err_name(lb.status));
+    cr_assert(uv_thread_equal(&lb.thread, &(uv_thread_t){uv_thread_self()}));
+    cr_assert(strstr(ost_conn_errmsg(c2), "conflict"), "%s", ost_conn_errmsg(c2));
+    cr_assert_eq(st->gc_groups - groups0, 2, "c3's group, then c1 and c2 in one");
+    cr_assert_eq(read_counter(st, oid), 6, "the winner's value");
+    cr_assert_eq(read_counter(st, oid2), 1);
+    /* the loser aborts, re-reads and commits */
+    ost_abort(c2);
+    cr_assert_eq(iattr(b, "value"), 6);
+    set(b, "value", ost_int(8));
+    cr_assert_eq(ost_commit_async(c2, &loop, on_commit, &lb), 0);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(lb.calls, 2);
+    cr_assert_eq(lb.status, 0);
+    cr_assert_eq(read_counter(st, oid), 8);
+    ost_conn_close(c1);
+    ost_conn_close(c2);
+    ost_conn_close(c3);
+    ost_store_close(st);
+
+    /* without group_commit the call fails at once and never calls back */
+    st = open_store(false, false);
+    c1 = conn_of(st);
+    cr_assert_eq(ost_conn_get(c1, oid, &a), 0);
+    set(a, "value", ost_int(9));
+    cb_log ln = {0};
+    cr_assert_eq(ost_commit_async(c1, &loop, on_commit, &ln), OST_EINVAL);
+    cr_assert(strstr(ost_conn_errmsg(c1), "group_commit"), "%s", ost_conn_errmsg(c1));
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(ln.calls, 0);
+    commit_ok(c1); /* the changes are still there for a plain commit */
+    cr_assert_eq(read_counter(st, oid), 9);
+    ost_store_close(st);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
