@@ -45,7 +45,7 @@ static int cache_add(ost_conn *c, ost_value obj, uint64_t oid, uint64_t serial) 
         ost__ptrtab_del(&c->by_oid, (uintptr_t)(oid + 1));
         return OST_ENOMEM;
     }
-    c->ents[i] = (ost__pent){oid, serial, ost_incref(obj)};
+    c->ents[i] = (ost__pent){oid, serial, ost_incref(obj), 0};
     c->nents++;
     OST__O(obj)->flags |= OST__F_PERSISTENT;
     return 0;
@@ -63,7 +63,9 @@ static void cache_remove(ost_conn *c, size_t i) {
         ost__ptrtab_find(&c->by_oid, (uintptr_t)(c->ents[i].oid + 1))->val = i;
         ost__ptrtab_find(&c->by_obj, c->ents[i].obj)->val = i;
     }
-    OST__O(e.obj)->flags &= (uint8_t)~(OST__F_PERSISTENT | OST__F_GHOST | OST__F_CHANGED);
+    /* a ghost stays one: it can no longer load, and no connection may
+     * store it as a new object with an empty state */
+    OST__O(e.obj)->flags &= (uint8_t)~(OST__F_PERSISTENT | OST__F_CHANGED);
     ost_release(e.obj);
 }
 
@@ -134,7 +136,10 @@ static int apply_invalidations(ost_conn *c, uint64_t last) {
 }
 
 /* Opens the transaction's read snapshot if it is not open. Callers hold
- * the store's maplock for reading. */
+ * the store's maplock for reading. Invalidations are applied only when the
+ * snapshot starts a transaction: a snapshot reopened inside one (after a
+ * map resize closed it) must not turn objects the caller is using into
+ * ghosts; the next boundary applies them. */
 static int snapshot(ost_conn *c) {
     if (c->rtxn_live) return 0;
     int rc = c->rtxn ? mdb_txn_renew(c->rtxn)
@@ -144,10 +149,13 @@ static int snapshot(ost_conn *c) {
             mdb_txn_abort(c->rtxn);
             c->rtxn = NULL;
         }
+        if (rc == MDB_MAP_RESIZED) return rc; /* lock_snapshot adopts the map */
         return ost__c_fail(c, ost__mdb_code(rc), "%s: cannot start a read transaction: %s",
                            c->st->path, mdb_strerror(rc));
     }
     c->rtxn_live = true;
+    if (!c->at_boundary) return 0;
+    c->at_boundary = false;
     uint64_t last = 0;
     MDB_val k = {11, "last_serial"}, v;
     if (mdb_get(c->rtxn, c->st->meta, &k, &v) == 0 && v.mv_size == 8)
@@ -157,6 +165,25 @@ static int snapshot(ost_conn *c) {
         return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->path,
                            mdb_strerror(rc));
     return 0;
+}
+
+/* Takes the store's maplock for reading with the connection's snapshot
+ * open. When another process has grown the map past this process's
+ * mapping, adopts the new size (every snapshot of the process is closed
+ * for that) and tries again. The caller unlocks, whatever the result. */
+static int lock_snapshot(ost_conn *c) {
+    for (int tries = 0;; tries++) {
+        uv_rwlock_rdlock(&c->st->maplock);
+        int rc = snapshot(c);
+        if (rc != MDB_MAP_RESIZED) return rc;
+        uv_rwlock_rdunlock(&c->st->maplock);
+        int grc = tries < 8 ? ost__grow_map(c->st) : rc;
+        if (grc) {
+            uv_rwlock_rdlock(&c->st->maplock);
+            return ost__c_fail(c, ost__mdb_code(grc), "%s: cannot map what another process added: %s",
+                               c->st->path, mdb_strerror(grc));
+        }
+    }
 }
 
 /* ---- loading ---------------------------------------------------------------- */
@@ -208,8 +235,7 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
 
 /* Takes a live object written by a bulk loader into the cache. */
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid) {
-    uv_rwlock_rdlock(&c->st->maplock);
-    int rc = snapshot(c);
+    int rc = lock_snapshot(c);
     MDB_val v;
     uint64_t serial = 0;
     uint32_t cid;
@@ -223,8 +249,8 @@ int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid) {
 int ost_conn_get(ost_conn *c, uint64_t oid, ost_value *obj) {
     if (obj) *obj = 0;
     if (!c || !obj) return OST_EINVAL;
-    uv_rwlock_rdlock(&c->st->maplock);
-    int rc = get_locked(c, oid, obj);
+    int rc = lock_snapshot(c);
+    if (!rc) rc = get_locked(c, oid, obj);
     uv_rwlock_rdunlock(&c->st->maplock);
     return rc;
 }
@@ -268,6 +294,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
     }
     e = find_oid(c, oid); /* loading may have grown the cache */
     e->serial = serial;
+    e->bytes = v.mv_size;
     OST__O(obj)->flags &= (uint8_t)~OST__F_GHOST;
     return 0;
 }
@@ -277,8 +304,9 @@ int ost_activate(ost_conn *c, ost_value obj) {
     ost__pent *e = find_obj(c, obj);
     if (!e) return ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
     if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0;
-    uv_rwlock_rdlock(&c->st->maplock);
-    int rc = activate_locked(c, e);
+    int rc = lock_snapshot(c);
+    e = find_obj(c, obj);
+    if (!rc && e) rc = activate_locked(c, e);
     uv_rwlock_rdunlock(&c->st->maplock);
     return rc;
 }
@@ -311,8 +339,9 @@ static int pers_hook(ost_value obj, int event) {
         ost__pent *e = find_obj(c, obj);
         if (!e) continue;
         if (event == 0) {
-            uv_rwlock_rdlock(&c->st->maplock);
-            int rc = activate_locked(c, e);
+            int rc = lock_snapshot(c);
+            e = find_obj(c, obj);
+            if (!rc && e) rc = activate_locked(c, e);
             uv_rwlock_rdunlock(&c->st->maplock);
             return rc;
         }
@@ -350,7 +379,9 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     ost_conn *c = calloc(1, sizeof *c);
     if (!c) return OST_ENOMEM;
     c->st = st;
+    c->at_boundary = true;
     c->cache_max = 100000;
+    c->cache_max_bytes = SIZE_MAX;
     c->w = ost_writer_new();
     c->r = ost_reader_new();
     c->hooks = ost_txn_hooks_new();
@@ -376,12 +407,13 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     t_conns = c;
     /* invalidations before this connection existed do not concern it */
     MDB_txn *t;
-    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t) == 0) {
+    if (ost__locked_txn_begin(st, MDB_RDONLY, &t) == 0) {
         MDB_val k = {11, "last_serial"}, v;
         if (mdb_get(t, st->meta, &k, &v) == 0 && v.mv_size == 8)
             for (int i = 7; i >= 0; i--) c->seen_serial = c->seen_serial << 8 | ((uint8_t *)v.mv_data)[i];
         mdb_txn_abort(t);
     }
+    uv_rwlock_rdunlock(&st->maplock);
     *out = c;
     return 0;
 }
@@ -426,6 +458,21 @@ void ost_conn_close(ost_conn *c) {
 
 ost_txn_hooks *ost_conn_hooks(ost_conn *c) { return c ? c->hooks : NULL; }
 
+/* Starts the next transaction at once, so that objects other commits
+ * changed become ghosts now, not when something happens to load: cached
+ * objects are used without the connection seeing it. If the snapshot
+ * cannot open now, the next one applies the invalidations. */
+static void begin_txn(ost_conn *c) {
+    uv_rwlock_rdlock(&c->st->maplock);
+    end_snapshot(c);
+    c->at_boundary = true;
+    uv_rwlock_rdunlock(&c->st->maplock);
+    char keep[sizeof c->msg];
+    memcpy(keep, c->msg, sizeof keep);
+    if (lock_snapshot(c)) memcpy(c->msg, keep, sizeof keep);
+    uv_rwlock_rdunlock(&c->st->maplock);
+}
+
 void ost_conn_set_cache_size(ost_conn *c, size_t max_objects) {
     if (c) c->cache_max = max_objects ? max_objects : 1;
 }
@@ -443,21 +490,36 @@ size_t ost_conn_cache_count(const ost_conn *c, size_t *active) {
 /* At a transaction boundary: beyond the cache size, unchanged objects that
  * only the cache holds are dropped, and others become ghosts. */
 static void cache_gc(ost_conn *c) {
-    if (c->nents <= c->cache_max) return;
+    size_t active = 0, bytes = 0;
+    for (size_t i = 0; i < c->nents; i++)
+        if (!(OST__O(c->ents[i].obj)->flags & OST__F_GHOST)) {
+            active++;
+            bytes += c->ents[i].bytes;
+        }
+    if (active <= c->cache_max && bytes <= c->cache_max_bytes && c->nents <= c->cache_max)
+        return;
     for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {
         ost_value o = c->ents[i].obj;
         if (c->ents[i].oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
-        if (OST__O(o)->refcnt == 1) cache_remove(c, i);
+        if (OST__O(o)->refcnt == 1) {
+            if (!(OST__O(o)->flags & OST__F_GHOST)) {
+                active--;
+                bytes -= c->ents[i].bytes;
+            }
+            cache_remove(c, i);
+        }
     }
-    size_t active = 0;
-    for (size_t i = 0; i < c->nents; i++)
-        if (!(OST__O(c->ents[i].obj)->flags & OST__F_GHOST)) active++;
-    for (size_t i = 0; i < c->nents && active > c->cache_max; i++) {
+    for (size_t i = 0; i < c->nents && (active > c->cache_max || bytes > c->cache_max_bytes); i++) {
         ost_value o = c->ents[i].obj;
         if (c->ents[i].oid == 0 || (OST__O(o)->flags & (OST__F_CHANGED | OST__F_GHOST))) continue;
         ghostify(o);
         active--;
+        bytes -= c->ents[i].bytes;
     }
+}
+
+void ost_conn_set_cache_bytes(ost_conn *c, size_t max_bytes) {
+    if (c) c->cache_max_bytes = max_bytes ? max_bytes : SIZE_MAX;
 }
 
 /* ---- the root ------------------------------------------------------------ */
@@ -520,9 +582,11 @@ static int new_oid(ost_conn *c, uint64_t *oid) {
  * get an oid and join the objects to write. */
 static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
     ost_conn *c = ud;
-    if (OST__O(obj)->flags & OST__F_PERSISTENT) {
+    if (OST__O(obj)->flags & (OST__F_PERSISTENT | OST__F_GHOST)) {
         ost__pent *e = find_obj(c, obj);
-        if (!e) return ost__c_fail(c, OST_EINVAL, "an object of another connection is referenced");
+        if (!e)
+            return ost__c_fail(c, OST_EINVAL,
+                               "an object of another connection (or of a closed one) is referenced");
         *pid = ost_int((int64_t)e->oid);
         return 0;
     }
@@ -594,7 +658,10 @@ static void commit_done(ost_conn *c, int rc) {
     }
     for (size_t i = 0; i < p->nrecs; i++) {
         ost__pent *e = find_oid(c, p->recs[i].oid);
-        if (e) e->serial = p->serial;
+        if (e) {
+            e->serial = p->serial;
+            e->bytes = p->recs[i].len + OST_HDR_SIZE;
+        }
     }
     for (size_t i = 0; i < c->nchanged; i++)
         if (c->changed[i]) OST__O(c->changed[i])->flags &= (uint8_t)~OST__F_CHANGED;
@@ -602,6 +669,7 @@ static void commit_done(ost_conn *c, int rc) {
     if (p->serial == c->seen_serial + 1) c->seen_serial = p->serial;
     end_snapshot(c);
     cache_gc(c);
+    begin_txn(c);
     ost_txn_hooks_run_after_commit(c->hooks, true);
 }
 
@@ -631,6 +699,7 @@ int ost_commit(ost_conn *c) {
     if (!any) {
         end_snapshot(c);
         cache_gc(c);
+        begin_txn(c);
         ost_txn_hooks_run_after_commit(c->hooks, true);
         return 0;
     }
@@ -713,5 +782,6 @@ void ost_abort(ost_conn *c) {
     c->nchanged = 0;
     end_snapshot(c);
     cache_gc(c);
+    begin_txn(c);
     ost_txn_hooks_run_after_abort(c->hooks);
 }

@@ -68,6 +68,7 @@ typedef struct {
     uint64_t oid;
     uint64_t serial; /* serial of the record the state came from (0: new) */
     ost_value obj;   /* a reference held by the cache */
+    size_t bytes;    /* size of its record when its state was loaded/stored */
 } ost__pent;
 
 struct ost_conn {
@@ -76,6 +77,7 @@ struct ost_conn {
     ost_conn *tnext; /* in this thread's list */
     MDB_txn *rtxn;   /* the read snapshot of the transaction */
     bool rtxn_live;
+    bool at_boundary;     /* the next snapshot starts a transaction */
     uint64_t seen_serial; /* invalidations applied up to this commit */
     ost__pent *ents;
     size_t nents, capents;
@@ -83,7 +85,8 @@ struct ost_conn {
     ost__ptrtab by_obj; /* object -> index in ents */
     ost_value *changed; /* objects changed in this transaction */
     size_t nchanged, capchanged;
-    size_t cache_max;
+    size_t cache_max;       /* objects with state kept at transaction ends */
+    size_t cache_max_bytes; /* and their record bytes */
     ost_writer *w;
     ost_reader *r;
     ost_txn_hooks *hooks;
@@ -107,6 +110,13 @@ int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 int ost__grow_map(ost_store *st);
+/* An LMDB result that ost__grow_map cures: the map is full, or another
+ * process grew it past this process's mapping (MDB_MAP_RESIZED). */
+#define OST__REMAP(rc) ((rc) == MDB_MAP_FULL || (rc) == MDB_MAP_RESIZED)
+/* Takes the maplock for reading (the caller unlocks it, whatever the
+ * result) and begins a top-level LMDB transaction, adopting a map that
+ * another process grew. Returns an LMDB code. */
+int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t);
 void ost__loader_forget(ost_value obj);
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);

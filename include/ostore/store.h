@@ -185,6 +185,10 @@ OST_EXTERN const char *ost_loader_errmsg(const ost_loader *l);
 /* Cache size: unchanged objects beyond max_objects are made ghosts (or
  * dropped when nothing else holds them) at transaction boundaries. */
 OST_EXTERN void ost_conn_set_cache_size(ost_conn *c, size_t max_objects);
+/* Cache size in bytes: unchanged objects are also made ghosts while the
+ * records of the objects holding state add up to more than max_bytes (0:
+ * no limit, the default). */
+OST_EXTERN void ost_conn_set_cache_bytes(ost_conn *c, size_t max_bytes);
 /* Objects in the cache, and how many of them hold state. */
 OST_EXTERN size_t ost_conn_cache_count(const ost_conn *c, size_t *active);
 

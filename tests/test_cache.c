@@ -1,0 +1,103 @@
+/* The object cache's limits: by object count and by record bytes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "leakcheck.h"
+#include "ostore.h"
+
+static char dir[64];
+static ost_registry *reg;
+static ost_value Blob;
+
+static void setup(void) {
+    strcpy(dir, "/tmp/ostore-cache-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    static const char *fields[] = {"data"};
+    ost_class_def def = {.module = "t", .name = "Blob", .fields = fields, .nfields = 1,
+                         .persistent = true};
+    reg = ost_registry_new();
+    cr_assert_eq(ost_registry_add(reg, &def, &Blob), 0);
+}
+
+static void teardown(void) {
+    ost_registry_free(reg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* 200 objects of about 1 KiB each under the root, committed. */
+static ost_store *filled_store(void) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = true;
+    o.registry = reg;
+    ost_store *st = ost_store_new();
+    cr_assert_eq(ost_store_open(st, dir, &o), 0, "%s", ost_store_errmsg(st));
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(st, &c), 0);
+    ost_value l = ost_list_new(0);
+    char payload[1000];
+    memset(payload, 'p', sizeof payload);
+    for (int i = 0; i < 200; i++) {
+        ost_value b = ost_instance_new(ost_incref(Blob));
+        ost_instance_set_slot(b, 0, ost_bytes(payload, sizeof payload));
+        ost_list_append(l, b);
+    }
+    cr_assert_eq(ost_root_set(c, ost_str_c("blobs"), l), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    return st;
+}
+
+static size_t load_all(ost_conn *c) {
+    ost_value key = ost_str_c("blobs");
+    ost_value l = ost_root_get(c, key);
+    ost_decref(key);
+    cr_assert_eq(ost_len(l), 200);
+    for (size_t i = 0; i < ost_len(l); i++) {
+        cr_assert_eq(ost_activate(c, ost_item(l, i)), 0, "%s", ost_conn_errmsg(c));
+        cr_assert_eq(ost_len(ost_instance_slot(ost_item(l, i), 0)), 1000);
+    }
+    size_t active;
+    ost_conn_cache_count(c, &active);
+    return active;
+}
+
+OST_TEST(cache, bytes_limit_ghosts_objects_at_transaction_end, .init = setup, .fini = teardown) {
+    ost_store *st = filled_store();
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(st, &c), 0);
+    ost_conn_set_cache_bytes(c, 20 * 1024);
+    cr_assert_eq(load_all(c), 201, "all loaded within the transaction (root included)");
+    ost_abort(c);
+    size_t active;
+    size_t n = ost_conn_cache_count(c, &active);
+    cr_assert_eq(n, 201, "ghosts stay cached: the root's list holds them");
+    cr_assert_leq(active, 21, "about 20 KiB of records keep state, %zu do", active);
+    cr_assert_geq(active, 15);
+    /* a ghost reloads */
+    cr_assert_eq(load_all(c), 201);
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
+OST_TEST(cache, object_limit_and_no_limit, .init = setup, .fini = teardown) {
+    ost_store *st = filled_store();
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(st, &c), 0);
+    ost_conn_set_cache_size(c, 50);
+    load_all(c);
+    cr_assert_eq(ost_commit(c), 0);
+    size_t active;
+    ost_conn_cache_count(c, &active);
+    cr_assert_leq(active, 50);
+    ost_conn_set_cache_size(c, 1000);
+    load_all(c);
+    ost_abort(c);
+    ost_conn_cache_count(c, &active);
+    cr_assert_eq(active, 201, "under both limits nothing is dropped");
+    ost_conn_close(c);
+    ost_store_close(st);
+}
