@@ -48,13 +48,14 @@ int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
     int rc;
     for (;;) {
         rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
-        if (rc) break;
-        rc = ost__class_id(st, t, cls, id);
-        if (rc) {
-            mdb_txn_abort(t);
-        } else
-            rc = mdb_txn_commit(t);
-        if (rc != MDB_MAP_FULL) break;
+        if (!rc) {
+            rc = ost__class_id(st, t, cls, id);
+            if (rc) {
+                mdb_txn_abort(t);
+            } else
+                rc = mdb_txn_commit(t);
+        }
+        if (!OST__REMAP(rc)) break;
         uv_rwlock_rdunlock(&st->maplock);
         rc = ost__grow_map(st);
         uv_rwlock_rdlock(&st->maplock);
@@ -115,7 +116,14 @@ int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
     for (;;) {
         MDB_txn *t;
         rc = mdb_txn_begin(st->env, NULL, 0, &t);
-        if (rc) break;
+        if (rc) {
+            if (!OST__REMAP(rc)) break;
+            uv_rwlock_rdunlock(&st->maplock);
+            rc = ost__grow_map(st);
+            uv_rwlock_rdlock(&st->maplock);
+            if (rc) break;
+            continue;
+        }
         MDB_val k = {8, "next_oid"}, v;
         rc = mdb_get(t, st->meta, &k, &v);
         if (!rc && v.mv_size != 8) rc = MDB_CORRUPTED;
@@ -191,6 +199,11 @@ int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
  * conflict checks, records, txlog, last_serial. Returns an LMDB code or a
  * negative ost code with p->msg set. */
 static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
+    /* nothing to write (changed ghosts only): no commit, no serial */
+    if (!p->nrecs) {
+        p->serial = 0;
+        return 0;
+    }
     MDB_val k = {11, "last_serial"}, v;
     int rc = mdb_get(t, st->meta, &k, &v);
     if (rc) return rc;
@@ -292,7 +305,7 @@ int ost__pkg_apply_direct(ost_store *st, ost__pkg *p) {
             else rc = mdb_txn_commit(t);
         }
         uv_rwlock_rdunlock(&st->maplock);
-        if (rc != MDB_MAP_FULL) break;
+        if (!OST__REMAP(rc)) break;
         int grc = ost__grow_map(st);
         if (grc) {
             rc = grc;
@@ -343,7 +356,7 @@ static void committer_main(void *arg) {
                 else rc = mdb_txn_commit(parent);
             }
             uv_rwlock_rdunlock(&st->maplock);
-            if (rc != MDB_MAP_FULL) break;
+            if (!OST__REMAP(rc)) break;
             if ((rc = ost__grow_map(st))) break;
         }
         st->gc_groups++;

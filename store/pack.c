@@ -47,8 +47,15 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
     int rc = mdb_get(t, st->recs, &k, &v);
     if (rc == MDB_NOTFOUND) return 0; /* dangling: check reports it */
     if (rc) return rc;
-    if (v.mv_size < OST_HDR_SIZE) return 0;
-    ost__scan_pids((uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE, mark_ref, m);
+    /* a reachable record whose references cannot be read: what it refers
+     * to is unknown, so nothing may be removed */
+    if (v.mv_size < OST_HDR_SIZE + 2 ||
+        ost__scan_pids((uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE,
+                       mark_ref, m))
+        return ost__st_fail(st, OST_ECORRUPT,
+                            "%s: pack: oid %llu does not decode, so what it refers to is "
+                            "unknown; nothing was removed (see ost_store_check)",
+                            st->path, (unsigned long long)oid);
     return 0;
 }
 
@@ -56,9 +63,8 @@ int ost_store_pack(ost_store *st, uint64_t *removed) {
     if (removed) *removed = 0;
     if (!st || !st->env) return OST_EINVAL;
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->path);
-    uv_rwlock_rdlock(&st->maplock);
     MDB_txn *t;
-    int rc = mdb_txn_begin(st->env, NULL, 0, &t);
+    int rc = ost__locked_txn_begin(st, 0, &t);
     if (rc) {
         uv_rwlock_rdunlock(&st->maplock);
         return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->path, mdb_strerror(rc));
@@ -96,6 +102,10 @@ int ost_store_pack(ost_store *st, uint64_t *removed) {
                 while (m.len && !rc) rc = scan_oid(st, t, &m, m.stack[--m.len]);
             }
         if (!m.overflow) break;
+    }
+    if (rc < 0) { /* ours, with its message */
+        code = rc;
+        goto out;
     }
     if (rc) {
         code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->path, mdb_strerror(rc));
@@ -187,8 +197,7 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     if (!r) return OST_ENOMEM;
     check_ctx c = {.st = st, .report = report, .ud = ud};
     ost_reader_set_persistent_load(r, check_load, &c);
-    uv_rwlock_rdlock(&st->maplock);
-    int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &c.t);
+    int rc = ost__locked_txn_begin(st, MDB_RDONLY, &c.t);
     MDB_cursor *cur = NULL;
     if (!rc) rc = mdb_cursor_open(c.t, st->recs, &cur);
     uint64_t n = 0;
@@ -203,7 +212,8 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
         uint32_t cid;
         if (k.mv_size != 8 || ost__hdr_read(&v, &serial, &cid)) {
             c.problems++;
-            snprintf(msg, sizeof msg, "record %llu: bad key or header", (unsigned long long)c.holder);
+            snprintf(msg, sizeof msg, "oid %llu: bad key or record header (%zu bytes)",
+                     (unsigned long long)c.holder, v.mv_size);
             if (report) report(ud, c.holder, 0, OST_ECORRUPT, msg);
             continue;
         }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <lmdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,22 @@ static uv_mutex_t g_open_lock;
 static uv_once_t g_once = UV_ONCE_INIT;
 static ost_store *g_open; /* stores open in this process, by path */
 
-static void init_once(void) { uv_mutex_init(&g_open_lock); }
+/* fork: the child inherits the list of the parent's open stores, whose
+ * handles it must not use (LMDB forbids it), and would refuse to open its
+ * own handle on the same path with OST_EBUSY. The lock is held across the
+ * fork so the child's copy of the list is whole, and the child starts with
+ * an empty list. */
+static void atfork_prepare(void) { uv_mutex_lock(&g_open_lock); }
+static void atfork_parent(void) { uv_mutex_unlock(&g_open_lock); }
+static void atfork_child(void) {
+    g_open = NULL;
+    uv_mutex_unlock(&g_open_lock);
+}
+
+static void init_once(void) {
+    uv_mutex_init(&g_open_lock);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
 
 /* ---- errors ---------------------------------------------------------------- */
 
@@ -366,12 +382,25 @@ void ost_store_close(ost_store *st) {
     free(st);
 }
 
+int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t) {
+    for (int tries = 0;; tries++) {
+        uv_rwlock_rdlock(&st->maplock);
+        int rc = mdb_txn_begin(st->env, NULL, flags, t);
+        if (rc != MDB_MAP_RESIZED || tries == 8) return rc;
+        uv_rwlock_rdunlock(&st->maplock);
+        int grc = ost__grow_map(st);
+        if (grc) {
+            uv_rwlock_rdlock(&st->maplock);
+            return grc;
+        }
+    }
+}
+
 int ost_store_stat(ost_store *st, ost_store_stats *out) {
     if (!st || !st->env || !out) return OST_EINVAL;
     memset(out, 0, sizeof *out);
-    uv_rwlock_rdlock(&st->maplock);
     MDB_txn *t;
-    int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t);
+    int rc = ost__locked_txn_begin(st, MDB_RDONLY, &t);
     if (!rc) {
         MDB_stat ms;
         MDB_envinfo ei;

@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""Reads an ostore store with nothing but Python and python3-lmdb, and prints
+every object: what a program in another language sees of a store written by
+the C library (docs/format.md).
+
+    /usr/bin/python3 tests/py_store_reader.py STORE_DIR
+
+Output, one line each, in this order:
+
+    meta format=1 next_oid=N last_serial=N next_class=N
+    class ID module.Name                      (one per class, by id)
+    oid OID serial S class module.Name refs [OIDS] state REPR
+
+REPR is the repr of the unpickled state, where a reference to another stored
+object (a BINPERSID whose pid is the oid) reads ('ref', OID) and an instance
+of any class named inside a pickle reads module.Name(state). Records appear
+in oid order; refs lists the oids the record references, in pickle order,
+each once.
+
+The program checks what the format promises and exits 1, with a line
+starting "error" on standard error, when: the magic or format is wrong, a
+key is not 8 bytes, a header's reserved bytes are not zero, a class id is
+not in the class table, a record's serial is above meta.last_serial, an oid
+is not below meta.next_oid, a reference names an oid with no record, or the
+root (oid 0) is missing or is not a PersistentMapping with a 'data' dict.
+"""
+import io
+import pickle
+import struct
+import sys
+
+import lmdb
+
+
+class Stub:
+    """Stands for any class named inside a record: keeps the arguments and
+    the state it is given, prints as module.Name(...)."""
+
+    def __init__(self, *args):
+        self.args = args
+
+    def __setstate__(self, state):
+        self.state = state
+
+    def __repr__(self):
+        inner = getattr(self, "state", None)
+        if inner is None:
+            inner = getattr(self, "args", ())
+        return "%s(%r)" % (type(self).__qualname__, inner)
+
+
+class RecordReader(pickle.Unpickler):
+    """Unpickles one record's state; collects the references it holds."""
+
+    def __init__(self, data):
+        super().__init__(io.BytesIO(data))
+        self.refs = []
+
+    def persistent_load(self, pid):
+        if not isinstance(pid, int) or pid < 0:
+            raise pickle.UnpicklingError("persistent id %r is not an oid" % (pid,))
+        if pid not in self.refs:
+            self.refs.append(pid)
+        return ("ref", pid)
+
+    def find_class(self, module, name):
+        cls = type(name, (Stub,), {})
+        cls.__qualname__ = module + "." + name
+        return cls
+
+
+def u64(txn, db, key):
+    value = txn.get(key, db=db)
+    if value is None or len(value) != 8:
+        raise SystemExit("error: meta %r is missing or not 8 bytes" % key)
+    return struct.unpack("<Q", value)[0]
+
+
+def main(path):
+    env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
+    meta = env.open_db(b"meta", create=False)
+    records = env.open_db(b"records", create=False)
+    classes = env.open_db(b"classes", create=False)
+    errors = []
+    with env.begin() as txn:
+        if txn.get(b"ostore", db=meta) != b"ostore":
+            raise SystemExit("error: not an ostore store (no magic)")
+        fmt = u64(txn, meta, b"format")
+        if fmt != 1:
+            raise SystemExit("error: format %d, this reader knows 1" % fmt)
+        next_oid = u64(txn, meta, b"next_oid")
+        last_serial = u64(txn, meta, b"last_serial")
+        next_class = u64(txn, meta, b"next_class")
+        print("meta format=%d next_oid=%d last_serial=%d next_class=%d"
+              % (fmt, next_oid, last_serial, next_class))
+
+        names = {}
+        ids = {}
+        for key, value in txn.cursor(db=classes):
+            if key[:1] == b"i" and len(key) == 5:
+                cid, = struct.unpack("<I", key[1:5])
+                module, _, name = value.partition(b"\0")
+                names[cid] = module.decode() + "." + name.decode()
+            elif key[:1] == b"n":
+                ids[key[1:].replace(b"\0", b".").decode()] = struct.unpack("<I", value)[0]
+        for cid in sorted(names):
+            print("class %d %s" % (cid, names[cid]))
+            if ids.get(names[cid]) != cid:
+                errors.append("class %d: no matching name entry" % cid)
+
+        present = set()
+        refs_of = {}
+        root = None
+        for key, value in txn.cursor(db=records):
+            if len(key) != 8:
+                errors.append("record key %r is not 8 bytes" % key)
+                continue
+            oid, = struct.unpack(">Q", key)
+            present.add(oid)
+            if len(value) < 16:
+                errors.append("oid %d: record shorter than its header" % oid)
+                continue
+            serial, cid, reserved = struct.unpack("<QII", value[:16])
+            if reserved != 0:
+                errors.append("oid %d: reserved header bytes are not zero" % oid)
+            if cid not in names:
+                errors.append("oid %d: class id %d is not in the class table" % (oid, cid))
+            if serial > last_serial or serial == 0:
+                errors.append("oid %d: serial %d outside 1..%d" % (oid, serial, last_serial))
+            if oid >= next_oid and oid != 0:
+                errors.append("oid %d: not below next_oid %d" % (oid, next_oid))
+            reader = RecordReader(value[16:])
+            try:
+                state = reader.load()
+            except Exception as e:  # a damaged record: report, go on
+                errors.append("oid %d: record does not unpickle: %s" % (oid, e))
+                continue
+            refs_of[oid] = reader.refs
+            if oid == 0:
+                root = (names.get(cid), state)
+            print("oid %d serial %d class %s refs %r state %r"
+                  % (oid, serial, names.get(cid, "?"), reader.refs, state))
+
+    for oid, refs in sorted(refs_of.items()):
+        for r in refs:
+            if r not in present:
+                errors.append("oid %d refers to missing oid %d" % (oid, r))
+    if root is None:
+        errors.append("the root (oid 0) is missing")
+    elif root[0] != "persistent.mapping.PersistentMapping" or \
+            not isinstance(root[1], dict) or not isinstance(root[1].get("data"), dict):
+        errors.append("the root is not a PersistentMapping with a 'data' dict")
+    for e in errors:
+        print("error: " + e, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    sys.exit(main(sys.argv[1]))

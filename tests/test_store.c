@@ -1,0 +1,2026 @@
+/* Store: open and its failures, round trips of graphs with persistent
+ * objects, change tracking, abort, conflicts between connections and
+ * between processes, invalidation, the cache, pack and check, map growth,
+ * crash safety under SIGKILL, API misuse, and a Python reader of the
+ * records (tests/py_store_reader.py). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <lmdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "ostore.h"
+
+/* ---- fixture: a temporary directory and a registry ---------------------- */
+
+static struct {
+    char tmp[64];  /* per-test directory, removed at the end */
+    char dir[128]; /* the store: tmp/db */
+    ost_registry *reg;
+    ost_value node;  /* storetest.Node: persistent, attribute dict */
+    ost_value acct;  /* storetest.Account: persistent, fields */
+    ost_value point; /* storetest.Point: not persistent, fields */
+} F;
+
+static const char *acct_fields[] = {"owner", "balance", "history"};
+static const char *point_fields[] = {"x", "y"};
+
+static void setup(void) {
+    strcpy(F.tmp, "/tmp/ostore-store-XXXXXX");
+    cr_assert(mkdtemp(F.tmp), "mkdtemp: %s", strerror(errno));
+    snprintf(F.dir, sizeof F.dir, "%s/db", F.tmp);
+    F.reg = ost_registry_new();
+    cr_assert(F.reg);
+    ost_class_def node = {.module = "storetest", .name = "Node", .persistent = true};
+    ost_class_def acct = {.module = "storetest", .name = "Account", .fields = acct_fields,
+                          .nfields = 3, .persistent = true};
+    ost_class_def point = {.module = "storetest", .name = "Point", .fields = point_fields,
+                           .nfields = 2};
+    cr_assert_eq(ost_registry_add(F.reg, &node, &F.node), 0);
+    cr_assert_eq(ost_registry_add(F.reg, &acct, &F.acct), 0);
+    cr_assert_eq(ost_registry_add(F.reg, &point, &F.point), 0);
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    remove(p);
+    return 0;
+}
+
+static void teardown(void) {
+    nftw(F.tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    ost_registry_free(F.reg);
+    F.reg = NULL;
+}
+
+TestSuite(store, .init = setup, .fini = teardown, .timeout = 120);
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static ost_store_options opts_for(bool create) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = create;
+    o.registry = F.reg;
+    return o;
+}
+
+static ost_store *open_with(const char *dir, const ost_store_options *o) {
+    ost_store *st = ost_store_new();
+    cr_assert(st);
+    int rc = ost_store_open(st, dir, o);
+    cr_assert_eq(rc, 0, "open %s: %s: %s", dir, ost_err_name(rc), ost_store_errmsg(st));
+    return st;
+}
+
+static ost_store *open_store(bool create) {
+    ost_store_options o = opts_for(create);
+    return open_with(F.dir, &o);
+}
+
+/* Opens the store and expects failure code; returns the message copied. */
+static int open_fails(const char *dir, const ost_store_options *o, char *msg, size_t cap) {
+    ost_store *st = ost_store_new();
+    cr_assert(st);
+    int rc = ost_store_open(st, dir, o);
+    snprintf(msg, cap, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    return rc;
+}
+
+static ost_conn *conn_of(ost_store *st) {
+    ost_conn *c;
+    int rc = ost_conn_open(st, &c);
+    cr_assert_eq(rc, 0, "conn_open: %s", ost_err_name(rc));
+    return c;
+}
+
+static void commit_ok(ost_conn *c) {
+    int rc = ost_commit(c);
+    cr_assert_eq(rc, 0, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+}
+
+static ost_value new_node(void) {
+    ost_value n = ost_instance_new(ost_incref(F.node));
+    cr_assert(n);
+    return n;
+}
+
+static ost_value new_acct(const char *owner, int64_t balance) {
+    ost_value a = ost_instance_new(ost_incref(F.acct));
+    cr_assert(a);
+    cr_assert_eq(ost_instance_setattr(a, "owner", ost_str_c(owner)), 0);
+    cr_assert_eq(ost_instance_setattr(a, "balance", ost_int(balance)), 0);
+    cr_assert_eq(ost_instance_setattr(a, "history", ost_list_new(0)), 0);
+    return a;
+}
+
+static void set(ost_value obj, const char *name, ost_value v) {
+    int rc = ost_instance_setattr(obj, name, v);
+    cr_assert_eq(rc, 0, "setattr %s: %s", name, ost_err_name(rc));
+}
+
+static int64_t iattr(ost_value obj, const char *name) {
+    ost_value v = ost_instance_getattr(obj, name);
+    int64_t i;
+    cr_assert_eq(ost_int_value(v, &i), 0, "attribute %s is not an int", name);
+    return i;
+}
+
+static const char *sattr(ost_value obj, const char *name) {
+    const char *s = ost_data(ost_instance_getattr(obj, name), NULL);
+    cr_assert(s, "attribute %s is not text", name);
+    return s;
+}
+
+static void root_set(ost_conn *c, const char *key, ost_value v) {
+    int rc = ost_root_set(c, ost_str_c(key), v);
+    cr_assert_eq(rc, 0, "root_set %s: %s", key, ost_err_name(rc));
+}
+
+static ost_value root_get(ost_conn *c, const char *key) {
+    ost_value k = ost_str_c(key);
+    ost_value v = ost_root_get(c, k);
+    ost_decref(k);
+    return v;
+}
+
+static ost_store_stats stats(ost_store *st) {
+    ost_store_stats s;
+    int rc = ost_store_stat(st, &s);
+    cr_assert_eq(rc, 0, "stat: %s", ost_store_errmsg(st));
+    return s;
+}
+
+static void expect_oid_in(const char *msg, uint64_t oid) {
+    char want[40];
+    snprintf(want, sizeof want, "oid %llu", (unsigned long long)oid);
+    const char *p = strstr(msg, want);
+    /* "oid 1" must not match "oid 12" */
+    while (p && p[strlen(want)] >= '0' && p[strlen(want)] <= '9') p = strstr(p + 1, want);
+    cr_assert(p, "the message names %s: %s", want, msg);
+}
+
+/* ---- raw LMDB access (only while the store is closed in this process) --- */
+
+static MDB_env *raw_env(const char *dir) {
+    MDB_env *env;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 8), 0);
+    int rc = mdb_env_open(env, dir, 0, 0644);
+    cr_assert_eq(rc, 0, "raw open %s: %s", dir, mdb_strerror(rc));
+    return env;
+}
+
+static void oid_key(uint8_t *k, uint64_t oid) {
+    for (int i = 7; i >= 0; i--, oid >>= 8) k[i] = (uint8_t)oid;
+}
+
+/* db[key] = val (val NULL: delete key). */
+static void raw_put(const char *dir, const char *db, const void *key, size_t klen,
+                    const void *val, size_t vlen) {
+    MDB_env *env = raw_env(dir);
+    MDB_txn *t;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, db, MDB_CREATE, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+    int rc = val ? mdb_put(t, dbi, &k, &v, 0) : mdb_del(t, dbi, &k, NULL);
+    cr_assert_eq(rc, 0, "raw put/del: %s", mdb_strerror(rc));
+    cr_assert_eq(mdb_txn_commit(t), 0);
+    mdb_env_close(env);
+}
+
+/* A malloc'd copy of db[key], or NULL. */
+static uint8_t *raw_get(const char *dir, const char *db, const void *key, size_t klen,
+                        size_t *len) {
+    MDB_env *env = raw_env(dir);
+    MDB_txn *t;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, db, 0, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v;
+    uint8_t *out = NULL;
+    if (mdb_get(t, dbi, &k, &v) == 0) {
+        out = malloc(v.mv_size ? v.mv_size : 1);
+        memcpy(out, v.mv_data, v.mv_size);
+        *len = v.mv_size;
+    }
+    mdb_txn_abort(t);
+    mdb_env_close(env);
+    return out;
+}
+
+static uint64_t le64_at(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+/* ---- child processes ---------------------------------------------------- */
+
+static pid_t spawn(int (*fn)(void *), void *arg) {
+    fflush(NULL);
+    pid_t p = fork();
+    cr_assert_neq(p, -1, "fork: %s", strerror(errno));
+    if (p == 0) _exit(fn(arg));
+    return p;
+}
+
+/* Exit status of a child; 128 + signal when it was killed. */
+static int wait_child(pid_t p) {
+    int status;
+    while (waitpid(p, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* In a child: reports a failed expectation and returns its line as the
+ * exit code (never Criterion's assertions, which belong to the test
+ * process). */
+#define CHILD_CHECK(cond, ...)                                              \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "child %d, line %d: ", (int)getpid(), __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+            return __LINE__ % 200 + 1;                                      \
+        }                                                                   \
+    } while (0)
+
+static int child_int(ost_value obj, const char *name, int64_t *out) {
+    return ost_int_value(ost_instance_getattr(obj, name), out);
+}
+
+static void send_byte(int fd) {
+    char b = 1;
+    while (write(fd, &b, 1) < 0 && errno == EINTR) {}
+}
+
+static bool recv_byte(int fd) {
+    char b;
+    ssize_t n;
+    while ((n = read(fd, &b, 1)) < 0 && errno == EINTR) {}
+    return n == 1;
+}
+
+/* ======================================================================= */
+/* 1. open                                                                  */
+/* ======================================================================= */
+
+Test(store, create_then_reopen) {
+    ost_store *st = open_store(true);
+    ost_store_stats s = stats(st);
+    cr_assert_eq(s.records, 1, "a new store holds the root only");
+    cr_assert_eq(s.next_oid, 1);
+    cr_assert_eq(s.last_serial, 1);
+    cr_assert_geq(s.map_size, 64u << 20);
+    cr_assert_gt(s.bytes, 16);
+    ost_conn *c = conn_of(st);
+    ost_value root = ost_conn_root(c);
+    cr_assert(root);
+    cr_assert_eq(ost_oid(c, root), 0);
+    cr_assert_str_eq(ost_data(ost_global_module(ost_instance_class(root)), NULL),
+                     "persistent.mapping");
+    cr_assert_str_eq(ost_data(ost_global_name(ost_instance_class(root)), NULL),
+                     "PersistentMapping");
+    root_set(c, "answer", ost_int(42));
+    commit_ok(c);
+    ost_store_close(st);
+
+    /* reopen without create: the store and its data are there */
+    st = open_store(false);
+    c = conn_of(st);
+    cr_assert_eq(ost_int_value(root_get(c, "answer"), &(int64_t){0}), 0);
+    int64_t v;
+    ost_int_value(root_get(c, "answer"), &v);
+    cr_assert_eq(v, 42);
+    cr_assert_eq(stats(st).last_serial, 2);
+    ost_store_close(st);
+
+    /* create on an existing store keeps it */
+    st = open_store(true);
+    c = conn_of(st);
+    ost_int_value(root_get(c, "answer"), &v);
+    cr_assert_eq(v, 42);
+    ost_store_close(st);
+}
+
+Test(store, missing_directory_without_create) {
+    ost_store_options o = opts_for(false);
+    char msg[600];
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);
+    cr_assert(strstr(msg, F.dir), "message names the path: %s", msg);
+    struct stat sb;
+    cr_assert_neq(stat(F.dir, &sb), 0, "nothing was created");
+    /* an empty directory is no store either */
+    cr_assert_eq(mkdir(F.dir, 0755), 0);
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);
+    cr_assert(strstr(msg, F.dir), "message names the path: %s", msg);
+    /* read-only never creates */
+    o.read_only = true;
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);
+}
+
+Test(store, junk_data_file_is_corrupt) {
+    cr_assert_eq(mkdir(F.dir, 0755), 0);
+    char p[256];
+    snprintf(p, sizeof p, "%s/data.mdb", F.dir);
+    FILE *f = fopen(p, "wb");
+    cr_assert(f);
+    for (int i = 0; i < 16384; i++) fputc((i * 7919) & 0xff, f);
+    fclose(f);
+    ost_store_options o = opts_for(false);
+    char msg[600];
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, F.dir), "message names the path: %s", msg);
+    o.read_only = true;
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    /* create does not overwrite a file it cannot read */
+    o = opts_for(true);
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+}
+
+Test(store, lmdb_env_without_meta_is_not_a_store) {
+    cr_assert_eq(mkdir(F.dir, 0755), 0);
+    raw_put(F.dir, "other", "k", 1, "v", 1);
+    ost_store_options o = opts_for(false);
+    char msg[600];
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, F.dir), "%s", msg);
+    cr_assert(strstr(msg, "not an ostore store"), "%s", msg);
+    o.read_only = true;
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, "not an ostore store"), "%s", msg);
+    /* a meta database without the magic */
+    raw_put(F.dir, "meta", "format", 6, "\1\0\0\0\0\0\0\0", 8);
+    o.read_only = false;
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, "not an ostore store"), "%s", msg);
+}
+
+Test(store, format_version_mismatch) {
+    ost_store_close(open_store(true));
+    uint8_t v99[8] = {99};
+    raw_put(F.dir, "meta", "format", 6, v99, 8);
+    ost_store_options o = opts_for(false);
+    char msg[600];
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_EVERSION);
+    cr_assert(strstr(msg, F.dir), "%s", msg);
+    cr_assert(strstr(msg, "99"), "the message says which format: %s", msg);
+    o.read_only = true;
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_EVERSION);
+    /* a format value of the wrong size is damage, not a version */
+    raw_put(F.dir, "meta", "format", 6, "\1\0\0", 3);
+    o.read_only = false;
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, F.dir), "%s", msg);
+    /* back to 1: opens again */
+    uint8_t v1[8] = {1};
+    raw_put(F.dir, "meta", "format", 6, v1, 8);
+    ost_store_close(open_store(false));
+    /* a damaged counter */
+    raw_put(F.dir, "meta", "next_oid", 8, "x", 1);
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+}
+
+Test(store, same_path_twice_is_busy) {
+    ost_store *st = open_store(true);
+    ost_store_options o = opts_for(false);
+    char msg[600];
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_EBUSY);
+    cr_assert(strstr(msg, F.dir), "%s", msg);
+    /* another spelling of the same directory */
+    char other[300];
+    snprintf(other, sizeof other, "%s/../db/.", F.dir);
+    cr_assert_eq(open_fails(other, &o, msg, sizeof msg), OST_EBUSY);
+    char link[200];
+    snprintf(link, sizeof link, "%s/link", F.tmp);
+    cr_assert_eq(symlink(F.dir, link), 0);
+    cr_assert_eq(open_fails(link, &o, msg, sizeof msg), OST_EBUSY);
+    /* the same handle twice */
+    cr_assert_eq(ost_store_open(st, F.dir, &o), OST_EINVAL);
+    ost_conn *c = conn_of(st);
+    root_set(c, "k", ost_int(1));
+    commit_ok(c);
+    ost_store_close(st);
+    /* once closed, it opens again */
+    st = open_with(link, &o);
+    ost_store_close(st);
+}
+
+Test(store, read_only_reads_and_refuses_commits) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    root_set(c, "a", new_acct("ro", 5));
+    commit_ok(c);
+    ost_store_close(st);
+
+    ost_store_options o = opts_for(false);
+    o.read_only = true;
+    st = open_with(F.dir, &o);
+    c = conn_of(st);
+    ost_value a = root_get(c, "a");
+    cr_assert_eq(iattr(a, "balance"), 5);
+    /* a commit without changes is fine */
+    commit_ok(c);
+    set(a, "balance", ost_int(6));
+    cr_assert_eq(ost_commit(c), OST_EREADONLY);
+    cr_assert(strstr(ost_conn_errmsg(c), "read-only"), "%s", ost_conn_errmsg(c));
+    ost_abort(c);
+    cr_assert_eq(iattr(a, "balance"), 5, "abort reloads the stored state");
+    root_set(c, "b", ost_int(1));
+    cr_assert_eq(ost_commit(c), OST_EREADONLY);
+    ost_abort(c);
+    uint64_t removed = 7;
+    cr_assert_eq(ost_store_pack(st, &removed), OST_EREADONLY);
+    cr_assert_eq(removed, 0);
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    cr_assert_eq(stats(st).last_serial, 2);
+    ost_store_close(st);
+
+    /* read-only and create together are refused */
+    o.create = true;
+    char msg[600];
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_EINVAL);
+}
+
+Test(store, bad_arguments) {
+    cr_assert_eq(ost_store_open(NULL, F.dir, NULL), OST_EINVAL);
+    ost_store *st = ost_store_new();
+    cr_assert(st);
+    cr_assert_eq(ost_store_open(st, NULL, NULL), OST_EINVAL);
+    cr_assert(strstr(ost_store_errmsg(st), "path"), "%s", ost_store_errmsg(st));
+    ost_store_options o = opts_for(true);
+    o.durability = (ost_durability)9;
+    cr_assert_eq(ost_store_open(st, F.dir, &o), OST_EINVAL);
+    /* a handle that is not open */
+    ost_conn *c = (ost_conn *)1;
+    cr_assert_eq(ost_conn_open(st, &c), OST_EINVAL);
+    cr_assert_null(c);
+    ost_store_stats s;
+    cr_assert_eq(ost_store_stat(st, &s), OST_EINVAL);
+    cr_assert_eq(ost_store_pack(st, NULL), OST_EINVAL);
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), OST_EINVAL);
+    /* a file where a directory should be */
+    char file[200];
+    snprintf(file, sizeof file, "%s/file", F.tmp);
+    fclose(fopen(file, "w"));
+    o = opts_for(true);
+    cr_assert_eq(ost_store_open(st, file, &o), OST_EINVAL);
+    cr_assert(strstr(ost_store_errmsg(st), file), "%s", ost_store_errmsg(st));
+    /* NULL options mean the defaults (no create) */
+    cr_assert_eq(ost_store_open(st, F.dir, NULL), OST_ENOTFOUND);
+    ost_store_close(st);
+
+    cr_assert_eq(ost_store_stat(NULL, &s), OST_EINVAL);
+    cr_assert_eq(ost_store_pack(NULL, NULL), OST_EINVAL);
+    cr_assert_eq(ost_store_check(NULL, NULL, NULL, NULL), OST_EINVAL);
+    cr_assert_eq(ost_conn_open(NULL, &c), OST_EINVAL);
+    cr_assert_str_eq(ost_store_errmsg(NULL), "");
+    cr_assert_str_eq(ost_conn_errmsg(NULL), "");
+    ost_store_close(NULL);
+    ost_conn_close(NULL);
+
+    st = open_store(true);
+    cr_assert_eq(ost_conn_open(st, NULL), OST_EINVAL);
+    cr_assert_eq(ost_store_stat(st, NULL), OST_EINVAL);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 2. root and round trip                                                   */
+/* ======================================================================= */
+
+/* The non-persistent part of the graph: built twice, compared after. */
+static ost_value plain_graph(void) {
+    ost_value d = ost_dict_new();
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 5; i++) ost_list_append(l, ost_int(i * i));
+    ost_list_append(l, ost_float(-0.5));
+    ost_list_append(l, ost_float(1e300));
+    ost_dict_set(d, ost_str_c("list"), l);
+    ost_dict_set(d, ost_str_c("text"), ost_str_c("h\xc3\xa9llo \xe2\x82\xac"));
+    ost_dict_set(d, ost_str_c("bytes"), ost_bytes("\0\1\2\xff", 4));
+    const char *big = "-123456789012345678901234567890123456789";
+    ost_dict_set(d, ost_str_c("big"), ost_int_from_decimal(big, strlen(big)));
+    ost_dict_set(d, ost_str_c("i64"), ost_int(INT64_MAX));
+    ost_dict_set(d, ost_str_c("none"), OST_NONE);
+    ost_dict_set(d, ost_str_c("yes"), OST_TRUE);
+    ost_value t = ost_tuple_new(2);
+    ost_tuple_set(t, 0, ost_str_c("a"));
+    ost_tuple_set(t, 1, ost_incref(l)); /* sharing inside the plain part */
+    ost_dict_set(d, ost_str_c("tuple"), t);
+    ost_value p = ost_instance_new(ost_incref(F.point));
+    ost_instance_setattr(p, "x", ost_int(3));
+    ost_instance_setattr(p, "y", ost_float(4.25));
+    ost_dict_set(d, ost_str_c("point"), p);
+    ost_value s = ost_set_new();
+    ost_set_add(s, ost_int(1));
+    ost_set_add(s, ost_str_c("two"));
+    ost_dict_set(d, ost_str_c("set"), s);
+    ost_value nested = ost_dict_new();
+    ost_dict_set(nested, ost_int(7), ost_list_new(0));
+    ost_dict_set(d, ost_str_c("nested"), nested);
+    cr_assert_eq(ost_len(d), 11);
+    return d;
+}
+
+Test(store, round_trip_of_a_graph) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value n1 = new_node(), n2 = new_node();
+    ost_value a = new_acct("alice", 100);
+    const char *bigtxt = "1267650600228229401496703205376"; /* 2**100 */
+    set(a, "balance", ost_int_from_decimal(bigtxt, strlen(bigtxt)));
+    ost_list_append(ost_instance_getattr(a, "history"), ost_float(1.5));
+    ost_list_append(ost_instance_getattr(a, "history"), ost_str_c("deposit"));
+    set(n1, "name", ost_str_c("n1"));
+    set(n1, "acct", ost_incref(a));
+    set(n1, "peer", ost_incref(n2));
+    set(n2, "name", ost_str_c("n2"));
+    set(n2, "acct", ost_incref(a));
+    set(n2, "peer", ost_incref(n1)); /* a cycle of persistent objects */
+    ost_value both = ost_list_new(0);  /* a plain list holding persistents */
+    ost_list_append(both, ost_incref(n1));
+    ost_list_append(both, ost_incref(a));
+    set(n2, "both", both);
+    ost_value plain = plain_graph();
+    root_set(c, "n1", ost_incref(n1));
+    root_set(c, "acct", ost_incref(a));
+    root_set(c, "plain", ost_incref(plain));
+    /* no oids before the commit */
+    cr_assert_eq(ost_oid(c, n1), UINT64_MAX);
+    cr_assert_eq(ost_oid(c, a), UINT64_MAX);
+    commit_ok(c);
+    /* oids in the order the commit met the objects, from 1 */
+    cr_assert_eq(ost_oid(c, n1), 1);
+    cr_assert_eq(ost_oid(c, a), 2);
+    cr_assert_eq(ost_oid(c, n2), 3);
+    cr_assert_eq(ost_oid(c, plain), UINT64_MAX, "plain values get no oid");
+    cr_assert_not(ost_is_ghost(n1));
+    ost_store_stats s = stats(st);
+    cr_assert_eq(s.records, 4);
+    cr_assert_geq(s.next_oid, 4, "oids given are below next_oid");
+    cr_assert_eq(s.last_serial, 2);
+    ost_decref(n1);
+    ost_decref(n2);
+    ost_decref(a);
+    ost_store_close(st);
+
+    /* the records: header serial 2, reserved bytes zero */
+    for (uint64_t oid = 0; oid < 4; oid++) {
+        uint8_t k[8];
+        oid_key(k, oid);
+        size_t n;
+        uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
+        cr_assert(rec, "record %llu", (unsigned long long)oid);
+        cr_assert_gt(n, 18);
+        cr_assert_eq(le64_at(rec), 2, "serial of oid %llu", (unsigned long long)oid);
+        cr_assert_neq(rec[8] | rec[9] | rec[10] | rec[11], 0, "class id");
+        cr_assert_eq(rec[12] | rec[13] | rec[14] | rec[15], 0, "reserved");
+        cr_assert_eq(rec[16], 0x80, "a pickle follows the header");
+        free(rec);
+    }
+
+    /* a new handle reads it all back */
+    st = open_store(false);
+    c = conn_of(st);
+    ost_value r1 = root_get(c, "n1");
+    cr_assert(r1);
+    cr_assert(ost_is_ghost(r1), "objects come back as ghosts");
+    cr_assert_eq(ost_oid(c, r1), 1);
+    cr_assert_eq(ost_instance_class(r1), F.node, "the registered class");
+    cr_assert_str_eq(sattr(r1, "name"), "n1"); /* loads it */
+    cr_assert_not(ost_is_ghost(r1));
+    ost_value ra = root_get(c, "acct");
+    cr_assert(ost_is_ghost(ra));
+    cr_assert_eq(ost_instance_getattr(r1, "acct"), ra, "one object per oid");
+    cr_assert_eq(ost_activate(c, ra), 0);
+    cr_assert_not(ost_is_ghost(ra));
+    cr_assert_eq(ost_oid(c, ra), 2);
+    cr_assert_eq(ost_instance_class(ra), F.acct);
+    cr_assert_str_eq(sattr(ra, "owner"), "alice");
+    ost_value big = ost_int_from_decimal(bigtxt, strlen(bigtxt));
+    cr_assert(ost_same_graph(ost_instance_getattr(ra, "balance"), big));
+    ost_decref(big);
+    ost_value hist = ost_list_new(0);
+    ost_list_append(hist, ost_float(1.5));
+    ost_list_append(hist, ost_str_c("deposit"));
+    cr_assert(ost_same_graph(ost_instance_getattr(ra, "history"), hist));
+    ost_decref(hist);
+    ost_value r2 = ost_instance_getattr(r1, "peer");
+    cr_assert(r2);
+    cr_assert_eq(ost_oid(c, r2), 3);
+    cr_assert_str_eq(sattr(r2, "name"), "n2");
+    cr_assert_eq(ost_instance_getattr(r2, "peer"), r1, "the cycle closes on the same object");
+    cr_assert_eq(ost_instance_getattr(r2, "acct"), ra, "sharing is kept");
+    ost_value rb = ost_instance_getattr(r2, "both");
+    cr_assert_eq(ost_len(rb), 2);
+    cr_assert_eq(ost_item(rb, 0), r1);
+    cr_assert_eq(ost_item(rb, 1), ra);
+    ost_value rp = root_get(c, "plain");
+    cr_assert(ost_same_graph(rp, plain), "the plain part comes back identical");
+    cr_assert(ost_equal(rp, plain));
+    cr_assert_eq(ost_item(ost_dict_get_c(rp, "tuple"), 1), ost_dict_get_c(rp, "list"),
+                 "sharing inside the plain part");
+    ost_value got;
+    cr_assert_eq(ost_conn_get(c, 3, &got), 0);
+    cr_assert_eq(got, r2);
+    cr_assert_eq(ost_conn_get(c, 0, &got), 0);
+    cr_assert_eq(got, ost_conn_root(c));
+
+    /* adding a new persistent object to a stored one stores it too */
+    ost_value n3 = new_node();
+    set(n3, "v", ost_int(7));
+    ost_value inner = new_node(); /* reachable only through n3 */
+    set(inner, "deep", ost_str_c("yes"));
+    set(n3, "inner", inner);
+    set(r2, "child", ost_incref(n3));
+    cr_assert_eq(ost_oid(c, n3), UINT64_MAX);
+    commit_ok(c);
+    uint64_t oid3 = ost_oid(c, n3), oid_inner = ost_oid(c, ost_instance_getattr(n3, "inner"));
+    cr_assert(oid3 > 3 && oid3 != UINT64_MAX, "a new oid: %llu", (unsigned long long)oid3);
+    cr_assert_gt(oid_inner, oid3, "oids ascend in the order the commit meets objects");
+    cr_assert_lt(oid_inner, stats(st).next_oid);
+    cr_assert_eq(stats(st).records, 6);
+    ost_decref(n3);
+    ost_store_close(st);
+
+    st = open_store(false);
+    c = conn_of(st);
+    ost_value child = ost_instance_getattr(ost_instance_getattr(root_get(c, "n1"), "peer"), "child");
+    cr_assert(child);
+    cr_assert_eq(ost_oid(c, child), oid3);
+    cr_assert_eq(iattr(child, "v"), 7);
+    cr_assert_str_eq(sattr(ost_instance_getattr(child, "inner"), "deep"), "yes");
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    ost_store_close(st);
+    ost_decref(plain);
+}
+
+Test(store, root_values_and_replacing_keys) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    cr_assert_eq(root_get(c, "missing"), 0);
+    root_set(c, "k", ost_int(1));
+    root_set(c, "k", ost_str_c("two")); /* replaces */
+    ost_value key = ost_int(5);
+    cr_assert_eq(ost_root_set(c, key, ost_float(2.5)), 0, "any hashable key");
+    commit_ok(c);
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    cr_assert_str_eq(ost_data(root_get(c, "k"), NULL), "two");
+    ost_value f = ost_float(2.5);
+    cr_assert(ost_same_graph(ost_root_get(c, ost_int(5)), f));
+    ost_decref(f);
+    ost_value rootstate = ost_instance_state(ost_conn_root(c));
+    cr_assert_eq(ost_len(ost_dict_get_c(rootstate, "data")), 2);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 3. change tracking                                                       */
+/* ======================================================================= */
+
+static ost_store *store_with_account(int64_t balance) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value a = new_acct("bob", balance);
+    ost_list_append(ost_instance_getattr(a, "history"), ost_int(1));
+    root_set(c, "acct", a);
+    ost_value n = new_node();
+    set(n, "items", ost_list_new(0));
+    set(n, "count", ost_int(0));
+    root_set(c, "node", n);
+    commit_ok(c);
+    ost_conn_close(c);
+    return st;
+}
+
+Test(store, setattr_marks_changed_and_commit_writes) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value acct = root_get(a, "acct");
+    cr_assert_eq(iattr(acct, "balance"), 10);
+    uint64_t serial0 = stats(st).last_serial;
+    set(acct, "balance", ost_int(20));
+    commit_ok(a);
+    cr_assert_eq(stats(st).last_serial, serial0 + 1, "one commit written");
+    ost_value bacct = root_get(b, "acct");
+    cr_assert_neq(bacct, acct, "each connection has its own copy");
+    cr_assert_eq(iattr(bacct, "balance"), 20, "the other connection sees the change");
+
+    /* a dict-state object: setattr and set_state */
+    ost_value node = root_get(a, "node");
+    set(node, "count", ost_int(1));
+    commit_ok(a);
+    cr_assert_eq(stats(st).last_serial, serial0 + 2);
+    ost_abort(b);
+    cr_assert_eq(iattr(root_get(b, "node"), "count"), 1);
+    ost_value ns = ost_dict_new();
+    ost_dict_set(ns, ost_str_c("count"), ost_int(99));
+    cr_assert_eq(ost_instance_set_state(node, ns), 0);
+    commit_ok(a);
+    ost_abort(b);
+    cr_assert_eq(iattr(root_get(b, "node"), "count"), 99);
+    cr_assert_eq(ost_instance_getattr(root_get(b, "node"), "items"), 0, "state replaced");
+    /* a commit without changes writes nothing */
+    uint64_t serial1 = stats(st).last_serial;
+    commit_ok(a);
+    cr_assert_eq(stats(st).last_serial, serial1);
+    ost_store_close(st);
+}
+
+Test(store, plain_container_change_needs_changed) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value acct = root_get(a, "acct");
+    ost_value hist = ost_instance_getattr(acct, "history");
+    cr_assert_eq(ost_len(hist), 1);
+    uint64_t serial0 = stats(st).last_serial;
+    /* changing a plain list inside the state is not seen */
+    cr_assert_eq(ost_list_append(hist, ost_int(2)), 0);
+    commit_ok(a);
+    cr_assert_eq(stats(st).last_serial, serial0, "nothing was written");
+    cr_assert_eq(ost_len(ost_instance_getattr(root_get(b, "acct"), "history")), 1);
+    /* ost_changed makes it so */
+    ost_changed(acct);
+    commit_ok(a);
+    cr_assert_eq(stats(st).last_serial, serial0 + 1);
+    ost_abort(b);
+    ost_value bh = ost_instance_getattr(root_get(b, "acct"), "history");
+    cr_assert_eq(ost_len(bh), 2);
+    int64_t v;
+    cr_assert_eq(ost_int_value(ost_item(bh, 1), &v), 0);
+    cr_assert_eq(v, 2);
+    /* ost_changed on a ghost loads nothing and writes nothing */
+    ost_conn *c = conn_of(st);
+    ost_value cacct;
+    cr_assert_eq(ost_conn_get(c, ost_oid(a, acct), &cacct), 0);
+    cr_assert(ost_is_ghost(cacct));
+    ost_changed(cacct);
+    commit_ok(c);
+    cr_assert_eq(stats(st).last_serial, serial0 + 1);
+    cr_assert_eq(ost_len(ost_instance_getattr(cacct, "history")), 2);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 4. abort                                                                 */
+/* ======================================================================= */
+
+Test(store, abort_drops_changes) {
+    ost_store *st = store_with_account(10);
+    ost_conn *c = conn_of(st);
+    ost_value acct = root_get(c, "acct");
+    ost_value node = root_get(c, "node");
+    uint64_t serial0 = stats(st).last_serial;
+    set(acct, "balance", ost_int(99));
+    ost_list_append(ost_instance_getattr(acct, "history"), ost_int(5));
+    ost_value fresh = new_node();
+    set(fresh, "x", ost_int(1));
+    set(node, "child", ost_incref(fresh));
+    root_set(c, "added", ost_int(3));
+    ost_abort(c);
+    cr_assert(ost_is_ghost(acct), "changed objects become ghosts");
+    cr_assert_eq(iattr(acct, "balance"), 10, "and reload their committed state");
+    cr_assert_eq(ost_len(ost_instance_getattr(acct, "history")), 1);
+    cr_assert_eq(ost_instance_getattr(node, "child"), 0);
+    cr_assert_eq(root_get(c, "added"), 0);
+    cr_assert_eq(ost_oid(c, fresh), UINT64_MAX, "the new object got no oid");
+    cr_assert_eq(iattr(fresh, "x"), 1, "and is still the caller's");
+    cr_assert_eq(stats(st).last_serial, serial0);
+    /* the connection goes on */
+    set(acct, "balance", ost_int(11));
+    commit_ok(c);
+    ost_conn *d = conn_of(st);
+    cr_assert_eq(iattr(root_get(d, "acct"), "balance"), 11);
+    ost_decref(fresh);
+    ost_store_close(st);
+}
+
+Test(store, abort_after_a_failed_commit_of_new_objects) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value node = root_get(a, "node");
+    ost_value fresh = new_node();
+    set(fresh, "x", ost_int(1));
+    set(node, "child", ost_incref(fresh));
+    /* b changes node first: a's commit conflicts */
+    set(root_get(b, "node"), "count", ost_int(5));
+    commit_ok(b);
+    cr_assert_eq(ost_commit(a), OST_ECONFLICT);
+    cr_assert_eq(ost_oid(a, fresh), UINT64_MAX, "the failed commit gave no oid");
+    ost_abort(a);
+    cr_assert_eq(iattr(node, "count"), 5);
+    set(node, "child", ost_incref(fresh));
+    commit_ok(a);
+    uint64_t oid = ost_oid(a, fresh);
+    cr_assert(oid > 2 && oid < stats(st).next_oid, "a new oid: %llu", (unsigned long long)oid);
+    ost_abort(b);
+    ost_value bchild = ost_instance_getattr(root_get(b, "node"), "child");
+    cr_assert_eq(iattr(bchild, "x"), 1);
+    ost_decref(fresh);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 5. conflicts                                                             */
+/* ======================================================================= */
+
+Test(store, conflict_between_two_connections) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value aa = root_get(a, "acct"), ba = root_get(b, "acct");
+    uint64_t oid = ost_oid(a, aa);
+    cr_assert_eq(ost_oid(b, ba), oid);
+    cr_assert_eq(iattr(aa, "balance"), 10);
+    cr_assert_eq(iattr(ba, "balance"), 10);
+    set(aa, "balance", ost_int(11));
+    commit_ok(a);
+    set(ba, "balance", ost_int(12));
+    cr_assert_eq(ost_commit(b), OST_ECONFLICT);
+    char want[64];
+    snprintf(want, sizeof want, "oid %llu", (unsigned long long)oid);
+    cr_assert(strstr(ost_conn_errmsg(b), want), "names the oid: %s", ost_conn_errmsg(b));
+    ost_abort(b);
+    cr_assert_eq(iattr(ba, "balance"), 11, "after abort: the other commit's value");
+    set(ba, "balance", iattr(ba, "balance") + 1 ? ost_int(12) : 0);
+    commit_ok(b);
+    ost_abort(a);
+    cr_assert_eq(iattr(aa, "balance"), 12);
+    /* changes to different objects do not conflict */
+    set(aa, "balance", ost_int(13));
+    set(root_get(b, "node"), "count", ost_int(1));
+    commit_ok(a);
+    commit_ok(b);
+    ost_store_close(st);
+}
+
+Test(store, conflict_on_a_root_change) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    root_set(a, "x", ost_int(1));
+    root_set(b, "y", ost_int(2));
+    commit_ok(a);
+    cr_assert_eq(ost_commit(b), OST_ECONFLICT);
+    cr_assert(strstr(ost_conn_errmsg(b), "oid 0"), "%s", ost_conn_errmsg(b));
+    ost_abort(b);
+    cr_assert_eq(root_get(b, "y"), 0);
+    root_set(b, "y", ost_int(2));
+    commit_ok(b);
+    ost_abort(a);
+    cr_assert(root_get(a, "x") && root_get(a, "y"));
+    ost_store_close(st);
+}
+
+typedef struct {
+    const char *dir;
+    ost_registry *reg;
+    int up[2];   /* child -> parent */
+    int down[2]; /* parent -> child */
+} two_proc;
+
+static int conflict_child(void *arg) {
+    two_proc *tp = arg;
+    close(tp->up[0]);
+    close(tp->down[1]);
+    ost_store *st = ost_store_new();
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = tp->reg;
+    int rc = ost_store_open(st, tp->dir, &o);
+    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_conn *c;
+    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    ost_value k = ost_str_c("acct");
+    ost_value acct = ost_root_get(c, k);
+    int64_t bal;
+    CHILD_CHECK(child_int(acct, "balance", &bal) == 0 && bal == 10, "balance %lld", (long long)bal);
+    uint64_t oid = ost_oid(c, acct);
+    send_byte(tp->up[1]);          /* loaded */
+    CHILD_CHECK(recv_byte(tp->down[0]), "parent gone"); /* parent committed */
+    CHILD_CHECK(ost_instance_setattr(acct, "balance", ost_int(bal + 5)) == 0, "setattr");
+    rc = ost_commit(c);
+    CHILD_CHECK(rc == OST_ECONFLICT, "commit gave %s", ost_err_name(rc));
+    char want[64];
+    snprintf(want, sizeof want, "oid %llu", (unsigned long long)oid);
+    CHILD_CHECK(strstr(ost_conn_errmsg(c), want), "message: %s", ost_conn_errmsg(c));
+    ost_abort(c);
+    CHILD_CHECK(child_int(acct, "balance", &bal) == 0 && bal == 20, "after abort %lld",
+                (long long)bal);
+    CHILD_CHECK(ost_instance_setattr(acct, "balance", ost_int(bal + 5)) == 0, "setattr");
+    rc = ost_commit(c);
+    CHILD_CHECK(rc == 0, "second commit: %s %s", ost_err_name(rc), ost_conn_errmsg(c));
+    ost_decref(k);
+    ost_store_close(st);
+    return 0;
+}
+
+Test(store, conflict_between_two_processes) {
+    ost_store *st = store_with_account(10);
+    two_proc tp = {.dir = F.dir, .reg = F.reg};
+    cr_assert_eq(pipe(tp.up), 0);
+    cr_assert_eq(pipe(tp.down), 0);
+    /* the parent keeps its store open across the fork; the child opens
+     * its own */
+    pid_t pid = spawn(conflict_child, &tp);
+    close(tp.up[1]);
+    close(tp.down[0]);
+    ost_conn *c = conn_of(st);
+    ost_value acct = root_get(c, "acct");
+    cr_assert(recv_byte(tp.up[0]), "the child failed before loading");
+    set(acct, "balance", ost_int(20));
+    commit_ok(c);
+    send_byte(tp.down[1]);
+    cr_assert_eq(wait_child(pid), 0, "the child's expectations (see its stderr)");
+    close(tp.up[0]);
+    close(tp.down[1]);
+    ost_abort(c);
+    cr_assert_eq(iattr(acct, "balance"), 25);
+    ost_store_close(st);
+}
+
+typedef struct {
+    const char *dir;
+    ost_registry *reg;
+    int increments;
+    bool group_commit;
+} counter_arg;
+
+static int counter_child(void *arg) {
+    counter_arg *ca = arg;
+    ost_store *st = ost_store_new();
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = ca->reg;
+    o.durability = OST_SYNC_NONE;
+    o.group_commit = ca->group_commit;
+    int rc = ost_store_open(st, ca->dir, &o);
+    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_conn *c;
+    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    ost_value k = ost_str_c("counter");
+    int done = 0, conflicts = 0;
+    while (done < ca->increments) {
+        ost_value ctr = ost_root_get(c, k);
+        int64_t n;
+        CHILD_CHECK(ctr && child_int(ctr, "n", &n) == 0, "read: %s", ost_conn_errmsg(c));
+        CHILD_CHECK(ost_instance_setattr(ctr, "n", ost_int(n + 1)) == 0, "setattr");
+        rc = ost_commit(c);
+        if (rc == OST_ECONFLICT) {
+            ost_abort(c);
+            CHILD_CHECK(++conflicts < 100000, "no progress");
+            continue;
+        }
+        CHILD_CHECK(rc == 0, "commit: %s %s", ost_err_name(rc), ost_conn_errmsg(c));
+        done++;
+    }
+    ost_decref(k);
+    ost_store_close(st);
+    return 0;
+}
+
+static void counter_by_processes(bool group_commit) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value ctr = new_node();
+    set(ctr, "n", ost_int(0));
+    root_set(c, "counter", ctr);
+    commit_ok(c);
+    counter_arg ca = {.dir = F.dir, .reg = F.reg, .increments = 50, .group_commit = group_commit};
+    pid_t pids[4];
+    for (int i = 0; i < 4; i++) pids[i] = spawn(counter_child, &ca);
+    for (int i = 0; i < 4; i++) cr_assert_eq(wait_child(pids[i]), 0, "child %d", i);
+    ost_abort(c);
+    cr_assert_eq(iattr(root_get(c, "counter"), "n"), 200);
+    cr_assert_geq(stats(st).last_serial, 2 + 200);
+    ost_store_close(st);
+}
+
+Test(store, counter_incremented_by_four_processes) { counter_by_processes(false); }
+
+Test(store, counter_incremented_by_four_processes_with_group_commit) {
+    counter_by_processes(true);
+}
+
+/* ======================================================================= */
+/* 6. invalidation                                                          */
+/* ======================================================================= */
+
+Test(store, other_commits_are_seen_at_the_next_transaction) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value aacct = root_get(a, "acct");
+    ost_value anode = root_get(a, "node");
+    cr_assert_eq(iattr(aacct, "balance"), 10);
+    /* b changes both; a has loaded acct but not node */
+    set(root_get(b, "acct"), "balance", ost_int(50));
+    set(root_get(b, "node"), "count", ost_int(7));
+    commit_ok(b);
+    /* within a's transaction: its snapshot */
+    cr_assert_eq(iattr(aacct, "balance"), 10, "a's transaction keeps its snapshot");
+    cr_assert_eq(iattr(anode, "count"), 0, "even for objects loaded after b's commit");
+    ost_abort(a);
+    cr_assert(ost_is_ghost(aacct), "invalidated");
+    cr_assert_eq(iattr(aacct, "balance"), 50);
+    cr_assert_eq(iattr(anode, "count"), 7);
+    cr_assert_eq(root_get(a, "acct"), aacct, "the same object, reloaded");
+    /* after a commit of a's own, too */
+    set(root_get(b, "acct"), "balance", ost_int(60));
+    commit_ok(b);
+    set(anode, "count", ost_int(8));
+    commit_ok(a);
+    cr_assert_eq(iattr(aacct, "balance"), 60);
+    ost_abort(b);
+    cr_assert_eq(iattr(root_get(b, "node"), "count"), 8);
+    ost_store_close(st);
+}
+
+Test(store, invalidation_across_processes) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st);
+    ost_value ctr = new_node();
+    set(ctr, "n", ost_int(0));
+    root_set(a, "counter", ctr);
+    commit_ok(a);
+    ctr = root_get(a, "counter");
+    cr_assert_eq(iattr(ctr, "n"), 0);
+    /* a child process increments the counter */
+    counter_arg ca = {.dir = F.dir, .reg = F.reg, .increments = 1};
+    cr_assert_eq(wait_child(spawn(counter_child, &ca)), 0);
+    cr_assert_eq(iattr(ctr, "n"), 0, "not within a's transaction");
+    ost_abort(a);
+    cr_assert(ost_is_ghost(ctr), "invalidated at the transaction boundary");
+    cr_assert_eq(iattr(ctr, "n"), 1);
+    cr_assert_eq(root_get(a, "counter"), ctr);
+    /* and after a commit of a's own */
+    cr_assert_eq(wait_child(spawn(counter_child, &ca)), 0);
+    root_set(a, "other", ost_int(1));
+    commit_ok(a);
+    cr_assert_eq(iattr(ctr, "n"), 2);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 7. the cache                                                             */
+/* ======================================================================= */
+
+#define NITEMS 1000
+
+static ost_store *store_with_items(void) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value items = ost_list_new(NITEMS);
+    for (int i = 0; i < NITEMS; i++) {
+        ost_value n = new_node();
+        set(n, "i", ost_int(i));
+        set(n, "payload", ost_bytes("0123456789abcdef", 16));
+        ost_list_append(items, n);
+    }
+    root_set(c, "items", items);
+    commit_ok(c);
+    ost_conn_close(c);
+    return st;
+}
+
+Test(store, cache_is_bounded_at_transaction_boundaries) {
+    ost_store *st = store_with_items();
+    ost_conn *c = conn_of(st);
+    ost_conn_set_cache_size(c, 50);
+    ost_value items = root_get(c, "items");
+    cr_assert_eq(ost_len(items), NITEMS);
+    for (int i = 0; i < NITEMS; i++) cr_assert_eq(iattr(ost_item(items, i), "i"), i);
+    size_t active;
+    cr_assert_eq(ost_conn_cache_count(c, &active), NITEMS + 1);
+    cr_assert_eq(active, NITEMS + 1, "all loaded within the transaction");
+    ost_abort(c);
+    size_t total = ost_conn_cache_count(c, &active);
+    cr_assert_leq(active, 51, "at most the cache size, and the root (%zu)", active);
+    cr_assert_geq(total, active);
+    /* evicted objects reload correctly */
+    items = root_get(c, "items");
+    for (int i = 0; i < NITEMS; i++) {
+        ost_value n = ost_item(items, i);
+        cr_assert_eq(ost_oid(c, n), (uint64_t)i + 1);
+        cr_assert_eq(iattr(n, "i"), i);
+    }
+    commit_ok(c);
+    ost_conn_cache_count(c, &active);
+    cr_assert_leq(active, 51);
+    ost_store_close(st);
+}
+
+Test(store, cache_drops_objects_only_it_holds) {
+    ost_store *st = store_with_items();
+    ost_conn *c = conn_of(st);
+    ost_conn_set_cache_size(c, 20);
+    for (uint64_t oid = 1; oid <= NITEMS; oid++) {
+        ost_value n;
+        cr_assert_eq(ost_conn_get(c, oid, &n), 0);
+        cr_assert(ost_is_ghost(n));
+        cr_assert_eq(iattr(n, "i"), (int64_t)oid - 1);
+    }
+    size_t active;
+    cr_assert_eq(ost_conn_cache_count(c, &active), NITEMS);
+    ost_abort(c);
+    size_t total = ost_conn_cache_count(c, &active);
+    cr_assert_leq(total, 20, "objects that only the cache holds are dropped (%zu)", total);
+    cr_assert_leq(active, 20);
+    for (uint64_t oid = NITEMS; oid >= 1; oid--) {
+        ost_value n;
+        cr_assert_eq(ost_conn_get(c, oid, &n), 0);
+        cr_assert_eq(iattr(n, "i"), (int64_t)oid - 1);
+    }
+    /* an object the caller holds survives as itself */
+    ost_value held;
+    cr_assert_eq(ost_conn_get(c, 5, &held), 0);
+    ost_incref(held);
+    ost_abort(c);
+    ost_value again;
+    cr_assert_eq(ost_conn_get(c, 5, &again), 0);
+    cr_assert_eq(again, held);
+    cr_assert_eq(iattr(again, "i"), 4);
+    ost_decref(held);
+    ost_store_close(st);
+}
+
+Test(store, invalidate_makes_a_ghost) {
+    ost_store *st = store_with_account(10);
+    ost_conn *c = conn_of(st);
+    ost_value acct = root_get(c, "acct");
+    cr_assert_eq(iattr(acct, "balance"), 10);
+    cr_assert_eq(ost_invalidate(c, acct), 0);
+    cr_assert(ost_is_ghost(acct));
+    cr_assert_eq(iattr(acct, "balance"), 10, "reloads");
+    set(acct, "balance", ost_int(3));
+    cr_assert_eq(ost_invalidate(c, acct), OST_EBUSY, "uncommitted changes");
+    char want[32];
+    snprintf(want, sizeof want, "oid %llu", (unsigned long long)ost_oid(c, acct));
+    cr_assert(strstr(ost_conn_errmsg(c), want), "%s", ost_conn_errmsg(c));
+    cr_assert_eq(iattr(acct, "balance"), 3, "the change is kept");
+    commit_ok(c);
+    cr_assert_eq(ost_invalidate(c, acct), 0);
+    cr_assert_eq(iattr(acct, "balance"), 3);
+    ost_value l = ost_list_new(0);
+    cr_assert_eq(ost_invalidate(c, l), OST_EINVAL);
+    cr_assert_eq(ost_invalidate(c, ost_int(3)), OST_EINVAL);
+    cr_assert_eq(ost_invalidate(NULL, acct), OST_EINVAL);
+    ost_value loose = new_node();
+    cr_assert_eq(ost_invalidate(c, loose), OST_EINVAL, "not stored");
+    ost_decref(loose);
+    ost_decref(l);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 8. pack and check                                                        */
+/* ======================================================================= */
+
+typedef struct {
+    int n;
+    uint64_t oid[16], missing[16];
+    int err[16];
+    char msg[16][400];
+} reports;
+
+static void collect(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
+    reports *r = ud;
+    if (r->n < 16) {
+        r->oid[r->n] = oid;
+        r->missing[r->n] = missing;
+        r->err[r->n] = err;
+        snprintf(r->msg[r->n], sizeof r->msg[0], "%s", msg);
+    }
+    r->n++;
+}
+
+Test(store, pack_removes_unreachable_keeps_reachable) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    /* reachable: n1 <-> n2 (a cycle), n3 only through a plain list in n2 */
+    ost_value n1 = new_node(), n2 = new_node(), n3 = new_node();
+    set(n1, "peer", ost_incref(n2));
+    set(n2, "peer", ost_incref(n1));
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_incref(n3));
+    set(n2, "list", l);
+    set(n3, "v", ost_int(3));
+    root_set(c, "n1", n1);
+    /* garbage to be: g1 <-> g2 (a cycle), g3 under g1 */
+    ost_value g1 = new_node(), g2 = new_node(), g3 = new_node();
+    set(g1, "peer", ost_incref(g2));
+    set(g2, "peer", ost_incref(g1));
+    set(g1, "child", g3);
+    root_set(c, "g", g1);
+    commit_ok(c);
+    uint64_t gone_oids[3] = {ost_oid(c, g1), ost_oid(c, g2), ost_oid(c, g3)};
+    ost_decref(n2);
+    ost_decref(n3);
+    ost_decref(g2);
+    ost_value k = ost_str_c("g");
+    cr_assert_eq(ost_dict_del(ost_dict_get_c(ost_instance_state(ost_conn_root(c)), "data"), k),
+                 0);
+    ost_decref(k);
+    ost_changed(ost_conn_root(c));
+    commit_ok(c);
+    ost_store_stats s = stats(st);
+    cr_assert_eq(s.records, 7);
+    uint64_t removed = 99;
+    cr_assert_eq(ost_store_pack(st, &removed), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 3);
+    s = stats(st);
+    cr_assert_eq(s.records, 4);
+    cr_assert_geq(s.next_oid, 7, "oids are never reused");
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    cr_assert_eq(ost_store_pack(st, &removed), 0);
+    cr_assert_eq(removed, 0, "a second pack finds nothing");
+    /* the connection that saw the store before pack still works */
+    ost_abort(c);
+    ost_value r1 = root_get(c, "n1");
+    ost_value r2 = ost_instance_getattr(r1, "peer");
+    cr_assert_eq(ost_instance_getattr(r2, "peer"), r1);
+    cr_assert_eq(iattr(ost_item(ost_instance_getattr(r2, "list"), 0), "v"), 3);
+    /* what pack removed is gone, for a new connection and for this one */
+    ost_conn *d = conn_of(st);
+    for (int i = 0; i < 3; i++) {
+        ost_value gone;
+        cr_assert_eq(ost_conn_get(d, gone_oids[i], &gone), OST_ENOTFOUND);
+        expect_oid_in(ost_conn_errmsg(d), gone_oids[i]);
+        int rc = ost_conn_get(c, gone_oids[i], &gone);
+        if (rc == 0 && !ost_is_ghost(gone)) {
+            /* still loaded in c's cache: a change to it conflicts */
+            set(gone, "x", ost_int(1));
+            cr_assert_eq(ost_commit(c), OST_ECONFLICT);
+            expect_oid_in(ost_conn_errmsg(c), gone_oids[i]);
+            cr_assert(strstr(ost_conn_errmsg(c), "pack"), "%s", ost_conn_errmsg(c));
+            ost_abort(c);
+        }
+        if (rc == 0) rc = ost_activate(c, gone); /* cached as a ghost */
+        cr_assert_eq(rc, OST_ENOTFOUND);
+        expect_oid_in(ost_conn_errmsg(c), gone_oids[i]);
+    }
+    ost_store_close(st);
+    /* and a new handle */
+    st = open_store(false);
+    c = conn_of(st);
+    r1 = root_get(c, "n1");
+    cr_assert_eq(ost_instance_getattr(ost_instance_getattr(r1, "peer"), "peer"), r1);
+    cr_assert_eq(stats(st).records, 4);
+    ost_store_close(st);
+}
+
+Test(store, pack_follows_references_with_wide_oids) {
+    /* oids past 255 and 65535 are written with wider int opcodes */
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value keep = ost_list_new(0);
+    ost_value prev = OST_NONE;
+    for (int i = 0; i < 70000; i++) {
+        ost_value n = new_node();
+        set(n, "i", ost_int(i));
+        /* a chain: each node refers to the previous; the root holds the
+         * last, and every 1000th through a list */
+        set(n, "prev", prev == OST_NONE ? OST_NONE : ost_incref(prev));
+        if (i % 1000 == 999) ost_list_append(keep, ost_incref(n));
+        if (prev != OST_NONE) ost_decref(prev);
+        prev = n;
+    }
+    root_set(c, "last", prev); /* steals our last reference */
+    root_set(c, "keep", keep);
+    commit_ok(c);
+    /* a second chain that nothing references */
+    ost_value junk = new_node();
+    set(junk, "x", ost_int(1));
+    root_set(c, "junk", junk);
+    commit_ok(c);
+    root_set(c, "junk", OST_NONE);
+    commit_ok(c);
+    cr_assert_eq(stats(st).records, 70002);
+    uint64_t removed;
+    cr_assert_eq(ost_store_pack(st, &removed), 0);
+    cr_assert_eq(removed, 1, "only the junk node");
+    cr_assert_eq(stats(st).records, 70001);
+    ost_store_close(st);
+}
+
+/* Stores root -> a -> b -> c and root -> d (Nodes named so); their oids. */
+static struct {
+    uint64_t a, b, c, d;
+} chain;
+
+static void store_chain(void) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value a = new_node(), b = new_node(), cc = new_node(), d = new_node();
+    set(a, "name", ost_str_c("a"));
+    set(b, "name", ost_str_c("b"));
+    set(cc, "name", ost_str_c("c"));
+    set(d, "name", ost_str_c("d"));
+    set(a, "next", b);
+    set(b, "next", cc);
+    root_set(c, "a", a);
+    root_set(c, "d", d);
+    commit_ok(c);
+    ost_value root = ost_conn_root(c);
+    ost_value ra = ost_dict_get_c(ost_dict_get_c(ost_instance_state(root), "data"), "a");
+    chain.a = ost_oid(c, ra);
+    chain.b = ost_oid(c, ost_instance_getattr(ra, "next"));
+    chain.c = ost_oid(c, ost_instance_getattr(ost_instance_getattr(ra, "next"), "next"));
+    chain.d = ost_oid(c, ost_dict_get_c(ost_dict_get_c(ost_instance_state(root), "data"), "d"));
+    cr_assert(chain.a && chain.b && chain.c && chain.d && chain.a != UINT64_MAX &&
+              chain.b != UINT64_MAX && chain.c != UINT64_MAX && chain.d != UINT64_MAX);
+    ost_store_close(st);
+}
+
+
+Test(store, check_reports_a_record_that_does_not_decode) {
+    store_chain();
+    /* b: a valid header, garbage for a pickle */
+    uint8_t k[8];
+    oid_key(k, chain.b);
+    size_t n;
+    uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
+    cr_assert(rec);
+    memset(rec + 16, 0xee, n - 16);
+    raw_put(F.dir, "records", k, 8, rec, n);
+    free(rec);
+
+    ost_store *st = open_store(false);
+    reports r = {0};
+    uint64_t count = 0;
+    cr_assert_eq(ost_store_check(st, collect, &r, &count), OST_ECORRUPT);
+    cr_assert_eq(count, 5);
+    cr_assert_eq(r.n, 1, "one problem (%s)", r.msg[0]);
+    cr_assert_eq(r.oid[0], chain.b);
+    cr_assert_eq(r.missing[0], 0);
+    cr_assert_eq(r.err[0], OST_EBADOPCODE, "%s", ost_err_name(r.err[0]));
+    expect_oid_in(r.msg[0], chain.b);
+    cr_assert(strstr(ost_store_errmsg(st), "1 problem"), "%s", ost_store_errmsg(st));
+    /* loading it fails clearly; the others load */
+    ost_conn *c = conn_of(st);
+    ost_value a = root_get(c, "a");
+    cr_assert_str_eq(sattr(a, "name"), "a");
+    ost_value b = ost_instance_getattr(a, "next");
+    cr_assert(ost_is_ghost(b));
+    int rc = ost_activate(c, b);
+    cr_assert_eq(rc, OST_EBADOPCODE, "%s", ost_err_name(rc));
+    expect_oid_in(ost_conn_errmsg(c), chain.b);
+    cr_assert(ost_is_ghost(b), "still a ghost");
+    cr_assert_eq(ost_instance_getattr(b, "name"), 0, "accessors give nothing");
+    cr_assert_str_eq(sattr(root_get(c, "d"), "name"), "d");
+    ost_value cc;
+    cr_assert_eq(ost_conn_get(c, chain.c, &cc), 0);
+    cr_assert_str_eq(sattr(cc, "name"), "c");
+    /* pack cannot know what b refers to: it removes nothing */
+    uint64_t removed = 9;
+    cr_assert_eq(ost_store_pack(st, &removed), OST_ECORRUPT);
+    cr_assert_eq(removed, 0);
+    expect_oid_in(ost_store_errmsg(st), chain.b);
+    cr_assert_eq(stats(st).records, 5);
+    ost_store_close(st);
+
+    /* a record too short for its header */
+    raw_put(F.dir, "records", k, 8, "\1\2\3", 3);
+    st = open_store(false);
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), OST_ECORRUPT);
+    cr_assert_eq(r.n, 1);
+    cr_assert_eq(r.oid[0], chain.b);
+    expect_oid_in(r.msg[0], chain.b);
+    c = conn_of(st);
+    ost_value g;
+    cr_assert_eq(ost_conn_get(c, chain.b, &g), OST_ECORRUPT);
+    expect_oid_in(ost_conn_errmsg(c), chain.b);
+    ost_store_close(st);
+}
+
+Test(store, check_reports_a_reference_to_a_missing_oid) {
+    store_chain();
+    uint8_t k[8];
+    oid_key(k, chain.c); /* referenced by b */
+    raw_put(F.dir, "records", k, 8, NULL, 0);
+    ost_store *st = open_store(false);
+    reports r = {0};
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), OST_ECORRUPT);
+    cr_assert_eq(r.n, 1, "one problem (%s)", r.msg[0]);
+    cr_assert_eq(r.oid[0], chain.b, "the holder");
+    cr_assert_eq(r.missing[0], chain.c, "the missing oid");
+    cr_assert_eq(r.err[0], OST_ENOTFOUND);
+    char want[80];
+    snprintf(want, sizeof want, "oid %llu refers to missing oid %llu",
+             (unsigned long long)chain.b, (unsigned long long)chain.c);
+    cr_assert(strstr(r.msg[0], want), "%s", r.msg[0]);
+    ost_conn *c = conn_of(st);
+    ost_value a = root_get(c, "a");
+    cr_assert_str_eq(sattr(a, "name"), "a");
+    ost_value b = ost_instance_getattr(a, "next");
+    int rc = ost_activate(c, b);
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_err_name(rc));
+    expect_oid_in(ost_conn_errmsg(c), chain.b);
+    expect_oid_in(ost_conn_errmsg(c), chain.c);
+    cr_assert_str_eq(sattr(root_get(c, "d"), "name"), "d");
+    ost_value x;
+    cr_assert_eq(ost_conn_get(c, chain.c, &x), OST_ENOTFOUND);
+    expect_oid_in(ost_conn_errmsg(c), chain.c);
+    ost_store_close(st);
+}
+
+Test(store, check_reports_an_unknown_class_id_and_a_missing_root) {
+    store_chain();
+    uint8_t k[8];
+    oid_key(k, chain.d);
+    size_t n;
+    uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
+    rec[8] = 0x7f; /* class id 127: not in the table */
+    raw_put(F.dir, "records", k, 8, rec, n);
+    free(rec);
+    oid_key(k, 0);
+    raw_put(F.dir, "records", k, 8, NULL, 0);
+    ost_store *st = open_store(false);
+    reports r = {0};
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), OST_ECORRUPT);
+    cr_assert_eq(r.n, 2);
+    cr_assert_eq(r.oid[0], chain.d);
+    cr_assert(strstr(r.msg[0], "class id 127"), "%s", r.msg[0]);
+    expect_oid_in(r.msg[0], chain.d);
+    cr_assert_eq(r.oid[1], 0);
+    cr_assert(strstr(r.msg[1], "root"), "%s", r.msg[1]);
+    ost_conn *c = conn_of(st);
+    cr_assert_eq(ost_conn_root(c), 0);
+    expect_oid_in(ost_conn_errmsg(c), 0);
+    ost_value d;
+    cr_assert_eq(ost_conn_get(c, chain.d, &d), OST_ECORRUPT);
+    expect_oid_in(ost_conn_errmsg(c), chain.d);
+    ost_value a;
+    cr_assert_eq(ost_conn_get(c, chain.a, &a), 0, "others still load");
+    cr_assert_str_eq(sattr(a, "name"), "a");
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 9. map growth                                                            */
+/* ======================================================================= */
+
+static void fill(uint8_t *p, size_t n, unsigned seed) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = (uint8_t)(x >> 24);
+    }
+}
+
+Test(store, map_grows_by_itself) {
+    ost_store_options o = opts_for(true);
+    o.map_size = 1u << 20;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    enum { CHUNK = 1 << 20, N = 20 };
+    uint8_t *buf = malloc(CHUNK);
+    /* one commit of 8 MiB, then 12 commits of 1 MiB */
+    ost_value list = ost_list_new(0);
+    for (int i = 0; i < 8; i++) {
+        ost_value n = new_node();
+        fill(buf, CHUNK, (unsigned)i);
+        set(n, "i", ost_int(i));
+        set(n, "data", ost_bytes(buf, CHUNK));
+        ost_list_append(list, n);
+    }
+    root_set(c, "chunks", list);
+    commit_ok(c);
+    for (int i = 8; i < N; i++) {
+        ost_value n = new_node();
+        fill(buf, CHUNK, (unsigned)i);
+        set(n, "i", ost_int(i));
+        set(n, "data", ost_bytes(buf, CHUNK));
+        ost_value l = root_get(c, "chunks");
+        ost_list_append(l, n);
+        ost_changed(ost_conn_root(c));
+        commit_ok(c);
+    }
+    ost_store_stats s = stats(st);
+    cr_assert_geq(s.map_size, (uint64_t)N * CHUNK);
+    cr_assert_eq(s.records, N + 1);
+    ost_store_close(st);
+
+    /* reopened with the small size: LMDB keeps the grown one */
+    st = open_with(F.dir, &(ost_store_options){.map_size = 1u << 20, .registry = F.reg});
+    c = conn_of(st);
+    ost_value l = root_get(c, "chunks");
+    cr_assert_eq(ost_len(l), N);
+    for (int i = 0; i < N; i++) {
+        ost_value n = ost_item(l, i);
+        cr_assert_eq(iattr(n, "i"), i);
+        size_t len;
+        const char *d = ost_data(ost_instance_getattr(n, "data"), &len);
+        cr_assert_eq(len, CHUNK);
+        fill(buf, CHUNK, (unsigned)i);
+        cr_assert(memcmp(d, buf, CHUNK) == 0, "chunk %d intact", i);
+        ost_invalidate(c, n);
+    }
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    /* and it goes on growing */
+    ost_value big = new_node();
+    uint8_t *huge = malloc(6u << 20);
+    fill(huge, 6u << 20, 99);
+    set(big, "data", ost_bytes(huge, 6u << 20));
+    root_set(c, "huge", big);
+    commit_ok(c);
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    size_t len;
+    const char *d = ost_data(ost_instance_getattr(root_get(c, "huge"), "data"), &len);
+    cr_assert_eq(len, 6u << 20);
+    cr_assert(memcmp(d, huge, len) == 0);
+    ost_store_close(st);
+    free(huge);
+    free(buf);
+}
+
+Test(store, map_growth_keeps_other_connections_transactions) {
+    ost_store_options o = opts_for(true);
+    o.map_size = 1u << 20;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value x = new_node(), y = new_node();
+    ost_value items = ost_list_new(0);
+    ost_list_append(items, ost_str_c("old"));
+    set(x, "items", items);
+    set(y, "v", ost_int(1));
+    root_set(a, "x", x);
+    root_set(a, "y", y);
+    commit_ok(a);
+    /* b is inside a transaction and holds a borrowed part of x's state */
+    ost_value bx = root_get(b, "x");
+    ost_value bitems = ost_instance_getattr(bx, "items");
+    cr_assert_eq(ost_len(bitems), 1);
+    /* a changes x and y, and commits enough to grow the map */
+    ost_value ax = root_get(a, "x");
+    ost_value newitems = ost_list_new(0);
+    ost_list_append(newitems, ost_str_c("new"));
+    set(ax, "items", newitems);
+    set(root_get(a, "y"), "v", ost_int(2));
+    uint8_t *buf = calloc(1, 4u << 20);
+    ost_value big = new_node();
+    set(big, "data", ost_bytes(buf, 4u << 20));
+    root_set(a, "big", big);
+    free(buf);
+    commit_ok(a);
+    cr_assert_geq(stats(st).map_size, 4u << 20);
+    /* b goes on in its transaction: what it holds is intact */
+    ost_value by = ost_instance_getattr(root_get(b, "x"), "items");
+    cr_assert_eq(by, bitems);
+    /* y was not loaded in b: it may come from the newer snapshot */
+    int64_t v = iattr(root_get(b, "y"), "v");
+    cr_assert(v == 1 || v == 2, "%lld", (long long)v);
+    cr_assert_eq(ost_len(bitems), 1);
+    cr_assert_str_eq(ost_data(ost_item(bitems, 0), NULL), "old");
+    ost_abort(b);
+    cr_assert_str_eq(ost_data(ost_item(ost_instance_getattr(bx, "items"), 0), NULL), "new");
+    cr_assert_eq(iattr(root_get(b, "y"), "v"), 2);
+    ost_store_close(st);
+}
+
+typedef struct {
+    const char *dir;
+    ost_registry *reg;
+    ost_value node;
+    size_t bytes;
+} grow_arg;
+
+/* Another process: adds a node holding `bytes` bytes under root["big"]. */
+static int grow_child(void *arg) {
+    grow_arg *ga = arg;
+    ost_store *st = ost_store_new();
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = ga->reg;
+    o.map_size = 1u << 20;
+    int rc = ost_store_open(st, ga->dir, &o);
+    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_conn *c;
+    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    uint8_t *buf = malloc(ga->bytes);
+    fill(buf, ga->bytes, 7);
+    ost_value n = ost_instance_new(ost_incref(ga->node));
+    ost_instance_setattr(n, "data", ost_bytes(buf, ga->bytes));
+    free(buf);
+    CHILD_CHECK(ost_root_set(c, ost_str_c("big"), n) == 0, "root_set");
+    rc = ost_commit(c);
+    CHILD_CHECK(rc == 0, "commit: %s %s", ost_err_name(rc), ost_conn_errmsg(c));
+    ost_store_close(st);
+    return 0;
+}
+
+Test(store, map_grown_by_another_process) {
+    ost_store_options o = opts_for(true);
+    o.map_size = 1u << 20;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    root_set(c, "x", ost_int(1));
+    commit_ok(c);
+    grow_arg ga = {.dir = F.dir, .reg = F.reg, .node = F.node, .bytes = 6u << 20};
+    cr_assert_eq(wait_child(spawn(grow_child, &ga)), 0);
+    /* this process's map is still 1 MiB; the data is past it */
+    cr_assert_eq(stats(st).records, 2, "the root and the big node");
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0, "%s", ost_store_errmsg(st));
+    ost_abort(c);
+    ost_value big = root_get(c, "big");
+    cr_assert(big, "the other process's commit is seen: %s", ost_conn_errmsg(c));
+    size_t len;
+    const char *d = ost_data(ost_instance_getattr(big, "data"), &len);
+    cr_assert_eq(len, 6u << 20, "%s", ost_conn_errmsg(c));
+    uint8_t *buf = malloc(len);
+    fill(buf, len, 7);
+    cr_assert(memcmp(d, buf, len) == 0);
+    free(buf);
+    /* and this process commits past its old map too */
+    ost_value n = new_node();
+    uint8_t *zeros = calloc(1, 2u << 20);
+    set(n, "data", ost_bytes(zeros, 2u << 20));
+    free(zeros);
+    root_set(c, "mine", n);
+    commit_ok(c);
+    ost_conn *c2 = conn_of(st);
+    len = 0;
+    cr_assert(ost_data(ost_instance_getattr(root_get(c2, "mine"), "data"), &len));
+    cr_assert_eq(len, 2u << 20);
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 10. crash safety                                                         */
+/* ======================================================================= */
+
+typedef struct {
+    const char *dir;
+    ost_registry *reg;
+    ost_value node;
+    int ack; /* write end: the count of each acknowledged commit */
+} crash_arg;
+
+/* Commits forever: each commit adds a node that links to the previous
+ * head and raises the root's count; after each commit returns, writes the
+ * count to the pipe. */
+static int crash_child(void *arg) {
+    crash_arg *ca = arg;
+    ost_store *st = ost_store_new();
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = ca->reg;
+    o.durability = OST_SYNC_FULL;
+    o.map_size = 256u << 10; /* small: growth happens under the kills too */
+    int rc = ost_store_open(st, ca->dir, &o);
+    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_conn *c;
+    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    ost_value kc = ost_str_c("count"), kh = ost_str_c("head");
+    for (;;) {
+        int64_t n;
+        CHILD_CHECK(ost_int_value(ost_root_get(c, kc), &n) == 0, "count");
+        ost_value head = ost_root_get(c, kh);
+        ost_value node = ost_instance_new(ost_incref(ca->node));
+        ost_instance_setattr(node, "n", ost_int(n + 1));
+        ost_instance_setattr(node, "prev", ost_incref(head));
+        ost_instance_setattr(node, "pad", ost_bytes("padding-padding-padding", 23));
+        CHILD_CHECK(ost_root_set(c, ost_incref(kh), node) == 0, "root_set");
+        CHILD_CHECK(ost_root_set(c, ost_incref(kc), ost_int(n + 1)) == 0, "root_set");
+        rc = ost_commit(c);
+        CHILD_CHECK(rc == 0, "commit: %s %s", ost_err_name(rc), ost_conn_errmsg(c));
+        int64_t ack = n + 1;
+        CHILD_CHECK(write(ca->ack, &ack, sizeof ack) == sizeof ack, "pipe");
+    }
+}
+
+Test(store, sigkill_during_commits_loses_nothing_acknowledged) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    root_set(c, "count", ost_int(0));
+    root_set(c, "head", OST_NONE);
+    commit_ok(c);
+    ost_store_close(st);
+    srand(20240607);
+    int64_t last_ack = 0;
+    int kills = 0, mid = 0;
+    for (int round = 0; round < 60; round++) {
+        int fds[2];
+        cr_assert_eq(pipe(fds), 0);
+        crash_arg ca = {.dir = F.dir, .reg = F.reg, .node = F.node, .ack = fds[1]};
+        pid_t pid = spawn(crash_child, &ca);
+        close(fds[1]);
+        /* let it acknowledge a few commits, then kill it somewhere in the
+         * next ones */
+        int want = 1 + rand() % 4;
+        int64_t ack;
+        for (int i = 0; i < want; i++) {
+            cr_assert_eq(read(fds[0], &ack, sizeof ack), (ssize_t)sizeof ack,
+                         "the child died by itself (round %d)", round);
+            cr_assert_eq(ack, last_ack + 1, "acknowledged counts follow each other");
+            last_ack = ack;
+        }
+        usleep((useconds_t)(rand() % 3000));
+        kill(pid, SIGKILL);
+        int status = wait_child(pid);
+        while (read(fds[0], &ack, sizeof ack) == (ssize_t)sizeof ack) {
+            cr_assert_eq(ack, last_ack + 1);
+            last_ack = ack;
+        }
+        close(fds[0]);
+        if (status == 128 + SIGKILL) kills++;
+        else cr_assert_fail("the child exited with %d (see its stderr)", status);
+
+        st = open_store(false);
+        uint64_t records;
+        reports r = {0};
+        int rc = ost_store_check(st, collect, &r, &records);
+        cr_assert_eq(rc, 0, "round %d: check: %s", round, r.n ? r.msg[0] : ost_store_errmsg(st));
+        c = conn_of(st);
+        int64_t count;
+        cr_assert_eq(ost_int_value(root_get(c, "count"), &count), 0);
+        cr_assert_geq(count, last_ack, "round %d: acknowledged commit lost", round);
+        cr_assert_leq(count, last_ack + 1, "at most the one commit being acknowledged");
+        if (count == last_ack + 1) mid++;
+        cr_assert_eq(records, (uint64_t)count + 1, "one record per commit, and the root");
+        /* the chain from the head: count nodes, n descending */
+        ost_value node = root_get(c, "head");
+        for (int64_t n = count; n >= 1; n--) {
+            cr_assert_eq(iattr(node, "n"), n, "round %d", round);
+            ost_value prev = ost_instance_getattr(node, "prev");
+            cr_assert(prev);
+            ost_invalidate(c, node);
+            node = prev;
+        }
+        cr_assert_eq(node, OST_NONE);
+        ost_store_close(st);
+        last_ack = count;
+    }
+    cr_assert_geq(kills, 50);
+    cr_log_info("%d kills, %d with a commit done but not acknowledged, %lld commits", kills,
+                mid, (long long)last_ack);
+}
+
+/* ======================================================================= */
+/* 11. API misuse                                                           */
+/* ======================================================================= */
+
+Test(store, null_and_wrong_values) {
+    ost_store *st = store_with_account(10);
+    ost_conn *c = conn_of(st);
+    cr_assert_eq(ost_commit(NULL), OST_EINVAL);
+    ost_abort(NULL);
+    cr_assert_eq(ost_conn_root(NULL), 0);
+    cr_assert_eq(ost_root_set(NULL, ost_str_c("k"), ost_list_new(0)), OST_EINVAL);
+    ost_value k = ost_str_c("acct");
+    cr_assert_eq(ost_root_get(NULL, k), 0);
+    ost_decref(k);
+    ost_value o = 1;
+    cr_assert_eq(ost_conn_get(NULL, 0, &o), OST_EINVAL);
+    cr_assert_eq(o, 0);
+    cr_assert_eq(ost_conn_get(c, 0, NULL), OST_EINVAL);
+    cr_assert_eq(ost_conn_get(c, 12345, &o), OST_ENOTFOUND);
+    cr_assert(strstr(ost_conn_errmsg(c), "oid 12345"), "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_oid(NULL, root_get(c, "acct")), UINT64_MAX);
+    cr_assert_eq(ost_oid(c, 0), UINT64_MAX);
+    cr_assert_eq(ost_oid(c, ost_int(1)), UINT64_MAX);
+    cr_assert_eq(ost_activate(NULL, root_get(c, "acct")), OST_EINVAL);
+    cr_assert_eq(ost_activate(c, 0), OST_EINVAL);
+    cr_assert_eq(ost_activate(c, ost_int(5)), OST_EINVAL);
+    cr_assert_eq(ost_activate(c, OST_NONE), OST_EINVAL);
+    ost_value l = ost_list_new(0);
+    cr_assert_eq(ost_activate(c, l), OST_EINVAL);
+    cr_assert(strstr(ost_conn_errmsg(c), "not a persistent object"), "%s", ost_conn_errmsg(c));
+    ost_value loose = new_node();
+    cr_assert_eq(ost_activate(c, loose), OST_EINVAL);
+    cr_assert_not(ost_is_ghost(0));
+    cr_assert_not(ost_is_ghost(OST_TRUE));
+    cr_assert_not(ost_is_ghost(l));
+    ost_changed(0);
+    ost_changed(OST_NONE);
+    ost_changed(l);
+    ost_changed(loose);
+    commit_ok(c);
+    cr_assert_eq(ost_oid(c, loose), UINT64_MAX, "ost_changed does not store a loose object");
+    cr_assert_null(ost_conn_hooks(NULL));
+    cr_assert_not_null(ost_conn_hooks(c));
+    size_t active = 7;
+    cr_assert_eq(ost_conn_cache_count(NULL, &active), 0);
+    ost_conn_set_cache_size(NULL, 5);
+    ost_conn_set_cache_size(c, 0); /* means 1 */
+    ost_abort(c);
+    cr_assert_eq(iattr(root_get(c, "acct"), "balance"), 10);
+    /* a value with no heap object cannot be stored */
+    cr_assert_neq(ost_root_set(c, ost_str_c("bad"), 0), 0);
+    ost_decref(l);
+    ost_decref(loose);
+    ost_store_close(st);
+}
+
+Test(store, object_of_another_connection_is_refused_at_commit) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value aacct = root_get(a, "acct");
+    root_set(b, "stolen", ost_incref(aacct));
+    cr_assert_eq(ost_commit(b), OST_EINVAL);
+    cr_assert(strstr(ost_conn_errmsg(b), "another connection"), "%s", ost_conn_errmsg(b));
+    ost_abort(b);
+    cr_assert_eq(root_get(b, "stolen"), 0);
+    /* both connections go on */
+    root_set(b, "ok", ost_int(1));
+    commit_ok(b);
+    set(aacct, "balance", ost_int(11));
+    commit_ok(a);
+    cr_assert_eq(ost_oid(a, aacct), 1);
+    cr_assert_eq(ost_oid(b, aacct), UINT64_MAX);
+    /* a new object that a stored in a, referenced by b */
+    ost_value fresh = new_node();
+    set(root_get(a, "node"), "child", ost_incref(fresh));
+    commit_ok(a);
+    ost_abort(b);
+    set(root_get(b, "node"), "other", ost_incref(fresh));
+    cr_assert_eq(ost_commit(b), OST_EINVAL);
+    ost_abort(b);
+    ost_decref(fresh);
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    ost_store_close(st);
+}
+
+Test(store, objects_after_their_connection_closed) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st);
+    ost_value acct = root_get(a, "acct");
+    cr_assert_eq(iattr(acct, "balance"), 10);
+    ost_value node = root_get(a, "node");
+    ost_incref(acct);
+    ost_incref(node);
+    ost_conn_close(a);
+    /* still valid values, as ghosts that cannot load */
+    cr_assert(ost_is_ghost(acct));
+    cr_assert_eq(ost_instance_getattr(acct, "balance"), 0);
+    cr_assert_eq(ost_instance_class(acct), F.acct);
+    /* a change to it does not crash and is not stored anywhere */
+    ost_instance_setattr(node, "x", ost_int(1));
+    /* another connection referencing it: refused, not stored empty */
+    ost_conn *b = conn_of(st);
+    root_set(b, "old", ost_incref(acct));
+    int rc = ost_commit(b);
+    cr_assert_neq(rc, 0, "an object of a closed connection is not stored as new");
+    ost_abort(b);
+    ost_decref(acct);
+    ost_decref(node);
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    cr_assert_eq(stats(st).records, 3);
+    ost_store_close(st);
+}
+
+static int veto(void *ud, ost_txn_hooks *h) {
+    (void)h;
+    ++*(int *)ud;
+    return OST_EVETO;
+}
+
+Test(store, vetoed_commit_writes_nothing) {
+    ost_store *st = store_with_account(10);
+    ost_conn *c = conn_of(st);
+    uint64_t serial = stats(st).last_serial;
+    set(root_get(c, "acct"), "balance", ost_int(0));
+    int calls = 0;
+    cr_assert_eq(ost_txn_hooks_before_commit(ost_conn_hooks(c), veto, &calls), 0);
+    cr_assert_eq(ost_commit(c), OST_EVETO);
+    cr_assert_eq(calls, 1);
+    cr_assert_eq(stats(st).last_serial, serial);
+    ost_abort(c);
+    cr_assert_eq(iattr(root_get(c, "acct"), "balance"), 10);
+    ost_store_close(st);
+}
+
+Test(store, store_close_closes_connections) {
+    ost_store *st = store_with_account(10);
+    ost_conn *a = conn_of(st);
+    conn_of(st);
+    set(root_get(a, "acct"), "balance", ost_int(77));
+    /* uncommitted: closing the store aborts */
+    ost_store_close(st);
+    st = open_store(false);
+    a = conn_of(st);
+    cr_assert_eq(iattr(root_get(a, "acct"), "balance"), 10);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 12. a Python reader of the records                                       */
+/* ======================================================================= */
+
+static char *run_capture(const char *cmd, int *status) {
+    FILE *p = popen(cmd, "r");
+    cr_assert(p, "popen %s", cmd);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc(cap);
+    size_t n;
+    while ((n = fread(out + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (cap - len < 1024) out = realloc(out, cap *= 2);
+    }
+    out[len] = 0;
+    *status = pclose(p);
+    return out;
+}
+
+static char *py_reader(const char *dir, int *status) {
+    const char *py = getenv("OSTORE_PYTHON");
+    const char *tests = getenv("OSTORE_TESTS_DIR");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s/py_store_reader.py %s 2>&1", py ? py : "/usr/bin/python3",
+             tests ? tests : "tests", dir);
+    return run_capture(cmd, status);
+}
+
+static void expect_line(const char *out, const char *line) {
+    char *want = malloc(strlen(line) + 3);
+    sprintf(want, "\n%s\n", line);
+    char *whole = malloc(strlen(out) + 3);
+    sprintf(whole, "\n%s", out);
+    cr_expect(strstr(whole, want), "missing line:\n%s\nin:\n%s", line, out);
+    free(want);
+    free(whole);
+}
+
+Test(store, python_reads_what_c_wrote) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value n1 = new_node(), n2 = new_node();
+    ost_value a = new_acct("carol", 5);
+    ost_list_append(ost_instance_getattr(a, "history"), ost_float(2.5));
+    ost_list_append(ost_instance_getattr(a, "history"), ost_bytes("\x01\xff", 2));
+    set(n1, "name", ost_str_c("first"));
+    set(n1, "peer", ost_incref(n2));
+    set(n1, "acct", ost_incref(a));
+    set(n2, "name", ost_str_c("second"));
+    set(n2, "peer", ost_incref(n1));
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_incref(a));
+    ost_list_append(l, ost_incref(a));
+    set(n2, "accts", l);
+    ost_value p = ost_instance_new(ost_incref(F.point));
+    ost_instance_setattr(p, "x", ost_int(1));
+    ost_instance_setattr(p, "y", ost_int(-2));
+    set(n2, "where", p);
+    const char *big = "1267650600228229401496703205376";
+    set(n2, "big", ost_int_from_decimal(big, strlen(big)));
+    root_set(c, "first", n1);
+    root_set(c, "title", ost_str_c("caf\xc3\xa9"));
+    ost_decref(n2);
+    ost_decref(a);
+    commit_ok(c);
+    /* a second commit: n2 changes, a new object */
+    ost_value n3 = new_node();
+    set(n3, "t", ost_tuple_new(0));
+    set(ost_instance_getattr(root_get(c, "first"), "peer"), "third", n3);
+    commit_ok(c);
+    ost_store_close(st);
+
+    int status;
+    char *out = py_reader(F.dir, &status);
+    cr_assert_eq(status, 0, "the reader failed:\n%s", out);
+    unsigned long long next_oid = 0;
+    cr_assert_eq(sscanf(out, "meta format=1 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
+                 1, "%s", out);
+    cr_assert_geq(next_oid, 5);
+    expect_line(out, "class 1 persistent.mapping.PersistentMapping");
+    expect_line(out, "class 2 storetest.Node");
+    expect_line(out, "class 3 storetest.Account");
+    expect_line(out, "oid 0 serial 2 class persistent.mapping.PersistentMapping refs [1] "
+                     "state {'data': {'first': ('ref', 1), 'title': 'café'}}");
+    expect_line(out, "oid 1 serial 2 class storetest.Node refs [2, 3] "
+                     "state {'name': 'first', 'peer': ('ref', 2), 'acct': ('ref', 3)}");
+    expect_line(out, "oid 2 serial 3 class storetest.Node refs [1, 3, 4] "
+                     "state {'name': 'second', 'peer': ('ref', 1), "
+                     "'accts': [('ref', 3), ('ref', 3)], "
+                     "'where': storetest.Point({'x': 1, 'y': -2}), "
+                     "'big': 1267650600228229401496703205376, 'third': ('ref', 4)}");
+    expect_line(out, "oid 3 serial 2 class storetest.Account refs [] "
+                     "state {'owner': 'carol', 'balance': 5, 'history': [2.5, b'\\x01\\xff']}");
+    expect_line(out, "oid 4 serial 3 class storetest.Node refs [] state {'t': ()}");
+    free(out);
+
+    /* the reader's own checks: a dangling reference fails it */
+    uint8_t k[8];
+    oid_key(k, 3);
+    raw_put(F.dir, "records", k, 8, NULL, 0);
+    out = py_reader(F.dir, &status);
+    cr_assert_neq(status, 0, "%s", out);
+    cr_assert(strstr(out, "error: oid 1 refers to missing oid 3"), "%s", out);
+    cr_assert(strstr(out, "error: oid 2 refers to missing oid 3"), "%s", out);
+    free(out);
+}
