@@ -1,0 +1,352 @@
+/* Fuzz target of the pickle reader.
+ *
+ * Every input goes through ost_load with a persistent_load hook (so
+ * BINPERSID/PERSID load as persistent references) and limits small enough
+ * that no input can exhaust memory. An input the reader refuses must be
+ * refused cleanly: an error code, a message, an offset inside the input,
+ * nothing left allocated. An input it accepts must round-trip: the value
+ * is printed with ost_repr, dumped at protocols 2 to 5, and each pickle
+ * must load back to the same graph (ost_same_graph: same types, same
+ * sharing, same cycles) and dump again to the same bytes. ost_pickle_dis
+ * runs on the input and on every pickle the writer makes. Loading twice
+ * with one reader must give the same result, and no value may outlive the
+ * pass (ost_alloc_stats). A second pass does it all again with a
+ * find_global hook that turns some globals into classes with declared
+ * fields, for the slot paths of reader and writer.
+ *
+ * Built two ways: with OST_LIBFUZZER, for clang's -fsanitize=fuzzer
+ * (tests/fuzz/run_fuzz.sh), and without, linked into the plain smoke
+ * driver (smoke.c) that replays seeds and fixed mutations in meson test. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_reader.h"
+#include "ostore.h"
+
+static const uint8_t *g_data;
+static size_t g_len;
+static const char *g_pass = "";
+
+/* Reports a broken promise with the input that broke it, and aborts. */
+static void bug(const char *what, const char *detail) {
+    fprintf(stderr, "\nfuzz_reader: BUG%s: %s%s%s\ninput (%zu bytes):\n", g_pass,
+            what, detail && *detail ? ": " : "", detail ? detail : "", g_len);
+    for (size_t i = 0; i < g_len; i++)
+        fprintf(stderr, "%02x%s", g_data[i], i % 32 == 31 ? "\n" : "");
+    fprintf(stderr, "\n");
+    abort();
+}
+
+static int pers_load(void *ud, ost_value pid, ost_value *obj) {
+    (void)ud;
+    *obj = ost_persref(ost_incref(pid));
+    return *obj ? 0 : OST_ENOMEM;
+}
+
+/* The second pass resolves globals named S... to classes with declared
+ * fields (instances keep slots, not a dict) and P... to classes without,
+ * so the slot paths of reader and writer see the same inputs. */
+static int find_global(void *ud, const char *module, const char *name,
+                       ost_value *cls) {
+    static const char *const fields[] = {"a", "b", "x"};
+    (void)ud;
+    if (name[0] != 'S' && name[0] != 'P') return 0;
+    ost_class_def d = {.module = module, .name = name};
+    if (name[0] == 'S') {
+        d.fields = fields;
+        d.nfields = sizeof fields / sizeof *fields;
+    }
+    *cls = ost_class_new(&d);
+    return *cls ? 0 : OST_ENOMEM;
+}
+
+static ost_reader *new_reader(bool classes) {
+    ost_reader *r = ost_reader_new();
+    if (!r) bug("ost_reader_new failed", NULL);
+    ost_limits lim = {
+        .max_depth = 10000,
+        .max_memo = (size_t)1 << 20,
+        .max_container = (size_t)1 << 20,
+        .max_bytes = (size_t)64 << 20,
+    };
+    ost_reader_set_limits(r, &lim);
+    ost_reader_set_persistent_load(r, pers_load, NULL);
+    if (classes) ost_reader_set_find_global(r, find_global, NULL);
+    return r;
+}
+
+/* ---- the size of a repr ------------------------------------------------ */
+
+/* ost_repr prints a shared object once per reference, as Python's repr
+ * does, so a tiny pickle of nested DUPs (l = [], l2 = [l, l], ...) has a
+ * repr of 2^n items. That is repr's nature, not a bug, so the target only
+ * prints values whose repr stays small. repr_cost estimates the size of
+ * the repr (items plus bytes of text / 16) by counting each object once,
+ * with the total of its parts remembered by address: linear in the graph.
+ * An object met again while being counted (a cycle) counts 1, as repr
+ * prints "[...]" for it. */
+#define REPR_BUDGET ((uint64_t)1 << 20)
+#define REPR_MAX_DEPTH 1000 /* repr prints "..." below that */
+#define IN_PROGRESS UINT64_MAX
+
+typedef struct {
+    uintptr_t *keys;
+    uint64_t *vals;
+    size_t mask, count;
+} cost_map;
+
+static uint64_t *cost_slot(cost_map *m, uintptr_t k) {
+    if ((m->count + 1) * 2 > m->mask + 1) {
+        cost_map n = {0};
+        n.mask = m->mask ? m->mask * 2 + 1 : 255;
+        n.keys = calloc(n.mask + 1, sizeof *n.keys);
+        n.vals = calloc(n.mask + 1, sizeof *n.vals);
+        if (!n.keys || !n.vals) bug("out of memory in the harness", NULL);
+        for (size_t i = 0; m->keys && i <= m->mask; i++) {
+            if (!m->keys[i]) continue;
+            size_t j = (m->keys[i] >> 4) * 0x9e3779b97f4a7c15ULL & n.mask;
+            while (n.keys[j]) j = (j + 1) & n.mask;
+            n.keys[j] = m->keys[i];
+            n.vals[j] = m->vals[i];
+        }
+        n.count = m->count;
+        free(m->keys);
+        free(m->vals);
+        *m = n;
+    }
+    size_t j = (k >> 4) * 0x9e3779b97f4a7c15ULL & m->mask;
+    while (m->keys[j] && m->keys[j] != k) j = (j + 1) & m->mask;
+    if (!m->keys[j]) {
+        m->keys[j] = k;
+        m->vals[j] = 0;
+        m->count++;
+    }
+    return &m->vals[j];
+}
+
+static uint64_t add_cost(uint64_t a, uint64_t b) {
+    return a + b > REPR_BUDGET ? REPR_BUDGET : a + b;
+}
+
+static uint64_t cost_of(cost_map *m, ost_value v, int depth) {
+    if (!v || ost_is_immediate(v)) return 1;
+    if (depth > REPR_MAX_DEPTH) return 1;
+    uint64_t *slot = cost_slot(m, v);
+    if (*slot == IN_PROGRESS) return 1;
+    if (*slot) return *slot;
+    *slot = IN_PROGRESS;
+    uint64_t c = 1;
+    size_t pos = 0, n;
+    ost_value k, x, parts[6] = {0};
+    switch (ost_typeof(v)) {
+    case OST_T_STR:
+    case OST_T_BYTES:
+    case OST_T_BYTEARRAY:
+        ost_data(v, &n);
+        c += n / 16;
+        break;
+    case OST_T_TUPLE:
+    case OST_T_LIST:
+        for (size_t i = 0; i < ost_len(v) && c < REPR_BUDGET; i++)
+            c = add_cost(c, cost_of(m, ost_item(v, i), depth + 1));
+        break;
+    case OST_T_DICT:
+    case OST_T_SET:
+    case OST_T_FROZENSET:
+        while (c < REPR_BUDGET && ost_dict_next(v, &pos, &k, &x)) {
+            c = add_cost(c, cost_of(m, k, depth + 1));
+            if (x) c = add_cost(c, cost_of(m, x, depth + 1));
+        }
+        break;
+    case OST_T_INSTANCE: {
+        ost_value cls = ost_instance_class(v);
+        c = add_cost(c, cost_of(m, cls, depth + 1));
+        c = add_cost(c, cost_of(m, ost_instance_state(v), depth + 1));
+        for (size_t i = 0; i < ost_class_nfields(cls); i++)
+            c = add_cost(c, cost_of(m, ost_instance_slot(v, i), depth + 1));
+        break;
+    }
+    case OST_T_GLOBAL:
+        parts[0] = ost_global_module(v);
+        parts[1] = ost_global_name(v);
+        break;
+    case OST_T_REDUCE:
+        parts[0] = ost_reduce_callable(v);
+        parts[1] = ost_reduce_args(v);
+        parts[2] = ost_reduce_kwargs(v);
+        parts[3] = ost_reduce_state(v);
+        parts[4] = ost_reduce_listitems(v);
+        parts[5] = ost_reduce_dictitems(v);
+        break;
+    case OST_T_PERSREF: parts[0] = ost_persref_pid(v); break;
+    default: break;
+    }
+    for (int i = 0; i < 6; i++)
+        if (parts[i]) c = add_cost(c, cost_of(m, parts[i], depth + 1));
+    slot = cost_slot(m, v); /* the table may have grown */
+    *slot = c;
+    return c;
+}
+
+static uint64_t repr_cost(ost_value v) {
+    cost_map m = {0};
+    uint64_t c = cost_of(&m, v, 0);
+    free(m.keys);
+    free(m.vals);
+    return c;
+}
+
+/* ---- the target --------------------------------------------------------- */
+
+/* A failed load must say why and where, and return nothing. */
+static void check_refusal(ost_reader *r, int rc, ost_value v, size_t len) {
+    if (rc >= 0) bug("ost_load returned a non-negative error", NULL);
+    if (v) bug("ost_load failed but returned a value", ost_reader_errmsg(r));
+    if (!ost_reader_errmsg(r)[0]) bug("ost_load failed without a message", NULL);
+    if (ost_reader_erroffset(r) > len)
+        bug("error offset beyond the input", ost_reader_errmsg(r));
+    if (!strcmp(ost_err_name(rc), "OST_UNKNOWN"))
+        bug("ost_load returned an unknown error code", ost_reader_errmsg(r));
+}
+
+/* Disassembles data; returns the code. */
+static int dis(const uint8_t *data, size_t len) {
+    ost_buf out = {0};
+    size_t off = (size_t)-1;
+    int rc = ost_pickle_dis(data, len, &out, &off);
+    if (rc && off > len) bug("ost_pickle_dis: error offset beyond the input", NULL);
+    if (len && !out.data) bug("ost_pickle_dis wrote nothing", NULL);
+    ost_buf_free(&out);
+    return rc;
+}
+
+/* Dumps v with w; returns a malloc'd copy of the pickle (NULL when the
+ * writer refused with rc, stored in *rc). */
+static uint8_t *dump_copy(ost_writer *w, ost_value v, size_t *n, int *rc) {
+    const void *p;
+    *rc = ost_dump(w, v, &p, n);
+    if (*rc) return NULL;
+    uint8_t *c = malloc(*n ? *n : 1);
+    if (!c) bug("out of memory in the harness", NULL);
+    memcpy(c, p, *n);
+    return c;
+}
+
+/* The round trip of a loaded value through the writer at one setting. */
+static void round_trip(ost_reader *r, ost_writer *w, ost_value v, int proto,
+                       bool framing) {
+    char what[96];
+    if (ost_writer_set_protocol(w, proto)) bug("set_protocol failed", NULL);
+    ost_writer_set_framing(w, framing);
+    size_t n;
+    int rc;
+    uint8_t *p = dump_copy(w, v, &n, &rc);
+    if (!p) {
+        /* Protocols 2 and 3 cannot spell a global whose name holds a
+         * newline (GLOBAL is a text opcode); that is the only refusal. */
+        if (proto < 4 && rc == OST_EINVAL && strstr(ost_writer_errmsg(w), "newline"))
+            return;
+        snprintf(what, sizeof what, "ost_dump failed at protocol %d (%s)", proto,
+                 ost_err_name(rc));
+        bug(what, ost_writer_errmsg(w));
+    }
+    if (dis(p, n)) {
+        snprintf(what, sizeof what, "the writer's protocol %d pickle does not disassemble", proto);
+        bug(what, NULL);
+    }
+    ost_value v2;
+    size_t used;
+    rc = ost_load(r, p, n, &v2, &used);
+    if (rc) {
+        snprintf(what, sizeof what, "the writer's protocol %d pickle does not load", proto);
+        bug(what, ost_reader_errmsg(r));
+    }
+    if (used != n) bug("reloading stopped before the end of the writer's pickle", NULL);
+    if (!ost_same_graph(v, v2)) {
+        snprintf(what, sizeof what, "round trip at protocol %d%s changed the graph", proto,
+                 framing ? "" : " (no frames)");
+        bug(what, NULL);
+    }
+    size_t n2;
+    uint8_t *p2 = dump_copy(w, v2, &n2, &rc);
+    if (!p2) bug("the reloaded value does not dump", ost_writer_errmsg(w));
+    if (n2 != n || memcmp(p, p2, n) != 0) {
+        snprintf(what, sizeof what, "protocol %d: dump, load, dump is not a fixed point", proto);
+        bug(what, NULL);
+    }
+    free(p2);
+    free(p);
+    ost_release(v2);
+}
+
+/* One pass over the input; classes: with the find_global hook. */
+static int run(const uint8_t *data, size_t len, bool classes) {
+    ost_alloc_stats before, after;
+    ost_alloc_stats_get(&before);
+    g_pass = classes ? " [pass 2: find_global makes classes]" : "";
+
+    ost_reader *r = new_reader(classes);
+    ost_value v;
+    size_t used;
+    int rc = ost_load(r, data, len, &v, &used);
+    int drc = dis(data, len);
+    if (rc) {
+        check_refusal(r, rc, v, len);
+        /* a reused reader must refuse the same way */
+        int rc2 = ost_load(r, data, len, &v, &used);
+        if (rc2 != rc) bug("a second load of the same input failed differently", NULL);
+        ost_reader_free(r);
+        ost_alloc_stats_get(&after);
+        if (after.live_objects != before.live_objects)
+            bug("values leaked by a failed load", NULL);
+        return 0;
+    }
+    if (!v) bug("ost_load succeeded without a value", NULL);
+    if (used == 0 || used > len || data[used - 1] != '.')
+        bug("ost_load consumed a wrong number of bytes", NULL);
+    if (drc) bug("the reader loads what the disassembler rejects", NULL);
+
+    /* a reused reader gives the same graph */
+    ost_value again;
+    if (ost_load(r, data, len, &again, NULL))
+        bug("a second load of the same input failed", ost_reader_errmsg(r));
+    if (!ost_same_graph(v, again)) bug("a second load gave another graph", NULL);
+    ost_release(again);
+
+    if (repr_cost(v) < REPR_BUDGET) {
+        ost_buf rep = {0};
+        if (ost_repr(v, &rep)) bug("ost_repr failed", NULL);
+        if (!rep.data || !rep.len) bug("ost_repr printed nothing", NULL);
+        ost_buf_free(&rep);
+    }
+
+    ost_writer *w = ost_writer_new();
+    if (!w) bug("ost_writer_new failed", NULL);
+    for (int proto = 2; proto <= OST_PICKLE_HIGHEST_PROTOCOL; proto++)
+        round_trip(r, w, v, proto, true);
+    round_trip(r, w, v, 4, false);
+    ost_writer_free(w);
+
+    ost_release(v);
+    ost_reader_free(r);
+    ost_alloc_stats_get(&after);
+    if (after.live_objects != before.live_objects) bug("values leaked", NULL);
+    return 1;
+}
+
+int ost_fuzz_reader_one(const uint8_t *data, size_t len) {
+    g_data = data;
+    g_len = len;
+    int loaded = run(data, len, false);
+    run(data, len, true);
+    return loaded;
+}
+
+#ifdef OST_LIBFUZZER
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    ost_fuzz_reader_one(data, size);
+    return 0;
+}
+#endif
