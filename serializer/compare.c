@@ -238,7 +238,9 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
     if (!ost__is_heap(a)) return a == b;
     int ta = ost__type(a), tb = ost__type(b);
     if (ta != tb) return false;
-    if (tracked(ta)) {
+    /* the empty tuple is not memoized (as in Python, where it is one
+     * object): two references to one may come back as two */
+    if (tracked(ta) && !(ta == OST_T_TUPLE && ost_len(a) == 0)) {
         ost__ptr_slot *x = ost__ptrtab_find(&s->ab, a);
         ost__ptr_slot *y = ost__ptrtab_find(&s->ba, b);
         if (x->key || y->key) return x->key && y->key && x->val == b && y->val == a;
