@@ -68,6 +68,7 @@ int ost_registry_add(ost_registry *reg, const ost_class_def *def, ost_value *cls
     if (*find_slot(reg, def->module, def->name)) return OST_EEXIST;
     if ((reg->count + 1) * 2 > reg->mask + 1 && grow(reg)) return OST_ENOMEM;
     ost_value c = ost_class_new(def);
+    if (c) OST__O(c)->flags |= OST__F_SHARED; /* readers of many threads use it */
     if (!c) {
         /* tell bad definitions from memory shortage */
         for (size_t i = 0; i < def->nfields; i++) {

@@ -109,6 +109,9 @@ typedef struct {
 #define OST__F_PERSISTENT 2 /* has an oid in a connection (store/) */
 #define OST__F_GHOST 4      /* persistent, state not loaded yet */
 #define OST__F_CHANGED 8    /* persistent, changed since loaded or stored */
+/* Used by many threads at once (the classes of a registry, which every
+ * connection's reader hands out): its count changes atomically. */
+#define OST__F_SHARED 16
 
 /* Set by the store: loads a ghost's state (event 0), records that a
  * persistent object changed (event 1), or that one is being freed (2). */
@@ -159,7 +162,18 @@ static inline int ost__type(ost_value v) {
     return OST__O(v)->type;
 }
 static inline void ost__incref(ost_value v) {
-    if (ost__is_heap(v)) OST__O(v)->refcnt++;
+    if (!ost__is_heap(v)) return;
+    ost_obj *o = OST__O(v);
+    if (OST_UNLIKELY(o->flags & OST__F_SHARED))
+        __atomic_fetch_add(&o->refcnt, 1, __ATOMIC_RELAXED);
+    else
+        o->refcnt++;
+}
+/* Drops a reference; true when it was the last one. */
+static inline bool ost__decref_last(ost_obj *o) {
+    if (OST_UNLIKELY(o->flags & OST__F_SHARED))
+        return __atomic_sub_fetch(&o->refcnt, 1, __ATOMIC_ACQ_REL) == 0;
+    return --o->refcnt == 0;
 }
 
 /* allocator (alloc.c) */

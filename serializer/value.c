@@ -123,7 +123,7 @@ static void child_dead(ost_value c, void *ud) {
     (void)ud;
     if (!ost__is_heap(c)) return;
     ost_obj *o = OST__O(c);
-    if (--o->refcnt) return;
+    if (!ost__decref_last(o)) return;
     if (t_fs.len == t_fs.cap) {
         size_t cap = t_fs.cap ? t_fs.cap * 2 : 256;
         ost_obj **n = realloc(t_fs.items, cap * sizeof *n);
@@ -191,7 +191,7 @@ static void dealloc(ost_obj *o) {
 void ost_decref(ost_value v) {
     if (!ost__is_heap(v)) return;
     ost_obj *o = OST__O(v);
-    if (--o->refcnt == 0) dealloc(o);
+    if (ost__decref_last(o)) dealloc(o);
 }
 
 /* ost_release: trial deletion (as CPython's collector) over the graph
@@ -205,10 +205,11 @@ typedef struct {
     int err;
 } rel_ctx;
 
-/* Persistent objects are held by their connection's cache: ost_release
- * treats them as held from outside and does not walk into them. */
+/* Persistent objects are held by their connection's cache, and shared
+ * classes by their registry: ost_release treats them as held from outside
+ * and does not walk into them. */
 static inline bool rel_boundary(ost_value ch) {
-    return (OST__O(ch)->flags & OST__F_PERSISTENT) != 0;
+    return (OST__O(ch)->flags & (OST__F_PERSISTENT | OST__F_SHARED)) != 0;
 }
 
 static void rel_push(rel_ctx *c, ost_value v) {

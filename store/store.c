@@ -275,6 +275,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
                           .persistent = true};
     ost_value rc_cls = st->registry ? ost_registry_get(st->registry, rdef.module, rdef.name) : 0;
     st->root_cls = rc_cls ? ost_incref(rc_cls) : ost_class_new(&rdef);
+    if (st->root_cls) OST__O(st->root_cls)->flags |= OST__F_SHARED; /* all connections' */
     if (!st->root_cls) {
         code = ost__st_fail(st, OST_ENOMEM, "out of memory");
         goto fail;

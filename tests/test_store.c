@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <lmdb.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1013,6 +1014,102 @@ Test(store, counter_incremented_by_four_processes) { counter_by_processes(false)
 Test(store, counter_incremented_by_four_processes_with_group_commit) {
     counter_by_processes(true);
 }
+
+typedef struct {
+    ost_store *st;
+    ost_value node;
+    int increments;
+    int rc; /* 0, or the line that failed */
+    char msg[600];
+} thread_arg;
+
+#define THREAD_CHECK(cond, ...)                                      \
+    do {                                                             \
+        if (!(cond)) {                                               \
+            snprintf(ta->msg, sizeof ta->msg, __VA_ARGS__);          \
+            ta->rc = __LINE__;                                       \
+            goto out;                                                \
+        }                                                            \
+    } while (0)
+
+/* One thread, one connection: raises the counter, and adds a node with
+ * 16 KiB to the counter's list each time (the map has to grow while the
+ * other threads are inside their transactions). */
+static void *counter_thread(void *arg) {
+    thread_arg *ta = arg;
+    ost_conn *c = NULL;
+    ost_value k = ost_str_c("counter");
+    static const uint8_t pad[16384];
+    int rc = ost_conn_open(ta->st, &c);
+    THREAD_CHECK(rc == 0, "conn: %s", ost_err_name(rc));
+    for (int done = 0, tries = 0; done < ta->increments; tries++) {
+        THREAD_CHECK(tries < 100000, "no progress");
+        ost_value ctr = ost_root_get(c, k);
+        int64_t n;
+        THREAD_CHECK(ctr && child_int(ctr, "n", &n) == 0, "read: %s", ost_conn_errmsg(c));
+        ost_value list = ost_instance_getattr(ctr, "list");
+        THREAD_CHECK((int64_t)ost_len(list) == n, "list %zu, n %lld", ost_len(list), (long long)n);
+        ost_value item = ost_instance_new(ost_incref(ta->node));
+        ost_instance_setattr(item, "n", ost_int(n + 1));
+        ost_instance_setattr(item, "pad", ost_bytes(pad, sizeof pad));
+        ost_list_append(list, item);
+        ost_instance_setattr(ctr, "n", ost_int(n + 1)); /* marks ctr changed */
+        rc = ost_commit(c);
+        if (rc == OST_ECONFLICT) {
+            ost_abort(c);
+            continue;
+        }
+        THREAD_CHECK(rc == 0, "commit: %s %s", ost_err_name(rc), ost_conn_errmsg(c));
+        done++;
+    }
+out:
+    ost_decref(k);
+    ost_conn_close(c);
+    return NULL;
+}
+
+static void counter_by_threads(bool group_commit) {
+    ost_store_options o = opts_for(true);
+    o.map_size = 1u << 20;
+    o.group_commit = group_commit;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    ost_value ctr = new_node();
+    set(ctr, "n", ost_int(0));
+    set(ctr, "list", ost_list_new(0));
+    root_set(c, "counter", ctr);
+    commit_ok(c);
+    /* classes are shared by the threads' connections: their counts must
+     * come back to what they were once the threads' connections closed */
+    uint32_t node_refs = ost_refcount(F.node);
+    ost_value root_cls = ost_instance_class(ost_conn_root(c));
+    uint32_t root_refs = ost_refcount(root_cls);
+    thread_arg ta[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        ta[i] = (thread_arg){.st = st, .node = F.node, .increments = 40};
+        cr_assert_eq(pthread_create(&th[i], NULL, counter_thread, &ta[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(ta[i].rc, 0, "thread %d, line %d: %s", i, ta[i].rc, ta[i].msg);
+    }
+    cr_assert_eq(ost_refcount(F.node), node_refs, "a class's count raced");
+    cr_assert_eq(ost_refcount(root_cls), root_refs, "the root class's count raced");
+    ost_abort(c);
+    ctr = root_get(c, "counter");
+    cr_assert_eq(iattr(ctr, "n"), 160);
+    ost_value list = ost_instance_getattr(ctr, "list");
+    cr_assert_eq(ost_len(list), 160);
+    for (int i = 0; i < 160; i++) cr_assert_eq(iattr(ost_item(list, i), "n"), i + 1);
+    cr_assert_gt(stats(st).map_size, 1u << 20, "the map grew");
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    ost_store_close(st);
+}
+
+Test(store, counter_raised_by_four_threads) { counter_by_threads(false); }
+
+Test(store, counter_raised_by_four_threads_with_group_commit) { counter_by_threads(true); }
 
 /* ======================================================================= */
 /* 6. invalidation                                                          */
