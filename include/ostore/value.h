@@ -284,8 +284,10 @@ OST_EXTERN bool ost_equal(ost_value a, ost_value b);
  * bits, and the same sharing (two references to one object in a match two
  * references to one object in b). For tests of round trips. */
 OST_EXTERN bool ost_same_graph(ost_value a, ost_value b);
-/* Python-compatible hash of a hashable value (equal values hash equal);
- * OST_ETYPE for unhashable ones. */
+/* Hash of a hashable value, consistent with ost_equal (equal values hash
+ * equal; numbers hash as Python's do, so 1, 1.0 and True agree). Returns 0,
+ * OST_ETYPE for unhashable values (list, dict, set, bytearray, or a tuple
+ * holding one), or OST_ENOMEM for very large graphs of shared tuples. */
 OST_EXTERN int ost_hash(ost_value v, uint64_t *out);
 
 /* A growable byte buffer owned by the caller: zero-initialise it, free it
