@@ -120,6 +120,28 @@ def shared_case():
     return [x, x, d, d, t, t, s, s, i, i, ba, ba, big, big, (t, d)]
 
 
+def random_numbers():
+    import math
+    import random
+    import struct
+    rng = random.Random(1234)
+    out = []
+    for _ in range(1500):
+        d = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if not math.isnan(d):
+            out.append(d)
+        out.append(rng.uniform(-1000, 1000))
+        out.append(float(rng.randint(-10 ** 17, 10 ** 17)))
+        out.append(rng.getrandbits(rng.randint(1, 700)) * rng.choice([1, -1]))
+    return out
+
+
+def many_shared():
+    ls = [[i] for i in range(1000)]
+    d = {"k%d" % i: ls[i] for i in range(0, 1000, 3)}
+    return [ls, list(reversed(ls)), d]
+
+
 def cycle_list():
     a = []
     a.append(a)
@@ -206,6 +228,9 @@ CASES = [
     ("ints", lambda: list(INTS), ALL, None, False),
     ("floats", lambda: list(FLOATS), ALL, None, False),
     ("strs", lambda: list(STRS), ALL, None, False),
+    # show must print each exactly as Python's repr: shortest float text,
+    # decimal text of ints of any size
+    ("random_numbers", random_numbers, ALL, None, False),
     ("bigstr", lambda: "ab\u20ac\U0001f600\ud800" * 25000, ALL, None, False),
     ("bytes_small", lambda: [b"", b"a", b"\x00\xff'\"", bytes(range(256)), bytes(300)],
      ALL, None, False),
@@ -246,6 +271,11 @@ CASES = [
                         "inst": Plain(x=[Plain(y=())]), "set": frozenset({(1, (2,))})},
      ALL, None, False),
     ("shared", shared_case, ALL, None, False),
+    # more than 256 memo entries: LONG_BINPUT / LONG_BINGET at protocols 2-3
+    ("many_shared", many_shared, ALL, None, False),
+    # several 64 KiB frames at protocols 4-5, in both directions
+    ("many_items", lambda: [str(i) * 3 for i in range(30000)] + [i / 7 for i in range(5000)],
+     ALL, None, False),
     ("cycle_list", cycle_list, ALL, None, False),
     ("cycle_dict_inst", cycle_dict_inst, ALL, None, False),
     ("cycle_inst_self", cycle_inst_self, ALL, None, False),

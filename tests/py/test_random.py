@@ -3,7 +3,8 @@
 With a FIXED seed, makes random value graphs of every type (scalars at
 their edges, str with surrogates and astral characters, bytes,
 bytearrays, tuples, lists, dicts, sets, frozensets, instances of plain
-classes, reduce objects), with random sharing and random cycles through
+classes and of a class with __setstate__, reduce objects with arguments,
+state, list items and dict items, datetimes and Decimals), with random sharing and random cycles through
 lists, dicts, instances and tuples. Each graph is pickled by Python at
 every protocol 0 to 5, and each pickle goes through ONE interop_helper
 process (`interop_helper serve`, the length-prefixed protocol described in
@@ -19,6 +20,8 @@ in hex.
 usage: test_random.py INTEROP_HELPER [SEED [COUNT]]
 """
 import collections
+import datetime
+import decimal
 import math
 import os
 import pickle
@@ -31,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.setrecursionlimit(20000)
 
-from interop_classes import Node, Plain, Reduced  # noqa: E402
+from interop_classes import Bag, Node, Plain, Reduced, WithState  # noqa: E402
 from interop_common import Mismatch, compare_graphs, hexdump, loads  # noqa: E402
 
 SEED = 0x05702E  # fixed: a failure is reproduced by running again
@@ -174,12 +177,30 @@ class Gen:
             for _ in range(r.choice([0, 1, 2, 3])):
                 setattr(o, r.choice(ATTR_NAMES), self.value(depth + 1))
             return o
-        if k < 0.93:
+        if k < 0.91:
             o = Reduced(self.value(depth + 1), self.value(depth + 1))
             if r.random() < 0.3:
                 o.extra = self.value(depth + 1)
             self.stats["reduce"] += 1
             return self.keep(o)
+        if k < 0.93:
+            # reduce values with list and dict items; an instance with a
+            # tuple state (__setstate__); plain value objects
+            self.stats["reduce"] += 1
+            c = r.randrange(4)
+            if c == 0:
+                o = Bag()
+                self.keep(o)
+                o.items = [self.value(depth + 1) for _ in range(r.randint(0, 3))]
+                for _ in range(r.randint(0, 2)):
+                    o.map[self.hashable(depth + 1)] = self.value(depth + 1)
+                return o
+            if c == 1:
+                return self.keep(WithState(self.value(depth + 1), self.value(depth + 1)))
+            if c == 2:
+                return self.keep(datetime.datetime(2000 + r.randrange(100), 1 + r.randrange(12),
+                                                   1 + r.randrange(28), r.randrange(24)))
+            return self.keep(decimal.Decimal(r.randint(-10 ** 30, 10 ** 30)).scaleb(-r.randrange(40)))
         od = collections.OrderedDict()
         self.keep(od)
         for _ in range(r.randint(0, 3)):
