@@ -157,6 +157,7 @@ ost__pkg *ost__pkg_new(void) { return calloc(1, sizeof(ost__pkg)); }
 
 void ost__pkg_reset(ost__pkg *p) {
     p->nrecs = 0;
+    p->nrefs = 0;
     p->nbytes = 0;
     p->rc = 0;
     p->msg[0] = 0;
@@ -168,7 +169,21 @@ void ost__pkg_free(ost__pkg *p) {
     if (!p) return;
     free(p->recs);
     free(p->bytes);
+    free(p->refs);
     free(p);
+}
+
+/* Notes that the records refer to stored object oid. */
+int ost__pkg_ref(ost__pkg *p, uint64_t oid) {
+    if (p->nrefs == p->caprefs) {
+        size_t cap = p->caprefs ? p->caprefs * 2 : 64;
+        uint64_t *r = realloc(p->refs, cap * sizeof *r);
+        if (!r) return OST_ENOMEM;
+        p->refs = r;
+        p->caprefs = cap;
+    }
+    p->refs[p->nrefs++] = oid;
+    return 0;
 }
 
 /* Appends a record: header room then the pickle. */
@@ -236,6 +251,27 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
                      (unsigned long long)r->read_serial);
             return OST_ECONFLICT;
         }
+    }
+    /* a pack since the connection checked its cache may have removed an
+     * object that the records refer to (one made unreachable, then linked
+     * again): storing the reference would leave it dangling */
+    MDB_val lk = {3, "low"}, lv;
+    uint64_t low = 0;
+    if (mdb_get(t, st->meta, &lk, &lv) == 0 && lv.mv_size == 8)
+        for (int i = 7; i >= 0; i--) low = low << 8 | ((uint8_t *)lv.mv_data)[i];
+    for (size_t i = 0; low != p->low && i < p->nrefs; i++) {
+        uint8_t kb[8];
+        ost__be64(kb, p->refs[i]);
+        MDB_val rk = {8, kb}, rv;
+        rc = mdb_get(t, st->recs, &rk, &rv);
+        if (rc == MDB_NOTFOUND) {
+            snprintf(p->msg, sizeof p->msg,
+                     "conflict on oid %llu: this commit refers to it, and pack removed it "
+                     "after this transaction read it",
+                     (unsigned long long)p->refs[i]);
+            return OST_ECONFLICT;
+        }
+        if (rc) return rc;
     }
     size_t nlog = 0;
     bool append = true;

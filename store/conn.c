@@ -135,6 +135,28 @@ static int apply_invalidations(ost_conn *c, uint64_t last) {
     return 0;
 }
 
+/* After a pack (meta.low moved): objects of the cache whose record pack
+ * removed leave the cache as ghosts, which commits refuse to refer to
+ * rather than store a dangling reference. */
+static void drop_packed(ost_conn *c) {
+    MDB_val lk = {3, "low"}, lv;
+    uint64_t low = 0;
+    if (mdb_get(c->rtxn, c->st->meta, &lk, &lv) == 0 && lv.mv_size == 8)
+        for (int i = 7; i >= 0; i--) low = low << 8 | ((uint8_t *)lv.mv_data)[i];
+    if (low == c->low_seen) return;
+    c->low_seen = low;
+    for (size_t i = c->nents; i-- > 0;) {
+        ost__pent *e = &c->ents[i];
+        if (!e->serial || (OST__O(e->obj)->flags & OST__F_CHANGED)) continue;
+        uint8_t kb[8];
+        ost__be64(kb, e->oid);
+        MDB_val k = {8, kb}, v;
+        if (mdb_get(c->rtxn, c->st->recs, &k, &v) != MDB_NOTFOUND) continue;
+        ghostify(e->obj);
+        cache_remove(c, i);
+    }
+}
+
 /* Opens the transaction's read snapshot if it is not open. Callers hold
  * the store's maplock for reading. Invalidations are applied only when the
  * snapshot starts a transaction: a snapshot reopened inside one (after a
@@ -164,6 +186,7 @@ static int snapshot(ost_conn *c) {
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->path,
                            mdb_strerror(rc));
+    drop_packed(c);
     return 0;
 }
 
@@ -586,7 +609,10 @@ static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
         ost__pent *e = find_obj(c, obj);
         if (!e)
             return ost__c_fail(c, OST_EINVAL,
-                               "an object of another connection (or of a closed one) is referenced");
+                               "an object of another connection (or of a closed one, or "
+                               "one that pack removed) is referenced");
+        if (e->serial && ost__pkg_ref(c->pkg, e->oid))
+            return ost__c_fail(c, OST_ENOMEM, "out of memory");
         *pid = ost_int((int64_t)e->oid);
         return 0;
     }
@@ -619,6 +645,7 @@ static int prepare(ost_conn *c) {
     if (!c->pkg && !(c->pkg = ost__pkg_new())) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     ost__pkg *p = c->pkg;
     ost__pkg_reset(p);
+    p->low = c->low_seen;
     c->nnew_start = c->nents;
     ost_writer_set_persistent_id(c->w, commit_pid, c, OST_PID_INSTANCES);
     for (size_t i = 0; i < c->nchanged; i++) {

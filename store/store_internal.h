@@ -29,6 +29,12 @@ typedef struct ost__pkg {
     bool done;
     uv_async_t *async; /* wakes a loop when done (async commit) */
     struct ost__pkg *next;
+    /* stored objects the records refer to without writing them, and the
+     * meta.low (pack mark) the connection's cache was checked at: if a
+     * pack ran since, apply checks that they still exist */
+    uint64_t *refs;
+    size_t nrefs, caprefs;
+    uint64_t low;
     char msg[320];
 } ost__pkg;
 
@@ -78,6 +84,7 @@ struct ost_conn {
     MDB_txn *rtxn;   /* the read snapshot of the transaction */
     bool rtxn_live;
     bool at_boundary;     /* the next snapshot starts a transaction */
+    uint64_t low_seen;    /* meta.low when the cache was last checked */
     uint64_t seen_serial; /* invalidations applied up to this commit */
     ost__pent *ents;
     size_t nents, capents;
@@ -127,6 +134,7 @@ void ost__pkg_reset(ost__pkg *p);
 void ost__pkg_free(ost__pkg *p);
 int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
                  const void *pickle, size_t n);
+int ost__pkg_ref(ost__pkg *p, uint64_t oid);
 int ost__pkg_apply_direct(ost_store *st, ost__pkg *p);
 int ost__committer_start(ost_store *st);
 void ost__committer_stop(ost_store *st);

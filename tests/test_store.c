@@ -1377,6 +1377,54 @@ Test(store, pack_removes_unreachable_keeps_reachable) {
     ost_store_close(st);
 }
 
+Test(store, linking_an_object_that_pack_removed_is_refused) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value g = new_node();
+    set(g, "x", ost_int(1));
+    root_set(a, "g", ost_incref(g));
+    commit_ok(a);
+    uint64_t goid = ost_oid(a, g);
+    ost_value bg = root_get(b, "g"); /* b caches it too, loaded */
+    cr_assert_eq(iattr(bg, "x"), 1);
+    ost_incref(bg);
+    /* a drops it from the root and keeps the object; pack removes it */
+    root_set(a, "g", OST_NONE);
+    commit_ok(a);
+    uint64_t removed;
+    cr_assert_eq(ost_store_pack(st, &removed), 0);
+    cr_assert_eq(removed, 1);
+    /* a's transaction began before the pack: the commit finds it */
+    root_set(a, "again", ost_incref(g));
+    cr_assert_eq(ost_commit(a), OST_ECONFLICT);
+    expect_oid_in(ost_conn_errmsg(a), goid);
+    cr_assert(strstr(ost_conn_errmsg(a), "pack"), "%s", ost_conn_errmsg(a));
+    ost_abort(a);
+    /* after the boundary the connection knows: refused before writing */
+    cr_assert_eq(ost_oid(a, g), UINT64_MAX, "no longer an object of the store");
+    cr_assert(ost_is_ghost(g));
+    root_set(a, "again", ost_incref(g));
+    cr_assert_eq(ost_commit(a), OST_EINVAL);
+    cr_assert(strstr(ost_conn_errmsg(a), "pack"), "%s", ost_conn_errmsg(a));
+    ost_abort(a);
+    /* the same through b, whose copy was loaded, from a new object */
+    ost_abort(b);
+    ost_value holder = new_node();
+    set(holder, "ref", ost_incref(bg));
+    root_set(b, "holder", holder);
+    cr_assert_eq(ost_commit(b), OST_EINVAL);
+    ost_abort(b);
+    reports r = {0};
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), 0, "%s", r.msg[0]);
+    cr_assert_eq(stats(st).records, 1);
+    /* other commits go on */
+    root_set(a, "ok", ost_int(1));
+    commit_ok(a);
+    ost_decref(g);
+    ost_decref(bg);
+    ost_store_close(st);
+}
+
 Test(store, pack_follows_references_with_wide_oids) {
     /* oids past 255 and 65535 are written with wider int opcodes */
     ost_store *st = open_store(true);
