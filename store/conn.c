@@ -307,8 +307,17 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
                            (unsigned long long)e->oid);
     uint64_t oid = e->oid;
     c->msg[0] = 0;
+    /* While its state loads, the object is no ghost (a setstate callback
+     * that uses the public setters would load it again, without end) and
+     * is not tracked (what the callback sets is no change): the CHANGED
+     * flag keeps the setters from reporting to the connection. */
+    uint8_t was_changed = OST__O(obj)->flags & OST__F_CHANGED;
+    OST__O(obj)->flags = (uint8_t)((OST__O(obj)->flags & ~OST__F_GHOST) | OST__F_CHANGED);
     rc = ost_load_state(c->r, obj, (uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE);
+    OST__O(obj)->flags = (uint8_t)((OST__O(obj)->flags & ~OST__F_CHANGED) | was_changed);
     if (rc) {
+        ghostify(obj); /* drops what a callback set before failing */
+        OST__O(obj)->flags |= was_changed;
         /* a hook's message (missing oid) is more precise than the reader's */
         char inner[sizeof c->msg];
         snprintf(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
@@ -318,7 +327,6 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
     e = find_oid(c, oid); /* loading may have grown the cache */
     e->serial = serial;
     e->bytes = v.mv_size;
-    OST__O(obj)->flags &= (uint8_t)~OST__F_GHOST;
     return 0;
 }
 
