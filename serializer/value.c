@@ -1185,13 +1185,23 @@ ost_value ost_instance_slot(ost_value v, size_t i) {
     return i < so->n ? so->slots[i] : 0;
 }
 
+/* Loads a ghost before it changes: a change to a ghost that cannot load
+ * (damaged record, closed connection) would be lost at commit, which
+ * writes no ghost. Returns the code loading failed with. */
+static int unghost_to_change(ost_value v, ost_value val) {
+    int rc = OST_UNLIKELY(OST__O(v)->flags & OST__F_GHOST) ? ost__activate(v) : 0;
+    if (rc) ost_decref(val);
+    return rc;
+}
+
 int ost_instance_set_slot(ost_value v, size_t i, ost_value val) {
     if (ost__type(v) != OST_T_INSTANCE || !ost__slotted(v) || !val ||
         i >= ((ost_slots_obj *)v)->n) {
         ost_decref(val);
         return OST_EINVAL;
     }
-    OST__UNGHOST(v);
+    int rc = unghost_to_change(v, val);
+    if (rc) return rc;
     ost__touch(v);
     ost_slots_obj *so = (ost_slots_obj *)v;
     ost_value old = so->slots[i];
@@ -1214,7 +1224,8 @@ int ost_instance_set_state(ost_value v, ost_value state) {
         ost_decref(state);
         return OST_EINVAL;
     }
-    OST__UNGHOST(v);
+    int rc = unghost_to_change(v, state);
+    if (rc) return rc;
     ost__touch(v);
     ost_inst_obj *o = (ost_inst_obj *)v;
     ost_value old = o->state;
@@ -1236,7 +1247,8 @@ int ost_instance_setattr(ost_value v, const char *name, ost_value val) {
         }
         return ost_instance_set_slot(v, (size_t)i, val);
     }
-    OST__UNGHOST(v);
+    int rc = unghost_to_change(v, val);
+    if (rc) return rc;
     ost__touch(v);
     ost_inst_obj *o = (ost_inst_obj *)v;
     if (o->state == OST_NONE) {

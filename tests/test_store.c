@@ -1587,6 +1587,12 @@ Test(store, check_reports_a_record_that_does_not_decode) {
     expect_oid_in(ost_conn_errmsg(c), chain.b);
     cr_assert(ost_is_ghost(b), "still a ghost");
     cr_assert_eq(ost_instance_getattr(b, "name"), 0, "accessors give nothing");
+    /* a change to it fails, rather than be lost at commit */
+    uint64_t serial = stats(st).last_serial;
+    cr_assert_eq(ost_instance_setattr(b, "name", ost_str_c("new")), OST_EBADOPCODE);
+    cr_assert_eq(ost_instance_set_state(b, ost_dict_new()), OST_EBADOPCODE);
+    commit_ok(c);
+    cr_assert_eq(stats(st).last_serial, serial, "nothing written");
     cr_assert_str_eq(sattr(root_get(c, "d"), "name"), "d");
     ost_value cc;
     cr_assert_eq(ost_conn_get(c, chain.c, &cc), 0);
@@ -2078,8 +2084,10 @@ Test(store, objects_after_their_connection_closed) {
     cr_assert(ost_is_ghost(acct));
     cr_assert_eq(ost_instance_getattr(acct, "balance"), 0);
     cr_assert_eq(ost_instance_class(acct), F.acct);
-    /* a change to it does not crash and is not stored anywhere */
-    ost_instance_setattr(node, "x", ost_int(1));
+    /* a change to it fails: it cannot load */
+    cr_assert_eq(ost_instance_setattr(node, "x", ost_int(1)), OST_EINVAL);
+    cr_assert_eq(ost_instance_setattr(acct, "balance", ost_int(1)), OST_EINVAL);
+    cr_assert(ost_is_ghost(node));
     /* another connection referencing it: refused, not stored empty */
     ost_conn *b = conn_of(st);
     root_set(b, "old", ost_incref(acct));
