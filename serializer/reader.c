@@ -470,7 +470,7 @@ static bool known_builtin(const char *m, const char *n) {
     if (strcmp(m, "builtins") == 0)
         return !strcmp(n, "set") || !strcmp(n, "frozenset") ||
                !strcmp(n, "bytearray") || !strcmp(n, "bytes") ||
-               !strcmp(n, "object");
+               !strcmp(n, "object") || !strcmp(n, "getattr");
     if (strcmp(m, "_codecs") == 0) return !strcmp(n, "encode");
     if (strcmp(m, "copyreg") == 0)
         return !strcmp(n, "_reconstructor") || !strcmp(n, "__newobj__") ||
@@ -627,6 +627,27 @@ static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
                 ost_value v = ost_reduce_new(OST_REDUCE_NEWOBJ, ost_incref(a0), rest);
                 if (!v) NOMEM(at);
                 return v;
+            }
+            if (gl_is(fn, "builtins", "getattr") && na == 2 &&
+                ost__type(a0) == OST_T_GLOBAL && ost__type(ost_item(args, 1)) == OST_T_STR) {
+                /* Below protocol 4 Python spells the nested class
+                 * Outer.Inner as getattr(Outer, 'Inner'): the global
+                 * module.Outer.Inner, resolved as one */
+                ost_global_obj *pg = (ost_global_obj *)a0;
+                ost_str_obj *pm = (ost_str_obj *)pg->module, *pn = (ost_str_obj *)pg->name;
+                ost_str_obj *ln = (ost_str_obj *)ost_item(args, 1);
+                char *dotted = malloc(pn->len + ln->len + 2);
+                if (!dotted) {
+                    NOMEM(at);
+                    return 0;
+                }
+                memcpy(dotted, pn->data, pn->len);
+                dotted[pn->len] = '.';
+                memcpy(dotted + pn->len + 1, ln->data, ln->len);
+                ost_value g = make_global(r, at, (const uint8_t *)pm->data, pm->len,
+                                          (const uint8_t *)dotted, pn->len + 1 + ln->len);
+                free(dotted);
+                return g;
             }
             if (gl_is(fn, "copyreg", "__newobj_ex__") && na == 3 &&
                 ost__type(a0) == OST_T_GLOBAL &&

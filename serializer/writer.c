@@ -55,6 +55,7 @@ struct ost_writer {
     size_t nst, capst;
     ost_dump_stats stats;
     ost_value g_set, g_frozenset, g_bytes, g_bytearray, g_encode, g_newobj_ex;
+    ost_value g_getattr;
     ost_value s_latin1;
     int err;
     char msg[256];
@@ -99,6 +100,7 @@ void ost_writer_free(ost_writer *w) {
     drop_cached(&w->g_bytearray);
     drop_cached(&w->g_encode);
     drop_cached(&w->g_newobj_ex);
+    drop_cached(&w->g_getattr);
     drop_cached(&w->s_latin1);
     ost__ptrtab_free(&w->memo);
     free(w->st);
@@ -721,6 +723,34 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         }
         const char *m = ((ost_str_obj *)g->module)->data;
         const char *n = ((ost_str_obj *)g->name)->data;
+        const char *dot = strrchr(n, '.');
+        if (dot) {
+            /* Below protocol 4 Python finds no dotted name (Outer.Inner)
+             * in a GLOBAL: it is builtins.getattr(Outer, 'Inner'), as
+             * Python's own pickler spells it. */
+            ost_value ga = cached_global(w, &w->g_getattr, "builtins", "getattr");
+            char *pn = malloc((size_t)(dot - n) + 1);
+            ost_value args = ga && pn ? ost_tuple_new(2) : 0;
+            if (args) {
+                memcpy(pn, n, (size_t)(dot - n));
+                pn[dot - n] = 0;
+                ost_value parent = ost_global(m, pn), last = ost_str_c(dot + 1);
+                ost_tuple_set(args, 0, parent ? parent : OST_NONE); /* steals */
+                ost_tuple_set(args, 1, last ? last : OST_NONE);
+                if (!parent || !last) {
+                    ost_decref(args);
+                    args = 0;
+                }
+            }
+            free(pn);
+            wframe *f = args ? push_build(w, v, OP_REDUCE, ga, args, 0) : NULL;
+            if (!f) {
+                ost_decref(args);
+                return w->err ? w->err : fail(w, OST_ENOMEM, "out of memory");
+            }
+            f->aux = args;
+            return 0;
+        }
         if (w->proto < 3) { /* Python's fix_imports spelling */
             if (strcmp(m, "builtins") == 0) m = "__builtin__";
             else if (strcmp(m, "copyreg") == 0) m = "copy_reg";

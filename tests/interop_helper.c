@@ -300,6 +300,14 @@ static ost_value c_globals(void) {
                 gl("collections", "OrderedDict"));
 }
 
+/* Dotted names: STACK_GLOBAL at protocols 4-5, getattr(Outer, 'Inner')
+ * below (Python finds no dotted name in a GLOBAL). */
+static ost_value c_nested_class(void) {
+    ost_value i = must(ost_instance_new(gl("interop_classes", "Outer.Inner")), "inner");
+    attr(i, "x", i64(1));
+    return LIST(gl("interop_classes", "Outer.Inner.Deep"), i, gl("interop_classes", "Outer.Inner"));
+}
+
 static ost_value c_shared(void) {
     ost_value x = LIST(i64(1), i64(2)), d = must(ost_dict_new(), "d");
     dset(d, str("k"), ost_incref(x));
@@ -465,6 +473,7 @@ static const icase cases[] = {
     {"sets", c_sets},
     {"instances", c_instances},
     {"globals", c_globals},
+    {"nested_class", c_nested_class},
     {"shared", c_shared},
     {"cycle_list", c_cycle_list},
     {"cycle_dict_inst", c_cycle_dict_inst},

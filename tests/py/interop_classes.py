@@ -127,3 +127,16 @@ class Bag:
     @reprlib.recursive_repr()
     def __repr__(self):
         return "Bag(%r, %r)" % (self.items, self.map)
+
+
+class Outer:
+    """Nested classes: named Outer.Inner, which protocols below 4 spell as
+    builtins.getattr(Outer, 'Inner')."""
+
+    class Inner:
+        class Deep:
+            pass
+
+        @reprlib.recursive_repr()
+        def __repr__(self):
+            return "Outer.Inner(%r)" % (self.__dict__,)

@@ -23,7 +23,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.setrecursionlimit(100000)
 
-from interop_classes import Bag, Empty, KwOnly, Node, Plain, Reduced, WithState  # noqa: E402
+from interop_classes import (Bag, Empty, KwOnly, Node, Outer, Plain, Reduced,  # noqa: E402
+                             WithState)
 from interop_common import Mismatch, check_protocol, compare_graphs, hexdump, loads  # noqa: E402
 
 NAN = float("nan")
@@ -72,6 +73,12 @@ def e_instances():
     ws = WithState.__new__(WithState)
     ws.__setstate__((3, 4))
     return [Plain(a=1, b="x"), Empty(), Node(5, None), Plain(), ws]
+
+
+def e_nested_class():
+    i = Outer.Inner()
+    i.x = 1
+    return [Outer.Inner.Deep, i, Outer.Inner]
 
 
 def e_shared():
@@ -169,6 +176,7 @@ EXPECTED = {
     "sets": e_sets,
     "instances": e_instances,
     "globals": lambda: [Plain, len, collections.OrderedDict],
+    "nested_class": e_nested_class,
     "shared": e_shared,
     "cycle_list": e_cycle_list,
     "cycle_dict_inst": e_cycle_dict_inst,

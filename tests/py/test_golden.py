@@ -25,8 +25,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.setrecursionlimit(100000)
 
-from interop_classes import (Bag, Empty, KwOnly, Node, Plain, Reduced,  # noqa: E402
-                             Slotted, WithState)
+from interop_classes import (Bag, Empty, KwOnly, Node, Outer, Plain,  # noqa: E402
+                             Reduced, Slotted, WithState)
 from interop_common import (Mismatch, check_protocol, compare_graphs,  # noqa: E402
                             hexdump, loads, ost_repr)
 
@@ -118,6 +118,13 @@ def shared_case():
     ba = bytearray(b"ba")
     big = 2 ** 100
     return [x, x, d, d, t, t, s, s, i, i, ba, ba, big, big, (t, d)]
+
+
+def nested_class():
+    i = Outer.Inner()
+    i.x = 1
+    i.deep = Outer.Inner.Deep()
+    return [i, Outer.Inner, Outer.Inner.Deep, i]
 
 
 def random_numbers():
@@ -303,6 +310,9 @@ CASES = [
     ("reduce_kwonly", lambda: [KwOnly(5, b=6), KwOnly("a")], range(2, 6), ["KwOnly"], False),
     ("reduce_bag", reduce_bag, ALL, ["interop_classes.Bag("], False),
     ("globals", lambda: [Plain, collections.OrderedDict, len, Node], ALL, None, False),
+    # nested classes: STACK_GLOBAL 'Outer.Inner' at protocols 4-5, and
+    # builtins.getattr(Outer, 'Inner') below
+    ("nested_class", nested_class, ALL, None, False),
     ("persistent", lambda: [Pers("a"), Pers("b"), "c", Pers("a")], ALL,
      ["persistent('a')", "persistent('b')"], True),
 ]

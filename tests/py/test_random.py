@@ -34,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.setrecursionlimit(20000)
 
-from interop_classes import Bag, Node, Plain, Reduced, WithState  # noqa: E402
+from interop_classes import Bag, Node, Outer, Plain, Reduced, WithState  # noqa: E402
 from interop_common import Mismatch, compare_graphs, hexdump, loads  # noqa: E402
 
 SEED = 0x05702E  # fixed: a failure is reproduced by running again
@@ -169,7 +169,7 @@ class Gen:
         if k < 0.79:
             return self.keep(bytearray(self.blob()))
         if k < 0.88:
-            o = r.choice([Plain, Node])()
+            o = r.choice([Plain, Node, Outer.Inner])()
             if isinstance(o, Node):
                 del o.data, o.next  # attributes in random order below
             self.keep(o)
