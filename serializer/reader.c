@@ -25,6 +25,7 @@ struct ost_reader {
     ost_value trash;    /* list of values popped while loading */
     size_t bytes;       /* bytes allocated for values so far */
     const uint8_t *base, *end;
+    int proto; /* of the pickle being read: PROTO's, 0 without one */
     int err;
     size_t erroff;
     char msg[320];
@@ -478,9 +479,178 @@ static bool known_builtin(const char *m, const char *n) {
     return false;
 }
 
+/* Python 2 names of Python 3 globals, as CPython's _compat_pickle maps them
+ * when it loads a pickle of protocol 0, 1 or 2 (fix_imports): first
+ * (module, name) pairs, then whole modules. Generated from Python 3.11. */
+static const char *const compat_names[][4] = {
+    {"UserDict", "IterableUserDict", "collections", "UserDict"},
+    {"UserDict", "UserDict", "collections", "UserDict"},
+    {"UserList", "UserList", "collections", "UserList"},
+    {"UserString", "UserString", "collections", "UserString"},
+    {"__builtin__", "basestring", "builtins", "str"},
+    {"__builtin__", "intern", "sys", "intern"},
+    {"__builtin__", "long", "builtins", "int"},
+    {"__builtin__", "reduce", "functools", "reduce"},
+    {"__builtin__", "unichr", "builtins", "chr"},
+    {"__builtin__", "unicode", "builtins", "str"},
+    {"__builtin__", "xrange", "builtins", "range"},
+    {"_multiprocessing", "Connection", "multiprocessing.connection", "Connection"},
+    {"_socket", "fromfd", "socket", "fromfd"},
+    {"exceptions", "ArithmeticError", "builtins", "ArithmeticError"},
+    {"exceptions", "AssertionError", "builtins", "AssertionError"},
+    {"exceptions", "AttributeError", "builtins", "AttributeError"},
+    {"exceptions", "BaseException", "builtins", "BaseException"},
+    {"exceptions", "BufferError", "builtins", "BufferError"},
+    {"exceptions", "BytesWarning", "builtins", "BytesWarning"},
+    {"exceptions", "DeprecationWarning", "builtins", "DeprecationWarning"},
+    {"exceptions", "EOFError", "builtins", "EOFError"},
+    {"exceptions", "EnvironmentError", "builtins", "EnvironmentError"},
+    {"exceptions", "Exception", "builtins", "Exception"},
+    {"exceptions", "FloatingPointError", "builtins", "FloatingPointError"},
+    {"exceptions", "FutureWarning", "builtins", "FutureWarning"},
+    {"exceptions", "GeneratorExit", "builtins", "GeneratorExit"},
+    {"exceptions", "IOError", "builtins", "IOError"},
+    {"exceptions", "ImportError", "builtins", "ImportError"},
+    {"exceptions", "ImportWarning", "builtins", "ImportWarning"},
+    {"exceptions", "IndentationError", "builtins", "IndentationError"},
+    {"exceptions", "IndexError", "builtins", "IndexError"},
+    {"exceptions", "KeyError", "builtins", "KeyError"},
+    {"exceptions", "KeyboardInterrupt", "builtins", "KeyboardInterrupt"},
+    {"exceptions", "LookupError", "builtins", "LookupError"},
+    {"exceptions", "MemoryError", "builtins", "MemoryError"},
+    {"exceptions", "NameError", "builtins", "NameError"},
+    {"exceptions", "NotImplementedError", "builtins", "NotImplementedError"},
+    {"exceptions", "OSError", "builtins", "OSError"},
+    {"exceptions", "OverflowError", "builtins", "OverflowError"},
+    {"exceptions", "PendingDeprecationWarning", "builtins", "PendingDeprecationWarning"},
+    {"exceptions", "ReferenceError", "builtins", "ReferenceError"},
+    {"exceptions", "RuntimeError", "builtins", "RuntimeError"},
+    {"exceptions", "RuntimeWarning", "builtins", "RuntimeWarning"},
+    {"exceptions", "StandardError", "builtins", "Exception"},
+    {"exceptions", "StopIteration", "builtins", "StopIteration"},
+    {"exceptions", "SyntaxError", "builtins", "SyntaxError"},
+    {"exceptions", "SyntaxWarning", "builtins", "SyntaxWarning"},
+    {"exceptions", "SystemError", "builtins", "SystemError"},
+    {"exceptions", "SystemExit", "builtins", "SystemExit"},
+    {"exceptions", "TabError", "builtins", "TabError"},
+    {"exceptions", "TypeError", "builtins", "TypeError"},
+    {"exceptions", "UnboundLocalError", "builtins", "UnboundLocalError"},
+    {"exceptions", "UnicodeDecodeError", "builtins", "UnicodeDecodeError"},
+    {"exceptions", "UnicodeEncodeError", "builtins", "UnicodeEncodeError"},
+    {"exceptions", "UnicodeError", "builtins", "UnicodeError"},
+    {"exceptions", "UnicodeTranslateError", "builtins", "UnicodeTranslateError"},
+    {"exceptions", "UnicodeWarning", "builtins", "UnicodeWarning"},
+    {"exceptions", "UserWarning", "builtins", "UserWarning"},
+    {"exceptions", "ValueError", "builtins", "ValueError"},
+    {"exceptions", "Warning", "builtins", "Warning"},
+    {"exceptions", "ZeroDivisionError", "builtins", "ZeroDivisionError"},
+    {"itertools", "ifilter", "builtins", "filter"},
+    {"itertools", "ifilterfalse", "itertools", "filterfalse"},
+    {"itertools", "imap", "builtins", "map"},
+    {"itertools", "izip", "builtins", "zip"},
+    {"itertools", "izip_longest", "itertools", "zip_longest"},
+    {"multiprocessing", "AuthenticationError", "multiprocessing.context", "AuthenticationError"},
+    {"multiprocessing", "BufferTooShort", "multiprocessing.context", "BufferTooShort"},
+    {"multiprocessing", "ProcessError", "multiprocessing.context", "ProcessError"},
+    {"multiprocessing", "TimeoutError", "multiprocessing.context", "TimeoutError"},
+    {"multiprocessing.forking", "Popen", "multiprocessing.popen_fork", "Popen"},
+    {"multiprocessing.process", "Process", "multiprocessing.context", "Process"},
+    {"socket", "_socketobject", "socket", "SocketType"},
+    {"urllib", "ContentTooShortError", "urllib.error", "ContentTooShortError"},
+    {"urllib", "getproxies", "urllib.request", "getproxies"},
+    {"urllib", "pathname2url", "urllib.request", "pathname2url"},
+    {"urllib", "quote", "urllib.parse", "quote"},
+    {"urllib", "quote_plus", "urllib.parse", "quote_plus"},
+    {"urllib", "unquote", "urllib.parse", "unquote"},
+    {"urllib", "unquote_plus", "urllib.parse", "unquote_plus"},
+    {"urllib", "url2pathname", "urllib.request", "url2pathname"},
+    {"urllib", "urlcleanup", "urllib.request", "urlcleanup"},
+    {"urllib", "urlencode", "urllib.parse", "urlencode"},
+    {"urllib", "urlopen", "urllib.request", "urlopen"},
+    {"urllib", "urlretrieve", "urllib.request", "urlretrieve"},
+    {"urllib2", "HTTPError", "urllib.error", "HTTPError"},
+    {"urllib2", "URLError", "urllib.error", "URLError"},
+    {"whichdb", "whichdb", "dbm", "whichdb"},
+};
+static const char *const compat_modules[][2] = {
+    {"BaseHTTPServer", "http.server"},
+    {"CGIHTTPServer", "http.server"},
+    {"ConfigParser", "configparser"},
+    {"Cookie", "http.cookies"},
+    {"Dialog", "tkinter.dialog"},
+    {"DocXMLRPCServer", "xmlrpc.server"},
+    {"FileDialog", "tkinter.filedialog"},
+    {"HTMLParser", "html.parser"},
+    {"Queue", "queue"},
+    {"ScrolledText", "tkinter.scrolledtext"},
+    {"SimpleDialog", "tkinter.simpledialog"},
+    {"SimpleHTTPServer", "http.server"},
+    {"SimpleXMLRPCServer", "xmlrpc.server"},
+    {"SocketServer", "socketserver"},
+    {"StringIO", "io"},
+    {"Tix", "tkinter.tix"},
+    {"Tkconstants", "tkinter.constants"},
+    {"Tkdnd", "tkinter.dnd"},
+    {"Tkinter", "tkinter"},
+    {"UserDict", "collections"},
+    {"UserList", "collections"},
+    {"UserString", "collections"},
+    {"__builtin__", "builtins"},
+    {"_abcoll", "collections.abc"},
+    {"_elementtree", "xml.etree.ElementTree"},
+    {"_winreg", "winreg"},
+    {"anydbm", "dbm"},
+    {"cPickle", "pickle"},
+    {"cStringIO", "io"},
+    {"commands", "subprocess"},
+    {"cookielib", "http.cookiejar"},
+    {"copy_reg", "copyreg"},
+    {"dbhash", "dbm.bsd"},
+    {"dbm", "dbm.ndbm"},
+    {"dumbdbm", "dbm.dumb"},
+    {"dummy_thread", "_dummy_thread"},
+    {"gdbm", "dbm.gnu"},
+    {"htmlentitydefs", "html.entities"},
+    {"httplib", "http.client"},
+    {"markupbase", "_markupbase"},
+    {"repr", "reprlib"},
+    {"robotparser", "urllib.robotparser"},
+    {"test.test_support", "test.support"},
+    {"thread", "_thread"},
+    {"tkColorChooser", "tkinter.colorchooser"},
+    {"tkCommonDialog", "tkinter.commondialog"},
+    {"tkFileDialog", "tkinter.filedialog"},
+    {"tkFont", "tkinter.font"},
+    {"tkMessageBox", "tkinter.messagebox"},
+    {"tkSimpleDialog", "tkinter.simpledialog"},
+    {"ttk", "tkinter.ttk"},
+    {"urllib2", "urllib.request"},
+    {"urlparse", "urllib.parse"},
+    {"whichdb", "dbm"},
+    {"xmlrpclib", "xmlrpc.client"},
+};
+
+static bool span_is(const uint8_t *p, size_t n, const char *s) {
+    return strlen(s) == n && memcmp(p, s, n) == 0;
+}
+
 /* Makes the value for global module.name (text not yet validated). */
 static ost_value make_global(ost_reader *r, const uint8_t *at, const uint8_t *m,
                              size_t ml, const uint8_t *n, size_t nl) {
+    if (r->proto < 3) { /* Python 3 writes these names for protocols 0-2 */
+        bool named = false;
+        for (size_t i = 0; i < sizeof compat_names / sizeof *compat_names && !named; i++)
+            if (span_is(m, ml, compat_names[i][0]) && span_is(n, nl, compat_names[i][1])) {
+                m = (const uint8_t *)compat_names[i][2], ml = strlen(compat_names[i][2]);
+                n = (const uint8_t *)compat_names[i][3], nl = strlen(compat_names[i][3]);
+                named = true;
+            }
+        for (size_t i = 0; i < sizeof compat_modules / sizeof *compat_modules && !named; i++)
+            if (span_is(m, ml, compat_modules[i][0])) {
+                m = (const uint8_t *)compat_modules[i][1], ml = strlen(compat_modules[i][1]);
+                named = true;
+            }
+    }
     /* Python 2 module names, as Python 3's fix_imports maps them */
     if (ml == 11 && memcmp(m, "__builtin__", 11) == 0) m = (const uint8_t *)"builtins", ml = 8;
     else if (ml == 8 && memcmp(m, "copy_reg", 8) == 0) m = (const uint8_t *)"copyreg", ml = 7;
@@ -923,6 +1093,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
     r->erroff = 0;
     r->msg[0] = 0;
     r->bytes = 0;
+    r->proto = 0;
     r->sp = 0;
     r->nmarks = 0;
     if (OST_UNLIKELY(!r->stack)) { /* never NULL: "(t" copies 0 items from it */
@@ -944,7 +1115,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
                 rfail(r, at, OST_EPROTOCOL, "unsupported protocol %u", *p);
                 goto fail;
             }
-            p++;
+            r->proto = *p++;
             break;
         case OP_FRAME: {
             NEED(8);

@@ -155,6 +155,8 @@ def compare_graphs(a, b):
         elif isinstance(x, bytearray):
             if x != y:
                 raise Mismatch("%s: %r != %r" % (path, _short(x), _short(y)))
+        if isinstance(x, BaseException):
+            push((x.args, y.args, path + ".args"))
         # attributes: __dict__ and __slots__ (also for list/dict subclasses)
         has_dict = hasattr(x, "__dict__") and not isinstance(x, type)
         slots = _slot_names(tx)

@@ -17,6 +17,7 @@ import collections
 import concurrent.futures
 import datetime
 import decimal
+import functools
 import os
 import pickle
 import subprocess
@@ -319,6 +320,13 @@ CASES = [
     ("reduce_kwonly", lambda: [KwOnly(5, b=6), KwOnly("a")], range(2, 6), ["KwOnly"], False),
     ("reduce_bag", reduce_bag, ALL, ["interop_classes.Bag("], False),
     ("globals", lambda: [Plain, collections.OrderedDict, len, Node], ALL, None, False),
+    # Python 3 writes Python 2 names below protocol 3 (__builtin__.xrange,
+    # exceptions.ValueError, ...) and maps them back when it loads them, so
+    # ostore must too, or its protocol 3-5 output would name xrange
+    ("compat_names", lambda: [range(1, 10, 2), str, int, ValueError("x"), KeyError(3),
+                              functools.reduce, collections.UserDict({"a": 1}), zip],
+     ALL, ["builtins.range(1, 10, 2)", "builtins.str", "builtins.ValueError('x')",
+           "collections.UserDict("], False),
     # nested classes: STACK_GLOBAL 'Outer.Inner' at protocols 4-5, and
     # builtins.getattr(Outer, 'Inner') below
     ("nested_class", nested_class, ALL, None, False),
