@@ -685,6 +685,7 @@ static int prepare(ost_conn *c) {
 
 static void commit_done(ost_conn *c, int rc) {
     ost__pkg *p = c->pkg;
+    if (rc) c->poisoned = true;
     if (rc) {
         snprintf(c->msg, sizeof c->msg, "%s", p->msg[0] ? p->msg : ost_strerror(rc));
         drop_new(c);
@@ -712,6 +713,8 @@ static void commit_done(ost_conn *c, int rc) {
 static int begin_commit(ost_conn *c, bool *any) {
     c->msg[0] = 0;
     if (c->async_pending) return ost__c_fail(c, OST_EBUSY, "an asynchronous commit is pending");
+    if (c->poisoned)
+        return ost__c_fail(c, OST_ETXN, "an earlier commit of this transaction failed: abort it first");
     *any = false;
     for (size_t i = 0; i < c->nchanged; i++) *any |= c->changed[i] != 0;
     if (c->st->read_only && *any) {
@@ -721,6 +724,7 @@ static int begin_commit(ost_conn *c, bool *any) {
     int rc = ost_txn_hooks_run_before_commit(c->hooks);
     if (rc) {
         ost_txn_hooks_run_after_commit(c->hooks, false);
+        c->poisoned = true;
         return ost__c_fail(c, rc, "commit vetoed by a hook: %s", ost_strerror(rc));
     }
     return 0;
@@ -740,6 +744,7 @@ int ost_commit(ost_conn *c) {
     }
     if ((rc = prepare(c))) {
         ost_txn_hooks_run_after_commit(c->hooks, false);
+        c->poisoned = true;
         return rc;
     }
     if (c->st->group_commit) {
@@ -781,6 +786,7 @@ int ost_commit_async(ost_conn *c, uv_loop_t *loop, ost_commit_cb cb, void *ud) {
     if (any && (rc = prepare(c))) {
         free(a);
         ost_txn_hooks_run_after_commit(c->hooks, false);
+        c->poisoned = true;
         return rc;
     }
     if (!any) { /* nothing to write: an empty package still reports */
@@ -807,6 +813,7 @@ int ost_commit_async(ost_conn *c, uv_loop_t *loop, ost_commit_cb cb, void *ud) {
 
 void ost_abort(ost_conn *c) {
     if (!c || c->async_pending) return;
+    c->poisoned = false;
     for (size_t i = 0; i < c->nchanged; i++) {
         ost_value o = c->changed[i];
         if (!o) continue;

@@ -100,6 +100,7 @@ struct ost_conn {
     /* commit */
     ost__pkg *pkg;
     bool async_pending;
+    bool poisoned; /* a commit failed: only ost_abort goes on */
     uint64_t oid_next, oid_end, oid_block; /* reserved oids */
     size_t nnew_start; /* ents index where this commit's new objects begin */
     char msg[512];

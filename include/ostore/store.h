@@ -38,7 +38,9 @@ typedef struct {
  * durability, 126 readers, no registry (every class generic). */
 OST_EXTERN void ost_store_options_init(ost_store_options *o);
 
-/* New closed store handle. NULL on ENOMEM. */
+/* New closed store handle. NULL on ENOMEM. After fork(), a child opens
+ * the store with a handle of its own and never uses or closes the
+ * parent's (LMDB's locks belong to the process). */
 OST_EXTERN ost_store *ost_store_new(void);
 /* Opens the store in directory path. Returns 0, or OST_ENOTFOUND (no
  * store and create is false), OST_EVERSION (another format), OST_ECORRUPT
@@ -56,7 +58,7 @@ OST_EXTERN const char *ost_store_errmsg(const ost_store *st);
 typedef struct {
     uint64_t records;     /* objects stored */
     uint64_t bytes;       /* bytes of records (headers and pickles) */
-    uint64_t next_oid;    /* the oid the next new object gets */
+    uint64_t next_oid;    /* the first oid no connection has reserved */
     uint64_t last_serial; /* id of the last commit */
     uint64_t map_size;    /* LMDB map size now */
 } ost_store_stats;
@@ -122,7 +124,8 @@ OST_EXTERN int ost_invalidate(ost_conn *c, ost_value obj);
  * reachable from written ones get oids. Fails with OST_ECONFLICT (naming
  * the oid) when another commit changed an object this transaction
  * changed, OST_EVETO when a before-commit hook refused; then nothing is
- * written and the transaction must be aborted. */
+ * written and the transaction is poisoned: commits fail with OST_ETXN
+ * until ost_abort. */
 OST_EXTERN int ost_commit(ost_conn *c);
 /* Commits without waiting, for programs that run a libuv loop on the
  * connection's thread: the work is prepared now, written by the group

@@ -229,14 +229,17 @@ OST_EXTERN ptrdiff_t ost_class_field(ost_value cls, const char *name);
 OST_EXTERN ost_value ost_instance_new(ost_value cls);
 /* The class (a global) and the state (often a dict of attributes) of an
  * instance, borrowed; 0 for other types. Instances of a class with
- * fields have no state: their state is 0, use the slots. */
+ * fields have no state: their state is 0, use the slots. A store's ghost
+ * loads its state first; 0 if that fails (ost_activate says why). */
 OST_EXTERN ost_value ost_instance_class(ost_value inst);
 OST_EXTERN ost_value ost_instance_state(ost_value inst);
-/* Replaces the state of an instance; steals state. */
+/* Replaces the state of an instance; steals state. 0, OST_EINVAL, or the
+ * code loading a store's ghost failed with (the change is not made). */
 OST_EXTERN int ost_instance_set_state(ost_value inst, ost_value state);
 /* Sets attribute name (the state becomes a dict if it is None; for a class
  * with fields, the slot of that name); steals val. 0, OST_ENOMEM, OST_ETYPE
- * (state is not a dict), OST_ENOTFOUND (no such field). */
+ * (state is not a dict), OST_ENOTFOUND (no such field), or the code
+ * loading a store's ghost failed with. */
 OST_EXTERN int ost_instance_setattr(ost_value inst, const char *name,
                                     ost_value val);
 /* Attribute name of an instance whose state is a dict, or slot name of an
@@ -245,7 +248,8 @@ OST_EXTERN ost_value ost_instance_getattr(ost_value inst, const char *name);
 /* Slot i of an instance of a class with fields (borrowed; 0 when unset or
  * out of range). */
 OST_EXTERN ost_value ost_instance_slot(ost_value inst, size_t i);
-/* Sets slot i; steals val. 0 or OST_EINVAL. */
+/* Sets slot i; steals val. 0, OST_EINVAL, or the code loading a store's
+ * ghost failed with. */
 OST_EXTERN int ost_instance_set_slot(ost_value inst, size_t i, ost_value val);
 
 /* New reduce value: what a pickle says to build with callable(*args)
