@@ -1216,6 +1216,7 @@ ost_value ost_instance_class(ost_value v) {
 ost_value ost_instance_state(ost_value v) {
     if (ost__type(v) != OST_T_INSTANCE || ost__slotted(v)) return 0;
     OST__UNGHOST(v);
+    if (OST__O(v)->flags & OST__F_GHOST) return 0; /* it could not load */
     return ((ost_inst_obj *)v)->state;
 }
 
