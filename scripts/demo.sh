@@ -1,8 +1,17 @@
 #!/bin/sh
-# Sets up, builds and runs the main job. Until the store lands (issue 4),
-# the main job is the serializer benchmark against Python's pickle.
+# Sets up, builds (release, in build-release) and runs the main job:
+# `ostore demo` in the working directory, which bulk-loads about a million
+# objects into ./demo.ostore, walks and checks them, runs concurrent
+# commits and prints the rates. Arguments go to `ostore demo` (for example
+# --objects 200000, or another directory).
 set -eu
-cd "$(dirname "$0")/.."
+here=$(pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
 sh scripts/setup.sh
-BUILD_DIR=build-release sh scripts/build.sh 2>/dev/null || { BUILD_DIR=build-release; meson setup build-release --buildtype=release >/dev/null; ninja -C build-release >/dev/null; }
-exec /usr/bin/python3 bench/bench_pickle.py --build build-release "$@"
+if [ ! -f build-release/build.ninja ]; then
+  meson setup build-release --buildtype=release >/dev/null
+fi
+ninja -C build-release >/dev/null
+cd "$here"
+exec "$root/build-release/tools/ostore" demo "$@"

@@ -1,186 +1,120 @@
 /* ostore: the command-line tool.
  *
- *   ostore pickle dis FILE|-        disassemble a pickle
- *   ostore pickle show FILE|-       print its value, Python-like
- *   ostore pickle repickle [--protocol N] [--no-frame] FILE|-
- *                                   read it, write it again to stdout
- *   ostore version
+ *   ostore demo [DIR]                  build, check and time a 1M-object store
+ *   ostore info DB                     format, counts, sizes, classes
+ *   ostore ls DB [--class C] [--limit N]
+ *   ostore cat DB OID [--dis]          an object's state, or its pickle
+ *   ostore refs DB OID                 what it references, what references it
+ *   ostore check DB                    decode every record, follow every reference
+ *   ostore pack DB                     remove what the root does not reach
+ *   ostore export DB FILE              a versioned dump (docs/cli.md)
+ *   ostore import DB FILE              load a dump into a new store
+ *   ostore pickle dis|show|repickle    pickles outside a store
+ *   ostore version, ostore --version
+ *   ostore help [CMD], ostore CMD --help
  *
- * Exit status: 0 success, 1 bad input or failure (one line on stderr), 2
- * bad usage (the usage on stderr). */
-#include <errno.h>
+ * Exit status: 0 success, 1 a failed operation (one line on stderr), 2 bad
+ * usage (the usage on stderr). Each command lives in a cmd_*.c file. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "ostore.h"
+#include "cli.h"
+
+static const cli_cmd *const commands[] = {
+    &cmd_demo, &cmd_info, &cmd_ls,     &cmd_cat,    &cmd_refs,    &cmd_check,
+    &cmd_pack, &cmd_export, &cmd_import, &cmd_pickle, &cmd_version, &cmd_help,
+};
+#define NCOMMANDS (sizeof commands / sizeof *commands)
 
 static const char usage_text[] =
-    "usage: ostore pickle dis FILE|-\n"
+    "usage: ostore COMMAND [ARGS]\n"
+    "       ostore demo [DIR] [--objects N] [--quiet]\n"
+    "       ostore info DB\n"
+    "       ostore ls DB [--class MODULE.NAME] [--limit N]\n"
+    "       ostore cat DB OID [--dis]\n"
+    "       ostore refs DB OID\n"
+    "       ostore check DB\n"
+    "       ostore pack DB\n"
+    "       ostore export DB FILE|-\n"
+    "       ostore import DB FILE|-\n"
+    "       ostore pickle dis FILE|-\n"
     "       ostore pickle show FILE|-\n"
     "       ostore pickle repickle [--protocol N] [--no-frame] FILE|-\n"
-    "       ostore version\n";
+    "       ostore version\n"
+    "       ostore help [COMMAND]\n";
 
-static int usage(const char *why) {
+static const cli_cmd *find(const char *name) {
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i]->name, name) == 0) return commands[i];
+    return NULL;
+}
+
+static int general_usage(const char *why) {
     if (why) fprintf(stderr, "ostore: %s\n", why);
     fputs(usage_text, stderr);
-    return 2;
+    return EXIT_USAGE;
 }
 
-/* Reads a whole file ("-" is stdin) into a malloc'd buffer. */
-static int slurp(const char *path, unsigned char **out, size_t *len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "ostore: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        if (n == cap) {
-            unsigned char *b = realloc(buf, cap *= 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) break;
-    }
-    int err = ferror(f);
-    if (f != stdin) fclose(f);
-    if (!buf || err) {
-        free(buf);
-        fprintf(stderr, "ostore: %s: %s\n", path, buf ? "read error" : "out of memory");
-        return 1;
-    }
-    *out = buf;
-    *len = n;
-    return 0;
+static int general_help(void) {
+    printf("ostore %s: durable graphs of objects kept as Python pickles in LMDB.\n\n",
+           ost_version_string());
+    puts("usage: ostore COMMAND [ARGS]\n\ncommands:");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        printf("  %-8s %s\n", commands[i]->name, commands[i]->summary);
+    puts("\nDB is a store directory (it holds data.mdb and lock.mdb).\n"
+         "'ostore help COMMAND' or 'ostore COMMAND --help' tells more about a command.\n"
+         "\nExit status: 0 success, 1 the operation failed (one line on stderr),\n"
+         "2 bad usage (the usage on stderr). See also ostore(1) and docs/cli.md.");
+    return EXIT_OK;
 }
 
-/* Without a store, a persistent id is shown as a persistent reference. */
-static int keep_pid(void *ud, ost_value pid, ost_value *obj) {
-    (void)ud;
-    *obj = ost_persref(ost_incref(pid));
-    return *obj ? 0 : OST_ENOMEM;
+static int run_help(int argc, char **argv) {
+    if (argc == 0) return general_help();
+    if (argc > 1) return bad_usage(&cmd_help, "help: too many arguments");
+    if (is_help(argv[0])) return print_help(&cmd_help);
+    const cli_cmd *c = find(argv[0]);
+    if (!c) return bad_usage(&cmd_help, "help: unknown command '%s'", argv[0]);
+    return print_help(c);
 }
 
-static int load(const char *path, ost_value *v) {
-    unsigned char *buf;
-    size_t len;
-    if (slurp(path, &buf, &len)) return 1;
-    ost_reader *r = ost_reader_new();
-    if (!r) {
-        free(buf);
-        fprintf(stderr, "ostore: out of memory\n");
-        return 1;
-    }
-    ost_reader_set_persistent_load(r, keep_pid, NULL);
-    int rc = ost_load(r, buf, len, v, NULL);
-    if (rc) fprintf(stderr, "ostore: %s: %s\n", path, ost_reader_errmsg(r));
-    ost_reader_free(r);
-    free(buf);
-    return rc ? 1 : 0;
+static int run_version(int argc, char **argv) {
+    if (argc == 1 && is_help(argv[0])) return print_help(&cmd_version);
+    if (argc) return bad_usage(&cmd_version, "version: too many arguments");
+    printf("ostore %s\n", ost_version_string());
+    return EXIT_OK;
 }
 
-static int cmd_dis(const char *path) {
-    unsigned char *buf;
-    size_t len, off = 0;
-    if (slurp(path, &buf, &len)) return 1;
-    ost_buf out = {0};
-    int rc = ost_pickle_dis(buf, len, &out, &off);
-    if (rc == 0) fwrite(out.data, 1, out.len, stdout);
-    else fprintf(stderr, "ostore: %s: %s at offset %zu\n", path, ost_err_name(rc), off);
-    ost_buf_free(&out);
-    free(buf);
-    return rc ? 1 : 0;
-}
+const cli_cmd cmd_help = {
+    .name = "help",
+    .summary = "Show the commands, or one command's help.",
+    .usage = "usage: ostore help [COMMAND]\n",
+    .help = "",
+    .run = run_help,
+};
 
-static int cmd_show(const char *path) {
-    ost_value v;
-    if (load(path, &v)) return 1;
-    ost_buf out = {0};
-    int rc = ost_repr(v, &out);
-    ost_release(v);
-    if (rc) {
-        fprintf(stderr, "ostore: %s\n", ost_strerror(rc));
-        ost_buf_free(&out);
-        return 1;
-    }
-    fwrite(out.data, 1, out.len, stdout);
-    fputc('\n', stdout);
-    ost_buf_free(&out);
-    return 0;
-}
-
-static int cmd_repickle(int protocol, bool frame, const char *path) {
-    ost_value v;
-    if (load(path, &v)) return 1;
-    ost_writer *w = ost_writer_new();
-    const void *data;
-    size_t len;
-    int rc = w ? ost_writer_set_protocol(w, protocol) : OST_ENOMEM;
-    if (w) ost_writer_set_framing(w, frame);
-    if (!rc) rc = ost_dump(w, v, &data, &len);
-    if (rc) fprintf(stderr, "ostore: %s\n", w ? ost_writer_errmsg(w) : "out of memory");
-    else if (fwrite(data, 1, len, stdout) != len || fflush(stdout)) {
-        fprintf(stderr, "ostore: write error: %s\n", strerror(errno));
-        rc = 1;
-    }
-    ost_release(v);
-    ost_writer_free(w);
-    return rc ? 1 : 0;
-}
-
-static int cmd_pickle(int argc, char **argv) {
-    if (argc < 1) return usage("pickle: missing subcommand");
-    const char *sub = argv[0];
-    int protocol = OST_PICKLE_DEFAULT_PROTOCOL;
-    bool frame = true;
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(sub, "repickle") == 0 && strcmp(a, "--protocol") == 0) {
-            if (++i == argc) return usage("--protocol needs a value");
-            char *end;
-            long n = strtol(argv[i], &end, 10);
-            if (*end || end == argv[i] || n < 2 || n > OST_PICKLE_HIGHEST_PROTOCOL)
-                return usage("--protocol must be 2, 3, 4 or 5");
-            protocol = (int)n;
-        } else if (strcmp(sub, "repickle") == 0 && strcmp(a, "--no-frame") == 0) {
-            frame = false;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "ostore: unknown option %s\n", a);
-            return usage(NULL);
-        } else if (path) {
-            return usage("too many arguments");
-        } else
-            path = a;
-    }
-    if (!path) return usage("missing FILE (use - for standard input)");
-    if (strcmp(sub, "dis") == 0) return cmd_dis(path);
-    if (strcmp(sub, "show") == 0) return cmd_show(path);
-    if (strcmp(sub, "repickle") == 0) return cmd_repickle(protocol, frame, path);
-    fprintf(stderr, "ostore: unknown pickle subcommand '%s'\n", sub);
-    return usage(NULL);
-}
+const cli_cmd cmd_version = {
+    .name = "version",
+    .summary = "Print the version of ostore (also: ostore --version).",
+    .usage = "usage: ostore version\n",
+    .help = "",
+    .run = run_version,
+};
 
 int main(int argc, char **argv) {
-    if (argc < 2) return usage(NULL);
-    if (strcmp(argv[1], "pickle") == 0) return cmd_pickle(argc - 2, argv + 2);
-    if (strcmp(argv[1], "version") == 0) {
-        printf("ostore %s\n", ost_version_string());
-        return 0;
+    setvbuf(stderr, NULL, _IOLBF, 0);
+    if (argc < 2) return general_usage(NULL);
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) return general_help();
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) return run_version(0, NULL);
+    const cli_cmd *c = find(name);
+    if (!c) {
+        fprintf(stderr, "ostore: unknown command '%s'\n", name);
+        return general_usage(NULL);
     }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
-        fputs(usage_text, stdout);
-        return 0;
+    int rc = c->run(argc - 2, argv + 2);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        /* a closed pipe (ostore ls DB | head) is not worth a message */
+        return rc ? rc : EXIT_FAIL;
     }
-    fprintf(stderr, "ostore: unknown command '%s'\n", argv[1]);
-    return usage(NULL);
+    return rc;
 }

@@ -1,0 +1,178 @@
+/* Raw import into a new store, for `ostore import` (see import.h): class
+ * table, records and counters written as given, in one write transaction.
+ * Records are appended (MDB_APPEND), since an export lists oids in
+ * ascending order, which also makes a repeated or unordered oid an error. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "import.h"
+#include "store_internal.h"
+
+struct ost__import {
+    ost_store *st;
+    MDB_txn *t;
+    uint64_t records;
+};
+
+static void put_le64(uint8_t *b, uint64_t v) {
+    for (int i = 0; i < 8; i++, v >>= 8) b[i] = (uint8_t)v;
+}
+
+static uint64_t get_le64(const MDB_val *v) {
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--) x = x << 8 | ((uint8_t *)v->mv_data)[i];
+    return x;
+}
+
+static int meta_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out) {
+    MDB_val k = {strlen(key), (void *)key}, v;
+    int rc = mdb_get(t, dbi, &k, &v);
+    if (rc) return rc;
+    if (v.mv_size != 8) return MDB_CORRUPTED;
+    *out = get_le64(&v);
+    return 0;
+}
+
+static int meta_put(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) {
+    uint8_t b[8];
+    put_le64(b, val);
+    MDB_val k = {strlen(key), (void *)key}, v = {8, b};
+    return mdb_put(t, dbi, &k, &v, 0);
+}
+
+/* Ends the transaction after a failure and frees im; returns code. */
+static int im_fail(ost__import *im, int code) {
+    mdb_txn_abort(im->t);
+    uv_rwlock_rdunlock(&im->st->maplock);
+    free(im);
+    return code;
+}
+
+int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
+    *out = NULL;
+    if (!st || !st->env) return OST_EINVAL;
+    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->path);
+    if (st->conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->path);
+    MDB_envinfo ei;
+    mdb_env_info(st->env, &ei);
+    if (map_need > ei.me_mapsize) {
+        uv_rwlock_wrlock(&st->maplock);
+        int rc = mdb_env_set_mapsize(st->env, (size_t)map_need);
+        uv_rwlock_wrunlock(&st->maplock);
+        if (rc)
+            return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot grow the map to %llu bytes: %s",
+                                st->path, (unsigned long long)map_need, mdb_strerror(rc));
+    }
+    ost__import *im = calloc(1, sizeof *im);
+    if (!im) return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    im->st = st;
+    uv_rwlock_rdlock(&st->maplock);
+    int rc = mdb_txn_begin(st->env, NULL, 0, &im->t);
+    if (rc) {
+        uv_rwlock_rdunlock(&st->maplock);
+        free(im);
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
+                            st->path, mdb_strerror(rc));
+    }
+    MDB_stat ms;
+    uint64_t next_oid = 0, last = 0;
+    rc = mdb_stat(im->t, st->recs, &ms);
+    if (!rc) rc = meta_u64(im->t, st->meta, "next_oid", &next_oid);
+    if (!rc) rc = meta_u64(im->t, st->meta, "last_serial", &last);
+    if (rc) {
+        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->path, mdb_strerror(rc));
+        return im_fail(im, ost__mdb_code(rc));
+    }
+    if (ms.ms_entries > 1 || next_oid != 1 || last != 1) {
+        ost__st_fail(st, OST_EEXIST,
+                     "%s: not a new store (%llu objects, last commit %llu); import needs a new "
+                     "or empty store",
+                     st->path, (unsigned long long)ms.ms_entries, (unsigned long long)last);
+        return im_fail(im, OST_EEXIST);
+    }
+    rc = mdb_drop(im->t, st->recs, 0);
+    if (!rc) rc = mdb_drop(im->t, st->classes, 0);
+    if (!rc) rc = mdb_drop(im->t, st->txlog, 0);
+    if (rc) {
+        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->path, mdb_strerror(rc));
+        return im_fail(im, ost__mdb_code(rc));
+    }
+    *out = im;
+    return 0;
+}
+
+int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t ml,
+                      const char *name, size_t nl) {
+    ost_store *st = im->st;
+    if (!ml || !nl || ml + nl + 2 > 1000 || memchr(module, 0, ml) || memchr(name, 0, nl))
+        return ost__st_fail(st, OST_EINVAL, "class id %u: bad name", id);
+    char key[1024];
+    key[0] = 'n';
+    memcpy(key + 1, module, ml);
+    key[1 + ml] = 0;
+    memcpy(key + 2 + ml, name, nl);
+    MDB_val k = {ml + nl + 2, key}, v = {4, &id};
+    int rc = mdb_put(im->t, st->classes, &k, &v, MDB_NOOVERWRITE);
+    if (!rc) {
+        char ikey[5];
+        ikey[0] = 'i';
+        memcpy(ikey + 1, &id, 4);
+        MDB_val ik = {5, ikey}, iv = {ml + nl + 1, key + 1};
+        rc = mdb_put(im->t, st->classes, &ik, &iv, MDB_NOOVERWRITE);
+    }
+    if (rc == MDB_KEYEXIST)
+        return ost__st_fail(st, OST_EEXIST, "class id %u (%.*s.%.*s) is listed twice", id, (int)ml,
+                            module, (int)nl, name);
+    if (rc)
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: class id %u: %s", st->path, id,
+                            mdb_strerror(rc));
+    return 0;
+}
+
+int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t cid,
+                       const void *pickle, size_t n) {
+    ost_store *st = im->st;
+    uint8_t kb[8];
+    ost__be64(kb, oid);
+    MDB_val k = {8, kb}, v = {n + OST_HDR_SIZE, NULL};
+    int rc = mdb_put(im->t, st->recs, &k, &v, MDB_APPEND | MDB_RESERVE);
+    if (rc == MDB_KEYEXIST)
+        return ost__st_fail(st, OST_EINVAL, "oid %llu: oids must ascend, each once",
+                            (unsigned long long)oid);
+    if (rc)
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: oid %llu: %s", st->path,
+                            (unsigned long long)oid, mdb_strerror(rc));
+    ost__hdr_write(v.mv_data, serial, cid);
+    memcpy((uint8_t *)v.mv_data + OST_HDR_SIZE, pickle, n);
+    im->records++;
+    return 0;
+}
+
+int ost__import_commit(ost__import *im, uint64_t next_oid, uint64_t last_serial,
+                       uint64_t next_class) {
+    ost_store *st = im->st;
+    MDB_txn *t = im->t;
+    int rc = meta_put(t, st->meta, "next_oid", next_oid);
+    if (!rc) rc = meta_put(t, st->meta, "last_serial", last_serial);
+    if (!rc) rc = meta_put(t, st->meta, "next_class", next_class);
+    if (!rc) rc = meta_put(t, st->meta, "low", last_serial + 1);
+    if (rc) {
+        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->path, mdb_strerror(rc));
+        return im_fail(im, ost__mdb_code(rc));
+    }
+    rc = mdb_txn_commit(t);
+    uv_rwlock_rdunlock(&st->maplock);
+    free(im);
+    if (rc)
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: import commit: %s", st->path,
+                            mdb_strerror(rc));
+    /* class ids cached before the import may name other classes now */
+    uv_mutex_lock(&st->lock);
+    ost__class_cache_free(st);
+    uv_mutex_unlock(&st->lock);
+    return 0;
+}
+
+void ost__import_abort(ost__import *im) {
+    if (im) im_fail(im, 0);
+}

@@ -1,0 +1,36 @@
+/* Raw import of records with given oids, serials and class ids into a new
+ * store: what `ostore import` needs to rebuild a store exactly from an
+ * export (docs/cli.md). Internal: not part of the API.
+ *
+ * Everything happens in one LMDB write transaction, so an import that
+ * fails (bad input, map full, I/O) leaves the store as it was. The store
+ * must be new: only the root that ost_store_open created (one record,
+ * next_oid 1, last commit 1). No connection may be open on it, and the
+ * transaction belongs to the calling thread from begin to commit/abort. */
+#ifndef OST_STORE_IMPORT_H
+#define OST_STORE_IMPORT_H
+
+#include "ostore.h"
+
+typedef struct ost__import ost__import;
+
+/* Grows the map to at least map_need bytes, starts the write transaction,
+ * checks that the store is new and empties it. 0, OST_EREADONLY,
+ * OST_EEXIST (the store is not new; the message says what it holds),
+ * OST_ENOMEM, OST_EIO; ost_store_errmsg says why. */
+int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out);
+/* Adds class id -> module.name to the class table. OST_EEXIST for a
+ * repeated id or name, OST_EINVAL for an empty or too long name. */
+int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t ml,
+                      const char *name, size_t nl);
+/* Adds a record; oids must ascend. The pickle is copied as is. */
+int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t cid,
+                       const void *pickle, size_t n);
+/* Writes the counters (meta.low becomes last_serial + 1: the txlog is
+ * empty), commits and frees im. On failure nothing was written. */
+int ost__import_commit(ost__import *im, uint64_t next_oid, uint64_t last_serial,
+                       uint64_t next_class);
+/* Drops everything added and frees im. NULL is allowed. */
+void ost__import_abort(ost__import *im);
+
+#endif

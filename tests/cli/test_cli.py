@@ -1,0 +1,585 @@
+#!/usr/bin/python3
+"""The ostore command-line tool, run as a process against stores made here.
+
+Every command is run on a store made by `ostore demo --objects 20000`, and
+what it prints is checked against the store read independently with
+python3-lmdb (docs/format.md) and Python's pickle: counts, classes, sizes,
+states, references, dis listings. Then: export and import (byte-identical
+round trip, the Python reader of docs/cli.md, damaged and truncated dumps),
+pack (after the root is made to drop most of the graph), damaged stores
+(records overwritten with python3-lmdb, a deleted record, garbage and
+truncated data.mdb, missing stores), a store locked by another process, and
+bad usage of every command.
+
+Exit statuses: 0 success, 1 a failed operation with exactly one line on
+stderr, 2 bad usage with the usage on stderr.
+
+usage: test_cli.py OSTORE_CLI DOCS_CLI_MD
+"""
+import fcntl
+import io
+import os
+import pickle
+import pickletools
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import lmdb
+
+CLI = sys.argv[1]
+DOCS = sys.argv[2]
+checks = 0
+failures = []
+
+
+def run(args, stdin=None, timeout=240):
+    p = subprocess.run([CLI] + args, input=stdin, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+def ok(args, what=None, stdin=None):
+    """Runs a command that must succeed: exit 0, nothing on stderr."""
+    rc, out, err = run(args, stdin)
+    check(rc == 0 and err == "", "%s: `ostore %s` exit %d, stderr %r"
+          % (what or args[0], " ".join(args), rc, err[:500]))
+    return out
+
+
+def fails(args, needle, what=None, stdin=None):
+    """A failed operation: exit 1, one line on stderr naming `needle`."""
+    rc, out, err = run(args, stdin)
+    desc = "%s: `ostore %s`" % (what or args[0], " ".join(args))
+    check(rc == 1, "%s: exit %d, want 1 (stderr %r)" % (desc, rc, err[:300]))
+    check(err.count("\n") == 1 and err.startswith("ostore: ") and err.endswith("\n"),
+          "%s: stderr is not one 'ostore: ...' line: %r" % (desc, err[:500]))
+    check(needle in err, "%s: stderr lacks %r: %r" % (desc, needle, err[:300]))
+    return out, err
+
+
+def usage(args, what=None):
+    """Bad usage: exit 2, the usage on stderr, nothing on stdout."""
+    rc, out, err = run(args)
+    desc = "%s: `ostore %s`" % (what or "usage", " ".join(args))
+    check(rc == 2, "%s: exit %d, want 2 (stderr %r)" % (desc, rc, err[:300]))
+    check("usage: ostore" in err, "%s: no usage on stderr: %r" % (desc, err[:300]))
+    check(out == "", "%s: wrote to stdout: %r" % (desc, out[:200]))
+
+
+# ---- reading a store with python3-lmdb (docs/format.md) -----------------------------
+
+class Ref:
+    def __init__(self, oid):
+        self.oid = oid
+
+    def __repr__(self):
+        return "persistent(%d)" % self.oid
+
+
+class RefReader(pickle.Unpickler):
+    def persistent_load(self, pid):
+        return Ref(pid)
+
+
+class RefWriter(pickle.Pickler):
+    def persistent_id(self, obj):
+        return obj.oid if isinstance(obj, Ref) else None
+
+
+def state_of(data):
+    return RefReader(io.BytesIO(data)).load()
+
+
+def refs_of(data):
+    """The oids a record's pickle references, in order (from the opcodes)."""
+    out, last = [], None
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "BINPERSID":
+            out.append(last)
+        if op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "FRAME"):
+            last = arg
+    return out
+
+
+def read_store(path):
+    """{oid: (serial, class name, pickle, whole size)}, meta, classes."""
+    env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
+    try:
+        meta_db, rec_db, cls_db = env.open_db(b"meta"), env.open_db(b"records"), env.open_db(b"classes")
+        with env.begin() as t:
+            meta = {}
+            for k, v in t.cursor(db=meta_db):
+                meta[k.decode()] = struct.unpack("<Q", v)[0] if len(v) == 8 else v
+            names = {}
+            for k, v in t.cursor(db=cls_db):
+                if k[:1] == b"i":
+                    names[struct.unpack("=I", k[1:5])[0]] = v.replace(b"\0", b".").decode()
+            recs = {}
+            for k, v in t.cursor(db=rec_db):
+                oid, = struct.unpack(">Q", k)
+                serial, cid, _ = struct.unpack("<QII", v[:16])
+                recs[oid] = (serial, names.get(cid), bytes(v[16:]), len(v))
+    finally:
+        env.close()
+    return recs, meta, names
+
+
+def rewrite(path, fn):
+    """Runs fn(txn, records_db) in a write transaction on the store."""
+    env = lmdb.open(path, max_dbs=8)
+    try:
+        db = env.open_db(b"records")
+        with env.begin(write=True) as t:
+            fn(t, db)
+    finally:
+        env.close()
+
+
+def key(oid):
+    return struct.pack(">Q", oid)
+
+
+# ---- the export reader of docs/cli.md -------------------------------------------------
+
+def doc_reader():
+    text = open(DOCS, encoding="utf-8").read()
+    m = re.search(r"<!-- export-reader:begin -->\n```python\n(.*?)```\n<!-- export-reader:end -->",
+                  text, re.S)
+    if not check(m is not None, "docs/cli.md has no export reader between the markers"):
+        return None, None
+    ns = {"__name__": "export_reader"}
+    exec(compile(m.group(1), "docs/cli.md", "exec"), ns)
+    return ns, m.group(1)
+
+
+# ---- the tests --------------------------------------------------------------------------
+
+def test_help():
+    rc, out, err = run(["--version"])
+    check(rc == 0 and re.fullmatch(r"ostore \d+\.\d+\.\d+\n", out) and not err,
+          "--version: %d %r %r" % (rc, out, err))
+    check(run(["version"])[1] == out, "version differs from --version")
+    out = ok(["help"])
+    cmds = ["demo", "info", "ls", "cat", "refs", "check", "pack", "export", "import",
+            "pickle", "version", "help"]
+    for c in cmds:
+        check(re.search(r"^  %s\s" % c, out, re.M), "help does not list %s" % c)
+        h = ok([c, "--help"], "help")
+        check(h.startswith("usage: ostore %s" % c), "`ostore %s --help`: %r" % (c, h[:100]))
+        check(ok(["help", c], "help") == h, "`ostore help %s` differs from --help" % c)
+    check(ok(["--help"]) == ok(["help"]), "--help differs from help")
+    usage([])
+    usage(["frobnicate"])
+    usage(["help", "frobnicate"])
+    usage(["help", "ls", "extra"])
+    usage(["version", "extra"])
+
+
+def test_demo(tmp):
+    db = os.path.join(tmp, "demo.ostore")
+    out = ok(["demo", db, "--objects", "20000"], "demo")
+    for word in ("load:", "walk:", "commits:", "check:", "store:", "every count matches",
+                 "800 commits from 4 threads", "objects/s", "MiB/s", "commits/s",
+                 "no problems" if False else "every record decodes"):
+        check(word in out, "demo output lacks %r:\n%s" % (word, out))
+    m = re.search(r"load:\s+([\d,]+) objects", out)
+    loaded = int(m.group(1).replace(",", "")) if m else 0
+    check(20000 <= loaded < 20100, "demo loaded %d objects" % loaded)
+    check("\x1b[" not in out and "\r" not in out, "demo drew a progress bar on a pipe")
+    check(os.path.exists(os.path.join(db, "ostore-demo")), "demo left no marker file")
+    recs, meta, names = read_store(db)
+    check(len(recs) == 1 + loaded + 1600,
+          "store holds %d records, want %d" % (len(recs), 1 + loaded + 1600))
+    m = re.search(r"check:\s+([\d,]+) records", out)
+    check(m and int(m.group(1).replace(",", "")) == len(recs), "demo's check count")
+    root = state_of(recs[0][2])["data"]
+    counts = root["counts"]
+    by_class = {}
+    for serial, cls, data, size in recs.values():
+        by_class[cls] = by_class.get(cls, 0) + 1
+    check(by_class.get("shop.Product") == counts["products"] == len(root["products"]),
+          "products: %r %r" % (by_class, counts))
+    check(by_class.get("shop.Customer") == counts["customers"], "customers: %r" % counts)
+    check(by_class.get("shop.Order") == counts["orders"] + 800, "orders: %r" % counts)
+    check(by_class.get("shop.LineItem") == counts["line_items"] + 800, "line items: %r" % counts)
+    check(by_class.get("shop.CustomerBucket") == counts["buckets"] == len(root["customers"]),
+          "buckets: %r" % counts)
+    # the line items' totals add up to what the root says
+    total = 0
+    for serial, cls, data, size in recs.values():
+        if cls == "shop.Order":
+            st = state_of(data)
+            if st["number"] < 1000000000:
+                total += st["total_cents"]
+    check(total == counts["total_cents"], "order totals %d, root says %d" % (total, counts["total_cents"]))
+    return db, recs, meta, names
+
+
+def test_demo_dirs(tmp, db):
+    # a second run replaces the previous demo store, --quiet prints nothing
+    rc, out, err = run(["demo", db, "--objects", "1000", "--quiet"])
+    check(rc == 0 and out == "" and err == "", "demo --quiet on a previous demo: %d %r %r"
+          % (rc, out[:300], err[:300]))
+    recs, _, _ = read_store(db)
+    check(len(recs) < 5000, "the second demo did not replace the first (%d records)" % len(recs))
+    # a directory that is not a demo is never touched
+    other = os.path.join(tmp, "precious")
+    os.mkdir(other)
+    with open(os.path.join(other, "notes.txt"), "w") as f:
+        f.write("keep me")
+    fails(["demo", other, "--objects", "1000"], "not a demo store", "demo refuses")
+    check(open(os.path.join(other, "notes.txt")).read() == "keep me", "demo touched precious/")
+    afile = os.path.join(tmp, "afile")
+    open(afile, "w").close()
+    fails(["demo", afile, "--objects", "1000"], "not a directory", "demo refuses a file")
+    usage(["demo", db, "--objects", "12"])
+    usage(["demo", db, "--objects", "lots"])
+    usage(["demo", db, "--objects"])
+    usage(["demo", db, "--bogus"])
+    usage(["demo", db, "other"])
+
+
+def test_info(db, recs, meta, names):
+    out = ok(["info", db])
+    check(re.search(r"^format\s+1\b", out, re.M), "info: format line: %s" % out)
+    check(re.search(r"^objects\s+%s$" % format(len(recs), ","), out, re.M), "info: objects: %s" % out)
+    check(re.search(r"^next oid\s+%s$" % format(meta["next_oid"], ","), out, re.M), "info: next oid")
+    check(re.search(r"^last commit\s+%s " % format(meta["last_serial"], ","), out, re.M),
+          "info: last commit: %s" % out)
+    check(re.search(r"^disk\s+data\.mdb .*, lock\.mdb ", out, re.M), "info: disk line")
+    check(re.search(r"^map\s+.* used \(\d+%\)", out, re.M), "info: map line")
+    by_class = {}
+    for serial, cls, data, size in recs.values():
+        by_class[cls] = by_class.get(cls, 0) + 1
+    check(re.search(r"^classes\s+%d$" % len(names), out, re.M), "info: class count")
+    for cls, n in by_class.items():
+        check(re.search(r"^  %s\s+%s objects" % (re.escape(cls), format(n, ",")), out, re.M),
+              "info: %s has %d objects: %s" % (cls, n, out))
+
+
+def test_ls(db, recs):
+    out = ok(["ls", db])
+    lines = out.splitlines()
+    check(len(lines) == len(recs), "ls: %d lines for %d records" % (len(lines), len(recs)))
+    want = ["%d %s %d" % (oid, recs[oid][1], recs[oid][3]) for oid in sorted(recs)]
+    check(lines == want, "ls lines differ from the records (first: %r vs %r)"
+          % (lines[:2], want[:2]))
+    out = ok(["ls", db, "--limit", "5"])
+    check(out.splitlines() == want[:5], "ls --limit 5: %r" % out)
+    out = ok(["ls", db, "--class", "shop.Product", "--limit=3"])
+    prods = [l for l in want if " shop.Product " in l]
+    check(out.splitlines() == prods[:3], "ls --class --limit: %r" % out)
+    out = ok(["ls", db, "--class", "shop.Product"])
+    check(out.splitlines() == prods, "ls --class shop.Product: %d lines" % len(out.splitlines()))
+    fails(["ls", db, "--class", "nosuch.Class"], "no class nosuch.Class", "ls unknown class")
+    usage(["ls", db, "--limit", "0"])
+    usage(["ls", db, "--limit", "x"])
+    usage(["ls", db, "--class", "nodot"])
+    usage(["ls"])
+    usage(["ls", db, "extra"])
+
+
+def pick(recs, cls, n=3):
+    return [oid for oid in sorted(recs) if recs[oid][1] == cls][:n]
+
+
+def test_cat(db, recs):
+    samples = [0] + pick(recs, "shop.Product") + pick(recs, "shop.Customer") + \
+        pick(recs, "shop.Order") + pick(recs, "shop.LineItem") + pick(recs, "shop.CustomerBucket", 1)
+    samples.append(max(recs))  # written by the concurrent commits
+    for oid in samples:
+        serial, cls, data, size = recs[oid]
+        out = ok(["cat", db, str(oid)], "cat")
+        lines = out.split("\n")
+        check(lines[0] == "oid %d: %s, serial %d, %d bytes" % (oid, cls, serial, size),
+              "cat %d header: %r" % (oid, lines[0]))
+        want = repr(state_of(data))
+        check(len(lines) == 3 and lines[1] == want and lines[2] == "",
+              "cat %d state:\n  ostore: %r\n  python: %r" % (oid, lines[1:2], want))
+        out = ok(["cat", db, str(oid), "--dis"], "cat --dis")
+        body = out.splitlines()[1:]
+        got = [(int(l.split(":")[0]), l.split(":", 1)[1].split()[1]) for l in body]
+        want = [(pos, op.name) for op, arg, pos in pickletools.genops(data)]
+        check(got == want, "cat %d --dis: opcodes differ from pickletools:\n%r\n%r"
+              % (oid, got[:8], want[:8]))
+    fails(["cat", db, str(max(recs) + 1000)], "oid %d: no such object" % (max(recs) + 1000), "cat")
+    usage(["cat", db, "abc"])
+    usage(["cat", db, "-5"])
+    usage(["cat", db, "99999999999999999999999"])
+    usage(["cat", db])
+    usage(["cat", db, "1", "2"])
+    usage(["cat", db, "1", "--frob"])
+
+
+def test_refs(db, recs):
+    incoming = {}
+    for oid, (serial, cls, data, size) in recs.items():
+        for r in set(refs_of(data)):
+            incoming.setdefault(r, []).append(oid)
+    samples = [0, pick(recs, "shop.CustomerBucket", 1)[0], pick(recs, "shop.Product", 1)[0],
+               pick(recs, "shop.Customer", 1)[0], pick(recs, "shop.Order", 1)[0], max(recs)]
+    for oid in samples:
+        out = ok(["refs", db, str(oid)], "refs")
+        lines = out.splitlines()
+        cls = recs[oid][1]
+        outs = sorted(set(refs_of(recs[oid][2])))
+        ins = sorted(incoming.get(oid, []))
+        want = ["oid %d (%s) references %d object%s:" % (oid, cls, len(outs), "" if len(outs) == 1 else "s")]
+        want += ["  %d %s" % (o, recs[o][1]) for o in outs]
+        want += ["oid %d is referenced by %d object%s:" % (oid, len(ins), "" if len(ins) == 1 else "s")]
+        want += ["  %d %s" % (o, recs[o][1]) for o in ins]
+        check(lines == want, "refs %d:\n  ostore: %r\n  python: %r" % (oid, lines[:6], want[:6]))
+    fails(["refs", db, "123456789"], "oid 123456789: no such object", "refs")
+    usage(["refs", db])
+    usage(["refs", db, "x1"])
+
+
+def test_check(db, recs):
+    out = ok(["check", db])
+    n = format(len(recs), ",")
+    check("checked %s records" % n in out, "check count: %s" % out)
+    check("reachable from the root: %s objects; unreachable: 0" % n in out, "check reach: %s" % out)
+    check("no problems" in out, "check: %s" % out)
+    usage(["check"])
+    usage(["check", db, "more"])
+
+
+def test_export_import(tmp, db, recs, meta):
+    dump = os.path.join(tmp, "shop.dump")
+    out = ok(["export", db, dump])
+    check(out.startswith("exported %s objects" % format(len(recs), ",")), "export: %r" % out)
+    check(not [f for f in os.listdir(tmp) if ".tmp" in f], "export left a temporary file")
+    data = open(dump, "rb").read()
+    # stdout gives the same bytes
+    p = subprocess.run([CLI, "export", db, "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(p.returncode == 0 and p.stdout == data, "export to - differs from the file")
+    # the reader of docs/cli.md reads it, and finds the store's records
+    ns, src = doc_reader()
+    if ns:
+        items = ns["read_export"](io.BytesIO(data))
+        h = next(items)
+        check(h["records"] == len(recs) and h["next_oid"] == meta["next_oid"]
+              and h["last_serial"] == meta["last_serial"] and h["next_class"] == meta["next_class"],
+              "doc reader header: %r" % {k: v for k, v in h.items() if k != "classes"})
+        got = {oid: (serial, cls, p) for oid, serial, cls, p in items}
+        want = {oid: (s, c, d) for oid, (s, c, d, size) in recs.items()}
+        check(got == want, "doc reader: the records differ from the store's")
+        # run as a program, it prints what `ostore cat` prints
+        prog = os.path.join(tmp, "read_export.py")
+        open(prog, "w").write(src)
+        p = subprocess.run(["/usr/bin/python3", prog, dump], capture_output=True, text=True)
+        lines = p.stdout.splitlines()
+        check(p.returncode == 0 and len(lines) == len(recs) + 1,
+              "doc reader program: exit %d, %d lines, %r" % (p.returncode, len(lines), p.stderr[-300:]))
+        for oid in (0, max(recs)):
+            line = next((l for l in lines if l.startswith("oid %d " % oid)), "")
+            cat = ok(["cat", db, str(oid)]).split("\n")[1]
+            check(line.endswith(" " + cat), "doc reader prints oid %d differently from cat:\n%r\n%r"
+                  % (oid, line[:200], cat[:200]))
+        for bad, msg in ((data[:-1], "truncated"), (data[:-1] + bytes([data[-1] ^ 1]), "CRC"),
+                         (b"x" + data[1:], "not an ostore export")):
+            try:
+                for _ in ns["read_export"](io.BytesIO(bad)):
+                    pass
+                check(False, "doc reader accepted a damaged export (%s)" % msg)
+            except ValueError as e:
+                check(msg in str(e), "doc reader: %r for %s" % (e, msg))
+    # import into a new directory; exporting it again gives the same bytes
+    copy = os.path.join(tmp, "copy.ostore")
+    out = ok(["import", copy, dump])
+    check(out.startswith("imported %s objects" % format(len(recs), ",")), "import: %r" % out)
+    dump2 = os.path.join(tmp, "copy.dump")
+    ok(["export", copy, dump2])
+    check(open(dump2, "rb").read() == data, "export of the imported store differs")
+    crecs, cmeta, _ = read_store(copy)
+    check(crecs == recs, "the imported store's records differ")
+    for k in ("next_oid", "last_serial", "next_class", "format"):
+        check(cmeta[k] == meta[k], "imported meta %s: %r vs %r" % (k, cmeta[k], meta[k]))
+    ok(["check", copy])
+    # from stdin, into an empty directory
+    empty = os.path.join(tmp, "empty.ostore")
+    os.mkdir(empty)
+    ok(["import", empty, "-"], "import -", stdin=data)
+    check(read_store(empty)[0] == recs, "import from stdin differs")
+    # never over a store that holds data
+    fails(["import", copy, dump], "not a new store", "import over a store")
+    check(read_store(copy)[0] == recs, "a refused import changed the store")
+    # damaged dumps: nothing is written, no directory is left behind
+    cases = [
+        (data[:len(data) // 2], "truncated export"),
+        (data[:-1], "truncated export"),
+        (data[:3000] + bytes([data[3000] ^ 0x40]) + data[3001:], "CRC-32 mismatch"),
+        (b"NOTADUMP" + data[8:], "not an ostore export"),
+        (data[:8] + struct.pack("<I", 9) + data[12:], "export version 9"),
+        (data + b"junk", "bytes after the trailer"),
+        (b"", "empty file"),
+    ]
+    for i, (bad, needle) in enumerate(cases):
+        path = os.path.join(tmp, "bad%d.dump" % i)
+        open(path, "wb").write(bad)
+        target = os.path.join(tmp, "bad%d.ostore" % i)
+        fails(["import", target, path], needle, "import of a damaged dump (%s)" % needle)
+        check(not os.path.exists(target), "a failed import left %s behind" % target)
+    fails(["import", os.path.join(tmp, "x.ostore"), os.path.join(tmp, "nonexistent.dump")],
+          "nonexistent.dump", "import of a missing file")
+    fails(["export", os.path.join(tmp, "nostore"), dump2], "nostore", "export of a missing store")
+    usage(["export", db])
+    usage(["import", db])
+    usage(["export", db, dump, "more"])
+    return copy, dump
+
+
+def test_pack(tmp, dump, recs):
+    # a copy whose root no longer holds the customers: only products stay reachable
+    p = os.path.join(tmp, "pack.ostore")
+    ok(["import", p, dump])
+    def drop_customers(t, db):
+        v = t.get(key(0), db=db)
+        st = state_of(v[16:])
+        del st["data"]["customers"]
+        buf = io.BytesIO()
+        RefWriter(buf, 4).dump(st)
+        t.put(key(0), v[:16] + buf.getvalue(), db=db)
+    rewrite(p, drop_customers)
+    nprod = sum(1 for r in recs.values() if r[1] == "shop.Product")
+    keep = 1 + nprod
+    out = ok(["check", p])
+    check("unreachable: %s" % format(len(recs) - keep, ",") in out, "check before pack: %s" % out)
+    before = read_store(p)[0]
+    out = ok(["pack", p])
+    freed = sum(size for oid, (s, c, d, size) in before.items() if c not in ("shop.Product",) and oid != 0)
+    check(out.startswith("removed %s objects" % format(len(recs) - keep, ",")), "pack: %r" % out)
+    after = read_store(p)[0]
+    check(sorted(after) == sorted(o for o, r in before.items() if o == 0 or r[1] == "shop.Product"),
+          "pack removed the wrong records")
+    m = re.search(r"freeing ([\d.]+) (B|KiB|MiB)", out)
+    got = float(m.group(1)) * {"B": 1, "KiB": 1024, "MiB": 1048576}[m.group(2)] if m else -1
+    check(abs(got - freed) <= max(0.06 * freed, 1), "pack freed %r, records were %d bytes" % (out, freed))
+    out = ok(["pack", p])
+    check(out.startswith("removed 0 objects"), "second pack: %r" % out)
+    out = ok(["check", p])
+    check("unreachable: 0" in out, "check after pack: %s" % out)
+    usage(["pack"])
+
+
+def test_damage(tmp, db, recs):
+    d = os.path.join(tmp, "damaged.ostore")
+    shutil.copytree(db, d)
+    order = pick(recs, "shop.Order", 1)[0]
+    cust = pick(recs, "shop.Customer", 2)[1]
+    held = set(refs_of(recs[order][2]))
+    line = next(o for o in pick(recs, "shop.LineItem", 50) if o not in held)
+    holders = sorted(o for o, r in recs.items() if line in refs_of(r[2]))
+
+    def damage(t, db_):
+        v = t.get(key(order), db=db_)
+        t.put(key(order), v[:16] + b"\xff" * (len(v) - 16), db=db_)  # undecodable pickle
+        v = t.get(key(cust), db=db_)
+        t.put(key(cust), v[:12] + b"\x01" + v[13:], db=db_)  # reserved header byte set
+        t.delete(key(line), db=db_)  # dangling references
+    rewrite(d, damage)
+    rc, out, err = run(["check", d])
+    check(rc == 1, "check of a damaged store: exit %d" % rc)
+    check(err.count("\n") == 1 and "damaged" in err, "check stderr: %r" % err)
+    check(re.search(r"^problem: oid %d: record does not decode: OST_EBADOPCODE" % order, out, re.M),
+          "check does not name the undecodable oid %d:\n%s" % (order, out))
+    check(re.search(r"^problem: .*\b%d\b.*header" % cust, out, re.M),
+          "check does not name the damaged header of oid %d:\n%s" % (cust, out))
+    for h in holders:
+        if h != order:
+            check(re.search(r"^problem: oid %d refers to missing oid %d$" % (h, line), out, re.M),
+                  "check does not name holder %d of missing %d:\n%s" % (h, line, out))
+    fails(["cat", d, str(order)], "oid %d: record does not decode" % order, "cat damaged")
+    rc, out, err = run(["cat", d, str(order), "--dis"])
+    check(rc == 1 and "<unknown opcode>" in out and "oid %d" % order in err,
+          "cat --dis of a damaged record: %d %r %r" % (rc, out[:200], err))
+    fails(["cat", d, str(cust)], "oid %d: damaged record header" % cust, "cat bad header")
+    fails(["refs", d, str(order)], "oid %d: record does not decode" % order, "refs damaged")
+    out, err = fails(["refs", d, str(line)], "dangling", "refs of a missing oid")
+    check(out.startswith("oid %d: no such object" % line), "refs of a missing oid: %r" % out[:200])
+    fails(["export", d, os.path.join(tmp, "damaged.dump")], "oid %d: damaged record header" % cust,
+          "export damaged")
+    out = ok(["ls", d, "--limit", "100000"], "ls damaged")
+    check("%d ?damaged " % cust in out, "ls does not mark the damaged header")
+    ok(["info", d], "info damaged")
+
+    # stores that cannot be opened: every command fails with one line, no crash
+    garbage = os.path.join(tmp, "garbage.ostore")
+    os.mkdir(garbage)
+    with open(os.path.join(garbage, "data.mdb"), "wb") as f:
+        f.write(os.urandom(64 * 1024))
+    short = os.path.join(tmp, "truncated.ostore")
+    shutil.copytree(db, short)
+    with open(os.path.join(short, "data.mdb"), "r+b") as f:
+        f.truncate(os.path.getsize(os.path.join(short, "data.mdb")) // 3)
+    zero = os.path.join(tmp, "zero.ostore")
+    os.mkdir(zero)
+    open(os.path.join(zero, "data.mdb"), "wb").close()
+    nostore = os.path.join(tmp, "nostore.ostore")
+    os.mkdir(nostore)
+    notdir = os.path.join(tmp, "notdir")
+    open(notdir, "w").close()
+    foreign = os.path.join(tmp, "foreign.ostore")  # an LMDB env that is not a store
+    env = lmdb.open(foreign, max_dbs=8)
+    with env.begin(write=True) as t:
+        t.put(b"hello", b"world")
+    env.close()
+    missing = os.path.join(tmp, "missing.ostore")
+    bad = [(garbage, "not a readable LMDB file"), (short, "truncated"), (zero, "only 0 bytes"),
+           (nostore, "no store here"), (notdir, "not a directory"), (foreign, "not an ostore store"),
+           (missing, "No such file or directory")]
+    for path, needle in bad:
+        name = os.path.basename(path)
+        for args in (["info", path], ["ls", path], ["cat", path, "0"], ["refs", path, "0"],
+                     ["check", path], ["pack", path], ["export", path, os.path.join(tmp, "x.dump")]):
+            fails(args, needle, "%s of %s" % (args[0], name))
+            check(name in run(args)[2], "%s: the message does not name %s" % (args[0], name))
+    check(not os.path.exists(os.path.join(tmp, "x.dump")), "a failed export left a file")
+    check(not os.path.exists(missing), "a read command created a store")
+
+
+def test_locked(tmp, copy):
+    with open(os.path.join(copy, "data.mdb"), "rb") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # as another ostore pack/import/demo does
+        fails(["pack", copy], "store is locked", "pack of a locked store")
+        fails(["demo", copy, "--objects", "1000"], "not a demo store", "demo over a store")
+        ok(["info", copy], "info of a locked store")  # readers are not blocked
+    ok(["pack", copy], "pack after the lock went")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="ostore-cli-") as tmp:
+        test_help()
+        db, recs, meta, names = test_demo(tmp)
+        test_info(db, recs, meta, names)
+        test_ls(db, recs)
+        test_cat(db, recs)
+        test_refs(db, recs)
+        test_check(db, recs)
+        copy, dump = test_export_import(tmp, db, recs, meta)
+        test_pack(tmp, dump, recs)
+        test_damage(tmp, db, recs)
+        test_locked(tmp, copy)
+        test_demo_dirs(tmp, db)
+    print("cli: %d checks, %d failures" % (checks, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        print(__doc__)
+        sys.exit(2)
+    sys.exit(main())

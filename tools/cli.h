@@ -1,0 +1,153 @@
+/* ostore CLI: what the command files share.
+ *
+ * Exit statuses, for every command: 0 success, 1 a failed operation (one
+ * line on stderr, "ostore: ..." naming the path or oid), 2 bad usage (the
+ * command's usage on stderr). Read-only commands open the store read-only;
+ * commands that write (demo, pack, import) also take an exclusive flock on
+ * DIR/data.mdb so that two ostore processes never pack or import the same
+ * store at once. */
+#ifndef OSTORE_CLI_H
+#define OSTORE_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ostore.h"
+
+#define EXIT_OK 0
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+/* One command: its name, a one-line summary, its usage and help text. */
+typedef struct {
+    const char *name;
+    const char *summary;
+    const char *usage; /* "ostore NAME ARGS" lines */
+    const char *help;  /* paragraphs after the usage */
+    int (*run)(int argc, char **argv);
+} cli_cmd;
+
+extern const cli_cmd cmd_pickle, cmd_version, cmd_demo, cmd_info, cmd_ls, cmd_cat,
+    cmd_refs, cmd_check, cmd_pack, cmd_export, cmd_import, cmd_help;
+
+/* ---- messages and usage ---------------------------------------------------- */
+
+/* Prints "ostore: " + the message + newline on stderr; returns EXIT_FAIL. */
+int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "ostore: " + why (if not NULL) and the command's usage on
+ * stderr; returns EXIT_USAGE. */
+int bad_usage(const cli_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints the command's full help on stdout; returns EXIT_OK. */
+int print_help(const cli_cmd *cmd);
+/* True when a is "-h" or "--help". */
+bool is_help(const char *a);
+
+/* ---- argument parsing ---------------------------------------------------- */
+
+/* Parses a decimal unsigned number (digits only, optional _ or ,
+ * separators not allowed). Returns false on bad text or overflow. */
+bool parse_u64(const char *s, uint64_t *out);
+
+/* Splits argv into options and positional arguments: a generic loop. Each
+ * entry of opts names an option ("--limit"), whether it takes a value,
+ * and where the value (or "1" for a flag) goes. Returns EXIT_OK, or
+ * EXIT_USAGE after printing the usage (unknown option, missing value, too
+ * many or too few positionals). --help prints the help and returns -1. */
+typedef struct {
+    const char *name;
+    bool takes_value;
+    const char **value;
+} cli_opt;
+int parse_args(const cli_cmd *cmd, int argc, char **argv, const cli_opt *opts, size_t nopts,
+               const char **pos, size_t min_pos, size_t max_pos, size_t *npos);
+
+/* ---- stores --------------------------------------------------------------- */
+
+/* Opens the store in dir read-only (or read-write), with a message naming
+ * dir on failure. Checks first that data.mdb is not shorter than the
+ * pages LMDB says it has, since reading past its end would crash. */
+int open_store(const char *dir, bool write, ost_store **out);
+/* The map size the store's meta page records (the writer's setting), as
+ * seen by the last open_store; 0 if unknown. */
+uint64_t recorded_map_size(void);
+/* Takes an exclusive, non-blocking flock on dir/data.mdb for the life of
+ * the process (fd kept open). EXIT_OK or EXIT_FAIL with the message. */
+int lock_store(const char *dir);
+
+/* ---- raw records (through the store's internals, read-only) ------------ */
+
+typedef struct raw_txn raw_txn;
+/* A read transaction on an open store, with the class table loaded. */
+int raw_begin(ost_store *st, raw_txn **out);
+void raw_end(raw_txn *t);
+/* The class name of an id ("module.name"), or "?<id>" when unknown. The
+ * string lives as long as t. */
+const char *raw_class_name(raw_txn *t, uint32_t cid);
+/* The class id of "module.name", or false when the store has no such class. */
+bool raw_class_id(raw_txn *t, const char *qualname, uint32_t *cid);
+/* Number of class ids in the table, and the id at index i (ascending). */
+size_t raw_class_count(raw_txn *t);
+uint32_t raw_class_at(raw_txn *t, size_t i, const char **module, const char **name);
+/* The index of class id cid in that order, or -1. */
+ptrdiff_t raw_class_index(raw_txn *t, uint32_t cid);
+
+typedef struct {
+    uint64_t oid;
+    uint64_t serial;
+    uint32_t cid;
+    bool bad_header; /* key or header malformed: serial and cid are 0 */
+    const uint8_t *pickle; /* valid until the next raw call */
+    size_t len;            /* pickle length */
+    size_t size;           /* whole record: header + pickle */
+} raw_rec;
+
+/* Iterates the records in oid order: 1 with *r filled, 0 at the end, or
+ * a negative code (message already printed). */
+typedef struct raw_iter raw_iter;
+int raw_iter_open(raw_txn *t, raw_iter **it);
+int raw_iter_next(raw_iter *it, raw_rec *r);
+void raw_iter_close(raw_iter *it);
+/* One record by oid: 0, OST_ENOTFOUND, or another code. */
+int raw_get(raw_txn *t, uint64_t oid, raw_rec *r);
+/* Calls fn for each oid the record's pickle references (persistent ids),
+ * without building values. 0, or a code when the pickle is malformed. */
+int raw_scan_refs(const raw_rec *r, void (*fn)(void *ud, uint64_t oid), void *ud);
+/* Meta counters. */
+int raw_meta(raw_txn *t, const char *key, uint64_t *out);
+/* Records in the store (LMDB's count). */
+uint64_t raw_count(raw_txn *t);
+/* LMDB figures: page size, pages used, map size. */
+void raw_env(raw_txn *t, uint64_t *psize, uint64_t *pages_used, uint64_t *map_size);
+
+/* ---- output helpers ------------------------------------------------------ */
+
+/* Formats n with thousands separators into buf (returns buf). */
+const char *fmt_count(char *buf, size_t cap, uint64_t n);
+/* Formats a byte size as "123 B", "4.5 KiB", "12.3 MiB", "1.20 GiB". */
+const char *fmt_bytes(char *buf, size_t cap, double bytes);
+/* Seconds since an arbitrary start, monotonic. */
+double now_s(void);
+/* Size of a file in bytes, or 0 when it cannot be read. */
+uint64_t file_size(const char *dir, const char *name);
+
+/* A progress bar on a terminal (nothing otherwise). */
+typedef struct {
+    bool on;
+    const char *label;
+    uint64_t total;
+    double start, last;
+} progress;
+void progress_start(progress *p, bool on, const char *label, uint64_t total);
+void progress_update(progress *p, uint64_t done, const char *unit);
+/* Shows a line of text in the bar's place (for steps with no count). */
+void progress_note(progress *p, const char *text);
+void progress_end(progress *p);
+
+/* Installs handlers that turn SIGSEGV/SIGBUS while reading a store into
+ * "ostore: DIR: ... (the store may be damaged)" and exit 1 (not under
+ * AddressSanitizer, which reports such crashes itself). */
+void guard_crashes(const char *dir);
+
+#endif

@@ -1,0 +1,544 @@
+/* ostore CLI: export and import, a versioned dump of a store's records
+ * (docs/cli.md, "Export format"). All integers little-endian:
+ *
+ *   header   "OSTDUMP\n", u32 dump version (1), u32 store format (1),
+ *            u64 records, u64 pickle bytes (sum of the pickle lengths),
+ *            u64 next_oid, u64 last_serial, u64 next_class
+ *   classes  u32 count, then per class: u32 id, u16 len + module,
+ *            u16 len + name
+ *   records  in ascending oid order: u64 oid, u64 serial, u32 class id,
+ *            u32 len + the state pickle
+ *   trailer  "OSTDEND\n", u32 CRC-32 (zlib's) of every byte before it
+ *
+ * An import rebuilds the same records, serials, class ids and counters,
+ * so exporting the imported store gives the same file. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../store/import.h"
+#include "cli.h"
+
+#define DUMP_MAGIC "OSTDUMP\n"
+#define DUMP_END "OSTDEND\n"
+#define DUMP_VERSION 1
+#define MAX_PICKLE (1u << 31)
+
+/* ---- CRC-32 (the polynomial of zlib, gzip and PNG) ------------------------ */
+
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc_update(uint32_t crc, const void *data, size_t n) {
+    const uint8_t *p = data;
+    crc = ~crc;
+    while (n--) crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- a checksummed stream ---------------------------------------------------- */
+
+typedef struct {
+    FILE *f;
+    const char *name;
+    uint32_t crc;
+    uint64_t off;
+    bool err;
+} stream;
+
+static void put(stream *s, const void *p, size_t n) {
+    if (s->err) return;
+    s->crc = crc_update(s->crc, p, n);
+    s->off += n;
+    if (n && fwrite(p, 1, n, s->f) != n) s->err = true;
+}
+
+static void put_u16(stream *s, uint16_t v) {
+    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    put(s, b, 2);
+}
+static void put_u32(stream *s, uint32_t v) {
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
+    put(s, b, 4);
+}
+static void put_u64(stream *s, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    put(s, b, 8);
+}
+
+/* Reads exactly n bytes; false at end of input or on error. */
+static bool get(stream *s, void *p, size_t n) {
+    if (s->err) return false;
+    if (n && fread(p, 1, n, s->f) != n) {
+        s->err = true;
+        return false;
+    }
+    s->crc = crc_update(s->crc, p, n);
+    s->off += n;
+    return true;
+}
+static bool get_u16(stream *s, uint16_t *v) {
+    uint8_t b[2];
+    if (!get(s, b, 2)) return false;
+    *v = (uint16_t)(b[0] | b[1] << 8);
+    return true;
+}
+static bool get_u32(stream *s, uint32_t *v) {
+    uint8_t b[4];
+    if (!get(s, b, 4)) return false;
+    *v = 0;
+    for (int i = 3; i >= 0; i--) *v = *v << 8 | b[i];
+    return true;
+}
+static bool get_u64(stream *s, uint64_t *v) {
+    uint8_t b[8];
+    if (!get(s, b, 8)) return false;
+    *v = 0;
+    for (int i = 7; i >= 0; i--) *v = *v << 8 | b[i];
+    return true;
+}
+
+/* ---- export ---------------------------------------------------------------------- */
+
+static int run_export(int argc, char **argv) {
+    const char *pos[2];
+    int prc = parse_args(&cmd_export, argc, argv, NULL, 0, pos, 2, 2, NULL);
+    if (prc) return prc < 0 ? EXIT_OK : prc;
+    const char *db = pos[0], *file = pos[1];
+    bool to_stdout = strcmp(file, "-") == 0;
+    guard_crashes(db);
+    ost_store *st;
+    raw_txn *t;
+    if (open_store(db, false, &st)) return EXIT_FAIL;
+    if (raw_begin(st, &t)) {
+        ost_store_close(st);
+        return EXIT_FAIL;
+    }
+    crc_init();
+    int rc = EXIT_OK;
+    char tmp[PATH_MAX];
+    FILE *f = stdout;
+    tmp[0] = 0;
+    uint64_t next_oid = 0, last = 0, next_class = 0, format = 0, records = 0, bytes = 0;
+    if (raw_meta(t, "format", &format) || raw_meta(t, "next_oid", &next_oid) ||
+        raw_meta(t, "last_serial", &last) || raw_meta(t, "next_class", &next_class)) {
+        rc = fail("%s: damaged meta (counters)", db);
+        goto out;
+    }
+    /* first pass: the sizes for the header, and records that cannot be
+     * exported (a damaged header has no class or serial to write) */
+    raw_iter *it;
+    if (raw_iter_open(t, &it)) {
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    raw_rec r;
+    int k;
+    while ((k = raw_iter_next(it, &r)) > 0) {
+        if (r.bad_header) {
+            rc = fail("%s: oid %llu: damaged record header: cannot export it ('ostore check %s')",
+                      db, (unsigned long long)r.oid, db);
+            break;
+        }
+        if (r.len >= MAX_PICKLE) {
+            rc = fail("%s: oid %llu: a %zu-byte pickle is too large to export", db,
+                      (unsigned long long)r.oid, r.len);
+            break;
+        }
+        records++;
+        bytes += r.len;
+    }
+    raw_iter_close(it);
+    if (k < 0) rc = EXIT_FAIL;
+    if (rc) goto out;
+
+    if (!to_stdout) {
+        snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
+        f = fopen(tmp, "wb");
+        if (!f) {
+            rc = fail("%s: %s", tmp, strerror(errno));
+            tmp[0] = 0;
+            goto out;
+        }
+    }
+    stream s = {.f = f, .name = file};
+    put(&s, DUMP_MAGIC, 8);
+    put_u32(&s, DUMP_VERSION);
+    put_u32(&s, (uint32_t)format);
+    put_u64(&s, records);
+    put_u64(&s, bytes);
+    put_u64(&s, next_oid);
+    put_u64(&s, last);
+    put_u64(&s, next_class);
+    size_t ncls = raw_class_count(t);
+    put_u32(&s, (uint32_t)ncls);
+    for (size_t i = 0; i < ncls; i++) {
+        const char *m, *n;
+        uint32_t id = raw_class_at(t, i, &m, &n);
+        size_t ml = strlen(m), nl = strlen(n);
+        put_u32(&s, id);
+        put_u16(&s, (uint16_t)ml);
+        put(&s, m, ml);
+        put_u16(&s, (uint16_t)nl);
+        put(&s, n, nl);
+    }
+    uint64_t written = 0;
+    if (raw_iter_open(t, &it)) {
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    while (!s.err && (k = raw_iter_next(it, &r)) > 0) {
+        put_u64(&s, r.oid);
+        put_u64(&s, r.serial);
+        put_u32(&s, r.cid);
+        put_u32(&s, (uint32_t)r.len);
+        put(&s, r.pickle, r.len);
+        written++;
+    }
+    raw_iter_close(it);
+    if (k < 0) {
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    put(&s, DUMP_END, 8);
+    put_u32(&s, s.crc);
+    if (s.err || fflush(f) != 0 || (!to_stdout && fsync(fileno(f)) != 0)) {
+        rc = fail("%s: write error: %s", file, strerror(errno));
+        goto out;
+    }
+    if (!to_stdout) {
+        int cr = fclose(f);
+        f = stdout;
+        if (cr != 0 || rename(tmp, file) != 0) {
+            rc = fail("%s: %s", file, strerror(errno));
+            goto out;
+        }
+        tmp[0] = 0;
+        char a[32], b[32];
+        fprintf(stdout, "exported %s objects (%s) to %s\n", fmt_count(a, sizeof a, written),
+                fmt_bytes(b, sizeof b, (double)s.off), file);
+    }
+out:
+    if (f != stdout) fclose(f);
+    if (tmp[0]) unlink(tmp);
+    raw_end(t);
+    ost_store_close(st);
+    return rc;
+}
+
+const cli_cmd cmd_export = {
+    .name = "export",
+    .summary = "Write every record of a store to a dump file (FILE, or - for stdout).",
+    .usage = "usage: ostore export DB FILE|-\n",
+    .help = "The dump holds the class table, each record's oid, serial, class and state\n"
+            "pickle exactly as stored, and the store's counters, with a CRC-32 at the end;\n"
+            "docs/cli.md describes the format (version 1) and has a Python reader.\n"
+            "'ostore import' rebuilds the same store from it. The store is read in one\n"
+            "snapshot, opened read-only; FILE is written to FILE.tmpPID and renamed when\n"
+            "complete.\n",
+    .run = run_export,
+};
+
+/* ---- import ------------------------------------------------------------------------ */
+
+static int bad_dump(const char *file, stream *s, const char *what) {
+    if (s->err && feof(s->f))
+        return fail("%s: truncated export: the file ends at byte %llu, inside %s", file,
+                    (unsigned long long)s->off, what);
+    if (s->err) return fail("%s: read error in %s: %s", file, what, strerror(errno));
+    return fail("%s: bad export: %s (at byte %llu)", file, what, (unsigned long long)s->off);
+}
+
+/* Removes the store files (and the directory) that this import created. */
+static void remove_created(const char *db, bool dir) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/data.mdb", db);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/lock.mdb", db);
+    unlink(p);
+    if (dir) rmdir(db);
+}
+
+typedef struct {
+    uint64_t records, bytes, next_oid, last, next_class;
+    uint32_t version, format;
+} dump_header;
+
+static int read_header(const char *file, stream *s, dump_header *h) {
+    char magic[8];
+    if (!get(s, magic, 8)) {
+        if (s->off == 0 && feof(s->f) && s->err) return fail("%s: empty file, not an ostore export", file);
+        return bad_dump(file, s, "the header");
+    }
+    if (memcmp(magic, DUMP_MAGIC, 8) != 0) return fail("%s: not an ostore export (bad magic)", file);
+    if (!get_u32(s, &h->version)) return bad_dump(file, s, "the header");
+    if (h->version != DUMP_VERSION)
+        return fail("%s: export version %u; this ostore reads version %d", file, h->version,
+                    DUMP_VERSION);
+    if (!get_u32(s, &h->format) || !get_u64(s, &h->records) || !get_u64(s, &h->bytes) ||
+        !get_u64(s, &h->next_oid) || !get_u64(s, &h->last) || !get_u64(s, &h->next_class))
+        return bad_dump(file, s, "the header");
+    if (h->format != OST_STORE_FORMAT)
+        return fail("%s: records of store format %u; this ostore writes format %d", file,
+                    h->format, OST_STORE_FORMAT);
+    if (h->records == 0 || h->next_oid < h->records || h->last == 0 || h->next_class == 0 ||
+        h->bytes > (uint64_t)1 << 46)
+        return fail("%s: bad export: inconsistent header counters", file);
+    return EXIT_OK;
+}
+
+static int run_import(int argc, char **argv) {
+    const char *pos[2];
+    int prc = parse_args(&cmd_import, argc, argv, NULL, 0, pos, 2, 2, NULL);
+    if (prc) return prc < 0 ? EXIT_OK : prc;
+    const char *db = pos[0], *file = pos[1];
+    bool from_stdin = strcmp(file, "-") == 0;
+    crc_init();
+    FILE *f = from_stdin ? stdin : fopen(file, "rb");
+    if (!f) return fail("%s: %s", file, strerror(errno));
+    stream s = {.f = f, .name = file};
+    dump_header h = {0};
+    if (read_header(file, &s, &h)) {
+        if (!from_stdin) fclose(f);
+        return EXIT_FAIL;
+    }
+    /* the store: created when missing; an existing one must be new */
+    struct stat sb;
+    bool created = false, made_dir = false;
+    char datafile[PATH_MAX];
+    snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
+    if (stat(db, &sb) != 0) {
+        if (errno != ENOENT) {
+            if (!from_stdin) fclose(f);
+            return fail("%s: %s", db, strerror(errno));
+        }
+        created = made_dir = true;
+    } else if (!S_ISDIR(sb.st_mode)) {
+        if (!from_stdin) fclose(f);
+        return fail("%s: not a directory (a store is a directory)", db);
+    } else if (stat(datafile, &sb) != 0) {
+        created = true; /* an empty directory: the store files are ours */
+    }
+    int rc = EXIT_OK;
+    ost_store *st = ost_store_new();
+    ost__import *im = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    char *mod = NULL, *name = NULL;
+    uint32_t *ids = NULL;
+    if (!st) {
+        rc = fail("out of memory");
+        goto out;
+    }
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = created;
+    if (!created && lock_store(db)) {
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    guard_crashes(db);
+    int orc = ost_store_open(st, db, &o);
+    if (orc) {
+        rc = fail("%s", ost_store_errmsg(st));
+        goto out;
+    }
+    if (created && lock_store(db)) {
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    /* room for the records, their B-tree pages and some slack */
+    uint64_t need = (h.bytes + h.records * 96) * 2 + (64u << 20);
+    if (ost__import_begin(st, need, &im)) {
+        rc = fail("%s", ost_store_errmsg(st));
+        goto out;
+    }
+    /* classes */
+    uint32_t ncls;
+    if (!get_u32(&s, &ncls)) {
+        rc = bad_dump(file, &s, "the class table");
+        goto out;
+    }
+    ids = malloc(((size_t)ncls + 1) * sizeof *ids);
+    mod = malloc(65536);
+    name = malloc(65536);
+    if (!ids || !mod || !name) {
+        rc = fail("out of memory");
+        goto out;
+    }
+    bool have_root_class = false;
+    uint32_t root_cid = 0;
+    for (uint32_t i = 0; i < ncls; i++) {
+        uint32_t id;
+        uint16_t ml, nl;
+        if (!get_u32(&s, &id) || !get_u16(&s, &ml) || !get(&s, mod, ml) || !get_u16(&s, &nl) ||
+            !get(&s, name, nl)) {
+            rc = bad_dump(file, &s, "the class table");
+            goto out;
+        }
+        if (i && id <= ids[i - 1]) {
+            rc = fail("%s: bad export: class ids do not ascend (id %u)", file, id);
+            goto out;
+        }
+        if ((uint64_t)id >= h.next_class) {
+            rc = fail("%s: bad export: class id %u is not below next_class %llu", file, id,
+                      (unsigned long long)h.next_class);
+            goto out;
+        }
+        ids[i] = id;
+        if (ost__import_class(im, id, mod, ml, name, nl)) {
+            rc = fail("%s: bad export: %s", file, ost_store_errmsg(st));
+            goto out;
+        }
+        mod[ml] = 0;
+        name[nl] = 0;
+        if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
+            have_root_class = true;
+            root_cid = id;
+        }
+    }
+    /* records */
+    uint64_t prev = 0, total = 0;
+    for (uint64_t i = 0; i < h.records; i++) {
+        uint64_t oid, serial;
+        uint32_t cid, len;
+        if (!get_u64(&s, &oid) || !get_u64(&s, &serial) || !get_u32(&s, &cid) ||
+            !get_u32(&s, &len)) {
+            rc = bad_dump(file, &s, "a record header");
+            goto out;
+        }
+        if (i == 0 && oid != 0) {
+            rc = fail("%s: bad export: the first record is oid %llu, not the root (oid 0)", file,
+                      (unsigned long long)oid);
+            goto out;
+        }
+        if (i == 0 && (!have_root_class || cid != root_cid)) {
+            rc = fail("%s: bad export: the root is not a persistent.mapping.PersistentMapping",
+                      file);
+            goto out;
+        }
+        if ((i && oid <= prev) || oid >= h.next_oid) {
+            rc = fail("%s: bad export: oid %llu out of order or not below next_oid", file,
+                      (unsigned long long)oid);
+            goto out;
+        }
+        if (serial == 0 || serial > h.last) {
+            rc = fail("%s: bad export: oid %llu has serial %llu (last commit %llu)", file,
+                      (unsigned long long)oid, (unsigned long long)serial,
+                      (unsigned long long)h.last);
+            goto out;
+        }
+        size_t lo = 0, hi = ncls;
+        while (lo < hi) { /* ids ascend: binary search */
+            size_t mid = (lo + hi) / 2;
+            if (ids[mid] < cid) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == ncls || ids[lo] != cid) {
+            rc = fail("%s: bad export: oid %llu has class id %u, not in the class table", file,
+                      (unsigned long long)oid, cid);
+            goto out;
+        }
+        total += len;
+        if (len < 2 || total > h.bytes) {
+            rc = fail("%s: bad export: oid %llu: pickle length %u does not fit the header", file,
+                      (unsigned long long)oid, len);
+            goto out;
+        }
+        if (len > cap) {
+            size_t nc = cap ? cap : 65536;
+            while (nc < len) nc *= 2;
+            uint8_t *nb = realloc(buf, nc);
+            if (!nb) {
+                rc = fail("out of memory");
+                goto out;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        if (!get(&s, buf, len)) {
+            rc = bad_dump(file, &s, "a record's pickle");
+            goto out;
+        }
+        if (ost__import_record(im, oid, serial, cid, buf, len)) {
+            rc = fail("%s: %s", file, ost_store_errmsg(st));
+            goto out;
+        }
+        prev = oid;
+    }
+    if (total != h.bytes) {
+        rc = fail("%s: bad export: the pickles hold %llu bytes, the header says %llu", file,
+                  (unsigned long long)total, (unsigned long long)h.bytes);
+        goto out;
+    }
+    char end[8];
+    if (!get(&s, end, 8)) {
+        rc = bad_dump(file, &s, "the trailer");
+        goto out;
+    }
+    if (memcmp(end, DUMP_END, 8) != 0) {
+        rc = fail("%s: bad export: no trailer after %llu records", file,
+                  (unsigned long long)h.records);
+        goto out;
+    }
+    uint32_t want = s.crc, got;
+    if (!get_u32(&s, &got)) {
+        rc = bad_dump(file, &s, "the trailer");
+        goto out;
+    }
+    if (got != want) {
+        rc = fail("%s: bad export: CRC-32 mismatch (file says %08x, content gives %08x): the "
+                  "file is damaged",
+                  file, got, want);
+        goto out;
+    }
+    if (fgetc(f) != EOF) {
+        rc = fail("%s: bad export: bytes after the trailer", file);
+        goto out;
+    }
+    int crc = ost__import_commit(im, h.next_oid, h.last, h.next_class);
+    im = NULL;
+    if (crc) {
+        rc = fail("%s", ost_store_errmsg(st));
+        goto out;
+    }
+    char a[32];
+    printf("imported %s objects into %s (last commit %llu, next oid %llu)\n",
+           fmt_count(a, sizeof a, h.records), db, (unsigned long long)h.last,
+           (unsigned long long)h.next_oid);
+out:
+    ost__import_abort(im);
+    ost_store_close(st);
+    if (rc && created) remove_created(db, made_dir);
+    if (!from_stdin) fclose(f);
+    free(buf);
+    free(mod);
+    free(name);
+    free(ids);
+    return rc;
+}
+
+const cli_cmd cmd_import = {
+    .name = "import",
+    .summary = "Load a dump made by 'ostore export' into a new store (FILE, or - for stdin).",
+    .usage = "usage: ostore import DB FILE|-\n",
+    .help = "DB must not exist, be an empty directory, or be a new store (nothing\n"
+            "committed since it was created). The records are written as they are in\n"
+            "the dump: same oids, serials, class ids and counters, so 'ostore export'\n"
+            "of the result gives the same file. Everything is checked before the one\n"
+            "commit (order of oids, classes, lengths, the CRC-32): on any error nothing\n"
+            "is written, and a store directory made by the import is removed again.\n",
+    .run = run_import,
+};

@@ -1,0 +1,173 @@
+/* ostore CLI: `ostore pickle dis|show|repickle`, pickles outside a store. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static int usage(const char *why) {
+    if (why) fprintf(stderr, "ostore: %s\n", why);
+    fputs(cmd_pickle.usage, stderr);
+    return EXIT_USAGE;
+}
+
+/* Reads a whole file ("-" is stdin) into a malloc'd buffer. */
+static int slurp(const char *path, unsigned char **out, size_t *len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "ostore: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) break;
+        if (n == cap) {
+            unsigned char *b = realloc(buf, cap *= 2);
+            if (!b) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = b;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) break;
+    }
+    int err = ferror(f);
+    if (f != stdin) fclose(f);
+    if (!buf || err) {
+        free(buf);
+        fprintf(stderr, "ostore: %s: %s\n", path, buf ? "read error" : "out of memory");
+        return 1;
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* Without a store, a persistent id is shown as a persistent reference. */
+static int keep_pid(void *ud, ost_value pid, ost_value *obj) {
+    (void)ud;
+    *obj = ost_persref(ost_incref(pid));
+    return *obj ? 0 : OST_ENOMEM;
+}
+
+static int load(const char *path, ost_value *v) {
+    unsigned char *buf;
+    size_t len;
+    if (slurp(path, &buf, &len)) return 1;
+    ost_reader *r = ost_reader_new();
+    if (!r) {
+        free(buf);
+        fprintf(stderr, "ostore: out of memory\n");
+        return 1;
+    }
+    ost_reader_set_persistent_load(r, keep_pid, NULL);
+    int rc = ost_load(r, buf, len, v, NULL);
+    if (rc) fprintf(stderr, "ostore: %s: %s\n", path, ost_reader_errmsg(r));
+    ost_reader_free(r);
+    free(buf);
+    return rc ? 1 : 0;
+}
+
+static int cmd_dis(const char *path) {
+    unsigned char *buf;
+    size_t len, off = 0;
+    if (slurp(path, &buf, &len)) return 1;
+    ost_buf out = {0};
+    int rc = ost_pickle_dis(buf, len, &out, &off);
+    if (rc == 0) fwrite(out.data, 1, out.len, stdout);
+    else fprintf(stderr, "ostore: %s: %s at offset %zu\n", path, ost_err_name(rc), off);
+    ost_buf_free(&out);
+    free(buf);
+    return rc ? 1 : 0;
+}
+
+static int cmd_show(const char *path) {
+    ost_value v;
+    if (load(path, &v)) return 1;
+    ost_buf out = {0};
+    int rc = ost_repr(v, &out);
+    ost_release(v);
+    if (rc) {
+        fprintf(stderr, "ostore: %s\n", ost_strerror(rc));
+        ost_buf_free(&out);
+        return 1;
+    }
+    fwrite(out.data, 1, out.len, stdout);
+    fputc('\n', stdout);
+    ost_buf_free(&out);
+    return 0;
+}
+
+static int cmd_repickle(int protocol, bool frame, const char *path) {
+    ost_value v;
+    if (load(path, &v)) return 1;
+    ost_writer *w = ost_writer_new();
+    const void *data;
+    size_t len;
+    int rc = w ? ost_writer_set_protocol(w, protocol) : OST_ENOMEM;
+    if (w) ost_writer_set_framing(w, frame);
+    if (!rc) rc = ost_dump(w, v, &data, &len);
+    if (rc) fprintf(stderr, "ostore: %s\n", w ? ost_writer_errmsg(w) : "out of memory");
+    else if (fwrite(data, 1, len, stdout) != len || fflush(stdout)) {
+        fprintf(stderr, "ostore: write error: %s\n", strerror(errno));
+        rc = 1;
+    }
+    ost_release(v);
+    ost_writer_free(w);
+    return rc ? 1 : 0;
+}
+
+static int run_pickle(int argc, char **argv) {
+    if (argc < 1) return usage("pickle: missing subcommand");
+    if (is_help(argv[0])) return print_help(&cmd_pickle);
+    const char *sub = argv[0];
+    int protocol = OST_PICKLE_DEFAULT_PROTOCOL;
+    bool frame = true;
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (is_help(a)) return print_help(&cmd_pickle);
+        if (strcmp(sub, "repickle") == 0 && strcmp(a, "--protocol") == 0) {
+            if (++i == argc) return usage("--protocol needs a value");
+            char *end;
+            long n = strtol(argv[i], &end, 10);
+            if (*end || end == argv[i] || n < 2 || n > OST_PICKLE_HIGHEST_PROTOCOL)
+                return usage("--protocol must be 2, 3, 4 or 5");
+            protocol = (int)n;
+        } else if (strcmp(sub, "repickle") == 0 && strcmp(a, "--no-frame") == 0) {
+            frame = false;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "ostore: unknown option %s\n", a);
+            return usage(NULL);
+        } else if (path) {
+            return usage("too many arguments");
+        } else
+            path = a;
+    }
+    if (!path) return usage("missing FILE (use - for standard input)");
+    if (strcmp(sub, "dis") == 0) return cmd_dis(path);
+    if (strcmp(sub, "show") == 0) return cmd_show(path);
+    if (strcmp(sub, "repickle") == 0) return cmd_repickle(protocol, frame, path);
+    fprintf(stderr, "ostore: unknown pickle subcommand '%s'\n", sub);
+    return usage(NULL);
+}
+
+const cli_cmd cmd_pickle = {
+    .name = "pickle",
+    .summary = "Disassemble, print or rewrite a Python pickle (a file, or - for stdin).",
+    .usage = "usage: ostore pickle dis FILE|-\n"
+             "       ostore pickle show FILE|-\n"
+             "       ostore pickle repickle [--protocol N] [--no-frame] FILE|-\n",
+    .help = "  dis       list the pickle's opcodes, one a line, with offsets and arguments\n"
+            "  show      load it (nothing is imported or called) and print the value,\n"
+            "            Python-like; persistent ids print as persistent(pid)\n"
+            "  repickle  load it and write it again to stdout with protocol N (2-5,\n"
+            "            default 4); --no-frame leaves out FRAME opcodes\n"
+            "\nExit status: 0 ok, 1 bad pickle or unreadable file, 2 bad usage.\n",
+    .run = run_pickle,
+};
