@@ -89,7 +89,8 @@ static void *pool_refill(unsigned sc) {
     return p;
 }
 
-static void *big_alloc(size_t n) {
+/* Not inlined: keeps the pooled path of ost__obj_alloc short. */
+static __attribute__((noinline)) void *big_alloc(size_t n) {
     size_t len = (n + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
     /* Over-allocate to align on a huge page boundary, then trim. */
     char *p = mmap(NULL, len + HUGE_ALIGN, PROT_READ | PROT_WRITE,
@@ -148,6 +149,54 @@ void ost__obj_free(ost_obj *o, size_t n) {
         f->next = t_free[o->sizeclass];
         t_free[o->sizeclass] = f;
     }
+}
+
+/* ---- container arrays ------------------------------------------------------ */
+
+/* The item arrays of lists and the entry arrays of dicts and sets. A
+ * container that came from the pools keeps its small arrays in the pools
+ * too, with no header: the container knows their size (its cap), so a
+ * dict of five keys costs no malloc. Whether an array is pooled depends
+ * only on the container's own size class and the array's size, both fixed
+ * between allocation and free. */
+static inline bool arr_pooled(bool pooled, size_t n) {
+    return pooled && n && n <= SC_COUNT * SC_STEP;
+}
+static inline unsigned arr_class(size_t n) { return (unsigned)((n + SC_STEP - 1) / SC_STEP); }
+
+void *ost__arr_alloc(bool pooled, size_t n) {
+    if (!arr_pooled(pooled, n)) return ost__mem_alloc(n);
+    unsigned sc = arr_class(n);
+    free_node *f = t_free[sc];
+    if (OST_LIKELY(f != NULL)) {
+        t_free[sc] = f->next;
+        return f;
+    }
+    return pool_refill(sc);
+}
+
+void ost__arr_free(bool pooled, void *p, size_t n) {
+    if (!p) return;
+    if (!arr_pooled(pooled, n)) {
+        ost__mem_free(p);
+        return;
+    }
+    free_node *f = p;
+    unsigned sc = arr_class(n);
+    f->next = t_free[sc];
+    t_free[sc] = f;
+}
+
+void *ost__arr_realloc(bool pooled, void *p, size_t old, size_t n) {
+    if (!p) return ost__arr_alloc(pooled, n);
+    bool po = arr_pooled(pooled, old), pn = arr_pooled(pooled, n);
+    if (!po && !pn) return ost__mem_realloc(p, n);
+    if (po && pn && arr_class(old) == arr_class(n)) return p;
+    void *q = ost__arr_alloc(pooled, n);
+    if (!q) return NULL;
+    memcpy(q, p, old < n ? old : n);
+    ost__arr_free(pooled, p, old);
+    return q;
 }
 
 /* ---- identity table ---------------------------------------------------- */

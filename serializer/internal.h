@@ -184,6 +184,15 @@ void ost__mem_free(void *p);
 ost_obj *ost__obj_alloc(size_t n, int type);
 void ost__obj_free(ost_obj *o, size_t n);
 size_t ost__obj_size(const ost_obj *o);
+/* Item and entry arrays of containers, whose size the caller keeps. When
+ * pooled (the container came from the pools: ost__pooled), arrays of up to
+ * 256 bytes come from the pools too; others use the allocator. */
+void *ost__arr_alloc(bool pooled, size_t n);
+void *ost__arr_realloc(bool pooled, void *p, size_t old, size_t n);
+void ost__arr_free(bool pooled, void *p, size_t n);
+static inline bool ost__pooled(const ost_obj *o) {
+    return o->sizeclass != OST__SC_MALLOC && o->sizeclass != OST__SC_MMAP;
+}
 
 /* values (value.c) */
 ost_value ost__str_new_uninit(int type, size_t n); /* str/bytes/bytearray */

@@ -108,7 +108,20 @@ static int account(ost_reader *r, const uint8_t *at, size_t n) {
     return 0;
 }
 
-static int push(ost_reader *r, const uint8_t *at, ost_value v) {
+static int push_slow(ost_reader *r, const uint8_t *at, ost_value v);
+
+/* Pushes v (stolen). The common case inline; push_slow checks, grows and
+ * fails exactly as before. */
+static inline int push(ost_reader *r, const uint8_t *at, ost_value v) {
+    if (OST_LIKELY(v && r->sp < r->stcap && r->sp < r->lim.max_container)) {
+        r->stack[r->sp++] = v;
+        return 0;
+    }
+    return push_slow(r, at, v);
+}
+
+static __attribute__((noinline)) int push_slow(ost_reader *r, const uint8_t *at,
+                                               ost_value v) {
     if (!v) return NOMEM(at);
     /* checked on every push, not only when the stack grows, so that a
      * limit between two growth steps holds exactly */
@@ -1466,7 +1479,8 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
                 rfail(r, at, OST_EMEMO, "memo index %zu is not set", idx);
                 goto fail;
             }
-            PUSH(ost_incref(v));
+            ost__incref(v); /* inline: ost_incref is a call */
+            PUSH(v);
             break;
         }
         case OP_BINPUT:

@@ -118,12 +118,21 @@ static __thread free_stack t_fs;
 static __thread int t_freeing;
 
 static void free_one(ost_obj *o);
+static void free_storage(ost_obj *o);
 
 static void child_dead(ost_value c, void *ud) {
     (void)ud;
     if (!ost__is_heap(c)) return;
     ost_obj *o = OST__O(c);
     if (!ost__decref_last(o)) return;
+    switch (o->type) { /* no children: freed now, not queued */
+    case OST_T_FLOAT:
+    case OST_T_INT:
+    case OST_T_STR:
+    case OST_T_BYTES:
+    case OST_T_BYTEARRAY: free_storage(o); return;
+    default: break;
+    }
     if (t_fs.len == t_fs.cap) {
         size_t cap = t_fs.cap ? t_fs.cap * 2 : 256;
         ost_obj **n = realloc(t_fs.items, cap * sizeof *n);
@@ -143,11 +152,15 @@ static void free_storage(ost_obj *o) {
         ost__pers_hook((ost_value)o, 2); /* a bulk loader forgets it */
     size_t n = ost__obj_size(o);
     switch (o->type) {
-    case OST_T_LIST: ost__mem_free(((ost_list_obj *)o)->items); break;
+    case OST_T_LIST:
+        ost__arr_free(ost__pooled(o), ((ost_list_obj *)o)->items,
+                      ((ost_list_obj *)o)->cap * sizeof(ost_value));
+        break;
     case OST_T_DICT:
     case OST_T_SET:
     case OST_T_FROZENSET:
-        ost__mem_free(((ost_dict_obj *)o)->entries);
+        ost__arr_free(ost__pooled(o), ((ost_dict_obj *)o)->entries,
+                      ((ost_dict_obj *)o)->cap * sizeof(ost_entry));
         ost__mem_free(((ost_dict_obj *)o)->index);
         break;
     case OST_T_GLOBAL: {
@@ -167,7 +180,12 @@ static void free_storage(ost_obj *o) {
 }
 
 static void free_one(ost_obj *o) {
-    ost__children((ost_value)o, child_dead, NULL);
+    if (o->type == OST_T_LIST) { /* the big containers: no call per item */
+        ost_list_obj *l = (ost_list_obj *)o;
+        for (size_t i = 0; i < l->len; i++)
+            if (ost__is_heap(l->items[i])) child_dead(l->items[i], NULL);
+    } else
+        ost__children((ost_value)o, child_dead, NULL);
     free_storage(o);
 }
 
@@ -464,6 +482,11 @@ int ost_utf8_check(const char *str, size_t n, size_t *bad) {
             i += 8;
         }
         if (i >= n) break;
+        if (n - i < 8) { /* a short tail: one test when it is all ASCII */
+            uint8_t acc = 0;
+            for (size_t k = i; k < n; k++) acc |= s[k];
+            if (acc < 0x80) break;
+        }
         uint8_t c = s[i];
         if (c < 0x80) {
             i++;
@@ -580,7 +603,7 @@ ost_value ost_list_new(size_t cap) {
     l->items = NULL;
     if (cap) {
         if (cap > SIZE_MAX / sizeof(ost_value) ||
-            !(l->items = ost__mem_alloc(cap * sizeof(ost_value)))) {
+            !(l->items = ost__arr_alloc(ost__pooled(&l->h), cap * sizeof(ost_value)))) {
             ost__obj_free(&l->h, sizeof *l);
             return 0;
         }
@@ -596,7 +619,8 @@ int ost__list_reserve(ost_list_obj *l, size_t extra) {
         if (cap > SIZE_MAX / 2 / sizeof(ost_value)) return OST_ENOMEM;
         cap *= 2;
     }
-    ost_value *n = ost__mem_realloc(l->items, cap * sizeof *n);
+    ost_value *n = ost__arr_realloc(ost__pooled(&l->h), l->items, l->cap * sizeof *n,
+                                    cap * sizeof *n);
     if (!n) return OST_ENOMEM;
     l->items = n;
     l->cap = cap;
@@ -770,6 +794,13 @@ typedef struct {
 #define HASH_MEMO_AFTER 4096
 
 int ost__hash(ost_value v, uint64_t *out) {
+    switch (ost__type(v)) { /* the common case: no walk, nothing to set up */
+    case OST_T_INSTANCE:
+    case OST_T_REDUCE:
+    case OST_T_PERSREF:
+    case OST_T_TUPLE: break;
+    default: return hash_leaf(v, out);
+    }
     hash_frame local[8], *st = local;
     size_t n = 0, cap = 8, steps = 0;
     ost__ptrtab memo = {0};
@@ -926,7 +957,8 @@ static int dict_add(ost_dict_obj *d, ost_value key, ost_value val, uint64_t h) {
         } else {
             size_t cap = d->cap ? d->cap * 2 : 4;
             if (cap >= UINT32_MAX) return OST_ENOMEM;
-            ost_entry *e = ost__mem_realloc(d->entries, cap * sizeof *e);
+            ost_entry *e = ost__arr_realloc(ost__pooled(&d->h), d->entries,
+                                            d->cap * sizeof *e, cap * sizeof *e);
             if (!e) return OST_ENOMEM;
             d->entries = e;
             d->cap = cap;

@@ -420,6 +420,13 @@ static inline bool boundary_due(const ost_writer *w) {
     return w->sink && w->len >= OST_FRAME_TARGET;
 }
 
+/* The output length at which boundary_due() becomes true, for loops that
+ * keep it in a register (writes through the buffer may alias w). */
+static inline size_t boundary_at(const ost_writer *w) {
+    if (framed(w)) return w->frame_start + OST_FRAME_TARGET + 9;
+    return w->sink ? OST_FRAME_TARGET : SIZE_MAX;
+}
+
 /* The fast path of save() for the items of a list or dict: writes v when
  * it needs no frame, no hook and no new memo entry (an immediate, a
  * shared object already memoized, an unshared float or short str), with
@@ -905,15 +912,24 @@ static int step(ost_writer *w) {
         }
         if (ost__type(f->obj) == OST_T_LIST) {
             ost_value *items = ((ost_list_obj *)f->obj)->items;
-            item = items[f->i++];
             /* Fast path: a run of items that need no frame is written here,
-             * stopping where a step would close the batch or the frame. */
+             * stopping where a step would close the batch or the frame.
+             * The counters live in locals: the frame may alias the output. */
+            size_t i = f->i, chunk = f->chunk, due = boundary_at(w);
+            bool stop = false;
+            item = items[i++];
             while (save_scalar(w, item)) {
-                if (!f->chunk || boundary_due(w)) return 0;
-                f->left--;
-                f->chunk--;
-                item = items[f->i++];
+                if (!chunk || w->len >= due) {
+                    stop = true;
+                    break;
+                }
+                chunk--;
+                item = items[i++];
             }
+            f->left -= f->chunk - chunk;
+            f->chunk = chunk;
+            f->i = i;
+            if (stop) return 0;
         } else {
             ost_dict_obj *d = (ost_dict_obj *)f->obj;
             while (!d->entries[f->i].key) f->i++;
