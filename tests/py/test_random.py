@@ -293,7 +293,13 @@ def main():
                 totals["bytes"] += len(golden)
             flags = rng.randrange(4)  # 1: no framing, 2: sink mode
             totals["round trips"] += 1
-            status, body = helper.repickle(golden, out_proto, flags)
+            try:
+                status, body = helper.repickle(golden, out_proto, flags)
+            except (RuntimeError, OSError) as e:  # the helper crashed
+                print("FAIL seed %#x graph %d, Python protocol %d -> ostore protocol %d "
+                      "(flags %d): %s\n  value: %s\n  original pickle (hex):\n%s"
+                      % (seed, i, proto, out_proto, flags, e, _repr(root), hexdump(golden)))
+                return 1
             what = None
             if status != 0:
                 what = "ostore answered status %d: %s" % (
