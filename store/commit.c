@@ -370,7 +370,28 @@ static void committer_main(void *arg) {
             uv_rwlock_rdlock(&st->maplock);
             MDB_txn *parent;
             rc = mdb_txn_begin(st->env, NULL, 0, &parent);
-            if (!rc) {
+            if (!rc && !group->next) {
+                /* one package (a loader's batch, a lone commit): applied in
+                 * the group's transaction itself, without the cost of a
+                 * nested one (pages copied from the parent, dirty lists
+                 * merged); a failure aborts it, which stores nothing, as
+                 * an aborted child would */
+                ost__pkg *p = group;
+                p->rc = 0;
+                p->msg[0] = 0;
+                int prc = apply(st, parent, p);
+                if (prc) {
+                    mdb_txn_abort(parent);
+                    if (prc == MDB_MAP_FULL) rc = prc;
+                    else {
+                        set_outcome(st, p, prc, "commit");
+                        p->serial = 0;
+                    }
+                } else {
+                    set_outcome(st, p, 0, "commit");
+                    rc = mdb_txn_commit(parent);
+                }
+            } else if (!rc) {
                 for (ost__pkg *p = group; p; p = p->next) {
                     MDB_txn *child;
                     p->rc = 0;

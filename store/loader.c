@@ -24,6 +24,7 @@ struct ost_loader {
     ost_value *pending;     /* new objects met while serializing */
     size_t npending, cappending;
     uint64_t oid_next, oid_end;
+    uint64_t oid_block;     /* size of the next oid reservation */
     ost_value last_cls;     /* class id cache for the common case */
     uint32_t last_cid;
     uint64_t done_objects, done_bytes, added;
@@ -103,7 +104,13 @@ int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **ou
 
 static int next_oid(ost_loader *l, uint64_t *oid) {
     if (l->oid_next == l->oid_end) {
-        uint64_t want = l->o.batch_objects < 1024 ? 1024 : l->o.batch_objects, first;
+        /* A reservation is a durable write transaction of its own: it
+         * waits for the batch being committed and stalls the pipeline, so
+         * blocks double (from one batch up to 2^24 oids) to make them few;
+         * the unused rest of the last block is not reused. */
+        uint64_t first, want = l->oid_block;
+        if (!want) want = l->o.batch_objects < 1024 ? 1024 : l->o.batch_objects;
+        l->oid_block = want < ((uint64_t)1 << 24) ? want * 2 : want;
         int rc = ost__reserve_oids(l->st, want, &first);
         if (rc) return lfail(l, rc, "%s: cannot reserve oids: %s", l->st->path, ost_strerror(rc));
         l->oid_next = first;
