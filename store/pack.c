@@ -59,7 +59,9 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
     return 0;
 }
 
-int ost_store_pack(ost_store *st, uint64_t *removed) {
+/* One attempt; *mdb_rc gets the LMDB code the attempt ended with, so that
+ * the caller can grow the map after MDB_MAP_FULL and try again. */
+static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
     if (removed) *removed = 0;
     if (!st || !st->env) return OST_EINVAL;
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->path);
@@ -146,12 +148,29 @@ int ost_store_pack(ost_store *st, uint64_t *removed) {
     if (rc) code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack commit: %s", st->path, mdb_strerror(rc));
     else if (removed) *removed = gone;
 out:
+    *mdb_rc = rc;
     if (t) mdb_txn_abort(t);
     uv_rwlock_rdunlock(&st->maplock);
     free(m.reach);
     free(m.scanned);
     free(m.stack);
     return code;
+}
+
+/* Deleting records allocates pages (copy on write), so a store opened with
+ * a map no larger than its data fills the map: grow it and start again, as
+ * commits do. */
+int ost_store_pack(ost_store *st, uint64_t *removed) {
+    for (int tries = 0;; tries++) {
+        int mdb_rc = 0;
+        int code = pack_once(st, removed, &mdb_rc);
+        if (mdb_rc != MDB_MAP_FULL || tries == 16) return code;
+        int grc = ost__grow_map(st);
+        if (grc)
+            return ost__st_fail(st, ost__mdb_code(grc), "%s: pack: cannot grow the map: %s",
+                                st->path, mdb_strerror(grc));
+        st->msg[0] = 0;
+    }
 }
 
 /* ---- check ---------------------------------------------------------------- */
