@@ -379,9 +379,10 @@ static int run_refs(int argc, char **argv) {
             printf("note: %llu record%s could not be scanned (damaged); run 'ostore check %s'\n",
                    (unsigned long long)unscanned, unscanned == 1 ? "" : "s", db);
         if (missing)
-            rc = fail("%s: oid %llu: no such object, yet %zu object%s reference it (dangling; "
+            rc = fail("%s: oid %llu: no such object, yet %zu object%s it (dangling; "
                       "run 'ostore check %s')",
-                      db, (unsigned long long)oid, in.n, in.n == 1 ? "" : "s", db);
+                      db, (unsigned long long)oid, in.n, in.n == 1 ? " references" : "s reference",
+                      db);
     }
     free(cls);
     free(out.v);

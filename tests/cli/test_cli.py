@@ -139,7 +139,7 @@ def read_store(path):
 
 def rewrite(path, fn):
     """Runs fn(txn, records_db) in a write transaction on the store."""
-    env = lmdb.open(path, max_dbs=8)
+    env = lmdb.open(path, max_dbs=8, map_size=1 << 30)
     try:
         db = env.open_db(b"records")
         with env.begin(write=True) as t:
