@@ -160,7 +160,7 @@ static ost_value new_order(const shop *s, rng *r, ost_value cust, uint64_t numbe
         }
         *total += c;
     }
-    char date[16];
+    char date[48];
     snprintf(date, sizeof date, "20%02d-%02d-%02d", 15 + (int)rnd_below(r, 10),
              1 + (int)rnd_below(r, 12), 1 + (int)rnd_below(r, 28));
     ost_instance_set_slot(o, O_NUMBER, ost_int((int64_t)number));

@@ -39,12 +39,11 @@ static int run_info(int argc, char **argv) {
     ost_store *st;
     raw_txn *t;
     if (open_ro(db, &st, &t)) return EXIT_FAIL;
-    uint64_t format = 0, next_oid = 0, last = 0, next_class = 0, low = 0;
+    uint64_t format = 0, next_oid = 0, last = 0, next_class = 0;
     int rc = raw_meta(t, "format", &format);
     if (!rc) rc = raw_meta(t, "next_oid", &next_oid);
     if (!rc) rc = raw_meta(t, "last_serial", &last);
     if (!rc) rc = raw_meta(t, "next_class", &next_class);
-    bool has_low = raw_meta(t, "low", &low) == 0;
     if (rc) {
         close_ro(st, t);
         return fail("%s: damaged meta: %s", db, ost_strerror(rc));
@@ -90,8 +89,7 @@ static int run_info(int argc, char **argv) {
                fmt_bytes(b, sizeof b, (double)total),
                (unsigned long long)(n ? (total + n / 2) / n : 0));
         printf("next oid     %s\n", fmt_count(a, sizeof a, next_oid));
-        printf("last commit  %s (serial)%s\n", fmt_count(a, sizeof a, last),
-               has_low ? "" : "");
+        printf("last commit  %s (serial)\n", fmt_count(a, sizeof a, last));
         printf("disk         data.mdb %s, lock.mdb %s\n",
                fmt_bytes(a, sizeof a, (double)file_size(db, "data.mdb")),
                fmt_bytes(b, sizeof b, (double)file_size(db, "lock.mdb")));
