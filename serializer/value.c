@@ -289,8 +289,49 @@ static void rel_unlink(ost_value ch, void *ud) {
     }
 }
 
+/* Looks for a possible cycle near the released object: fails (ok false)
+ * when an object two references below it can hold references itself.
+ * Leaves (numbers, text, globals, which hold only their two names) and the
+ * objects the walk stops at cannot be part of a cycle. */
+typedef struct {
+    bool ok;
+    int depth;
+} rel_probe_ctx;
+
+static void rel_probe(ost_value ch, void *ud) {
+    rel_probe_ctx *p = ud;
+    if (!p->ok || !ost__is_heap(ch) || rel_boundary(ch)) return;
+    switch (OST__O(ch)->type) {
+    case OST_T_INT:
+    case OST_T_FLOAT:
+    case OST_T_STR:
+    case OST_T_BYTES:
+    case OST_T_BYTEARRAY:
+    case OST_T_GLOBAL: return;
+    default:
+        if (p->depth) {
+            p->ok = false;
+            return;
+        }
+        p->depth = 1;
+        ost__children(ch, rel_probe, p);
+        p->depth = 0;
+    }
+}
+
 void ost_release(ost_value v) {
     if (!ost__is_heap(v)) return;
+    /* The common cases (an object cache drops a record's object, a reader
+     * drops a record's state dict): v and what it refers to have only
+     * leaves below them, so no cycle passes through them and the walk
+     * below would come to what ost_decref does; it costs two allocations
+     * and three scans of a table. */
+    rel_probe_ctx probe = {true, 0};
+    ost__children(v, rel_probe, &probe);
+    if (probe.ok) {
+        ost_decref(v);
+        return;
+    }
     rel_ctx c = {0};
     if (ost__ptrtab_init(&c.tab, 64)) goto fallback;
     ost__ptrtab_put(&c.tab, v, 1); /* the reference being released */
