@@ -262,6 +262,9 @@ static inline int ost__ptrtab_put(ost__ptrtab *t, uintptr_t key,
     return 0;
 }
 
+/* reader.c: true when protocol 0-2 name m2.n2 reads back as m.n. */
+bool ost__py2_reads_as(const char *m2, const char *n2, const char *m, const char *n);
+
 /* repr.c */
 void ost__float_repr(double d, char *out, size_t cap);
 int ost__int_decimal(ost_value v, ost_buf *out);

@@ -647,26 +647,34 @@ static bool span_is(const uint8_t *p, size_t n, const char *s) {
     return strlen(s) == n && memcmp(p, s, n) == 0;
 }
 
+/* The Python 3 name a protocol 0-2 pickle's module.name stands for. */
+static void py2_forward(const uint8_t **m, size_t *ml, const uint8_t **n, size_t *nl) {
+    for (size_t i = 0; i < sizeof compat_names / sizeof *compat_names; i++)
+        if (span_is(*m, *ml, compat_names[i][0]) && span_is(*n, *nl, compat_names[i][1])) {
+            *m = (const uint8_t *)compat_names[i][2], *ml = strlen(compat_names[i][2]);
+            *n = (const uint8_t *)compat_names[i][3], *nl = strlen(compat_names[i][3]);
+            return;
+        }
+    for (size_t i = 0; i < sizeof compat_modules / sizeof *compat_modules; i++)
+        if (span_is(*m, *ml, compat_modules[i][0])) {
+            *m = (const uint8_t *)compat_modules[i][1], *ml = strlen(compat_modules[i][1]);
+            return;
+        }
+}
+
+bool ost__py2_reads_as(const char *m2, const char *n2, const char *m, const char *n) {
+    const uint8_t *pm = (const uint8_t *)m2, *pn = (const uint8_t *)n2;
+    size_t ml = strlen(m2), nl = strlen(n2);
+    py2_forward(&pm, &ml, &pn, &nl);
+    return span_is(pm, ml, m) && span_is(pn, nl, n);
+}
+
 /* Makes the value for global module.name (text not yet validated). */
 static ost_value make_global(ost_reader *r, const uint8_t *at, const uint8_t *m,
                              size_t ml, const uint8_t *n, size_t nl) {
-    if (r->proto < 3) { /* Python 3 writes these names for protocols 0-2 */
-        bool named = false;
-        for (size_t i = 0; i < sizeof compat_names / sizeof *compat_names && !named; i++)
-            if (span_is(m, ml, compat_names[i][0]) && span_is(n, nl, compat_names[i][1])) {
-                m = (const uint8_t *)compat_names[i][2], ml = strlen(compat_names[i][2]);
-                n = (const uint8_t *)compat_names[i][3], nl = strlen(compat_names[i][3]);
-                named = true;
-            }
-        for (size_t i = 0; i < sizeof compat_modules / sizeof *compat_modules && !named; i++)
-            if (span_is(m, ml, compat_modules[i][0])) {
-                m = (const uint8_t *)compat_modules[i][1], ml = strlen(compat_modules[i][1]);
-                named = true;
-            }
-    }
-    /* Python 2 module names, as Python 3's fix_imports maps them */
-    if (ml == 11 && memcmp(m, "__builtin__", 11) == 0) m = (const uint8_t *)"builtins", ml = 8;
-    else if (ml == 8 && memcmp(m, "copy_reg", 8) == 0) m = (const uint8_t *)"copyreg", ml = 7;
+    /* Python 3 writes Python 2 names for protocols 0-2 (fix_imports),
+     * __builtin__ and copy_reg among them */
+    if (r->proto < 3) py2_forward(&m, &ml, &n, &nl);
     if (memchr(m, 0, ml) || memchr(n, 0, nl)) {
         rfail(r, at, OST_EBADPICKLE, "global name with a NUL byte");
         return 0;

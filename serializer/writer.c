@@ -292,6 +292,188 @@ static inline void close_window(ost_writer *w, wframe *f) {
     }
 }
 
+/* Python 3 names and how Python 3 spells them for protocols 0-2
+ * (_compat_pickle's REVERSE_NAME_MAPPING and REVERSE_IMPORT_MAPPING,
+ * Python 3.11). */
+static const char *const py2_names[][4] = {
+    {"_functools", "reduce", "__builtin__", "reduce"},
+    {"_socket", "socket", "socket", "_socketobject"},
+    {"builtins", "ArithmeticError", "exceptions", "ArithmeticError"},
+    {"builtins", "AssertionError", "exceptions", "AssertionError"},
+    {"builtins", "AttributeError", "exceptions", "AttributeError"},
+    {"builtins", "BaseException", "exceptions", "BaseException"},
+    {"builtins", "BrokenPipeError", "exceptions", "OSError"},
+    {"builtins", "BufferError", "exceptions", "BufferError"},
+    {"builtins", "BytesWarning", "exceptions", "BytesWarning"},
+    {"builtins", "ChildProcessError", "exceptions", "OSError"},
+    {"builtins", "ConnectionAbortedError", "exceptions", "OSError"},
+    {"builtins", "ConnectionError", "exceptions", "OSError"},
+    {"builtins", "ConnectionRefusedError", "exceptions", "OSError"},
+    {"builtins", "ConnectionResetError", "exceptions", "OSError"},
+    {"builtins", "DeprecationWarning", "exceptions", "DeprecationWarning"},
+    {"builtins", "EOFError", "exceptions", "EOFError"},
+    {"builtins", "EnvironmentError", "exceptions", "EnvironmentError"},
+    {"builtins", "Exception", "exceptions", "Exception"},
+    {"builtins", "FileExistsError", "exceptions", "OSError"},
+    {"builtins", "FileNotFoundError", "exceptions", "OSError"},
+    {"builtins", "FloatingPointError", "exceptions", "FloatingPointError"},
+    {"builtins", "FutureWarning", "exceptions", "FutureWarning"},
+    {"builtins", "GeneratorExit", "exceptions", "GeneratorExit"},
+    {"builtins", "IOError", "exceptions", "IOError"},
+    {"builtins", "ImportError", "exceptions", "ImportError"},
+    {"builtins", "ImportWarning", "exceptions", "ImportWarning"},
+    {"builtins", "IndentationError", "exceptions", "IndentationError"},
+    {"builtins", "IndexError", "exceptions", "IndexError"},
+    {"builtins", "InterruptedError", "exceptions", "OSError"},
+    {"builtins", "IsADirectoryError", "exceptions", "OSError"},
+    {"builtins", "KeyError", "exceptions", "KeyError"},
+    {"builtins", "KeyboardInterrupt", "exceptions", "KeyboardInterrupt"},
+    {"builtins", "LookupError", "exceptions", "LookupError"},
+    {"builtins", "MemoryError", "exceptions", "MemoryError"},
+    {"builtins", "ModuleNotFoundError", "exceptions", "ImportError"},
+    {"builtins", "NameError", "exceptions", "NameError"},
+    {"builtins", "NotADirectoryError", "exceptions", "OSError"},
+    {"builtins", "NotImplementedError", "exceptions", "NotImplementedError"},
+    {"builtins", "OSError", "exceptions", "OSError"},
+    {"builtins", "OverflowError", "exceptions", "OverflowError"},
+    {"builtins", "PendingDeprecationWarning", "exceptions", "PendingDeprecationWarning"},
+    {"builtins", "PermissionError", "exceptions", "OSError"},
+    {"builtins", "ProcessLookupError", "exceptions", "OSError"},
+    {"builtins", "ReferenceError", "exceptions", "ReferenceError"},
+    {"builtins", "RuntimeError", "exceptions", "RuntimeError"},
+    {"builtins", "RuntimeWarning", "exceptions", "RuntimeWarning"},
+    {"builtins", "StopIteration", "exceptions", "StopIteration"},
+    {"builtins", "SyntaxError", "exceptions", "SyntaxError"},
+    {"builtins", "SyntaxWarning", "exceptions", "SyntaxWarning"},
+    {"builtins", "SystemError", "exceptions", "SystemError"},
+    {"builtins", "SystemExit", "exceptions", "SystemExit"},
+    {"builtins", "TabError", "exceptions", "TabError"},
+    {"builtins", "TimeoutError", "exceptions", "OSError"},
+    {"builtins", "TypeError", "exceptions", "TypeError"},
+    {"builtins", "UnboundLocalError", "exceptions", "UnboundLocalError"},
+    {"builtins", "UnicodeDecodeError", "exceptions", "UnicodeDecodeError"},
+    {"builtins", "UnicodeEncodeError", "exceptions", "UnicodeEncodeError"},
+    {"builtins", "UnicodeError", "exceptions", "UnicodeError"},
+    {"builtins", "UnicodeTranslateError", "exceptions", "UnicodeTranslateError"},
+    {"builtins", "UnicodeWarning", "exceptions", "UnicodeWarning"},
+    {"builtins", "UserWarning", "exceptions", "UserWarning"},
+    {"builtins", "ValueError", "exceptions", "ValueError"},
+    {"builtins", "Warning", "exceptions", "Warning"},
+    {"builtins", "ZeroDivisionError", "exceptions", "ZeroDivisionError"},
+    {"builtins", "chr", "__builtin__", "unichr"},
+    {"builtins", "filter", "itertools", "ifilter"},
+    {"builtins", "int", "__builtin__", "long"},
+    {"builtins", "map", "itertools", "imap"},
+    {"builtins", "range", "__builtin__", "xrange"},
+    {"builtins", "str", "__builtin__", "unicode"},
+    {"builtins", "zip", "itertools", "izip"},
+    {"collections", "UserDict", "UserDict", "IterableUserDict"},
+    {"collections", "UserList", "UserList", "UserList"},
+    {"collections", "UserString", "UserString", "UserString"},
+    {"dbm", "whichdb", "whichdb", "whichdb"},
+    {"functools", "reduce", "__builtin__", "reduce"},
+    {"http.server", "CGIHTTPRequestHandler", "CGIHTTPServer", "CGIHTTPRequestHandler"},
+    {"http.server", "SimpleHTTPRequestHandler", "SimpleHTTPServer", "SimpleHTTPRequestHandler"},
+    {"itertools", "filterfalse", "itertools", "ifilterfalse"},
+    {"itertools", "zip_longest", "itertools", "izip_longest"},
+    {"multiprocessing.connection", "Connection", "_multiprocessing", "Connection"},
+    {"multiprocessing.context", "AuthenticationError", "multiprocessing", "AuthenticationError"},
+    {"multiprocessing.context", "BufferTooShort", "multiprocessing", "BufferTooShort"},
+    {"multiprocessing.context", "Process", "multiprocessing.process", "Process"},
+    {"multiprocessing.context", "ProcessError", "multiprocessing", "ProcessError"},
+    {"multiprocessing.context", "TimeoutError", "multiprocessing", "TimeoutError"},
+    {"multiprocessing.popen_fork", "Popen", "multiprocessing.forking", "Popen"},
+    {"socket", "fromfd", "_socket", "fromfd"},
+    {"sys", "intern", "__builtin__", "intern"},
+    {"tkinter.filedialog", "FileDialog", "FileDialog", "FileDialog"},
+    {"tkinter.filedialog", "LoadFileDialog", "FileDialog", "LoadFileDialog"},
+    {"tkinter.filedialog", "SaveFileDialog", "FileDialog", "SaveFileDialog"},
+    {"tkinter.simpledialog", "SimpleDialog", "SimpleDialog", "SimpleDialog"},
+    {"urllib.error", "ContentTooShortError", "urllib", "ContentTooShortError"},
+    {"urllib.error", "HTTPError", "urllib2", "HTTPError"},
+    {"urllib.error", "URLError", "urllib2", "URLError"},
+    {"urllib.parse", "quote", "urllib", "quote"},
+    {"urllib.parse", "quote_plus", "urllib", "quote_plus"},
+    {"urllib.parse", "unquote", "urllib", "unquote"},
+    {"urllib.parse", "unquote_plus", "urllib", "unquote_plus"},
+    {"urllib.parse", "urlencode", "urllib", "urlencode"},
+    {"urllib.request", "getproxies", "urllib", "getproxies"},
+    {"urllib.request", "pathname2url", "urllib", "pathname2url"},
+    {"urllib.request", "url2pathname", "urllib", "url2pathname"},
+    {"urllib.request", "urlcleanup", "urllib", "urlcleanup"},
+    {"urllib.request", "urlopen", "urllib", "urlopen"},
+    {"urllib.request", "urlretrieve", "urllib", "urlretrieve"},
+    {"xmlrpc.server", "DocCGIXMLRPCRequestHandler", "DocXMLRPCServer", "DocCGIXMLRPCRequestHandler"},
+    {"xmlrpc.server", "DocXMLRPCRequestHandler", "DocXMLRPCServer", "DocXMLRPCRequestHandler"},
+    {"xmlrpc.server", "DocXMLRPCServer", "DocXMLRPCServer", "DocXMLRPCServer"},
+    {"xmlrpc.server", "ServerHTMLDoc", "DocXMLRPCServer", "ServerHTMLDoc"},
+    {"xmlrpc.server", "XMLRPCDocGenerator", "DocXMLRPCServer", "XMLRPCDocGenerator"},
+};
+static const char *const py2_modules[][2] = {
+    {"_bz2", "bz2"},
+    {"_dbm", "dbm"},
+    {"_dummy_thread", "dummy_thread"},
+    {"_functools", "functools"},
+    {"_gdbm", "gdbm"},
+    {"_markupbase", "markupbase"},
+    {"_pickle", "pickle"},
+    {"_thread", "thread"},
+    {"builtins", "__builtin__"},
+    {"collections.abc", "_abcoll"},
+    {"configparser", "ConfigParser"},
+    {"copyreg", "copy_reg"},
+    {"dbm", "anydbm"},
+    {"dbm.bsd", "dbhash"},
+    {"dbm.dumb", "dumbdbm"},
+    {"dbm.gnu", "gdbm"},
+    {"dbm.ndbm", "dbm"},
+    {"html.entities", "htmlentitydefs"},
+    {"html.parser", "HTMLParser"},
+    {"http.client", "httplib"},
+    {"http.cookiejar", "cookielib"},
+    {"http.cookies", "Cookie"},
+    {"http.server", "BaseHTTPServer"},
+    {"queue", "Queue"},
+    {"reprlib", "repr"},
+    {"socketserver", "SocketServer"},
+    {"subprocess", "commands"},
+    {"test.support", "test.test_support"},
+    {"tkinter", "Tkinter"},
+    {"tkinter.colorchooser", "tkColorChooser"},
+    {"tkinter.commondialog", "tkCommonDialog"},
+    {"tkinter.constants", "Tkconstants"},
+    {"tkinter.dialog", "Dialog"},
+    {"tkinter.dnd", "Tkdnd"},
+    {"tkinter.filedialog", "tkFileDialog"},
+    {"tkinter.font", "tkFont"},
+    {"tkinter.messagebox", "tkMessageBox"},
+    {"tkinter.scrolledtext", "ScrolledText"},
+    {"tkinter.simpledialog", "tkSimpleDialog"},
+    {"tkinter.tix", "Tix"},
+    {"tkinter.ttk", "ttk"},
+    {"urllib.parse", "urlparse"},
+    {"urllib.request", "urllib2"},
+    {"urllib.robotparser", "robotparser"},
+    {"winreg", "_winreg"},
+    {"xmlrpc.client", "xmlrpclib"},
+    {"xmlrpc.server", "SimpleXMLRPCServer"},
+};
+
+/* How Python 3 spells module.name in a pickle of protocol 0-2. */
+static void py2_spelling(const char **m, const char **n) {
+    for (size_t i = 0; i < sizeof py2_names / sizeof *py2_names; i++)
+        if (!strcmp(*m, py2_names[i][0]) && !strcmp(*n, py2_names[i][1])) {
+            *m = py2_names[i][2];
+            *n = py2_names[i][3];
+            return;
+        }
+    for (size_t i = 0; i < sizeof py2_modules / sizeof *py2_modules; i++)
+        if (!strcmp(*m, py2_modules[i][0])) {
+            *m = py2_modules[i][1];
+            return;
+        }
+}
+
 /* ---- scalars --------------------------------------------------------------- */
 
 static inline void put_int64(ost_writer *w, int64_t i) {
@@ -759,8 +941,11 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             return 0;
         }
         if (w->proto < 3) { /* Python's fix_imports spelling */
-            if (strcmp(m, "builtins") == 0) m = "__builtin__";
-            else if (strcmp(m, "copyreg") == 0) m = "copy_reg";
+            const char *m3 = m, *n3 = n;
+            py2_spelling(&m, &n);
+            /* a few spellings read back as another name of the same
+             * object in Python (_functools.reduce -> functools.reduce) */
+            if (!ost__py2_reads_as(m, n, m3, n3)) w->stats.renamed++;
         }
         size_t ml = strlen(m), nl = strlen(n);
         if (memchr(m, '\n', ml) || memchr(n, '\n', nl))

@@ -38,6 +38,9 @@ typedef struct {
     uint64_t memo_hits;  /* references written as memo GETs */
     uint64_t hook_calls; /* persistent_id calls */
     uint64_t bytes;      /* bytes of the last pickle */
+    uint64_t renamed;    /* protocol 2 globals spelled, as Python 3 does,
+                          * with a Python 2 name that reads back as another
+                          * name of the same Python object */
 } ost_dump_stats;
 
 /* New writer: protocol 4, framing on, buffer mode. NULL on ENOMEM. */

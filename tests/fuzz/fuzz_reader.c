@@ -263,6 +263,13 @@ static void round_trip(ost_reader *r, ost_writer *w, ost_value v, int proto,
         bug(what, ost_reader_errmsg(r));
     }
     if (used != n) bug("reloading stopped before the end of the writer's pickle", NULL);
+    ost_dump_stats st;
+    ost_writer_stats(w, &st);
+    if (st.renamed) { /* Python 2 spellings that read back as other names */
+        free(p);
+        ost_release(v2);
+        return;
+    }
     if (!ost_same_graph(v, v2)) {
         snprintf(what, sizeof what, "round trip at protocol %d%s changed the graph", proto,
                  framing ? "" : " (no frames)");

@@ -45,7 +45,7 @@ rm -rf "$seeds"
 mkdir -p "$corpus" "$arts"
 "$py" tests/fuzz/make_seeds.py --dir "$seeds"
 
-opts=(-max_total_time="$secs" -max_len=4096 -rss_limit_mb=2048 -timeout=25
+opts=(-max_total_time="$secs" -seed="${FUZZ_SEED:-1}" -max_len=4096 -rss_limit_mb=2048 -timeout=25
       -print_final_stats=1 -artifact_prefix="$arts/")
 if [ "$workers" -gt 1 ]; then
   opts+=(-fork="$workers")
