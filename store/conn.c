@@ -176,6 +176,7 @@ static int snapshot(ost_conn *c) {
                            c->st->path, mdb_strerror(rc));
     }
     c->rtxn_live = true;
+    c->snap_gen++; /* data read from earlier snapshots is gone */
     if (!c->at_boundary) return 0;
     c->at_boundary = false;
     uint64_t last = 0;
@@ -224,6 +225,28 @@ static int get_record(ost_conn *c, uint64_t oid, MDB_val *v) {
     return 0;
 }
 
+/* The class of class id cid (a new reference). An id never changes its
+ * meaning, so the connection keeps what it found: looking it up costs a
+ * read of the class table and of the registry for every ghost made. */
+static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
+    if (cid < c->ncls_by_id && c->cls_by_id[cid]) {
+        *cls = ost_incref(c->cls_by_id[cid]);
+        return 0;
+    }
+    int rc = ost__class_of_id(c->st, c->rtxn, cid, cls);
+    if (rc || cid >= 65536) return rc;
+    if (cid >= c->ncls_by_id) {
+        size_t n = (size_t)cid + 16;
+        ost_value *t = realloc(c->cls_by_id, n * sizeof *t);
+        if (!t) return 0; /* not kept, found again next time */
+        memset(t + c->ncls_by_id, 0, (n - c->ncls_by_id) * sizeof *t);
+        c->cls_by_id = t;
+        c->ncls_by_id = n;
+    }
+    c->cls_by_id[cid] = ost_incref(*cls);
+    return 0;
+}
+
 /* The cached object for oid, or a new ghost of the record's class. */
 static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     ost__pent *e = find_oid(c, oid);
@@ -235,13 +258,17 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     if (rc) return rc;
     MDB_val v;
     if ((rc = get_record(c, oid, &v))) return rc;
+    /* a get is often followed by the activation of the same object */
+    c->hint_oid = oid;
+    c->hint_val = v;
+    c->hint_gen = c->snap_gen;
     uint64_t serial;
     uint32_t cid;
     if (ost__hdr_read(&v, &serial, &cid))
         return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record header (%zu bytes)",
                            (unsigned long long)oid, v.mv_size);
     ost_value cls;
-    rc = ost__class_of_id(c->st, c->rtxn, cid, &cls);
+    rc = class_of(c, cid, &cls);
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: class id %u: %s",
                            (unsigned long long)oid, cid,
@@ -299,7 +326,10 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
     if (rc) return rc;
     if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0; /* snapshot() may not ghostify it */
     MDB_val v;
-    if ((rc = get_record(c, e->oid, &v))) return rc;
+    if (c->hint_gen == c->snap_gen && c->hint_oid == e->oid)
+        v = c->hint_val; /* read by get_locked in this snapshot */
+    else if ((rc = get_record(c, e->oid, &v)))
+        return rc;
     uint64_t serial;
     uint32_t cid;
     if (ost__hdr_read(&v, &serial, &cid))
@@ -484,6 +514,8 @@ void ost_conn_close(ost_conn *c) {
     ost_reader_free(c->r);
     ost_txn_hooks_free(c->hooks);
     ost__pkg_free(c->pkg);
+    for (size_t i = 0; i < c->ncls_by_id; i++) ost_decref(c->cls_by_id[i]);
+    free(c->cls_by_id);
     free(c);
 }
 

@@ -84,6 +84,11 @@ struct ost_conn {
     MDB_txn *rtxn;   /* the read snapshot of the transaction */
     bool rtxn_live;
     bool at_boundary;     /* the next snapshot starts a transaction */
+    uint64_t snap_gen;    /* counts the snapshots opened */
+    uint64_t hint_oid, hint_gen; /* the record get_locked read last, */
+    MDB_val hint_val;            /* valid while snap_gen == hint_gen */
+    ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
+    size_t ncls_by_id;
     uint64_t low_seen;    /* meta.low when the cache was last checked */
     uint64_t seen_serial; /* invalidations applied up to this commit */
     ost__pent *ents;
