@@ -333,7 +333,7 @@ void ost_release(ost_value v) {
         return;
     }
     rel_ctx c = {0};
-    if (ost__ptrtab_init(&c.tab, 64)) goto fallback;
+    if (ost__ptrtab_init(&c.tab, 4)) goto fallback; /* most graphs released are small */
     ost__ptrtab_put(&c.tab, v, 1); /* the reference being released */
     rel_push(&c, v);
     /* 1. find everything reachable, counting internal references */

@@ -7,6 +7,9 @@
 #include "store_internal.h"
 
 static __thread ost_conn *t_conns; /* connections opened by this thread */
+static uv_once_t g_hook_once = UV_ONCE_INIT;
+static int pers_hook(ost_value obj, int event);
+static void set_hook(void) { ost__pers_hook = pers_hook; } /* once: no data race */
 
 typedef struct {
     uv_async_t async;
@@ -459,7 +462,7 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     ost_reader_set_persistent_load(c->r, pers_load, c);
     ost_writer_set_framing(c->w, false); /* records are small: no FRAME */
     if (st->registry) ost_reader_set_registry(c->r, st->registry);
-    ost__pers_hook = pers_hook;
+    uv_once(&g_hook_once, set_hook);
     uv_mutex_lock(&st->lock);
     c->next = st->conns;
     st->conns = c;
