@@ -361,9 +361,28 @@ static void committer_main(void *arg) {
     for (;;) {
         while (!st->gc_queue && !st->gc_stop) uv_cond_wait(&st->gc_cond, &st->gc_lock);
         if (!st->gc_queue && st->gc_stop) break;
+        /* Gathering: the committers of the last group are woken together
+         * and come back one by one; taking the queue at the first arrival
+         * splits them into two groups that alternate, each half the size
+         * (and twice the syncs). So the next group waits for as many
+         * packages as the last group had plus those that queued while it
+         * was written, but at most half the time that group took. */
+        if (st->gc_qlen < st->gc_want && !st->gc_stop) {
+            uint64_t wait = st->gc_last_ns / 2, end;
+            if (wait > 2000000) wait = 2000000;
+            end = uv_hrtime() + wait;
+            while (st->gc_qlen < st->gc_want && !st->gc_stop) {
+                uint64_t now = uv_hrtime();
+                if (now >= end || uv_cond_timedwait(&st->gc_cond, &st->gc_lock, end - now))
+                    break;
+            }
+        }
         ost__pkg *group = st->gc_queue;
+        size_t ngroup = st->gc_qlen;
         st->gc_queue = st->gc_tail = NULL;
+        st->gc_qlen = 0;
         uv_mutex_unlock(&st->gc_lock);
+        uint64_t started = uv_hrtime();
 
         int rc;
         for (;;) {
@@ -418,6 +437,8 @@ static void committer_main(void *arg) {
         }
         st->gc_groups++;
         uv_mutex_lock(&st->gc_lock);
+        st->gc_last_ns = uv_hrtime() - started;
+        st->gc_want = ngroup + st->gc_qlen;
         for (ost__pkg *p = group, *next; p; p = next) {
             next = p->next;
             if (rc) { /* the group's commit failed: nothing of it is stored */
@@ -471,6 +492,7 @@ void ost__pkg_submit(ost_store *st, ost__pkg *p) {
     if (st->gc_tail) st->gc_tail->next = p;
     else st->gc_queue = p;
     st->gc_tail = p;
+    st->gc_qlen++;
     uv_cond_signal(&st->gc_cond);
     uv_mutex_unlock(&st->gc_lock);
 }

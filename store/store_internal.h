@@ -65,6 +65,9 @@ struct ost_store {
     uv_mutex_t gc_lock;
     uv_cond_t gc_cond, gc_done;
     ost__pkg *gc_queue, *gc_tail;
+    size_t gc_qlen;     /* packages in the queue */
+    size_t gc_want;     /* packages the next group waits a little for */
+    uint64_t gc_last_ns; /* how long the last group took to apply and sync */
     uint64_t gc_groups; /* groups committed (for tests and benchmarks) */
     char msg[512];
 };
