@@ -164,30 +164,37 @@ def rss_anon():
                 return int(line.split()[1]) * 1024
     return 0
 
-n = int(sys.argv[1])
-res = {}
-for cls in (Item, SlotItem):
-    gc.collect()
-    r0 = rss_anon()
+n, name, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+cls = {"Item": Item, "SlotItem": SlotItem}[name]
+gc.collect()
+if mode == "traced":
     tracemalloc.start()
     objs = build(cls, n)
     cur, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    # the list holding the objects is not part of them
-    cur -= sys.getsizeof(objs)
-    res[cls.__name__] = {"traced": cur, "rss": rss_anon() - r0}
-    del objs
+    res = cur - sys.getsizeof(objs)  # the list holding them is not theirs
+else:  # RSS, without tracemalloc's own bookkeeping
+    r0 = rss_anon()
+    objs = build(cls, n)
+    res = rss_anon() - r0 - sys.getsizeof(objs)
 print(json.dumps(res))
 """
 
 
 def python_memory(n):
-    progress("CPython: %d objects, tracemalloc" % n)
-    p = subprocess.run(["/usr/bin/python3", "-c", PY_MEMORY, str(n)], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        sys.exit("bench_store.py: the CPython memory measure failed:\n" + p.stderr)
-    return json.loads(p.stdout)
+    """Each figure in a process of its own: tracemalloc's bookkeeping would
+    count in the RSS, and memory freed by one run would serve the next."""
+    res = {}
+    for name in ("Item", "SlotItem"):
+        res[name] = {}
+        for mode in ("traced", "rss"):
+            progress("CPython: %d %s objects, %s" % (n, name, mode))
+            p = subprocess.run(["/usr/bin/python3", "-c", PY_MEMORY, str(n), name, mode],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                sys.exit("bench_store.py: the CPython memory measure failed:\n" + p.stderr)
+            res[name][mode] = json.loads(p.stdout)
+    return res
 
 
 # ---- the report ---------------------------------------------------------------------
@@ -343,13 +350,15 @@ def report(raw, args):
         o_rss = d["rss_bytes"] / n
         py_d = pm["Item"]["traced"] / n
         py_s = pm["SlotItem"]["traced"] / n
+        py_dr = pm["Item"]["rss"] / n
+        py_sr = pm["SlotItem"]["rss"] / n
         table("(d) memory for %s active small objects (bytes per object)" % num(n),
-              ["who", "allocated", "RSS delta", "ostore/this"],
-              [["ostore: a connection's cache (malloc + pools)", num(o_heap), num(o_rss), ""],
-               ["CPython 3: class instances (tracemalloc)", num(py_d),
-                num(pm["Item"]["rss"] / n), ratio(o_heap / py_d)],
-               ["CPython 3: __slots__ instances (tracemalloc)", num(py_s),
-                num(pm["SlotItem"]["rss"] / n), ratio(o_heap / py_s)]], "<>>>")
+              ["who", "allocated", "RSS delta", "ostore/this (allocated)", "(RSS)"],
+              [["ostore: a connection's cache (malloc + pools)", num(o_heap), num(o_rss), "", ""],
+               ["CPython 3: class instances (tracemalloc; RSS)", num(py_d), num(py_dr),
+                ratio(o_heap / py_d), ratio(o_rss / py_dr)],
+               ["CPython 3: __slots__ instances (tracemalloc; RSS)", num(py_s), num(py_sr),
+                ratio(o_heap / py_s), ratio(o_rss / py_sr)]], "<>>>>")
         target(o_heap <= py_d / 3, "(d) cache memory <= 1/3 of CPython's (class instances): "
                "%s vs %s bytes/object" % (num(o_heap), num(py_d)))
 
