@@ -107,30 +107,39 @@ SERIALIZERS = [
 now = time.perf_counter_ns
 
 
-def time_dumps(fn, obj, reps):
-    out = fn(obj)  # warm-up, and the output for sizes and loads
-    ts = []
+def measure_python(data, reps, res):
+    """Times reps dumps and loads of data with each serializer, appending to
+    res[name] lists. Serializers take turns within each repetition, so that
+    a busy moment of the machine does not fall on one of them only."""
+    outs = {}
+    for sname, dumps, loads in SERIALIZERS:  # warm-up, and the outputs
+        try:
+            outs[sname] = dumps(data)
+        except ValueError:  # marshal: unmarshallable object
+            res[sname] = None
+            continue
+        x = loads(outs[sname])
+        del x
+        r = res.setdefault(sname, {"dump_ns": [], "load_ns": [], "free_ns": []})
+        r["bytes"] = len(outs[sname])
     for _ in range(reps):
-        out = None  # the previous output is freed outside the timing
-        t0 = now()
-        out = fn(obj)
-        ts.append(now() - t0)
-    return ts, out
-
-
-def time_loads(fn, data, reps):
-    x = fn(data)  # warm-up
-    del x
-    tl, tf = [], []
-    for _ in range(reps):
-        t0 = now()
-        x = fn(data)
-        t1 = now()
-        del x  # the only reference: this frees the loaded data
-        t2 = now()
-        tl.append(t1 - t0)
-        tf.append(t2 - t1)
-    return tl, tf
+        for sname, dumps, _loads in SERIALIZERS:
+            if sname not in outs:
+                continue
+            t0 = now()
+            out = dumps(data)
+            res[sname]["dump_ns"].append(now() - t0)
+            del out  # freed outside the timing
+        for sname, _dumps, loads in SERIALIZERS:
+            if sname not in outs:
+                continue
+            t0 = now()
+            x = loads(outs[sname])
+            t1 = now()
+            del x  # the only reference: this frees the loaded data
+            t2 = now()
+            res[sname]["load_ns"].append(t1 - t0)
+            res[sname]["free_ns"].append(t2 - t1)
 
 
 def med(ts):
@@ -208,16 +217,22 @@ def buildtype(build):
     return None
 
 
-def run_c(exe, reps, outdir, case):
-    """Runs the C side for one case (a fresh process: each case starts from
-    the same state, and runs just before its Python side, so that both see
-    the machine in the same condition)."""
+def run_c(exe, reps, outdir, case, into=None):
+    """Runs the C side for one case in a fresh process, just before a round
+    of its Python side, so that both see the machine in the same condition.
+    With into (an earlier result), appends the new times to it."""
     progress("C side: %s" % case)
     p = subprocess.run([exe, "--reps", str(reps), "--out", outdir, "--only", case],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         sys.exit("bench_pickle.py: %s failed (exit %d):\n%s" % (exe, p.returncode, p.stderr))
-    return json.loads(p.stdout)
+    out = json.loads(p.stdout)
+    if into is not None:
+        for k, v in out["cases"][0].items():
+            if k.endswith("_ns") and isinstance(v, list):
+                into["cases"][0][k] += v
+        return into
+    return out
 
 
 def main():
@@ -225,12 +240,16 @@ def main():
     ap.add_argument("--build", default="build-release",
                     help="meson build directory holding bench/bench_pickle "
                          "(default: build-release)")
-    ap.add_argument("--reps", type=int, default=None,
-                    help="timed repetitions per measurement (default 7, 3 with --quick)")
-    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--reps", type=int, default=3,
+                    help="timed repetitions per round (default 3)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds per case, C then Python in each (default 3, 1 with --quick)")
+    ap.add_argument("--quick", action="store_true", help="one round instead of three")
     ap.add_argument("--json", metavar="FILE", help="also write every raw figure to FILE")
     args = ap.parse_args()
-    reps = args.reps or (3 if args.quick else 7)
+    rounds = args.rounds or (1 if args.quick else 3)
+    reps = max(1, args.reps)
+    nruns = reps * rounds
     start = time.monotonic()
 
     exe = os.path.join(args.build, "bench", "bench_pickle")
@@ -246,9 +265,11 @@ def main():
     print("Each is then pickled (\"dumps\") and unpickled (\"loads\") by ostore (C, protocol 4,")
     print("one reused writer and reader), Python's C pickle (protocols 4 and 5) and marshal,")
     print("and, for (i), (iv) and (v), by msgpack-c (no identity, no memo: the floor).")
-    print("Times are medians of %d runs, in milliseconds; lower is better. \"loads\" includes" % reps)
-    print("freeing what was loaded, shown apart too. \"x p4\" = pickle-4's time / ostore's;")
-    print("a speed target is met when ostore beats the faster of pickle-4 and pickle-5 by it.")
+    print("Times are in milliseconds, lower is better: medians of %d runs, in %d round%s of"
+          % (nruns, rounds, "" if rounds == 1 else "s"))
+    print("%d (in each round the C side runs, then the Python side). \"loads\" includes" % reps)
+    print("freeing what was loaded, also shown apart. \"x p4\" = pickle-4's time / ostore's.")
+    print("A speed target is met when ostore beats the faster of pickle-4 and pickle-5 by it.")
     print()
     print("Machine: " + machine_line())
     load = os.getloadavg()[0]
@@ -257,7 +278,7 @@ def main():
     print()
 
     with tempfile.TemporaryDirectory(prefix="ostore-bench-") as tmp:
-        c = run_c(exe, reps, tmp, "graph")
+        c = run_c(exe, nruns, tmp, "graph")
         print("ostore %s (%s, buildtype %s), Python %s (%s, GC on), msgpack-c %s"
               % (c["ostore"], exe, bt or "?", platform.python_version(), sys.executable,
                  c["msgpack"] or "not built"))
@@ -272,7 +293,7 @@ def main():
         # the Python side of the graph figure, for context
         progress("Python side: building and freeing the 1,000,000-object graph")
         tb, tf = [], []
-        for _ in range(reps):
+        for _ in range(nruns):
             t0 = now()
             g = [{"id": i, "name": "user%d" % i, "score": i * 1.5, "tags": [i]}
                  for i in range(250_000)]
@@ -283,19 +304,14 @@ def main():
             tf.append(t2 - t1)
         py["graph"] = {"build_ns": tb, "free_ns": tf}
         for name, label, desc, make, _mp, _t in CASES:
-            cres[name] = run_c(exe, reps, tmp, name)["cases"][0]
-            progress("Python side: %s" % label)
             data = make()
             res = {}
-            for sname, dumps, loads in SERIALIZERS:
-                try:
-                    td, out = time_dumps(dumps, data, reps)
-                except ValueError:  # marshal: unmarshallable object
-                    res[sname] = None
-                    continue
-                tl, tf = time_loads(loads, out, reps)
-                res[sname] = {"bytes": len(out), "dump_ns": td, "load_ns": tl, "free_ns": tf}
-                del out
+            cr = None
+            for _ in range(rounds):
+                cr = run_c(exe, reps, tmp, name, cr)
+                progress("Python side: %s" % label)
+                measure_python(data, reps, res)
+            cres[name] = cr["cases"][0]
             # the sanity check: ostore's pickle loads in Python equal to the data
             with open(os.path.join(tmp, name + ".pickle"), "rb") as f:
                 got = pickle.loads(f.read())
@@ -306,11 +322,12 @@ def main():
             gc.collect()
 
 
-    report(c, cres, py, checks, reps)
+    report(c, cres, py, checks, nruns)
     if args.json:
         with open(args.json, "w") as f:
             meta = {k: c[k] for k in ("ostore", "protocol", "msgpack", "reps")}
-            json.dump({"c": dict(meta, cases=cres), "python": py, "checks": checks, "reps": reps,
+            json.dump({"c": dict(meta, cases=cres), "python": py, "checks": checks,
+                       "reps": reps, "rounds": rounds,
                        "machine": machine_line(), "python_version": platform.python_version()},
                       f, indent=1)
     print("Done in %.0f s." % (time.monotonic() - start))

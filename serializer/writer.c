@@ -476,20 +476,35 @@ static void py2_spelling(const char **m, const char **n) {
 
 /* ---- scalars --------------------------------------------------------------- */
 
-static inline void put_int64(ost_writer *w, int64_t i) {
+/* Encodes a small int at o (at most 10 bytes) and returns the end. */
+static inline unsigned char *enc_int64(unsigned char *o, int64_t i) {
+    uint64_t u = (uint64_t)i;
     if (i >= 0 && i <= 0xff) {
-        put_op_le(w, OP_BININT1, (uint64_t)i, 1);
-    } else if (i >= 0 && i <= 0xffff) {
-        put_op_le(w, OP_BININT2, (uint64_t)i, 2);
-    } else if (i >= INT32_MIN && i <= INT32_MAX) {
-        put_op_le(w, OP_BININT, (uint64_t)i, 4);
-    } else {
-        uint8_t b[8];
-        size_t n = ost_int_to_bytes(ost_int(i), b, 8); /* immediate: no alloc */
-        put1(w, OP_LONG1);
-        put1(w, (unsigned)n);
-        put_bytes(w, b, n);
+        o[0] = OP_BININT1;
+        o[1] = (unsigned char)u;
+        return o + 2;
     }
+    if (i >= 0 && i <= 0xffff) {
+        o[0] = OP_BININT2;
+        o[1] = (unsigned char)u;
+        o[2] = (unsigned char)(u >> 8);
+        return o + 3;
+    }
+    if (i >= INT32_MIN && i <= INT32_MAX) {
+        o[0] = OP_BININT;
+        for (int k = 0; k < 4; k++) o[1 + k] = (unsigned char)(u >> (8 * k));
+        return o + 5;
+    }
+    uint8_t b[8];
+    size_t n = ost_int_to_bytes(ost_int(i), b, 8); /* immediate: no alloc */
+    o[0] = OP_LONG1;
+    o[1] = (unsigned char)n;
+    memcpy(o + 2, b, n);
+    return o + 2 + n;
+}
+
+static inline void put_int64(ost_writer *w, int64_t i) {
+    w->len = (size_t)(enc_int64(w->buf + w->len, i) - w->buf);
 }
 
 static int put_text(ost_writer *w, int type, const char *p, size_t n) {
@@ -1103,7 +1118,26 @@ static int step(ost_writer *w) {
             size_t i = f->i, chunk = f->chunk, due = boundary_at(w);
             bool stop = false;
             item = items[i++];
-            while (save_scalar(w, item)) {
+            for (;;) {
+                if (ost__is_small(item) && w->cap - w->len >= 32) {
+                    /* Runs of small ints, the commonest list, go through a
+                     * local pointer, with the room save_scalar wants. */
+                    unsigned char *b = w->buf, *o = b + w->len, *lim = b + w->cap - 32;
+                    for (;;) {
+                        o = enc_int64(o, ost__small_val(item));
+                        if (!chunk || (size_t)(o - b) >= due) {
+                            stop = true;
+                            break;
+                        }
+                        chunk--;
+                        item = items[i++];
+                        if (!ost__is_small(item) || o > lim) break;
+                    }
+                    w->len = (size_t)(o - b);
+                    if (stop) break;
+                    continue; /* item is not written yet */
+                }
+                if (!save_scalar(w, item)) break;
                 if (!chunk || w->len >= due) {
                     stop = true;
                     break;
