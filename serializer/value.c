@@ -1,5 +1,6 @@
 /* Value constructors, accessors, reference counting, dicts and sets. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -120,6 +121,16 @@ static __thread int t_freeing;
 static void free_one(ost_obj *o);
 static void free_storage(ost_obj *o);
 
+/* The free stack of a thread is given back when the thread ends. */
+static pthread_key_t g_fs_key;
+static pthread_once_t g_fs_once = PTHREAD_ONCE_INIT;
+static void fs_release(void *items) {
+    free(items);
+    t_fs.items = NULL;
+    t_fs.cap = t_fs.len = 0;
+}
+static void fs_key_init(void) { pthread_key_create(&g_fs_key, fs_release); }
+
 static void child_dead(ost_value c, void *ud) {
     (void)ud;
     if (!ost__is_heap(c)) return;
@@ -140,6 +151,11 @@ static void child_dead(ost_value c, void *ud) {
             free_one(o);
             return;
         }
+        if (!t_fs.items) { /* first use in this thread */
+            pthread_once(&g_fs_once, fs_key_init);
+            pthread_setspecific(g_fs_key, n);
+        } else if (n != t_fs.items)
+            pthread_setspecific(g_fs_key, n);
         t_fs.items = n;
         t_fs.cap = cap;
     }
@@ -201,6 +217,7 @@ static void dealloc(ost_obj *o) {
     t_freeing = 0;
     if (t_fs.cap > 4096) { /* give back what a huge graph needed */
         free(t_fs.items);
+        pthread_setspecific(g_fs_key, NULL);
         t_fs.items = NULL;
         t_fs.cap = 0;
     }
