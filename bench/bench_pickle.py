@@ -17,6 +17,7 @@ import argparse
 import gc
 import json
 import marshal
+import math
 import os
 import pickle
 import platform
@@ -164,7 +165,10 @@ def mb(n):
 
 
 def ratio(x):
-    return "%.1fx" % x if x >= 10 else "%.2fx" % x
+    """Truncated, not rounded: 2.996x prints as 2.99x, never as a 3.00x MISS."""
+    if x >= 10:
+        return "%.1fx" % (math.floor(x * 10) / 10)
+    return "%.2fx" % (math.floor(x * 100) / 100)
 
 
 def row(cells, widths, aligns):
@@ -378,14 +382,14 @@ def report(c, cres, py, checks, reps):
             x4, x5 = p4 / o, p5 / o
             cells = [label, ms(o), ms(p4), ms(p5), ms(m), ms(mp) if use_mp else "-",
                      ratio(x4), ratio(x5)]
-            v = verdict(best / o >= target, "%s %s: %.2fx faster than pickle, target %dx"
-                        % (label, phase.split(",")[0].lower(), best / o, target))
+            v = verdict(best / o >= target, "%s %s: %s faster than pickle, target %dx"
+                        % (label, phase.split(",")[0].lower(), ratio(best / o), target))
             cells.append(">=%dx %s" % (target, v))
             if phase == "Dumps":
                 if use_mp:
                     r = o / mp
-                    v = verdict(r <= 2, "%s dumps: %.2fx msgpack-c's pack time, target <= 2x"
-                                % (label, r))
+                    v = verdict(r <= 2, "%s dumps: %s msgpack-c's pack time, target <= 2x"
+                                % (label, ratio(r)))
                     cells.append("%s %s" % (ratio(r), v))
                 else:
                     cells.append("-")
