@@ -508,6 +508,8 @@ static inline void put_int64(ost_writer *w, int64_t i) {
 }
 
 static int put_text(ost_writer *w, int type, const char *p, size_t n) {
+    /* a large payload and its header go outside frames, as CPython does */
+    if (framed(w) && n >= OST_FRAME_TARGET) close_frame(w);
     if (reserve(w, 9 + 5)) return w->err;
     if (type == OST_T_STR) {
         if (n < 256 && w->proto >= 4) {

@@ -384,7 +384,14 @@ OST_TEST(writer, payloads_over_64k_are_written_outside_frames) {
             cr_assert(fr[k].start + fr[k].len <= pstart || fr[k].start >= pend,
                       "case %zu: frame %zu [%zu, +%zu) covers the payload [%zu, %zu)", i, k,
                       fr[k].start, fr[k].len, pstart, pend);
-        if (i < 3) cr_assert(nf >= 1 && fr[0].start < pstart, "case %zu: a frame before", i);
+        /* as CPython, the header goes outside frames too, and the frame
+         * before it is dropped when under 4 bytes (cases 0 and 1 start
+         * with just "](" before the header) */
+        if (i == 2) cr_assert(nf >= 1 && fr[0].start < pstart, "case %zu: a frame before", i);
+        if (i < 2) cr_assert(nf == 0 || fr[0].start > at, "case %zu: no frame before", i);
+        for (size_t k = 0; k < nf; k++)
+            cr_assert(fr[k].start + fr[k].len <= at || fr[k].start >= pend,
+                      "case %zu: the header [%zu, %zu) is outside frames", i, at, pstart);
         if (i < 2) cr_assert(fr[nf - 1].start >= pend, "case %zu: a frame after", i);
         char *o = py_load(b, n, c[i].check);
         cr_assert_str_eq(o, "True\n", "case %zu: python says %s", i, o);
