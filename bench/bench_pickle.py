@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import types
+from benchlib import machine_line, row, table  # noqa: E402 (bench/ is on sys.path)
 
 # ---- the cases, as bench_pickle.c builds them ------------------------------
 
@@ -171,44 +172,7 @@ def ratio(x):
     return "%.2fx" % (math.floor(x * 100) / 100)
 
 
-def row(cells, widths, aligns):
-    out = []
-    for c, w, a in zip(cells, widths, aligns):
-        out.append(c.ljust(w) if a == "<" else c.rjust(w))
-    return "  ".join(out).rstrip()
-
-
-def table(title, header, rows, aligns):
-    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    print(title)
-    print(row(header, widths, aligns))
-    print(row(["-" * w for w in widths], widths, aligns))
-    for r in rows:
-        print(row(r, widths, aligns))
-    print()
-
-
 # ---- the run ----------------------------------------------------------------------
-
-def machine_line():
-    cpu = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        with open("/proc/meminfo") as f:
-            kb = int(f.readline().split()[1])
-            mem = ", %.0f GiB RAM" % (kb / 2**20)
-    except (OSError, ValueError, IndexError):
-        pass
-    return "%s, %d CPUs%s, Linux %s" % (cpu, os.cpu_count() or 0, mem, platform.release())
-
 
 def buildtype(build):
     try:
