@@ -1401,33 +1401,7 @@ OST_TEST(value, release_of_a_long_chain_ending_in_a_cycle) {
 
 /* ---- allocation failures ------------------------------------------------------- */
 
-static long g_fail_at; /* fail the allocation with this number (1-based) */
-static long g_count;   /* allocations attempted */
-static long g_blocks;  /* blocks outstanding */
-static long g_failed;
-
-static void *fail_malloc(size_t n) {
-    if (++g_count == g_fail_at) {
-        g_failed++;
-        return NULL;
-    }
-    void *p = malloc(n);
-    if (p) g_blocks++;
-    return p;
-}
-static void *fail_realloc(void *p, size_t n) {
-    if (++g_count == g_fail_at) {
-        g_failed++;
-        return NULL;
-    }
-    void *q = realloc(p, n);
-    if (q && !p) g_blocks++;
-    return q;
-}
-static void fail_free(void *p) {
-    if (p) g_blocks--;
-    free(p);
-}
+#include "failalloc.h"
 
 /* Builds a graph touching every constructor; returns 0 or the first error,
  * freeing everything on failure. *out receives the graph on success. */

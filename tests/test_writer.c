@@ -984,30 +984,7 @@ OST_TEST(writer, one_writer_serves_many_dumps) {
 
 /* ---- allocation failures ------------------------------------------------------- */
 
-static long g_fail_at, g_count, g_blocks, g_failed;
-
-static void *fail_malloc(size_t n) {
-    if (++g_count == g_fail_at) {
-        g_failed++;
-        return NULL;
-    }
-    void *p = malloc(n);
-    if (p) g_blocks++;
-    return p;
-}
-static void *fail_realloc(void *p, size_t n) {
-    if (++g_count == g_fail_at) {
-        g_failed++;
-        return NULL;
-    }
-    void *q = realloc(p, n);
-    if (q && !p) g_blocks++;
-    return q;
-}
-static void fail_free(void *p) {
-    if (p) g_blocks--;
-    free(p);
-}
+#include "failalloc.h"
 
 OST_TEST(writer, failing_allocations_give_enomem_and_leak_nothing) {
     ost_allocator a = {fail_malloc, fail_realloc, fail_free};
