@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import types
-from benchlib import machine_line, row, table  # noqa: E402 (bench/ is on sys.path)
+from benchlib import buildtype, machine_line, row, table  # noqa: E402 (bench/ is on sys.path)
 
 # ---- the cases, as bench_pickle.c builds them ------------------------------
 
@@ -173,17 +173,6 @@ def ratio(x):
 
 
 # ---- the run ----------------------------------------------------------------------
-
-def buildtype(build):
-    try:
-        with open(os.path.join(build, "meson-info", "intro-buildoptions.json")) as f:
-            for opt in json.load(f):
-                if opt.get("name") == "buildtype":
-                    return opt.get("value")
-    except (OSError, ValueError):
-        pass
-    return None
-
 
 def run_c(exe, reps, outdir, case, into=None):
     """Runs the C side for one case in a fresh process, just before a round

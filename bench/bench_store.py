@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from benchlib import machine_line, row, table  # noqa: E402 (bench/ is on sys.path)
+from benchlib import buildtype, machine_line, row, table  # noqa: E402 (bench/ is on sys.path)
 
 # ---- formatting -------------------------------------------------------------------
 
@@ -61,17 +61,6 @@ def loadavg():
             return " ".join(f.read().split()[:3])
     except OSError:
         return "?"
-
-
-def buildtype(build):
-    try:
-        with open(os.path.join(build, "meson-info", "intro-buildoptions.json")) as f:
-            for opt in json.load(f):
-                if opt.get("name") == "buildtype":
-                    return opt.get("value")
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 # ---- running the C side -----------------------------------------------------------

@@ -1,5 +1,6 @@
 """Helpers shared by the benchmark drivers: plain-text tables and a line
 that says which machine ran them."""
+import json
 import os
 import platform
 
@@ -39,3 +40,14 @@ def machine_line():
     except (OSError, ValueError, IndexError):
         pass
     return "%s, %d CPUs%s, Linux %s" % (cpu, os.cpu_count() or 0, mem, platform.release())
+
+
+def buildtype(build):
+    try:
+        with open(os.path.join(build, "meson-info", "intro-buildoptions.json")) as f:
+            for opt in json.load(f):
+                if opt.get("name") == "buildtype":
+                    return opt.get("value")
+    except (OSError, ValueError):
+        pass
+    return None

@@ -18,6 +18,7 @@
 
 #include "internal.h"
 #include "ostore.h"
+#include "rmtree.h"
 #include "../store/store_internal.h"
 
 /* ---- fixture: a temporary directory and a registry ---------------------- */
@@ -67,14 +68,8 @@ static void setup(void) {
     cr_assert_eq(ost_registry_add(F.reg, &counter, &F.counter), 0);
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    remove(p);
-    return 0;
-}
-
 static void teardown(void) {
-    nftw(F.tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rmtree(F.tmp);
     ost_registry_free(F.reg);
     F.reg = NULL;
 }

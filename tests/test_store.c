@@ -19,6 +19,7 @@
 
 #include "internal.h"
 #include "ostore.h"
+#include "rmtree.h"
 
 /* ---- fixture: a temporary directory and a registry ---------------------- */
 
@@ -50,14 +51,8 @@ static void setup(void) {
     cr_assert_eq(ost_registry_add(F.reg, &point, &F.point), 0);
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    remove(p);
-    return 0;
-}
-
 static void teardown(void) {
-    nftw(F.tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rmtree(F.tmp);
     ost_registry_free(F.reg);
     F.reg = NULL;
 }

@@ -14,6 +14,7 @@
 #include "opcodes.h"
 #include "ostore.h"
 #include "pyeval.h"
+#include "valbuild.h"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -60,24 +61,6 @@ static uint8_t *dump_copy(ost_value v, int proto, bool framing, size_t *n) {
 }
 
 static ost_value S(const char *s) { return ost_str_c(s); }
-
-static ost_value list_of(int n, ...) {
-    va_list ap;
-    va_start(ap, n);
-    ost_value l = ost_list_new(0);
-    for (int i = 0; i < n; i++) cr_assert_eq(ost_list_append(l, va_arg(ap, ost_value)), 0);
-    va_end(ap);
-    return l;
-}
-
-static ost_value tuple_of(int n, ...) {
-    va_list ap;
-    va_start(ap, n);
-    ost_value t = ost_tuple_new((size_t)n);
-    for (int i = 0; i < n; i++) cr_assert_eq(ost_tuple_set(t, (size_t)i, va_arg(ap, ost_value)), 0);
-    va_end(ap);
-    return t;
-}
 
 static ost_value range_list(int n) {
     ost_value l = ost_list_new((size_t)n);
