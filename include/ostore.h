@@ -8,5 +8,6 @@
 #include "ostore/pickle.h"
 #include "ostore/hooks.h"
 #include "ostore/store.h"
+#include "ostore/maps.h"
 
 #endif

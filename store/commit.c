@@ -159,6 +159,8 @@ void ost__pkg_reset(ost__pkg *p) {
     p->nrecs = 0;
     p->nrefs = 0;
     p->nbytes = 0;
+    p->nments = 0;
+    p->creates_map = false;
     p->rc = 0;
     p->msg[0] = 0;
     p->serial = 0;
@@ -170,7 +172,35 @@ void ost__pkg_free(ost__pkg *p) {
     free(p->recs);
     free(p->bytes);
     free(p->refs);
+    free(p->ments);
     free(p);
+}
+
+/* Appends a map entry: its key and value bytes go after the records'. */
+int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, size_t klen,
+                  const void *val, size_t vlen, uint8_t flags) {
+    if (p->nments == p->capments) {
+        size_t cap = p->capments ? p->capments * 2 : 64;
+        ost__ment *m = realloc(p->ments, cap * sizeof *m);
+        if (!m) return OST_ENOMEM;
+        p->ments = m;
+        p->capments = cap;
+    }
+    size_t n = klen + vlen;
+    if (p->capbytes - p->nbytes < n) {
+        size_t cap = p->capbytes ? p->capbytes : 65536;
+        while (cap - p->nbytes < n) cap *= 2;
+        uint8_t *b = realloc(p->bytes, cap);
+        if (!b) return OST_ENOMEM;
+        p->bytes = b;
+        p->capbytes = cap;
+    }
+    ost__ment *m = &p->ments[p->nments++];
+    *m = (ost__ment){map, base, p->nbytes, p->nbytes + klen, vlen, (uint16_t)klen, flags};
+    memcpy(p->bytes + p->nbytes, key, klen);
+    if (vlen) memcpy(p->bytes + p->nbytes + klen, val, vlen);
+    p->nbytes += n;
+    return 0;
 }
 
 /* Notes that the records refer to stored object oid. */
@@ -215,7 +245,7 @@ int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
  * negative ost code with p->msg set. */
 static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
     /* nothing to write (changed ghosts only): no commit, no serial */
-    if (!p->nrecs) {
+    if (!p->nrecs && !p->nments) {
         p->serial = 0;
         return 0;
     }
@@ -292,6 +322,17 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
         ost__hdr_write(rv.mv_data, serial, r->cid);
         memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p->bytes + r->off, r->len);
         if (r->read_serial) nlog++;
+    }
+    if (p->nments && (rc = ost__maps_apply(st, t, p, serial))) return rc;
+    if (p->creates_map) { /* stores with maps are format 2: 0.1 must not pack them */
+        MDB_val fk = {6, "format"}, fv;
+        rc = mdb_get(t, st->meta, &fk, &fv);
+        if (rc) return rc;
+        if (fv.mv_size == 8 && ((uint8_t *)fv.mv_data)[0] < 2) {
+            uint8_t f[8] = {2};
+            fv = (MDB_val){8, f};
+            if ((rc = mdb_put(t, st->meta, &fk, &fv, 0))) return rc;
+        }
     }
     if (nlog) {
         uint8_t kb[8];

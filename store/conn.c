@@ -399,6 +399,8 @@ static int pers_hook(ost_value obj, int event) {
         ost__loader_forget(obj);
         return 0;
     }
+    /* a map's record is the store's to write (its count changes by deltas) */
+    if (event == 1 && ost__map_class(ost_instance_class(obj))) return 0;
     for (ost_conn *c = t_conns; c; c = c->tnext) {
         ost__pent *e = find_obj(c, obj);
         if (!e) continue;
@@ -450,12 +452,13 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     c->r = ost_reader_new();
     c->hooks = ost_txn_hooks_new();
     if (!c->w || !c->r || !c->hooks || ost__ptrtab_init(&c->by_oid, 256) ||
-        ost__ptrtab_init(&c->by_obj, 256)) {
+        ost__ptrtab_init(&c->by_obj, 256) || ost__ptrtab_init(&c->maps, 16)) {
         ost_writer_free(c->w);
         ost_reader_free(c->r);
         ost_txn_hooks_free(c->hooks);
         ost__ptrtab_free(&c->by_oid);
         ost__ptrtab_free(&c->by_obj);
+        ost__ptrtab_free(&c->maps);
         free(c);
         return OST_ENOMEM;
     }
@@ -492,6 +495,7 @@ void ost_conn_close(ost_conn *c) {
         commit_done(c, c->pkg->rc);
     }
     ost_abort(c);
+    ost__maps_free(c);
     /* the objects stay valid for their holders, as ghosts without a jar */
     for (size_t i = 0; i < c->nents; i++) ghostify(c->ents[i].obj);
     while (c->nents) cache_remove(c, c->nents - 1);
@@ -691,6 +695,13 @@ static int prepare(ost_conn *c) {
     p->low = c->low_seen;
     c->nnew_start = c->nents;
     ost_writer_set_persistent_id(c->w, commit_pid, c, OST_PID_INSTANCES);
+    /* map entries first: new objects their values reach join c->changed */
+    c->msg[0] = 0;
+    int mrc = ost__maps_prepare(c, p);
+    if (mrc) {
+        drop_new(c);
+        return mrc;
+    }
     for (size_t i = 0; i < c->nchanged; i++) {
         ost_value o = c->changed[i];
         if (!o || (OST__O(o)->flags & OST__F_GHOST)) continue;
@@ -737,6 +748,7 @@ static void commit_done(ost_conn *c, int rc) {
     for (size_t i = 0; i < c->nchanged; i++)
         if (c->changed[i]) OST__O(c->changed[i])->flags &= (uint8_t)~OST__F_CHANGED;
     c->nchanged = 0;
+    ost__maps_txn_end(c, true);
     if (p->serial == c->seen_serial + 1) c->seen_serial = p->serial;
     end_snapshot(c);
     cache_gc(c);
@@ -752,6 +764,7 @@ static int begin_commit(ost_conn *c, bool *any) {
         return ost__c_fail(c, OST_ETXN, "an earlier commit of this transaction failed: abort it first");
     *any = false;
     for (size_t i = 0; i < c->nchanged; i++) *any |= c->changed[i] != 0;
+    *any |= ost__maps_dirty(c);
     if (c->st->read_only && *any) {
         ost_txn_hooks_run_after_commit(c->hooks, false);
         return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
@@ -771,6 +784,7 @@ int ost_commit(ost_conn *c) {
     int rc = begin_commit(c, &any);
     if (rc) return rc;
     if (!any) {
+        ost__maps_txn_end(c, true);
         end_snapshot(c);
         cache_gc(c);
         begin_txn(c);
@@ -849,6 +863,7 @@ int ost_commit_async(ost_conn *c, uv_loop_t *loop, ost_commit_cb cb, void *ud) {
 void ost_abort(ost_conn *c) {
     if (!c || c->async_pending) return;
     c->poisoned = false;
+    ost__maps_txn_end(c, false);
     for (size_t i = 0; i < c->nchanged; i++) {
         ost_value o = c->changed[i];
         if (!o) continue;
@@ -861,4 +876,22 @@ void ost_abort(ost_conn *c) {
     cache_gc(c);
     begin_txn(c);
     ost_txn_hooks_run_after_abort(c->hooks);
+}
+
+/* ---- for maps.c --------------------------------------------------------------- */
+
+int ost__conn_lock(ost_conn *c) { return lock_snapshot(c); }
+
+int ost__conn_new_oid(ost_conn *c, uint64_t *oid) { return new_oid(c, oid); }
+
+/* Adds a new object (serial 0) under oid. */
+int ost__conn_cache_add(ost_conn *c, ost_value obj, uint64_t oid) {
+    int rc = cache_add(c, obj, oid, 0);
+    return rc ? ost__c_fail(c, rc, "out of memory") : 0;
+}
+
+/* Drops oid from the cache (a new map that abort undoes). */
+void ost__conn_forget(ost_conn *c, uint64_t oid) {
+    ost__ptr_slot *s = ost__ptrtab_find(&c->by_oid, (uintptr_t)(oid + 1));
+    if (s->key) cache_remove(c, s->val);
 }

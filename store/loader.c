@@ -171,7 +171,7 @@ static int wait_inflight(ost_loader *l) {
                      (unsigned long long)l->batch_no,
                      (unsigned long long)l->batch_first[l->batch_no - 1],
                      p->msg[0] ? p->msg : ost_strerror(rc));
-    l->done_objects += p->nrecs;
+    l->done_objects += p->nrecs + p->nments;
     l->done_bytes += p->nbytes;
     if (l->o.progress) l->o.progress(l->o.ud, l->done_objects, l->done_bytes);
     return 0;
@@ -180,7 +180,7 @@ static int wait_inflight(ost_loader *l) {
 /* Hands the current batch to the committer. */
 static int submit(ost_loader *l) {
     ost__pkg *p = l->pkg[l->cur];
-    if (!p->nrecs) return 0;
+    if (!p->nrecs && !p->nments) return 0;
     int rc = wait_inflight(l);
     if (rc) return rc;
     if (l->nbatch_first == l->capbatch_first) {
@@ -190,7 +190,8 @@ static int submit(ost_loader *l) {
         l->batch_first = n;
         l->capbatch_first = cap;
     }
-    l->batch_first[l->nbatch_first++] = p->recs[0].oid;
+    l->batch_first[l->nbatch_first++] = p->nrecs ? p->recs[0].oid : l->cur_start;
+    ost__pkg_sort_ments(p); /* random keys touch each leaf page once */
     l->batch_no++;
     l->inflight_start = l->cur_start;
     ost__pkg_submit(l->st, p);
@@ -200,22 +201,12 @@ static int submit(ost_loader *l) {
     return 0;
 }
 
-int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid) {
-    if (oid) *oid = UINT64_MAX;
-    if (!l) return OST_EINVAL;
-    if (l->err) return l->err;
-    if (ost_typeof(obj) != OST_T_INSTANCE)
-        return lfail(l, OST_EINVAL, "only instances can be stored (got a %s)",
-                     ost_type_name(ost_typeof(obj)));
-    if (OST__O(obj)->flags & OST__F_PERSISTENT)
-        return lfail(l, OST_EEXIST, "the object is stored already");
-    uint64_t first;
-    int rc = take(l, obj, &first);
-    if (rc) return rc;
+/* Serializes the new persistent objects met so far (and those they
+ * reach) into the current batch. */
+static int flush_pending(ost_loader *l) {
     ost_writer *w = l->c->w;
-    ost_writer_set_persistent_id(w, loader_pid, l, OST_PID_INSTANCES);
     ost__pkg *p = l->pkg[l->cur];
-    /* serialize obj, then the new persistent objects it reached */
+    int rc = 0;
     for (size_t i = 0; i < l->npending; i++) {
         ost_value o = l->pending[i];
         ost__ptr_slot *s = ost__ptrtab_find(&l->oids, o);
@@ -250,10 +241,73 @@ int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid) {
     }
     for (size_t i = 0; i < l->npending; i++) ost_decref(l->pending[i]);
     l->npending = 0;
-    if (rc) return l->err;
-    if (oid) *oid = first;
-    if (p->nrecs >= l->o.batch_objects || p->nbytes >= l->o.batch_bytes) return submit(l);
+    return rc ? l->err : 0;
+}
+
+/* Submits the batch when it is full. */
+static int maybe_submit(ost_loader *l) {
+    ost__pkg *p = l->pkg[l->cur];
+    if (p->nrecs + p->nments >= l->o.batch_objects || p->nbytes >= l->o.batch_bytes)
+        return submit(l);
     return 0;
+}
+
+int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid) {
+    if (oid) *oid = UINT64_MAX;
+    if (!l) return OST_EINVAL;
+    if (l->err) return l->err;
+    if (ost_typeof(obj) != OST_T_INSTANCE)
+        return lfail(l, OST_EINVAL, "only instances can be stored (got a %s)",
+                     ost_type_name(ost_typeof(obj)));
+    if (OST__O(obj)->flags & OST__F_PERSISTENT)
+        return lfail(l, OST_EEXIST, "the object is stored already");
+    uint64_t first;
+    int rc = take(l, obj, &first);
+    if (rc) return rc;
+    ost_writer_set_persistent_id(l->c->w, loader_pid, l, OST_PID_INSTANCES);
+    /* serialize obj, then the new persistent objects it reached */
+    if ((rc = flush_pending(l))) return rc;
+    if (oid) *oid = first;
+    return maybe_submit(l);
+}
+
+int ost_loader_map_set(ost_loader *l, ost_value m, ost_value key, ost_value val) {
+    int rc = !l ? OST_EINVAL : l->err;
+    uint64_t moid;
+    bool is_set;
+    uint8_t kb[OST_MAP_KEY_MAX];
+    size_t kl;
+    if (!rc) {
+        l->c->msg[0] = 0;
+        rc = ost__map_encode_for(l->c, m, key, &moid, &is_set, kb, &kl);
+        if (rc) lfail(l, rc, "%s", l->c->msg);
+    }
+    if (!rc && is_set && val && val != OST_NONE)
+        rc = lfail(l, OST_ETYPE, "map %llu is a set: its entries have no value",
+                   (unsigned long long)moid);
+    if (!rc && !is_set && !val)
+        rc = lfail(l, OST_EINVAL, "map %llu: no value given", (unsigned long long)moid);
+    const void *data = NULL;
+    size_t n = 0;
+    if (!rc && !is_set) {
+        ost_writer_set_persistent_id(l->c->w, loader_pid, l, OST_PID_INSTANCES);
+        if ((rc = ost_dump(l->c->w, val, &data, &n)))
+            lfail(l, rc, "batch %llu: map %llu: value: %s", (unsigned long long)l->batch_no + 1,
+                  (unsigned long long)moid, ost_writer_errmsg(l->c->w));
+    }
+    ost__pkg *p = l ? l->pkg[l->cur] : NULL;
+    if (!rc && !p->nrecs && !p->nments && !l->npending) l->cur_start = l->oid_next;
+    if (!rc && ost__pkg_ment(p, moid, 0, kb, kl, data, n, OST__MENT_BLIND))
+        rc = lfail(l, OST_ENOMEM, "out of memory");
+    ost_decref(key);
+    ost_release(val);
+    if (!rc) rc = flush_pending(l);
+    else if (l) { /* objects the value reached are not stored */
+        for (size_t i = 0; i < l->npending; i++) ost_decref(l->pending[i]);
+        l->npending = 0;
+    }
+    if (!rc) l->added++;
+    return rc ? rc : maybe_submit(l);
 }
 
 /* Objects still alive become persistent objects of the connection; after

@@ -276,7 +276,13 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     ost_value rc_cls = st->registry ? ost_registry_get(st->registry, rdef.module, rdef.name) : 0;
     st->root_cls = rc_cls ? ost_incref(rc_cls) : ost_class_new(&rdef);
     if (st->root_cls) OST__O(st->root_cls)->flags |= OST__F_SHARED; /* all connections' */
-    if (!st->root_cls) {
+    ost_class_def mdef = {.module = "ostore.maps", .name = "OrderedMap", .persistent = true};
+    st->map_cls = ost_class_new(&mdef);
+    mdef.name = "OrderedSet";
+    st->set_cls = ost_class_new(&mdef);
+    if (st->map_cls) OST__O(st->map_cls)->flags |= OST__F_SHARED;
+    if (st->set_cls) OST__O(st->set_cls)->flags |= OST__F_SHARED;
+    if (!st->root_cls || !st->map_cls || !st->set_cls) {
         code = ost__st_fail(st, OST_ENOMEM, "out of memory");
         goto fail;
     }
@@ -297,6 +303,11 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (!rc) rc = mdb_dbi_open(t, "records", cf, &st->recs);
     if (!rc) rc = mdb_dbi_open(t, "classes", cf, &st->classes);
     if (!rc) rc = mdb_dbi_open(t, "txlog", cf, &st->txlog);
+    if (!rc) rc = mdb_dbi_open(t, "mapents", cf, &st->ments);
+    if (rc == MDB_NOTFOUND && st->read_only) { /* a format-1 store: no maps */
+        rc = 0;
+        st->no_ments = true;
+    }
     if (rc) {
         mdb_txn_abort(t);
         code = ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
@@ -320,7 +331,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     }
     uint64_t fmt;
     rc = meta_get_u64(t, st->meta, "format", &fmt);
-    if (rc || fmt != OST_STORE_FORMAT) {
+    if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
         mdb_txn_abort(t);
         if (rc)
             code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", path, mdb_strerror(rc));
@@ -347,7 +358,9 @@ fail:
     if (st->env) mdb_env_close(st->env);
     st->env = NULL;
     ost_decref(st->root_cls);
-    st->root_cls = 0;
+    ost_decref(st->map_cls);
+    ost_decref(st->set_cls);
+    st->root_cls = st->map_cls = st->set_cls = 0;
     uv_mutex_lock(&g_open_lock);
     for (ost_store **pp = &g_open; *pp; pp = &(*pp)->next_open)
         if (*pp == st) {
@@ -377,6 +390,8 @@ void ost_store_close(ost_store *st) {
         uv_mutex_unlock(&g_open_lock);
     }
     ost_decref(st->root_cls);
+    ost_decref(st->map_cls);
+    ost_decref(st->set_cls);
     free(st->path);
     uv_rwlock_destroy(&st->maplock);
     uv_mutex_destroy(&st->lock);
@@ -500,6 +515,11 @@ int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls) {
     const char *mod = buf, *name = buf + (z - m) + 1;
     if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
         *cls = ost_incref(st->root_cls);
+        return 0;
+    }
+    if (strcmp(mod, "ostore.maps") == 0 &&
+        (strcmp(name, "OrderedMap") == 0 || strcmp(name, "OrderedSet") == 0)) {
+        *cls = ost_incref(name[7] == 'M' ? st->map_cls : st->set_cls);
         return 0;
     }
     ost_value c = st->registry ? ost_registry_get(st->registry, mod, name) : 0;

@@ -6,6 +6,7 @@
 #include <uv.h>
 
 #include "../serializer/internal.h"
+#include "ostore/maps.h"
 
 #define OST_HDR_SIZE 16
 
@@ -16,6 +17,18 @@ typedef struct {
     size_t off, len;
     uint32_t cid;
 } ost__rec;
+
+/* A map entry of a commit package: key bytes at p->bytes[koff, koff +
+ * klen), the value pickle at [voff, voff + vlen). */
+typedef struct {
+    uint64_t map;
+    uint64_t base; /* the key's serial when the transaction read it (0: absent) */
+    size_t koff, voff, vlen;
+    uint16_t klen;
+    uint8_t flags; /* OST__MENT_* */
+} ost__ment;
+#define OST__MENT_DEL 1   /* remove the key */
+#define OST__MENT_BLIND 2 /* the loader's: no conflict check, overwrite */
 
 /* What a commit writes, prepared by a connection (or a loader batch) and
  * applied by whoever holds the write transaction. */
@@ -35,8 +48,21 @@ typedef struct ost__pkg {
     uint64_t *refs;
     size_t nrefs, caprefs;
     uint64_t low;
+    ost__ment *ments; /* map entries, grouped by map, each map's in key order */
+    size_t nments, capments;
+    bool creates_map; /* the store's format becomes 2 */
     char msg[320];
 } ost__pkg;
+
+/* A map's key kind: up to OST__MKIND_MAX elements 'i', 's', 'b'. */
+#define OST__MKIND_MAX 8
+typedef struct {
+    uint8_t n;
+    bool tuple;
+    uint8_t el[OST__MKIND_MAX];
+    char canon[64]; /* "int", "(int, str)" */
+} ost__mkind;
+typedef struct ost__map ost__map;
 
 typedef struct {
     char *key; /* module NUL name */
@@ -46,12 +72,14 @@ typedef struct {
 
 struct ost_store {
     MDB_env *env;
-    MDB_dbi recs, meta, classes, txlog;
+    MDB_dbi recs, meta, classes, txlog, ments;
+    bool no_ments; /* a format-1 store opened read-only: no mapents database */
     char *path;
     bool read_only;
     ost_durability durability;
     ost_registry *registry;
     ost_value root_cls;
+    ost_value map_cls, set_cls; /* ostore.maps.OrderedMap and OrderedSet */
     uv_mutex_t lock;      /* the connection list */
     uv_rwlock_t maplock;  /* readers: any LMDB txn; writer: map resize */
     ost_conn *conns;
@@ -111,6 +139,10 @@ struct ost_conn {
     bool poisoned; /* a commit failed: only ost_abort goes on */
     uint64_t oid_next, oid_end, oid_block; /* reserved oids */
     size_t nnew_start; /* ents index where this commit's new objects begin */
+    /* maps (maps.c) */
+    ost__ptrtab maps;   /* oid + 1 -> ost__map */
+    ost__map *mtouched; /* maps with pending entries in this transaction */
+    uint64_t txn_gen;   /* counts transactions (cursors check it) */
     char msg[512];
 };
 
@@ -150,5 +182,29 @@ void ost__committer_stop(ost_store *st);
 void ost__pkg_submit(ost_store *st, ost__pkg *p);
 int ost__pkg_wait(ost_store *st, ost__pkg *p);
 bool ost__pkg_is_done(ost_store *st, ost__pkg *p);
+int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, size_t klen,
+                  const void *val, size_t vlen, uint8_t flags);
+
+/* conn.c, for maps.c */
+int ost__conn_lock(ost_conn *c); /* maplock + snapshot; caller unlocks */
+int ost__conn_new_oid(ost_conn *c, uint64_t *oid);
+int ost__conn_cache_add(ost_conn *c, ost_value obj, uint64_t oid);
+void ost__conn_forget(ost_conn *c, uint64_t oid);
+
+/* maps.c */
+int ost__mkind_parse(const char *s, ost__mkind *k);
+ost_value ost__mkey_decode(const ost__mkind *k, const uint8_t *p, size_t n);
+size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t count);
+int ost__map_record_count(const uint8_t *p, size_t n, uint64_t *count);
+void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count);
+int ost__map_class(ost_value cls);
+bool ost__maps_dirty(ost_conn *c);
+int ost__maps_prepare(ost_conn *c, ost__pkg *p);
+void ost__maps_txn_end(ost_conn *c, bool committed);
+void ost__maps_free(ost_conn *c);
+int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial);
+int ost__map_encode_for(ost_conn *c, ost_value m, ost_value key, uint64_t *oid, bool *is_set,
+                        uint8_t *kb, size_t *kl);
+void ost__pkg_sort_ments(ost__pkg *p);
 
 #endif

@@ -15,7 +15,9 @@
 typedef struct ost_store ost_store;
 typedef struct ost_conn ost_conn;
 
-#define OST_STORE_FORMAT 1 /* records format version, docs/format.md */
+/* Store format version (docs/format.md): 2 adds the map entries; format-1
+ * stores open, and become format 2 when their first map is stored. */
+#define OST_STORE_FORMAT 2
 
 typedef enum {
     OST_SYNC_FULL = 0,   /* fsync data and meta at each commit */

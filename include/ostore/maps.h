@@ -1,0 +1,138 @@
+/* ostore maps: persistent ordered maps and sets of any size.
+ *
+ * A map is a persistent object of a connection (an instance of the class
+ * ostore.maps.OrderedMap, or ostore.maps.OrderedSet for a set) that other
+ * persistent objects and the root refer to like any other. Its entries are
+ * not inside its record: each entry is its own key in the engine's ordered
+ * index (map oid + an order-preserving encoding of the key,
+ * docs/format.md), so a lookup is one B-tree descent, a commit writes only
+ * the entries that changed, and two transactions that write different keys
+ * never conflict. The map's own record holds its key kind and its count.
+ *
+ * Keys: one kind per map, declared when it is made, as a string:
+ *   "int"    64-bit signed integers (bool counts as int, as in Python)
+ *   "str"    text, ordered by code point
+ *   "bytes"  byte strings, ordered bytewise
+ *   "(int, str)", "(str, bytes, int)", ...  tuples of those, in that
+ *            order, compared lexicographically (composite keys).
+ * The order is Python's order for those types. An encoded key may not pass
+ * OST_MAP_KEY_MAX bytes (LMDB's key limit less the map oid).
+ *
+ * Values: anything the writer pickles, persistent objects included (stored
+ * as references). Values are stored by value: a list read from a map and
+ * then changed is not stored again until it is set again. A set's entries
+ * have no value (its cursor and ost_map_get give None).
+ *
+ * Transactions: reads see the connection's snapshot plus its own
+ * uncommitted changes. Getting the same key twice in one transaction gives
+ * the same object. Conflicts are per key: a commit fails with
+ * OST_ECONFLICT (naming the map's oid and the key) when another commit
+ * wrote (set or deleted) a key that this transaction wrote since this
+ * transaction first looked at it; the count is applied as a delta and never
+ * conflicts. Abort drops the changes. Other connections see committed
+ * changes at their next transaction.
+ *
+ * Threads: a map belongs to the connection it was made or loaded in, and is
+ * used on that connection's thread, as every persistent object is.
+ * Errors: every call returns 0 or a negative OST_E* code, with the detail
+ * in ost_conn_errmsg(c). */
+#ifndef OSTORE_MAPS_H
+#define OSTORE_MAPS_H
+
+#include "store.h"
+
+/* Longest encoded key: LMDB's 511-byte key limit less the 8-byte map oid. */
+#define OST_MAP_KEY_MAX 503
+
+/* Makes a new, empty map whose keys are of kind (see above) in connection
+ * c's transaction, and gives it an oid at once (as ZODB's Connection.add);
+ * it is stored by the next commit, and pack removes it later unless a
+ * stored object refers to it. *out is a borrowed reference held by the
+ * connection's cache. 0, OST_EINVAL (bad kind: the message names it),
+ * OST_EREADONLY, OST_ENOMEM. */
+OST_EXTERN int ost_map_new(ost_conn *c, const char *kind, ost_value *out);
+/* The same for a set: a map whose entries have keys only (indexes are
+ * built from sets). */
+OST_EXTERN int ost_keyset_new(ost_conn *c, const char *kind, ost_value *out);
+
+/* True when v is a map or a set (ghost or not), of any connection. */
+OST_EXTERN bool ost_is_map(ost_value v);
+/* The canonical key kind of map m ("int", "(int, str)"; owned by the
+ * connection, valid while it is open) and whether m is a set. 0,
+ * OST_EINVAL (not a map of c), or what loading the map failed with. */
+OST_EXTERN int ost_map_kind(ost_conn *c, ost_value m, const char **kind,
+                            bool *is_set);
+
+/* Number of entries, in O(1): the count committed in the snapshot plus
+ * this transaction's changes. 0 or a code. */
+OST_EXTERN int ost_map_len(ost_conn *c, ost_value m, uint64_t *n);
+/* m[key]: *val gets a borrowed reference, valid until the transaction
+ * ends or the key is set or deleted in it (None for a set). key is
+ * borrowed. 0, OST_ENOTFOUND (no such key: *val is 0), OST_ETYPE (key of
+ * the wrong kind), OST_EINVAL (key too long, or m not a map of c),
+ * OST_ECORRUPT (the entry does not decode). */
+OST_EXTERN int ost_map_get(ost_conn *c, ost_value m, ost_value key,
+                           ost_value *val);
+/* 1 when key is in m, 0 when not, or a negative code as ost_map_get. */
+OST_EXTERN int ost_map_contains(ost_conn *c, ost_value m, ost_value key);
+/* m[key] = val; steals key and val, also when it fails. For a set, val
+ * must be 0 or None (ost_map_add says it better). 0, OST_ETYPE, OST_EINVAL,
+ * OST_ENOMEM, OST_EREADONLY. The value is pickled at commit. */
+OST_EXTERN int ost_map_set(ost_conn *c, ost_value m, ost_value key,
+                           ost_value val);
+/* Adds key to set (or map: value None); steals key. As ost_map_set. */
+OST_EXTERN int ost_map_add(ost_conn *c, ost_value m, ost_value key);
+/* Removes key (borrowed). 0, OST_ENOTFOUND, or as ost_map_set. */
+OST_EXTERN int ost_map_del(ost_conn *c, ost_value m, ost_value key);
+/* The smallest and the largest key: *key gets a new reference. 0,
+ * OST_ENOTFOUND (the map is empty), or a code. */
+OST_EXTERN int ost_map_first(ost_conn *c, ost_value m, ost_value *key);
+OST_EXTERN int ost_map_last(ost_conn *c, ost_value m, ost_value *key);
+
+/* ---- cursors ---------------------------------------------------------------- */
+
+/* A range: each bound is a key of the map's kind, or 0 for no bound; for
+ * a tuple kind a bound may be a shorter tuple (a prefix): (5,) sorts
+ * before every (5, x), so from (5,) to (6,) exclusive is every key that
+ * starts with 5, as in Python. Bounds are borrowed. */
+typedef struct {
+    ost_value from, to;
+    bool from_exclusive, to_exclusive;
+    bool reverse; /* from the top down: starts at `to` */
+} ost_map_range;
+
+typedef struct ost_map_cursor ost_map_cursor;
+
+/* Opens a cursor over the entries of m within range r (NULL: all) in key
+ * order, or reversed. Its memory does not grow with the map. It sees the
+ * map as it is at each step: entries this transaction sets beyond the
+ * cursor's position are visited when reached, entries it deletes are not,
+ * and each key is visited once, in order. It is valid until the
+ * transaction ends (then steps return OST_ETXN). 0, OST_ETYPE (a bound of
+ * the wrong kind), OST_EINVAL, OST_ENOMEM. */
+OST_EXTERN int ost_map_cursor_open(ost_conn *c, ost_value m,
+                                   const ost_map_range *r,
+                                   ost_map_cursor **out);
+/* Steps to the next entry: *key and *val (either may be NULL) get
+ * borrowed references, valid until the next step or the close (a value
+ * also got by ost_map_get is that same object). 0, OST_ENOTFOUND past the
+ * last entry, OST_ETXN after the transaction ended, OST_ECORRUPT. */
+OST_EXTERN int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key,
+                                   ost_value *val);
+/* Frees the cursor. NULL is allowed. */
+OST_EXTERN void ost_map_cursor_close(ost_map_cursor *cur);
+
+/* ---- bulk loading ------------------------------------------------------------ */
+
+/* Adds m[key] = val to the loader's current batch; steals key and val.
+ * m must be a map (or set: val 0) of the loader's connection that is
+ * stored already (commit it before opening the loader). The value is
+ * pickled now (new persistent objects it reaches are stored in the same
+ * batch); within a batch entries are written in key order, so random keys
+ * touch each leaf page once per batch. An existing key is overwritten.
+ * Errors and batching as ost_loader_add; a batch counts entries as
+ * objects. */
+OST_EXTERN int ost_loader_map_set(ost_loader *l, ost_value m, ost_value key,
+                                  ost_value val);
+
+#endif

@@ -1,0 +1,70 @@
+/* The ordered entries of maps, behind a small engine-neutral interface:
+ * store/maps.c (the map logic: keys, pending changes, cursors, conflict
+ * checks, counts) calls only these, and store/entries_lmdb.c implements
+ * them on LMDB. A second engine implements the same functions.
+ *
+ * An entry is (map oid, encoded key) -> (serial, value bytes): serial is
+ * the commit that wrote it (the per-key serial that conflict checks
+ * compare), the value bytes are a pickle (empty for a set). Keys compare
+ * bytewise, shorter first when one is a prefix of the other.
+ *
+ * txn is the engine's transaction (an MDB_txn * here), read-only or
+ * read-write as the call needs. Results: 0, OST_ENOTFOUND, another
+ * negative OST_E* code, or a positive engine code (an LMDB error, which
+ * the caller translates with ost__mdb_code and which may ask it to grow
+ * the map and retry). */
+#ifndef OST_STORE_ENTRIES_H
+#define OST_STORE_ENTRIES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ost_store ost_store;
+
+typedef struct {
+    uint64_t serial;
+    const uint8_t *data; /* the value bytes: valid until the txn changes or ends */
+    size_t len;
+} ost__entry;
+
+/* Reads entry (map, key). */
+int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+                 ost__entry *e);
+/* Writes entry (map, key) = (serial, data[0..len)). *existed (if not
+ * NULL) says whether the key was there before. */
+int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+                 uint64_t serial, const void *data, size_t len, bool *existed);
+/* Removes entry (map, key): 0 or OST_ENOTFOUND. */
+int ost__ent_del(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen);
+/* Removes every entry of map; *n (if not NULL) gets how many. */
+int ost__ent_drop_map(ost_store *st, void *txn, uint64_t map, uint64_t *n);
+
+/* A cursor over the entries of one map, in key order. */
+typedef struct ost__ecur ost__ecur;
+int ost__ecur_open(ost_store *st, void *txn, uint64_t map, ost__ecur **out);
+/* Positions at the first entry >= key (forward) or the last <= key
+ * (reverse); key NULL: the map's first (forward) or last (reverse) entry.
+ * 0 or OST_ENOTFOUND (no such entry in the map). */
+int ost__ecur_seek(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse);
+/* Steps one entry on (or back): 0 or OST_ENOTFOUND at the map's end. */
+int ost__ecur_step(ost__ecur *ec, bool reverse);
+/* The entry the cursor is on: key bytes (without the map oid) and entry,
+ * valid until the cursor moves. */
+int ost__ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *e);
+void ost__ecur_close(ost__ecur *ec);
+
+/* Scans the maps that have entries: calls fn(ud, map oid) once per map
+ * in oid order; fn returns 0 to go on, 1 to remove all of that map's
+ * entries (txn must be writable then), or a negative code to stop. */
+int ost__ent_each_map(ost_store *st, void *txn,
+                      int (*fn)(void *ud, uint64_t map), void *ud);
+
+/* The engine's write transaction inside apply: adds delta to the count in
+ * map's record and stamps it with serial. OST_ECONFLICT when the record is
+ * gone (pack removed the map), OST_ECORRUPT when it is not a map record. */
+int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, uint64_t serial);
+/* The count in map's record, read in txn. */
+int ost__map_count_get(ost_store *st, void *txn, uint64_t map, uint64_t *count);
+
+#endif

@@ -1,0 +1,1127 @@
+/* Persistent ordered maps (include/ostore/maps.h, docs/maps.md).
+ *
+ * A map is a persistent instance of ostore.maps.OrderedMap (or
+ * OrderedSet) whose record holds {'kind': ..., 'count': N}; its entries are
+ * keys of the engine's ordered index, reached through store/entries.h.
+ *
+ * Keys are encoded so that bytewise order is Python's order:
+ *   int    8 bytes big-endian of the value with its sign bit flipped;
+ *   str    the UTF-8 bytes; bytes: the bytes themselves;
+ *   tuple  the elements' encodings one after the other, where a str or
+ *          bytes element has each 0x00 written as 00 01 and ends with
+ *          00 00, so that a shorter element sorts first.
+ *
+ * A connection keeps, per map it touched in the transaction, its pending
+ * entries in a skip list ordered by encoded key: entries it set or deleted
+ * (with the entry's serial when the transaction first looked at the key,
+ * for the conflict check) and entries it read whose values are heap
+ * objects (so that reading a key twice gives the same object). Reads
+ * consult the skip list, then the snapshot; cursors merge the two by key.
+ * Nodes are never removed before the transaction ends, so what a cursor
+ * holds stays valid. At commit the dirty nodes become the package's map
+ * entries, in key order; apply checks each key's serial and applies the
+ * count as a delta. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "entries.h"
+#include "store_internal.h"
+
+#define SL_MAX 16
+#define KMAX OST_MAP_KEY_MAX
+
+enum { P_DIRTY = 1, P_DEL = 2 };
+
+typedef struct pnode {
+    ost_value val;  /* a reference; 0 for a deleted entry */
+    uint64_t base;  /* the entry's serial when first looked at (0: absent) */
+    uint16_t klen;
+    uint8_t flags, level;
+    struct pnode *next[]; /* level pointers, then the key bytes */
+} pnode;
+
+#define PKEY(n) ((uint8_t *)&(n)->next[(n)->level])
+
+struct ost__map {
+    uint64_t oid;
+    ost__mkind kind;
+    bool is_set, is_new, touched;
+    int level;
+    uint64_t rng;
+    pnode *head;
+    size_t ndirty;
+    int64_t delta; /* count change of the transaction */
+    struct ost__map *tnext;
+};
+
+/* ---- kinds ---------------------------------------------------------------- */
+
+static const char *el_name(uint8_t e) {
+    return e == 'i' ? "int" : e == 's' ? "str" : "bytes";
+}
+
+int ost__mkind_parse(const char *s, ost__mkind *k) {
+    memset(k, 0, sizeof *k);
+    if (!s) return OST_EINVAL;
+    while (*s == ' ') s++;
+    bool tuple = *s == '(';
+    if (tuple) s++;
+    for (;;) {
+        while (*s == ' ') s++;
+        if (tuple && *s == ')' && k->n > 0) {
+            s++;
+            break;
+        }
+        uint8_t e;
+        if (strncmp(s, "int", 3) == 0) e = 'i', s += 3;
+        else if (strncmp(s, "str", 3) == 0) e = 's', s += 3;
+        else if (strncmp(s, "bytes", 5) == 0) e = 'b', s += 5;
+        else return OST_EINVAL;
+        if (k->n == OST__MKIND_MAX) return OST_EINVAL;
+        k->el[k->n++] = e;
+        while (*s == ' ') s++;
+        if (!tuple) break;
+        if (*s == ',') s++;
+        else if (*s != ')') return OST_EINVAL;
+    }
+    while (*s == ' ') s++;
+    if (*s) return OST_EINVAL;
+    k->tuple = tuple;
+    char *o = k->canon;
+    if (!tuple) {
+        strcpy(o, el_name(k->el[0]));
+        return 0;
+    }
+    *o++ = '(';
+    for (int i = 0; i < k->n; i++) {
+        if (i) o += sprintf(o, ", ");
+        o += sprintf(o, "%s", el_name(k->el[i]));
+    }
+    strcpy(o, k->n == 1 ? ",)" : ")");
+    return 0;
+}
+
+/* ---- key encoding ------------------------------------------------------- */
+
+static const char *article(const char *noun) {
+    return strchr("aeiou", noun[0]) ? "an" : "a";
+}
+
+static int enc_fail(ost_conn *c, uint64_t oid, const ost__mkind *k, int code, const char *what) {
+    return ost__c_fail(c, code, "map %llu (keys %s): %s", (unsigned long long)oid, k->canon, what);
+}
+
+/* Encodes one element of kind e from v into out (at *n). */
+static int enc_el(ost_conn *c, uint64_t oid, const ost__mkind *k, uint8_t e, bool in_tuple,
+                  ost_value v, uint8_t *out, size_t *n) {
+    int t = ost_typeof(v);
+    char msg[160];
+    if (e == 'i') {
+        int64_t i;
+        if (t != OST_T_INT && t != OST_T_BOOL) goto wrong;
+        if (ost_int_value(v, &i))
+            return enc_fail(c, oid, k, OST_ELIMIT, "an int key must fit in 64 bits");
+        if (*n + 8 > KMAX) goto toolong;
+        ost__be64(out + *n, (uint64_t)i ^ ((uint64_t)1 << 63));
+        *n += 8;
+        return 0;
+    }
+    if ((e == 's' && t != OST_T_STR) || (e == 'b' && t != OST_T_BYTES)) goto wrong;
+    size_t len;
+    const uint8_t *p = (const uint8_t *)ost_data(v, &len);
+    if (!in_tuple) {
+        if (*n + len > KMAX) goto toolong;
+        memcpy(out + *n, p, len);
+        *n += len;
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (*n + 2 > KMAX) goto toolong;
+        out[(*n)++] = p[i];
+        if (!p[i]) out[(*n)++] = 1;
+    }
+    if (*n + 2 > KMAX) goto toolong;
+    out[(*n)++] = 0;
+    out[(*n)++] = 0;
+    return 0;
+wrong:
+    snprintf(msg, sizeof msg, "%s is %s %s, not %s %s", in_tuple ? "a key element" : "the key",
+             article(ost_type_name(t)), ost_type_name(t), article(el_name(e)), el_name(e));
+    return enc_fail(c, oid, k, OST_ETYPE, msg);
+toolong:
+    snprintf(msg, sizeof msg,
+             "the encoded key is longer than %d bytes (LMDB's key limit of 511 less the "
+             "8-byte map oid)",
+             KMAX);
+    return enc_fail(c, oid, k, OST_EINVAL, msg);
+}
+
+/* Encodes key (a bound may be a shorter tuple when prefix is true). */
+static int encode_key(ost_conn *c, uint64_t oid, const ost__mkind *k, ost_value key, bool prefix,
+                      uint8_t *out, size_t *n) {
+    *n = 0;
+    if (!key) return enc_fail(c, oid, k, OST_EINVAL, "no key given");
+    if (!k->tuple) return enc_el(c, oid, k, k->el[0], false, key, out, n);
+    if (ost_typeof(key) != OST_T_TUPLE) {
+        char msg[96];
+        const char *tn = ost_type_name(ost_typeof(key));
+        snprintf(msg, sizeof msg, "the key is %s %s, not a tuple of %d", article(tn), tn, k->n);
+        return enc_fail(c, oid, k, OST_ETYPE, msg);
+    }
+    size_t len = ost_len(key);
+    if (len > k->n || (!prefix && len != k->n) || (prefix && len == 0)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "the key is a tuple of %zu, not of %d", len, k->n);
+        return enc_fail(c, oid, k, OST_ETYPE, msg);
+    }
+    for (size_t i = 0; i < len; i++) {
+        int rc = enc_el(c, oid, k, k->el[i], true, ost_item(key, i), out, n);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Decodes an encoded key to a new value; 0 when the bytes are damaged. */
+ost_value ost__mkey_decode(const ost__mkind *k, const uint8_t *p, size_t n) {
+    if (!k->tuple) {
+        if (k->el[0] == 'i') return n == 8 ? ost_int((int64_t)(ost__rd_be64(p) ^ ((uint64_t)1 << 63))) : 0;
+        return k->el[0] == 's' ? ost_str((const char *)p, n) : ost_bytes(p, n);
+    }
+    ost_value t = ost_tuple_new(k->n);
+    if (!t) return 0;
+    size_t off = 0;
+    uint8_t tmp[KMAX];
+    for (int i = 0; i < k->n; i++) {
+        ost_value v = 0;
+        if (k->el[i] == 'i') {
+            if (off + 8 > n) goto bad;
+            v = ost_int((int64_t)(ost__rd_be64(p + off) ^ ((uint64_t)1 << 63)));
+            off += 8;
+        } else {
+            size_t m = 0;
+            for (;;) {
+                if (off >= n) goto bad;
+                uint8_t b = p[off++];
+                if (b) {
+                    tmp[m++] = b;
+                    continue;
+                }
+                if (off >= n) goto bad;
+                uint8_t x = p[off++];
+                if (x == 0) break;
+                if (x != 1) goto bad;
+                tmp[m++] = 0;
+            }
+            v = k->el[i] == 's' ? ost_str((const char *)tmp, m) : ost_bytes(tmp, m);
+        }
+        if (!v || ost_tuple_set(t, (size_t)i, v)) goto bad;
+    }
+    if (off != n) goto bad;
+    return t;
+bad:
+    ost_decref(t);
+    return 0;
+}
+
+/* ---- the record: {'kind': k, 'count': n} ------------------------------------ */
+
+/* PROTO 2, EMPTY_DICT, MARK, 'kind', kind, 'count', LONG1 of 8 bytes,
+ * SETITEMS, STOP: the count sits at a fixed place from the end. */
+size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t count) {
+    size_t kl = strlen(kind), n = 0;
+    size_t need = 2 + 1 + 1 + (5 + 4) + (5 + kl) + (5 + 5) + 10 + 2;
+    if (need > cap) return 0;
+    out[n++] = 0x80, out[n++] = 2, out[n++] = '}', out[n++] = '(';
+    const char *strs[3] = {"kind", kind, "count"};
+    for (int i = 0; i < 3; i++) {
+        size_t l = strlen(strs[i]);
+        out[n++] = 'X';
+        for (int j = 0; j < 4; j++) out[n++] = (uint8_t)(l >> (8 * j));
+        memcpy(out + n, strs[i], l);
+        n += l;
+    }
+    out[n++] = 0x8a, out[n++] = 8;
+    for (int j = 0; j < 8; j++) out[n++] = (uint8_t)(count >> (8 * j));
+    out[n++] = 'u', out[n++] = '.';
+    return n;
+}
+
+int ost__map_record_count(const uint8_t *p, size_t n, uint64_t *count) {
+    if (n < 16 || p[0] != 0x80 || p[n - 1] != '.' || p[n - 2] != 'u' || p[n - 11] != 8 ||
+        p[n - 12] != 0x8a || (p[n - 3] & 0x80))
+        return OST_ECORRUPT;
+    uint64_t v = 0;
+    for (int j = 7; j >= 0; j--) v = v << 8 | p[n - 10 + j];
+    *count = v;
+    return 0;
+}
+
+void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count) {
+    for (int j = 0; j < 8; j++) p[n - 10 + j] = (uint8_t)(count >> (8 * j));
+}
+
+/* 1 for ostore.maps.OrderedMap, 2 for OrderedSet, 0 for other classes. */
+int ost__map_class(ost_value cls) {
+    size_t ml, nl;
+    const char *m = ost_data(ost_global_module(cls), &ml);
+    const char *n = ost_data(ost_global_name(cls), &nl);
+    if (!m || !n || ml != 11 || memcmp(m, "ostore.maps", 11)) return 0;
+    if (nl == 10 && memcmp(n, "OrderedMap", 10) == 0) return 1;
+    if (nl == 10 && memcmp(n, "OrderedSet", 10) == 0) return 2;
+    return 0;
+}
+
+bool ost_is_map(ost_value v) {
+    return ost_typeof(v) == OST_T_INSTANCE && ost__map_class(ost_instance_class(v)) != 0;
+}
+
+/* ---- the skip list ---------------------------------------------------------- */
+
+static int kcmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl) {
+    int r = memcmp(a, b, al < bl ? al : bl);
+    if (r) return r;
+    return al < bl ? -1 : al > bl;
+}
+
+/* The first node >= key (gt: > key); upd[i] gets the last node before it
+ * on level i. */
+static pnode *sl_seek(ost__map *m, const uint8_t *k, size_t kl, bool gt, pnode **upd) {
+    pnode *x = m->head;
+    for (int i = m->level - 1; i >= 0; i--) {
+        for (;;) {
+            pnode *nx = x->next[i];
+            if (!nx) break;
+            int r = kcmp(PKEY(nx), nx->klen, k, kl);
+            if (r < 0 || (gt && r == 0)) x = nx;
+            else break;
+        }
+        if (upd) upd[i] = x;
+    }
+    return x->next[0];
+}
+
+/* The node of key exactly, or NULL. */
+static pnode *sl_find(ost__map *m, const uint8_t *k, size_t kl) {
+    if (!m->head->next[0]) return NULL;
+    pnode *n = sl_seek(m, k, kl, false, NULL);
+    return n && n->klen == kl && memcmp(PKEY(n), k, kl) == 0 ? n : NULL;
+}
+
+/* The last node < key (le: <= key), or NULL. */
+static pnode *sl_before(ost__map *m, const uint8_t *k, size_t kl, bool le) {
+    pnode *upd[SL_MAX];
+    sl_seek(m, k, kl, le, upd);
+    return m->level && upd[0] != m->head ? upd[0] : NULL;
+}
+
+static pnode *sl_last(ost__map *m) {
+    pnode *x = m->head;
+    for (int i = m->level - 1; i >= 0; i--)
+        while (x->next[i]) x = x->next[i];
+    return x == m->head ? NULL : x;
+}
+
+static pnode *sl_insert(ost__map *m, const uint8_t *k, size_t kl) {
+    pnode *upd[SL_MAX];
+    sl_seek(m, k, kl, false, upd);
+    int lvl = 1;
+    m->rng ^= m->rng << 13, m->rng ^= m->rng >> 7, m->rng ^= m->rng << 17;
+    for (uint64_t r = m->rng; lvl < SL_MAX && (r & 3) == 0; r >>= 2) lvl++;
+    pnode *n = malloc(sizeof *n + (size_t)lvl * sizeof(pnode *) + kl);
+    if (!n) return NULL;
+    n->val = 0;
+    n->base = 0;
+    n->klen = (uint16_t)kl;
+    n->flags = 0;
+    n->level = (uint8_t)lvl;
+    memcpy(PKEY(n), k, kl);
+    for (int i = m->level; i < lvl; i++) upd[i] = m->head;
+    if (lvl > m->level) m->level = lvl;
+    for (int i = 0; i < lvl; i++) {
+        n->next[i] = upd[i]->next[i];
+        upd[i]->next[i] = n;
+    }
+    return n;
+}
+
+static void sl_clear(ost__map *m) {
+    pnode *n = m->head->next[0];
+    while (n) {
+        pnode *nx = n->next[0];
+        ost_release(n->val);
+        free(n);
+        n = nx;
+    }
+    memset(m->head->next, 0, SL_MAX * sizeof(pnode *));
+    m->level = 0;
+    m->ndirty = 0;
+    m->delta = 0;
+}
+
+/* ---- maps of a connection ----------------------------------------------------- */
+
+static ost__map *map_alloc(ost_conn *c, uint64_t oid, const ost__mkind *k, bool is_set) {
+    ost__map *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->head = calloc(1, sizeof(pnode) + SL_MAX * sizeof(pnode *));
+    if (!m->head) {
+        free(m);
+        return NULL;
+    }
+    m->head->level = SL_MAX;
+    m->oid = oid;
+    m->kind = *k;
+    m->is_set = is_set;
+    m->rng = 0x9E3779B97F4A7C15ULL ^ (oid * 0xff51afd7ed558ccdULL);
+    if (ost__ptrtab_put(&c->maps, (uintptr_t)(oid + 1), (uint64_t)(uintptr_t)m)) {
+        free(m->head);
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void map_free(ost_conn *c, ost__map *m) {
+    sl_clear(m);
+    ost__ptrtab_del(&c->maps, (uintptr_t)(m->oid + 1));
+    free(m->head);
+    free(m);
+}
+
+static void touch(ost_conn *c, ost__map *m) {
+    if (m->touched) return;
+    m->touched = true;
+    m->tnext = c->mtouched;
+    c->mtouched = m;
+}
+
+/* The map state of value v in connection c, made on first use from the
+ * map's record. Call without the maplock held (it may load a ghost). */
+static ost__map *map_of(ost_conn *c, ost_value v, int *rc) {
+    *rc = 0;
+    if (!c) {
+        *rc = OST_EINVAL;
+        return NULL;
+    }
+    c->msg[0] = 0;
+    uint64_t oid = ost_oid(c, v);
+    if (oid == UINT64_MAX) {
+        *rc = ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
+        return NULL;
+    }
+    ost__ptr_slot *s = ost__ptrtab_find(&c->maps, (uintptr_t)(oid + 1));
+    if (s->key) return (ost__map *)(uintptr_t)s->val;
+    int mc = ost__map_class(ost_instance_class(v));
+    if (!mc) {
+        *rc = ost__c_fail(c, OST_EINVAL, "oid %llu is not a map (its class is not ostore.maps.*)",
+                          (unsigned long long)oid);
+        return NULL;
+    }
+    if ((*rc = ost_activate(c, v))) return NULL;
+    ost_value st = ost_instance_state(v);
+    ost_value kv = ost_typeof(st) == OST_T_DICT ? ost_dict_get_c(st, "kind") : 0;
+    const char *ks = ost_data(kv, NULL);
+    ost__mkind k;
+    if (!ks || ost_typeof(kv) != OST_T_STR || ost__mkind_parse(ks, &k)) {
+        *rc = ost__c_fail(c, OST_ECORRUPT, "map %llu: its record has no valid key kind",
+                          (unsigned long long)oid);
+        return NULL;
+    }
+    ost__map *m = map_alloc(c, oid, &k, mc == 2);
+    if (!m) *rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
+    return m;
+}
+
+static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
+    if (out) *out = 0;
+    if (!c || !out) return OST_EINVAL;
+    c->msg[0] = 0;
+    ost__mkind k;
+    if (ost__mkind_parse(kind, &k))
+        return ost__c_fail(c, OST_EINVAL,
+                           "bad key kind \"%.60s\": say int, str, bytes, or a tuple of them "
+                           "such as (int, str)",
+                           kind ? kind : "(null)");
+    if (c->st->read_only)
+        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
+    ost_value cls = ost_incref(is_set ? c->st->set_cls : c->st->map_cls);
+    ost_value inst = ost_instance_new(cls), state = ost_dict_new();
+    int rc = inst && state ? 0 : OST_ENOMEM;
+    if (!rc) rc = ost_dict_set(state, ost_str_c("kind"), ost_str_c(k.canon));
+    if (!rc) rc = ost_dict_set(state, ost_str_c("count"), ost_int(0));
+    if (!rc) {
+        rc = ost_instance_set_state(inst, state);
+        state = 0;
+    }
+    uint64_t oid;
+    if (!rc) rc = ost__conn_new_oid(c, &oid);
+    if (!rc) rc = ost__conn_cache_add(c, inst, oid);
+    ost__map *m = NULL;
+    if (!rc && !(m = map_alloc(c, oid, &k, is_set))) {
+        ost__conn_forget(c, oid);
+        rc = OST_ENOMEM;
+    }
+    ost_decref(state);
+    if (rc) {
+        ost_decref(inst);
+        return c->msg[0] ? rc : ost__c_fail(c, rc, "cannot make a map: %s", ost_strerror(rc));
+    }
+    m->is_new = true;
+    touch(c, m);
+    *out = inst;
+    ost_decref(inst); /* the cache holds it */
+    return 0;
+}
+
+int ost_map_new(ost_conn *c, const char *kind, ost_value *out) { return make(c, kind, false, out); }
+int ost_keyset_new(ost_conn *c, const char *kind, ost_value *out) { return make(c, kind, true, out); }
+
+int ost_map_kind(ost_conn *c, ost_value v, const char **kind, bool *is_set) {
+    int rc;
+    ost__map *m = map_of(c, v, &rc);
+    if (!m) return rc;
+    if (kind) *kind = m->kind.canon;
+    if (is_set) *is_set = m->is_set;
+    return 0;
+}
+
+/* ---- reads ------------------------------------------------------------------ */
+
+/* Decodes an entry's value (a new reference). Maplock held. */
+static int decode_val(ost_conn *c, ost__map *m, const uint8_t *key, size_t kl,
+                      const ost__entry *e, ost_value *out) {
+    if (m->is_set) {
+        *out = OST_NONE;
+        return 0;
+    }
+    char inner[sizeof c->msg];
+    c->msg[0] = 0;
+    int rc = e->len ? ost_load(c->r, e->data, e->len, out, NULL) : OST_ETRUNCATED;
+    if (!rc) return 0;
+    snprintf(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
+    ost_value kv = ost__mkey_decode(&m->kind, key, kl);
+    ost_buf b = {0};
+    if (!kv || ost_repr(kv, &b)) b.data = NULL;
+    ost__c_fail(c, OST_ECORRUPT, "map %llu: the entry of key %.120s does not decode: %s",
+                (unsigned long long)m->oid, b.data ? b.data : "(damaged)", inner);
+    ost_buf_free(&b);
+    ost_decref(kv);
+    return OST_ECORRUPT;
+}
+
+static int eng_fail(ost_conn *c, ost__map *m, int rc) {
+    if (rc < 0)
+        return c->msg[0] ? rc : ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
+    return ost__c_fail(c, ost__mdb_code(rc), "map %llu: %s", (unsigned long long)m->oid,
+                       mdb_strerror(rc));
+}
+
+static bool node_present(const pnode *n) {
+    return (n->flags & P_DIRTY) ? !(n->flags & P_DEL) : n->base != 0;
+}
+
+/* Looks key up: the pending node (*node) or the snapshot's entry (*e,
+ * *found). Maplock held. */
+static int lookup(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode **node,
+                  ost__entry *e, bool *found) {
+    *found = false;
+    *node = sl_find(m, k, kl);
+    if (*node) return 0;
+    int rc = ost__ent_get(c->st, c->rtxn, m->oid, k, kl, e);
+    if (rc == OST_ENOTFOUND) return 0;
+    if (rc) return eng_fail(c, m, rc);
+    *found = true;
+    return 0;
+}
+
+/* Opens the map and the snapshot for a call on key; encodes the key. The
+ * caller unlocks the maplock when this returns 0. */
+static int begin_op(ost_conn *c, ost_value v, ost_value key, ost__map **mp, uint8_t *kb,
+                    size_t *kl) {
+    int rc;
+    ost__map *m = map_of(c, v, &rc);
+    if (!m) return rc;
+    if (key && (rc = encode_key(c, m->oid, &m->kind, key, false, kb, kl))) return rc;
+    if ((rc = ost__conn_lock(c))) {
+        uv_rwlock_rdunlock(&c->st->maplock);
+        return rc;
+    }
+    *mp = m;
+    return 0;
+}
+
+int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
+    if (val) *val = 0;
+    if (!val) return OST_EINVAL;
+    ost__map *m;
+    uint8_t kb[KMAX];
+    size_t kl;
+    int rc = begin_op(c, v, key, &m, kb, &kl);
+    if (rc) return rc;
+    pnode *n;
+    ost__entry e;
+    bool found;
+    rc = lookup(c, m, kb, kl, &n, &e, &found);
+    if (!rc && n) {
+        if (node_present(n)) *val = n->val;
+        else rc = OST_ENOTFOUND;
+    } else if (!rc && !found) {
+        rc = OST_ENOTFOUND;
+    } else if (!rc) {
+        ost_value x;
+        rc = decode_val(c, m, kb, kl, &e, &x);
+        if (!rc && ost__is_heap(x)) {
+            /* kept until the transaction ends: the same key gives the same object */
+            n = sl_insert(m, kb, kl);
+            if (!n) {
+                ost_release(x);
+                rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
+            } else {
+                n->val = x;
+                n->base = e.serial;
+                touch(c, m);
+            }
+        }
+        if (!rc) *val = x;
+    }
+    uv_rwlock_rdunlock(&c->st->maplock);
+    if (rc == OST_ENOTFOUND) c->msg[0] = 0;
+    return rc;
+}
+
+int ost_map_contains(ost_conn *c, ost_value v, ost_value key) {
+    ost__map *m;
+    uint8_t kb[KMAX];
+    size_t kl;
+    int rc = begin_op(c, v, key, &m, kb, &kl);
+    if (rc) return rc;
+    pnode *n;
+    ost__entry e;
+    bool found;
+    rc = lookup(c, m, kb, kl, &n, &e, &found);
+    uv_rwlock_rdunlock(&c->st->maplock);
+    if (rc) return rc;
+    return n ? node_present(n) : found;
+}
+
+int ost_map_len(ost_conn *c, ost_value v, uint64_t *out) {
+    if (out) *out = 0;
+    if (!out) return OST_EINVAL;
+    ost__map *m;
+    int rc = begin_op(c, v, 0, &m, NULL, NULL);
+    if (rc) return rc;
+    uint64_t n = 0;
+    if (!m->is_new) {
+        rc = ost__map_count_get(c->st, c->rtxn, m->oid, &n);
+        if (rc == OST_ENOTFOUND)
+            rc = ost__c_fail(c, OST_ENOTFOUND, "map %llu: no record (removed by pack?)",
+                             (unsigned long long)m->oid);
+        else if (rc)
+            rc = eng_fail(c, m, rc);
+    }
+    uv_rwlock_rdunlock(&c->st->maplock);
+    if (!rc) *out = n + (uint64_t)m->delta;
+    return rc;
+}
+
+/* ---- writes ------------------------------------------------------------------ */
+
+/* Sets (val != 0) or deletes (val 0) the key of kb; steals val. */
+static int write_key(ost_conn *c, ost__map *m, const uint8_t *kb, size_t kl, ost_value val) {
+    pnode *n;
+    ost__entry e;
+    bool found;
+    int rc = lookup(c, m, kb, kl, &n, &e, &found);
+    if (rc) {
+        ost_release(val);
+        return rc;
+    }
+    bool before;
+    if (n) {
+        before = node_present(n);
+    } else {
+        before = found;
+        if (!val && !found) return OST_ENOTFOUND;
+        if (!(n = sl_insert(m, kb, kl))) {
+            ost_release(val);
+            return ost__c_fail(c, OST_ENOMEM, "out of memory");
+        }
+        n->base = found ? e.serial : 0;
+    }
+    if (!val && !before) return OST_ENOTFOUND;
+    if (!(n->flags & P_DIRTY)) m->ndirty++;
+    ost_value old = n->val;
+    n->val = val;
+    n->flags = (uint8_t)(P_DIRTY | (val ? 0 : P_DEL));
+    ost_release(old);
+    m->delta += (val != 0) - before;
+    touch(c, m);
+    return 0;
+}
+
+static int check_writable(ost_conn *c) {
+    if (c->st->read_only)
+        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
+    return 0;
+}
+
+int ost_map_set(ost_conn *c, ost_value v, ost_value key, ost_value val) {
+    ost__map *m;
+    uint8_t kb[KMAX];
+    size_t kl;
+    int rc = c ? check_writable(c) : OST_EINVAL;
+    if (!rc) rc = begin_op(c, v, key, &m, kb, &kl);
+    if (!rc) {
+        if (m->is_set && val && val != OST_NONE)
+            rc = ost__c_fail(c, OST_ETYPE, "map %llu is a set: its entries have no value",
+                             (unsigned long long)m->oid);
+        else if (!m->is_set && !val)
+            rc = ost__c_fail(c, OST_EINVAL, "map %llu: no value given", (unsigned long long)m->oid);
+        else {
+            rc = write_key(c, m, kb, kl, val ? val : OST_NONE);
+            val = 0;
+        }
+        uv_rwlock_rdunlock(&c->st->maplock);
+    }
+    ost_decref(key);
+    ost_release(val);
+    return rc;
+}
+
+int ost_map_add(ost_conn *c, ost_value v, ost_value key) { return ost_map_set(c, v, key, OST_NONE); }
+
+int ost_map_del(ost_conn *c, ost_value v, ost_value key) {
+    ost__map *m = NULL;
+    uint8_t kb[KMAX];
+    size_t kl;
+    int rc = c ? check_writable(c) : OST_EINVAL;
+    if (!rc) rc = begin_op(c, v, key, &m, kb, &kl);
+    if (rc) return rc;
+    rc = write_key(c, m, kb, kl, 0);
+    uv_rwlock_rdunlock(&c->st->maplock);
+    if (rc == OST_ENOTFOUND) {
+        ost_buf b = {0};
+        ost_repr(key, &b);
+        ost__c_fail(c, rc, "map %llu: no key %.200s", (unsigned long long)m->oid, b.data ? b.data : "");
+        ost_buf_free(&b);
+    }
+    return rc;
+}
+
+/* ---- cursors ------------------------------------------------------------------ */
+
+struct ost_map_cursor {
+    ost_conn *c;
+    ost__map *m;
+    uint64_t gen;     /* the transaction it belongs to */
+    bool reverse, started, done;
+    bool has_lo, has_hi, lo_ex, hi_ex, has_last;
+    size_t lol, hil, lastl;
+    uint8_t lo[KMAX], hi[KMAX], last[KMAX];
+    ost__ecur *ec;    /* the snapshot's next candidate */
+    uint64_t ec_gen;  /* snapshot the ecur belongs to */
+    ost_value key, val;
+};
+
+int ost_map_cursor_open(ost_conn *c, ost_value v, const ost_map_range *r, ost_map_cursor **out) {
+    if (out) *out = NULL;
+    if (!out) return OST_EINVAL;
+    int rc;
+    ost__map *m = map_of(c, v, &rc);
+    if (!m) return rc;
+    ost_map_cursor *cur = calloc(1, sizeof *cur);
+    if (!cur) return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    cur->c = c;
+    cur->m = m;
+    cur->gen = c->txn_gen;
+    if (r) {
+        cur->reverse = r->reverse;
+        if (r->from) {
+            rc = encode_key(c, m->oid, &m->kind, r->from, true, cur->lo, &cur->lol);
+            cur->has_lo = true;
+            cur->lo_ex = r->from_exclusive;
+        }
+        if (!rc && r->to) {
+            rc = encode_key(c, m->oid, &m->kind, r->to, true, cur->hi, &cur->hil);
+            cur->has_hi = true;
+            cur->hi_ex = r->to_exclusive;
+        }
+        if (rc) {
+            free(cur);
+            return rc;
+        }
+    }
+    /* the cursor outlives no transaction, but may outlive the map state of
+     * a new map that abort drops: touching it keeps it until then */
+    touch(c, m);
+    *out = cur;
+    return 0;
+}
+
+void ost_map_cursor_close(ost_map_cursor *cur) {
+    if (!cur) return;
+    ost__ecur_close(cur->ec);
+    ost_decref(cur->key);
+    ost_release(cur->val);
+    free(cur);
+}
+
+/* Whether key k is beyond the end of the range in the cursor's direction. */
+static bool past_end(const ost_map_cursor *cur, const uint8_t *k, size_t kl) {
+    if (!cur->reverse) {
+        if (!cur->has_hi) return false;
+        int r = kcmp(k, kl, cur->hi, cur->hil);
+        return r > 0 || (r == 0 && cur->hi_ex);
+    }
+    if (!cur->has_lo) return false;
+    int r = kcmp(k, kl, cur->lo, cur->lol);
+    return r < 0 || (r == 0 && cur->lo_ex);
+}
+
+/* Puts the snapshot cursor on the first entry after the position (or at
+ * the start of the range). */
+static int ec_position(ost_map_cursor *cur) {
+    ost_conn *c = cur->c;
+    ost__ecur_close(cur->ec);
+    cur->ec = NULL;
+    int rc = ost__ecur_open(c->st, c->rtxn, cur->m->oid, &cur->ec);
+    if (rc) return rc;
+    cur->ec_gen = c->snap_gen;
+    const uint8_t *t = NULL;
+    size_t tl = 0;
+    bool ex = false;
+    if (cur->has_last) t = cur->last, tl = cur->lastl, ex = true;
+    else if (!cur->reverse && cur->has_lo) t = cur->lo, tl = cur->lol, ex = cur->lo_ex;
+    else if (cur->reverse && cur->has_hi) t = cur->hi, tl = cur->hil, ex = cur->hi_ex;
+    rc = ost__ecur_seek(cur->ec, t, tl, cur->reverse);
+    if (rc == 0 && ex) {
+        const uint8_t *k;
+        size_t kl;
+        ost__entry e;
+        if ((rc = ost__ecur_get(cur->ec, &k, &kl, &e))) return rc;
+        if (kcmp(k, kl, t, tl) == 0) rc = ost__ecur_step(cur->ec, cur->reverse);
+    }
+    return rc == OST_ENOTFOUND ? 0 : rc;
+}
+
+/* The pending node after the position, in the cursor's direction. */
+static pnode *pend_next(ost_map_cursor *cur) {
+    ost__map *m = cur->m;
+    if (!m->head->next[0]) return NULL;
+    const uint8_t *t = NULL;
+    size_t tl = 0;
+    bool ex = false;
+    if (cur->has_last) t = cur->last, tl = cur->lastl, ex = true;
+    else if (!cur->reverse && cur->has_lo) t = cur->lo, tl = cur->lol, ex = cur->lo_ex;
+    else if (cur->reverse && cur->has_hi) t = cur->hi, tl = cur->hil, ex = cur->hi_ex;
+    if (!cur->reverse) return t ? sl_seek(m, t, tl, ex, NULL) : m->head->next[0];
+    return t ? sl_before(m, t, tl, !ex) : sl_last(m);
+}
+
+static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
+    ost_conn *c = cur->c;
+    ost__map *m = cur->m;
+    int rc;
+    if (!cur->ec || cur->ec_gen != c->snap_gen) {
+        if ((rc = ec_position(cur))) return eng_fail(c, m, rc);
+    }
+    for (;;) {
+        const uint8_t *dk = NULL, *k;
+        size_t dkl = 0, kl;
+        ost__entry e;
+        rc = ost__ecur_get(cur->ec, &dk, &dkl, &e);
+        if (rc == OST_ENOTFOUND) dk = NULL;
+        else if (rc) return eng_fail(c, m, rc);
+        pnode *n = pend_next(cur);
+        if (!dk && !n) return OST_ENOTFOUND;
+        int r = !dk ? 1 : !n ? -1 : kcmp(dk, dkl, PKEY(n), n->klen);
+        if (cur->reverse && dk && n) r = -r;
+        /* r < 0: the snapshot's entry comes first; > 0: the pending one; 0: both */
+        if (r <= 0) k = dk, kl = dkl;
+        else k = PKEY(n), kl = n->klen;
+        if (past_end(cur, k, kl)) return OST_ENOTFOUND;
+        memcpy(cur->last, k, kl); /* k may point into the cursor's page */
+        cur->lastl = kl;
+        cur->has_last = true;
+        ost_value v = 0;
+        if (r < 0) {
+            if ((rc = decode_val(c, m, cur->last, kl, &e, &v))) return rc;
+        } else if (node_present(n)) {
+            v = ost_incref(n->val);
+        }
+        if (r <= 0 && (rc = ost__ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND)
+            return eng_fail(c, m, rc);
+        if (!v) continue; /* deleted in this transaction */
+        ost_value kv = ost__mkey_decode(&m->kind, cur->last, kl);
+        if (!kv) {
+            ost_release(v);
+            return ost__c_fail(c, OST_ECORRUPT, "map %llu: a key does not decode as %s",
+                               (unsigned long long)m->oid, m->kind.canon);
+        }
+        ost_decref(cur->key);
+        ost_release(cur->val);
+        cur->key = kv;
+        cur->val = v;
+        if (key) *key = kv;
+        if (val) *val = v;
+        return 0;
+    }
+}
+
+int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key, ost_value *val) {
+    if (key) *key = 0;
+    if (val) *val = 0;
+    if (!cur) return OST_EINVAL;
+    ost_conn *c = cur->c;
+    if (cur->gen != c->txn_gen)
+        return ost__c_fail(c, OST_ETXN, "map cursor: its transaction has ended");
+    if (cur->done) return OST_ENOTFOUND;
+    int rc = ost__conn_lock(c);
+    if (!rc) rc = cursor_step(cur, key, val);
+    uv_rwlock_rdunlock(&c->st->maplock);
+    if (rc == OST_ENOTFOUND) cur->done = true;
+    return rc;
+}
+
+static int end_key(ost_conn *c, ost_value v, bool last, ost_value *key) {
+    if (key) *key = 0;
+    if (!key) return OST_EINVAL;
+    ost_map_range r = {.reverse = last};
+    ost_map_cursor *cur;
+    int rc = ost_map_cursor_open(c, v, &r, &cur);
+    if (rc) return rc;
+    ost_value k;
+    rc = ost_map_cursor_next(cur, &k, NULL);
+    if (!rc) *key = ost_incref(k);
+    ost_map_cursor_close(cur);
+    return rc;
+}
+
+int ost_map_first(ost_conn *c, ost_value v, ost_value *key) { return end_key(c, v, false, key); }
+int ost_map_last(ost_conn *c, ost_value v, ost_value *key) { return end_key(c, v, true, key); }
+
+/* ---- commit ------------------------------------------------------------------- */
+
+bool ost__maps_dirty(ost_conn *c) {
+    for (ost__map *m = c->mtouched; m; m = m->tnext)
+        if (m->is_new || m->ndirty) return true;
+    return false;
+}
+
+int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
+    for (ost__map *m = c->mtouched; m; m = m->tnext) {
+        if (m->is_new) {
+            uint8_t rec[128];
+            size_t n = ost__map_record(rec, sizeof rec, m->kind.canon, 0);
+            uint32_t cid;
+            int rc = ost__class_id_cached(c->st, m->is_set ? c->st->set_cls : c->st->map_cls, &cid);
+            if (!rc) rc = ost__pkg_add(p, m->oid, 0, cid, rec, n);
+            if (rc) return ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
+            p->creates_map = true;
+        }
+        if (!m->ndirty) continue;
+        for (pnode *n = m->head->next[0]; n; n = n->next[0]) {
+            if (!(n->flags & P_DIRTY)) continue;
+            const void *data = NULL;
+            size_t len = 0;
+            if (!(n->flags & P_DEL) && !m->is_set) {
+                int rc = ost_dump(c->w, n->val, &data, &len);
+                if (rc) {
+                    if (c->msg[0]) return rc;
+                    ost_value kv = ost__mkey_decode(&m->kind, PKEY(n), n->klen);
+                    ost_buf b = {0};
+                    ost_repr(kv, &b);
+                    ost__c_fail(c, rc, "map %llu, key %.120s: %s", (unsigned long long)m->oid,
+                                b.data ? b.data : "?", ost_writer_errmsg(c->w));
+                    ost_buf_free(&b);
+                    ost_decref(kv);
+                    return rc;
+                }
+            }
+            int rc = ost__pkg_ment(p, m->oid, n->base, PKEY(n), n->klen, data, len,
+                                   (n->flags & P_DEL) ? OST__MENT_DEL : 0);
+            if (rc) return ost__c_fail(c, rc, "out of memory");
+        }
+    }
+    return 0;
+}
+
+void ost__maps_txn_end(ost_conn *c, bool committed) {
+    c->txn_gen++;
+    ost__map *m = c->mtouched, *next;
+    c->mtouched = NULL;
+    for (; m; m = next) {
+        next = m->tnext;
+        m->touched = false;
+        m->tnext = NULL;
+        sl_clear(m);
+        if (m->is_new && !committed) {
+            uint64_t oid = m->oid;
+            map_free(c, m);
+            ost__conn_forget(c, oid);
+        } else {
+            m->is_new = false;
+        }
+    }
+}
+
+void ost__maps_free(ost_conn *c) {
+    ost__maps_txn_end(c, false);
+    for (size_t i = 0; c->maps.mask && i <= c->maps.mask; i++) {
+        ost__ptr_slot *s = &c->maps.slots[i];
+        if (!s->key) continue;
+        ost__map *m = (ost__map *)(uintptr_t)s->val;
+        sl_clear(m);
+        free(m->head);
+        free(m);
+    }
+    ost__ptrtab_free(&c->maps);
+}
+
+/* ---- apply (in the engine's write transaction) -------------------------------- */
+
+/* The key's repr for a message, from its encoding. */
+static void key_text(ost_store *st, void *txn, uint64_t map, const uint8_t *k, size_t kl, char *out,
+                     size_t cap) {
+    snprintf(out, cap, "(%zu encoded bytes)", kl);
+    uint8_t kb[8];
+    ost__be64(kb, map);
+    MDB_val rk = {8, kb}, rv;
+    if (mdb_get(txn, st->recs, &rk, &rv) || rv.mv_size <= OST_HDR_SIZE) return;
+    /* the kind is the record's second string: 'kind', then the kind */
+    const uint8_t *p = (const uint8_t *)rv.mv_data + OST_HDR_SIZE;
+    size_t n = rv.mv_size - OST_HDR_SIZE, off = 4 + 5 + 4;
+    if (n < off + 5 || p[off] != 'X') return;
+    uint32_t l = (uint32_t)p[off + 1] | (uint32_t)p[off + 2] << 8 | (uint32_t)p[off + 3] << 16 |
+                 (uint32_t)p[off + 4] << 24;
+    char ks[80];
+    if (l >= sizeof ks || off + 5 + l > n) return;
+    memcpy(ks, p + off + 5, l);
+    ks[l] = 0;
+    ost__mkind kind;
+    if (ost__mkind_parse(ks, &kind)) return;
+    ost_value kv = ost__mkey_decode(&kind, k, kl);
+    ost_buf b = {0};
+    if (kv && ost_repr(kv, &b) == 0) snprintf(out, cap, "%.200s", b.data);
+    ost_buf_free(&b);
+    ost_decref(kv);
+}
+
+typedef struct {
+    uint64_t map;
+    int64_t delta;
+} mdelta;
+
+int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
+    mdelta small[8], *d = small;
+    size_t nd = 0, capd = 8;
+    int rc = 0;
+    for (size_t i = 0; i < p->nments && !rc; i++) {
+        ost__ment *me = &p->ments[i];
+        const uint8_t *k = p->bytes + me->koff;
+        int64_t dl = 0;
+        if (me->flags & OST__MENT_BLIND) {
+            bool existed;
+            rc = ost__ent_put(st, txn, me->map, k, me->klen, serial, p->bytes + me->voff, me->vlen,
+                              &existed);
+            dl = !existed;
+        } else {
+            ost__entry e;
+            rc = ost__ent_get(st, txn, me->map, k, me->klen, &e);
+            uint64_t cur = rc == 0 ? e.serial : 0;
+            if (rc == OST_ENOTFOUND) rc = 0;
+            if (rc) break;
+            if (cur != me->base) {
+                char kt[240];
+                key_text(st, txn, me->map, k, me->klen, kt, sizeof kt);
+                snprintf(p->msg, sizeof p->msg,
+                         "conflict on map %llu, key %s: commit %llu %s it after this transaction "
+                         "read it",
+                         (unsigned long long)me->map, kt, (unsigned long long)(cur ? cur : serial - 1),
+                         !cur ? "deleted" : me->base ? "changed" : "added");
+                rc = OST_ECONFLICT;
+                break;
+            }
+            if (me->flags & OST__MENT_DEL) {
+                if (cur) {
+                    rc = ost__ent_del(st, txn, me->map, k, me->klen);
+                    dl = -1;
+                }
+            } else {
+                rc = ost__ent_put(st, txn, me->map, k, me->klen, serial, p->bytes + me->voff,
+                                  me->vlen, NULL);
+                dl = !cur;
+            }
+        }
+        if (rc) break;
+        if (!nd || d[nd - 1].map != me->map) {
+            size_t j = 0;
+            while (j < nd && d[j].map != me->map) j++;
+            if (j == nd) {
+                if (nd == capd) {
+                    mdelta *nn = malloc(capd * 2 * sizeof *nn);
+                    if (!nn) {
+                        rc = OST_ENOMEM;
+                        break;
+                    }
+                    memcpy(nn, d, nd * sizeof *d);
+                    if (d != small) free(d);
+                    d = nn;
+                    capd *= 2;
+                }
+                d[nd++] = (mdelta){me->map, 0};
+            } else {
+                mdelta t = d[j];
+                d[j] = d[nd - 1];
+                d[nd - 1] = t;
+            }
+        }
+        d[nd - 1].delta += dl;
+    }
+    for (size_t j = 0; j < nd && !rc; j++) {
+        rc = ost__map_count_add(st, txn, d[j].map, d[j].delta, serial);
+        if (rc == OST_ECONFLICT)
+            snprintf(p->msg, sizeof p->msg,
+                     "conflict on map %llu: it was removed (pack) after this transaction read it",
+                     (unsigned long long)d[j].map);
+        else if (rc == OST_ECORRUPT)
+            snprintf(p->msg, sizeof p->msg, "map %llu: its record is not a map record",
+                     (unsigned long long)d[j].map);
+    }
+    if (rc == OST_ENOMEM) snprintf(p->msg, sizeof p->msg, "out of memory");
+    if (d != small) free(d);
+    return rc;
+}
+
+/* ---- bulk loading ---------------------------------------------------------------- */
+
+int ost__map_encode_for(ost_conn *c, ost_value v, ost_value key, uint64_t *oid, bool *is_set,
+                        uint8_t *kb, size_t *kl) {
+    int rc;
+    ost__map *m = map_of(c, v, &rc);
+    if (!m) return rc;
+    if (m->is_new)
+        return ost__c_fail(c, OST_EINVAL, "map %llu is not stored yet: commit it before loading into it",
+                           (unsigned long long)m->oid);
+    *oid = m->oid;
+    *is_set = m->is_set;
+    return encode_key(c, m->oid, &m->kind, key, false, kb, kl);
+}
+
+static __thread const uint8_t *t_sort_bytes;
+
+static int ment_cmp(const void *a, const void *b) {
+    const ost__ment *x = a, *y = b;
+    if (x->map != y->map) return x->map < y->map ? -1 : 1;
+    int r = kcmp(t_sort_bytes + x->koff, x->klen, t_sort_bytes + y->koff, y->klen);
+    if (r) return r;
+    return x->koff < y->koff ? -1 : x->koff > y->koff; /* later sets win */
+}
+
+void ost__pkg_sort_ments(ost__pkg *p) {
+    if (p->nments < 2) return;
+    t_sort_bytes = p->bytes;
+    qsort(p->ments, p->nments, sizeof *p->ments, ment_cmp);
+    t_sort_bytes = NULL;
+}
