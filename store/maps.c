@@ -554,7 +554,7 @@ static int begin_op(ost_conn *c, ost_value v, ost_value key, ost__map **mp, uint
 int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
     if (val) *val = 0;
     if (!val) return OST_EINVAL;
-    ost__map *m;
+    ost__map *m = NULL;
     uint8_t kb[KMAX];
     size_t kl;
     int rc = begin_op(c, v, key, &m, kb, &kl);
@@ -591,7 +591,7 @@ int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
 }
 
 int ost_map_contains(ost_conn *c, ost_value v, ost_value key) {
-    ost__map *m;
+    ost__map *m = NULL;
     uint8_t kb[KMAX];
     size_t kl;
     int rc = begin_op(c, v, key, &m, kb, &kl);
@@ -608,7 +608,7 @@ int ost_map_contains(ost_conn *c, ost_value v, ost_value key) {
 int ost_map_len(ost_conn *c, ost_value v, uint64_t *out) {
     if (out) *out = 0;
     if (!out) return OST_EINVAL;
-    ost__map *m;
+    ost__map *m = NULL;
     int rc = begin_op(c, v, 0, &m, NULL, NULL);
     if (rc) return rc;
     uint64_t n = 0;
@@ -667,7 +667,7 @@ static int check_writable(ost_conn *c) {
 }
 
 int ost_map_set(ost_conn *c, ost_value v, ost_value key, ost_value val) {
-    ost__map *m;
+    ost__map *m = NULL;
     uint8_t kb[KMAX];
     size_t kl;
     int rc = c ? check_writable(c) : OST_EINVAL;
@@ -713,7 +713,7 @@ int ost_map_del(ost_conn *c, ost_value v, ost_value key) {
 
 struct ost_map_cursor {
     ost_conn *c;
-    ost__map *m;
+    ost__map *m = NULL;
     uint64_t gen;     /* the transaction it belongs to */
     bool reverse, started, done;
     bool has_lo, has_hi, lo_ex, hi_ex, has_last;
