@@ -713,7 +713,7 @@ int ost_map_del(ost_conn *c, ost_value v, ost_value key) {
 
 struct ost_map_cursor {
     ost_conn *c;
-    ost__map *m = NULL;
+    ost__map *m;
     uint64_t gen;     /* the transaction it belongs to */
     bool reverse, started, done;
     bool has_lo, has_hi, lo_ex, hi_ex, has_last;
