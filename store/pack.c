@@ -4,7 +4,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "entries.h"
 #include "store_internal.h"
+
+/* The class ids of ostore.maps.OrderedMap and OrderedSet in t (0 when the
+ * store has none; class ids start at 1). */
+static void map_cids(ost_store *st, MDB_txn *t, uint32_t ids[2]) {
+    static const char *const names[2] = {"OrderedMap", "OrderedSet"};
+    for (int i = 0; i < 2; i++) {
+        char key[40];
+        int n = snprintf(key, sizeof key, "nostore.maps%c%s", 0, names[i]);
+        MDB_val k = {(size_t)n, key}, v;
+        ids[i] = 0;
+        if (mdb_get(t, st->classes, &k, &v) == 0 && v.mv_size == 4) memcpy(&ids[i], v.mv_data, 4);
+    }
+}
+
+static bool is_map_cid(const uint32_t ids[2], uint32_t cid) {
+    return cid && (cid == ids[0] || cid == ids[1]);
+}
 
 /* ---- pack ---------------------------------------------------------------- */
 
@@ -15,6 +33,7 @@ typedef struct {
     uint64_t *stack;
     size_t len, cap;
     bool overflow; /* the stack was full: a rescan pass is needed */
+    uint32_t map_cids[2];
 } mark_ctx;
 
 #define MARK_STACK_MAX ((size_t)1 << 20)
@@ -49,14 +68,40 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
     if (rc) return rc;
     /* a reachable record whose references cannot be read: what it refers
      * to is unknown, so nothing may be removed */
-    if (v.mv_size < OST_HDR_SIZE + 2 ||
+    uint64_t serial;
+    uint32_t cid;
+    if (v.mv_size < OST_HDR_SIZE + 2 || ost__hdr_read(&v, &serial, &cid) ||
         ost__scan_pids((uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE,
                        mark_ref, m))
         return ost__st_fail(st, OST_ECORRUPT,
                             "%s: pack: oid %llu does not decode, so what it refers to is "
                             "unknown; nothing was removed (see ost_store_check)",
                             st->path, (unsigned long long)oid);
-    return 0;
+    if (!is_map_cid(m->map_cids, cid)) return 0;
+    /* a map: what its entries' values refer to is reachable too */
+    ost__ecur *ec;
+    if ((rc = ost__ecur_open(st, t, oid, &ec))) return rc == OST_ENOTFOUND ? 0 : rc;
+    for (rc = ost__ecur_seek(ec, NULL, 0, false); rc == 0; rc = ost__ecur_step(ec, false)) {
+        const uint8_t *k;
+        size_t kl;
+        ost__entry e;
+        if ((rc = ost__ecur_get(ec, &k, &kl, &e)) ||
+            (e.len && ost__scan_pids(e.data, e.len, mark_ref, m))) {
+            ost__ecur_close(ec);
+            return ost__st_fail(st, OST_ECORRUPT,
+                                "%s: pack: an entry of map %llu does not decode, so what it "
+                                "refers to is unknown; nothing was removed (see ost_store_check)",
+                                st->path, (unsigned long long)oid);
+        }
+    }
+    ost__ecur_close(ec);
+    return rc == OST_ENOTFOUND ? 0 : rc;
+}
+
+/* ost__ent_each_map's callback: the entries of unreachable maps go. */
+static int sweep_map(void *ud, uint64_t map) {
+    mark_ctx *m = ud;
+    return map < m->limit && bit(m->reach, map) ? 0 : 1;
 }
 
 /* One attempt; *mdb_rc gets the LMDB code the attempt ended with, so that
@@ -89,6 +134,7 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
         code = ost__st_fail(st, OST_ENOMEM, "out of memory for %zu-byte bitmaps", bytes);
         goto out;
     }
+    map_cids(st, t, m.map_cids);
     mark_ref(&m, 0);
     for (;;) {
         while (m.len && !rc) {
@@ -125,6 +171,8 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
         mdb_cursor_close(cur);
         if (rc == MDB_NOTFOUND) rc = 0;
     }
+    /* the entries of maps that are gone (or were never reachable) */
+    if (!rc) rc = ost__ent_each_map(st, t, sweep_map, &m);
     /* the invalidation log restarts: caches older than now reload all */
     if (!rc) rc = mdb_drop(t, st->txlog, 0);
     if (!rc) {
@@ -176,13 +224,125 @@ int ost_store_pack(ost_store *st, uint64_t *removed) {
 /* ---- check ---------------------------------------------------------------- */
 
 typedef struct {
+    uint64_t oid, count;
+    ost__mkind kind;
+    bool is_set;
+} check_map;
+
+typedef struct {
     ost_store *st;
     MDB_txn *t;
     uint64_t holder;
     ost_check_fn report;
     void *ud;
     uint64_t problems;
+    check_map *maps; /* the map records seen, in oid order */
+    size_t nmaps, capmaps;
 } check_ctx;
+
+static void problem(check_ctx *c, uint64_t oid, int err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void problem(check_ctx *c, uint64_t oid, int err, const char *fmt, ...) {
+    c->problems++;
+    if (!c->report) return;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    ost__vfmt(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->report(c->ud, oid, 0, err, msg);
+}
+
+/* Notes map record oid (its decoded state is val). */
+static void check_map_record(check_ctx *c, uint64_t oid, bool is_set, ost_value val,
+                             const MDB_val *v) {
+    ost_value kv = ost_typeof(val) == OST_T_DICT ? ost_dict_get_c(val, "kind") : 0;
+    const char *ks = ost_typeof(kv) == OST_T_STR ? ost_data(kv, NULL) : NULL;
+    check_map cm = {.oid = oid, .is_set = is_set};
+    if (!ks || ost__mkind_parse(ks, &cm.kind) ||
+        ost__map_record_count((uint8_t *)v->mv_data + OST_HDR_SIZE, v->mv_size - OST_HDR_SIZE,
+                              &cm.count)) {
+        problem(c, oid, OST_ECORRUPT, "oid %llu: a map record without a valid kind and count",
+                (unsigned long long)oid);
+        return;
+    }
+    if (c->nmaps == c->capmaps) {
+        size_t cap = c->capmaps ? c->capmaps * 2 : 16;
+        check_map *n = realloc(c->maps, cap * sizeof *n);
+        if (!n) {
+            problem(c, oid, OST_ENOMEM, "oid %llu: out of memory: its entries are not checked",
+                    (unsigned long long)oid);
+            return;
+        }
+        c->maps = n;
+        c->capmaps = cap;
+    }
+    c->maps[c->nmaps++] = cm;
+}
+
+/* Reads every entry of map cm: keys decode as its kind, values decode and
+ * refer to existing objects, and they add up to its count. */
+static int check_entries(check_ctx *c, ost_reader *r, const check_map *cm) {
+    ost__ecur *ec;
+    int rc = ost__ecur_open(c->st, c->t, cm->oid, &ec);
+    if (rc) return rc == OST_ENOTFOUND ? 0 : rc;
+    uint64_t n = 0;
+    c->holder = cm->oid;
+    for (rc = ost__ecur_seek(ec, NULL, 0, false); rc == 0; rc = ost__ecur_step(ec, false)) {
+        const uint8_t *k;
+        size_t kl;
+        ost__entry e;
+        n++;
+        if (ost__ecur_get(ec, &k, &kl, &e)) {
+            problem(c, cm->oid, OST_ECORRUPT, "map %llu: an entry shorter than its serial",
+                    (unsigned long long)cm->oid);
+            continue;
+        }
+        ost_value key = ost__mkey_decode(&cm->kind, k, kl);
+        if (!key) {
+            problem(c, cm->oid, OST_ECORRUPT, "map %llu: a key of %zu bytes does not decode as %s",
+                    (unsigned long long)cm->oid, kl, cm->kind.canon);
+            continue;
+        }
+        ost_buf b = {0};
+        ost_repr(key, &b);
+        ost_decref(key);
+        if (cm->is_set && e.len)
+            problem(c, cm->oid, OST_ECORRUPT, "set %llu: key %.200s has a value",
+                    (unsigned long long)cm->oid, b.data ? b.data : "");
+        if (!cm->is_set) {
+            ost_value val;
+            int lrc = ost_load(r, e.data, e.len, &val, NULL);
+            if (lrc)
+                problem(c, cm->oid, lrc, "map %llu: the entry of key %.200s does not decode: %s",
+                        (unsigned long long)cm->oid, b.data ? b.data : "", ost_reader_errmsg(r));
+            else
+                ost_release(val);
+        }
+        ost_buf_free(&b);
+    }
+    ost__ecur_close(ec);
+    if (rc != OST_ENOTFOUND) return rc;
+    if (n != cm->count)
+        problem(c, cm->oid, OST_ECORRUPT, "map %llu: its record counts %llu entries, it has %llu",
+                (unsigned long long)cm->oid, (unsigned long long)cm->count, (unsigned long long)n);
+    return 0;
+}
+
+/* ost__ent_each_map's callback: entries whose map has no map record. */
+static int check_orphans(void *ud, uint64_t map) {
+    check_ctx *c = ud;
+    size_t lo = 0, hi = c->nmaps;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->maps[mid].oid < map) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == c->nmaps || c->maps[lo].oid != map)
+        problem(c, map, OST_ECORRUPT, "entries of oid %llu, which is not a map (or has no record)",
+                (unsigned long long)map);
+    return 0;
+}
 
 static int check_load(void *ud, ost_value pid, ost_value *obj) {
     check_ctx *c = ud;
@@ -218,7 +378,11 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     ost_reader_set_persistent_load(r, check_load, &c);
     int rc = ost__locked_txn_begin(st, MDB_RDONLY, &c.t);
     MDB_cursor *cur = NULL;
-    if (!rc) rc = mdb_cursor_open(c.t, st->recs, &cur);
+    uint32_t mcids[2] = {0, 0};
+    if (!rc) {
+        map_cids(st, c.t, mcids);
+        rc = mdb_cursor_open(c.t, st->recs, &cur);
+    }
     uint64_t n = 0;
     MDB_val k, v;
     bool root = false;
@@ -255,9 +419,13 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
             if (report) report(ud, c.holder, 0, lrc, msg);
             continue;
         }
+        if (is_map_cid(mcids, cid)) check_map_record(&c, c.holder, cid == mcids[1], val, &v);
         ost_release(val);
     }
     if (rc == MDB_NOTFOUND) rc = 0;
+    for (size_t i = 0; !rc && i < c.nmaps; i++) rc = check_entries(&c, r, &c.maps[i]);
+    if (!rc) rc = ost__ent_each_map(st, c.t, check_orphans, &c);
+    free(c.maps);
     if (cur) mdb_cursor_close(cur);
     if (c.t) mdb_txn_abort(c.t);
     uv_rwlock_rdunlock(&st->maplock);
