@@ -32,7 +32,8 @@ for m in re.finditer(r'X\((\w+), (-\d+), "([^"]+)"\)', common):
     out.append("| `OST_%s` | %s | %s |" % m.groups())
 out.append("")
 titles = [("common.h", "Version and errors"), ("value.h", "Values"),
-          ("pickle.h", "Pickling"), ("hooks.h", "Hooks"), ("store.h", "Store")]
+          ("pickle.h", "Pickling"), ("hooks.h", "Hooks"), ("store.h", "Store"),
+          ("maps.h", "Ordered maps")]
 decl = re.compile(r"((?:/\*(?:[^*]|\*(?!/))*\*/\s*)?)OST_EXTERN\s+([^;]+);", re.S)
 for h, title in titles:
     text = open(root + "/include/ostore/" + h, encoding="utf-8").read()
