@@ -895,3 +895,12 @@ void ost__conn_forget(ost_conn *c, uint64_t oid) {
     ost__ptr_slot *s = ost__ptrtab_find(&c->by_oid, (uintptr_t)(oid + 1));
     if (s->key) cache_remove(c, s->val);
 }
+
+/* After a bulk load: the next read takes a new snapshot, which sees the
+ * loader's batches, as a transaction boundary does. */
+void ost__conn_refresh(ost_conn *c) {
+    uv_rwlock_rdlock(&c->st->maplock);
+    end_snapshot(c);
+    c->at_boundary = true;
+    uv_rwlock_rdunlock(&c->st->maplock);
+}

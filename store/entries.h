@@ -32,9 +32,12 @@ typedef struct {
 int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
                  ost__entry *e);
 /* Writes entry (map, key) = (serial, data[0..len)). *existed (if not
- * NULL) says whether the key was there before. */
+ * NULL) says whether the key was there before. append (if not NULL) is a
+ * hint for keys given in ascending order: while *append is true the key
+ * is first tried as beyond every key (a cheap append); when it is not,
+ * *append becomes false and the put goes the usual way. */
 int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
-                 uint64_t serial, const void *data, size_t len, bool *existed);
+                 uint64_t serial, const void *data, size_t len, bool *existed, bool *append);
 /* Removes entry (map, key): 0 or OST_ENOTFOUND. */
 int ost__ent_del(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen);
 /* Removes every entry of map; *n (if not NULL) gets how many. */

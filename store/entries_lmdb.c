@@ -46,23 +46,31 @@ int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
 }
 
 int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
-                 uint64_t serial, const void *data, size_t len, bool *existed) {
+                 uint64_t serial, const void *data, size_t len, bool *existed, bool *append) {
     if (st->no_ments) return OST_EREADONLY;
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX];
     MDB_val k = full_key(buf, map, key, klen), v = {8 + len, NULL};
-    unsigned flags = MDB_RESERVE;
-    if (existed) {
+    int rc = MDB_KEYEXIST;
+    if (append && *append) {
+        rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE | MDB_APPEND);
+        if (rc == MDB_KEYEXIST) {
+            *append = false; /* not beyond the last key: plain puts from now */
+            v = (MDB_val){8 + len, NULL};
+        } else if (rc) {
+            return rc;
+        } else if (existed) {
+            *existed = false;
+        }
+    }
+    if (rc == MDB_KEYEXIST) {
         /* one descent for a new key: NOOVERWRITE says whether it existed */
-        int rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE | MDB_NOOVERWRITE);
-        *existed = rc == MDB_KEYEXIST;
-        if (rc && rc != MDB_KEYEXIST) return rc;
+        rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE | (existed ? MDB_NOOVERWRITE : 0));
+        if (existed) *existed = rc == MDB_KEYEXIST;
         if (rc == MDB_KEYEXIST) {
             v = (MDB_val){8 + len, NULL};
-            if ((rc = mdb_put(txn, st->ments, &k, &v, flags))) return rc;
+            rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE);
         }
-    } else {
-        int rc = mdb_put(txn, st->ments, &k, &v, flags);
         if (rc) return rc;
     }
     le64(v.mv_data, serial);

@@ -331,6 +331,7 @@ int ost_loader_close(ost_loader *l) {
     wait_inflight(l);
     /* after a failure, the batch being filled is not stored either */
     if (l->err && l->cur_start < l->good_below) l->good_below = l->cur_start;
+    ost__conn_refresh(l->c); /* the connection sees what was loaded */
     hand_over(l, l->good_below);
     int rc = l->err;
     if (rc) snprintf(l->c->msg, sizeof l->c->msg, "%s", l->msg); /* outlives l */

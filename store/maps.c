@@ -1017,6 +1017,7 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
     mdelta small[8], *d = small;
     size_t nd = 0, capd = 8;
     int rc = 0;
+    bool append = true; /* the loader's sorted batches of new keys append */
     for (size_t i = 0; i < p->nments && !rc; i++) {
         ost__ment *me = &p->ments[i];
         const uint8_t *k = p->bytes + me->koff;
@@ -1024,7 +1025,7 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
         if (me->flags & OST__MENT_BLIND) {
             bool existed;
             rc = ost__ent_put(st, txn, me->map, k, me->klen, serial, p->bytes + me->voff, me->vlen,
-                              &existed);
+                              &existed, &append);
             dl = !existed;
         } else {
             ost__entry e;
@@ -1050,7 +1051,7 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
                 }
             } else {
                 rc = ost__ent_put(st, txn, me->map, k, me->klen, serial, p->bytes + me->voff,
-                                  me->vlen, NULL);
+                                  me->vlen, NULL, NULL);
                 dl = !cur;
             }
         }

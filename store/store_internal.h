@@ -190,6 +190,7 @@ int ost__conn_lock(ost_conn *c); /* maplock + snapshot; caller unlocks */
 int ost__conn_new_oid(ost_conn *c, uint64_t *oid);
 int ost__conn_cache_add(ost_conn *c, ost_value obj, uint64_t oid);
 void ost__conn_forget(ost_conn *c, uint64_t oid);
+void ost__conn_refresh(ost_conn *c);
 
 /* maps.c */
 int ost__mkind_parse(const char *s, ost__mkind *k);
