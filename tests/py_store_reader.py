@@ -7,22 +7,28 @@ the C library (docs/format.md).
 
 Output, one line each, in this order:
 
-    meta format=1 next_oid=N last_serial=N next_class=N
+    meta format=F next_oid=N last_serial=N next_class=N
     class ID module.Name                      (one per class, by id)
     oid OID serial S class module.Name refs [OIDS] state REPR
+    entry MAP KEY serial S refs [OIDS] value REPR   (format 2: map entries)
 
 REPR is the repr of the unpickled state, where a reference to another stored
 object (a BINPERSID whose pid is the oid) reads ('ref', OID) and an instance
 of any class named inside a pickle reads module.Name(state). Records appear
 in oid order; refs lists the oids the record references, in pickle order,
-each once.
+each once. Map entries follow the records, by map oid, each map's in the
+order the store keeps them, their keys decoded from the order-preserving
+encoding (docs/format.md) as the map's kind says.
 
 The program checks what the format promises and exits 1, with a line
 starting "error" on standard error, when: the magic or format is wrong, a
 key is not 8 bytes, a header's reserved bytes are not zero, a class id is
 not in the class table, a record's serial is above meta.last_serial, an oid
 is not below meta.next_oid, a reference names an oid with no record, or the
-root (oid 0) is missing or is not a PersistentMapping with a 'data' dict.
+root (oid 0) is missing or is not a PersistentMapping with a 'data' dict;
+and for maps: entries of an oid that is not a map, a key that does not
+decode as the map's kind, keys out of Python's order (sorted()), a count
+in the map's record that is not its number of entries.
 """
 import io
 import pickle
@@ -76,6 +82,45 @@ def u64(txn, db, key):
     return struct.unpack("<Q", value)[0]
 
 
+def parse_kind(kind):
+    """'int' -> ['int'], '(int, str)' -> ('int', 'str')"""
+    if kind.startswith("("):
+        return tuple(e.strip() for e in kind[1:-1].split(",") if e.strip())
+    return [kind]
+
+
+def decode_key(kind, b):
+    """The key whose encoding is b, for a kind from parse_kind."""
+    out, i = [], 0
+    for el in kind:
+        if el == "int":
+            out.append(struct.unpack(">Q", b[i:i + 8])[0] - (1 << 63))
+            i += 8
+            continue
+        if isinstance(kind, list):  # a lone str or bytes key: raw bytes
+            raw, i = b[i:], len(b)
+        else:
+            raw = bytearray()
+            while True:
+                c = b[i]
+                i += 1
+                if c:
+                    raw.append(c)
+                    continue
+                c = b[i]
+                i += 1
+                if c == 0:
+                    break
+                if c != 1:
+                    raise ValueError("bad escape")
+                raw.append(0)
+            raw = bytes(raw)
+        out.append(raw.decode("utf-8", "surrogatepass") if el == "str" else bytes(raw))
+    if i != len(b):
+        raise ValueError("trailing bytes")
+    return tuple(out) if isinstance(kind, tuple) else out[0]
+
+
 def main(path):
     env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
     meta = env.open_db(b"meta", create=False)
@@ -86,8 +131,8 @@ def main(path):
         if txn.get(b"ostore", db=meta) != b"ostore":
             raise SystemExit("error: not an ostore store (no magic)")
         fmt = u64(txn, meta, b"format")
-        if fmt != 1:
-            raise SystemExit("error: format %d, this reader knows 1" % fmt)
+        if fmt not in (1, 2):
+            raise SystemExit("error: format %d, this reader knows 1 and 2" % fmt)
         next_oid = u64(txn, meta, b"next_oid")
         last_serial = u64(txn, meta, b"last_serial")
         next_class = u64(txn, meta, b"next_class")
@@ -110,6 +155,7 @@ def main(path):
 
         present = set()
         refs_of = {}
+        maps = {}  # oid -> (kind, count)
         root = None
         for key, value in txn.cursor(db=records):
             if len(key) != 8:
@@ -136,10 +182,44 @@ def main(path):
                 errors.append("oid %d: record does not unpickle: %s" % (oid, e))
                 continue
             refs_of[oid] = reader.refs
+            if names.get(cid) in ("ostore.maps.OrderedMap", "ostore.maps.OrderedSet"):
+                maps[oid] = (parse_kind(state["kind"]), state["count"])
             if oid == 0:
                 root = (names.get(cid), state)
             print("oid %d serial %d class %s refs %r state %r"
                   % (oid, serial, names.get(cid, "?"), reader.refs, state))
+
+        ments = env.open_db(b"mapents", txn=txn, create=False) if fmt >= 2 else None
+        seen = {}
+        for key, value in (txn.cursor(db=ments) if ments is not None else ()):
+            map_oid, = struct.unpack(">Q", key[:8])
+            if map_oid not in maps:
+                errors.append("entries of oid %d, which is not a map" % map_oid)
+                continue
+            kind = maps[map_oid][0]
+            try:
+                k = decode_key(kind, key[8:])
+            except (ValueError, IndexError, UnicodeDecodeError) as e:
+                errors.append("map %d: key %s does not decode: %s" % (map_oid, key[8:].hex(), e))
+                continue
+            keys = seen.setdefault(map_oid, [])
+            if keys and not keys[-1] < k:
+                errors.append("map %d: key %r after %r: not Python's order" % (map_oid, k, keys[-1]))
+            keys.append(k)
+            serial, = struct.unpack("<Q", value[:8])
+            reader = RecordReader(value[8:])
+            try:
+                val = reader.load() if len(value) > 8 else None
+            except Exception as e:
+                errors.append("map %d: entry %r does not unpickle: %s" % (map_oid, k, e))
+                continue
+            refs_of.setdefault(map_oid, []).extend(r for r in reader.refs
+                                                   if r not in refs_of[map_oid])
+            print("entry %d %r serial %d refs %r value %r" % (map_oid, k, serial, reader.refs, val))
+        for map_oid, (kind, count) in sorted(maps.items()):
+            if len(seen.get(map_oid, ())) != count:
+                errors.append("map %d: record counts %d entries, has %d"
+                              % (map_oid, count, len(seen.get(map_oid, ()))))
 
     for oid, refs in sorted(refs_of.items()):
         for r in refs:

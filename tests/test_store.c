@@ -2240,7 +2240,7 @@ Test(store, python_reads_what_c_wrote) {
     char *out = py_reader(F.dir, &status);
     cr_assert_eq(status, 0, "the reader failed:\n%s", out);
     unsigned long long next_oid = 0;
-    cr_assert_eq(sscanf(out, "meta format=1 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
+    cr_assert_eq(sscanf(out, "meta format=2 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
                  1, "%s", out);
     cr_assert_geq(next_oid, 5);
     expect_line(out, "class 1 persistent.mapping.PersistentMapping");
@@ -2268,5 +2268,63 @@ Test(store, python_reads_what_c_wrote) {
     cr_assert_neq(status, 0, "%s", out);
     cr_assert(strstr(out, "error: oid 1 refers to missing oid 3"), "%s", out);
     cr_assert(strstr(out, "error: oid 2 refers to missing oid 3"), "%s", out);
+    free(out);
+}
+
+/* Python, reading the store with python3-lmdb alone (tests/py_store_reader.py),
+ * finds every map entry in sorted() order for keys of every kind, decodes
+ * each key from its encoding, and finds each map's count right. */
+Test(store, python_reads_maps_in_sorted_order) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    static const char *const kinds[] = {"int", "str", "bytes", "(int, str)", "(str, bytes, int)"};
+    ost_value maps[5];
+    srand(7);
+    size_t total = 0;
+    for (int k = 0; k < 5; k++) {
+        cr_assert_eq(ost_map_new(c, kinds[k], &maps[k]), 0, "%s", ost_conn_errmsg(c));
+        char name[8];
+        snprintf(name, sizeof name, "m%d", k);
+        root_set(c, name, ost_incref(maps[k]));
+        for (int i = 0; i < 300; i++) {
+            /* small alphabets with NUL and high bytes: shared prefixes,
+             * prefixes of each other, and negative numbers */
+            static const char alpha[] = {'\0', 'a', 'b', '\x7f'};
+            char s[6];
+            size_t n = (size_t)(rand() % 5);
+            for (size_t j = 0; j < n; j++) s[j] = alpha[rand() % 4];
+            uint8_t b[6];
+            size_t bn = (size_t)(rand() % 5);
+            for (size_t j = 0; j < bn; j++) b[j] = (uint8_t)(rand() % 3 == 0 ? 0 : rand() % 3 == 0 ? 0xff : 'x');
+            int64_t iv = (rand() % 5 == 0) ? (rand() % 2 ? INT64_MIN : INT64_MAX) : (int64_t)(rand() % 41) - 20;
+            ost_value key;
+            if (k == 0) key = ost_int(iv);
+            else if (k == 1) key = ost_str(s, n);
+            else if (k == 2) key = ost_bytes(b, bn);
+            else if (k == 3) {
+                key = ost_tuple_new(2);
+                ost_tuple_set(key, 0, ost_int(iv % 4));
+                ost_tuple_set(key, 1, ost_str(s, n));
+            } else {
+                key = ost_tuple_new(3);
+                ost_tuple_set(key, 0, ost_str(s, n % 3));
+                ost_tuple_set(key, 1, ost_bytes(b, bn));
+                ost_tuple_set(key, 2, ost_int(iv));
+            }
+            cr_assert_eq(ost_map_set(c, maps[k], key, ost_int(i)), 0, "%s", ost_conn_errmsg(c));
+        }
+        uint64_t len;
+        cr_assert_eq(ost_map_len(c, maps[k], &len), 0);
+        total += len;
+    }
+    commit_ok(c);
+    ost_store_close(st);
+    int status;
+    char *out = py_reader(F.dir, &status);
+    cr_assert_eq(status, 0, "the reader failed:\n%s", out);
+    size_t entries = 0;
+    for (char *p = out; (p = strstr(p, "\nentry ")); p++) entries++;
+    cr_expect_eq(entries, total, "%zu entries printed, %zu set:\n%s", entries, total, out);
+    cr_expect(total > 500, "only %zu distinct keys", total);
     free(out);
 }
