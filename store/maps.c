@@ -752,9 +752,8 @@ int ost_map_cursor_open(ost_conn *c, ost_value v, const ost_map_range *r, ost_ma
             return rc;
         }
     }
-    /* the cursor outlives no transaction, but may outlive the map state of
-     * a new map that abort drops: touching it keeps it until then */
-    touch(c, m);
+    /* a cursor never outlives its transaction's map state: its steps check
+     * the transaction first (abort frees a new map's state) */
     *out = cur;
     return 0;
 }

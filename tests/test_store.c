@@ -2311,7 +2311,10 @@ Test(store, python_reads_maps_in_sorted_order) {
                 ost_tuple_set(key, 1, ost_bytes(b, bn));
                 ost_tuple_set(key, 2, ost_int(iv));
             }
-            cr_assert_eq(ost_map_set(c, maps[k], key, ost_int(i)), 0, "%s", ost_conn_errmsg(c));
+            /* the value is the key itself, pickled: Python's repr of the
+             * key it decoded must equal that of the value it unpickled */
+            cr_assert_eq(ost_map_set(c, maps[k], key, ost_incref(key)), 0, "%s",
+                         ost_conn_errmsg(c));
         }
         uint64_t len;
         cr_assert_eq(ost_map_len(c, maps[k], &len), 0);
@@ -2323,7 +2326,15 @@ Test(store, python_reads_maps_in_sorted_order) {
     char *out = py_reader(F.dir, &status);
     cr_assert_eq(status, 0, "the reader failed:\n%s", out);
     size_t entries = 0;
-    for (char *p = out; (p = strstr(p, "\nentry ")); p++) entries++;
+    for (char *p = out; (p = strstr(p, "\nentry ")); p++) {
+        entries++;
+        char *key = strchr(p + 7, ' ') + 1, *ks = strstr(key, " serial ");
+        char *val = strstr(key, " value ") + 7, *ve = strchr(val, '\n');
+        cr_assert(ks && val && ve);
+        cr_expect(ks - key == ve - val && memcmp(key, val, (size_t)(ks - key)) == 0,
+                  "a key decoded as %.*s, pickled as %.*s", (int)(ks - key), key,
+                  (int)(ve - val), val);
+    }
     cr_expect_eq(entries, total, "%zu entries printed, %zu set:\n%s", entries, total, out);
     cr_expect(total > 500, "only %zu distinct keys", total);
     free(out);
