@@ -513,8 +513,8 @@ static int decode_val(ost_conn *c, ost__map *m, const uint8_t *key, size_t kl,
 static int eng_fail(ost_conn *c, ost__map *m, int rc) {
     if (rc < 0)
         return c->msg[0] ? rc : ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
-    return ost__c_fail(c, ost__mdb_code(rc), "map %llu: %s", (unsigned long long)m->oid,
-                       mdb_strerror(rc));
+    return ost__c_fail(c, ost__ent_code(rc), "map %llu: %s", (unsigned long long)m->oid,
+                       ost__ent_strerror(rc));
 }
 
 static bool node_present(const pnode *n) {
@@ -984,13 +984,10 @@ void ost__maps_free(ost_conn *c) {
 static void key_text(ost_store *st, void *txn, uint64_t map, const uint8_t *k, size_t kl, char *out,
                      size_t cap) {
     snprintf(out, cap, "(%zu encoded bytes)", kl);
-    uint8_t kb[8];
-    ost__be64(kb, map);
-    MDB_val rk = {8, kb}, rv;
-    if (mdb_get(txn, st->recs, &rk, &rv) || rv.mv_size <= OST_HDR_SIZE) return;
+    const uint8_t *p;
+    size_t n, off = 4 + 5 + 4;
+    if (ost__map_record_get(st, txn, map, &p, &n)) return;
     /* the kind is the record's second string: 'kind', then the kind */
-    const uint8_t *p = (const uint8_t *)rv.mv_data + OST_HDR_SIZE;
-    size_t n = rv.mv_size - OST_HDR_SIZE, off = 4 + 5 + 4;
     if (n < off + 5 || p[off] != 'X') return;
     uint32_t l = (uint32_t)p[off + 1] | (uint32_t)p[off + 2] << 8 | (uint32_t)p[off + 3] << 16 |
                  (uint32_t)p[off + 4] << 24;
@@ -1035,11 +1032,17 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
             if (cur != me->base) {
                 char kt[240];
                 key_text(st, txn, me->map, k, me->klen, kt, sizeof kt);
-                snprintf(p->msg, sizeof p->msg,
-                         "conflict on map %llu, key %s: commit %llu %s it after this transaction "
-                         "read it",
-                         (unsigned long long)me->map, kt, (unsigned long long)(cur ? cur : serial - 1),
-                         !cur ? "deleted" : me->base ? "changed" : "added");
+                if (cur)
+                    snprintf(p->msg, sizeof p->msg,
+                             "conflict on map %llu, key %s: commit %llu %s it after this "
+                             "transaction read it",
+                             (unsigned long long)me->map, kt, (unsigned long long)cur,
+                             me->base ? "changed" : "added");
+                else
+                    snprintf(p->msg, sizeof p->msg,
+                             "conflict on map %llu, key %s: another commit deleted it after this "
+                             "transaction read it",
+                             (unsigned long long)me->map, kt);
                 rc = OST_ECONFLICT;
                 break;
             }
