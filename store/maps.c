@@ -999,7 +999,7 @@ static void key_text(ost_store *st, void *txn, uint64_t map, const uint8_t *k, s
     if (ost__mkind_parse(ks, &kind)) return;
     ost_value kv = ost__mkey_decode(&kind, k, kl);
     ost_buf b = {0};
-    if (kv && ost_repr(kv, &b) == 0) snprintf(out, cap, "%.200s", b.data);
+    if (kv && ost_repr(kv, &b) == 0) snprintf(out, cap, "%.190s", b.data);
     ost_buf_free(&b);
     ost_decref(kv);
 }
@@ -1030,7 +1030,7 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
             if (rc == OST_ENOTFOUND) rc = 0;
             if (rc) break;
             if (cur != me->base) {
-                char kt[240];
+                char kt[200];
                 key_text(st, txn, me->map, k, me->klen, kt, sizeof kt);
                 if (cur)
                     snprintf(p->msg, sizeof p->msg,

@@ -1,9 +1,50 @@
 /* Writes a small store for the format test: python reads it with the
- * program of docs/format.md. Usage: make_store DIR */
+ * program of docs/format.md. The first commit stores the root and three
+ * items; the second adds a map with composite keys (one value a reference
+ * to an item) and a set. Usage: make_store DIR */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "ostore.h"
+
+static int fail(ost_conn *c, const char *what) {
+    fprintf(stderr, "make_store: %s: %s\n", what, ost_conn_errmsg(c));
+    return 1;
+}
+
+/* The map's key (i, s): s may hold NUL bytes, so its length is given. */
+static ost_value key2(int64_t i, const char *s, size_t n) {
+    ost_value t = ost_tuple_new(2);
+    ost_tuple_set(t, 0, ost_int(i));
+    ost_tuple_set(t, 1, ost_str(s, n));
+    return t;
+}
+
+static int add_maps(ost_conn *c) {
+    ost_value m, s, name = ost_str_c("items");
+    ost_value items = ost_root_get(c, name); /* borrowed */
+    ost_decref(name);
+    if (!items || ost_len(items) != 3) return fail(c, "root items");
+    if (ost_map_new(c, "(int, str)", &m)) return fail(c, "ost_map_new");
+    ost_value list = ost_list_new(0);
+    ost_list_append(list, ost_int(1));
+    ost_list_append(list, ost_float(2.5));
+    ost_list_append(list, OST_NONE);
+    if (ost_map_set(c, m, key2(1, "b", 1), ost_incref(ost_item(items, 1))) ||
+        ost_map_set(c, m, key2(1, "a", 1), ost_str_c("first")) ||
+        ost_map_set(c, m, key2(-5, "neg", 3), list) ||
+        ost_map_set(c, m, key2(0, "a\0b", 3), ost_bytes("\x00\xff", 2)) ||
+        ost_map_set(c, m, key2(2, "", 0), OST_NONE))
+        return fail(c, "ost_map_set");
+    if (ost_keyset_new(c, "str", &s)) return fail(c, "ost_keyset_new");
+    if (ost_map_add(c, s, ost_str_c("red")) || ost_map_add(c, s, ost_str_c("green")) ||
+        ost_map_add(c, s, ost_str_c("blue")))
+        return fail(c, "ost_map_add");
+    if (ost_root_set(c, ost_str_c("index"), ost_incref(m)) ||
+        ost_root_set(c, ost_str_c("colours"), ost_incref(s)))
+        return fail(c, "ost_root_set");
+    return ost_commit(c) ? fail(c, "second commit") : 0;
+}
 
 int main(int argc, char **argv) {
     if (argc != 2) return 2;
@@ -41,6 +82,7 @@ int main(int argc, char **argv) {
     ost_root_set(c, ost_str_c("title"), ost_str_c("format test"));
     int rc = ost_commit(c);
     if (rc) fprintf(stderr, "%s\n", ost_conn_errmsg(c));
+    if (!rc) rc = add_maps(c);
     ost_conn_close(c);
     ost_store_close(st);
     ost_registry_free(reg);

@@ -114,12 +114,76 @@ int raw_get(raw_txn *t, uint64_t oid, raw_rec *r);
 /* Calls fn for each oid the record's pickle references (persistent ids),
  * without building values. 0, or a code when the pickle is malformed. */
 int raw_scan_refs(const raw_rec *r, void (*fn)(void *ud, uint64_t oid), void *ud);
+/* The same for any pickle (a map entry's value). */
+int raw_scan_pickle_refs(const uint8_t *p, size_t n, void (*fn)(void *ud, uint64_t oid), void *ud);
 /* Meta counters. */
 int raw_meta(raw_txn *t, const char *key, uint64_t *out);
 /* Records in the store (LMDB's count). */
 uint64_t raw_count(raw_txn *t);
 /* LMDB figures: page size, pages used, map size. */
 void raw_env(raw_txn *t, uint64_t *psize, uint64_t *pages_used, uint64_t *map_size);
+
+/* A reader whose persistent_load keeps references as persistent(OID)
+ * values (ost_persref), owned by t; NULL on ENOMEM. */
+ost_reader *raw_reader(raw_txn *t);
+/* The store and the LMDB transaction under t (for tools/raw_maps.c). */
+ost_store *raw_store(raw_txn *t);
+void *raw_mdb_txn(raw_txn *t);
+
+/* ---- maps (tools/raw.c and tools/raw_maps.c) ------------------------------ */
+
+/* 1 when r is the record of a map (class ostore.maps.OrderedMap), 2 of a
+ * set (ostore.maps.OrderedSet), 0 otherwise. */
+int raw_map_class(raw_txn *t, const raw_rec *r);
+
+/* What a map's record says: {'kind': KIND, 'count': N}. */
+typedef struct {
+    bool is_set;
+    char kind[64];  /* canonical: "int", "(int, str)" */
+    uint64_t count; /* the number of entries the record counts */
+} raw_map;
+/* Reads the record of a map or set: 0 with *m filled, or OST_ECORRUPT with
+ * the reason in err when it holds no valid kind and count (OST_ENOMEM). */
+int raw_map_read(raw_txn *t, const raw_rec *r, raw_map *m, char *err, size_t cap);
+
+/* One entry of a map, valid until the cursor moves. */
+typedef struct {
+    const uint8_t *key; /* the encoded key (docs/format.md) */
+    size_t klen;
+    uint64_t serial;
+    const uint8_t *val; /* the value pickle; empty for a set */
+    size_t vlen;
+} raw_ent;
+typedef struct raw_ents raw_ents;
+/* A cursor over the entries of map oid in key order, starting at the
+ * first key >= from (NULL: at the map's first entry). EXIT_OK or
+ * EXIT_FAIL (message printed). */
+int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen, raw_ents **out);
+/* 1 with *e filled, 0 past the map's last entry, or -1 (message printed,
+ * naming the map). */
+int raw_ents_next(raw_ents *c, raw_ent *e);
+void raw_ents_close(raw_ents *c);
+/* Calls fn(ud, map) for each oid that has entries, in ascending order,
+ * until fn returns nonzero (then returns that). EXIT_FAIL after printing
+ * a message when the entries cannot be read. */
+int raw_each_map(raw_txn *t, int (*fn)(void *ud, uint64_t map), void *ud);
+/* All maps' entries (LMDB's count) and the bytes of their pages. */
+void raw_ents_stat(raw_txn *t, uint64_t *entries, uint64_t *bytes);
+
+/* Keys. raw_key_decode gives the key of encoded bytes as a new value, or 0
+ * when they are not a key of that kind. raw_key_parse reads the text of a
+ * key (the syntax of 'ostore cat --help'): 0 with *out a new value and
+ * enc[0..*enclen) its encoding (enc holds OST_MAP_KEY_MAX bytes), or -1
+ * with the reason in err. With prefix, a tuple kind takes fewer elements
+ * (a bound). */
+ost_value raw_key_decode(const char *kind, const uint8_t *k, size_t n);
+int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *out, uint8_t *enc,
+                  size_t *enclen, char *err, size_t cap);
+/* Compares encoded keys as the store orders them (bytewise, shorter first). */
+int raw_key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl);
+/* The repr of a value pickle into out (emptied first), references as
+ * persistent(OID): 0, or a code with the reader's message in err. */
+int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, ost_buf *out, char *err, size_t cap);
 
 /* ---- output helpers ------------------------------------------------------ */
 

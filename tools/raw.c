@@ -18,6 +18,9 @@ struct raw_txn {
     MDB_txn *t;
     raw_class *cls;
     size_t ncls;
+    uint32_t map_cid, set_cid; /* ostore.maps.OrderedMap and OrderedSet */
+    bool has_map_cid, has_set_cid;
+    ost_reader *rd; /* made on first use */
     char unknown[32];
 };
 
@@ -94,6 +97,8 @@ int raw_begin(ost_store *st, raw_txn **out) {
         return EXIT_FAIL;
     }
     if (t->ncls) qsort(t->cls, t->ncls, sizeof *t->cls, cmp_class);
+    t->has_map_cid = raw_class_id(t, "ostore.maps.OrderedMap", &t->map_cid);
+    t->has_set_cid = raw_class_id(t, "ostore.maps.OrderedSet", &t->set_cid);
     *out = t;
     return EXIT_OK;
 }
@@ -102,6 +107,7 @@ void raw_end(raw_txn *t) {
     if (!t) return;
     mdb_txn_abort(t->t);
     uv_rwlock_rdunlock(&t->st->maplock);
+    ost_reader_free(t->rd);
     for (size_t i = 0; i < t->ncls; i++) {
         free(t->cls[i].module);
         free(t->cls[i].name);
@@ -233,3 +239,40 @@ int raw_scan_refs(const raw_rec *r, void (*fn)(void *ud, uint64_t oid), void *ud
     if (r->bad_header) return OST_ECORRUPT;
     return ost__scan_pids(r->pickle, r->len, fn, ud);
 }
+
+int raw_scan_pickle_refs(const uint8_t *p, size_t n, void (*fn)(void *ud, uint64_t oid),
+                         void *ud) {
+    return ost__scan_pids(p, n, fn, ud);
+}
+
+/* ---- maps --------------------------------------------------------------------- */
+
+int raw_map_class(raw_txn *t, const raw_rec *r) {
+    if (r->bad_header) return 0;
+    if (t->has_map_cid && r->cid == t->map_cid) return 1;
+    if (t->has_set_cid && r->cid == t->set_cid) return 2;
+    return 0;
+}
+
+/* References print as persistent(oid), as stored. */
+static int keep_pid(void *ud, ost_value pid, ost_value *obj) {
+    (void)ud;
+    *obj = ost_persref(ost_incref(pid));
+    return *obj ? 0 : OST_ENOMEM;
+}
+
+ost_reader *raw_reader(raw_txn *t) {
+    if (!t->rd && (t->rd = ost_reader_new())) ost_reader_set_persistent_load(t->rd, keep_pid, NULL);
+    return t->rd;
+}
+
+void raw_ents_stat(raw_txn *t, uint64_t *entries, uint64_t *bytes) {
+    MDB_stat ms;
+    *entries = *bytes = 0;
+    if (t->st->no_ments || mdb_stat(t->t, t->st->ments, &ms)) return;
+    *entries = ms.ms_entries;
+    *bytes = (uint64_t)ms.ms_psize * (ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages);
+}
+
+void *raw_mdb_txn(raw_txn *t) { return t->t; }
+ost_store *raw_store(raw_txn *t) { return t->st; }
