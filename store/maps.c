@@ -542,7 +542,7 @@ static int begin_op(ost_conn *c, ost_value v, ost_value key, ost__map **mp, uint
     int rc;
     ost__map *m = map_of(c, v, &rc);
     if (!m) return rc;
-    if (key && (rc = encode_key(c, m->oid, &m->kind, key, false, kb, kl))) return rc;
+    if (kb && (rc = encode_key(c, m->oid, &m->kind, key, false, kb, kl))) return rc;
     if ((rc = ost__conn_lock(c))) {
         uv_rwlock_rdunlock(&c->st->maplock);
         return rc;

@@ -69,15 +69,16 @@ OST_EXTERN int ost_map_len(ost_conn *c, ost_value m, uint64_t *n);
 /* m[key]: *val gets a borrowed reference, valid until the transaction
  * ends or the key is set or deleted in it (None for a set). key is
  * borrowed. 0, OST_ENOTFOUND (no such key: *val is 0), OST_ETYPE (key of
- * the wrong kind), OST_EINVAL (key too long, or m not a map of c),
- * OST_ECORRUPT (the entry does not decode). */
+ * the wrong kind), OST_ELIMIT (an int key beyond 64 bits), OST_EINVAL (no
+ * key, a key too long, or m not a map of c), OST_ECORRUPT (the entry does
+ * not decode, or refers to an object that is gone). */
 OST_EXTERN int ost_map_get(ost_conn *c, ost_value m, ost_value key,
                            ost_value *val);
 /* 1 when key is in m, 0 when not, or a negative code as ost_map_get. */
 OST_EXTERN int ost_map_contains(ost_conn *c, ost_value m, ost_value key);
 /* m[key] = val; steals key and val, also when it fails. For a set, val
- * must be 0 or None (ost_map_add says it better). 0, OST_ETYPE, OST_EINVAL,
- * OST_ENOMEM, OST_EREADONLY. The value is pickled at commit. */
+ * must be 0 or None (ost_map_add says it better). 0, OST_ETYPE, OST_ELIMIT,
+ * OST_EINVAL, OST_ENOMEM, OST_EREADONLY. The value is pickled at commit. */
 OST_EXTERN int ost_map_set(ost_conn *c, ost_value m, ost_value key,
                            ost_value val);
 /* Adds key to set (or map: value None); steals key. As ost_map_set. */

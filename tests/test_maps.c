@@ -1,0 +1,2435 @@
+/* Maps (include/ostore/maps.h): key order against Python's sorted() for
+ * every key kind, ranges, reading one's own writes, isolation between
+ * connections, cursors over a map that changes under them, object
+ * identity, persistent references as values, group commit from threads,
+ * per-key conflicts, processes, a process killed while it bulk-loads,
+ * pack and check, flat memory over a million entries, bad input, sets, and
+ * the stored layout (docs/format.md). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <lmdb.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "leakcheck.h"
+#include "ostore.h"
+#include "pyrun.h"
+#include "rmtree.h"
+
+/* ---- fixture: a temporary directory and a registry ---------------------- */
+
+static const char *item_fields[] = {"n", "name"};
+
+static struct {
+    char tmp[64];  /* per-test directory, removed at the end */
+    char dir[128]; /* the store: tmp/db */
+    ost_registry *reg;
+    ost_value item; /* mapstest.Item: persistent, fields n and name */
+} F;
+
+static void setup(void) {
+    strcpy(F.tmp, "/tmp/ostore-maps-XXXXXX");
+    cr_assert(mkdtemp(F.tmp), "mkdtemp: %s", strerror(errno));
+    snprintf(F.dir, sizeof F.dir, "%s/db", F.tmp);
+    F.reg = ost_registry_new();
+    cr_assert(F.reg);
+    ost_class_def item = {.module = "mapstest", .name = "Item", .fields = item_fields,
+                          .nfields = 2, .persistent = true};
+    cr_assert_eq(ost_registry_add(F.reg, &item, &F.item), 0);
+}
+
+static void teardown(void) {
+    rmtree(F.tmp);
+    ost_registry_free(F.reg);
+    F.reg = NULL;
+}
+
+TestSuite(maps, .init = setup, .fini = teardown, .timeout = 240);
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* An assertion for loops: Criterion reports every cr_assert, passed or not,
+ * to its runner; this one reports only a failure. */
+#define REQUIRE(cond, ...)                        \
+    do {                                          \
+        if (!(cond)) cr_assert_fail(__VA_ARGS__); \
+    } while (0)
+
+/* Literals that may hold NUL characters. */
+#define SL(lit) ost_str(lit, sizeof(lit) - 1)
+#define BL(lit) ost_bytes(lit, sizeof(lit) - 1)
+
+static ost_value T2(ost_value a, ost_value b) {
+    ost_value t = ost_tuple_new(2);
+    cr_assert(t && a && b);
+    ost_tuple_set(t, 0, a);
+    ost_tuple_set(t, 1, b);
+    return t;
+}
+
+static ost_value T3(ost_value a, ost_value b, ost_value c) {
+    ost_value t = ost_tuple_new(3);
+    cr_assert(t && a && b && c);
+    ost_tuple_set(t, 0, a);
+    ost_tuple_set(t, 1, b);
+    ost_tuple_set(t, 2, c);
+    return t;
+}
+
+static ost_value T1(ost_value a) {
+    ost_value t = ost_tuple_new(1);
+    cr_assert(t && a);
+    ost_tuple_set(t, 0, a);
+    return t;
+}
+
+/* repr of v for messages: one of 8 rotating buffers. */
+static const char *rep(ost_value v) {
+    static char bufs[8][400];
+    static int next;
+    char *out = bufs[next++ & 7];
+    ost_buf b = {0};
+    if (!v) snprintf(out, 400, "(no value)");
+    else if (ost_repr(v, &b) == 0) snprintf(out, 400, "%.390s", b.data);
+    else snprintf(out, 400, "(repr failed)");
+    ost_buf_free(&b);
+    return out;
+}
+
+static ost_store_options opts_for(bool create) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = create;
+    o.registry = F.reg;
+    return o;
+}
+
+static ost_store *open_with(const ost_store_options *o) {
+    ost_store *st = ost_store_new();
+    cr_assert(st);
+    int rc = ost_store_open(st, F.dir, o);
+    cr_assert_eq(rc, 0, "open %s: %s: %s", F.dir, ost_err_name(rc), ost_store_errmsg(st));
+    return st;
+}
+
+static ost_store *open_store(bool create) {
+    ost_store_options o = opts_for(create);
+    return open_with(&o);
+}
+
+static ost_conn *conn_of(ost_store *st) {
+    ost_conn *c;
+    int rc = ost_conn_open(st, &c);
+    cr_assert_eq(rc, 0, "conn_open: %s", ost_err_name(rc));
+    return c;
+}
+
+static void commit_ok(ost_conn *c) {
+    int rc = ost_commit(c);
+    cr_assert_eq(rc, 0, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+}
+
+static ost_store_stats stats(ost_store *st) {
+    ost_store_stats s;
+    int rc = ost_store_stat(st, &s);
+    cr_assert_eq(rc, 0, "stat: %s", ost_store_errmsg(st));
+    return s;
+}
+
+static void root_set(ost_conn *c, const char *key, ost_value v) {
+    int rc = ost_root_set(c, ost_str_c(key), v);
+    cr_assert_eq(rc, 0, "root_set %s: %s", key, ost_conn_errmsg(c));
+}
+
+/* root[key] (borrowed), or 0. */
+static ost_value root_get(ost_conn *c, const char *key) {
+    ost_value k = ost_str_c(key);
+    ost_value v = ost_root_get(c, k);
+    ost_decref(k);
+    return v;
+}
+
+/* A new map of kind, put in the root under root_key and committed; the
+ * map (borrowed from the connection's cache). */
+static ost_value new_map(ost_conn *c, const char *kind, const char *root_key) {
+    ost_value m = 0;
+    int rc = ost_map_new(c, kind, &m);
+    cr_assert_eq(rc, 0, "map_new %s: %s: %s", kind, ost_err_name(rc), ost_conn_errmsg(c));
+    cr_assert(ost_is_map(m));
+    root_set(c, root_key, ost_incref(m));
+    commit_ok(c);
+    cr_assert_neq(ost_oid(c, m), UINT64_MAX);
+    return m;
+}
+
+/* The map under root[key], which must be there. */
+static ost_value root_map(ost_conn *c, const char *key) {
+    ost_value m = root_get(c, key);
+    cr_assert(m, "root[%s]: %s", key, ost_conn_errmsg(c));
+    cr_assert(ost_is_map(m), "root[%s] is a map", key);
+    return m;
+}
+
+static uint64_t map_len(ost_conn *c, ost_value m) {
+    uint64_t n = 12345;
+    int rc = ost_map_len(c, m, &n);
+    cr_assert_eq(rc, 0, "len: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    return n;
+}
+
+/* m[key] = val; steals both. */
+static void mset(ost_conn *c, ost_value m, ost_value key, ost_value val) {
+    char k[400];
+    snprintf(k, sizeof k, "%s", rep(key));
+    int rc = ost_map_set(c, m, key, val);
+    REQUIRE(rc == 0, "set %s: %s: %s", k, ost_err_name(rc), ost_conn_errmsg(c));
+}
+
+/* m[key] (borrowed; the key is stolen), which must be there. */
+static ost_value mget(ost_conn *c, ost_value m, ost_value key) {
+    ost_value v = 0;
+    int rc = ost_map_get(c, m, key, &v);
+    REQUIRE(rc == 0 && v, "get %s: %s: %s", rep(key), ost_err_name(rc), ost_conn_errmsg(c));
+    ost_decref(key);
+    return v;
+}
+
+/* The code of ost_map_get for key (stolen). */
+static int mget_rc(ost_conn *c, ost_value m, ost_value key) {
+    ost_value v = 1;
+    int rc = ost_map_get(c, m, key, &v);
+    if (rc) REQUIRE(v == 0, "a failed get leaves *val 0");
+    ost_decref(key);
+    return rc;
+}
+
+static int mcontains(ost_conn *c, ost_value m, ost_value key) {
+    int rc = ost_map_contains(c, m, key);
+    ost_decref(key);
+    return rc;
+}
+
+static int mdel(ost_conn *c, ost_value m, ost_value key) {
+    int rc = ost_map_del(c, m, key);
+    ost_decref(key);
+    return rc;
+}
+
+static int64_t ival(ost_value v) {
+    int64_t i = INT64_MIN;
+    REQUIRE(ost_int_value(v, &i) == 0, "%s is not an int", rep(v));
+    return i;
+}
+
+/* The message names "map <oid>" (not a longer number). */
+static void expect_map_oid(const char *msg, uint64_t oid) {
+    char want[40];
+    snprintf(want, sizeof want, "map %llu", (unsigned long long)oid);
+    const char *p = strstr(msg, want);
+    while (p && p[strlen(want)] >= '0' && p[strlen(want)] <= '9') p = strstr(p + 1, want);
+    cr_assert(p, "the message names %s: %s", want, msg);
+}
+
+/* The message names oid as a number of its own. */
+static void expect_number(const char *msg, uint64_t oid) {
+    char want[24];
+    snprintf(want, sizeof want, "%llu", (unsigned long long)oid);
+    size_t wl = strlen(want);
+    for (const char *p = strstr(msg, want); p; p = strstr(p + 1, want)) {
+        bool before = p > msg && p[-1] >= '0' && p[-1] <= '9';
+        bool after = p[wl] >= '0' && p[wl] <= '9';
+        if (!before && !after) return;
+    }
+    cr_assert_fail("the message names %s: %s", want, msg);
+}
+
+static void expect_in(const char *msg, const char *needle) {
+    cr_assert(strstr(msg, needle), "the message says \"%s\": %s", needle, msg);
+}
+
+/* ost_store_check's reports. */
+typedef struct {
+    int n;
+    uint64_t oid[16], missing[16];
+    int err[16];
+    char msg[16][400];
+} reports;
+
+static void collect(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
+    reports *r = ud;
+    if (r->n < 16) {
+        r->oid[r->n] = oid;
+        r->missing[r->n] = missing;
+        r->err[r->n] = err;
+        snprintf(r->msg[r->n], sizeof r->msg[0], "%s", msg);
+    }
+    r->n++;
+}
+
+static void check_clean(ost_store *st) {
+    reports r = {0};
+    int rc = ost_store_check(st, collect, &r, NULL);
+    cr_assert_eq(rc, 0, "check: %s: %s", ost_err_name(rc), r.n ? r.msg[0] : ost_store_errmsg(st));
+    cr_assert_eq(r.n, 0);
+}
+
+/* A deterministic generator (xorshift64*). */
+static uint64_t rng_x = 0x2545F4914F6CDD1DULL;
+static uint64_t rnd(void) {
+    rng_x ^= rng_x >> 12;
+    rng_x ^= rng_x << 25;
+    rng_x ^= rng_x >> 27;
+    return rng_x * 2685821657736338717ULL;
+}
+
+/* ---- raw LMDB access (only while the store is closed in this process) --- */
+
+static MDB_env *raw_env(void) {
+    MDB_env *env;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 8), 0);
+    int rc = mdb_env_open(env, F.dir, 0, 0644);
+    cr_assert_eq(rc, 0, "raw open %s: %s", F.dir, mdb_strerror(rc));
+    return env;
+}
+
+static void be64(uint8_t *b, uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (uint8_t)v;
+}
+
+static uint64_t rd_le64(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+/* Entries of map in "mapents". */
+static uint64_t raw_count_entries(uint64_t map) {
+    MDB_env *env = raw_env();
+    MDB_txn *t;
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, "mapents", 0, &dbi), 0);
+    cr_assert_eq(mdb_cursor_open(t, dbi, &cur), 0);
+    uint8_t kb[8];
+    be64(kb, map);
+    MDB_val k = {8, kb}, v;
+    uint64_t n = 0;
+    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size < 8 || memcmp(k.mv_data, kb, 8) != 0) break;
+        n++;
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(t);
+    mdb_env_close(env);
+    return n;
+}
+
+/* A malloc'd copy of db[key], or NULL. */
+static uint8_t *raw_get(const char *db, const void *key, size_t klen, size_t *len) {
+    MDB_env *env = raw_env();
+    MDB_txn *t;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, db, 0, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v;
+    uint8_t *out = NULL;
+    if (mdb_get(t, dbi, &k, &v) == 0) {
+        out = malloc(v.mv_size ? v.mv_size : 1);
+        memcpy(out, v.mv_data, v.mv_size);
+        *len = v.mv_size;
+    }
+    mdb_txn_abort(t);
+    mdb_env_close(env);
+    return out;
+}
+
+/* db[key] = val (val NULL: delete key). */
+static void raw_put(const char *db, const void *key, size_t klen, const void *val, size_t vlen) {
+    MDB_env *env = raw_env();
+    MDB_txn *t;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, db, 0, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+    int rc = val ? mdb_put(t, dbi, &k, &v, 0) : mdb_del(t, dbi, &k, NULL);
+    cr_assert_eq(rc, 0, "raw put/del: %s", mdb_strerror(rc));
+    cr_assert_eq(mdb_txn_commit(t), 0);
+    mdb_env_close(env);
+}
+
+/* The "mapents" key of (map, encoded key). */
+static size_t ment_key(uint8_t *out, uint64_t map, const void *enc, size_t n) {
+    be64(out, map);
+    memcpy(out + 8, enc, n);
+    return 8 + n;
+}
+
+/* ---- child processes ---------------------------------------------------- */
+
+static pid_t spawn(int (*fn)(void *), void *arg) {
+    fflush(NULL);
+    pid_t p = fork();
+    cr_assert_neq(p, -1, "fork: %s", strerror(errno));
+    if (p == 0) _exit(fn(arg));
+    return p;
+}
+
+/* Exit status of a child; 128 + signal when it was killed. */
+static int wait_child(pid_t p) {
+    int status;
+    while (waitpid(p, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* In a child: reports a failed expectation and returns its line as the
+ * exit code (never Criterion's assertions, which belong to the test
+ * process). */
+#define CHILD_CHECK(cond, ...)                                              \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "child %d, line %d: ", (int)getpid(), __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+            return __LINE__ % 200 + 1;                                      \
+        }                                                                   \
+    } while (0)
+
+/* ======================================================================= */
+/* 1. order: every key kind against Python's sorted(), and ranges           */
+/* ======================================================================= */
+
+/* A range for the Python side and the cursor: (from, to, from_exclusive,
+ * to_exclusive, reverse), None for no bound. Steals lo and hi (0: None). */
+static ost_value rng(ost_value lo, ost_value hi, bool lo_ex, bool hi_ex, bool rev) {
+    ost_value t = ost_tuple_new(5);
+    cr_assert(t);
+    ost_tuple_set(t, 0, lo ? lo : OST_NONE);
+    ost_tuple_set(t, 1, hi ? hi : OST_NONE);
+    ost_tuple_set(t, 2, lo_ex ? OST_TRUE : OST_FALSE);
+    ost_tuple_set(t, 3, hi_ex ? OST_TRUE : OST_FALSE);
+    ost_tuple_set(t, 4, rev ? OST_TRUE : OST_FALSE);
+    return t;
+}
+
+/* Every inclusive/exclusive combination of [lo, hi], forward and reverse;
+ * steals lo and hi. */
+static void add_ranges(ost_value ranges, ost_value lo, ost_value hi) {
+    for (int i = 0; i < 8; i++)
+        ost_list_append(ranges, rng(ost_incref(lo), ost_incref(hi), i & 1, i & 2, i & 4));
+    ost_decref(lo);
+    ost_decref(hi);
+}
+
+static const char sorted_py[] =
+    "import pickle, sys\n"
+    "d = pickle.load(open(sys.argv[1], 'rb'))\n"
+    "keys = sorted(set(d['keys']))\n"
+    "out = [keys]\n"
+    "for lo, hi, lo_ex, hi_ex, rev in d['ranges']:\n"
+    "    r = [k for k in keys\n"
+    "         if (lo is None or k > lo or (k == lo and not lo_ex))\n"
+    "         and (hi is None or k < hi or (k == hi and not hi_ex))]\n"
+    "    if rev:\n"
+    "        r.reverse()\n"
+    "    out.append(r)\n"
+    "with open(sys.argv[2], 'wb') as f:\n"
+    "    pickle.dump(out, f, protocol=4)\n";
+
+/* Python's answer: [sorted(set(keys)), range 0's keys, range 1's, ...]. */
+static ost_value python_sorted(ost_value keys, ost_value ranges) {
+    ost_value d = ost_dict_new();
+    ost_dict_set(d, ost_str_c("keys"), ost_incref(keys));
+    ost_dict_set(d, ost_str_c("ranges"), ost_incref(ranges));
+    ost_writer *w = ost_writer_new();
+    const void *p;
+    size_t n;
+    cr_assert_eq(ost_dump(w, d, &p, &n), 0, "dump: %s", ost_writer_errmsg(w));
+    char *out;
+    size_t outlen;
+    int rc = py_run(NULL, sorted_py, p, n, &out, &outlen);
+    ost_writer_free(w);
+    ost_decref(d);
+    cr_assert_eq(rc, 0, "python failed (%d)", rc);
+    cr_assert(out && outlen, "python wrote nothing");
+    ost_reader *r = ost_reader_new();
+    ost_value res;
+    rc = ost_load(r, out, outlen, &res, NULL);
+    cr_assert_eq(rc, 0, "load python's answer: %s", ost_reader_errmsg(r));
+    ost_reader_free(r);
+    free(out);
+    cr_assert_eq(ost_typeof(res), OST_T_LIST);
+    cr_assert_eq(ost_len(res), ost_len(ranges) + 1);
+    return res;
+}
+
+/* Iterates m over range r (a 5-tuple as rng makes, or 0: all) and expects
+ * exactly the keys of want, in that order, each with itself as value when
+ * value_is_key. */
+static void expect_entries(ost_conn *c, ost_value m, ost_value r, ost_value want,
+                           bool value_is_key, const char *what) {
+    ost_map_range mr = {0};
+    if (r) {
+        ost_value lo = ost_item(r, 0), hi = ost_item(r, 1);
+        mr.from = lo == OST_NONE ? 0 : lo;
+        mr.to = hi == OST_NONE ? 0 : hi;
+        mr.from_exclusive = ost_item(r, 2) == OST_TRUE;
+        mr.to_exclusive = ost_item(r, 3) == OST_TRUE;
+        mr.reverse = ost_item(r, 4) == OST_TRUE;
+    }
+    ost_map_cursor *cur = NULL;
+    int rc = ost_map_cursor_open(c, m, r ? &mr : NULL, &cur);
+    cr_assert_eq(rc, 0, "%s: cursor %s: %s: %s", what, r ? rep(r) : "all", ost_err_name(rc),
+                 ost_conn_errmsg(c));
+    size_t n = ost_len(want), i = 0;
+    ost_value k, v;
+    while ((rc = ost_map_cursor_next(cur, &k, &v)) == 0) {
+        REQUIRE(i < n, "%s, range %s: more than the %zu entries Python gives; extra key %s", what,
+                r ? rep(r) : "all", n, rep(k));
+        REQUIRE(ost_equal(k, ost_item(want, i)), "%s, range %s: entry %zu is %s, Python says %s",
+                what, r ? rep(r) : "all", i, rep(k), rep(ost_item(want, i)));
+        REQUIRE(!value_is_key || ost_equal(v, k), "%s: the value of %s is %s", what, rep(k),
+                rep(v));
+        i++;
+    }
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s: step: %s: %s", what, ost_err_name(rc), ost_conn_errmsg(c));
+    cr_assert_eq(i, n, "%s, range %s: %zu entries, Python says %zu", what, r ? rep(r) : "all", i,
+                 n);
+    cr_assert_eq(ost_map_cursor_next(cur, &k, &v), OST_ENOTFOUND, "the end stays the end");
+    ost_map_cursor_close(cur);
+}
+
+/* Checks m against Python's answer: every range, len, first and last. */
+static void expect_python_order(ost_conn *c, ost_value m, ost_value ranges, ost_value want,
+                                const char *what) {
+    ost_value all = ost_item(want, 0);
+    size_t n = ost_len(all);
+    for (size_t i = 0; i < ost_len(ranges); i++)
+        expect_entries(c, m, ost_item(ranges, i), ost_item(want, i + 1), true, what);
+    expect_entries(c, m, 0, all, true, what);
+    cr_assert_eq(map_len(c, m), n, "%s: len", what);
+    ost_value first = 0, last = 0;
+    cr_assert_eq(ost_map_first(c, m, &first), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_map_last(c, m, &last), 0, "%s", ost_conn_errmsg(c));
+    cr_assert(ost_equal(first, ost_item(all, 0)), "%s: first %s", what, rep(first));
+    cr_assert(ost_equal(last, ost_item(all, n - 1)), "%s: last %s", what, rep(last));
+    ost_decref(first);
+    ost_decref(last);
+}
+
+/* Inserts keys (a list; value: the key itself) in random order into maps
+ * of kind and compares what they give with Python, three ways: half the
+ * keys committed and half pending (the cursor merges both), all
+ * committed (read by another connection), all pending in a new map. */
+static void check_order(const char *kind, ost_value keys, ost_value extra_ranges) {
+    ost_value ranges = ost_list_new(0);
+    ost_list_append(ranges, rng(0, 0, false, false, false));
+    ost_list_append(ranges, rng(0, 0, false, false, true));
+    for (size_t i = 0; i < ost_len(extra_ranges); i++)
+        ost_list_append(ranges, ost_incref(ost_item(extra_ranges, i)));
+    ost_value want = python_sorted(keys, ranges);
+    cr_assert_gt(ost_len(ost_item(want, 0)), 10);
+
+    size_t n = ost_len(keys);
+    size_t *order = malloc(n * sizeof *order);
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = rnd() % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, kind, "m");
+    const char *canon = NULL;
+    cr_assert_eq(ost_map_kind(c, m, &canon, NULL), 0);
+    for (size_t i = 0; i < n / 2; i++) {
+        ost_value k = ost_item(keys, order[i]);
+        mset(c, m, ost_incref(k), ost_incref(k));
+    }
+    commit_ok(c);
+    for (size_t i = n / 2; i < n; i++) {
+        ost_value k = ost_item(keys, order[i]);
+        mset(c, m, ost_incref(k), ost_incref(k));
+    }
+    char what[120];
+    snprintf(what, sizeof what, "%s, half committed", canon);
+    expect_python_order(c, m, ranges, want, what);
+    commit_ok(c);
+
+    ost_conn *c2 = conn_of(st);
+    snprintf(what, sizeof what, "%s, committed", canon);
+    expect_python_order(c2, root_map(c2, "m"), ranges, want, what);
+    ost_conn_close(c2);
+
+    ost_value m2;
+    cr_assert_eq(ost_map_new(c, kind, &m2), 0);
+    for (size_t i = 0; i < n; i++) {
+        ost_value k = ost_item(keys, order[n - 1 - i]);
+        mset(c, m2, ost_incref(k), ost_incref(k));
+    }
+    snprintf(what, sizeof what, "%s, all pending", canon);
+    expect_python_order(c, m2, ranges, want, what);
+    ost_abort(c);
+
+    free(order);
+    ost_decref(want);
+    ost_decref(ranges);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, int_keys_sort_as_python_sorts_them) {
+    ost_value keys = ost_list_new(0);
+    static const int64_t specials[] = {INT64_MIN,
+                                       INT64_MIN + 1,
+                                       INT64_MAX,
+                                       INT64_MAX - 1,
+                                       0,
+                                       -1,
+                                       1,
+                                       -2,
+                                       2,
+                                       255,
+                                       256,
+                                       -256,
+                                       -257,
+                                       OST_SMALLINT_MIN,
+                                       OST_SMALLINT_MIN - 1,
+                                       OST_SMALLINT_MAX,
+                                       OST_SMALLINT_MAX + 1,
+                                       (int64_t)1 << 32,
+                                       -((int64_t)1 << 32),
+                                       5,
+                                       5};
+    for (size_t i = 0; i < sizeof specials / sizeof *specials; i++)
+        ost_list_append(keys, ost_int(specials[i]));
+    ost_list_append(keys, OST_TRUE); /* bool keys are ints: True is 1 */
+    ost_list_append(keys, OST_FALSE);
+    for (int i = 0; i < 1200; i++) {
+        uint64_t r = rnd();
+        int64_t v;
+        switch (i % 4) {
+        case 0: v = (int64_t)r; break;
+        case 1: v = (int64_t)(r % 2001) - 1000; break;
+        case 2: v = (int64_t)r >> (r % 63); break;
+        default: v = -((int64_t)(r >> 1) >> (r % 62)); break;
+        }
+        ost_list_append(keys, ost_int(v));
+    }
+    ost_value ranges = ost_list_new(0);
+    add_ranges(ranges, ost_int(-1000), ost_int(1000));
+    add_ranges(ranges, ost_int(0), ost_int(0));
+    add_ranges(ranges, ost_int(INT64_MIN), ost_int(INT64_MAX));
+    add_ranges(ranges, OST_FALSE, OST_TRUE);
+    add_ranges(ranges, ost_int(5), ost_int(-5)); /* empty */
+    ost_list_append(ranges, rng(0, ost_int(-1), false, false, false));
+    ost_list_append(ranges, rng(0, ost_int(-1), false, true, true));
+    ost_list_append(ranges, rng(ost_int(OST_SMALLINT_MAX), 0, false, false, false));
+    ost_list_append(ranges, rng(ost_int(OST_SMALLINT_MAX), 0, true, false, true));
+    ost_list_append(ranges, rng(ost_int(INT64_MAX), 0, true, false, false));
+    check_order("int", keys, ranges);
+
+    /* a bool key is stored as the int it equals */
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    ost_value m = root_map(c, "m");
+    ost_value first = 0;
+    ost_map_range r = {.from = OST_TRUE, .to = OST_TRUE};
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), 0);
+    cr_assert_eq(ost_map_cursor_next(cur, &first, NULL), 0);
+    cr_assert_eq(ost_typeof(first), OST_T_INT, "True comes back as %s", rep(first));
+    cr_assert_eq(ival(first), 1);
+    ost_map_cursor_close(cur);
+    cr_assert_eq(mcontains(c, m, ost_int(1)), 1);
+    cr_assert_eq(mcontains(c, m, OST_TRUE), 1);
+    ost_store_close(st);
+    ost_decref(keys);
+    ost_decref(ranges);
+}
+
+/* A random str of up to 6 pieces: ASCII, NUL, control, and 2, 3 and 4
+ * byte UTF-8 characters. */
+static ost_value random_str(void) {
+    static const char *pieces[] = {"a", "b", "z", "\0", "\x01", "\x7f", "\xc3\xa9", "\xc3\xbf",
+                                   "\xe2\x82\xac", "\xef\xbf\xbf", "\xf0\x9d\x84\x9e", "ab"};
+    static const size_t plen[] = {1, 1, 1, 1, 1, 1, 2, 2, 3, 3, 4, 2};
+    char buf[64];
+    size_t n = 0;
+    int k = (int)(rnd() % 7);
+    for (int i = 0; i < k; i++) {
+        size_t p = rnd() % 12;
+        memcpy(buf + n, pieces[p], plen[p]);
+        n += plen[p];
+    }
+    ost_value s = ost_str(buf, n);
+    cr_assert(s);
+    return s;
+}
+
+OST_TEST(maps, str_keys_sort_by_code_point_as_python_sorts_them) {
+    ost_value keys = ost_list_new(0);
+    ost_value fixed[] = {SL(""),       SL("a"),      SL("a\0"),        SL("a\0\0"),
+                         SL("a\0b"),   SL("ab"),     SL("abc"),        SL("\0"),
+                         SL("\0\0"),   SL("\x7f"),   SL("\xc2\x80"),   SL("\xc3\xa9"),
+                         SL("\xed\x9f\xbf"), SL("\xee\x80\x80"), SL("\xef\xbf\xbf"),
+                         SL("\xf0\x90\x80\x80"), SL("\xf4\x8f\xbf\xbf"), SL("b")};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) ost_list_append(keys, fixed[i]);
+    for (int i = 0; i < 1000; i++) ost_list_append(keys, random_str());
+    ost_value ranges = ost_list_new(0);
+    add_ranges(ranges, SL("a"), SL("b"));
+    add_ranges(ranges, SL("a\0"), SL("ab"));
+    add_ranges(ranges, SL(""), SL("\xc3\xa9"));
+    ost_list_append(ranges, rng(SL(""), 0, true, false, false));
+    ost_list_append(ranges, rng(0, SL("\0"), false, false, true));
+    ost_list_append(ranges, rng(SL("\xef\xbf\xbf"), 0, false, false, false));
+    ost_list_append(ranges, rng(SL("zzz"), SL("a"), false, false, false));
+    check_order("str", keys, ranges);
+    ost_decref(keys);
+    ost_decref(ranges);
+}
+
+static ost_value random_bytes(void) {
+    static const uint8_t vals[] = {0x00, 0x01, 0x7f, 0x80, 0xfe, 0xff, 'a'};
+    uint8_t buf[16];
+    size_t n = rnd() % 9;
+    for (size_t i = 0; i < n; i++) buf[i] = vals[rnd() % sizeof vals];
+    return ost_bytes(buf, n);
+}
+
+OST_TEST(maps, bytes_keys_sort_bytewise_as_python_sorts_them) {
+    ost_value keys = ost_list_new(0);
+    ost_value fixed[] = {BL(""),     BL("\0"),      BL("\0\0"),  BL("\0\0\0"), BL("\xff"),
+                         BL("\xff\xff"), BL("\xff\0"), BL("a"),   BL("a\0"),    BL("a\xff"),
+                         BL("a\0\xff"), BL("\x01")};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) ost_list_append(keys, fixed[i]);
+    for (int i = 0; i < 1000; i++) ost_list_append(keys, random_bytes());
+    ost_value ranges = ost_list_new(0);
+    add_ranges(ranges, BL("\0"), BL("\xff"));
+    add_ranges(ranges, BL("a"), BL("a\xff"));
+    add_ranges(ranges, BL(""), BL("\0\0"));
+    ost_list_append(ranges, rng(BL("\xff"), 0, false, false, false));
+    ost_list_append(ranges, rng(BL("\xff"), 0, true, false, true));
+    ost_list_append(ranges, rng(0, BL("\x01"), false, true, false));
+    check_order("bytes", keys, ranges);
+    ost_decref(keys);
+    ost_decref(ranges);
+}
+
+OST_TEST(maps, int_str_tuple_keys_sort_as_python_sorts_them) {
+    static const int64_t ints[] = {INT64_MIN, -2, -1, 0, 1, 2, 5, 6, INT64_MAX};
+    static const char *strs[] = {"", "a", "a\0", "a\0b", "ab", "b", "\xc3\xa9", "\0", "\0\x01"};
+    static const size_t slen[] = {0, 1, 2, 3, 2, 1, 2, 1, 2};
+    ost_value keys = ost_list_new(0);
+    for (size_t i = 0; i < 9; i++)
+        for (size_t j = 0; j < 9; j++)
+            ost_list_append(keys, T2(ost_int(ints[i]), ost_str(strs[j], slen[j])));
+    ost_list_append(keys, T2(OST_TRUE, SL("a")));   /* equals (1, 'a') */
+    ost_list_append(keys, T2(OST_FALSE, SL("zz"))); /* (0, 'zz') */
+    for (int i = 0; i < 600; i++)
+        ost_list_append(keys, T2(ost_int((int64_t)(rnd() % 11) - 3), random_str()));
+    ost_value ranges = ost_list_new(0);
+    /* (5,) to (6,) exclusive: every key that starts with 5 */
+    add_ranges(ranges, T1(ost_int(5)), T1(ost_int(6)));
+    add_ranges(ranges, T1(ost_int(-1)), T1(ost_int(-1)));
+    add_ranges(ranges, T2(ost_int(-1), SL("a")), T2(ost_int(1), SL("a\0")));
+    add_ranges(ranges, T2(ost_int(0), SL("")), T1(ost_int(1)));
+    ost_list_append(ranges, rng(T1(ost_int(5)), 0, true, false, false));
+    ost_list_append(ranges, rng(0, T1(ost_int(INT64_MIN)), false, false, true));
+    ost_list_append(ranges, rng(T1(ost_int(INT64_MAX)), 0, false, false, true));
+    check_order("(int, str)", keys, ranges);
+    ost_decref(keys);
+    ost_decref(ranges);
+}
+
+OST_TEST(maps, str_bytes_int_tuple_keys_sort_as_python_sorts_them) {
+    static const char *strs[] = {"", "a", "a\0", "ab", "\xc3\xa9", "\0"};
+    static const size_t slen[] = {0, 1, 2, 2, 2, 1};
+    static const char *bys[] = {"", "\0", "\0\xff", "\xff", "a", "\0\0"};
+    static const size_t blen[] = {0, 1, 2, 1, 1, 2};
+    static const int64_t ints[] = {INT64_MIN, -1, 0, 1, INT64_MAX};
+    ost_value keys = ost_list_new(0);
+    for (size_t i = 0; i < 6; i++)
+        for (size_t j = 0; j < 6; j++)
+            for (size_t k = 0; k < 5; k++)
+                ost_list_append(keys, T3(ost_str(strs[i], slen[i]), ost_bytes(bys[j], blen[j]),
+                                         ost_int(ints[k])));
+    for (int i = 0; i < 400; i++)
+        ost_list_append(keys, T3(random_str(), random_bytes(), ost_int((int64_t)rnd())));
+    ost_value ranges = ost_list_new(0);
+    add_ranges(ranges, T1(SL("a")), T1(SL("ab")));
+    add_ranges(ranges, T1(SL("a")), T1(SL("a\0")));
+    add_ranges(ranges, T2(SL("a"), BL("\0")), T2(SL("a"), BL("\0\xff")));
+    add_ranges(ranges, T3(SL(""), BL(""), ost_int(0)), T2(SL(""), BL("\0")));
+    ost_list_append(ranges, rng(T1(SL("\0")), T1(SL("\0\0")), false, true, false));
+    ost_list_append(ranges, rng(T2(SL("a\0"), BL("\xff")), 0, true, false, true));
+    check_order("(str, bytes, int)", keys, ranges);
+    ost_decref(keys);
+    ost_decref(ranges);
+}
+
+/* ======================================================================= */
+/* 2. reading one's own writes; isolation                                   */
+/* ======================================================================= */
+
+OST_TEST(maps, reads_see_uncommitted_writes_and_abort_drops_them) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "str", "m");
+    uint64_t serial0 = stats(st).last_serial;
+    mset(c, m, ost_str_c("b"), ost_int(1));
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_int(1));
+    mset(c, m, ost_str_c("a"), l);
+    mset(c, m, ost_str_c("c"), ost_int(3));
+    cr_assert_eq(ival(mget(c, m, ost_str_c("b"))), 1);
+    ost_value got = mget(c, m, ost_str_c("a"));
+    cr_assert_eq(ost_typeof(got), OST_T_LIST);
+    cr_assert_eq(ival(ost_item(got, 0)), 1);
+    cr_assert_eq(mcontains(c, m, ost_str_c("c")), 1);
+    cr_assert_eq(mcontains(c, m, ost_str_c("zz")), 0);
+    cr_assert_eq(mget_rc(c, m, ost_str_c("zz")), OST_ENOTFOUND);
+    cr_assert_eq(map_len(c, m), 3);
+    ost_value k = 0;
+    cr_assert_eq(ost_map_first(c, m, &k), 0);
+    cr_assert_eq(strcmp(ost_data(k, NULL), "a"), 0, "first %s", rep(k));
+    ost_decref(k);
+    cr_assert_eq(ost_map_last(c, m, &k), 0);
+    cr_assert_eq(strcmp(ost_data(k, NULL), "c"), 0, "last %s", rep(k));
+    ost_decref(k);
+    /* delete, then set again */
+    cr_assert_eq(mdel(c, m, ost_str_c("b")), 0);
+    cr_assert_eq(mcontains(c, m, ost_str_c("b")), 0);
+    cr_assert_eq(mget_rc(c, m, ost_str_c("b")), OST_ENOTFOUND);
+    cr_assert_eq(map_len(c, m), 2);
+    cr_assert_eq(mdel(c, m, ost_str_c("b")), OST_ENOTFOUND, "deleted already");
+    mset(c, m, ost_str_c("b"), ost_int(7));
+    cr_assert_eq(ival(mget(c, m, ost_str_c("b"))), 7);
+    cr_assert_eq(map_len(c, m), 3);
+    mset(c, m, ost_str_c("b"), ost_int(8)); /* overwrite: the count stays */
+    cr_assert_eq(map_len(c, m), 3);
+    cr_assert_eq(mdel(c, m, ost_str_c("c")), 0);
+    cr_assert_eq(ost_map_last(c, m, &k), 0);
+    cr_assert_eq(strcmp(ost_data(k, NULL), "b"), 0, "last %s", rep(k));
+    ost_decref(k);
+
+    /* abort: all gone, nothing written */
+    ost_abort(c);
+    cr_assert_eq(mget_rc(c, m, ost_str_c("a")), OST_ENOTFOUND);
+    cr_assert_eq(mcontains(c, m, ost_str_c("b")), 0);
+    cr_assert_eq(map_len(c, m), 0);
+    cr_assert_eq(ost_map_first(c, m, &k), OST_ENOTFOUND);
+    cr_assert_eq(k, 0);
+    cr_assert_eq(ost_map_last(c, m, &k), OST_ENOTFOUND);
+    ost_value none = ost_list_new(0);
+    expect_entries(c, m, 0, none, false, "after abort");
+    ost_decref(none);
+    cr_assert_eq(stats(st).last_serial, serial0, "abort wrote nothing");
+
+    /* a map made in the transaction works before commit; abort drops it */
+    ost_value m2;
+    cr_assert_eq(ost_map_new(c, "int", &m2), 0);
+    ost_incref(m2);
+    uint64_t oid2 = ost_oid(c, m2);
+    cr_assert_neq(oid2, UINT64_MAX, "a new map has an oid at once");
+    mset(c, m2, ost_int(4), ost_str_c("four"));
+    cr_assert_eq(map_len(c, m2), 1);
+    cr_assert_str_eq(ost_data(mget(c, m2, ost_int(4)), NULL), "four");
+    ost_abort(c);
+    cr_assert_eq(ost_oid(c, m2), UINT64_MAX, "abort takes the new map's oid back");
+    uint64_t n;
+    cr_assert_eq(ost_map_len(c, m2, &n), OST_EINVAL);
+    ost_value g;
+    cr_assert_eq(ost_conn_get(c, oid2, &g), OST_ENOTFOUND);
+    ost_decref(m2);
+    cr_assert_eq(stats(st).last_serial, serial0);
+
+    /* and a commit keeps them */
+    mset(c, m, ost_str_c("x"), ost_int(1));
+    commit_ok(c);
+    cr_assert_eq(ival(mget(c, m, ost_str_c("x"))), 1);
+    cr_assert_eq(map_len(c, m), 1);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, another_connection_sees_a_commit_at_its_next_transaction) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st);
+    ost_value m = new_map(a, "str", "m");
+    ost_conn *b = conn_of(st);
+    ost_value bm = root_map(b, "m"); /* b's transaction starts here */
+    cr_assert_eq(map_len(b, bm), 0);
+    mset(a, m, ost_str_c("k"), ost_int(1));
+    mset(a, m, ost_str_c("j"), ost_int(2));
+    cr_assert_eq(mcontains(b, bm, ost_str_c("k")), 0, "not before a commits");
+    commit_ok(a);
+    /* b's transaction began before the commit: it does not see it */
+    cr_assert_eq(mget_rc(b, bm, ost_str_c("k")), OST_ENOTFOUND);
+    cr_assert_eq(mcontains(b, bm, ost_str_c("j")), 0);
+    cr_assert_eq(map_len(b, bm), 0);
+    ost_value none = ost_list_new(0);
+    expect_entries(b, bm, 0, none, false, "b's old snapshot");
+    ost_decref(none);
+    ost_value k = 0;
+    cr_assert_eq(ost_map_first(b, bm, &k), OST_ENOTFOUND);
+    /* its next transaction does */
+    ost_abort(b);
+    bm = root_map(b, "m");
+    cr_assert_eq(ival(mget(b, bm, ost_str_c("k"))), 1);
+    cr_assert_eq(ival(mget(b, bm, ost_str_c("j"))), 2);
+    cr_assert_eq(map_len(b, bm), 2);
+    cr_assert_eq(ost_map_first(b, bm, &k), 0);
+    cr_assert_str_eq(ost_data(k, NULL), "j");
+    ost_decref(k);
+    /* a delete is seen the same way, after b's commit too */
+    cr_assert_eq(mdel(a, m, ost_str_c("j")), 0);
+    commit_ok(a);
+    cr_assert_eq(mcontains(b, bm, ost_str_c("j")), 1, "b's snapshot still has it");
+    commit_ok(b); /* nothing to write: ends the transaction */
+    bm = root_map(b, "m");
+    cr_assert_eq(mcontains(b, bm, ost_str_c("j")), 0);
+    cr_assert_eq(map_len(b, bm), 1);
+    ost_store_close(st);
+}
+
+typedef struct {
+    ost_store *st;
+    uv_sem_t ready, go, done;
+    int line; /* 0, or the line that failed */
+    char msg[300];
+} iso_arg;
+
+#define T_CHECK(cond, ...)                                    \
+    do {                                                      \
+        if (!(cond)) {                                        \
+            snprintf(ta->msg, sizeof ta->msg, __VA_ARGS__);   \
+            ta->line = __LINE__;                              \
+            goto out;                                         \
+        }                                                     \
+    } while (0)
+
+/* On its own thread: starts a transaction, lets the main thread commit,
+ * checks that this transaction does not see the commit and the next does. */
+static void iso_thread(void *arg) {
+    iso_arg *ta = arg;
+    ost_conn *c = NULL;
+    bool posted = false;
+    int rc = ost_conn_open(ta->st, &c);
+    T_CHECK(rc == 0, "conn_open: %s", ost_err_name(rc));
+    ost_value k = ost_str_c("t");
+    ost_value m = ost_root_get(c, k);
+    ost_decref(k);
+    uint64_t n = 99;
+    T_CHECK(m && ost_is_map(m), "root['t'] is a map");
+    T_CHECK(ost_map_len(c, m, &n) == 0 && n == 0, "len %llu", (unsigned long long)n);
+    uv_sem_post(&ta->ready);
+    posted = true;
+    uv_sem_wait(&ta->go); /* the main thread commits t[1] = 'one' */
+    ost_value key = ost_int(1), v = 0;
+    rc = ost_map_get(c, m, key, &v);
+    T_CHECK(rc == OST_ENOTFOUND, "the old transaction sees the commit: %s", ost_err_name(rc));
+    T_CHECK(ost_map_len(c, m, &n) == 0 && n == 0, "old len %llu", (unsigned long long)n);
+    ost_abort(c);
+    k = ost_str_c("t");
+    m = ost_root_get(c, k);
+    ost_decref(k);
+    T_CHECK(m, "root['t']");
+    rc = ost_map_get(c, m, key, &v);
+    T_CHECK(rc == 0 && v && strcmp(ost_data(v, NULL), "one") == 0,
+            "the next transaction sees the commit: %s %s", ost_err_name(rc), ost_conn_errmsg(c));
+    T_CHECK(ost_map_len(c, m, &n) == 0 && n == 1, "new len %llu", (unsigned long long)n);
+out:
+    if (!posted) uv_sem_post(&ta->ready);
+    ost_conn_close(c);
+    uv_sem_post(&ta->done);
+}
+
+OST_TEST(maps, a_connection_on_another_thread_sees_a_commit_at_its_next_transaction) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st);
+    ost_value m = new_map(a, "int", "t");
+    iso_arg ta = {.st = st};
+    uv_sem_init(&ta.ready, 0);
+    uv_sem_init(&ta.go, 0);
+    uv_sem_init(&ta.done, 0);
+    uv_thread_t th;
+    cr_assert_eq(uv_thread_create(&th, iso_thread, &ta), 0);
+    uv_sem_wait(&ta.ready);
+    mset(a, m, ost_int(1), ost_str_c("one"));
+    commit_ok(a);
+    uv_sem_post(&ta.go);
+    uv_sem_wait(&ta.done);
+    uv_thread_join(&th);
+    cr_assert_eq(ta.line, 0, "thread, line %d: %s", ta.line, ta.msg);
+    uv_sem_destroy(&ta.ready);
+    uv_sem_destroy(&ta.go);
+    uv_sem_destroy(&ta.done);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 3. cursors over a map that changes in the same transaction               */
+/* ======================================================================= */
+
+static void step_expect(ost_conn *c, ost_map_cursor *cur, int64_t key, int64_t val) {
+    ost_value k = 0, v = 0;
+    int rc = ost_map_cursor_next(cur, &k, &v);
+    cr_assert_eq(rc, 0, "expected key %lld: %s: %s", (long long)key, ost_err_name(rc),
+                 ost_conn_errmsg(c));
+    cr_assert_eq(ival(k), key, "key %s, expected %lld", rep(k), (long long)key);
+    cr_assert_eq(ival(v), val, "key %lld: value %s, expected %lld", (long long)key, rep(v),
+                 (long long)val);
+}
+
+OST_TEST(maps, a_cursor_visits_keys_set_ahead_of_it_and_skips_deleted_ones) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    for (int64_t k = 0; k <= 90; k += 10) mset(c, m, ost_int(k), ost_int(k * 100));
+    commit_ok(c);
+
+    /* pending changes before the cursor opens */
+    mset(c, m, ost_int(35), ost_int(3500));
+    cr_assert_eq(mdel(c, m, ost_int(70)), 0);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    step_expect(c, cur, 0, 0);
+    mset(c, m, ost_int(5), ost_int(500));      /* ahead: visited */
+    mset(c, m, ost_int(-5), ost_int(-500));    /* behind: not visited */
+    mset(c, m, ost_int(95), ost_int(9500));    /* past the last stored key */
+    cr_assert_eq(mdel(c, m, ost_int(30)), 0);  /* stored, ahead: not visited */
+    mset(c, m, ost_int(40), ost_int(4001));    /* overwritten: visited once, new value */
+    cr_assert_eq(mdel(c, m, ost_int(50)), 0);  /* deleted and set again: once */
+    mset(c, m, ost_int(50), ost_int(5001));
+    mset(c, m, ost_int(15), ost_int(1500));    /* set and deleted: not visited */
+    cr_assert_eq(mdel(c, m, ost_int(15)), 0);
+    mset(c, m, ost_int(0), ost_int(1));        /* the current key: not again */
+    step_expect(c, cur, 5, 500);
+    step_expect(c, cur, 10, 1000);
+    step_expect(c, cur, 20, 2000);
+    mset(c, m, ost_int(25), ost_int(2500));    /* right after the cursor */
+    cr_assert_eq(mdel(c, m, ost_int(60)), 0);
+    mset(c, m, ost_int(20), ost_int(2001));    /* the current key again */
+    step_expect(c, cur, 25, 2500);
+    step_expect(c, cur, 35, 3500);
+    step_expect(c, cur, 40, 4001);
+    step_expect(c, cur, 50, 5001);
+    step_expect(c, cur, 80, 8000);
+    step_expect(c, cur, 90, 9000);
+    step_expect(c, cur, 95, 9500);
+    ost_value k = 1;
+    cr_assert_eq(ost_map_cursor_next(cur, &k, NULL), OST_ENOTFOUND);
+    cr_assert_eq(k, 0);
+    ost_map_cursor_close(cur);
+    cr_assert_eq(map_len(c, m), 12);
+
+    /* the same in reverse */
+    ost_map_range rev = {.reverse = true};
+    cr_assert_eq(ost_map_cursor_open(c, m, &rev, &cur), 0);
+    step_expect(c, cur, 95, 9500);
+    step_expect(c, cur, 90, 9000);
+    step_expect(c, cur, 80, 8000);
+    step_expect(c, cur, 50, 5001);
+    mset(c, m, ost_int(45), ost_int(4500));    /* ahead (below): visited */
+    mset(c, m, ost_int(85), ost_int(8500));    /* behind (above): not */
+    cr_assert_eq(mdel(c, m, ost_int(35)), 0);  /* ahead: not visited */
+    step_expect(c, cur, 45, 4500);
+    step_expect(c, cur, 40, 4001);
+    step_expect(c, cur, 25, 2500);
+    step_expect(c, cur, 20, 2001);
+    step_expect(c, cur, 10, 1000);
+    step_expect(c, cur, 5, 500);
+    step_expect(c, cur, 0, 1);
+    step_expect(c, cur, -5, -500);
+    cr_assert_eq(ost_map_cursor_next(cur, NULL, NULL), OST_ENOTFOUND);
+
+    /* a cursor does not outlive its transaction */
+    ost_map_cursor *mid;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &mid), 0);
+    step_expect(c, mid, -5, -500);
+    commit_ok(c);
+    ost_value v = 1;
+    cr_assert_eq(ost_map_cursor_next(mid, &k, &v), OST_ETXN);
+    cr_assert_eq(v, 0);
+    cr_assert_eq(ost_map_cursor_next(cur, NULL, NULL), OST_ETXN, "a finished one too");
+    ost_map_cursor_close(mid);
+    ost_map_cursor_close(cur);
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    step_expect(c, cur, -5, -500);
+    ost_abort(c);
+    cr_assert_eq(ost_map_cursor_next(cur, NULL, NULL), OST_ETXN, "after abort");
+    ost_map_cursor_close(cur);
+
+    /* what was committed */
+    ost_conn *c2 = conn_of(st);
+    ost_value m2 = root_map(c2, "m");
+    static const int64_t want[][2] = {{-5, -500}, {0, 1},       {5, 500},   {10, 1000},
+                                      {20, 2001}, {25, 2500},   {40, 4001}, {45, 4500},
+                                      {50, 5001}, {80, 8000},   {85, 8500}, {90, 9000},
+                                      {95, 9500}};
+    cr_assert_eq(ost_map_cursor_open(c2, m2, NULL, &cur), 0);
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        step_expect(c2, cur, want[i][0], want[i][1]);
+    cr_assert_eq(ost_map_cursor_next(cur, NULL, NULL), OST_ENOTFOUND);
+    ost_map_cursor_close(cur);
+    cr_assert_eq(map_len(c2, m2), 13);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, a_cursor_over_a_range_sees_changes_inside_the_range_only) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    for (int64_t k = 0; k < 10; k++) mset(c, m, ost_int(k * 10), ost_int(k));
+    commit_ok(c);
+    ost_value lo = ost_int(20), hi = ost_int(60);
+    ost_map_range r = {.from = lo, .to = hi, .to_exclusive = true};
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), 0);
+    step_expect(c, cur, 20, 2);
+    mset(c, m, ost_int(59), ost_int(59)); /* inside */
+    mset(c, m, ost_int(60), ost_int(60)); /* the excluded end, overwritten */
+    mset(c, m, ost_int(65), ost_int(65)); /* outside */
+    mset(c, m, ost_int(15), ost_int(15)); /* outside, behind */
+    step_expect(c, cur, 30, 3);
+    step_expect(c, cur, 40, 4);
+    step_expect(c, cur, 50, 5);
+    step_expect(c, cur, 59, 59);
+    cr_assert_eq(ost_map_cursor_next(cur, NULL, NULL), OST_ENOTFOUND);
+    ost_map_cursor_close(cur);
+    ost_decref(lo);
+    ost_decref(hi);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 4. identity within a transaction; values are stored by value             */
+/* ======================================================================= */
+
+OST_TEST(maps, the_same_key_twice_in_a_transaction_gives_the_same_object) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "str", "m");
+    ost_value l = ost_list_new(0);
+    for (int i = 1; i <= 3; i++) ost_list_append(l, ost_int(i));
+    mset(c, m, ost_str_c("a"), l);
+    mset(c, m, ost_str_c("b"), ost_str_c("bee"));
+    commit_ok(c);
+
+    ost_conn *c2 = conn_of(st);
+    ost_value m2 = root_map(c2, "m");
+    ost_value v1 = mget(c2, m2, ost_str_c("a"));
+    ost_value v2 = mget(c2, m2, ost_str_c("a"));
+    cr_assert_eq(ost_typeof(v1), OST_T_LIST);
+    cr_assert_eq(v1, v2, "get twice: one object");
+    cr_assert_eq(mcontains(c2, m2, ost_str_c("a")), 1);
+    cr_assert_eq(mget(c2, m2, ost_str_c("a")), v1);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c2, m2, NULL, &cur), 0);
+    ost_value k, v;
+    cr_assert_eq(ost_map_cursor_next(cur, &k, &v), 0);
+    cr_assert_str_eq(ost_data(k, NULL), "a");
+    cr_assert_eq(v, v1, "the cursor gives the object get gave");
+    ost_map_cursor_close(cur);
+    /* a value set in the transaction is the object given */
+    ost_value mine = ost_list_new(0);
+    mset(c2, m2, ost_str_c("c"), ost_incref(mine));
+    cr_assert_eq(mget(c2, m2, ost_str_c("c")), mine);
+    ost_decref(mine);
+    /* got first by the cursor, then by get */
+    cr_assert_eq(ost_map_cursor_open(c2, m2, NULL, &cur), 0);
+    cr_assert_eq(ost_map_cursor_next(cur, &k, &v), 0);
+    cr_assert_eq(v, v1);
+    ost_map_cursor_close(cur);
+
+    /* changing the list read from the map does not store it */
+    uint64_t serial = stats(st).last_serial;
+    ost_list_append(v1, ost_int(4));
+    commit_ok(c2);
+    cr_assert_eq(stats(st).last_serial, serial + 1, "c was written");
+    ost_conn *c3 = conn_of(st);
+    ost_value m3 = root_map(c3, "m");
+    cr_assert_eq(ost_len(mget(c3, m3, ost_str_c("a"))), 3, "changed in place: not stored");
+    /* changing it and setting it again stores it */
+    ost_value a = mget(c2, m2, ost_str_c("a"));
+    cr_assert_eq(ost_len(a), 3, "a new transaction reads what is stored");
+    ost_list_append(a, ost_int(4));
+    mset(c2, m2, ost_str_c("a"), ost_incref(a));
+    commit_ok(c2);
+    ost_abort(c3); /* c3's next transaction starts after that commit */
+    m3 = root_map(c3, "m");
+    ost_value got = mget(c3, m3, ost_str_c("a"));
+    cr_assert_eq(ost_len(got), 4, "%s", rep(got));
+    cr_assert_eq(ival(ost_item(got, 3)), 4);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 5. persistent objects as values                                           */
+/* ======================================================================= */
+
+static ost_value new_item(int64_t n) {
+    ost_value it = ost_instance_new(ost_incref(F.item));
+    cr_assert(it);
+    cr_assert_eq(ost_instance_setattr(it, "n", ost_int(n)), 0);
+    char name[32];
+    snprintf(name, sizeof name, "item%lld", (long long)n);
+    cr_assert_eq(ost_instance_setattr(it, "name", ost_str_c(name)), 0);
+    return it;
+}
+
+static int64_t item_n(ost_conn *c, ost_value it) {
+    int rc = ost_activate(c, it);
+    REQUIRE(rc == 0, "activate: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    REQUIRE(ost_instance_class(it) == F.item, "an Item: %s", rep(it));
+    return ival(ost_instance_getattr(it, "n"));
+}
+
+OST_TEST(maps, a_persistent_value_gets_an_oid_and_loads_as_the_same_object) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "str", "m");
+    ost_value it = new_item(7);
+    mset(c, m, ost_str_c("x"), ost_incref(it));
+    mset(c, m, ost_str_c("y"), ost_incref(it));
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_incref(it));
+    mset(c, m, ost_str_c("z"), l);
+    cr_assert_eq(ost_oid(c, it), UINT64_MAX, "no oid before commit");
+    commit_ok(c);
+    uint64_t oid = ost_oid(c, it);
+    cr_assert_neq(oid, UINT64_MAX, "the commit gave it an oid");
+    cr_assert_neq(oid, ost_oid(c, m));
+    cr_assert_eq(ost_refcount(it) > 1, true, "the connection's cache holds it");
+
+    ost_conn *c2 = conn_of(st);
+    ost_value m2 = root_map(c2, "m");
+    ost_value x = mget(c2, m2, ost_str_c("x"));
+    cr_assert_eq(ost_typeof(x), OST_T_INSTANCE);
+    cr_assert_eq(ost_oid(c2, x), oid);
+    ost_value byoid;
+    cr_assert_eq(ost_conn_get(c2, oid, &byoid), 0, "%s", ost_conn_errmsg(c2));
+    cr_assert_eq(byoid, x, "the same object as ost_conn_get gives");
+    cr_assert_eq(mget(c2, m2, ost_str_c("y")), x, "two entries, one object");
+    cr_assert_eq(ost_item(mget(c2, m2, ost_str_c("z")), 0), x, "inside a list too");
+    cr_assert_eq(item_n(c2, x), 7);
+    cr_assert_str_eq(ost_data(ost_instance_getattr(x, "name"), NULL), "item7");
+
+    /* a reference, not a copy: a change to the object is seen through the map */
+    cr_assert_eq(ost_instance_setattr(x, "n", ost_int(8)), 0);
+    commit_ok(c2);
+    ost_abort(c);
+    ost_value ax = mget(c, root_map(c, "m"), ost_str_c("x"));
+    cr_assert_eq(ax, it, "c's object is still the one it stored");
+    cr_assert_eq(item_n(c, ax), 8);
+    ost_decref(it);
+    check_clean(st);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 6. threads through the group committer                                   */
+/* ======================================================================= */
+
+enum { GT = 8, GN = 1000 };
+
+typedef struct {
+    ost_store *st;
+    uint64_t map;
+    int id;
+    int commits, conflicts;
+    int line;
+    char msg[300];
+} ins_arg;
+
+static void insert_thread(void *arg) {
+    ins_arg *ta = arg;
+    ost_conn *c = NULL;
+    int rc = ost_conn_open(ta->st, &c);
+    T_CHECK(rc == 0, "conn_open: %s", ost_err_name(rc));
+    ost_value m;
+    rc = ost_conn_get(c, ta->map, &m);
+    T_CHECK(rc == 0, "get the map: %s", ost_conn_errmsg(c));
+    for (int i = 0; i < GN; i++) {
+        int64_t key = (int64_t)i * GT + ta->id; /* neighbours of the other threads' keys */
+        for (;;) {
+            rc = ost_map_set(c, m, ost_int(key), ost_int(key * 3));
+            T_CHECK(rc == 0, "set %lld: %s: %s", (long long)key, ost_err_name(rc),
+                    ost_conn_errmsg(c));
+            rc = ost_commit(c);
+            if (rc == 0) break;
+            T_CHECK(rc == OST_ECONFLICT, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+            if (!ta->conflicts++) snprintf(ta->msg, sizeof ta->msg, "%s", ost_conn_errmsg(c));
+            ost_abort(c);
+        }
+        ta->commits++;
+    }
+out:
+    ost_conn_close(c);
+}
+
+OST_TEST(maps, eight_threads_insert_distinct_keys_through_group_commit_without_conflicts) {
+    ost_store_options o = opts_for(true);
+    o.group_commit = true; /* full durability: one fsync per group */
+    ost_store *st = open_with(&o);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    uint64_t serial0 = stats(st).last_serial;
+    uv_thread_t th[GT];
+    ins_arg a[GT];
+    for (int i = 0; i < GT; i++) {
+        a[i] = (ins_arg){.st = st, .map = ost_oid(c, m), .id = i};
+        cr_assert_eq(uv_thread_create(&th[i], insert_thread, &a[i]), 0);
+    }
+    int conflicts = 0;
+    for (int i = 0; i < GT; i++) {
+        uv_thread_join(&th[i]);
+        cr_assert_eq(a[i].line, 0, "thread %d, line %d: %s", i, a[i].line, a[i].msg);
+        cr_assert_eq(a[i].commits, GN);
+        conflicts += a[i].conflicts;
+    }
+    cr_assert_eq(conflicts, 0, "distinct keys never conflict (%d did: %s)", conflicts,
+                 a[0].conflicts ? a[0].msg : "");
+    cr_assert_eq(stats(st).last_serial, serial0 + GT * GN, "one commit per key");
+    ost_abort(c);
+    cr_assert_eq(map_len(c, m), GT * GN);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    ost_value k, v;
+    int64_t i = 0;
+    int rc;
+    while ((rc = ost_map_cursor_next(cur, &k, &v)) == 0) {
+        REQUIRE(ival(k) == i && ival(v) == 3 * i, "entry %lld: %s: %s", (long long)i, rep(k),
+                rep(v));
+        i++;
+    }
+    cr_assert_eq(rc, OST_ENOTFOUND);
+    cr_assert_eq(i, GT * GN);
+    ost_map_cursor_close(cur);
+    check_clean(st);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 7. per-key conflicts                                                     */
+/* ======================================================================= */
+
+OST_TEST(maps, two_connections_setting_one_key_conflict_and_the_loser_retries) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value am = new_map(a, "str", "m");
+    uint64_t moid = ost_oid(a, am);
+    mset(a, am, ost_str_c("other"), ost_int(0));
+    commit_ok(a);
+    ost_value bm = root_map(b, "m");
+    mset(a, am, ost_str_c("k\xc3\xa9y"), ost_int(1));
+    mset(b, bm, ost_str_c("k\xc3\xa9y"), ost_int(2));
+    mset(b, bm, ost_str_c("b-only"), ost_int(3));
+    commit_ok(a);
+    ost_store_stats s = stats(st);
+    int rc = ost_commit(b);
+    cr_assert_eq(rc, OST_ECONFLICT, "%s: %s", ost_err_name(rc), ost_conn_errmsg(b));
+    const char *msg = ost_conn_errmsg(b);
+    expect_map_oid(msg, moid);
+    expect_in(msg, "'k\xc3\xa9y'");
+    /* the failed commit changed nothing */
+    ost_store_stats s2 = stats(st);
+    cr_assert_eq(s2.last_serial, s.last_serial);
+    cr_assert_eq(s2.records, s.records);
+    ost_conn *c = conn_of(st);
+    ost_value cm = root_map(c, "m");
+    cr_assert_eq(ival(mget(c, cm, ost_str_c("k\xc3\xa9y"))), 1);
+    cr_assert_eq(mcontains(c, cm, ost_str_c("b-only")), 0);
+    cr_assert_eq(map_len(c, cm), 2);
+    /* poisoned until abort */
+    cr_assert_eq(ost_commit(b), OST_ETXN);
+    ost_abort(b);
+    bm = root_map(b, "m");
+    cr_assert_eq(ival(mget(b, bm, ost_str_c("k\xc3\xa9y"))), 1, "the winner's value");
+    cr_assert_eq(mcontains(b, bm, ost_str_c("b-only")), 0, "abort dropped b's changes");
+    mset(b, bm, ost_str_c("k\xc3\xa9y"), ost_int(2));
+    commit_ok(b);
+    ost_abort(c); /* a new transaction, after b's commit */
+    cm = root_map(c, "m");
+    cr_assert_eq(ival(mget(c, cm, ost_str_c("k\xc3\xa9y"))), 2);
+    cr_assert_eq(map_len(c, cm), 2);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, a_tuple_key_conflict_names_the_key) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value am = new_map(a, "(int, str)", "m");
+    uint64_t moid = ost_oid(a, am);
+    ost_value bm = root_map(b, "m");
+    mset(b, bm, T2(ost_int(42), ost_str_c("x")), ost_int(2));
+    mset(a, am, T2(ost_int(42), ost_str_c("x")), ost_int(1));
+    commit_ok(a);
+    cr_assert_eq(ost_commit(b), OST_ECONFLICT);
+    expect_map_oid(ost_conn_errmsg(b), moid);
+    expect_in(ost_conn_errmsg(b), "(42, 'x')");
+    ost_store_close(st);
+}
+
+OST_TEST(maps, different_keys_of_one_map_from_two_connections_both_commit) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value am = new_map(a, "int", "m");
+    for (int64_t k = 0; k < 100; k += 2) mset(a, am, ost_int(k), ost_int(k));
+    commit_ok(a);
+    ost_value bm = root_map(b, "m");
+    cr_assert_eq(map_len(b, bm), 50);
+    /* neighbours on one page, a delete and an add on each side */
+    mset(a, am, ost_int(51), ost_int(51));
+    cr_assert_eq(mdel(a, am, ost_int(52)), 0);
+    mset(a, am, ost_int(10), ost_int(-10));
+    mset(b, bm, ost_int(53), ost_int(53));
+    mset(b, bm, ost_int(55), ost_int(55));
+    cr_assert_eq(mdel(b, bm, ost_int(54)), 0);
+    mset(b, bm, ost_int(12), ost_int(-12));
+    commit_ok(a);
+    commit_ok(b);
+    ost_conn *c = conn_of(st);
+    ost_value cm = root_map(c, "m");
+    cr_assert_eq(map_len(c, cm), 50 + 1 - 1 + 2 - 1, "the counts add up");
+    cr_assert_eq(ival(mget(c, cm, ost_int(51))), 51);
+    cr_assert_eq(ival(mget(c, cm, ost_int(53))), 53);
+    cr_assert_eq(ival(mget(c, cm, ost_int(55))), 55);
+    cr_assert_eq(ival(mget(c, cm, ost_int(10))), -10);
+    cr_assert_eq(ival(mget(c, cm, ost_int(12))), -12);
+    cr_assert_eq(mcontains(c, cm, ost_int(52)), 0);
+    cr_assert_eq(mcontains(c, cm, ost_int(54)), 0);
+    uint64_t n = 0;
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, cm, NULL, &cur), 0);
+    while (ost_map_cursor_next(cur, NULL, NULL) == 0) n++;
+    ost_map_cursor_close(cur);
+    cr_assert_eq(n, map_len(c, cm), "the count is the number of entries");
+    check_clean(st);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, deleting_a_key_that_another_commit_changed_conflicts) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value am = new_map(a, "int", "m");
+    uint64_t moid = ost_oid(a, am);
+    mset(a, am, ost_int(7), ost_int(1));
+    mset(a, am, ost_int(8), ost_int(1));
+    commit_ok(a);
+    /* a changes 7; b, whose transaction began before, deletes it */
+    ost_value bm = root_map(b, "m");
+    cr_assert_eq(map_len(b, bm), 2);
+    mset(a, am, ost_int(7), ost_int(2));
+    commit_ok(a);
+    cr_assert_eq(mdel(b, bm, ost_int(7)), 0);
+    uint64_t serial = stats(st).last_serial;
+    cr_assert_eq(ost_commit(b), OST_ECONFLICT);
+    expect_map_oid(ost_conn_errmsg(b), moid);
+    expect_in(ost_conn_errmsg(b), "key 7");
+    cr_assert_eq(stats(st).last_serial, serial);
+    ost_abort(b);
+    bm = root_map(b, "m");
+    cr_assert_eq(ival(mget(b, bm, ost_int(7))), 2);
+    cr_assert_eq(map_len(b, bm), 2);
+    /* and setting a key another commit deleted conflicts too */
+    cr_assert_eq(mdel(a, am, ost_int(8)), 0);
+    mset(b, bm, ost_int(8), ost_int(3));
+    commit_ok(a);
+    cr_assert_eq(ost_commit(b), OST_ECONFLICT);
+    expect_map_oid(ost_conn_errmsg(b), moid);
+    ost_abort(b);
+    bm = root_map(b, "m");
+    cr_assert_eq(mcontains(b, bm, ost_int(8)), 0);
+    cr_assert_eq(map_len(b, bm), 1);
+    /* two deletes of one key: the second conflicts (the first changed it) */
+    cr_assert_eq(mdel(a, am, ost_int(7)), 0);
+    cr_assert_eq(mdel(b, bm, ost_int(7)), 0);
+    commit_ok(a);
+    cr_assert_eq(ost_commit(b), OST_ECONFLICT);
+    ost_abort(b);
+    cr_assert_eq(map_len(b, root_map(b, "m")), 0);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 8. processes                                                             */
+/* ======================================================================= */
+
+enum { PN = 4, PK = 200 };
+
+typedef struct {
+    const char *dir;
+    ost_registry *reg;
+    uint64_t map;
+    int id;
+} proc_arg;
+
+static int insert_child(void *arg) {
+    proc_arg *pa = arg;
+    ost_store *st = ost_store_new();
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = pa->reg;
+    o.durability = OST_SYNC_NONE;
+    int rc = ost_store_open(st, pa->dir, &o);
+    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_conn *c;
+    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    ost_value m;
+    CHILD_CHECK(ost_conn_get(c, pa->map, &m) == 0, "map: %s", ost_conn_errmsg(c));
+    for (int i = 0; i < PK; i++) {
+        int64_t key = (int64_t)i * PN + pa->id;
+        char v[32];
+        snprintf(v, sizeof v, "p%d-%d", pa->id, i);
+        rc = ost_map_set(c, m, T2(ost_int(key), ost_str_c("k")), ost_str_c(v));
+        CHILD_CHECK(rc == 0, "set: %s", ost_conn_errmsg(c));
+        rc = ost_commit(c);
+        CHILD_CHECK(rc == 0, "commit %d: %s %s", i, ost_err_name(rc), ost_conn_errmsg(c));
+    }
+    uint64_t n;
+    CHILD_CHECK(ost_map_len(c, m, &n) == 0 && n >= (uint64_t)PK, "len %llu", (unsigned long long)n);
+    ost_store_close(st);
+    return 0;
+}
+
+OST_TEST(maps, four_processes_insert_into_one_map) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "(int, str)", "m");
+    proc_arg pa[PN];
+    pid_t pids[PN];
+    for (int i = 0; i < PN; i++) {
+        pa[i] = (proc_arg){.dir = F.dir, .reg = F.reg, .map = ost_oid(c, m), .id = i};
+        pids[i] = spawn(insert_child, &pa[i]);
+    }
+    for (int i = 0; i < PN; i++) cr_assert_eq(wait_child(pids[i]), 0, "child %d", i);
+    ost_abort(c);
+    cr_assert_eq(map_len(c, m), PN * PK);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    ost_value k, v;
+    int64_t i = 0;
+    while (ost_map_cursor_next(cur, &k, &v) == 0) {
+        char want[32];
+        snprintf(want, sizeof want, "p%d-%d", (int)(i % PN), (int)(i / PN));
+        REQUIRE(ival(ost_item(k, 0)) == i, "entry %lld has key %s", (long long)i, rep(k));
+        REQUIRE(strcmp(ost_data(v, NULL), want) == 0, "entry %lld: %s", (long long)i, rep(v));
+        i++;
+    }
+    ost_map_cursor_close(cur);
+    cr_assert_eq(i, PN * PK);
+    cr_assert_geq(stats(st).last_serial, (uint64_t)PN * PK + 1);
+    check_clean(st);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 9. a process killed while it bulk-loads entries                          */
+/* ======================================================================= */
+
+enum { KBATCH = 1000, KLIMIT = 2000000, KROUNDS = 20 };
+
+/* The key of the i-th entry: a bijection of i, so keys are distinct and
+ * come in random order. */
+static int64_t kkey(uint64_t i) { return (int64_t)(i * 0x9E3779B97F4A7C15ULL); }
+
+typedef struct {
+    const char *dir;
+    ost_registry *reg;
+    uint64_t map;
+    uint64_t start; /* the first entry to load */
+    int fd;         /* progress reports */
+} kill_arg;
+
+static void report_progress(void *ud, uint64_t objects, uint64_t bytes) {
+    (void)bytes;
+    kill_arg *ka = ud;
+    ssize_t n;
+    do
+        n = write(ka->fd, &objects, sizeof objects);
+    while (n < 0 && errno == EINTR);
+}
+
+/* The child: loads entries start, start + 1, ... until it is killed. */
+static int load_child(void *arg) {
+    kill_arg *ka = arg;
+    ost_store *st = ost_store_new();
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = ka->reg;
+    int rc = ost_store_open(st, ka->dir, &o);
+    CHILD_CHECK(rc == 0, "open: %s", ost_store_errmsg(st));
+    ost_conn *c;
+    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    ost_value m;
+    CHILD_CHECK(ost_conn_get(c, ka->map, &m) == 0, "map: %s", ost_conn_errmsg(c));
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    lo.batch_objects = KBATCH;
+    lo.progress = report_progress;
+    lo.ud = ka;
+    ost_loader *l;
+    CHILD_CHECK(ost_loader_open(c, &lo, &l) == 0, "loader_open");
+    for (uint64_t i = ka->start; i < KLIMIT; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "v%llu", (unsigned long long)i);
+        rc = ost_loader_map_set(l, m, ost_int(kkey(i)), ost_str_c(v));
+        CHILD_CHECK(rc == 0, "map_set %llu: %s", (unsigned long long)i, ost_loader_errmsg(l));
+    }
+    return ost_loader_close(l) ? 6 : 0;
+}
+
+/* Reads the map after a kill: its entries must be entries 0 .. n-1 (each
+ * key with its own value), n = the map's count; returns n. */
+static uint64_t verify_loaded(ost_store *st, int round) {
+    ost_conn *c = conn_of(st);
+    ost_value m = root_map(c, "m");
+    uint64_t count = map_len(c, m);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    ost_value k, v;
+    uint64_t found = 0;
+    int64_t prev = INT64_MIN;
+    int rc;
+    while ((rc = ost_map_cursor_next(cur, &k, &v)) == 0) {
+        const char *s = ost_data(v, NULL);
+        REQUIRE(s && s[0] == 'v', "round %d: entry %s: value %s", round, rep(k), rep(v));
+        uint64_t i = strtoull(s + 1, NULL, 10);
+        REQUIRE(ival(k) == kkey(i), "round %d: entry %s holds the value of entry %llu", round,
+                rep(k), (unsigned long long)i);
+        REQUIRE(found == 0 || ival(k) > prev, "keys ascend");
+        prev = ival(k);
+        REQUIRE(i < count, "round %d: entry %llu is beyond the %llu counted", round,
+                (unsigned long long)i, (unsigned long long)count);
+        found++;
+    }
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
+    ost_map_cursor_close(cur);
+    cr_assert_eq(found, count, "round %d: the map's count (%llu) is its number of entries (%llu)",
+                 round, (unsigned long long)count, (unsigned long long)found);
+    ost_conn_close(c);
+    return found;
+}
+
+OST_TEST(maps, sigkill_during_a_bulk_load_keeps_whole_batches_of_entries) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    uint64_t moid = ost_oid(c, m);
+    ost_store_close(st);
+    uint64_t stored = 0, beyond = 0;
+    for (int round = 0; round < KROUNDS; round++) {
+        int fds[2];
+        cr_assert_eq(pipe(fds), 0);
+        kill_arg ka = {.dir = F.dir, .reg = F.reg, .map = moid, .start = stored, .fd = fds[1]};
+        pid_t pid = spawn(load_child, &ka);
+        close(fds[1]);
+        /* one to three batches acknowledged, then the kill lands somewhere
+         * in the next ones */
+        uint64_t reported = 0, n;
+        int want = 1 + (int)(rnd() % 3);
+        for (int i = 0; i < want; i++) {
+            cr_assert_eq(read(fds[0], &n, sizeof n), (ssize_t)sizeof n,
+                         "round %d: the child died by itself", round);
+            cr_assert_eq(n, reported + KBATCH, "one report per batch");
+            reported = n;
+        }
+        usleep((useconds_t)(rnd() % 3000));
+        kill(pid, SIGKILL);
+        int status = wait_child(pid);
+        cr_assert_eq(status, 128 + SIGKILL, "round %d: the child was killed (status %d)", round,
+                     status);
+        while (read(fds[0], &n, sizeof n) == (ssize_t)sizeof n) {
+            cr_assert_eq(n, reported + KBATCH);
+            reported = n;
+        }
+        close(fds[0]);
+        st = open_store(false);
+        uint64_t found = verify_loaded(st, round);
+        cr_assert_geq(found, stored + reported, "round %d: every acknowledged batch is there",
+                      round);
+        cr_assert_eq((found - stored) % KBATCH, 0,
+                     "round %d: a whole number of batches (%llu entries)", round,
+                     (unsigned long long)(found - stored));
+        beyond += found - stored - reported;
+        stored = found;
+        check_clean(st);
+        ost_store_close(st);
+    }
+    cr_log_info("%llu entries stored, %llu of them committed but not acknowledged",
+                (unsigned long long)stored, (unsigned long long)beyond);
+}
+
+/* ======================================================================= */
+/* 10. pack and check                                                       */
+/* ======================================================================= */
+
+OST_TEST(maps, pack_keeps_objects_referenced_only_from_map_values) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "str", "m");
+    ost_value inner;
+    cr_assert_eq(ost_map_new(c, "int", &inner), 0);
+    mset(c, m, ost_str_c("a"), new_item(1));
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, new_item(2));
+    mset(c, m, ost_str_c("b"), l);
+    mset(c, m, ost_str_c("c"), ost_incref(inner)); /* a map reached only from a map */
+    mset(c, inner, ost_int(1), new_item(3));
+    root_set(c, "junk", new_item(9));
+    commit_ok(c);
+    root_set(c, "junk", OST_NONE); /* unreachable now */
+    commit_ok(c);
+    ost_store_stats s = stats(st);
+    cr_assert_eq(s.records, 7, "root, m, inner, 3 items and junk");
+    check_clean(st);
+    uint64_t removed = 99;
+    int rc = ost_store_pack(st, &removed);
+    cr_assert_eq(rc, 0, "pack: %s: %s", ost_err_name(rc), ost_store_errmsg(st));
+    cr_assert_eq(removed, 1, "only junk goes");
+    cr_assert_eq(stats(st).records, 6);
+    check_clean(st);
+    ost_store_close(st);
+
+    st = open_store(false);
+    c = conn_of(st);
+    m = root_map(c, "m");
+    cr_assert_eq(item_n(c, mget(c, m, ost_str_c("a"))), 1);
+    cr_assert_eq(item_n(c, ost_item(mget(c, m, ost_str_c("b")), 0)), 2);
+    inner = mget(c, m, ost_str_c("c"));
+    cr_assert(ost_is_map(inner));
+    cr_assert_eq(map_len(c, inner), 1);
+    cr_assert_eq(item_n(c, mget(c, inner, ost_int(1))), 3);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, pack_removes_unreachable_maps_with_all_their_entries) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value keep = new_map(c, "int", "keep");
+    ost_value drop = new_map(c, "int", "drop");
+    ost_value nested, loose;
+    cr_assert_eq(ost_map_new(c, "str", &nested), 0);
+    cr_assert_eq(ost_map_new(c, "bytes", &loose), 0); /* never referenced */
+    ost_value x = new_item(5);
+    for (int64_t i = 0; i < 300; i++) {
+        mset(c, keep, ost_int(i), ost_int(i));
+        mset(c, drop, ost_int(i), ost_incref(x));
+        char k[16];
+        snprintf(k, sizeof k, "%lld", (long long)i);
+        mset(c, nested, ost_str_c(k), ost_int(i));
+        mset(c, loose, ost_bytes(k, strlen(k)), ost_int(i));
+    }
+    mset(c, drop, ost_int(-1), ost_incref(nested));
+    ost_decref(x);
+    commit_ok(c);
+    uint64_t keep_oid = ost_oid(c, keep), drop_oid = ost_oid(c, drop);
+    uint64_t nested_oid = ost_oid(c, nested), loose_oid = ost_oid(c, loose);
+    uint64_t x_oid = ost_oid(c, x);
+    cr_assert_neq(x_oid, UINT64_MAX);
+    root_set(c, "drop", OST_NONE);
+    commit_ok(c);
+    cr_assert_eq(stats(st).records, 6);
+    uint64_t removed = 0;
+    int rc = ost_store_pack(st, &removed);
+    cr_assert_eq(rc, 0, "pack: %s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 4, "drop, nested, loose and x");
+    cr_assert_eq(stats(st).records, 2);
+    check_clean(st);
+    ost_conn *c2 = conn_of(st);
+    ost_value g;
+    cr_assert_eq(ost_conn_get(c2, drop_oid, &g), OST_ENOTFOUND);
+    cr_assert_eq(ost_conn_get(c2, nested_oid, &g), OST_ENOTFOUND);
+    cr_assert_eq(ost_conn_get(c2, loose_oid, &g), OST_ENOTFOUND);
+    cr_assert_eq(ost_conn_get(c2, x_oid, &g), OST_ENOTFOUND);
+    ost_value k2 = root_map(c2, "keep");
+    cr_assert_eq(map_len(c2, k2), 300);
+    cr_assert_eq(ival(mget(c2, k2, ost_int(299))), 299);
+    cr_assert_eq(ost_store_pack(st, &removed), 0);
+    cr_assert_eq(removed, 0, "a second pack finds nothing");
+    ost_store_close(st);
+    /* the entries are gone from the engine too */
+    cr_assert_eq(raw_count_entries(keep_oid), 300);
+    cr_assert_eq(raw_count_entries(drop_oid), 0);
+    cr_assert_eq(raw_count_entries(nested_oid), 0);
+    cr_assert_eq(raw_count_entries(loose_oid), 0);
+}
+
+OST_TEST(maps, check_passes_a_sound_store_with_maps) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "(str, int)", "m");
+    ost_value s;
+    cr_assert_eq(ost_keyset_new(c, "bytes", &s), 0);
+    root_set(c, "s", ost_incref(s));
+    for (int i = 0; i < 50; i++) {
+        mset(c, m, T2(ost_str_c("k"), ost_int(i)), new_item(i));
+        cr_assert_eq(ost_map_add(c, s, ost_bytes(&i, sizeof i)), 0);
+    }
+    commit_ok(c);
+    reports r = {0};
+    uint64_t records = 0;
+    cr_assert_eq(ost_store_check(st, collect, &r, &records), 0, "%s", r.msg[0]);
+    cr_assert_eq(r.n, 0);
+    cr_assert_eq(records, 53, "root, the map, the set and 50 items");
+    ost_store_close(st);
+}
+
+/* Stores root['m'] = map {'good': Item(1), 'bad': Item(2), 'plain': [1]};
+ * returns the map's oid and Item(2)'s. */
+static void store_for_check(uint64_t *moid, uint64_t *item2) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "str", "m");
+    ost_value it2 = new_item(2);
+    mset(c, m, ost_str_c("good"), new_item(1));
+    mset(c, m, ost_str_c("bad"), ost_incref(it2));
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_int(1));
+    mset(c, m, ost_str_c("plain"), l);
+    commit_ok(c);
+    *moid = ost_oid(c, m);
+    *item2 = ost_oid(c, it2);
+    ost_decref(it2);
+    check_clean(st);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
+    uint64_t moid, item2;
+    store_for_check(&moid, &item2);
+    uint8_t key[16];
+    size_t kl = ment_key(key, moid, "plain", 5);
+    size_t n;
+    uint8_t *val = raw_get("mapents", key, kl, &n);
+    cr_assert(val, "the entry is in mapents under oid + key");
+    cr_assert_gt(n, 10);
+    memset(val + 8, 0xee, n - 8); /* the serial stays; the pickle is garbage */
+    raw_put("mapents", key, kl, val, n);
+    free(val);
+
+    ost_store *st = open_store(false);
+    /* reading it fails clearly */
+    ost_conn *c = conn_of(st);
+    ost_value m = root_map(c, "m");
+    cr_assert_eq(mget_rc(c, m, ost_str_c("plain")), OST_ECORRUPT);
+    expect_map_oid(ost_conn_errmsg(c), moid);
+    expect_in(ost_conn_errmsg(c), "'plain'");
+    cr_assert_eq(item_n(c, mget(c, m, ost_str_c("good"))), 1, "the others read");
+    ost_conn_close(c);
+    /* check finds it */
+    reports r = {0};
+    int rc = ost_store_check(st, collect, &r, NULL);
+    cr_assert_eq(rc, OST_ECORRUPT, "check of a damaged entry: %s", ost_err_name(rc));
+    cr_assert_eq(r.n, 1, "one problem (%s)", r.msg[0]);
+    cr_assert_eq(r.oid[0], moid, "reported under the map's oid");
+    expect_number(r.msg[0], moid);
+    expect_in(r.msg[0], "plain");
+    /* pack cannot know what it refers to: it removes nothing */
+    uint64_t removed = 9;
+    cr_assert_eq(ost_store_pack(st, &removed), OST_ECORRUPT);
+    cr_assert_eq(removed, 0);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, check_reports_a_dangling_reference_in_a_map_value) {
+    uint64_t moid, item2;
+    store_for_check(&moid, &item2);
+    uint8_t k[8];
+    be64(k, item2);
+    raw_put("records", k, 8, NULL, 0);
+    ost_store *st = open_store(false);
+    reports r = {0};
+    int rc = ost_store_check(st, collect, &r, NULL);
+    cr_assert_eq(rc, OST_ECORRUPT, "check of a dangling reference: %s", ost_err_name(rc));
+    cr_assert_eq(r.n, 1, "one problem (%s)", r.msg[0]);
+    cr_assert_eq(r.oid[0], moid, "the holder is the map");
+    cr_assert_eq(r.missing[0], item2, "the missing oid");
+    cr_assert_eq(r.err[0], OST_ENOTFOUND, "%s", ost_err_name(r.err[0]));
+    expect_number(r.msg[0], item2);
+    ost_conn *c = conn_of(st);
+    ost_value m = root_map(c, "m");
+    /* reading the entry fails as the entry does not decode, naming both */
+    cr_assert_eq(mget_rc(c, m, ost_str_c("bad")), OST_ECORRUPT);
+    expect_map_oid(ost_conn_errmsg(c), moid);
+    expect_number(ost_conn_errmsg(c), item2);
+    cr_assert_eq(item_n(c, mget(c, m, ost_str_c("good"))), 1, "the others read");
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 11. a million entries, flat memory                                       */
+/* ======================================================================= */
+
+enum { BIG = 1000000 };
+
+static size_t heap_in_use(void) {
+#ifdef OST_TEST_LSAN
+    return 0; /* ASan's allocator: not measured */
+#else
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+OST_TEST(maps, iterating_a_million_entries_keeps_memory_flat) {
+    ost_store_options o = opts_for(true);
+    o.durability = OST_SYNC_NONE;
+    ost_store *st = open_with(&o);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    for (int64_t i = 0; i < BIG; i++) {
+        char v[24];
+        int vl = snprintf(v, sizeof v, "v%lld", (long long)i);
+        int rc = ost_loader_map_set(l, m, ost_int(i * 3), ost_str(v, (size_t)vl));
+        REQUIRE(rc == 0, "%lld: %s", (long long)i, ost_loader_errmsg(l));
+    }
+    int rc = ost_loader_close(l);
+    cr_assert_eq(rc, 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+
+    c = conn_of(st);
+    m = root_map(c, "m");
+    cr_assert_eq(map_len(c, m), BIG);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    ost_value k, v;
+    int64_t i = 0;
+    ost_alloc_stats a0, a1, a2;
+    size_t h0 = 0, h1, h2;
+    char want[24];
+    while ((rc = ost_map_cursor_next(cur, &k, &v)) == 0) {
+        if (i == 1000) {
+            ost_alloc_stats_get(&a0);
+            h0 = heap_in_use();
+        } else if (i == BIG / 2) {
+            ost_alloc_stats_get(&a1);
+            h1 = heap_in_use();
+        }
+        REQUIRE(ival(k) == i * 3, "entry %lld: key %s", (long long)i, rep(k));
+        snprintf(want, sizeof want, "v%lld", (long long)i);
+        REQUIRE(strcmp(ost_data(v, NULL), want) == 0, "entry %lld: %s", (long long)i, rep(v));
+        i++;
+    }
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(i, BIG);
+    ost_alloc_stats_get(&a2);
+    h2 = heap_in_use();
+    cr_assert_leq(a1.live_objects, a0.live_objects + 16, "live values grew from %llu to %llu",
+                  (unsigned long long)a0.live_objects, (unsigned long long)a1.live_objects);
+    cr_assert_leq(a2.live_objects, a0.live_objects + 16, "live values grew from %llu to %llu",
+                  (unsigned long long)a0.live_objects, (unsigned long long)a2.live_objects);
+#ifndef OST_TEST_LSAN
+    cr_assert_leq(h1, h0 + (256u << 10), "heap grew from %zu to %zu bytes", h0, h1);
+    cr_assert_leq(h2, h0 + (256u << 10), "heap grew from %zu to %zu bytes", h0, h2);
+#else
+    (void)h0, (void)h1, (void)h2;
+#endif
+    ost_map_cursor_close(cur);
+    /* a reverse range over half of it too */
+    ost_value lo = ost_int(BIG / 2 * 3);
+    ost_map_range r = {.from = lo, .reverse = true};
+    cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), 0);
+    i = BIG - 1;
+    while ((rc = ost_map_cursor_next(cur, &k, NULL)) == 0) {
+        REQUIRE(ival(k) == i * 3, "entry %lld: key %s", (long long)i, rep(k));
+        i--;
+    }
+    cr_assert_eq(i, BIG / 2 - 1);
+    ost_map_cursor_close(cur);
+    ost_decref(lo);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 12. bad input                                                            */
+/* ======================================================================= */
+
+OST_TEST(maps, a_key_of_the_wrong_kind_is_a_type_error_naming_map_and_kind) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    ost_value t = new_map(c, "(int, str)", "t");
+    uint64_t moid = ost_oid(c, m), toid = ost_oid(c, t);
+    uint64_t serial = stats(st).last_serial;
+    cr_assert_eq(ost_map_set(c, m, ost_str_c("1"), ost_int(1)), OST_ETYPE);
+    expect_map_oid(ost_conn_errmsg(c), moid);
+    expect_in(ost_conn_errmsg(c), "int");
+    expect_in(ost_conn_errmsg(c), "str");
+    cr_assert_eq(mget_rc(c, m, ost_float(1.0)), OST_ETYPE);
+    expect_map_oid(ost_conn_errmsg(c), moid);
+    cr_assert_eq(mcontains(c, m, ost_bytes("x", 1)), OST_ETYPE);
+    cr_assert_eq(mdel(c, m, OST_NONE), OST_ETYPE);
+    cr_assert_eq(ost_map_add(c, m, ost_str_c("x")), OST_ETYPE);
+    /* tuples: the wrong length, an element of the wrong kind, not a tuple */
+    cr_assert_eq(ost_map_set(c, t, T1(ost_int(1)), ost_int(1)), OST_ETYPE);
+    expect_map_oid(ost_conn_errmsg(c), toid);
+    expect_in(ost_conn_errmsg(c), "(int, str)");
+    cr_assert_eq(ost_map_set(c, t, T3(ost_int(1), ost_str_c("a"), ost_int(2)), ost_int(1)),
+                 OST_ETYPE);
+    cr_assert_eq(ost_map_set(c, t, T2(ost_str_c("a"), ost_int(1)), ost_int(1)), OST_ETYPE);
+    expect_map_oid(ost_conn_errmsg(c), toid);
+    cr_assert_eq(ost_map_set(c, t, T2(ost_int(1), ost_bytes("a", 1)), ost_int(1)), OST_ETYPE);
+    cr_assert_eq(ost_map_set(c, t, ost_int(1), ost_int(1)), OST_ETYPE);
+    ost_value lst = ost_list_new(0);
+    ost_list_append(lst, ost_int(1));
+    ost_list_append(lst, ost_str_c("a"));
+    cr_assert_eq(ost_map_set(c, t, lst, ost_int(1)), OST_ETYPE, "a list is not a tuple");
+    /* cursor bounds of the wrong kind */
+    ost_value bad = ost_str_c("x");
+    ost_map_range r = {.from = bad};
+    ost_map_cursor *cur = (ost_map_cursor *)1;
+    cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), OST_ETYPE);
+    cr_assert_null(cur);
+    r = (ost_map_range){.to = bad};
+    cr_assert_eq(ost_map_cursor_open(c, t, &r, &cur), OST_ETYPE);
+    ost_decref(bad);
+    /* an int beyond 64 bits */
+    ost_value huge = ost_int_from_decimal("18446744073709551616", 20);
+    cr_assert(huge);
+    int rc = ost_map_set(c, m, ost_incref(huge), ost_int(1));
+    cr_assert_eq(rc, OST_ELIMIT, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    expect_map_oid(ost_conn_errmsg(c), moid);
+    expect_in(ost_conn_errmsg(c), "64 bits");
+    ost_value neg = ost_int_from_decimal("-9223372036854775809", 20);
+    cr_assert_eq(ost_map_set(c, m, neg, ost_int(1)), OST_ELIMIT);
+    cr_assert_eq(mget_rc(c, m, ost_incref(huge)), OST_ELIMIT);
+    cr_assert_eq(ost_map_set(c, t, T2(huge, ost_str_c("a")), ost_int(1)), OST_ELIMIT);
+    /* nothing changed */
+    cr_assert_eq(map_len(c, m), 0);
+    cr_assert_eq(map_len(c, t), 0);
+    commit_ok(c);
+    cr_assert_eq(stats(st).last_serial, serial, "nothing to write");
+    ost_store_close(st);
+}
+
+static ost_value str_of(char ch, size_t n) {
+    char *p = malloc(n + 1);
+    memset(p, ch, n);
+    ost_value s = ost_str(p, n);
+    free(p);
+    cr_assert(s);
+    return s;
+}
+
+OST_TEST(maps, a_key_longer_than_the_limit_is_refused_and_changes_nothing) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value s = new_map(c, "str", "s");
+    ost_value b = new_map(c, "bytes", "b");
+    ost_value t = new_map(c, "(str,)", "t");
+    ost_value it = new_map(c, "(int, str)", "it");
+    uint64_t serial = stats(st).last_serial;
+    char limit[8];
+    snprintf(limit, sizeof limit, "%d", OST_MAP_KEY_MAX);
+    cr_assert_eq(ost_map_set(c, s, str_of('x', OST_MAP_KEY_MAX + 1), ost_int(1)), OST_EINVAL);
+    expect_map_oid(ost_conn_errmsg(c), ost_oid(c, s));
+    expect_in(ost_conn_errmsg(c), limit);
+    char raw[OST_MAP_KEY_MAX + 1];
+    memset(raw, 0xff, sizeof raw);
+    cr_assert_eq(ost_map_set(c, b, ost_bytes(raw, sizeof raw), ost_int(1)), OST_EINVAL);
+    expect_in(ost_conn_errmsg(c), limit);
+    /* the limit is on the encoded key: a NUL in a tuple's str takes two bytes */
+    cr_assert_eq(ost_map_set(c, t, T1(str_of('\0', 251)), ost_int(1)), OST_EINVAL);
+    expect_in(ost_conn_errmsg(c), limit);
+    cr_assert_eq(ost_map_set(c, it, T2(ost_int(1), str_of('a', OST_MAP_KEY_MAX - 8 - 1)),
+                             ost_int(1)),
+                 OST_EINVAL);
+    cr_assert_eq(mget_rc(c, s, str_of('x', OST_MAP_KEY_MAX + 1)), OST_EINVAL);
+    cr_assert_eq(mcontains(c, s, str_of('x', 1000)), OST_EINVAL);
+    cr_assert_eq(mdel(c, s, str_of('x', 1000)), OST_EINVAL);
+    ost_value longb = str_of('x', 600);
+    ost_map_range r = {.from = longb};
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, s, &r, &cur), OST_EINVAL);
+    ost_decref(longb);
+    /* nothing changed */
+    cr_assert_eq(map_len(c, s), 0);
+    cr_assert_eq(map_len(c, b), 0);
+    cr_assert_eq(map_len(c, t), 0);
+    commit_ok(c);
+    cr_assert_eq(stats(st).last_serial, serial, "nothing written");
+    /* keys of exactly the limit are fine */
+    mset(c, s, str_of('x', OST_MAP_KEY_MAX), ost_int(1));
+    mset(c, b, ost_bytes(raw, OST_MAP_KEY_MAX), ost_int(2));
+    mset(c, t, T1(str_of('\0', 250)), ost_int(3));
+    mset(c, it, T2(ost_int(1), str_of('a', OST_MAP_KEY_MAX - 8 - 2)), ost_int(4));
+    commit_ok(c);
+    ost_conn *c2 = conn_of(st);
+    cr_assert_eq(ival(mget(c2, root_map(c2, "s"), str_of('x', OST_MAP_KEY_MAX))), 1);
+    cr_assert_eq(ival(mget(c2, root_map(c2, "b"), ost_bytes(raw, OST_MAP_KEY_MAX))), 2);
+    ost_value k;
+    cr_assert_eq(ost_map_first(c2, root_map(c2, "t"), &k), 0);
+    cr_assert_eq(ost_len(ost_item(k, 0)), 250, "the NULs come back: %s", rep(k));
+    ost_decref(k);
+    cr_assert_eq(ival(mget(c2, root_map(c2, "it"),
+                           T2(ost_int(1), str_of('a', OST_MAP_KEY_MAX - 8 - 2)))),
+                 4);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, bad_kind_strings_are_refused) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    static const char *bad[] = {"",      "float",         "(int",  "()",     "(int, float)",
+                                "int int", "(int,, str)", "list",  "Int",    "(int str)",
+                                "int,",  "((int, str))",  "(int))", "str["};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ost_value m = 1;
+        int rc = ost_map_new(c, bad[i], &m);
+        cr_assert_eq(rc, OST_EINVAL, "kind \"%s\": %s", bad[i], ost_err_name(rc));
+        cr_assert_eq(m, 0);
+        expect_in(ost_conn_errmsg(c), bad[i]);
+        cr_assert_eq(ost_keyset_new(c, bad[i], &m), OST_EINVAL, "set kind \"%s\"", bad[i]);
+    }
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, NULL, &m), OST_EINVAL);
+    /* good kinds are made canonical */
+    static const char *good[][2] = {{"int", "int"},
+                                    {" str ", "str"},
+                                    {"(int,str)", "(int, str)"},
+                                    {"( str , bytes ,int )", "(str, bytes, int)"},
+                                    {"(bytes,)", "(bytes,)"}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_assert_eq(ost_map_new(c, good[i][0], &m), 0, "kind \"%s\": %s", good[i][0],
+                     ost_conn_errmsg(c));
+        const char *kind = NULL;
+        bool is_set = true;
+        cr_assert_eq(ost_map_kind(c, m, &kind, &is_set), 0);
+        cr_assert_str_eq(kind, good[i][1]);
+        cr_assert_not(is_set);
+    }
+    ost_abort(c);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, values_on_a_set_and_missing_keys_are_refused) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    ost_value s;
+    cr_assert_eq(ost_keyset_new(c, "int", &s), 0);
+    root_set(c, "s", ost_incref(s));
+    commit_ok(c);
+    cr_assert_eq(ost_map_set(c, s, ost_int(1), ost_int(1)), OST_ETYPE);
+    expect_map_oid(ost_conn_errmsg(c), ost_oid(c, s));
+    expect_in(ost_conn_errmsg(c), "set");
+    cr_assert_eq(ost_map_set(c, s, ost_int(1), ost_str_c("x")), OST_ETYPE);
+    cr_assert_eq(map_len(c, s), 0, "nothing added");
+    cr_assert_eq(mdel(c, m, ost_int(3)), OST_ENOTFOUND);
+    expect_map_oid(ost_conn_errmsg(c), ost_oid(c, m));
+    expect_in(ost_conn_errmsg(c), "key 3");
+    cr_assert_eq(mdel(c, s, ost_int(3)), OST_ENOTFOUND);
+    cr_assert_eq(mget_rc(c, m, ost_int(3)), OST_ENOTFOUND);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, null_arguments_are_invalid_and_do_not_crash) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    mset(c, m, ost_int(1), ost_int(1));
+    ost_value out = 1;
+    cr_assert_eq(ost_map_new(NULL, "int", &out), OST_EINVAL);
+    cr_assert_eq(out, 0);
+    cr_assert_eq(ost_map_new(c, "int", NULL), OST_EINVAL);
+    cr_assert_eq(ost_keyset_new(NULL, "int", &out), OST_EINVAL);
+    cr_assert_not(ost_is_map(0));
+    cr_assert_not(ost_is_map(OST_NONE));
+    cr_assert_not(ost_is_map(ost_conn_root(c)));
+    const char *kind;
+    cr_assert_eq(ost_map_kind(NULL, m, &kind, NULL), OST_EINVAL);
+    cr_assert_eq(ost_map_kind(c, 0, &kind, NULL), OST_EINVAL);
+    uint64_t n = 5;
+    cr_assert_eq(ost_map_len(NULL, m, &n), OST_EINVAL);
+    cr_assert_eq(ost_map_len(c, 0, &n), OST_EINVAL);
+    cr_assert_eq(ost_map_len(c, m, NULL), OST_EINVAL);
+    cr_assert_eq(ost_map_len(c, ost_conn_root(c), &n), OST_EINVAL, "the root is not a map");
+    expect_in(ost_conn_errmsg(c), "not a map");
+    ost_value key = ost_int(1);
+    cr_assert_eq(ost_map_get(NULL, m, key, &out), OST_EINVAL);
+    cr_assert_eq(ost_map_get(c, 0, key, &out), OST_EINVAL);
+    cr_assert_eq(ost_map_get(c, m, 0, &out), OST_EINVAL);
+    cr_assert_eq(ost_map_get(c, m, key, NULL), OST_EINVAL);
+    cr_assert_eq(ost_map_contains(NULL, m, key), OST_EINVAL);
+    cr_assert_eq(ost_map_contains(c, m, 0), OST_EINVAL);
+    cr_assert_eq(ost_map_del(NULL, m, key), OST_EINVAL);
+    cr_assert_eq(ost_map_del(c, 0, key), OST_EINVAL);
+    cr_assert_eq(ost_map_del(c, m, 0), OST_EINVAL);
+    /* set steals key and value, also when it fails (LeakSanitizer checks) */
+    cr_assert_eq(ost_map_set(NULL, m, ost_str_c("k"), ost_list_new(0)), OST_EINVAL);
+    cr_assert_eq(ost_map_set(c, 0, ost_int(2), ost_list_new(0)), OST_EINVAL);
+    cr_assert_eq(ost_map_set(c, m, 0, ost_list_new(0)), OST_EINVAL);
+    cr_assert_eq(ost_map_set(c, m, ost_int(2), 0), OST_EINVAL, "a map entry needs a value");
+    cr_assert_eq(ost_map_add(NULL, m, ost_int(2)), OST_EINVAL);
+    cr_assert_eq(ost_map_first(NULL, m, &out), OST_EINVAL);
+    cr_assert_eq(ost_map_first(c, m, NULL), OST_EINVAL);
+    cr_assert_eq(ost_map_last(c, 0, &out), OST_EINVAL);
+    ost_map_cursor *cur = (ost_map_cursor *)1;
+    cr_assert_eq(ost_map_cursor_open(NULL, m, NULL, &cur), OST_EINVAL);
+    cr_assert_null(cur);
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, NULL), OST_EINVAL);
+    cr_assert_eq(ost_map_cursor_open(c, 0, NULL, &cur), OST_EINVAL);
+    cr_assert_eq(ost_map_cursor_next(NULL, NULL, NULL), OST_EINVAL);
+    ost_map_cursor_close(NULL);
+    cr_assert_eq(ost_loader_map_set(NULL, m, ost_int(3), ost_int(3)), OST_EINVAL);
+    /* a map of another connection */
+    ost_conn *c2 = conn_of(st);
+    cr_assert_eq(ost_map_len(c2, m, &n), OST_EINVAL);
+    cr_assert_eq(ost_map_set(c2, m, ost_int(9), ost_int(9)), OST_EINVAL);
+    ost_conn_close(c2);
+    /* what was there still is */
+    cr_assert_eq(map_len(c, m), 1);
+    ost_decref(key);
+    commit_ok(c);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, a_read_only_store_reads_maps_and_refuses_changes) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "str", "m");
+    mset(c, m, ost_str_c("a"), ost_int(1));
+    mset(c, m, ost_str_c("b"), ost_int(2));
+    commit_ok(c);
+    ost_store_close(st);
+    ost_store_options o = opts_for(false);
+    o.read_only = true;
+    st = open_with(&o);
+    c = conn_of(st);
+    m = root_map(c, "m");
+    cr_assert_eq(map_len(c, m), 2);
+    cr_assert_eq(ival(mget(c, m, ost_str_c("b"))), 2);
+    cr_assert_eq(mcontains(c, m, ost_str_c("a")), 1);
+    ost_value all = ost_list_new(0);
+    ost_list_append(all, ost_str_c("a"));
+    ost_list_append(all, ost_str_c("b"));
+    expect_entries(c, m, 0, all, false, "read-only");
+    ost_decref(all);
+    cr_assert_eq(ost_map_set(c, m, ost_str_c("c"), ost_int(3)), OST_EREADONLY);
+    expect_in(ost_conn_errmsg(c), "read-only");
+    cr_assert_eq(ost_map_add(c, m, ost_str_c("c")), OST_EREADONLY);
+    cr_assert_eq(mdel(c, m, ost_str_c("a")), OST_EREADONLY);
+    ost_value nm = 1;
+    cr_assert_eq(ost_map_new(c, "int", &nm), OST_EREADONLY);
+    cr_assert_eq(nm, 0);
+    cr_assert_eq(ost_keyset_new(c, "int", &nm), OST_EREADONLY);
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, NULL, &l), OST_EREADONLY);
+    cr_assert_eq(map_len(c, m), 2);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, the_loader_refuses_a_map_that_is_not_stored_yet) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value stored = new_map(c, "int", "m");
+    ost_value fresh;
+    cr_assert_eq(ost_map_new(c, "int", &fresh), 0);
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    int rc = ost_loader_map_set(l, fresh, ost_int(1), ost_list_new(0));
+    cr_assert_eq(rc, OST_EINVAL, "%s", ost_err_name(rc));
+    expect_map_oid(ost_loader_errmsg(l), ost_oid(c, fresh));
+    expect_in(ost_loader_errmsg(l), "commit");
+    cr_assert_eq(ost_loader_map_set(l, stored, ost_int(1), ost_int(1)), OST_EINVAL,
+                 "a failed loader keeps failing");
+    cr_assert_eq(ost_loader_close(l), OST_EINVAL);
+    ost_abort(c);
+    cr_assert_eq(map_len(c, stored), 0);
+    /* other misuse of the loader */
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    rc = ost_loader_map_set(l, stored, ost_str_c("x"), ost_int(1));
+    cr_assert_eq(rc, OST_ETYPE, "%s", ost_err_name(rc));
+    expect_map_oid(ost_loader_errmsg(l), ost_oid(c, stored));
+    cr_assert_eq(ost_loader_close(l), OST_ETYPE);
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    cr_assert_eq(ost_loader_map_set(l, ost_conn_root(c), ost_int(1), ost_int(1)), OST_EINVAL);
+    cr_assert_eq(ost_loader_close(l), OST_EINVAL);
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    cr_assert_eq(ost_loader_map_set(l, stored, ost_int(1), 0), OST_EINVAL, "no value");
+    cr_assert_eq(ost_loader_close(l), OST_EINVAL);
+    ost_abort(c);
+    cr_assert_eq(map_len(c, stored), 0);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 13. sets                                                                 */
+/* ======================================================================= */
+
+OST_TEST(maps, a_set_holds_keys_without_values) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value s;
+    cr_assert_eq(ost_keyset_new(c, "(str, int)", &s), 0);
+    cr_assert(ost_is_map(s));
+    const char *kind;
+    bool is_set = false;
+    cr_assert_eq(ost_map_kind(c, s, &kind, &is_set), 0);
+    cr_assert_str_eq(kind, "(str, int)");
+    cr_assert(is_set);
+    root_set(c, "s", ost_incref(s));
+    cr_assert_eq(ost_map_add(c, s, T2(ost_str_c("b"), ost_int(0))), 0);
+    cr_assert_eq(ost_map_add(c, s, T2(ost_str_c("a"), ost_int(2))), 0);
+    cr_assert_eq(ost_map_set(c, s, T2(ost_str_c("a"), ost_int(1)), OST_NONE), 0);
+    cr_assert_eq(ost_map_set(c, s, T2(ost_str_c("a"), ost_int(-1)), 0), 0);
+    cr_assert_eq(ost_map_add(c, s, T2(ost_str_c("a"), ost_int(2))), 0, "added twice: once");
+    cr_assert_eq(map_len(c, s), 4);
+    cr_assert_eq(mcontains(c, s, T2(ost_str_c("a"), ost_int(1))), 1);
+    cr_assert_eq(mcontains(c, s, T2(ost_str_c("a"), ost_int(3))), 0);
+    cr_assert_eq(mget(c, s, T2(ost_str_c("b"), ost_int(0))), OST_NONE);
+    commit_ok(c);
+
+    ost_conn *c2 = conn_of(st);
+    ost_value s2 = root_map(c2, "s");
+    cr_assert_eq(ost_map_kind(c2, s2, &kind, &is_set), 0);
+    cr_assert(is_set, "still a set when loaded");
+    cr_assert_eq(map_len(c2, s2), 4);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c2, s2, NULL, &cur), 0);
+    static const char *ws[] = {"a", "a", "a", "b"};
+    static const int64_t wi[] = {-1, 1, 2, 0};
+    ost_value k, v;
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(ost_map_cursor_next(cur, &k, &v), 0);
+        cr_assert_str_eq(ost_data(ost_item(k, 0), NULL), ws[i]);
+        cr_assert_eq(ival(ost_item(k, 1)), wi[i]);
+        cr_assert_eq(v, OST_NONE, "a set's cursor gives None values");
+    }
+    cr_assert_eq(ost_map_cursor_next(cur, &k, &v), OST_ENOTFOUND);
+    ost_map_cursor_close(cur);
+    cr_assert_eq(mdel(c2, s2, T2(ost_str_c("a"), ost_int(2))), 0);
+    cr_assert_eq(map_len(c2, s2), 3);
+    commit_ok(c2);
+    /* the loader adds to a set too, without values */
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c2, NULL, &l), 0);
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(ost_loader_map_set(l, s2, T2(ost_str_c("z"), ost_int(i)), 0), 0, "%s",
+                     ost_loader_errmsg(l));
+    cr_assert_eq(ost_loader_close(l), 0, "%s", ost_conn_errmsg(c2));
+    cr_assert_eq(ost_loader_open(c2, NULL, &l), 0);
+    cr_assert_eq(ost_loader_map_set(l, s2, T2(ost_str_c("z"), ost_int(1000)), ost_int(1)),
+                 OST_ETYPE);
+    ost_loader_close(l);
+    ost_abort(c2);
+    s2 = root_map(c2, "s");
+    cr_assert_eq(map_len(c2, s2), 103);
+    cr_assert_eq(mcontains(c2, s2, T2(ost_str_c("z"), ost_int(99))), 1);
+    cr_assert_eq(mcontains(c2, s2, T2(ost_str_c("z"), ost_int(1000))), 0);
+    /* ost_map_add on a map stores None */
+    ost_value m = new_map(c2, "int", "m");
+    cr_assert_eq(ost_map_add(c2, m, ost_int(1)), 0);
+    commit_ok(c2);
+    cr_assert_eq(mget(c2, m, ost_int(1)), OST_NONE);
+    check_clean(st);
+    ost_store_close(st);
+}
+
+/* ======================================================================= */
+/* 14. the stored layout (docs/format.md)                                   */
+/* ======================================================================= */
+
+static ost_value load_pickle(const uint8_t *p, size_t n) {
+    ost_reader *r = ost_reader_new();
+    ost_value v = 0;
+    int rc = ost_load(r, p, n, &v, NULL);
+    cr_assert_eq(rc, 0, "load: %s", ost_reader_errmsg(r));
+    ost_reader_free(r);
+    return v;
+}
+
+OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    ost_value t = new_map(c, "(str, int)", "t");
+    ost_value s;
+    cr_assert_eq(ost_keyset_new(c, "bytes", &s), 0);
+    root_set(c, "s", ost_incref(s));
+    mset(c, m, ost_int(-1), ost_str_c("x"));
+    mset(c, m, ost_int(2), ost_str_c("y"));
+    mset(c, t, T2(SL("a\0"), ost_int(5)), ost_bytes("v", 1));
+    cr_assert_eq(ost_map_add(c, s, BL("\0\xff")), 0);
+    commit_ok(c);
+    uint64_t serial = stats(st).last_serial;
+    uint64_t moid = ost_oid(c, m), toid = ost_oid(c, t), soid = ost_oid(c, s);
+    ost_store_close(st);
+
+    uint8_t key[64];
+    size_t n, kl;
+    /* int: 8 bytes big-endian with the sign bit flipped */
+    static const uint8_t minus1[] = {0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    kl = ment_key(key, moid, minus1, 8);
+    uint8_t *val = raw_get("mapents", key, kl, &n);
+    cr_assert(val, "int key -1 is at oid + 7f ff .. ff");
+    cr_assert_eq(rd_le64(val), serial, "8-byte little-endian serial");
+    ost_value v = load_pickle(val + 8, n - 8);
+    cr_assert_str_eq(ost_data(v, NULL), "x");
+    ost_decref(v);
+    free(val);
+    /* tuple: a str element escapes NUL as 00 01 and ends with 00 00 */
+    static const uint8_t tk[] = {'a', 0, 1, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 5};
+    kl = ment_key(key, toid, tk, sizeof tk);
+    val = raw_get("mapents", key, kl, &n);
+    cr_assert(val, "tuple key ('a\\0', 5) is at oid + 61 00 01 00 00 80 .. 05");
+    v = load_pickle(val + 8, n - 8);
+    cr_assert_eq(ost_typeof(v), OST_T_BYTES);
+    ost_decref(v);
+    free(val);
+    /* a set's entry: the serial only */
+    kl = ment_key(key, soid, "\0\xff", 2);
+    val = raw_get("mapents", key, kl, &n);
+    cr_assert(val, "bytes key is at oid + the bytes");
+    cr_assert_eq(n, 8, "a set's entry has no value");
+    free(val);
+    /* the map's record: a header, then {'kind': 'int', 'count': 2} */
+    be64(key, moid);
+    val = raw_get("records", key, 8, &n);
+    cr_assert(val);
+    cr_assert_gt(n, 16);
+    uint32_t cid = (uint32_t)val[8] | (uint32_t)val[9] << 8 | (uint32_t)val[10] << 16 |
+                   (uint32_t)val[11] << 24;
+    v = load_pickle(val + 16, n - 16);
+    cr_assert_eq(ost_typeof(v), OST_T_DICT, "%s", rep(v));
+    cr_assert_str_eq(ost_data(ost_dict_get_c(v, "kind"), NULL), "int");
+    cr_assert_eq(ival(ost_dict_get_c(v, "count")), 2);
+    ost_decref(v);
+    free(val);
+    size_t cl;
+    uint8_t *cv = raw_get("classes", "nostore.maps\0OrderedMap", 23, &cl);
+    cr_assert(cv, "the class ostore.maps.OrderedMap is in the class table");
+    cr_assert_eq(cl, 4);
+    uint32_t want_cid;
+    memcpy(&want_cid, cv, 4);
+    cr_assert_eq(cid, want_cid, "the map's record has the class OrderedMap");
+    free(cv);
+    be64(key, soid);
+    val = raw_get("records", key, 8, &n);
+    cr_assert(val);
+    v = load_pickle(val + 16, n - 16);
+    cr_assert_str_eq(ost_data(ost_dict_get_c(v, "kind"), NULL), "bytes");
+    cr_assert_eq(ival(ost_dict_get_c(v, "count")), 1);
+    ost_decref(v);
+    cid = (uint32_t)val[8] | (uint32_t)val[9] << 8 | (uint32_t)val[10] << 16 |
+          (uint32_t)val[11] << 24;
+    free(val);
+    cv = raw_get("classes", "nostore.maps\0OrderedSet", 23, &cl);
+    cr_assert(cv, "the class ostore.maps.OrderedSet is in the class table");
+    memcpy(&want_cid, cv, 4);
+    cr_assert_eq(cid, want_cid);
+    free(cv);
+}
