@@ -95,8 +95,11 @@ int ost__ent_drop_map(ost_store *st, void *txn, uint64_t map, uint64_t *n) {
     if (rc) return rc;
     uint8_t buf[8];
     MDB_val k = full_key(buf, map, NULL, 0), v;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT)) {
+    /* after deleting the database's last key LMDB's cursor has no current
+     * entry (EINVAL): each delete seeks again */
+    for (;;) {
+        k = full_key(buf, map, NULL, 0);
+        if ((rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE))) break;
         if (k.mv_size < 8 || ost__rd_be64(k.mv_data) != map) break;
         if ((rc = mdb_cursor_del(cur, 0))) break;
         if (n) (*n)++;

@@ -1765,6 +1765,35 @@ OST_TEST(maps, pack_removes_unreachable_maps_with_all_their_entries) {
     cr_assert_eq(raw_count_entries(loose_oid), 0);
 }
 
+
+/* Regression: when the entries pack removes are the last ones of the
+ * whole store, LMDB's cursor has no current entry after the delete; pack
+ * failed with "Invalid argument" and removed nothing. */
+OST_TEST(maps, pack_removes_the_last_entries_of_the_store) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value a = new_map(c, "int", "a");
+    ost_value b = new_map(c, "str", "b");
+    for (int64_t i = 0; i < 100; i++) {
+        mset(c, a, ost_int(i), ost_int(i));
+        char k[16];
+        snprintf(k, sizeof k, "%lld", (long long)i);
+        mset(c, b, ost_str_c(k), ost_int(i));
+    }
+    commit_ok(c);
+    uint64_t a_oid = ost_oid(c, a), b_oid = ost_oid(c, b);
+    root_set(c, "a", OST_NONE);
+    root_set(c, "b", OST_NONE);
+    commit_ok(c);
+    uint64_t removed = 0;
+    int rc = ost_store_pack(st, &removed);
+    cr_assert_eq(rc, 0, "pack: %s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 2);
+    check_clean(st);
+    ost_store_close(st);
+    cr_assert_eq(raw_count_entries(a_oid), 0);
+    cr_assert_eq(raw_count_entries(b_oid), 0);
+}
 OST_TEST(maps, check_passes_a_sound_store_with_maps) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
