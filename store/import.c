@@ -1,7 +1,8 @@
 /* Raw import into a new store, for `ostore import` (see import.h): class
- * table, records and counters written as given, in one write transaction.
- * Records are appended (MDB_APPEND), since an export lists oids in
- * ascending order, which also makes a repeated or unordered oid an error. */
+ * table, records, map entries and counters written as given, in one write
+ * transaction. Records and entries are appended (MDB_APPEND), since an
+ * export lists oids, and each map's keys, in ascending order, which also
+ * makes a repeated or unordered oid or key an error. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,12 @@ struct ost__import {
     ost_store *st;
     MDB_txn *t;
     uint64_t records;
+    uint64_t ments;          /* map entries written */
+    uint64_t ment_map;       /* the map the last entry belonged to */
+    bool ment_map_ok;        /* ... which has a map record */
+    bool ment_map_set;       /* ... of a set */
+    bool cids_known;         /* map_cid and set_cid looked up */
+    uint32_t map_cid, set_cid; /* 0: no such class */
 };
 
 static void put_le64(uint8_t *b, uint64_t v) {
@@ -93,6 +100,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     rc = mdb_drop(im->t, st->recs, 0);
     if (!rc) rc = mdb_drop(im->t, st->classes, 0);
     if (!rc) rc = mdb_drop(im->t, st->txlog, 0);
+    if (!rc) rc = mdb_drop(im->t, st->ments, 0);
     if (rc) {
         ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->path, mdb_strerror(rc));
         return im_fail(im, ost__mdb_code(rc));
@@ -148,11 +156,89 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
     return 0;
 }
 
-int ost__import_commit(ost__import *im, uint64_t next_oid, uint64_t last_serial,
+/* The class id of ostore.maps.<name> in the table imported so far, or 0
+ * (class ids start at 1). */
+static uint32_t maps_cid(ost__import *im, const char *name) {
+    char key[40];
+    int n = snprintf(key, sizeof key, "nostore.maps%c%s", 0, name);
+    MDB_val k = {(size_t)n, key}, v;
+    uint32_t id = 0;
+    if (mdb_get(im->t, im->st->classes, &k, &v) == 0 && v.mv_size == 4) memcpy(&id, v.mv_data, 4);
+    return id;
+}
+
+int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t klen,
+                     uint64_t serial, const void *val, size_t vlen) {
+    ost_store *st = im->st;
+    if (klen > OST_MAP_KEY_MAX)
+        return ost__st_fail(st, OST_EINVAL, "map %llu: a %zu-byte key (the longest is %d bytes)",
+                            (unsigned long long)map, klen, OST_MAP_KEY_MAX);
+    if (serial == 0)
+        return ost__st_fail(st, OST_EINVAL, "map %llu: an entry with serial 0",
+                            (unsigned long long)map);
+    if (!im->cids_known) { /* the class table is complete before the first entry */
+        im->map_cid = maps_cid(im, "OrderedMap");
+        im->set_cid = maps_cid(im, "OrderedSet");
+        im->cids_known = true;
+    }
+    if (im->ments == 0 || map != im->ment_map) {
+        uint8_t kb[8];
+        ost__be64(kb, map);
+        MDB_val k = {8, kb}, v;
+        uint64_t s;
+        uint32_t cid = 0;
+        int rc = mdb_get(im->t, st->recs, &k, &v);
+        if (rc && rc != MDB_NOTFOUND)
+            return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->path,
+                                (unsigned long long)map, mdb_strerror(rc));
+        im->ment_map = map;
+        im->ment_map_ok = rc == 0 && ost__hdr_read(&v, &s, &cid) == 0 && cid &&
+                          (cid == im->map_cid || cid == im->set_cid);
+        im->ment_map_set = im->ment_map_ok && cid == im->set_cid;
+    }
+    if (!im->ment_map_ok)
+        return ost__st_fail(st, OST_EINVAL,
+                            "entries under oid %llu, which has no record of class "
+                            "ostore.maps.OrderedMap or OrderedSet",
+                            (unsigned long long)map);
+    if (im->ment_map_set ? vlen != 0 : vlen == 0)
+        return ost__st_fail(st, OST_EINVAL, "map %llu: %s", (unsigned long long)map,
+                            im->ment_map_set ? "an entry of a set has a value"
+                                             : "an entry without a value pickle");
+    uint8_t kb[8 + OST_MAP_KEY_MAX];
+    ost__be64(kb, map);
+    if (klen) memcpy(kb + 8, key, klen);
+    MDB_val k = {8 + klen, kb}, v = {8 + vlen, NULL};
+    int rc = mdb_put(im->t, st->ments, &k, &v, MDB_APPEND | MDB_RESERVE);
+    if (rc == MDB_KEYEXIST)
+        return ost__st_fail(st, OST_EINVAL,
+                            "map %llu: entries must ascend (by map oid, then by key), each once",
+                            (unsigned long long)map);
+    if (rc)
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->path,
+                            (unsigned long long)map, mdb_strerror(rc));
+    put_le64(v.mv_data, serial);
+    if (vlen) memcpy((uint8_t *)v.mv_data + 8, val, vlen);
+    im->ments++;
+    return 0;
+}
+
+int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint64_t last_serial,
                        uint64_t next_class) {
     ost_store *st = im->st;
     MDB_txn *t = im->t;
-    int rc = meta_put(t, st->meta, "next_oid", next_oid);
+    if (format < 1 || format > OST_STORE_FORMAT) {
+        ost__st_fail(st, OST_EINVAL, "store format %llu: this ostore writes formats 1 to %d",
+                     (unsigned long long)format, OST_STORE_FORMAT);
+        return im_fail(im, OST_EINVAL);
+    }
+    if (format < 2 && im->ments) {
+        ost__st_fail(st, OST_EINVAL, "a format-%llu store has no map entries, yet %llu were given",
+                     (unsigned long long)format, (unsigned long long)im->ments);
+        return im_fail(im, OST_EINVAL);
+    }
+    int rc = meta_put(t, st->meta, "format", format);
+    if (!rc) rc = meta_put(t, st->meta, "next_oid", next_oid);
     if (!rc) rc = meta_put(t, st->meta, "last_serial", last_serial);
     if (!rc) rc = meta_put(t, st->meta, "next_class", next_class);
     if (!rc) rc = meta_put(t, st->meta, "low", last_serial + 1);

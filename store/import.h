@@ -1,6 +1,6 @@
-/* Raw import of records with given oids, serials and class ids into a new
- * store: what `ostore import` needs to rebuild a store exactly from an
- * export (docs/cli.md). Internal: not part of the API.
+/* Raw import of records with given oids, serials and class ids, and of map
+ * entries, into a new store: what `ostore import` needs to rebuild a store
+ * exactly from an export (docs/cli.md). Internal: not part of the API.
  *
  * Everything happens in one LMDB write transaction, so an import that
  * fails (bad input, map full, I/O) leaves the store as it was. The store
@@ -26,9 +26,17 @@ int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t m
 /* Adds a record; oids must ascend. The pickle is copied as is. */
 int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t cid,
                        const void *pickle, size_t n);
-/* Writes the counters (meta.low becomes last_serial + 1: the txlog is
- * empty), commits and frees im. On failure nothing was written. */
-int ost__import_commit(ost__import *im, uint64_t next_oid, uint64_t last_serial,
+/* Adds a map entry (docs/format.md, "mapents"): map's record must be
+ * imported already, of class ostore.maps.OrderedMap (then val is the value
+ * pickle, not empty) or OrderedSet (vlen 0); entries must ascend by map oid,
+ * then by key. key and val are copied. OST_EINVAL (the message says why). */
+int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t klen,
+                     uint64_t serial, const void *val, size_t vlen);
+/* Writes the store format (1, or 2 and up when there are map entries) and
+ * the counters (meta.low becomes last_serial + 1: the txlog is empty),
+ * commits and frees im. On failure nothing was written, and im is freed
+ * too. */
+int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint64_t last_serial,
                        uint64_t next_class);
 /* Drops everything added and frees im. NULL is allowed. */
 void ost__import_abort(ost__import *im);

@@ -145,6 +145,8 @@ typedef struct {
 /* Reads the record of a map or set: 0 with *m filled, or OST_ECORRUPT with
  * the reason in err when it holds no valid kind and count (OST_ENOMEM). */
 int raw_map_read(raw_txn *t, const raw_rec *r, raw_map *m, char *err, size_t cap);
+/* The same for a record's pickle p[0..n) read with rd; m->is_set is kept. */
+int raw_map_parse(ost_reader *rd, const uint8_t *p, size_t n, raw_map *m, char *err, size_t cap);
 
 /* One entry of a map, valid until the cursor moves. */
 typedef struct {

@@ -1,17 +1,23 @@
 /* ostore CLI: export and import, a versioned dump of a store's records
- * (docs/cli.md, "Export format"). All integers little-endian:
+ * and map entries (docs/cli.md, "Export format"). All integers
+ * little-endian:
  *
- *   header   "OSTDUMP\n", u32 dump version (1), u32 store format (1),
+ *   header   "OSTDUMP\n", u32 dump version (2), u32 store format (1 or 2),
  *            u64 records, u64 pickle bytes (sum of the pickle lengths),
- *            u64 next_oid, u64 last_serial, u64 next_class
+ *            u64 next_oid, u64 last_serial, u64 next_class,
+ *            u64 entries, u64 entry bytes (sum of the key and value lengths)
  *   classes  u32 count, then per class: u32 id, u16 len + module,
  *            u16 len + name
  *   records  in ascending oid order: u64 oid, u64 serial, u32 class id,
  *            u32 len + the state pickle
+ *   entries  by map oid, then key, ascending: u64 map oid, u16 len + the
+ *            encoded key, u64 serial, u32 len + the value pickle (empty
+ *            for a set)
  *   trailer  "OSTDEND\n", u32 CRC-32 (zlib's) of every byte before it
  *
- * An import rebuilds the same records, serials, class ids and counters,
- * so exporting the imported store gives the same file. */
+ * Version 1 (still read) has neither the two entry counters nor the
+ * entries. An import rebuilds the same records, entries, serials, class
+ * ids and counters, so exporting the imported store gives the same file. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -24,7 +30,7 @@
 
 #define DUMP_MAGIC "OSTDUMP\n"
 #define DUMP_END "OSTDEND\n"
-#define DUMP_VERSION 1
+#define DUMP_VERSION 2 /* written; versions 1 and 2 are read */
 #define MAX_PICKLE (1u << 31)
 
 /* ---- CRC-32 (the polynomial of zlib, gzip and PNG) ------------------------ */
@@ -110,6 +116,109 @@ static bool get_u64(stream *s, uint64_t *v) {
     return true;
 }
 
+/* ---- maps ---------------------------------------------------------------------------- */
+
+/* The map records of a store or dump, in oid order, and how many entries
+ * were found for each. Export and import check the same things: each map
+ * record holds a kind and a count, every entry belongs to a map record and
+ * has a key of its kind and (for a map, not a set) a value, and each map
+ * has as many entries as its record counts. */
+typedef struct {
+    uint64_t oid;
+    raw_map m;
+    uint64_t seen;
+} dump_map;
+
+typedef struct {
+    dump_map *v;
+    size_t n, cap;
+} map_list;
+
+static int maps_add(map_list *l, uint64_t oid, const raw_map *m) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        dump_map *n = realloc(l->v, cap * sizeof *n);
+        if (!n) return fail("out of memory");
+        l->v = n;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (dump_map){oid, *m, 0};
+    return EXIT_OK;
+}
+
+static dump_map *maps_find(map_list *l, uint64_t oid) {
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (l->v[mid].oid < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < l->n && l->v[lo].oid == oid ? &l->v[lo] : NULL;
+}
+
+/* Why entry (key, value) cannot be in map d, or NULL when it can. */
+static const char *entry_problem(const dump_map *d, const uint8_t *key, size_t klen, size_t vlen) {
+    ost_value k = raw_key_decode(d->m.kind, key, klen);
+    if (!k) return "a key that does not decode as the map's kind";
+    ost_decref(k);
+    if (d->m.is_set && vlen) return "an entry of a set with a value";
+    if (!d->m.is_set && vlen < 2) return "an entry without a value pickle";
+    if (vlen >= MAX_PICKLE) return "a value too large to export";
+    return NULL;
+}
+
+/* The first map whose record counts other than its entries, or NULL. */
+static const dump_map *count_mismatch(const map_list *l) {
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].seen != l->v[i].m.count) return &l->v[i];
+    return NULL;
+}
+
+typedef struct {
+    raw_txn *t;
+    const char *db;
+    map_list *maps;
+    stream *s;             /* NULL: the first pass, which checks and counts */
+    uint64_t entries, bytes;
+} export_ctx;
+
+/* raw_each_map's callback for export: one map's entries, checked and
+ * counted (first pass) or written (second pass). */
+static int export_map(void *ud, uint64_t map) {
+    export_ctx *x = ud;
+    dump_map *d = maps_find(x->maps, map);
+    if (!d)
+        return fail("%s: entries under oid %llu, which is not a map (no map record): cannot "
+                    "export them (run 'ostore check %s')",
+                    x->db, (unsigned long long)map, x->db);
+    raw_ents *c;
+    if (raw_ents_open(x->t, map, NULL, 0, &c)) return EXIT_FAIL;
+    raw_ent e;
+    int k, rc = EXIT_OK;
+    while ((k = raw_ents_next(c, &e)) > 0) {
+        if (x->s) {
+            put_u64(x->s, map);
+            put_u16(x->s, (uint16_t)e.klen);
+            put(x->s, e.key, e.klen);
+            put_u64(x->s, e.serial);
+            put_u32(x->s, (uint32_t)e.vlen);
+            put(x->s, e.val, e.vlen);
+            continue;
+        }
+        const char *why = entry_problem(d, e.key, e.klen, e.vlen);
+        if (why) {
+            rc = fail("%s: map %llu: %s: cannot export it (run 'ostore check %s')", x->db,
+                      (unsigned long long)map, why, x->db);
+            break;
+        }
+        d->seen++;
+        x->entries++;
+        x->bytes += e.klen + e.vlen;
+    }
+    raw_ents_close(c);
+    return rc ? rc : k < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
 /* ---- export ---------------------------------------------------------------------- */
 
 static int run_export(int argc, char **argv) {
@@ -132,6 +241,7 @@ static int run_export(int argc, char **argv) {
     FILE *f = stdout;
     tmp[0] = 0;
     uint64_t next_oid = 0, last = 0, next_class = 0, format = 0, records = 0, bytes = 0;
+    map_list maps = {0};
     if (raw_meta(t, "format", &format) || raw_meta(t, "next_oid", &next_oid) ||
         raw_meta(t, "last_serial", &last) || raw_meta(t, "next_class", &next_class)) {
         rc = fail("%s: damaged meta (counters)", db);
@@ -147,6 +257,16 @@ static int run_export(int argc, char **argv) {
     raw_rec r;
     int k;
     while ((k = raw_iter_next(it, &r)) > 0) {
+        if (raw_map_class(t, &r)) {
+            raw_map m;
+            char why[200];
+            if (raw_map_read(t, &r, &m, why, sizeof why)) {
+                rc = fail("%s: oid %llu: %s: cannot export the map (run 'ostore check %s')", db,
+                          (unsigned long long)r.oid, why, db);
+                break;
+            }
+            if ((rc = maps_add(&maps, r.oid, &m))) break;
+        }
         if (r.bad_header) {
             rc = fail("%s: oid %llu: damaged record header: cannot export it ('ostore check %s')",
                       db, (unsigned long long)r.oid, db);
@@ -163,6 +283,17 @@ static int run_export(int argc, char **argv) {
     raw_iter_close(it);
     if (k < 0) rc = EXIT_FAIL;
     if (rc) goto out;
+    /* and the entries, checked against the map records */
+    export_ctx x = {.t = t, .db = db, .maps = &maps};
+    if ((rc = raw_each_map(t, export_map, &x))) goto out;
+    const dump_map *bad = count_mismatch(&maps);
+    if (bad) {
+        rc = fail("%s: map %llu: its record counts %llu entr%s, the store holds %llu: cannot "
+                  "export it (run 'ostore check %s')",
+                  db, (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
+                  bad->m.count == 1 ? "y" : "ies", (unsigned long long)bad->seen, db);
+        goto out;
+    }
 
     if (!to_stdout) {
         snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
@@ -182,6 +313,8 @@ static int run_export(int argc, char **argv) {
     put_u64(&s, next_oid);
     put_u64(&s, last);
     put_u64(&s, next_class);
+    put_u64(&s, x.entries);
+    put_u64(&s, x.bytes);
     size_t ncls = raw_class_count(t);
     put_u32(&s, (uint32_t)ncls);
     for (size_t i = 0; i < ncls; i++) {
@@ -212,6 +345,8 @@ static int run_export(int argc, char **argv) {
         rc = EXIT_FAIL;
         goto out;
     }
+    x.s = &s;
+    if (!s.err && (rc = raw_each_map(t, export_map, &x))) goto out;
     put(&s, DUMP_END, 8);
     put_u32(&s, s.crc);
     if (s.err || fflush(f) != 0 || (!to_stdout && fsync(fileno(f)) != 0)) {
@@ -226,11 +361,17 @@ static int run_export(int argc, char **argv) {
             goto out;
         }
         tmp[0] = 0;
-        char a[32], b[32];
-        fprintf(stdout, "exported %s objects (%s) to %s\n", fmt_count(a, sizeof a, written),
-                fmt_bytes(b, sizeof b, (double)s.off), file);
+        char a[32], b[32], c[32];
+        if (x.entries)
+            printf("exported %s objects and %s map entries (%s) to %s\n",
+                   fmt_count(a, sizeof a, written), fmt_count(c, sizeof c, x.entries),
+                   fmt_bytes(b, sizeof b, (double)s.off), file);
+        else
+            printf("exported %s objects (%s) to %s\n", fmt_count(a, sizeof a, written),
+                   fmt_bytes(b, sizeof b, (double)s.off), file);
     }
 out:
+    free(maps.v);
     if (f != stdout) fclose(f);
     if (tmp[0]) unlink(tmp);
     raw_end(t);
@@ -240,11 +381,12 @@ out:
 
 const cli_cmd cmd_export = {
     .name = "export",
-    .summary = "Write every record of a store to a dump file (FILE, or - for stdout).",
+    .summary = "Write every record and map entry of a store to a dump file (FILE, or -).",
     .usage = "usage: ostore export DB FILE|-\n",
     .help = "The dump holds the class table, each record's oid, serial, class and state\n"
-            "pickle exactly as stored, and the store's counters, with a CRC-32 at the end;\n"
-            "docs/cli.md describes the format (version 1) and has a Python reader.\n"
+            "pickle exactly as stored, each map entry's map oid, encoded key, serial and\n"
+            "value pickle, and the store's counters, with a CRC-32 at the end;\n"
+            "docs/cli.md describes the format (version 2) and has a Python reader.\n"
             "'ostore import' rebuilds the same store from it. The store is read in one\n"
             "snapshot, opened read-only; FILE is written to FILE.tmpPID and renamed when\n"
             "complete.\n",
@@ -273,6 +415,7 @@ static void remove_created(const char *db, bool dir) {
 
 typedef struct {
     uint64_t records, bytes, next_oid, last, next_class;
+    uint64_t entries, ebytes; /* version 2 */
     uint32_t version, format;
 } dump_header;
 
@@ -284,18 +427,93 @@ static int read_header(const char *file, stream *s, dump_header *h) {
     }
     if (memcmp(magic, DUMP_MAGIC, 8) != 0) return fail("%s: not an ostore export (bad magic)", file);
     if (!get_u32(s, &h->version)) return bad_dump(file, s, "the header");
-    if (h->version != DUMP_VERSION)
-        return fail("%s: export version %u; this ostore reads version %d", file, h->version,
+    if (h->version < 1 || h->version > DUMP_VERSION)
+        return fail("%s: export version %u; this ostore reads versions 1 to %d", file, h->version,
                     DUMP_VERSION);
     if (!get_u32(s, &h->format) || !get_u64(s, &h->records) || !get_u64(s, &h->bytes) ||
-        !get_u64(s, &h->next_oid) || !get_u64(s, &h->last) || !get_u64(s, &h->next_class))
+        !get_u64(s, &h->next_oid) || !get_u64(s, &h->last) || !get_u64(s, &h->next_class) ||
+        (h->version >= 2 && (!get_u64(s, &h->entries) || !get_u64(s, &h->ebytes))))
         return bad_dump(file, s, "the header");
-    if (h->format != OST_STORE_FORMAT)
-        return fail("%s: records of store format %u; this ostore writes format %d", file,
+    if (h->format < 1 || h->format > OST_STORE_FORMAT)
+        return fail("%s: records of store format %u; this ostore reads formats 1 to %d", file,
                     h->format, OST_STORE_FORMAT);
     if (h->records == 0 || h->next_oid < h->records || h->last == 0 || h->next_class == 0 ||
-        h->bytes > (uint64_t)1 << 46)
+        h->records > (uint64_t)1 << 40 || h->bytes > (uint64_t)1 << 46 ||
+        h->entries > (uint64_t)1 << 40 || h->ebytes > (uint64_t)1 << 46)
         return fail("%s: bad export: inconsistent header counters", file);
+    if (h->entries && h->format < 2)
+        return fail("%s: bad export: %llu map entries in a dump of a format-%u store (maps came "
+                    "with format 2)",
+                    file, (unsigned long long)h->entries, h->format);
+    return EXIT_OK;
+}
+
+/* Grows buf to at least n bytes. */
+static bool reserve(uint8_t **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return true;
+    size_t nc = *cap ? *cap : 65536;
+    while (nc < n) nc *= 2;
+    uint8_t *nb = realloc(*buf, nc);
+    if (!nb) return false;
+    *buf = nb;
+    *cap = nc;
+    return true;
+}
+
+/* Reads and imports the entries section of a version-2 dump, checked as
+ * export checks a store (see export_map). */
+static int import_entries(const char *file, stream *s, const dump_header *h, ost_store *st,
+                          ost__import *im, map_list *maps, uint8_t **buf, size_t *cap) {
+    uint8_t key[OST_MAP_KEY_MAX], prev[OST_MAP_KEY_MAX];
+    size_t prevlen = 0;
+    uint64_t prevmap = 0, total = 0;
+    for (uint64_t i = 0; i < h->entries; i++) {
+        uint64_t map, serial;
+        uint16_t klen;
+        uint32_t vlen;
+        if (!get_u64(s, &map) || !get_u16(s, &klen))
+            return bad_dump(file, s, "a map entry");
+        if (klen > OST_MAP_KEY_MAX)
+            return fail("%s: bad export: map %llu: a %u-byte key (the longest is %d bytes)", file,
+                        (unsigned long long)map, klen, OST_MAP_KEY_MAX);
+        if (!get(s, key, klen) || !get_u64(s, &serial) || !get_u32(s, &vlen))
+            return bad_dump(file, s, "a map entry");
+        dump_map *d = maps_find(maps, map);
+        if (!d)
+            return fail("%s: bad export: entries under oid %llu, which has no map record", file,
+                        (unsigned long long)map);
+        if (i && (map < prevmap || (map == prevmap && raw_key_cmp(key, klen, prev, prevlen) <= 0)))
+            return fail("%s: bad export: map %llu: entries out of order or repeated (they ascend "
+                        "by map oid, then by key)",
+                        file, (unsigned long long)map);
+        if (serial == 0 || serial > h->last)
+            return fail("%s: bad export: map %llu: an entry with serial %llu (last commit %llu)",
+                        file, (unsigned long long)map, (unsigned long long)serial,
+                        (unsigned long long)h->last);
+        total += klen + (uint64_t)vlen;
+        if (total > h->ebytes)
+            return fail("%s: bad export: map %llu: entry lengths do not fit the header", file,
+                        (unsigned long long)map);
+        if (!reserve(buf, cap, vlen ? vlen : 1)) return fail("out of memory");
+        if (!get(s, *buf, vlen)) return bad_dump(file, s, "a map entry's value");
+        const char *why = entry_problem(d, key, klen, vlen);
+        if (why)
+            return fail("%s: bad export: map %llu: %s", file, (unsigned long long)map, why);
+        if (ost__import_ment(im, map, key, klen, serial, *buf, vlen))
+            return fail("%s: bad export: %s", file, ost_store_errmsg(st));
+        d->seen++;
+        prevmap = map;
+        memcpy(prev, key, klen);
+        prevlen = klen;
+    }
+    if (total != h->ebytes)
+        return fail("%s: bad export: the entries hold %llu bytes, the header says %llu", file,
+                    (unsigned long long)total, (unsigned long long)h->ebytes);
+    const dump_map *bad = count_mismatch(maps);
+    if (bad)
+        return fail("%s: bad export: map %llu: its record counts %llu entr%s, the dump has %llu",
+                    file, (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
+                    bad->m.count == 1 ? "y" : "ies", (unsigned long long)bad->seen);
     return EXIT_OK;
 }
 
@@ -338,6 +556,8 @@ static int run_import(int argc, char **argv) {
     size_t cap = 0;
     char *mod = NULL, *name = NULL;
     uint32_t *ids = NULL;
+    map_list maps = {0};
+    ost_reader *rd = NULL; /* decodes map records */
     if (!st) {
         rc = fail("out of memory");
         goto out;
@@ -359,8 +579,8 @@ static int run_import(int argc, char **argv) {
         rc = EXIT_FAIL;
         goto out;
     }
-    /* room for the records, their B-tree pages and some slack */
-    uint64_t need = (h.bytes + h.records * 96) * 2 + (64u << 20);
+    /* room for the records and entries, their B-tree pages and some slack */
+    uint64_t need = (h.bytes + h.records * 96) * 2 + (h.ebytes + h.entries * 64) * 2 + (64u << 20);
     if (ost__import_begin(st, need, &im)) {
         rc = fail("%s", ost_store_errmsg(st));
         goto out;
@@ -378,8 +598,8 @@ static int run_import(int argc, char **argv) {
         rc = fail("out of memory");
         goto out;
     }
-    bool have_root_class = false;
-    uint32_t root_cid = 0;
+    bool have_root_class = false, have_map_cid = false, have_set_cid = false;
+    uint32_t root_cid = 0, map_cid = 0, set_cid = 0;
     for (uint32_t i = 0; i < ncls; i++) {
         uint32_t id;
         uint16_t ml, nl;
@@ -407,6 +627,14 @@ static int run_import(int argc, char **argv) {
         if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
             have_root_class = true;
             root_cid = id;
+        }
+        if (strcmp(mod, "ostore.maps") == 0 && strcmp(name, "OrderedMap") == 0) {
+            have_map_cid = true;
+            map_cid = id;
+        }
+        if (strcmp(mod, "ostore.maps") == 0 && strcmp(name, "OrderedSet") == 0) {
+            have_set_cid = true;
+            set_cid = id;
         }
     }
     /* records */
@@ -457,20 +685,26 @@ static int run_import(int argc, char **argv) {
                       (unsigned long long)oid, len);
             goto out;
         }
-        if (len > cap) {
-            size_t nc = cap ? cap : 65536;
-            while (nc < len) nc *= 2;
-            uint8_t *nb = realloc(buf, nc);
-            if (!nb) {
-                rc = fail("out of memory");
-                goto out;
-            }
-            buf = nb;
-            cap = nc;
+        if (!reserve(&buf, &cap, len)) {
+            rc = fail("out of memory");
+            goto out;
         }
         if (!get(&s, buf, len)) {
             rc = bad_dump(file, &s, "a record's pickle");
             goto out;
+        }
+        if ((have_map_cid && cid == map_cid) || (have_set_cid && cid == set_cid)) {
+            raw_map m = {.is_set = have_set_cid && cid == set_cid};
+            char why[200];
+            if (!rd && !(rd = ost_reader_new())) {
+                rc = fail("out of memory");
+                goto out;
+            }
+            if (raw_map_parse(rd, buf, len, &m, why, sizeof why)) {
+                rc = fail("%s: bad export: oid %llu: %s", file, (unsigned long long)oid, why);
+                goto out;
+            }
+            if ((rc = maps_add(&maps, oid, &m))) goto out;
         }
         if (ost__import_record(im, oid, serial, cid, buf, len)) {
             rc = fail("%s: %s", file, ost_store_errmsg(st));
@@ -483,6 +717,7 @@ static int run_import(int argc, char **argv) {
                   (unsigned long long)total, (unsigned long long)h.bytes);
         goto out;
     }
+    if ((rc = import_entries(file, &s, &h, st, im, &maps, &buf, &cap))) goto out;
     char end[8];
     if (!get(&s, end, 8)) {
         rc = bad_dump(file, &s, "the trailer");
@@ -508,17 +743,24 @@ static int run_import(int argc, char **argv) {
         rc = fail("%s: bad export: bytes after the trailer", file);
         goto out;
     }
-    int crc = ost__import_commit(im, h.next_oid, h.last, h.next_class);
+    int crc = ost__import_commit(im, h.format, h.next_oid, h.last, h.next_class);
     im = NULL;
     if (crc) {
         rc = fail("%s", ost_store_errmsg(st));
         goto out;
     }
-    char a[32];
-    printf("imported %s objects into %s (last commit %llu, next oid %llu)\n",
-           fmt_count(a, sizeof a, h.records), db, (unsigned long long)h.last,
-           (unsigned long long)h.next_oid);
+    char a[32], b[32];
+    if (h.entries)
+        printf("imported %s objects and %s map entries into %s (last commit %llu, next oid %llu)\n",
+               fmt_count(a, sizeof a, h.records), fmt_count(b, sizeof b, h.entries), db,
+               (unsigned long long)h.last, (unsigned long long)h.next_oid);
+    else
+        printf("imported %s objects into %s (last commit %llu, next oid %llu)\n",
+               fmt_count(a, sizeof a, h.records), db, (unsigned long long)h.last,
+               (unsigned long long)h.next_oid);
 out:
+    free(maps.v);
+    ost_reader_free(rd);
     ost__import_abort(im);
     ost_store_close(st);
     if (rc && created) remove_created(db, made_dir);
@@ -535,10 +777,12 @@ const cli_cmd cmd_import = {
     .summary = "Load a dump made by 'ostore export' into a new store (FILE, or - for stdin).",
     .usage = "usage: ostore import DB FILE|-\n",
     .help = "DB must not exist, be an empty directory, or be a new store (nothing\n"
-            "committed since it was created). The records are written as they are in\n"
-            "the dump: same oids, serials, class ids and counters, so 'ostore export'\n"
-            "of the result gives the same file. Everything is checked before the one\n"
-            "commit (order of oids, classes, lengths, the CRC-32): on any error nothing\n"
-            "is written, and a store directory made by the import is removed again.\n",
+            "committed since it was created). The records and map entries are written\n"
+            "as they are in the dump: same oids, keys, serials, class ids, counters and\n"
+            "store format, so 'ostore export' of the result gives the same file. Dumps\n"
+            "of version 1 (no map entries) and 2 are read. Everything is checked before\n"
+            "the one commit (order of oids and keys, classes, lengths, each entry against\n"
+            "its map's record, the CRC-32): on any error nothing is written, and a store\n"
+            "directory made by the import is removed again.\n",
     .run = run_import,
 };

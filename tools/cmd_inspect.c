@@ -31,6 +31,15 @@ static int parse_oid(const cli_cmd *cmd, const char *s, uint64_t *oid) {
 
 /* ---- info ------------------------------------------------------------------- */
 
+/* info lists this many maps; the rest are counted. */
+#define INFO_MAPS 20
+
+typedef struct {
+    uint64_t oid;
+    raw_map m;
+    bool bad; /* the record holds no valid kind and count */
+} info_map;
+
 static int run_info(int argc, char **argv) {
     const char *pos[1];
     int prc = parse_args(&cmd_info, argc, argv, NULL, 0, pos, 1, 1, NULL);
@@ -57,7 +66,8 @@ static int run_info(int argc, char **argv) {
         return fail("out of memory");
     }
     raw_iter *it;
-    uint64_t n = 0, total = 0, damaged = 0;
+    uint64_t n = 0, total = 0, damaged = 0, nmaps = 0;
+    info_map maps[INFO_MAPS];
     if (raw_iter_open(t, &it)) {
         rc = 1;
     } else {
@@ -66,6 +76,12 @@ static int run_info(int argc, char **argv) {
         while ((k = raw_iter_next(it, &r)) > 0) {
             n++;
             total += r.size;
+            if (raw_map_class(t, &r) && nmaps++ < INFO_MAPS) {
+                info_map *im = &maps[nmaps - 1];
+                char why[160];
+                im->oid = r.oid;
+                im->bad = raw_map_read(t, &r, &im->m, why, sizeof why) != 0;
+            }
             size_t ci = ncls; /* "other": damaged header or unknown class */
             ptrdiff_t x = r.bad_header ? -1 : raw_class_index(t, r.cid);
             if (r.bad_header) damaged++;
@@ -82,8 +98,8 @@ static int run_info(int argc, char **argv) {
         raw_env(t, &psize, &used, &map);
         if (recorded_map_size()) map = recorded_map_size();
         printf("store        %s\n", db);
-        printf("format       %llu (this ostore reads format %d)\n", (unsigned long long)format,
-               OST_STORE_FORMAT);
+        printf("format       %llu (this ostore reads formats 1 to %d)\n",
+               (unsigned long long)format, OST_STORE_FORMAT);
         printf("objects      %s\n", fmt_count(a, sizeof a, n));
         printf("records      %s (average %llu bytes, 16-byte header included)\n",
                fmt_bytes(b, sizeof b, (double)total),
@@ -109,6 +125,25 @@ static int run_info(int argc, char **argv) {
             printf("  %-36s %12s objects %12s\n",
                    damaged ? "(damaged headers, unknown classes)" : "(unknown classes)",
                    fmt_count(a, sizeof a, counts[ncls]), fmt_bytes(b, sizeof b, (double)bytes[ncls]));
+        uint64_t ents, ebytes;
+        raw_ents_stat(t, &ents, &ebytes);
+        printf("maps         %s", fmt_count(a, sizeof a, nmaps));
+        if (nmaps || ents)
+            printf(" (%s entries in all, %s of pages)", fmt_count(b, sizeof b, ents),
+                   fmt_bytes(c, sizeof c, (double)ebytes));
+        printf("\n");
+        for (uint64_t i = 0; i < nmaps && i < INFO_MAPS; i++) {
+            const info_map *im = &maps[i];
+            if (im->bad)
+                printf("  %-8llu %s  %-22s %12s\n", (unsigned long long)im->oid,
+                       im->m.is_set ? "set" : "map", "?", "(damaged record)");
+            else
+                printf("  %-8llu %s  %-22s %12s entr%s\n", (unsigned long long)im->oid,
+                       im->m.is_set ? "set" : "map", im->m.kind,
+                       fmt_count(a, sizeof a, im->m.count), im->m.count == 1 ? "y" : "ies");
+        }
+        if (nmaps > INFO_MAPS)
+            printf("  ... and %s more\n", fmt_count(a, sizeof a, nmaps - INFO_MAPS));
     }
     free(counts);
     free(bytes);
@@ -118,13 +153,15 @@ static int run_info(int argc, char **argv) {
 
 const cli_cmd cmd_info = {
     .name = "info",
-    .summary = "Show a store's format, object count, sizes, map use and classes.",
+    .summary = "Show a store's format, objects, sizes, LMDB map use, classes and maps.",
     .usage = "usage: ostore info DB\n",
     .help = "Reads every record header once (the store is opened read-only) and prints:\n"
             "the format version, the number of objects and the bytes of their records,\n"
             "the next oid, the serial of the last commit, the size of data.mdb and\n"
-            "lock.mdb, the LMDB map size and how much of it is used, and each class\n"
-            "with its number of instances and their bytes.\n",
+            "lock.mdb, the LMDB map size and how much of it is used, each class\n"
+            "with its number of instances and their bytes, and the maps and sets\n"
+            "(ostore.maps.OrderedMap, OrderedSet): how many, their entries in all, and\n"
+            "the first 20 in oid order, each with its oid, key kind and entry count.\n",
     .run = run_info,
 };
 
@@ -193,13 +230,132 @@ static void header(raw_txn *t, const raw_rec *r) {
            raw_class_name(t, r->cid), (unsigned long long)r->serial, r->size);
 }
 
+/* The entries cat shows: --from (inclusive), --to (exclusive), --limit. */
+typedef struct {
+    const char *text[2]; /* --from, --to; NULL: no bound */
+    ost_value key[2];
+    uint8_t enc[2][OST_MAP_KEY_MAX];
+    size_t len[2];
+    uint64_t limit;
+} cat_range;
+
+static void range_free(cat_range *r) {
+    ost_decref(r->key[0]);
+    ost_decref(r->key[1]);
+}
+
+/* Parses --from and --to for the map's kind (a message on failure). */
+static int range_parse(const char *db, uint64_t oid, const raw_map *m, cat_range *r) {
+    static const char *const opt[2] = {"--from", "--to"};
+    for (int i = 0; i < 2; i++) {
+        char why[300];
+        if (r->text[i] && raw_key_parse(m->kind, r->text[i], true, &r->key[i], r->enc[i],
+                                        &r->len[i], why, sizeof why))
+            return fail("%s: %s %llu has keys %s: bad %s '%s': %s (see 'ostore cat --help')", db,
+                        m->is_set ? "set" : "map", (unsigned long long)oid, m->kind, opt[i],
+                        r->text[i], why);
+    }
+    return EXIT_OK;
+}
+
+/* Prints the key (and, for a map, the value) of entry e, indented. */
+static int print_entry(const char *db, raw_txn *t, uint64_t oid, const raw_map *m,
+                       const raw_ent *e, ost_buf *kb, ost_buf *vb) {
+    ost_value k = raw_key_decode(m->kind, e->key, e->klen);
+    kb->len = 0;
+    int rc = k ? ost_repr(k, kb) : 0;
+    ost_decref(k);
+    if (!k)
+        return fail("%s: map %llu: a %zu-byte key that does not decode as %s "
+                    "(run 'ostore check %s')",
+                    db, (unsigned long long)oid, e->klen, m->kind, db);
+    if (rc) return fail("out of memory");
+    if (m->is_set) {
+        printf("  %s\n", kb->data);
+        return EXIT_OK;
+    }
+    char why[300];
+    if (raw_value_repr(t, e->val, e->vlen, vb, why, sizeof why))
+        return fail("%s: map %llu, key %.200s: the value does not decode: %s", db,
+                    (unsigned long long)oid, kb->data, why);
+    printf("  %s: %s\n", kb->data, vb->data);
+    return EXIT_OK;
+}
+
+/* Prints the map's entries in the range, at most limit of them, then how
+ * many more the range holds. */
+static int cat_entries(const char *db, raw_txn *t, uint64_t oid, const raw_map *m,
+                       const cat_range *r) {
+    char a[32], b[32];
+    ost_buf kb = {0}, vb = {0};
+    bool ranged = r->text[0] || r->text[1];
+    int rc = EXIT_OK;
+    if (ranged) {
+        ost_buf lo = {0}, hi = {0};
+        if ((r->key[0] && ost_repr(r->key[0], &lo)) || (r->key[1] && ost_repr(r->key[1], &hi))) {
+            ost_buf_free(&lo);
+            ost_buf_free(&hi);
+            return fail("out of memory");
+        }
+        if (lo.data && hi.data) printf("entries with %s <= key < %s", lo.data, hi.data);
+        else if (lo.data) printf("entries with key >= %s", lo.data);
+        else printf("entries with key < %s", hi.data);
+        printf(", in key order:\n");
+        ost_buf_free(&lo);
+        ost_buf_free(&hi);
+    } else if (m->count == 0) {
+        printf("no entries\n");
+    } else if (m->count <= r->limit) {
+        printf("%s entr%s, in key order:\n", fmt_count(a, sizeof a, m->count),
+               m->count == 1 ? "y" : "ies");
+    } else {
+        printf("%s entries; the first %s, in key order:\n", fmt_count(a, sizeof a, m->count),
+               fmt_count(b, sizeof b, r->limit));
+    }
+    raw_ents *c;
+    if (raw_ents_open(t, oid, r->text[0] ? r->enc[0] : NULL, r->len[0], &c)) return EXIT_FAIL;
+    raw_ent e;
+    uint64_t shown = 0, more = 0;
+    int k;
+    while ((k = raw_ents_next(c, &e)) > 0) {
+        if (r->text[1] && raw_key_cmp(e.key, e.klen, r->enc[1], r->len[1]) >= 0) break;
+        if (shown == r->limit) {
+            more++; /* counted, not decoded */
+            continue;
+        }
+        if ((rc = print_entry(db, t, oid, m, &e, &kb, &vb))) break;
+        shown++;
+    }
+    raw_ents_close(c);
+    if (!rc && k < 0) rc = EXIT_FAIL;
+    if (!rc && ranged && shown == 0) printf("  (none)\n");
+    if (!rc && more)
+        printf("... and %s more%s (--limit N or --limit all shows more)\n",
+               fmt_count(a, sizeof a, more), ranged ? " in the range" : "");
+    ost_buf_free(&kb);
+    ost_buf_free(&vb);
+    return rc;
+}
+
 static int run_cat(int argc, char **argv) {
-    const char *dis = NULL, *pos[2];
-    cli_opt opts[] = {{"--dis", false, &dis}};
-    int prc = parse_args(&cmd_cat, argc, argv, opts, 1, pos, 2, 2, NULL);
+    const char *dis = NULL, *limit_s = NULL, *pos[2];
+    cat_range range = {.limit = 10};
+    cli_opt opts[] = {{"--dis", false, &dis},
+                      {"--from", true, &range.text[0]},
+                      {"--to", true, &range.text[1]},
+                      {"--limit", true, &limit_s}};
+    int prc = parse_args(&cmd_cat, argc, argv, opts, 4, pos, 2, 2, NULL);
     if (prc) return prc < 0 ? EXIT_OK : prc;
     uint64_t oid;
     if (parse_oid(&cmd_cat, pos[1], &oid)) return EXIT_USAGE;
+    if (limit_s && strcmp(limit_s, "all") == 0) range.limit = UINT64_MAX;
+    else if (limit_s && (!parse_u64(limit_s, &range.limit) || range.limit == 0))
+        return bad_usage(&cmd_cat, "cat: --limit needs a number of at least 1, or all, not '%s'",
+                         limit_s);
+    bool entry_opts = range.text[0] || range.text[1] || limit_s;
+    if (dis && entry_opts)
+        return bad_usage(&cmd_cat, "cat: --dis shows the record's pickle only; it takes no --from, "
+                                   "--to or --limit");
     const char *db = pos[0];
     ost_store *st;
     raw_txn *t;
@@ -215,6 +371,13 @@ static int run_cat(int argc, char **argv) {
         close_ro(st, t);
         return fail("%s: oid %llu: damaged record header (%zu bytes)", db, (unsigned long long)oid,
                     r.size);
+    }
+    bool is_map = raw_map_class(t, &r) != 0;
+    if (entry_opts && !is_map) {
+        rc = fail("%s: oid %llu is a %s, not a map or set: --from, --to and --limit are for maps",
+                  db, (unsigned long long)oid, raw_class_name(t, r.cid));
+        close_ro(st, t);
+        return rc;
     }
     ost_buf out = {0};
     rc = EXIT_OK;
@@ -235,18 +398,29 @@ static int run_cat(int argc, char **argv) {
             ost_reader_set_persistent_load(rd, keep_pid, NULL);
             lrc = ost_load(rd, r.pickle, r.len, &v, NULL);
         }
+        raw_map m;
+        char why[200];
         if (lrc)
             rc = fail("%s: oid %llu: record does not decode: %s", db, (unsigned long long)oid,
                       rd ? ost_reader_errmsg(rd) : "out of memory");
         else if (ost_repr(v, &out))
             rc = fail("out of memory");
+        else if (is_map && raw_map_read(t, &r, &m, why, sizeof why))
+            rc = fail("%s: oid %llu: %s", db, (unsigned long long)oid, why);
+        else if (is_map && range_parse(db, oid, &m, &range))
+            rc = EXIT_FAIL;
         else {
             header(t, &r);
             printf("%s\n", out.data);
+            if (is_map) {
+                fflush(stdout); /* entries that fail print their message after these */
+                rc = cat_entries(db, t, oid, &m, &range);
+            }
         }
         ost_release(v);
         ost_reader_free(rd);
     }
+    range_free(&range);
     ost_buf_free(&out);
     close_ro(st, t);
     return rc;
@@ -254,14 +428,29 @@ static int run_cat(int argc, char **argv) {
 
 const cli_cmd cmd_cat = {
     .name = "cat",
-    .summary = "Print an object's stored state, Python-like, or its pickle disassembled.",
-    .usage = "usage: ostore cat DB OID [--dis]\n",
+    .summary = "Print an object's stored state (and a map's entries), or its pickle disassembled.",
+    .usage = "usage: ostore cat DB OID [--dis]\n"
+             "       ostore cat DB OID [--from KEY] [--to KEY] [--limit N|all]   (a map or set)\n",
     .help = "The first line names the oid, class, serial (the commit that wrote it) and\n"
             "record size. Then the state, as Python's BUILD would receive it (for a class\n"
             "with fields, the dict of its set fields), printed like Python's repr, with\n"
             "references to other stored objects shown as persistent(OID).\n"
             "\n  --dis   list the state pickle's opcodes instead (like pickletools.dis)\n"
-            "\nOid 0 is the root, a persistent.mapping.PersistentMapping.\n",
+            "\nOid 0 is the root, a persistent.mapping.PersistentMapping.\n"
+            "\nFor a map or set (ostore.maps.OrderedMap, OrderedSet), whose record holds\n"
+            "its key kind and count, its entries follow in key order, one a line,\n"
+            "KEY: VALUE for a map and KEY for a set; the first 10, unless\n"
+            "  --from KEY     starts at KEY (included)\n"
+            "  --to KEY       stops before KEY (excluded)\n"
+            "  --limit N|all  shows N entries (default 10), or all of them\n"
+            "\nKEY is written as ostore prints keys: an int as a decimal number (-5);\n"
+            "a str or bytes as a Python string literal ('a b', b'\\x00') with the\n"
+            "escapes \\\\ \\' \\\" \\n \\r \\t \\0 \\xhh (str also \\uXXXX \\UXXXXXXXX), or as\n"
+            "bare text taken as it is; a tuple key as its elements separated by\n"
+            "commas, in optional parentheses, where bare text ends at a comma and\n"
+            "loses the spaces around it. Fewer elements than the kind has make a\n"
+            "prefix: for keys (int, str), --from 5, --to 6, shows every key that\n"
+            "starts with 5.\n",
     .run = run_cat,
 };
 
@@ -314,6 +503,83 @@ static void print_oid_line(raw_txn *t, uint64_t oid) {
                                : raw_class_name(t, r.cid));
 }
 
+/* Maps whose entries reference the target: each with how many entries
+ * and the first key (encoded). */
+typedef struct {
+    uint64_t map;
+    uint64_t hits;
+    uint8_t *key;
+    size_t klen;
+} map_hit;
+
+typedef struct {
+    raw_txn *t;
+    uint64_t target;
+    map_hit *v;
+    size_t n, cap;
+    uint64_t unscanned; /* entries whose values do not scan */
+    bool oom;
+} hits_ctx;
+
+/* raw_each_map's callback: scans the values of one map's entries. */
+static int scan_map(void *ud, uint64_t map) {
+    hits_ctx *h = ud;
+    raw_ents *c;
+    if (raw_ents_open(h->t, map, NULL, 0, &c)) return EXIT_FAIL;
+    raw_ent e;
+    int k;
+    map_hit hit = {.map = map};
+    while ((k = raw_ents_next(c, &e)) > 0) {
+        if (!e.vlen) continue; /* a set's entry */
+        find_ctx f = {h->target, false};
+        if (raw_scan_pickle_refs(e.val, e.vlen, find_target, &f)) h->unscanned++;
+        if (!f.hit || hit.hits++) continue;
+        if ((hit.key = malloc(e.klen ? e.klen : 1))) memcpy(hit.key, e.key, hit.klen = e.klen);
+        else h->oom = true;
+    }
+    raw_ents_close(c);
+    if (k < 0) {
+        free(hit.key);
+        return EXIT_FAIL;
+    }
+    if (!hit.hits) return 0;
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 8;
+        map_hit *n = realloc(h->v, cap * sizeof *n);
+        if (!n) {
+            free(hit.key);
+            h->oom = true;
+            return 0;
+        }
+        h->v = n;
+        h->cap = cap;
+    }
+    h->v[h->n++] = hit;
+    return 0;
+}
+
+/* "  OID CLASS (key K)" for a map whose entries reference the target. */
+static void print_hit_line(raw_txn *t, const map_hit *h) {
+    raw_rec r;
+    raw_map m;
+    char why[160], a[32];
+    int rc = raw_get(t, h->map, &r);
+    ost_value k = 0;
+    ost_buf b = {0};
+    if (!rc && raw_map_read(t, &r, &m, why, sizeof why) == 0)
+        k = raw_key_decode(m.kind, h->key, h->klen);
+    bool shown = k && ost_repr(k, &b) == 0;
+    ost_decref(k);
+    printf("  %llu %s (%s %s", (unsigned long long)h->map,
+           rc == OST_ENOTFOUND ? "(missing: no such object)"
+           : rc || r.bad_header ? "?damaged"
+                                : raw_class_name(t, r.cid),
+           h->hits == 1 ? "key" : "keys", shown ? b.data : "(undecodable)");
+    if (h->hits > 1) printf(" and %s more", fmt_count(a, sizeof a, h->hits - 1));
+    printf(")\n");
+    ost_buf_free(&b);
+}
+
 static int run_refs(int argc, char **argv) {
     const char *pos[2];
     int prc = parse_args(&cmd_refs, argc, argv, NULL, 0, pos, 2, 2, NULL);
@@ -339,15 +605,39 @@ static int run_refs(int argc, char **argv) {
         return fail("%s: oid %llu: record does not decode (%s): its references are unknown", db,
                     (unsigned long long)oid, ost_strerror(src));
     }
+    /* a map references what its entries' values reference */
+    if (!missing && raw_map_class(t, &r) == 1) {
+        raw_ents *c;
+        raw_ent e;
+        int k = -1;
+        if (raw_ents_open(t, oid, NULL, 0, &c) == 0) {
+            while ((k = raw_ents_next(c, &e)) > 0)
+                if (raw_scan_pickle_refs(e.val, e.vlen, collect, &out)) {
+                    k = -2;
+                    break;
+                }
+            raw_ents_close(c);
+        }
+        if (k < 0) {
+            free(out.v);
+            close_ro(st, t);
+            if (k == -2)
+                return fail("%s: map %llu: an entry's value does not decode: its references are "
+                            "unknown (run 'ostore check %s')",
+                            db, (unsigned long long)oid, db);
+            return EXIT_FAIL;
+        }
+    }
     if (out.n) qsort(out.v, out.n, sizeof *out.v, cmp_u64);
     size_t u = 0;
     for (size_t i = 0; i < out.n; i++)
         if (!u || out.v[u - 1] != out.v[i]) out.v[u++] = out.v[i];
     out.n = u;
     char *cls = strdup(missing ? "" : raw_class_name(t, r.cid));
-    /* who references it: every record is scanned */
+    /* who references it: every record and every map entry is scanned */
     raw_iter *it;
     uint64_t unscanned = 0;
+    hits_ctx hits = {.t = t, .target = oid};
     rc = raw_iter_open(t, &it);
     if (!rc) {
         raw_rec x;
@@ -360,8 +650,16 @@ static int run_refs(int argc, char **argv) {
         if (k < 0) rc = EXIT_FAIL;
         raw_iter_close(it);
     }
-    if (!rc && (out.oom || in.oom || !cls)) rc = fail("out of memory");
-    if (!rc && missing && in.n == 0) {
+    if (!rc) rc = raw_each_map(t, scan_map, &hits);
+    if (!rc && (out.oom || in.oom || hits.oom || !cls)) rc = fail("out of memory");
+    /* both lists ascend: merged, each oid once */
+    size_t nin = 0;
+    for (size_t i = 0, j = 0; !rc && (i < in.n || j < hits.n); nin++) {
+        if (j == hits.n || (i < in.n && in.v[i] < hits.v[j].map)) i++;
+        else if (i == in.n || hits.v[j].map < in.v[i]) j++;
+        else i++, j++;
+    }
+    if (!rc && missing && nin == 0) {
         rc = fail("%s: oid %llu: no such object", db, (unsigned long long)oid);
     } else if (!rc) {
         if (missing)
@@ -370,18 +668,31 @@ static int run_refs(int argc, char **argv) {
             printf("oid %llu (%s) references %zu object%s:\n", (unsigned long long)oid, cls,
                    out.n, out.n == 1 ? "" : "s");
         for (size_t i = 0; i < out.n; i++) print_oid_line(t, out.v[i]);
-        printf("oid %llu is referenced by %zu object%s:\n", (unsigned long long)oid, in.n,
-               in.n == 1 ? "" : "s");
-        for (size_t i = 0; i < in.n; i++) print_oid_line(t, in.v[i]);
+        printf("oid %llu is referenced by %zu object%s:\n", (unsigned long long)oid, nin,
+               nin == 1 ? "" : "s");
+        for (size_t i = 0, j = 0; i < in.n || j < hits.n;) {
+            if (j == hits.n || (i < in.n && in.v[i] < hits.v[j].map)) {
+                print_oid_line(t, in.v[i++]);
+            } else {
+                print_hit_line(t, &hits.v[j]);
+                if (i < in.n && in.v[i] == hits.v[j].map) i++;
+                j++;
+            }
+        }
         if (unscanned)
             printf("note: %llu record%s could not be scanned (damaged); run 'ostore check %s'\n",
                    (unsigned long long)unscanned, unscanned == 1 ? "" : "s", db);
+        if (hits.unscanned)
+            printf("note: %llu map entr%s could not be scanned (damaged); run 'ostore check %s'\n",
+                   (unsigned long long)hits.unscanned, hits.unscanned == 1 ? "y" : "ies", db);
         if (missing)
             rc = fail("%s: oid %llu: no such object, yet %zu object%s it (dangling; "
                       "run 'ostore check %s')",
-                      db, (unsigned long long)oid, in.n, in.n == 1 ? " references" : "s reference",
+                      db, (unsigned long long)oid, nin, nin == 1 ? " references" : "s reference",
                       db);
     }
+    for (size_t j = 0; j < hits.n; j++) free(hits.v[j].key);
+    free(hits.v);
     free(cls);
     free(out.v);
     free(in.v);
@@ -393,9 +704,11 @@ const cli_cmd cmd_refs = {
     .name = "refs",
     .summary = "Show the oids an object references and the oids that reference it.",
     .usage = "usage: ostore refs DB OID\n",
-    .help = "References are the persistent ids in the record's pickle. Finding the\n"
-            "objects that reference OID reads every record (no index is kept), so it\n"
-            "takes about as long as 'ostore check'. Each oid is listed once, with its\n"
-            "class, or (missing) when no record has it.\n",
+    .help = "References are the persistent ids in the record's pickle; a map's\n"
+            "references are those of its entries' values too. Finding the objects that\n"
+            "reference OID reads every record and every map entry (no index is kept),\n"
+            "so it takes about as long as 'ostore check'. Each oid is listed once, with\n"
+            "its class, or (missing) when no record has it; a map whose entries\n"
+            "reference OID also names the first such key, and how many more there are.\n",
     .run = run_refs,
 };

@@ -52,6 +52,18 @@ static void reach_ref(void *ud, uint64_t oid) {
     c->stack[c->len++] = oid;
 }
 
+/* A map reaches what its entries' values reference. */
+static int reach_entries(raw_txn *t, uint64_t map, reach_ctx *c) {
+    raw_ents *ec;
+    if (raw_ents_open(t, map, NULL, 0, &ec)) return EXIT_FAIL;
+    raw_ent e;
+    int k;
+    while ((k = raw_ents_next(ec, &e)) > 0)
+        raw_scan_pickle_refs(e.val, e.vlen, reach_ref, c); /* a bad value: check reports it */
+    raw_ents_close(ec);
+    return k < 0 ? EXIT_FAIL : EXIT_OK;
+}
+
 /* Counts the records reachable from the root and checks the counters of
  * meta against the records (an oid at or past next_oid would be given to a
  * new object and overwritten; a serial past last_serial breaks conflict
@@ -94,6 +106,10 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
             if (raw_get(t, oid, &r) == 0) {
                 (*reachable)++;
                 raw_scan_refs(&r, reach_ref, &c); /* a bad record: check reported it */
+                if (raw_map_class(t, &r) == 1 && reach_entries(t, oid, &c)) {
+                    rc = EXIT_FAIL;
+                    break;
+                }
             }
         }
         if (c.oom) rc = fail("out of memory");
@@ -121,18 +137,23 @@ static int run_check(int argc, char **argv) {
         return r;
     }
     raw_txn *t;
-    uint64_t reachable = 0, counted = 0;
+    uint64_t reachable = 0, counted = 0, entries, entry_bytes;
     if (raw_begin(st, &t)) {
         ost_store_close(st);
         return EXIT_FAIL;
     }
     rc = reach(db, t, &o, &reachable, &counted);
+    raw_ents_stat(t, &entries, &entry_bytes);
     raw_end(t);
     ost_store_close(st);
     if (rc) return rc;
     double dt = now_s() - t0;
     char a[32], b[32], c[32];
-    printf("checked %s records in %.2f s\n", fmt_count(a, sizeof a, records), dt);
+    if (entries)
+        printf("checked %s records and %s map entries in %.2f s\n", fmt_count(a, sizeof a, records),
+               fmt_count(b, sizeof b, entries), dt);
+    else
+        printf("checked %s records in %.2f s\n", fmt_count(a, sizeof a, records), dt);
     printf("reachable from the root: %s objects; unreachable: %s%s\n",
            fmt_count(b, sizeof b, reachable), fmt_count(c, sizeof c, counted - reachable),
            counted > reachable ? " ('ostore pack' removes them)" : "");
@@ -143,7 +164,9 @@ static int run_check(int argc, char **argv) {
         return fail("%s: damaged: %llu problem%s found", db, (unsigned long long)o.problems,
                     o.problems == 1 ? "" : "s");
     }
-    printf("no problems: every record decodes and every reference resolves\n");
+    printf(entries ? "no problems: every record and map entry decodes, every reference resolves, "
+                     "every map's count matches its entries\n"
+                   : "no problems: every record decodes and every reference resolves\n");
     return EXIT_OK;
 }
 
@@ -153,16 +176,30 @@ const cli_cmd cmd_check = {
     .usage = "usage: ostore check DB\n",
     .help = "Reads every record (the store is opened read-only): its header, its class\n"
             "in the class table, its pickle (decoded in full) and each reference in it\n"
-            "(the oid must have a record); also that every oid is below meta next_oid\n"
-            "and every serial at most the last commit. Each problem is printed as a\n"
-            "line 'problem: ...' naming the oid that holds it. Then it counts the objects\n"
-            "reachable from the root (oid 0); the others are garbage 'ostore pack' removes.\n"
+            "(the oid must have a record); every map entry likewise (a key of its map's\n"
+            "kind, its value, its references), and each map's count against its\n"
+            "entries; also that every oid is below meta next_oid and every serial at\n"
+            "most the last commit. Each problem is printed as a line 'problem: ...'\n"
+            "naming the oid that holds it. Then it counts the objects reachable from the\n"
+            "root (oid 0), following the references of records and of map entries'\n"
+            "values; the others are garbage 'ostore pack' removes.\n"
             "\nExit status: 0 when the store is sound, 1 when problems were found (or the\n"
             "store cannot be read), 2 bad usage.\n",
     .run = run_check,
 };
 
 /* ---- pack ------------------------------------------------------------------------- */
+
+/* The number of map entries in the store now: 0, or EXIT_FAIL after a
+ * message. */
+static int map_entries(ost_store *st, uint64_t *n) {
+    raw_txn *t;
+    uint64_t bytes;
+    if (raw_begin(st, &t)) return EXIT_FAIL;
+    raw_ents_stat(t, n, &bytes);
+    raw_end(t);
+    return EXIT_OK;
+}
 
 static int run_pack(int argc, char **argv) {
     const char *pos[1];
@@ -173,25 +210,37 @@ static int run_pack(int argc, char **argv) {
     ost_store *st;
     if (lock_store(db) || open_store(db, true, &st)) return EXIT_FAIL;
     ost_store_stats before, after;
-    uint64_t removed = 0;
+    uint64_t removed = 0, ents_before = 0, ents_after = 0;
     double t0 = now_s();
     int rc = ost_store_stat(st, &before);
+    if (!rc) rc = map_entries(st, &ents_before);
     if (!rc) rc = ost_store_pack(st, &removed);
     if (!rc) rc = ost_store_stat(st, &after);
+    if (!rc) rc = map_entries(st, &ents_after);
     if (rc) {
-        int r = fail("%s", ost_store_errmsg(st)[0] ? ost_store_errmsg(st) : ost_strerror(rc));
+        int r = rc == EXIT_FAIL ? rc
+                                : fail("%s", ost_store_errmsg(st)[0] ? ost_store_errmsg(st)
+                                                                     : ost_strerror(rc));
         ost_store_close(st);
         return r;
     }
     ost_store_close(st);
-    char a[32], b[32], c[32];
-    printf("removed %s object%s unreachable from the root, freeing %s of records "
+    char a[32], b[32], c[32], e[64] = "";
+    if (ents_before > ents_after)
+        snprintf(e, sizeof e, " and %s map entr%s",
+                 fmt_count(c, sizeof c, ents_before - ents_after),
+                 ents_before - ents_after == 1 ? "y" : "ies");
+    printf("removed %s object%s%s unreachable from the root, freeing %s of records "
            "(%.2f s)\n",
-           fmt_count(a, sizeof a, removed), removed == 1 ? "" : "s",
+           fmt_count(a, sizeof a, removed), removed == 1 ? "" : "s", e,
            fmt_bytes(b, sizeof b, (double)(before.bytes - after.bytes)), now_s() - t0);
-    printf("%s objects remain (%s of records); data.mdb is %s: LMDB keeps freed pages "
+    e[0] = 0;
+    if (ents_after)
+        snprintf(e, sizeof e, " and %s map entr%s", fmt_count(c, sizeof c, ents_after),
+                 ents_after == 1 ? "y" : "ies");
+    printf("%s objects%s remain (%s of records); data.mdb is %s: LMDB keeps freed pages "
            "for new records, the file does not shrink\n",
-           fmt_count(a, sizeof a, after.records), fmt_bytes(b, sizeof b, (double)after.bytes),
+           fmt_count(a, sizeof a, after.records), e, fmt_bytes(b, sizeof b, (double)after.bytes),
            fmt_bytes(c, sizeof c, (double)file_size(db, "data.mdb")));
     return EXIT_OK;
 }
@@ -201,9 +250,11 @@ const cli_cmd cmd_pack = {
     .summary = "Remove the objects the root no longer reaches.",
     .usage = "usage: ostore pack DB\n",
     .help = "Marks every object reachable from the root (oid 0) by following the\n"
-            "references in the records, then deletes the other records in one\n"
-            "transaction, and prints how many objects and bytes of records went. The\n"
-            "invalidation log is emptied too (other processes' caches reload).\n"
+            "references in the records and in the values of map entries, then deletes\n"
+            "the other records, and the entries of the maps among them, in one\n"
+            "transaction, and prints how many objects (and map entries) and bytes of\n"
+            "records went. The invalidation log is emptied too (other processes' caches\n"
+            "reload).\n"
             "\nDo not pack while a program is still bulk-loading objects it has not yet\n"
             "linked to the root: they are unreachable until then. ostore takes an\n"
             "exclusive lock on DB/data.mdb, so a pack, import or demo of another ostore\n"

@@ -4,6 +4,7 @@
  *   ostore info DB                     format, counts, sizes, classes
  *   ostore ls DB [--class C] [--limit N]
  *   ostore cat DB OID [--dis]          an object's state, or its pickle
+ *   ostore cat DB OID [--from K] [--to K] [--limit N|all]   a map's entries
  *   ostore refs DB OID                 what it references, what references it
  *   ostore check DB                    decode every record, follow every reference
  *   ostore pack DB                     remove what the root does not reach
@@ -32,6 +33,7 @@ static const char usage_text[] =
     "       ostore info DB\n"
     "       ostore ls DB [--class MODULE.NAME] [--limit N]\n"
     "       ostore cat DB OID [--dis]\n"
+    "       ostore cat DB OID [--from KEY] [--to KEY] [--limit N|all]\n"
     "       ostore refs DB OID\n"
     "       ostore check DB\n"
     "       ostore pack DB\n"

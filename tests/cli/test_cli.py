@@ -188,35 +188,125 @@ def test_help():
     usage(["version", "extra"])
 
 
+def read_entries(path):
+    """{map oid: [(encoded key, serial, value pickle)]} from the "mapents"
+    database (docs/format.md), in key order."""
+    env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
+    out = {}
+    try:
+        db = env.open_db(b"mapents", create=False)
+        with env.begin() as t:
+            for k, v in t.cursor(db=db):
+                out.setdefault(struct.unpack(">Q", k[:8])[0], []).append(
+                    (bytes(k[8:]), struct.unpack("<Q", v[:8])[0], bytes(v[8:])))
+    finally:
+        env.close()
+    return out
+
+
+def int_key(b):
+    """An encoded int key: 8 bytes big-endian with the sign bit flipped."""
+    return struct.unpack(">Q", b)[0] ^ (1 << 63) if len(b) == 8 else None
+
+
+def decode_key(kind, b):
+    """A map key from its encoding (docs/format.md), for a kind such as
+    'int' or '(int, str)'."""
+    if not kind.startswith("("):
+        if kind == "int":
+            return struct.unpack(">Q", b)[0] - (1 << 63)
+        return b.decode() if kind == "str" else bytes(b)
+    out, i = [], 0
+    for e in [e.strip() for e in kind.strip("()").split(",") if e.strip()]:
+        if e == "int":
+            out.append(struct.unpack(">Q", b[i:i + 8])[0] - (1 << 63))
+            i += 8
+            continue
+        raw = bytearray()
+        while True:
+            c, i = b[i], i + 1
+            if c == 0:
+                c, i = b[i], i + 1
+                if c == 0:
+                    break
+                c = 0  # 00 01 is an escaped 0 byte
+            raw.append(c)
+        out.append(raw.decode() if e == "str" else bytes(raw))
+    return tuple(out)
+
+
 def test_demo(tmp):
     db = os.path.join(tmp, "demo.ostore")
     out = ok(["demo", db, "--objects", "20000"], "demo")
-    for word in ("load:", "walk:", "commits:", "check:", "store:", "every count matches",
-                 "800 commits from 4 threads", "objects/s", "MiB/s", "commits/s",
-                 "no problems" if False else "every record decodes"):
+    for word in ("maps:", "load:", "walk:", "lookup:", "range:", "commits:", "check:", "store:",
+                 "every count matches", "800 commits from 4 threads", "0 conflicts",
+                 "objects/s", "MiB/s", "lookups/s", "range queries/s", "commits/s",
+                 "every record decodes"):
         check(word in out, "demo output lacks %r:\n%s" % (word, out))
-    m = re.search(r"load:\s+([\d,]+) objects", out)
+    m = re.search(r"load:\s+([\d,]+) objects and ([\d,]+) map entries", out)
     loaded = int(m.group(1).replace(",", "")) if m else 0
+    loaded_entries = int(m.group(2).replace(",", "")) if m else 0
     check(20000 <= loaded < 20100, "demo loaded %d objects" % loaded)
     check("\x1b[" not in out and "\r" not in out, "demo drew a progress bar on a pipe")
     check(os.path.exists(os.path.join(db, "ostore-demo")), "demo left no marker file")
     recs, meta, names = read_store(db)
-    check(len(recs) == 1 + loaded + 1600,
-          "store holds %d records, want %d" % (len(recs), 1 + loaded + 1600))
-    m = re.search(r"check:\s+([\d,]+) records", out)
+    # the root, 3 maps, what the loader stored, 800 orders and their 800 line items
+    check(len(recs) == 1 + 3 + loaded + 1600,
+          "store holds %d records, want %d" % (len(recs), 1 + 3 + loaded + 1600))
+    m = re.search(r"check:\s+([\d,]+) records and ([\d,]+) map entries", out)
     check(m and int(m.group(1).replace(",", "")) == len(recs), "demo's check count")
     root = state_of(recs[0][2])["data"]
     counts = root["counts"]
     by_class = {}
     for serial, cls, data, size in recs.values():
         by_class[cls] = by_class.get(cls, 0) + 1
-    check(by_class.get("shop.Product") == counts["products"] == len(root["products"]),
-          "products: %r %r" % (by_class, counts))
-    check(by_class.get("shop.Customer") == counts["customers"], "customers: %r" % counts)
-    check(by_class.get("shop.Order") == counts["orders"] + 800, "orders: %r" % counts)
+    check(by_class.get("ostore.maps.OrderedMap") == 3, "maps: %r" % by_class)
+    # the maps of the root: their records and their entries
+    maps = {}
+    for name, kind in (("customers", "int"), ("orders", "(int, int)"), ("products", "str")):
+        ref = root.get(name)
+        if not check(isinstance(ref, Ref) and recs.get(ref.oid, (0, ""))[1] == "ostore.maps.OrderedMap",
+                     "root[%r] is not a map: %r" % (name, ref)):
+            return db, recs, meta, names
+        st = state_of(recs[ref.oid][2])
+        check(st.get("kind") == kind, "map %s: kind %r, want %r" % (name, st.get("kind"), kind))
+        maps[name] = (ref.oid, st.get("count"))
+    ents = read_entries(db)
+    check(sorted(ents) == sorted(oid for oid, n in maps.values()),
+          "entries of maps %r, the root's maps are %r" % (sorted(ents), maps))
+    for name, (oid, n) in maps.items():
+        check(len(ents.get(oid, [])) == n, "map %s counts %r, holds %d entries"
+              % (name, n, len(ents.get(oid, []))))
+    check(sum(len(ents.get(oid, [])) for oid, n in maps.values()) == loaded_entries + 800,
+          "map entries: %d, want %d loaded + 800" % (sum(len(e) for e in ents.values()), loaded_entries))
+    check(by_class.get("shop.Product") == counts["products"] == maps["products"][1],
+          "products: %r %r %r" % (by_class, counts, maps))
+    check(by_class.get("shop.Customer") == counts["customers"] == maps["customers"][1],
+          "customers: %r %r" % (counts, maps))
+    check(by_class.get("shop.Order") == counts["orders"] + 800 == maps["orders"][1],
+          "orders: %r %r" % (counts, maps))
     check(by_class.get("shop.LineItem") == counts["line_items"] + 800, "line items: %r" % counts)
-    check(by_class.get("shop.CustomerBucket") == counts["buckets"] == len(root["customers"]),
-          "buckets: %r" % counts)
+    # every entry's key is its object's own: a product's sku, a customer's
+    # number, an order's (customer number, order number) with that customer
+    def value(entry, cls):
+        ref = state_of(entry[2])
+        return ref.oid if isinstance(ref, Ref) and recs.get(ref.oid, (0, ""))[1] == cls else None
+    bad = 0
+    cust_of = {}
+    for k, serial, v in ents.get(maps["customers"][0], []):
+        oid = value((k, serial, v), "shop.Customer")
+        bad += oid is None or state_of(recs[oid][2])["number"] != int_key(k)
+        cust_of[int_key(k)] = oid
+    for k, serial, v in ents.get(maps["products"][0], []):
+        oid = value((k, serial, v), "shop.Product")
+        bad += oid is None or state_of(recs[oid][2])["sku"] != k.decode()
+    for k, serial, v in ents.get(maps["orders"][0], []):
+        oid = value((k, serial, v), "shop.Order")
+        cid, num = int_key(k[:8]), int_key(k[8:])
+        st = state_of(recs[oid][2]) if oid is not None else {}
+        bad += (len(k) != 16 or st.get("number") != num or
+                getattr(st.get("customer"), "oid", None) != cust_of.get(cid))
+    check(bad == 0, "%d map entries whose key is not their object's" % bad)
     # the line items' totals add up to what the root says
     total = 0
     for serial, cls, data, size in recs.values():
@@ -254,7 +344,8 @@ def test_demo_dirs(tmp, db):
 
 def test_info(db, recs, meta, names):
     out = ok(["info", db])
-    check(re.search(r"^format\s+1\b", out, re.M), "info: format line: %s" % out)
+    check(re.search(r"^format\s+2 \(this ostore reads formats 1 to 2\)$", out, re.M),
+          "info: format line: %s" % out)
     check(re.search(r"^objects\s+%s$" % format(len(recs), ","), out, re.M), "info: objects: %s" % out)
     check(re.search(r"^next oid\s+%s$" % format(meta["next_oid"], ","), out, re.M), "info: next oid")
     check(re.search(r"^last commit\s+%s " % format(meta["last_serial"], ","), out, re.M),
@@ -298,7 +389,7 @@ def pick(recs, cls, n=3):
 
 def test_cat(db, recs):
     samples = [0] + pick(recs, "shop.Product") + pick(recs, "shop.Customer") + \
-        pick(recs, "shop.Order") + pick(recs, "shop.LineItem") + pick(recs, "shop.CustomerBucket", 1)
+        pick(recs, "shop.Order") + pick(recs, "shop.LineItem")
     samples.append(max(recs))  # written by the concurrent commits
     for oid in samples:
         serial, cls, data, size = recs[oid]
@@ -329,18 +420,34 @@ def test_refs(db, recs):
     for oid, (serial, cls, data, size) in recs.items():
         for r in set(refs_of(data)):
             incoming.setdefault(r, []).append(oid)
-    samples = [0, pick(recs, "shop.CustomerBucket", 1)[0], pick(recs, "shop.Product", 1)[0],
+    # a map references what its entries' values reference; `refs` names the
+    # first key of a map's entries that reference an oid, and how many more
+    ents = read_entries(db)
+    map_out, via_map = {}, {}
+    for m, entries in ents.items():
+        for k, serial, v in entries:
+            for r in set(refs_of(v)) if v else ():
+                map_out.setdefault(m, set()).add(r)
+                via_map.setdefault(r, {}).setdefault(m, []).append(k)
+
+    def map_line(m, keys):
+        key = repr(decode_key(state_of(recs[m][2])["kind"], keys[0]))
+        more = " and %s more" % format(len(keys) - 1, ",") if len(keys) > 1 else ""
+        return "  %d %s (key%s %s%s)" % (m, recs[m][1], "s" if more else "", key, more)
+
+    samples = [0, pick(recs, "ostore.maps.OrderedMap", 1)[0], pick(recs, "shop.Product", 1)[0],
                pick(recs, "shop.Customer", 1)[0], pick(recs, "shop.Order", 1)[0], max(recs)]
     for oid in samples:
         out = ok(["refs", db, str(oid)], "refs")
         lines = out.splitlines()
         cls = recs[oid][1]
-        outs = sorted(set(refs_of(recs[oid][2])))
-        ins = sorted(incoming.get(oid, []))
+        outs = sorted(set(refs_of(recs[oid][2])) | map_out.get(oid, set()))
+        maps_in = via_map.get(oid, {})
+        ins = sorted(set(incoming.get(oid, [])) | set(maps_in))
         want = ["oid %d (%s) references %d object%s:" % (oid, cls, len(outs), "" if len(outs) == 1 else "s")]
         want += ["  %d %s" % (o, recs[o][1]) for o in outs]
         want += ["oid %d is referenced by %d object%s:" % (oid, len(ins), "" if len(ins) == 1 else "s")]
-        want += ["  %d %s" % (o, recs[o][1]) for o in ins]
+        want += [map_line(o, maps_in[o]) if o in maps_in else "  %d %s" % (o, recs[o][1]) for o in ins]
         check(lines == want, "refs %d:\n  ostore: %r\n  python: %r" % (oid, lines[:6], want[:6]))
     fails(["refs", db, "123456789"], "oid 123456789: no such object", "refs")
     usage(["refs", db])
@@ -374,15 +481,24 @@ def test_export_import(tmp, db, recs, meta):
         check(h["records"] == len(recs) and h["next_oid"] == meta["next_oid"]
               and h["last_serial"] == meta["last_serial"] and h["next_class"] == meta["next_class"],
               "doc reader header: %r" % {k: v for k, v in h.items() if k != "classes"})
-        got = {oid: (serial, cls, p) for oid, serial, cls, p in items}
+        items = list(items)
+        Record, Entry = ns["Record"], ns["Entry"]
+        got = {r.oid: (r.serial, r.cls, r.pickle) for r in items if isinstance(r, Record)}
         want = {oid: (s, c, d) for oid, (s, c, d, size) in recs.items()}
         check(got == want, "doc reader: the records differ from the store's")
+        got = {}
+        for e in items:
+            if isinstance(e, Entry):
+                got.setdefault(e.map, []).append((e.key, e.serial, e.value))
+        ents = read_entries(db)
+        check(got == ents and h["entries"] == sum(len(v) for v in ents.values()),
+              "doc reader: the map entries differ from the store's")
         # run as a program, it prints what `ostore cat` prints
         prog = os.path.join(tmp, "read_export.py")
         open(prog, "w").write(src)
         p = subprocess.run(["/usr/bin/python3", prog, dump], capture_output=True, text=True)
         lines = p.stdout.splitlines()
-        check(p.returncode == 0 and len(lines) == len(recs) + 1,
+        check(p.returncode == 0 and len(lines) == len(recs) + h["entries"] + 1,
               "doc reader program: exit %d, %d lines, %r" % (p.returncode, len(lines), p.stderr[-300:]))
         for oid in (0, max(recs)):
             line = next((l for l in lines if l.startswith("oid %d " % oid)), "")
@@ -443,28 +559,37 @@ def test_export_import(tmp, db, recs, meta):
 
 
 def test_pack(tmp, dump, recs):
-    # a copy whose root no longer holds the customers: only products stay reachable
+    # a copy whose root no longer holds the customers and orders maps: only
+    # the products map and the products stay reachable
     p = os.path.join(tmp, "pack.ostore")
     ok(["import", p, dump])
+    pmap = state_of(recs[0][2])["data"]["products"].oid
     def drop_customers(t, db):
         v = t.get(key(0), db=db)
         st = state_of(v[16:])
         del st["data"]["customers"]
+        del st["data"]["orders"]
         buf = io.BytesIO()
         RefWriter(buf, 4).dump(st)
         t.put(key(0), v[:16] + buf.getvalue(), db=db)
     rewrite(p, drop_customers)
     nprod = sum(1 for r in recs.values() if r[1] == "shop.Product")
-    keep = 1 + nprod
+    keep = 2 + nprod
     out = ok(["check", p])
     check("unreachable: %s" % format(len(recs) - keep, ",") in out, "check before pack: %s" % out)
     before = read_store(p)[0]
     out = ok(["pack", p])
-    freed = sum(size for oid, (s, c, d, size) in before.items() if c not in ("shop.Product",) and oid != 0)
+    freed = sum(size for oid, (s, c, d, size) in before.items()
+                if c != "shop.Product" and oid not in (0, pmap))
     check(out.startswith("removed %s objects" % format(len(recs) - keep, ",")), "pack: %r" % out)
     after = read_store(p)[0]
-    check(sorted(after) == sorted(o for o, r in before.items() if o == 0 or r[1] == "shop.Product"),
+    check(sorted(after) == sorted(o for o, r in before.items()
+                                  if o in (0, pmap) or r[1] == "shop.Product"),
           "pack removed the wrong records")
+    ents = read_entries(p)  # the entries of the maps that went, went too
+    check(sorted(ents) == [pmap] and len(ents[pmap]) == nprod,
+          "after pack: entries of maps %r, %d of the products map %d (%d products)"
+          % (sorted(ents), len(ents.get(pmap, [])), pmap, nprod))
     m = re.search(r"freeing ([\d.]+) (B|KiB|MiB)", out)
     got = float(m.group(1)) * {"B": 1, "KiB": 1024, "MiB": 1048576}[m.group(2)] if m else -1
     check(abs(got - freed) <= max(0.06 * freed, 1), "pack freed %r, records were %d bytes" % (out, freed))

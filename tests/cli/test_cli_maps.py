@@ -1,0 +1,679 @@
+#!/usr/bin/python3
+"""The ostore command-line tool on stores with persistent ordered maps.
+
+A store made by tests/cli/make_maps.c (through the library: 26 maps and
+sets, keys of kinds int, (int, str), (str, bytes, int), bytes and str,
+values referencing objects, one object referenced only by a map entry) is
+read independently with python3-lmdb and Python's pickle (docs/format.md),
+and what each command prints is checked against it:
+
+- info lists the maps with kinds and counts, 20 of them and "... and 6 more";
+- cat of a map shows the record, then its entries in key order (the first
+  10 by default), with --from (included), --to (excluded) and --limit N|all,
+  keys parsed from text for the map's kind (prefixes of tuple keys; what cat
+  prints as a key reads back as that key);
+- refs follows map values both ways, check reaches through them, pack
+  removes maps the root dropped, their entries and what only they held;
+- export writes dump version 2 with the entries; import rebuilds the same
+  bytes, and the imported store works through the library (make_maps --use);
+  the export reader of docs/cli.md reads the entries and prints them as cat
+  does; dumps of version 1, and of a format-1 store, import; damaged map
+  entries in a dump are refused with one line and nothing written;
+- a format-1 store without the mapents database reads;
+- bad key text, a bad --limit, --from on an object that is not a map, and
+  damaged entries in a store each give one clear line and a nonzero exit.
+
+usage: test_cli_maps.py OSTORE_CLI DOCS_CLI_MD MAKE_MAPS
+"""
+import io
+import json
+import os
+import pickle
+import pickletools
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+import lmdb
+
+CLI, DOCS, MAKE_MAPS = sys.argv[1:4] if len(sys.argv) == 4 else (None, None, None)
+checks = 0
+failures = []
+
+
+def run(args, stdin=None, timeout=240):
+    p = subprocess.run([CLI] + args, input=stdin, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+def ok(args, what=None, stdin=None):
+    """A command that must succeed: exit 0, nothing on stderr."""
+    rc, out, err = run(args, stdin)
+    check(rc == 0 and err == "", "%s: `ostore %s` exit %d, stderr %r"
+          % (what or args[0], " ".join(args), rc, err[:500]))
+    return out
+
+
+def fails(args, needle, what=None, stdin=None):
+    """A failed operation: exit 1, one line on stderr holding `needle`."""
+    rc, out, err = run(args, stdin)
+    desc = "%s: `ostore %s`" % (what or args[0], " ".join(args))
+    check(rc == 1, "%s: exit %d, want 1 (stderr %r)" % (desc, rc, err[:300]))
+    check(err.count("\n") == 1 and err.startswith("ostore: ") and err.endswith("\n"),
+          "%s: stderr is not one 'ostore: ...' line: %r" % (desc, err[:500]))
+    check(needle in err, "%s: stderr lacks %r: %r" % (desc, needle, err[:300]))
+    return out, err
+
+
+def usage(args, needle=None):
+    """Bad usage: exit 2, the usage on stderr, nothing on stdout."""
+    rc, out, err = run(args)
+    desc = "usage: `ostore %s`" % " ".join(args)
+    check(rc == 2, "%s: exit %d, want 2 (stderr %r)" % (desc, rc, err[:300]))
+    check("usage: ostore" in err, "%s: no usage on stderr: %r" % (desc, err[:300]))
+    check(out == "", "%s: wrote to stdout: %r" % (desc, out[:200]))
+    if needle:
+        check(needle in err, "%s: stderr lacks %r: %r" % (desc, needle, err[:300]))
+
+
+# ---- the store read with python3-lmdb (docs/format.md) ----------------------------------
+
+class Ref:
+    def __init__(self, oid):
+        self.oid = oid
+
+    def __repr__(self):
+        return "persistent(%d)" % self.oid
+
+
+class RefReader(pickle.Unpickler):
+    def persistent_load(self, pid):
+        return Ref(pid)
+
+
+def state_of(data):
+    return RefReader(io.BytesIO(data)).load()
+
+
+def refs_of(data):
+    out, last = [], None
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "BINPERSID":
+            out.append(last)
+        if op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "FRAME"):
+            last = arg
+    return out
+
+
+def decode_key(kind, b):
+    if not kind.startswith("("):
+        if kind == "int":
+            return struct.unpack(">Q", b)[0] - (1 << 63)
+        return b.decode() if kind == "str" else bytes(b)
+    out, i = [], 0
+    for e in [e.strip() for e in kind.strip("()").split(",") if e.strip()]:
+        if e == "int":
+            out.append(struct.unpack(">Q", b[i:i + 8])[0] - (1 << 63))
+            i += 8
+            continue
+        raw = bytearray()
+        while True:
+            c, i = b[i], i + 1
+            if c == 0:
+                c, i = b[i], i + 1
+                if c == 0:
+                    break
+                c = 0  # 00 01 is an escaped 0 byte
+            raw.append(c)
+        out.append(raw.decode() if e == "str" else bytes(raw))
+    assert i == len(b)
+    return tuple(out)
+
+
+class Store:
+    """Records {oid: (serial, class, pickle, size)}, meta, and the maps:
+    {oid: (kind, is_set, count)}, entries {oid: [(key bytes, serial, value)]}."""
+    def __init__(self, path):
+        env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
+        try:
+            meta_db, rec_db = env.open_db(b"meta"), env.open_db(b"records")
+            cls_db = env.open_db(b"classes")
+            try:
+                ent_db = env.open_db(b"mapents", create=False)
+            except lmdb.NotFoundError:
+                ent_db = None
+            with env.begin() as t:
+                self.meta = {k.decode(): struct.unpack("<Q", v)[0] if len(v) == 8 else bytes(v)
+                             for k, v in t.cursor(db=meta_db)}
+                names = {struct.unpack("=I", k[1:5])[0]: v.replace(b"\0", b".").decode()
+                         for k, v in t.cursor(db=cls_db) if k[:1] == b"i"}
+                self.recs = {}
+                for k, v in t.cursor(db=rec_db):
+                    serial, cid, _ = struct.unpack("<QII", v[:16])
+                    self.recs[struct.unpack(">Q", k)[0]] = (serial, names[cid], bytes(v[16:]), len(v))
+                self.entries = {}
+                for k, v in (t.cursor(db=ent_db) if ent_db is not None else ()):
+                    self.entries.setdefault(struct.unpack(">Q", k[:8])[0], []).append(
+                        (bytes(k[8:]), struct.unpack("<Q", v[:8])[0], bytes(v[8:])))
+        finally:
+            env.close()
+        self.maps = {}
+        for oid, (serial, cls, data, size) in self.recs.items():
+            if cls in ("ostore.maps.OrderedMap", "ostore.maps.OrderedSet"):
+                st = state_of(data)
+                self.maps[oid] = (st["kind"], cls.endswith("Set"), st["count"])
+
+    def entry_line(self, m, entry):
+        """The line `ostore cat` prints for an entry (indented)."""
+        kind, is_set, _ = self.maps[m]
+        key = decode_key(kind, entry[0])
+        return "  %r" % (key,) if is_set else "  %r: %r" % (key, state_of(entry[2]))
+
+    def keys(self, m):
+        return [decode_key(self.maps[m][0], e[0]) for e in self.entries.get(m, [])]
+
+
+def python_key_text(key):
+    """A key as text for --from: Python's repr, as cat prints it."""
+    return repr(key)
+
+
+# ---- dumps, taken apart and put together again (docs/cli.md) ----------------------------
+
+def parse_dump(data):
+    """(version, store format, counters, classes, records, entries) of a dump:
+    counters [next_oid, last_serial, next_class]; classes [(id, module,
+    name)]; records [(oid, serial, cid, pickle)]; entries [(map, key,
+    serial, value)]."""
+    version, fmt = struct.unpack_from("<II", data, 8)
+    nrec, _, next_oid, last, next_class = struct.unpack_from("<QQQQQ", data, 16)
+    off = 56
+    nent = 0
+    if version >= 2:
+        nent, _ = struct.unpack_from("<QQ", data, off)
+        off += 16
+    classes = []
+    n, = struct.unpack_from("<I", data, off)
+    off += 4
+    for _ in range(n):
+        cid, ml = struct.unpack_from("<IH", data, off)
+        off += 6
+        mod = data[off:off + ml]
+        off += ml
+        nl, = struct.unpack_from("<H", data, off)
+        off += 2
+        classes.append((cid, mod, data[off:off + nl]))
+        off += nl
+    records = []
+    for _ in range(nrec):
+        oid, serial, cid, ln = struct.unpack_from("<QQII", data, off)
+        off += 24
+        records.append((oid, serial, cid, data[off:off + ln]))
+        off += ln
+    entries = []
+    for _ in range(nent):
+        m, kl = struct.unpack_from("<QH", data, off)
+        off += 10
+        key = data[off:off + kl]
+        off += kl
+        serial, vl = struct.unpack_from("<QI", data, off)
+        off += 12
+        entries.append((m, key, serial, data[off:off + vl]))
+        off += vl
+    assert data[off:off + 8] == b"OSTDEND\n" and off + 12 == len(data)
+    return version, fmt, [next_oid, last, next_class], classes, records, entries
+
+
+def build_dump(version, fmt, counters, classes, records, entries):
+    out = bytearray(b"OSTDUMP\n")
+    out += struct.pack("<II", version, fmt)
+    out += struct.pack("<QQQQQ", len(records), sum(len(r[3]) for r in records), *counters)
+    if version >= 2:
+        out += struct.pack("<QQ", len(entries), sum(len(e[1]) + len(e[3]) for e in entries))
+    out += struct.pack("<I", len(classes))
+    for cid, mod, name in classes:
+        out += struct.pack("<IH", cid, len(mod)) + mod + struct.pack("<H", len(name)) + name
+    for oid, serial, cid, p in records:
+        out += struct.pack("<QQII", oid, serial, cid, len(p)) + p
+    for m, key, serial, v in entries:
+        out += struct.pack("<QH", m, len(key)) + key + struct.pack("<QI", serial, len(v)) + v
+    out += b"OSTDEND\n"
+    return bytes(out + struct.pack("<I", zlib.crc32(out)))
+
+
+def doc_reader():
+    text = open(DOCS, encoding="utf-8").read()
+    m = re.search(r"<!-- export-reader:begin -->\n```python\n(.*?)```\n<!-- export-reader:end -->",
+                  text, re.S)
+    if not check(m is not None, "docs/cli.md has no export reader between the markers"):
+        return None, None
+    ns = {"__name__": "export_reader"}
+    exec(compile(m.group(1), "docs/cli.md", "exec"), ns)
+    return ns, m.group(1)
+
+
+# ---- the tests ------------------------------------------------------------------------------
+
+def make(tmp):
+    db = os.path.join(tmp, "maps.ostore")
+    p = subprocess.run([MAKE_MAPS, db], capture_output=True, text=True)
+    check(p.returncode == 0, "make_maps: %r" % p.stderr)
+    return db, json.loads(p.stdout), Store(db)
+
+
+def test_info(db, st):
+    out = ok(["info", db])
+    total = sum(len(v) for v in st.entries.values())
+    check(re.search(r"^format\s+2 \(this ostore reads formats 1 to 2\)$", out, re.M),
+          "info: format line:\n%s" % out)
+    check(re.search(r"^maps\s+26 \(%s entries in all, [\d.]+ KiB of pages\)$" % format(total, ","),
+                    out, re.M), "info: maps line:\n%s" % out)
+    lines = out.splitlines()
+    i = next(i for i, l in enumerate(lines) if l.startswith("maps "))
+    shown = lines[i + 1:]
+    check(len(shown) == 21 and shown[-1] == "  ... and 6 more", "info: 20 maps and a last line:\n%s" % out)
+    for line, oid in zip(shown, sorted(st.maps)[:20]):
+        kind, is_set, count = st.maps[oid]
+        want = r"^  %d\s+%s\s+%s\s+%s entr%s$" % (oid, "set" if is_set else "map", re.escape(kind),
+                                                 format(count, ","), "y" if count == 1 else "ies")
+        check(re.match(want, line), "info: map line %r, want /%s/" % (line, want))
+        check(count == len(st.entries.get(oid, [])), "map %d counts %d" % (oid, count))
+
+
+def cat_lines(db, oid, *opts):
+    return ok(["cat", db, str(oid)] + list(opts), "cat of a map").split("\n")
+
+
+def test_cat(db, ids, st):
+    # every map and set in full: the record, then every entry in key order
+    for oid in [ids["ints"], ids["pairs"], ids["triples"], ids["tags"], ids["small"][0]]:
+        serial, cls, data, size = st.recs[oid]
+        ents = st.entries[oid]
+        n = len(ents)
+        lines = cat_lines(db, oid, "--limit", "all")
+        head = ["oid %d: %s, serial %d, %d bytes" % (oid, cls, serial, size), repr(state_of(data)),
+                "%s entr%s, in key order:" % (format(n, ","), "y" if n == 1 else "ies")]
+        want = head + [st.entry_line(oid, e) for e in ents] + [""]
+        check(lines == want, "cat %d --limit all:\n  ostore: %r\n  python: %r" % (oid, lines[:6], want[:6]))
+        keys = st.keys(oid)
+        check(keys == sorted(keys), "map %d: the keys are not in Python's order" % oid)
+    # the first 10 by default, then how many more
+    ints = ids["ints"]
+    ents = st.entries[ints]
+    lines = cat_lines(db, ints)
+    check(lines[2] == "1,000 entries; the first 10, in key order:", "cat ints: %r" % lines[2])
+    check(lines[3:13] == [st.entry_line(ints, e) for e in ents[:10]], "cat ints: first 10")
+    check(lines[13:] == ["... and 990 more (--limit N or --limit all shows more)", ""],
+          "cat ints: the last line: %r" % lines[13:])
+    check(lines[3] == "  -1500: persistent(%d)" % ids["items"][0], "cat ints: %r" % lines[3])
+    lines = cat_lines(db, ints, "--limit", "3")
+    check(lines[2] == "1,000 entries; the first 3, in key order:" and len(lines) == 8,
+          "cat --limit 3: %r" % lines)
+    # ranges: --from included, --to excluded, counted beyond the limit
+    keys = st.keys(ints)
+    for lo, hi, limit in ((-3, 30, None), (-3, 30, "5"), (0, None, "all"), (None, -1490, None),
+                          (5, 6, None), (1499, None, None), (-10**6, 10**6, "all"), (10, 3, None)):
+        opts = (["--from", str(lo)] if lo is not None else []) + \
+               (["--to", str(hi)] if hi is not None else []) + (["--limit", limit] if limit else [])
+        lines = cat_lines(db, ints, *opts)
+        inrange = [e for e, k in zip(ents, keys) if (lo is None or k >= lo) and (hi is None or k < hi)]
+        cap = len(inrange) if limit == "all" else int(limit or 10)
+        cond = " <= key < ".join(str(x) for x in (lo, hi) if x is not None)
+        if lo is None:
+            cond = "key < %d" % hi
+        elif hi is None:
+            cond = "key >= %d" % lo
+        want = ["entries with %s, in key order:" % cond]
+        want += [st.entry_line(ints, e) for e in inrange[:cap]] or ["  (none)"]
+        if len(inrange) > cap:
+            want.append("... and %s more in the range (--limit N or --limit all shows more)"
+                        % format(len(inrange) - cap, ","))
+        check(lines[2:] == want + [""], "cat ints %s:\n  ostore: %r\n  python: %r"
+              % (" ".join(opts), lines[2:6], want[:4]))
+    # tuple keys: a prefix bound, quoted elements, and each printed key read back
+    pairs = ids["pairs"]
+    pk = st.keys(pairs)
+    for opts, want_keys in (
+            (["--from", "1,", "--to", "2,"], [k for k in pk if k[0] == 1]),
+            (["--from", "(1,)", "--to", "(2,)"], [k for k in pk if k[0] == 1]),
+            (["--from", "1", "--to", "2"], [k for k in pk if k[0] == 1]),
+            (["--from", "1, a", "--to", "(1, 'b')"], [(1, "a"), (1, "a\0")]),
+            (["--from", "(2, 'a,b')"], [(2, "a,b"), (3, "")]),
+            (["--from", "-1, \u00e9", "--to", "-1, '\\xe9\\x00'"], [(-1, "\u00e9")]),
+            (["--to", "(-1, '\\u00e9')"], [])):
+        lines = cat_lines(db, pairs, *opts, "--limit", "all")
+        got = [l for l in lines[3:] if l]
+        want = [st.entry_line(pairs, st.entries[pairs][pk.index(k)]) for k in want_keys] or ["  (none)"]
+        check(got == want, "cat pairs %s:\n  ostore: %r\n  python: %r" % (" ".join(opts), got, want))
+    for oid in (pairs, ids["triples"], ids["tags"], ints):
+        for e, k in list(zip(st.entries[oid], st.keys(oid)))[:12]:
+            lines = cat_lines(db, oid, "--from", python_key_text(k), "--limit", "1")
+            check(lines[3] == st.entry_line(oid, e),
+                  "cat %d --from %r: the key does not read back: %r" % (oid, python_key_text(k), lines[3]))
+    tk = st.keys(ids["triples"])
+    lines = cat_lines(db, ids["triples"], "--from", "k", "--to", "k, b'\\x00\\x00'")
+    check([l for l in lines[3:] if l] == [st.entry_line(ids["triples"], st.entries[ids["triples"]][tk.index(k)])
+                                          for k in tk if k[0] == "k"], "cat triples prefix: %r" % lines)
+    lines = cat_lines(db, ids["tags"], "--from", "b'a'")
+    check(lines[3:] == ["  b'a'", "  b'\\xff\\x00'", ""], "cat tags --from b'a': %r" % lines)
+    lines = cat_lines(db, ids["tags"], "--from", "a", "--to", "b")
+    check(lines[3:] == ["  b'a'", ""], "cat tags bare bytes: %r" % lines)
+
+    # bad input: one line and exit 1 (a key that is not of the map's kind), or usage
+    item = ids["items"][0]
+    for oid, opts, needle in (
+            (ints, ["--from", "abc"], "bad --from 'abc': 'abc' is not an int"),
+            (ints, ["--to", "1.5"], "bad --to '1.5'"),
+            (ints, ["--from", "99999999999999999999"], "does not fit in 64 bits"),
+            (ints, ["--from", ""], "is not an int"),
+            (pairs, ["--from", "x"], "element 1 (int): 'x' is not an int"),
+            (pairs, ["--from", "1, 'a', 3"], "more than the 2 elements of a (int, str) key"),
+            (pairs, ["--to", "1, 'a"], "no closing '"),
+            (pairs, ["--from", "(1, 'a'"], "an opening parenthesis without a closing one"),
+            (pairs, ["--from", "1, b'a'"], "a bytes literal (b'...') where the key has a str"),
+            (pairs, ["--from", "1, '\\q'"], "unknown escape \\q"),
+            (pairs, ["--from", "1,,a"], "element 2 is empty"),
+            (ids["tags"], ["--from", "'a' b"], "text after the closing quote"),
+            (item, ["--from", "1"], "oid %d is a demo.Item, not a map or set" % item),
+            (0, ["--limit", "5"], "oid 0 is a persistent.mapping.PersistentMapping, not a map")):
+        out, err = fails(["cat", db, str(oid)] + opts, needle, "cat with bad input")
+        check(out == "", "cat with bad input printed %r" % out[:200])
+        if oid in st.maps:
+            check("map %d has keys %s" % (oid, st.maps[oid][0]) in err or
+                  "set %d has keys %s" % (oid, st.maps[oid][0]) in err,
+                  "the message does not name the map and its kind: %r" % err)
+    usage(["cat", db, str(ints), "--limit", "x"], "--limit needs a number of at least 1, or all, not 'x'")
+    usage(["cat", db, str(ints), "--limit", "0"], "--limit needs a number")
+    usage(["cat", db, str(ints), "--limit", "-3"], "--limit needs a number")
+    usage(["cat", db, str(ints), "--limit"], "option --limit needs a value")
+    usage(["cat", db, str(ints), "--from"], "option --from needs a value")
+    usage(["cat", db, str(ints), "--dis", "--from", "3"], "--dis shows the record's pickle only")
+    out = ok(["cat", db, str(ints), "--dis"])
+    check(out.startswith("oid %d: ostore.maps.OrderedMap" % ints) and "LONG1" in out,
+          "cat --dis of a map: %r" % out[:300])
+    check(ok(["cat", "--help"]).count("--from KEY") >= 2, "cat --help does not explain --from")
+
+
+def test_refs_check(db, ids, st):
+    lonely, ints, pairs = ids["lonely"], ids["ints"], ids["pairs"]
+    out = ok(["refs", db, str(lonely)])
+    check(out == "oid %d (demo.Item) references 0 objects:\noid %d is referenced by 1 object:\n"
+                 "  %d ostore.maps.OrderedMap (key (1, 'b'))\n" % (lonely, lonely, pairs),
+          "refs of an object only a map entry references: %r" % out)
+    first = ids["items"][0]
+    out = ok(["refs", db, str(first)])
+    check(out.endswith("is referenced by 2 objects:\n  0 persistent.mapping.PersistentMapping\n"
+                       "  %d ostore.maps.OrderedMap (key -1500)\n" % ints), "refs of an item: %r" % out)
+    out = ok(["refs", db, str(ints)]).splitlines()
+    want = sorted({r for k, s, v in st.entries[ints] for r in refs_of(v)})
+    check(out[0] == "oid %d (ostore.maps.OrderedMap) references %d objects:" % (ints, len(want)) and
+          out[1:1 + len(want)] == ["  %d demo.Item" % o for o in want],
+          "refs of a map: %r, want %r" % (out, want))
+    check(out[1 + len(want):] == ["oid %d is referenced by 1 object:" % ints,
+                                  "  0 persistent.mapping.PersistentMapping"], "refs of a map: %r" % out)
+    out = ok(["refs", db, str(ids["tags"])])
+    check(out.startswith("oid %d (ostore.maps.OrderedSet) references 0 objects:" % ids["tags"]),
+          "refs of a set: %r" % out)
+    out = ok(["check", db])
+    n = format(len(st.recs), ",")
+    check("reachable from the root: %s objects; unreachable: 0\n" % n in out,
+          "check does not reach through map values: %s" % out)
+
+
+def test_export_import(tmp, db, ids, st):
+    dump = os.path.join(tmp, "maps.dump")
+    total = sum(len(v) for v in st.entries.values())
+    out = ok(["export", db, dump])
+    check(out.startswith("exported %d objects and %s map entries (" % (len(st.recs), format(total, ","))),
+          "export: %r" % out)
+    data = open(dump, "rb").read()
+    version, fmt, counters, classes, records, entries = parse_dump(data)
+    check(version == 2 and fmt == 2, "dump version %d, store format %d" % (version, fmt))
+    want = [(m, k, s, v) for m in sorted(st.entries) for k, s, v in st.entries[m]]
+    check(entries == want, "the dump's entries differ from the store's")
+    # the export reader of docs/cli.md: the entries, printed as cat prints them
+    ns, src = doc_reader()
+    if ns:
+        items = list(ns["read_export"](io.BytesIO(data)))
+        h = items[0]
+        check(h["version"] == 2 and h["entries"] == total and
+              h["entry_bytes"] == sum(len(e[1]) + len(e[3]) for e in entries), "doc reader header: %r"
+              % {k: v for k, v in h.items() if k != "classes"})
+        got = [tuple(e) for e in items[1:] if isinstance(e, ns["Entry"])]
+        check(got == want, "doc reader: the entries differ from the store's")
+        prog = os.path.join(tmp, "read_export.py")
+        open(prog, "w").write(src)
+        p = subprocess.run(["/usr/bin/python3", prog, dump], capture_output=True, text=True)
+        lines = p.stdout.splitlines()
+        check(p.returncode == 0 and len(lines) == 1 + len(st.recs) + total,
+              "doc reader program: exit %d, %d lines, %r" % (p.returncode, len(lines), p.stderr[-300:]))
+        for oid in (ids["pairs"], ids["triples"], ids["tags"]):
+            mine = [l.split(" ", 6)[6] for l in lines if l.startswith("entry of oid %d " % oid)]
+            cat = [l[2:] for l in cat_lines(db, oid, "--limit", "all")[3:] if l]
+            check(mine == cat, "doc reader prints map %d differently from cat:\n%r\n%r" % (oid, mine, cat))
+    # import: the same records and entries, the same dump again, a working store
+    copy = os.path.join(tmp, "maps-copy.ostore")
+    out = ok(["import", copy, dump])
+    check(out.startswith("imported %d objects and %s map entries into" % (len(st.recs), format(total, ","))),
+          "import: %r" % out)
+    dump2 = os.path.join(tmp, "maps-copy.dump")
+    ok(["export", copy, dump2])
+    check(open(dump2, "rb").read() == data, "export of the imported store differs")
+    cst = Store(copy)
+    check(cst.recs == st.recs and cst.entries == st.entries, "the imported store differs")
+    check(cst.meta["format"] == 2, "imported format %r" % cst.meta.get("format"))
+    ok(["check", copy])
+    p = subprocess.run([MAKE_MAPS, "--use", copy], capture_output=True, text=True)
+    check(p.returncode == 0 and p.stdout == "ok\n", "the imported store does not work: %r %r"
+          % (p.stdout, p.stderr))
+    out = ok(["cat", copy, str(ids["ints"]), "--from", "1000000"])
+    check("  1000000: 'new'" in out, "a key committed to the imported store: %r" % out)
+    return dump, data
+
+
+def test_damaged_dumps(tmp, ids, st, data):
+    version, fmt, counters, classes, records, entries = parse_dump(data)
+    check(build_dump(version, fmt, counters, classes, records, entries) == data,
+          "the test's dump writer does not rebuild the dump")
+    ints, pairs, tags, lonely = ids["ints"], ids["pairs"], ids["tags"], ids["lonely"]
+    at = {m: i for i, (m, k, s, v) in reversed(list(enumerate(entries)))}  # a map's first entry
+
+    def replaced(i, **kw):
+        m, k, s, v = entries[i]
+        e = list(entries)
+        e[i] = (kw.get("m", m), kw.get("k", k), kw.get("s", s), kw.get("v", v))
+        return e
+    swapped = list(entries)
+    i = at[pairs]
+    swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+    cases = [
+        (swapped, fmt, "entries out of order or repeated"),
+        (entries[:at[pairs] + 1] + entries[at[pairs]:], fmt, "entries out of order or repeated"),
+        (replaced(at[pairs], k=b"\x01" * 600), fmt, "a 600-byte key (the longest is 503 bytes)"),
+        (replaced(at[ints], k=b"\x00\x01"), fmt, "a key that does not decode as the map's kind"),
+        (replaced(at[pairs], k=b"\x80" + b"\0" * 7 + b"a\x00\x02"), fmt, "does not decode"),
+        (replaced(at[tags], v=b"\x80\x02N."), fmt, "an entry of a set with a value"),
+        (replaced(at[pairs], v=b""), fmt, "an entry without a value pickle"),
+        (replaced(at[ints], s=counters[1] + 1), fmt, "an entry with serial %d" % (counters[1] + 1)),
+        (replaced(at[ints], s=0), fmt, "an entry with serial 0"),
+        ([(lonely, b"k", 2, b"N.")] + entries, fmt, "entries under oid %d, which has no map record" % lonely),
+        (entries[:-1], fmt, "map %d: its record counts 1 entry, the dump has 0" % entries[-1][0]),
+        (entries, 1, "map entries in a dump of a format-1 store"),
+    ]
+    for i, (ents, f, needle) in enumerate(cases):
+        path = os.path.join(tmp, "badmap%d.dump" % i)
+        open(path, "wb").write(build_dump(2, f, counters, classes, records, ents))
+        target = os.path.join(tmp, "badmap%d.ostore" % i)
+        fails(["import", target, path], needle, "import of a dump with bad map entries")
+        check(not os.path.exists(target), "a failed import left %s behind" % target)
+    # a map record that does not decode, or holds no kind or count
+    for pick_, needle in ((b"\xff\xff", "the map's record does not decode"),
+                          (b"\x80\x02}q\x00.", "the map's record has no valid key kind"),
+                          (b"\x80\x02K\x01.", "the map's record has no valid key kind"),
+                          (pickle.dumps({"kind": "(int, float)", "count": 2}, 2),
+                           "the map's record has no valid key kind"),
+                          (pickle.dumps({"kind": "int", "count": -1}, 2),
+                           "the map's record has no valid count")):
+        recs = [(o, s, c, pick_ if o == pairs else p) for o, s, c, p in records]
+        path = os.path.join(tmp, "badrec.dump")
+        open(path, "wb").write(build_dump(2, fmt, counters, classes, recs, entries))
+        fails(["import", os.path.join(tmp, "badrec.ostore"), path], "oid %d: %s" % (pairs, needle),
+              "import of a bad map record")
+        check(not os.path.exists(os.path.join(tmp, "badrec.ostore")), "a failed import left a store")
+
+
+def test_versions(tmp, ids, st, data):
+    """Version-1 dumps (no entries) and format-1 stores."""
+    version, fmt, counters, classes, records, entries = parse_dump(data)
+    # a version-1 dump of a format-1 store: the root and one item
+    root = pickle.dumps({"data": {"title": "old", "item": None}}, 2)
+    item_cls = next(c for c, mod, name in classes if mod == b"demo")
+    root_cls = next(c for c, mod, name in classes if mod == b"persistent.mapping")
+    old_classes = [c for c in classes if c[0] in (root_cls, item_cls)]
+    old = build_dump(1, 1, [5, 3, counters[2]], old_classes,
+                     [(0, 3, root_cls, root), (4, 2, item_cls, pickle.dumps({"n": 1}, 2))], [])
+    path = os.path.join(tmp, "v1.dump")
+    open(path, "wb").write(old)
+    v1 = os.path.join(tmp, "v1.ostore")
+    out = ok(["import", v1, path])
+    check(out.startswith("imported 2 objects into"), "import of a version-1 dump: %r" % out)
+    s1 = Store(v1)
+    check(s1.meta["format"] == 1 and sorted(s1.recs) == [0, 4] and s1.meta["next_oid"] == 5,
+          "the store of a version-1 dump: %r" % s1.meta)
+    out = ok(["info", v1])
+    check(re.search(r"^format\s+1 ", out, re.M) and re.search(r"^maps\s+0$", out, re.M),
+          "info of a format-1 store: %s" % out)
+    # exported again: version 2, store format 1, no entries; the records as they were
+    path2 = os.path.join(tmp, "v1-again.dump")
+    ok(["export", v1, path2])
+    again = parse_dump(open(path2, "rb").read())
+    check(again[0] == 2 and again[1] == 1 and again[5] == [] and again[4] == parse_dump(old)[4],
+          "export of a format-1 store: version %d, format %d" % again[:2])
+    # a format-1 store without the mapents database (as ostore 0.1 made it)
+    env = lmdb.open(v1, max_dbs=8, map_size=1 << 26)
+    with env.begin(write=True) as t:
+        t.drop(env.open_db(b"mapents", txn=t), delete=True)
+    env.close()
+    check(Store(v1).entries == {}, "mapents is still there")
+    ok(["info", v1], "info without mapents")
+    ok(["cat", v1, "0"], "cat without mapents")
+    ok(["refs", v1, "4"], "refs without mapents")
+    check("no problems" in ok(["check", v1], "check without mapents"), "check without mapents")
+    ok(["export", v1, os.path.join(tmp, "v1-nomapents.dump")], "export without mapents")
+    check(open(os.path.join(tmp, "v1-nomapents.dump"), "rb").read() == open(path2, "rb").read(),
+          "export without mapents differs")
+    # a version-1 dump with store format 2 (as this ostore wrote before maps reached export)
+    path = os.path.join(tmp, "v1f2.dump")
+    open(path, "wb").write(build_dump(1, 2, [5, 3, counters[2]], old_classes,
+                                      [(0, 3, root_cls, root)], []))
+    ok(["import", os.path.join(tmp, "v1f2.ostore"), path])
+    check(Store(os.path.join(tmp, "v1f2.ostore")).meta["format"] == 2, "format of a v1 dump of format 2")
+    for v, f, needle in ((3, 2, "export version 3; this ostore reads versions 1 to 2"),
+                         (2, 3, "records of store format 3"), (0, 1, "export version 0")):
+        path = os.path.join(tmp, "ver.dump")
+        open(path, "wb").write(build_dump(v, f, counters, classes, records, entries if v == 2 else []))
+        fails(["import", os.path.join(tmp, "ver.ostore"), path], needle, "import of another version")
+
+
+def test_damaged_store(tmp, db, ids, st):
+    """Damaged entries: cat prints what precedes them, then one line; refs,
+    export refuse; a map without entries counted does not export."""
+    d = os.path.join(tmp, "damaged-maps.ostore")
+    shutil.copytree(db, d)
+    pairs, ints = ids["pairs"], ids["ints"]
+    second = st.entries[pairs][1]
+    env = lmdb.open(d, max_dbs=8, map_size=1 << 30)
+    with env.begin(write=True) as t:
+        ents = env.open_db(b"mapents", txn=t)
+        k = struct.pack(">Q", pairs) + second[0]
+        t.put(k, struct.pack("<Q", second[1]) + b"\xff\xff", db=ents)  # a value that does not decode
+        t.put(struct.pack(">Q", ints) + b"\xff", struct.pack("<Q", 2) + b"N.", db=ents)  # a 1-byte int key
+    env.close()
+    rc, out, err = run(["cat", d, str(pairs)])
+    check(rc == 1 and out.splitlines()[3] == st.entry_line(pairs, st.entries[pairs][0]) and
+          len(out.splitlines()) == 4, "cat of a damaged map: %d %r" % (rc, out))
+    check(err.count("\n") == 1 and ("map %d, key %r: the value does not decode" %
+                                    (pairs, decode_key("(int, str)", second[0]))) in err,
+          "cat of a damaged map: %r" % err)
+    fails(["refs", d, str(pairs)], "map %d: an entry's value does not decode" % pairs, "refs damaged map")
+    fails(["export", d, os.path.join(tmp, "damaged-maps.dump")], "cannot export", "export damaged map")
+    check(not os.path.exists(os.path.join(tmp, "damaged-maps.dump")), "a failed export left a file")
+    rc, out, err = run(["cat", d, str(ints), "--to", "-1499"])
+    check(rc == 0, "cat of a range before the damage: %d %r" % (rc, err))
+    fails(["cat", d, str(ints), "--from", "1499"], "a 1-byte key that does not decode as int",
+          "cat of a damaged key")
+
+
+def test_pack(tmp, db, ids, st):
+    """A root that keeps only its first map: pack removes the others, their
+    entries, and the object only an entry of them referenced."""
+    p = os.path.join(tmp, "pack-maps.ostore")
+    shutil.copytree(db, p)
+    env = lmdb.open(p, max_dbs=8, map_size=1 << 30)
+    with env.begin(write=True) as t:
+        recs = env.open_db(b"records", txn=t)
+        k = struct.pack(">Q", 0)
+        v = t.get(k, db=recs)
+        state = state_of(v[16:])
+        state["data"]["maps"] = state["data"]["maps"][:1]
+        out = io.BytesIO()
+
+        class W(pickle.Pickler):
+            def persistent_id(self, obj):
+                return obj.oid if isinstance(obj, Ref) else None
+        W(out, 2).dump(state)
+        t.put(k, v[:16] + out.getvalue(), db=recs)
+    env.close()
+    gone = sorted(st.maps)[1:] + [ids["lonely"]]
+    total = sum(len(v) for m, v in st.entries.items() if m != ids["ints"])
+    out = ok(["check", p])
+    check("unreachable: %d ('ostore pack' removes them)" % len(gone) in out, "check: %s" % out)
+    out = ok(["pack", p])
+    check(out.startswith("removed %d objects and %s map entries unreachable from the root"
+                         % (len(gone), format(total, ","))), "pack: %r" % out)
+    after = Store(p)
+    check(sorted(set(st.recs) - set(after.recs)) == gone and
+          after.entries == {ids["ints"]: st.entries[ids["ints"]]},
+          "pack removed %r" % sorted(set(st.recs) - set(after.recs)))
+    out = ok(["pack", p])
+    check(out.startswith("removed 0 objects unreachable") and "1,000 map entries remain" in out,
+          "a second pack: %r" % out)
+    check(re.search(r"^maps\s+1 \(1,000 entries in all", ok(["info", p]), re.M), "info after pack")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="ostore-cli-maps-") as tmp:
+        db, ids, st = make(tmp)
+        check(len(st.maps) == 26 and len(st.entries[ids["ints"]]) == 1000,
+              "make_maps made %d maps" % len(st.maps))
+        test_info(db, st)
+        test_cat(db, ids, st)
+        test_refs_check(db, ids, st)
+        dump, data = test_export_import(tmp, db, ids, st)
+        test_damaged_dumps(tmp, ids, st, data)
+        test_versions(tmp, ids, st, data)
+        test_damaged_store(tmp, db, ids, st)
+        test_pack(tmp, db, ids, st)
+    print("cli-maps: %d checks, %d failures" % (checks, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        print(__doc__)
+        sys.exit(2)
+    sys.exit(main())

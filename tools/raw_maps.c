@@ -1,0 +1,534 @@
+/* ostore CLI: maps seen through the store's internals, read-only: map
+ * records, cursors over map entries (store/entries.h), and keys, decoded
+ * for printing and parsed from the text of --from and --to.
+ *
+ * Key text (the syntax 'ostore cat --help' and docs/cli.md describe): an
+ * int is a decimal number (-5, 42); a str or bytes element is a Python
+ * string literal in single or double quotes ('a b', "it's", b'\x00'),
+ * with the escapes \\ \' \" \n \r \t \0 \xhh and, in str, \uXXXX and
+ * \UXXXXXXXX, or else bare text taken as it is. A tuple key is its
+ * elements separated by commas, optionally in parentheses; fewer elements
+ * than the kind has make a prefix ("5," or "(5,)" is (5,), which sorts
+ * before every (5, ...)). So what 'ostore cat' prints as a key reads back
+ * as the same key. In a tuple, spaces around an element are ignored and a
+ * bare element ends at the next comma: quote an element to keep either. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../store/entries.h"
+#include "../store/store_internal.h"
+#include "cli.h"
+
+/* ---- map records ----------------------------------------------------------- */
+
+int raw_map_parse(ost_reader *rd, const uint8_t *p, size_t n, raw_map *m, char *err, size_t cap) {
+    bool is_set = m->is_set;
+    memset(m, 0, sizeof *m);
+    m->is_set = is_set;
+    ost_value v = 0;
+    int rc = ost_load(rd, p, n, &v, NULL);
+    if (rc) {
+        snprintf(err, cap, "the map's record does not decode: %s", ost_reader_errmsg(rd));
+        return rc == OST_ENOMEM ? rc : OST_ECORRUPT;
+    }
+    ost_value kv = ost_typeof(v) == OST_T_DICT ? ost_dict_get_c(v, "kind") : 0;
+    ost_value cv = ost_typeof(v) == OST_T_DICT ? ost_dict_get_c(v, "count") : 0;
+    const char *ks = ost_typeof(kv) == OST_T_STR ? ost_data(kv, NULL) : NULL;
+    int64_t count = -1;
+    ost__mkind k;
+    if (!ks || ost__mkind_parse(ks, &k)) {
+        snprintf(err, cap, "the map's record has no valid key kind");
+        rc = OST_ECORRUPT;
+    } else if (ost_typeof(cv) != OST_T_INT || ost_int_value(cv, &count) || count < 0) {
+        snprintf(err, cap, "the map's record has no valid count");
+        rc = OST_ECORRUPT;
+    } else {
+        snprintf(m->kind, sizeof m->kind, "%s", k.canon);
+        m->count = (uint64_t)count;
+    }
+    ost_release(v);
+    return rc;
+}
+
+int raw_map_read(raw_txn *t, const raw_rec *r, raw_map *m, char *err, size_t cap) {
+    memset(m, 0, sizeof *m);
+    m->is_set = raw_map_class(t, r) == 2;
+    ost_reader *rd = raw_reader(t);
+    if (!rd) {
+        snprintf(err, cap, "out of memory");
+        return OST_ENOMEM;
+    }
+    if (r->bad_header) {
+        snprintf(err, cap, "the map's record has a damaged header");
+        return OST_ECORRUPT;
+    }
+    return raw_map_parse(rd, r->pickle, r->len, m, err, cap);
+}
+
+/* ---- entries ------------------------------------------------------------------ */
+
+struct raw_ents {
+    raw_txn *t;
+    ost__ecur *ec; /* NULL: the store has no entries at all */
+    uint64_t map;
+    bool started, done;
+    uint8_t from[OST_MAP_KEY_MAX];
+    size_t fromlen;
+    bool has_from;
+};
+
+/* An engine result as one line naming the map. */
+static int ent_fail(raw_txn *t, uint64_t map, int rc) {
+    ost_store *st = raw_store(t);
+    if (rc == OST_ECORRUPT)
+        return fail("%s: map %llu: a damaged entry (shorter than its 8-byte serial)", st->path,
+                    (unsigned long long)map);
+    return fail("%s: map %llu: reading its entries: %s", st->path, (unsigned long long)map,
+                rc > 0 ? mdb_strerror(rc) : ost_strerror(rc));
+}
+
+int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen, raw_ents **out) {
+    *out = NULL;
+    raw_ents *c = calloc(1, sizeof *c);
+    if (!c) return fail("out of memory");
+    c->t = t;
+    c->map = map;
+    if (from) {
+        if (fromlen > OST_MAP_KEY_MAX) fromlen = OST_MAP_KEY_MAX;
+        memcpy(c->from, from, fromlen);
+        c->fromlen = fromlen;
+        c->has_from = true;
+    }
+    int rc = ost__ecur_open(raw_store(t), raw_mdb_txn(t), map, &c->ec);
+    if (rc == OST_ENOTFOUND) { /* a format-1 store opened read-only: no entries */
+        c->ec = NULL;
+        c->done = true;
+    } else if (rc) {
+        free(c);
+        return ent_fail(t, map, rc);
+    }
+    *out = c;
+    return EXIT_OK;
+}
+
+int raw_ents_next(raw_ents *c, raw_ent *e) {
+    if (c->done) return 0;
+    int rc = c->started ? ost__ecur_step(c->ec, false)
+                        : ost__ecur_seek(c->ec, c->has_from ? c->from : NULL, c->fromlen, false);
+    c->started = true;
+    if (rc == OST_ENOTFOUND) {
+        c->done = true;
+        return 0;
+    }
+    ost__entry en;
+    if (!rc) rc = ost__ecur_get(c->ec, &e->key, &e->klen, &en);
+    if (rc) {
+        c->done = true;
+        ent_fail(c->t, c->map, rc);
+        return -1;
+    }
+    e->serial = en.serial;
+    e->val = en.data;
+    e->vlen = en.len;
+    return 1;
+}
+
+void raw_ents_close(raw_ents *c) {
+    if (!c) return;
+    ost__ecur_close(c->ec);
+    free(c);
+}
+
+typedef struct {
+    int (*fn)(void *ud, uint64_t map);
+    void *ud;
+    int stopped; /* what fn returned to stop */
+} each_ctx;
+
+static int each_cb(void *ud, uint64_t map) {
+    each_ctx *x = ud;
+    int r = x->fn(x->ud, map);
+    if (!r) return 0;
+    x->stopped = r;
+    return OST_EHOOK; /* any negative code stops ost__ent_each_map */
+}
+
+int raw_each_map(raw_txn *t, int (*fn)(void *ud, uint64_t map), void *ud) {
+    each_ctx x = {fn, ud, 0};
+    int rc = ost__ent_each_map(raw_store(t), raw_mdb_txn(t), each_cb, &x);
+    if (x.stopped) return x.stopped;
+    if (rc) return fail("%s: reading the map entries: %s", raw_store(t)->path,
+                        rc > 0 ? mdb_strerror(rc) : ost_strerror(rc));
+    return EXIT_OK;
+}
+
+int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, ost_buf *out, char *err, size_t cap) {
+    out->len = 0;
+    if (out->data) out->data[0] = 0;
+    ost_reader *rd = raw_reader(t);
+    if (!rd) {
+        snprintf(err, cap, "out of memory");
+        return OST_ENOMEM;
+    }
+    ost_value v = 0;
+    int rc = n ? ost_load(rd, p, n, &v, NULL) : OST_ETRUNCATED;
+    if (rc) {
+        snprintf(err, cap, "%s", n ? ost_reader_errmsg(rd) : "an empty value");
+        return rc;
+    }
+    rc = ost_repr(v, out);
+    ost_release(v);
+    if (rc) snprintf(err, cap, "out of memory");
+    return rc;
+}
+
+/* ---- keys ------------------------------------------------------------------- */
+
+ost_value raw_key_decode(const char *kind, const uint8_t *k, size_t n) {
+    ost__mkind mk;
+    if (ost__mkind_parse(kind, &mk)) return 0;
+    return ost__mkey_decode(&mk, k, n);
+}
+
+int raw_key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl) {
+    int r = memcmp(a, b, al < bl ? al : bl);
+    if (r) return r < 0 ? -1 : 1;
+    return al < bl ? -1 : al > bl;
+}
+
+/* A growable byte string for one element. */
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    bool oom;
+} bytes_buf;
+
+static void bb_put(bytes_buf *b, const void *p, size_t n) {
+    if (b->oom) return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        while (cap < b->n + n) cap *= 2;
+        uint8_t *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+/* Appends code point u as UTF-8 (surrogates too, as 'surrogatepass'). */
+static void bb_utf8(bytes_buf *b, uint32_t u) {
+    uint8_t o[4];
+    size_t n;
+    if (u < 0x80) o[0] = (uint8_t)u, n = 1;
+    else if (u < 0x800) o[0] = (uint8_t)(0xc0 | u >> 6), o[1] = (uint8_t)(0x80 | (u & 0x3f)), n = 2;
+    else if (u < 0x10000)
+        o[0] = (uint8_t)(0xe0 | u >> 12), o[1] = (uint8_t)(0x80 | (u >> 6 & 0x3f)),
+        o[2] = (uint8_t)(0x80 | (u & 0x3f)), n = 3;
+    else
+        o[0] = (uint8_t)(0xf0 | u >> 18), o[1] = (uint8_t)(0x80 | (u >> 12 & 0x3f)),
+        o[2] = (uint8_t)(0x80 | (u >> 6 & 0x3f)), o[3] = (uint8_t)(0x80 | (u & 0x3f)), n = 4;
+    bb_put(b, o, n);
+}
+
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Reads the string literal at *pp (its opening quote; a b prefix already
+ * skipped) into b, for a bytes element or not; *pp ends after the
+ * closing quote. 0, or -1 with the reason in err. */
+static int read_literal(const char **pp, bool bytes, bytes_buf *b, char *err, size_t cap) {
+    const char *p = *pp;
+    char q = *p++;
+    for (;;) {
+        char ch = *p;
+        if (!ch) {
+            snprintf(err, cap, "a string literal has no closing %c", q);
+            return -1;
+        }
+        p++;
+        if (ch == q) break;
+        if (ch != '\\') {
+            bb_put(b, &ch, 1);
+            continue;
+        }
+        char e = *p++;
+        uint32_t u = 0;
+        int digits = 0;
+        switch (e) {
+        case '\\':
+        case '\'':
+        case '"': u = (uint8_t)e; break;
+        case 'n': u = '\n'; break;
+        case 'r': u = '\r'; break;
+        case 't': u = '\t'; break;
+        case '0': u = 0; break;
+        case 'x': digits = 2; break;
+        case 'u': digits = bytes ? -1 : 4; break;
+        case 'U': digits = bytes ? -1 : 8; break;
+        default: digits = -1;
+        }
+        if (digits < 0) {
+            if (e)
+                snprintf(err, cap,
+                         "unknown escape \\%c in a %s literal (known: \\\\ \\' \\\" \\n "
+                         "\\r \\t \\0 \\xhh%s)",
+                         e, bytes ? "bytes" : "str", bytes ? "" : " \\uXXXX \\UXXXXXXXX");
+            else
+                snprintf(err, cap, "a string literal ends with a lone backslash");
+            return -1;
+        }
+        for (int i = 0; i < digits; i++) {
+            int h = hexval(p[i]);
+            if (h < 0) {
+                snprintf(err, cap, "\\%c needs %d hex digits", e, digits);
+                return -1;
+            }
+            u = u << 4 | (uint32_t)h;
+        }
+        p += digits;
+        if (u > 0x10ffff) {
+            snprintf(err, cap, "\\U%08x is not a code point", u);
+            return -1;
+        }
+        if (bytes) {
+            uint8_t c8 = (uint8_t)u;
+            bb_put(b, &c8, 1);
+        } else {
+            bb_utf8(b, u);
+        }
+    }
+    *pp = p;
+    return 0;
+}
+
+static const char *el_name(uint8_t e) { return e == 'i' ? "int" : e == 's' ? "str" : "bytes"; }
+
+/* An int element from [s, s + n): a decimal number with an optional sign. */
+static ost_value parse_int(const char *s, size_t n, char *err, size_t cap) {
+    size_t i = 0;
+    bool neg = false;
+    if (i < n && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    if (i == n) goto bad;
+    uint64_t v = 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') goto bad;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) goto big;
+        v = v * 10 + d;
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) goto big;
+    ost_value r = ost_int(neg ? (int64_t)(0 - v) : (int64_t)v);
+    if (!r) snprintf(err, cap, "out of memory");
+    return r;
+bad:
+    snprintf(err, cap, "'%.*s' is not an int (a decimal number such as -5 or 42)",
+             (int)(n > 60 ? 60 : n), s);
+    return 0;
+big:
+    snprintf(err, cap, "%.*s does not fit in 64 bits (int keys are 64-bit)", (int)(n > 60 ? 60 : n),
+             s);
+    return 0;
+}
+
+/* Makes a str or bytes element from its bytes. */
+static ost_value text_el(uint8_t e, const uint8_t *p, size_t n, char *err, size_t cap) {
+    if (e == 's' && ost_utf8_check((const char *)p, n, NULL)) {
+        snprintf(err, cap, "the text is not valid UTF-8");
+        return 0;
+    }
+    ost_value v = e == 's' ? ost_str((const char *)p, n) : ost_bytes(p, n);
+    if (!v) snprintf(err, cap, "out of memory");
+    return v;
+}
+
+/* Whether an element of kind e starts with a literal at p (and where its
+ * quote is). A b prefix is a literal only for bytes. */
+static const char *literal_at(uint8_t e, const char *p) {
+    if (*p == '\'' || *p == '"') return p;
+    if (*p == 'b' && (p[1] == '\'' || p[1] == '"')) return e == 'b' ? p + 1 : p;
+    return NULL;
+}
+
+/* Reads one element of kind e at *pp. In a tuple a bare element ends at a
+ * comma (spaces around it dropped); alone it is the whole text. */
+static ost_value parse_el(uint8_t e, const char **pp, bool in_tuple, char *err, size_t cap) {
+    const char *p = *pp;
+    if (in_tuple)
+        while (*p == ' ') p++;
+    const char *lit = e == 'i' ? NULL : literal_at(e, p);
+    if (lit && *lit == 'b') {
+        snprintf(err, cap, "a bytes literal (b'...') where the key has a str");
+        return 0;
+    }
+    if (lit) {
+        bytes_buf b = {0};
+        int rc = read_literal(&lit, e == 'b', &b, err, cap);
+        ost_value v = 0;
+        if (!rc && b.oom) snprintf(err, cap, "out of memory");
+        else if (!rc) v = text_el(e, b.p, b.n, err, cap);
+        free(b.p);
+        *pp = lit;
+        return v;
+    }
+    const char *end = in_tuple ? p + strcspn(p, ",") : p + strlen(p);
+    const char *q = end;
+    if (in_tuple || e == 'i') {
+        while (q > p && q[-1] == ' ') q--;
+        if (!in_tuple)
+            while (*p == ' ') p++;
+    }
+    *pp = end;
+    if (e == 'i') return parse_int(p, (size_t)(q - p), err, cap);
+    return text_el(e, (const uint8_t *)p, (size_t)(q - p), err, cap);
+}
+
+/* Appends the encoding of element v (of kind e) to enc (docs/format.md). */
+static int encode_el(uint8_t e, bool in_tuple, ost_value v, uint8_t *enc, size_t *n, char *err,
+                     size_t cap) {
+    if (e == 'i') {
+        int64_t i;
+        ost_int_value(v, &i);
+        if (*n + 8 > OST_MAP_KEY_MAX) goto toolong;
+        ost__be64(enc + *n, (uint64_t)i ^ ((uint64_t)1 << 63));
+        *n += 8;
+        return 0;
+    }
+    size_t len;
+    const uint8_t *p = (const uint8_t *)ost_data(v, &len);
+    if (!in_tuple) {
+        if (*n + len > OST_MAP_KEY_MAX) goto toolong;
+        memcpy(enc + *n, p, len);
+        *n += len;
+        return 0;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (*n + 2 > OST_MAP_KEY_MAX) goto toolong;
+        enc[(*n)++] = p[i];
+        if (!p[i]) enc[(*n)++] = 1;
+    }
+    if (*n + 2 > OST_MAP_KEY_MAX) goto toolong;
+    enc[(*n)++] = 0;
+    enc[(*n)++] = 0;
+    return 0;
+toolong:
+    snprintf(err, cap, "the encoded key is longer than %d bytes, the longest a map key can be",
+             OST_MAP_KEY_MAX);
+    return -1;
+}
+
+int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *out, uint8_t *enc,
+                  size_t *enclen, char *err, size_t cap) {
+    *out = 0;
+    *enclen = 0;
+    ost__mkind k;
+    if (ost__mkind_parse(kind, &k)) {
+        snprintf(err, cap, "unknown key kind %s", kind);
+        return -1;
+    }
+    if (!k.tuple) {
+        const char *p = text;
+        ost_value v = parse_el(k.el[0], &p, false, err, cap);
+        if (v && *p) {
+            snprintf(err, cap, "text after the closing quote: '%.40s'", p);
+            ost_decref(v);
+            return -1;
+        }
+        if (!v) return -1;
+        if (encode_el(k.el[0], false, v, enc, enclen, err, cap)) {
+            ost_decref(v);
+            return -1;
+        }
+        *out = v;
+        return 0;
+    }
+    /* a tuple: elements separated by commas, in optional parentheses */
+    size_t tl = strlen(text);
+    char *buf = malloc(tl + 1);
+    if (!buf) {
+        snprintf(err, cap, "out of memory");
+        return -1;
+    }
+    memcpy(buf, text, tl + 1);
+    char *p = buf;
+    while (*p == ' ') p++;
+    char *end = p + strlen(p);
+    while (end > p && end[-1] == ' ') end--;
+    *end = 0;
+    bool paren = *p == '(';
+    if (paren) {
+        if (end == p + 1 || end[-1] != ')') {
+            snprintf(err, cap, "an opening parenthesis without a closing one");
+            free(buf);
+            return -1;
+        }
+        *--end = 0;
+        p++;
+    }
+    ost_value items[OST__MKIND_MAX];
+    size_t n = 0;
+    int rc = 0;
+    const char *q = p;
+    for (;;) {
+        while (*q == ' ') q++;
+        if (!*q) break; /* the end, possibly after a trailing comma */
+        if (n == k.n) {
+            snprintf(err, cap, "more than the %d element%s of a %s key", k.n, k.n == 1 ? "" : "s",
+                     k.canon);
+            rc = -1;
+            break;
+        }
+        if (*q == ',') {
+            snprintf(err, cap, "element %zu is empty", n + 1);
+            rc = -1;
+            break;
+        }
+        char why[200];
+        ost_value v = parse_el(k.el[n], &q, true, why, sizeof why);
+        if (!v) {
+            snprintf(err, cap, "element %zu (%s): %s", n + 1, el_name(k.el[n]), why);
+            rc = -1;
+            break;
+        }
+        items[n++] = v;
+        while (*q == ' ') q++;
+        if (*q == ',') q++;
+        else if (*q) {
+            snprintf(err, cap, "element %zu: a comma expected before '%.40s'", n, q);
+            rc = -1;
+            break;
+        }
+    }
+    free(buf);
+    if (!rc && n == 0) {
+        snprintf(err, cap, "an empty key");
+        rc = -1;
+    }
+    if (!rc && n < k.n && !prefix) {
+        snprintf(err, cap, "%zu element%s, a %s key has %d", n, n == 1 ? "" : "s", k.canon, k.n);
+        rc = -1;
+    }
+    ost_value t = 0;
+    if (!rc && !(t = ost_tuple_new(n))) {
+        snprintf(err, cap, "out of memory");
+        rc = -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!rc && encode_el(k.el[i], true, items[i], enc, enclen, err, cap)) rc = -1;
+        if (t) ost_tuple_set(t, i, items[i]);
+        else ost_decref(items[i]);
+    }
+    if (rc) {
+        ost_decref(t);
+        *enclen = 0;
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
