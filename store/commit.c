@@ -153,6 +153,18 @@ int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
 
 /* ---- packages ---------------------------------------------------------------- */
 
+/* Makes room for n more bytes in p->bytes. 0 or OST_ENOMEM. */
+static int reserve_bytes(ost__pkg *p, size_t n) {
+    if (p->capbytes - p->nbytes >= n) return 0;
+    size_t cap = p->capbytes ? p->capbytes : 65536;
+    while (cap - p->nbytes < n) cap *= 2;
+    uint8_t *b = realloc(p->bytes, cap);
+    if (!b) return OST_ENOMEM;
+    p->bytes = b;
+    p->capbytes = cap;
+    return 0;
+}
+
 ost__pkg *ost__pkg_new(void) { return calloc(1, sizeof(ost__pkg)); }
 
 void ost__pkg_reset(ost__pkg *p) {
@@ -187,14 +199,7 @@ int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, 
         p->capments = cap;
     }
     size_t n = klen + vlen;
-    if (p->capbytes - p->nbytes < n) {
-        size_t cap = p->capbytes ? p->capbytes : 65536;
-        while (cap - p->nbytes < n) cap *= 2;
-        uint8_t *b = realloc(p->bytes, cap);
-        if (!b) return OST_ENOMEM;
-        p->bytes = b;
-        p->capbytes = cap;
-    }
+    if (reserve_bytes(p, n)) return OST_ENOMEM;
     ost__ment *m = &p->ments[p->nments++];
     *m = (ost__ment){map, base, p->nbytes, p->nbytes + klen, vlen, (uint16_t)klen, flags};
     memcpy(p->bytes + p->nbytes, key, klen);
@@ -226,14 +231,7 @@ int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
         p->recs = r;
         p->caprecs = cap;
     }
-    if (p->capbytes - p->nbytes < n) {
-        size_t cap = p->capbytes ? p->capbytes : 65536;
-        while (cap - p->nbytes < n) cap *= 2;
-        uint8_t *b = realloc(p->bytes, cap);
-        if (!b) return OST_ENOMEM;
-        p->bytes = b;
-        p->capbytes = cap;
-    }
+    if (reserve_bytes(p, n)) return OST_ENOMEM;
     memcpy(p->bytes + p->nbytes, pickle, n);
     p->recs[p->nrecs++] = (ost__rec){oid, read_serial, p->nbytes, n, cid};
     p->nbytes += n;

@@ -9,15 +9,6 @@
 
 #define KEYMAX (8 + OST_MAP_KEY_MAX)
 
-static void le64(uint8_t *b, uint64_t v) {
-    for (int i = 0; i < 8; i++, v >>= 8) b[i] = (uint8_t)v;
-}
-static uint64_t rd_le64(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
-    return v;
-}
-
 /* The LMDB key of (map, key) in buf. */
 static MDB_val full_key(uint8_t *buf, uint64_t map, const uint8_t *key, size_t klen) {
     ost__be64(buf, map);
@@ -27,7 +18,7 @@ static MDB_val full_key(uint8_t *buf, uint64_t map, const uint8_t *key, size_t k
 
 static int to_entry(const MDB_val *v, ost__entry *e) {
     if (v->mv_size < 8) return OST_ECORRUPT;
-    e->serial = rd_le64(v->mv_data);
+    e->serial = ost__rd_le64(v->mv_data);
     e->data = (const uint8_t *)v->mv_data + 8;
     e->len = v->mv_size - 8;
     return 0;
@@ -73,7 +64,7 @@ int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
         }
         if (rc) return rc;
     }
-    le64(v.mv_data, serial);
+    ost__le64(v.mv_data, serial);
     if (len) memcpy((uint8_t *)v.mv_data + 8, data, len);
     return 0;
 }

@@ -108,20 +108,18 @@ static const char *article(const char *noun) {
     return strchr("aeiou", noun[0]) ? "an" : "a";
 }
 
-static int enc_fail(ost_conn *c, uint64_t oid, const ost__mkind *k, int code, const char *what) {
-    return ost__c_fail(c, code, "map %llu (keys %s): %s", (unsigned long long)oid, k->canon, what);
-}
-
-/* Encodes one element of kind e from v into out (at *n). */
-static int enc_el(ost_conn *c, uint64_t oid, const ost__mkind *k, uint8_t e, bool in_tuple,
-                  ost_value v, uint8_t *out, size_t *n) {
+/* Encodes one element of kind e from v into out (at *n); on failure the
+ * reason goes to err. */
+static int enc_el(uint8_t e, bool in_tuple, ost_value v, uint8_t *out, size_t *n, char *err,
+                  size_t cap) {
     int t = ost_typeof(v);
-    char msg[160];
     if (e == 'i') {
         int64_t i;
         if (t != OST_T_INT && t != OST_T_BOOL) goto wrong;
-        if (ost_int_value(v, &i))
-            return enc_fail(c, oid, k, OST_ELIMIT, "an int key must fit in 64 bits");
+        if (ost_int_value(v, &i)) {
+            snprintf(err, cap, "an int key must fit in 64 bits");
+            return OST_ELIMIT;
+        }
         if (*n + 8 > KMAX) goto toolong;
         ost__be64(out + *n, (uint64_t)i ^ ((uint64_t)1 << 63));
         *n += 8;
@@ -146,40 +144,50 @@ static int enc_el(ost_conn *c, uint64_t oid, const ost__mkind *k, uint8_t e, boo
     out[(*n)++] = 0;
     return 0;
 wrong:
-    snprintf(msg, sizeof msg, "%s is %s %s, not %s %s", in_tuple ? "a key element" : "the key",
+    snprintf(err, cap, "%s is %s %s, not %s %s", in_tuple ? "a key element" : "the key",
              article(ost_type_name(t)), ost_type_name(t), article(el_name(e)), el_name(e));
-    return enc_fail(c, oid, k, OST_ETYPE, msg);
+    return OST_ETYPE;
 toolong:
-    snprintf(msg, sizeof msg,
+    snprintf(err, cap,
              "the encoded key is longer than %d bytes (LMDB's key limit of 511 less the "
              "8-byte map oid)",
              KMAX);
-    return enc_fail(c, oid, k, OST_EINVAL, msg);
+    return OST_EINVAL;
 }
 
-/* Encodes key (a bound may be a shorter tuple when prefix is true). */
-static int encode_key(ost_conn *c, uint64_t oid, const ost__mkind *k, ost_value key, bool prefix,
-                      uint8_t *out, size_t *n) {
+int ost__mkey_encode(const ost__mkind *k, ost_value key, bool prefix, uint8_t *out, size_t *n,
+                     char *err, size_t cap) {
     *n = 0;
-    if (!key) return enc_fail(c, oid, k, OST_EINVAL, "no key given");
-    if (!k->tuple) return enc_el(c, oid, k, k->el[0], false, key, out, n);
+    if (!key) {
+        snprintf(err, cap, "no key given");
+        return OST_EINVAL;
+    }
+    if (!k->tuple) return enc_el(k->el[0], false, key, out, n, err, cap);
     if (ost_typeof(key) != OST_T_TUPLE) {
-        char msg[96];
         const char *tn = ost_type_name(ost_typeof(key));
-        snprintf(msg, sizeof msg, "the key is %s %s, not a tuple of %d", article(tn), tn, k->n);
-        return enc_fail(c, oid, k, OST_ETYPE, msg);
+        snprintf(err, cap, "the key is %s %s, not a tuple of %d", article(tn), tn, k->n);
+        return OST_ETYPE;
     }
     size_t len = ost_len(key);
     if (len > k->n || (!prefix && len != k->n) || (prefix && len == 0)) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "the key is a tuple of %zu, not of %d", len, k->n);
-        return enc_fail(c, oid, k, OST_ETYPE, msg);
+        snprintf(err, cap, "the key is a tuple of %zu, not of %d", len, k->n);
+        return OST_ETYPE;
     }
     for (size_t i = 0; i < len; i++) {
-        int rc = enc_el(c, oid, k, k->el[i], true, ost_item(key, i), out, n);
+        int rc = enc_el(k->el[i], true, ost_item(key, i), out, n, err, cap);
         if (rc) return rc;
     }
     return 0;
+}
+
+/* Encodes key for map oid; the connection's message names the map. */
+static int encode_key(ost_conn *c, uint64_t oid, const ost__mkind *k, ost_value key, bool prefix,
+                      uint8_t *out, size_t *n) {
+    char why[200];
+    int rc = ost__mkey_encode(k, key, prefix, out, n, why, sizeof why);
+    if (rc)
+        ost__c_fail(c, rc, "map %llu (keys %s): %s", (unsigned long long)oid, k->canon, why);
+    return rc;
 }
 
 /* Decodes an encoded key to a new value; 0 when the bytes are damaged. */

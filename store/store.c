@@ -93,17 +93,17 @@ uint64_t ost__rd_be64(const uint8_t *b) {
     for (int i = 0; i < 8; i++) v = v << 8 | b[i];
     return v;
 }
-static void le64(uint8_t *b, uint64_t v) {
+void ost__le64(uint8_t *b, uint64_t v) {
     for (int i = 0; i < 8; i++, v >>= 8) b[i] = (uint8_t)v;
 }
-static uint64_t rd_le64(const uint8_t *b) {
+uint64_t ost__rd_le64(const uint8_t *b) {
     uint64_t v = 0;
     for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
     return v;
 }
 
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id) {
-    le64(h, serial);
+    ost__le64(h, serial);
     for (int i = 0; i < 4; i++) h[8 + i] = (uint8_t)(class_id >> (8 * i));
     memset(h + 12, 0, 4);
 }
@@ -112,7 +112,7 @@ int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id) {
     const uint8_t *h = v->mv_data;
     if (v->mv_size < OST_HDR_SIZE + 2 || h[12] || h[13] || h[14] || h[15])
         return OST_ECORRUPT;
-    *serial = rd_le64(h);
+    *serial = ost__rd_le64(h);
     *class_id = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 |
                 (uint32_t)h[11] << 24;
     return 0;
@@ -123,13 +123,13 @@ static int meta_get_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out)
     int rc = mdb_get(t, dbi, &k, &v);
     if (rc) return rc;
     if (v.mv_size != 8) return MDB_CORRUPTED;
-    *out = rd_le64(v.mv_data);
+    *out = ost__rd_le64(v.mv_data);
     return 0;
 }
 
 static int meta_put_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) {
     uint8_t b[8];
-    le64(b, val);
+    ost__le64(b, val);
     MDB_val k = {strlen(key), (void *)key}, v = {8, b};
     return mdb_put(t, dbi, &k, &v, 0);
 }

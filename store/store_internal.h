@@ -153,6 +153,8 @@ int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
 int ost__mdb_code(int rc);
 void ost__be64(uint8_t *b, uint64_t v);
 uint64_t ost__rd_be64(const uint8_t *b);
+void ost__le64(uint8_t *b, uint64_t v);
+uint64_t ost__rd_le64(const uint8_t *b);
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id);
 int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
@@ -194,6 +196,11 @@ void ost__conn_refresh(ost_conn *c);
 
 /* maps.c */
 int ost__mkind_parse(const char *s, ost__mkind *k);
+/* Encodes key (a shorter tuple too when prefix) for a map of kind k into
+ * out[0..*n); on failure a code (OST_ETYPE, OST_ELIMIT, OST_EINVAL) and
+ * the reason in err. */
+int ost__mkey_encode(const ost__mkind *k, ost_value key, bool prefix, uint8_t *out, size_t *n,
+                     char *err, size_t cap);
 ost_value ost__mkey_decode(const ost__mkind *k, const uint8_t *p, size_t n);
 size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t count);
 int ost__map_record_count(const uint8_t *p, size_t n, uint64_t *count);

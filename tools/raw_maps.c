@@ -390,39 +390,6 @@ static ost_value parse_el(uint8_t e, const char **pp, bool in_tuple, char *err, 
 }
 
 /* Appends the encoding of element v (of kind e) to enc (docs/format.md). */
-static int encode_el(uint8_t e, bool in_tuple, ost_value v, uint8_t *enc, size_t *n, char *err,
-                     size_t cap) {
-    if (e == 'i') {
-        int64_t i;
-        ost_int_value(v, &i);
-        if (*n + 8 > OST_MAP_KEY_MAX) goto toolong;
-        ost__be64(enc + *n, (uint64_t)i ^ ((uint64_t)1 << 63));
-        *n += 8;
-        return 0;
-    }
-    size_t len;
-    const uint8_t *p = (const uint8_t *)ost_data(v, &len);
-    if (!in_tuple) {
-        if (*n + len > OST_MAP_KEY_MAX) goto toolong;
-        memcpy(enc + *n, p, len);
-        *n += len;
-        return 0;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (*n + 2 > OST_MAP_KEY_MAX) goto toolong;
-        enc[(*n)++] = p[i];
-        if (!p[i]) enc[(*n)++] = 1;
-    }
-    if (*n + 2 > OST_MAP_KEY_MAX) goto toolong;
-    enc[(*n)++] = 0;
-    enc[(*n)++] = 0;
-    return 0;
-toolong:
-    snprintf(err, cap, "the encoded key is longer than %d bytes, the longest a map key can be",
-             OST_MAP_KEY_MAX);
-    return -1;
-}
-
 int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *out, uint8_t *enc,
                   size_t *enclen, char *err, size_t cap) {
     *out = 0;
@@ -441,7 +408,7 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
             return -1;
         }
         if (!v) return -1;
-        if (encode_el(k.el[0], false, v, enc, enclen, err, cap)) {
+        if (ost__mkey_encode(&k, v, prefix, enc, enclen, err, cap)) {
             ost_decref(v);
             return -1;
         }
@@ -520,10 +487,10 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
         rc = -1;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!rc && encode_el(k.el[i], true, items[i], enc, enclen, err, cap)) rc = -1;
         if (t) ost_tuple_set(t, i, items[i]);
         else ost_decref(items[i]);
     }
+    if (!rc && ost__mkey_encode(&k, t, prefix, enc, enclen, err, cap)) rc = -1;
     if (rc) {
         ost_decref(t);
         *enclen = 0;
