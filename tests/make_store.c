@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "demostore.h"
 #include "ostore.h"
 
 static int fail(ost_conn *c, const char *what) {
@@ -48,21 +49,11 @@ static int add_maps(ost_conn *c) {
 
 int main(int argc, char **argv) {
     if (argc != 2) return 2;
-    const char *fields[] = {"n", "name", "score", "prev"};
-    ost_class_def def = {.module = "demo", .name = "Item", .fields = fields, .nfields = 4,
-                         .persistent = true};
-    ost_registry *reg = ost_registry_new();
+    static const char *const fields[] = {"n", "name", "score", "prev"};
+    ost_registry *reg;
     ost_value cls;
-    if (ost_registry_add(reg, &def, &cls)) return 1;
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.create = true;
-    o.registry = reg;
-    ost_store *st = ost_store_new();
-    if (ost_store_open(st, argv[1], &o)) {
-        fprintf(stderr, "%s\n", ost_store_errmsg(st));
-        return 1;
-    }
+    ost_store *st = demo_store_open("make_store", argv[1], true, fields, 4, &reg, &cls);
+    if (!st) return 1;
     ost_conn *c;
     if (ost_conn_open(st, &c)) return 1;
     ost_value items = ost_list_new(0), prev = OST_NONE;

@@ -18,7 +18,7 @@
 
 #include "internal.h"
 #include "ostore.h"
-#include "rmtree.h"
+#include "storetest.h"
 #include "../store/store_internal.h"
 
 /* ---- fixture: a temporary directory and a registry ---------------------- */
@@ -50,10 +50,7 @@ static struct {
 
 static void setup(void) {
     strcpy(F.tmp, "/tmp/ostore-batch-XXXXXX");
-    cr_assert(mkdtemp(F.tmp), "mkdtemp: %s", strerror(errno));
-    snprintf(F.dir, sizeof F.dir, "%s/db", F.tmp);
-    F.reg = ost_registry_new();
-    cr_assert(F.reg);
+    F.reg = fixture_setup(F.tmp, F.dir, sizeof F.dir);
     ost_class_def item = {.module = "batchtest", .name = "Item", .fields = item_fields,
                           .nfields = 4, .persistent = true};
     ost_class_def leaf = {.module = "batchtest", .name = "Leaf", .fields = leaf_fields,
@@ -68,57 +65,21 @@ static void setup(void) {
     cr_assert_eq(ost_registry_add(F.reg, &counter, &F.counter), 0);
 }
 
-static void teardown(void) {
-    rmtree(F.tmp);
-    ost_registry_free(F.reg);
-    F.reg = NULL;
-}
+static void teardown(void) { fixture_teardown(F.tmp, &F.reg); }
 
 TestSuite(batch, .init = setup, .fini = teardown, .timeout = 240);
 
 /* ---- helpers -------------------------------------------------------------- */
 
-/* An assertion for loops over many objects: Criterion reports every
- * cr_assert, passed or not, to its runner, and hundreds of thousands of
- * reports make the runner itself misbehave (a leak under ASan when two
- * tests run at once); this one reports only a failure. */
-#define REQUIRE(cond, ...)                              \
-    do {                                                \
-        if (!(cond)) cr_assert_fail(__VA_ARGS__);       \
-    } while (0)
-
 static ost_store_options opts_for(bool create, bool group_commit) {
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.create = create;
-    o.registry = F.reg;
+    ost_store_options o = options_for(F.reg, create);
     o.group_commit = group_commit;
     return o;
 }
 
-static ost_store *open_with(const ost_store_options *o) {
-    ost_store *st = ost_store_new();
-    cr_assert(st);
-    int rc = ost_store_open(st, F.dir, o);
-    cr_assert_eq(rc, 0, "open %s: %s: %s", F.dir, ost_err_name(rc), ost_store_errmsg(st));
-    return st;
-}
-
 static ost_store *open_store(bool create, bool group_commit) {
     ost_store_options o = opts_for(create, group_commit);
-    return open_with(&o);
-}
-
-static ost_conn *conn_of(ost_store *st) {
-    ost_conn *c;
-    int rc = ost_conn_open(st, &c);
-    cr_assert_eq(rc, 0, "conn_open: %s", ost_err_name(rc));
-    return c;
-}
-
-static void commit_ok(ost_conn *c) {
-    int rc = ost_commit(c);
-    cr_assert_eq(rc, 0, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    return open_with(F.dir, &o);
 }
 
 static void set(ost_value obj, const char *name, ost_value v) {
@@ -131,35 +92,6 @@ static int64_t iattr(ost_value obj, const char *name) {
     int64_t i;
     REQUIRE(ost_int_value(v, &i) == 0, "attribute %s is not an int", name);
     return i;
-}
-
-static ost_store_stats stats(ost_store *st) {
-    ost_store_stats s;
-    int rc = ost_store_stat(st, &s);
-    cr_assert_eq(rc, 0, "stat: %s", ost_store_errmsg(st));
-    return s;
-}
-
-/* ost_store_check's reports, kept for the assertion message. */
-typedef struct {
-    int n;
-    char first[300];
-} reports;
-
-static void collect(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
-    reports *r = ud;
-    if (!r->n++)
-        snprintf(r->first, sizeof r->first, "oid %llu missing %llu %s: %s",
-                 (unsigned long long)oid, (unsigned long long)missing, ost_err_name(err), msg);
-}
-
-static void check_clean(ost_store *st, uint64_t want_records) {
-    reports r = {0};
-    uint64_t records = 0;
-    int rc = ost_store_check(st, collect, &r, &records);
-    cr_assert_eq(rc, 0, "check: %s %s", ost_err_name(rc), r.n ? r.first : ost_store_errmsg(st));
-    cr_assert_eq(r.n, 0);
-    if (want_records) cr_assert_eq(records, want_records);
 }
 
 static ost_value new_item(int64_t i, ost_value ref) {
@@ -364,7 +296,7 @@ Test(batch, loader_misuse) {
     ost_store_close(st);
 
     /* read-only store */
-    st = open_with(&(ost_store_options){.read_only = true, .registry = F.reg});
+    st = open_with(F.dir, &(ost_store_options){.read_only = true, .registry = F.reg});
     c = conn_of(st);
     cr_assert_eq(ost_loader_open(c, NULL, &l), OST_EREADONLY);
     ost_store_close(st);
@@ -436,7 +368,7 @@ Test(batch, loader_grows_the_map_by_itself) {
     enum { N = 200000 };
     ost_store_options o = opts_for(true, false);
     o.map_size = 1u << 20;
-    ost_store *st = open_with(&o);
+    ost_store *st = open_with(F.dir, &o);
     ost_conn *c = conn_of(st);
     ost_loader *l;
     cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
@@ -484,31 +416,15 @@ typedef struct {
     volatile uint64_t *oids; /* shared with the parent: oid of each item */
 } kill_arg;
 
-static void report_progress(void *ud, uint64_t objects, uint64_t bytes) {
-    (void)bytes;
-    kill_arg *ka = ud;
-    ssize_t n;
-    do
-        n = write(ka->fd, &objects, sizeof objects);
-    while (n < 0 && errno == EINTR);
-}
-
 /* The child: loads items until it is killed. Exit codes say what failed. */
 static int load_child(kill_arg *ka) {
-    ost_store *st = ost_store_new();
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.registry = ka->reg;
-    if (!st || ost_store_open(st, ka->dir, &o)) return 2;
+    ost_store_options o = options_for(ka->reg, false);
+    ost_store *st;
     ost_conn *c;
-    if (ost_conn_open(st, &c)) return 3;
-    ost_loader_options lo;
-    ost_loader_options_init(&lo);
-    lo.batch_objects = KBATCH;
-    lo.progress = report_progress;
-    lo.ud = ka;
+    int rc = child_open(ka->dir, &o, &st, &c);
+    if (rc) return rc;
     ost_loader *l;
-    if (ost_loader_open(c, &lo, &l)) return 4;
+    if (open_reporting_loader(c, KBATCH, &ka->fd, &l)) return 4;
     ost_value prev = OST_NONE;
     for (int64_t i = 0; i < KMAX; i++) {
         ost_value it = ost_instance_new(ost_incref(ka->item));
@@ -544,22 +460,11 @@ Test(batch, sigkill_during_a_load_keeps_whole_batches) {
         _exit(load_child(&ka));
     }
     close(fds[1]);
-    /* three batches reported, then the kill lands somewhere in the next */
-    uint64_t reported = 0, n;
-    for (int i = 0; i < 3; i++) {
-        cr_assert_eq(read(fds[0], &n, sizeof n), (ssize_t)sizeof n, "the child died by itself");
-        cr_assert_eq(n, reported + KBATCH, "one report per batch");
-        reported = n;
-    }
-    kill(pid, SIGKILL);
-    int status;
-    while (waitpid(pid, &status, 0) < 0) cr_assert_eq(errno, EINTR);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
-              "the child was killed (status %d)", status);
-    while (read(fds[0], &n, sizeof n) == (ssize_t)sizeof n) {
-        cr_assert_eq(n, reported + KBATCH);
-        reported = n;
-    }
+    /* three batches reported, then the kill lands somewhere in the next;
+     * one report per batch */
+    uint64_t reported = 0;
+    int status = kill_after_counts(pid, fds[0], 3, KBATCH, &reported, 0, 0);
+    cr_assert_eq(status, 128 + SIGKILL, "the child was killed (status %d)", status);
     close(fds[0]);
 
     st = open_store(false, false);

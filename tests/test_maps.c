@@ -20,7 +20,7 @@
 #include "leakcheck.h"
 #include "ostore.h"
 #include "pyrun.h"
-#include "rmtree.h"
+#include "storetest.h"
 
 /* ---- fixture: a temporary directory and a registry ---------------------- */
 
@@ -35,31 +35,17 @@ static struct {
 
 static void setup(void) {
     strcpy(F.tmp, "/tmp/ostore-maps-XXXXXX");
-    cr_assert(mkdtemp(F.tmp), "mkdtemp: %s", strerror(errno));
-    snprintf(F.dir, sizeof F.dir, "%s/db", F.tmp);
-    F.reg = ost_registry_new();
-    cr_assert(F.reg);
+    F.reg = fixture_setup(F.tmp, F.dir, sizeof F.dir);
     ost_class_def item = {.module = "mapstest", .name = "Item", .fields = item_fields,
                           .nfields = 2, .persistent = true};
     cr_assert_eq(ost_registry_add(F.reg, &item, &F.item), 0);
 }
 
-static void teardown(void) {
-    rmtree(F.tmp);
-    ost_registry_free(F.reg);
-    F.reg = NULL;
-}
+static void teardown(void) { fixture_teardown(F.tmp, &F.reg); }
 
 TestSuite(maps, .init = setup, .fini = teardown, .timeout = 240);
 
 /* ---- helpers -------------------------------------------------------------- */
-
-/* An assertion for loops: Criterion reports every cr_assert, passed or not,
- * to its runner; this one reports only a failure. */
-#define REQUIRE(cond, ...)                        \
-    do {                                          \
-        if (!(cond)) cr_assert_fail(__VA_ARGS__); \
-    } while (0)
 
 /* Literals that may hold NUL characters. */
 #define SL(lit) ost_str(lit, sizeof(lit) - 1)
@@ -102,57 +88,11 @@ static const char *rep(ost_value v) {
     return out;
 }
 
-static ost_store_options opts_for(bool create) {
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.create = create;
-    o.registry = F.reg;
-    return o;
-}
-
-static ost_store *open_with(const ost_store_options *o) {
-    ost_store *st = ost_store_new();
-    cr_assert(st);
-    int rc = ost_store_open(st, F.dir, o);
-    cr_assert_eq(rc, 0, "open %s: %s: %s", F.dir, ost_err_name(rc), ost_store_errmsg(st));
-    return st;
-}
+static ost_store_options opts_for(bool create) { return options_for(F.reg, create); }
 
 static ost_store *open_store(bool create) {
     ost_store_options o = opts_for(create);
-    return open_with(&o);
-}
-
-static ost_conn *conn_of(ost_store *st) {
-    ost_conn *c;
-    int rc = ost_conn_open(st, &c);
-    cr_assert_eq(rc, 0, "conn_open: %s", ost_err_name(rc));
-    return c;
-}
-
-static void commit_ok(ost_conn *c) {
-    int rc = ost_commit(c);
-    cr_assert_eq(rc, 0, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
-}
-
-static ost_store_stats stats(ost_store *st) {
-    ost_store_stats s;
-    int rc = ost_store_stat(st, &s);
-    cr_assert_eq(rc, 0, "stat: %s", ost_store_errmsg(st));
-    return s;
-}
-
-static void root_set(ost_conn *c, const char *key, ost_value v) {
-    int rc = ost_root_set(c, ost_str_c(key), v);
-    cr_assert_eq(rc, 0, "root_set %s: %s", key, ost_conn_errmsg(c));
-}
-
-/* root[key] (borrowed), or 0. */
-static ost_value root_get(ost_conn *c, const char *key) {
-    ost_value k = ost_str_c(key);
-    ost_value v = ost_root_get(c, k);
-    ost_decref(k);
-    return v;
+    return open_with(F.dir, &o);
 }
 
 /* A new map of kind, put in the root under root_key and committed; the
@@ -227,15 +167,6 @@ static int64_t ival(ost_value v) {
     return i;
 }
 
-/* The message names "map <oid>" (not a longer number). */
-static void expect_map_oid(const char *msg, uint64_t oid) {
-    char want[40];
-    snprintf(want, sizeof want, "map %llu", (unsigned long long)oid);
-    const char *p = strstr(msg, want);
-    while (p && p[strlen(want)] >= '0' && p[strlen(want)] <= '9') p = strstr(p + 1, want);
-    cr_assert(p, "the message names %s: %s", want, msg);
-}
-
 /* The message names oid as a number of its own. */
 static void expect_number(const char *msg, uint64_t oid) {
     char want[24];
@@ -253,32 +184,6 @@ static void expect_in(const char *msg, const char *needle) {
     cr_assert(strstr(msg, needle), "the message says \"%s\": %s", needle, msg);
 }
 
-/* ost_store_check's reports. */
-typedef struct {
-    int n;
-    uint64_t oid[16], missing[16];
-    int err[16];
-    char msg[16][400];
-} reports;
-
-static void collect(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
-    reports *r = ud;
-    if (r->n < 16) {
-        r->oid[r->n] = oid;
-        r->missing[r->n] = missing;
-        r->err[r->n] = err;
-        snprintf(r->msg[r->n], sizeof r->msg[0], "%s", msg);
-    }
-    r->n++;
-}
-
-static void check_clean(ost_store *st) {
-    reports r = {0};
-    int rc = ost_store_check(st, collect, &r, NULL);
-    cr_assert_eq(rc, 0, "check: %s: %s", ost_err_name(rc), r.n ? r.msg[0] : ost_store_errmsg(st));
-    cr_assert_eq(r.n, 0);
-}
-
 /* A deterministic generator (xorshift64*). */
 static uint64_t rng_x = 0x2545F4914F6CDD1DULL;
 static uint64_t rnd(void) {
@@ -290,28 +195,9 @@ static uint64_t rnd(void) {
 
 /* ---- raw LMDB access (only while the store is closed in this process) --- */
 
-static MDB_env *raw_env(void) {
-    MDB_env *env;
-    cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 8), 0);
-    int rc = mdb_env_open(env, F.dir, 0, 0644);
-    cr_assert_eq(rc, 0, "raw open %s: %s", F.dir, mdb_strerror(rc));
-    return env;
-}
-
-static void be64(uint8_t *b, uint64_t v) {
-    for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (uint8_t)v;
-}
-
-static uint64_t rd_le64(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
-    return v;
-}
-
 /* Entries of map in "mapents". */
 static uint64_t raw_count_entries(uint64_t map) {
-    MDB_env *env = raw_env();
+    MDB_env *env = raw_env(F.dir);
     MDB_txn *t;
     MDB_dbi dbi;
     MDB_cursor *cur;
@@ -319,7 +205,7 @@ static uint64_t raw_count_entries(uint64_t map) {
     cr_assert_eq(mdb_dbi_open(t, "mapents", 0, &dbi), 0);
     cr_assert_eq(mdb_cursor_open(t, dbi, &cur), 0);
     uint8_t kb[8];
-    be64(kb, map);
+    put_be64(kb, map);
     MDB_val k = {8, kb}, v;
     uint64_t n = 0;
     for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
@@ -333,76 +219,14 @@ static uint64_t raw_count_entries(uint64_t map) {
     return n;
 }
 
-/* A malloc'd copy of db[key], or NULL. */
-static uint8_t *raw_get(const char *db, const void *key, size_t klen, size_t *len) {
-    MDB_env *env = raw_env();
-    MDB_txn *t;
-    MDB_dbi dbi;
-    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
-    cr_assert_eq(mdb_dbi_open(t, db, 0, &dbi), 0);
-    MDB_val k = {klen, (void *)key}, v;
-    uint8_t *out = NULL;
-    if (mdb_get(t, dbi, &k, &v) == 0) {
-        out = malloc(v.mv_size ? v.mv_size : 1);
-        memcpy(out, v.mv_data, v.mv_size);
-        *len = v.mv_size;
-    }
-    mdb_txn_abort(t);
-    mdb_env_close(env);
-    return out;
-}
-
-/* db[key] = val (val NULL: delete key). */
-static void raw_put(const char *db, const void *key, size_t klen, const void *val, size_t vlen) {
-    MDB_env *env = raw_env();
-    MDB_txn *t;
-    MDB_dbi dbi;
-    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-    cr_assert_eq(mdb_dbi_open(t, db, 0, &dbi), 0);
-    MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
-    int rc = val ? mdb_put(t, dbi, &k, &v, 0) : mdb_del(t, dbi, &k, NULL);
-    cr_assert_eq(rc, 0, "raw put/del: %s", mdb_strerror(rc));
-    cr_assert_eq(mdb_txn_commit(t), 0);
-    mdb_env_close(env);
-}
-
 /* The "mapents" key of (map, encoded key). */
 static size_t ment_key(uint8_t *out, uint64_t map, const void *enc, size_t n) {
-    be64(out, map);
+    put_be64(out, map);
     memcpy(out + 8, enc, n);
     return 8 + n;
 }
 
 /* ---- child processes ---------------------------------------------------- */
-
-static pid_t spawn(int (*fn)(void *), void *arg) {
-    fflush(NULL);
-    pid_t p = fork();
-    cr_assert_neq(p, -1, "fork: %s", strerror(errno));
-    if (p == 0) _exit(fn(arg));
-    return p;
-}
-
-/* Exit status of a child; 128 + signal when it was killed. */
-static int wait_child(pid_t p) {
-    int status;
-    while (waitpid(p, &status, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* In a child: reports a failed expectation and returns its line as the
- * exit code (never Criterion's assertions, which belong to the test
- * process). */
-#define CHILD_CHECK(cond, ...)                                              \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "child %d, line %d: ", (int)getpid(), __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-            return __LINE__ % 200 + 1;                                      \
-        }                                                                   \
-    } while (0)
 
 /* ======================================================================= */
 /* 1. order: every key kind against Python's sorted(), and ranges           */
@@ -657,6 +481,14 @@ OST_TEST(maps, int_keys_sort_as_python_sorts_them) {
     ost_decref(ranges);
 }
 
+/* A list of the n keys of fixed (stolen), then count keys random_key makes. */
+static ost_value key_list(ost_value *fixed, size_t n, ost_value (*random_key)(void), int count) {
+    ost_value keys = ost_list_new(0);
+    for (size_t i = 0; i < n; i++) ost_list_append(keys, fixed[i]);
+    for (int i = 0; i < count; i++) ost_list_append(keys, random_key());
+    return keys;
+}
+
 /* A random str of up to 6 pieces: ASCII, NUL, control, and 2, 3 and 4
  * byte UTF-8 characters. */
 static ost_value random_str(void) {
@@ -677,14 +509,12 @@ static ost_value random_str(void) {
 }
 
 OST_TEST(maps, str_keys_sort_by_code_point_as_python_sorts_them) {
-    ost_value keys = ost_list_new(0);
     ost_value fixed[] = {SL(""),       SL("a"),      SL("a\0"),        SL("a\0\0"),
                          SL("a\0b"),   SL("ab"),     SL("abc"),        SL("\0"),
                          SL("\0\0"),   SL("\x7f"),   SL("\xc2\x80"),   SL("\xc3\xa9"),
                          SL("\xed\x9f\xbf"), SL("\xee\x80\x80"), SL("\xef\xbf\xbf"),
                          SL("\xf0\x90\x80\x80"), SL("\xf4\x8f\xbf\xbf"), SL("b")};
-    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) ost_list_append(keys, fixed[i]);
-    for (int i = 0; i < 1000; i++) ost_list_append(keys, random_str());
+    ost_value keys = key_list(fixed, sizeof fixed / sizeof *fixed, random_str, 1000);
     ost_value ranges = ost_list_new(0);
     add_ranges(ranges, SL("a"), SL("b"));
     add_ranges(ranges, SL("a\0"), SL("ab"));
@@ -707,12 +537,10 @@ static ost_value random_bytes(void) {
 }
 
 OST_TEST(maps, bytes_keys_sort_bytewise_as_python_sorts_them) {
-    ost_value keys = ost_list_new(0);
     ost_value fixed[] = {BL(""),     BL("\0"),      BL("\0\0"),  BL("\0\0\0"), BL("\xff"),
                          BL("\xff\xff"), BL("\xff\0"), BL("a"),   BL("a\0"),    BL("a\xff"),
                          BL("a\0\xff"), BL("\x01")};
-    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) ost_list_append(keys, fixed[i]);
-    for (int i = 0; i < 1000; i++) ost_list_append(keys, random_bytes());
+    ost_value keys = key_list(fixed, sizeof fixed / sizeof *fixed, random_bytes, 1000);
     ost_value ranges = ost_list_new(0);
     add_ranges(ranges, BL("\0"), BL("\xff"));
     add_ranges(ranges, BL("a"), BL("a\xff"));
@@ -908,15 +736,6 @@ typedef struct {
     char msg[300];
 } iso_arg;
 
-#define T_CHECK(cond, ...)                                    \
-    do {                                                      \
-        if (!(cond)) {                                        \
-            snprintf(ta->msg, sizeof ta->msg, __VA_ARGS__);   \
-            ta->line = __LINE__;                              \
-            goto out;                                         \
-        }                                                     \
-    } while (0)
-
 /* On its own thread: starts a transaction, lets the main thread commit,
  * checks that this transaction does not see the commit and the next does. */
 static void iso_thread(void *arg) {
@@ -924,29 +743,30 @@ static void iso_thread(void *arg) {
     ost_conn *c = NULL;
     bool posted = false;
     int rc = ost_conn_open(ta->st, &c);
-    T_CHECK(rc == 0, "conn_open: %s", ost_err_name(rc));
+    THREAD_CHECK(rc == 0, "conn_open: %s", ost_err_name(rc));
     ost_value k = ost_str_c("t");
     ost_value m = ost_root_get(c, k);
     ost_decref(k);
     uint64_t n = 99;
-    T_CHECK(m && ost_is_map(m), "root['t'] is a map");
-    T_CHECK(ost_map_len(c, m, &n) == 0 && n == 0, "len %llu", (unsigned long long)n);
+    THREAD_CHECK(m && ost_is_map(m), "root['t'] is a map");
+    THREAD_CHECK(ost_map_len(c, m, &n) == 0 && n == 0, "len %llu", (unsigned long long)n);
     uv_sem_post(&ta->ready);
     posted = true;
     uv_sem_wait(&ta->go); /* the main thread commits t[1] = 'one' */
     ost_value key = ost_int(1), v = 0;
     rc = ost_map_get(c, m, key, &v);
-    T_CHECK(rc == OST_ENOTFOUND, "the old transaction sees the commit: %s", ost_err_name(rc));
-    T_CHECK(ost_map_len(c, m, &n) == 0 && n == 0, "old len %llu", (unsigned long long)n);
+    THREAD_CHECK(rc == OST_ENOTFOUND, "the old transaction sees the commit: %s", ost_err_name(rc));
+    THREAD_CHECK(ost_map_len(c, m, &n) == 0 && n == 0, "old len %llu", (unsigned long long)n);
     ost_abort(c);
     k = ost_str_c("t");
     m = ost_root_get(c, k);
     ost_decref(k);
-    T_CHECK(m, "root['t']");
+    THREAD_CHECK(m, "root['t']");
     rc = ost_map_get(c, m, key, &v);
-    T_CHECK(rc == 0 && v && strcmp(ost_data(v, NULL), "one") == 0,
-            "the next transaction sees the commit: %s %s", ost_err_name(rc), ost_conn_errmsg(c));
-    T_CHECK(ost_map_len(c, m, &n) == 0 && n == 1, "new len %llu", (unsigned long long)n);
+    THREAD_CHECK(rc == 0 && v && strcmp(ost_data(v, NULL), "one") == 0,
+                 "the next transaction sees the commit: %s %s", ost_err_name(rc),
+                 ost_conn_errmsg(c));
+    THREAD_CHECK(ost_map_len(c, m, &n) == 0 && n == 1, "new len %llu", (unsigned long long)n);
 out:
     if (!posted) uv_sem_post(&ta->ready);
     ost_conn_close(c);
@@ -1232,7 +1052,7 @@ OST_TEST(maps, a_persistent_value_gets_an_oid_and_loads_as_the_same_object) {
     cr_assert_eq(ax, it, "c's object is still the one it stored");
     cr_assert_eq(item_n(c, ax), 8);
     ost_decref(it);
-    check_clean(st);
+    check_clean(st, 0);
     ost_store_close(st);
 }
 
@@ -1255,19 +1075,20 @@ static void insert_thread(void *arg) {
     ins_arg *ta = arg;
     ost_conn *c = NULL;
     int rc = ost_conn_open(ta->st, &c);
-    T_CHECK(rc == 0, "conn_open: %s", ost_err_name(rc));
+    THREAD_CHECK(rc == 0, "conn_open: %s", ost_err_name(rc));
     ost_value m;
     rc = ost_conn_get(c, ta->map, &m);
-    T_CHECK(rc == 0, "get the map: %s", ost_conn_errmsg(c));
+    THREAD_CHECK(rc == 0, "get the map: %s", ost_conn_errmsg(c));
     for (int i = 0; i < GN; i++) {
         int64_t key = (int64_t)i * GT + ta->id; /* neighbours of the other threads' keys */
         for (;;) {
             rc = ost_map_set(c, m, ost_int(key), ost_int(key * 3));
-            T_CHECK(rc == 0, "set %lld: %s: %s", (long long)key, ost_err_name(rc),
-                    ost_conn_errmsg(c));
+            THREAD_CHECK(rc == 0, "set %lld: %s: %s", (long long)key, ost_err_name(rc),
+                         ost_conn_errmsg(c));
             rc = ost_commit(c);
             if (rc == 0) break;
-            T_CHECK(rc == OST_ECONFLICT, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+            THREAD_CHECK(rc == OST_ECONFLICT, "commit: %s: %s", ost_err_name(rc),
+                         ost_conn_errmsg(c));
             if (!ta->conflicts++) snprintf(ta->msg, sizeof ta->msg, "%s", ost_conn_errmsg(c));
             ost_abort(c);
         }
@@ -1280,7 +1101,7 @@ out:
 OST_TEST(maps, eight_threads_insert_distinct_keys_through_group_commit_without_conflicts) {
     ost_store_options o = opts_for(true);
     o.group_commit = true; /* full durability: one fsync per group */
-    ost_store *st = open_with(&o);
+    ost_store *st = open_with(F.dir, &o);
     ost_conn *c = conn_of(st);
     ost_value m = new_map(c, "int", "m");
     uint64_t serial0 = stats(st).last_serial;
@@ -1315,7 +1136,7 @@ OST_TEST(maps, eight_threads_insert_distinct_keys_through_group_commit_without_c
     cr_assert_eq(rc, OST_ENOTFOUND);
     cr_assert_eq(i, GT * GN);
     ost_map_cursor_close(cur);
-    check_clean(st);
+    check_clean(st, 0);
     ost_store_close(st);
 }
 
@@ -1414,7 +1235,7 @@ OST_TEST(maps, different_keys_of_one_map_from_two_connections_both_commit) {
     while (ost_map_cursor_next(cur, NULL, NULL) == 0) n++;
     ost_map_cursor_close(cur);
     cr_assert_eq(n, map_len(c, cm), "the count is the number of entries");
-    check_clean(st);
+    check_clean(st, 0);
     ost_store_close(st);
 }
 
@@ -1474,19 +1295,25 @@ typedef struct {
     int id;
 } proc_arg;
 
+/* In a child: opens the store at dir with o, a connection, and the map
+ * with oid map. 0, or (having said on stderr what failed) an exit code. */
+static int child_open_map(const char *dir, const ost_store_options *o, uint64_t map,
+                          ost_store **st, ost_conn **c, ost_value *m) {
+    int rc = child_open(dir, o, st, c);
+    if (rc) return rc;
+    CHILD_CHECK(ost_conn_get(*c, map, m) == 0, "map: %s", ost_conn_errmsg(*c));
+    return 0;
+}
+
 static int insert_child(void *arg) {
     proc_arg *pa = arg;
-    ost_store *st = ost_store_new();
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.registry = pa->reg;
+    ost_store_options o = options_for(pa->reg, false);
     o.durability = OST_SYNC_NONE;
-    int rc = ost_store_open(st, pa->dir, &o);
-    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_store *st;
     ost_conn *c;
-    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
     ost_value m;
-    CHILD_CHECK(ost_conn_get(c, pa->map, &m) == 0, "map: %s", ost_conn_errmsg(c));
+    int rc = child_open_map(pa->dir, &o, pa->map, &st, &c, &m);
+    if (rc) return rc;
     for (int i = 0; i < PK; i++) {
         int64_t key = (int64_t)i * PN + pa->id;
         char v[32];
@@ -1529,7 +1356,7 @@ OST_TEST(maps, four_processes_insert_into_one_map) {
     ost_map_cursor_close(cur);
     cr_assert_eq(i, PN * PK);
     cr_assert_geq(stats(st).last_serial, (uint64_t)PN * PK + 1);
-    check_clean(st);
+    check_clean(st, 0);
     ost_store_close(st);
 }
 
@@ -1551,35 +1378,17 @@ typedef struct {
     int fd;         /* progress reports */
 } kill_arg;
 
-static void report_progress(void *ud, uint64_t objects, uint64_t bytes) {
-    (void)bytes;
-    kill_arg *ka = ud;
-    ssize_t n;
-    do
-        n = write(ka->fd, &objects, sizeof objects);
-    while (n < 0 && errno == EINTR);
-}
-
 /* The child: loads entries start, start + 1, ... until it is killed. */
 static int load_child(void *arg) {
     kill_arg *ka = arg;
-    ost_store *st = ost_store_new();
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.registry = ka->reg;
-    int rc = ost_store_open(st, ka->dir, &o);
-    CHILD_CHECK(rc == 0, "open: %s", ost_store_errmsg(st));
+    ost_store_options o = options_for(ka->reg, false);
+    ost_store *st;
     ost_conn *c;
-    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
     ost_value m;
-    CHILD_CHECK(ost_conn_get(c, ka->map, &m) == 0, "map: %s", ost_conn_errmsg(c));
-    ost_loader_options lo;
-    ost_loader_options_init(&lo);
-    lo.batch_objects = KBATCH;
-    lo.progress = report_progress;
-    lo.ud = ka;
+    int rc = child_open_map(ka->dir, &o, ka->map, &st, &c, &m);
+    if (rc) return rc;
     ost_loader *l;
-    CHILD_CHECK(ost_loader_open(c, &lo, &l) == 0, "loader_open");
+    CHILD_CHECK(open_reporting_loader(c, KBATCH, &ka->fd, &l) == 0, "loader_open");
     for (uint64_t i = ka->start; i < KLIMIT; i++) {
         char v[32];
         snprintf(v, sizeof v, "v%llu", (unsigned long long)i);
@@ -1635,24 +1444,13 @@ OST_TEST(maps, sigkill_during_a_bulk_load_keeps_whole_batches_of_entries) {
         pid_t pid = spawn(load_child, &ka);
         close(fds[1]);
         /* one to three batches acknowledged, then the kill lands somewhere
-         * in the next ones */
-        uint64_t reported = 0, n;
+         * in the next ones; one report per batch */
+        uint64_t reported = 0;
         int want = 1 + (int)(rnd() % 3);
-        for (int i = 0; i < want; i++) {
-            cr_assert_eq(read(fds[0], &n, sizeof n), (ssize_t)sizeof n,
-                         "round %d: the child died by itself", round);
-            cr_assert_eq(n, reported + KBATCH, "one report per batch");
-            reported = n;
-        }
-        usleep((useconds_t)(rnd() % 3000));
-        kill(pid, SIGKILL);
-        int status = wait_child(pid);
+        unsigned pause = (unsigned)(rnd() % 3000);
+        int status = kill_after_counts(pid, fds[0], want, KBATCH, &reported, pause, round);
         cr_assert_eq(status, 128 + SIGKILL, "round %d: the child was killed (status %d)", round,
                      status);
-        while (read(fds[0], &n, sizeof n) == (ssize_t)sizeof n) {
-            cr_assert_eq(n, reported + KBATCH);
-            reported = n;
-        }
         close(fds[0]);
         st = open_store(false);
         uint64_t found = verify_loaded(st, round);
@@ -1663,7 +1461,7 @@ OST_TEST(maps, sigkill_during_a_bulk_load_keeps_whole_batches_of_entries) {
                      (unsigned long long)(found - stored));
         beyond += found - stored - reported;
         stored = found;
-        check_clean(st);
+        check_clean(st, 0);
         ost_store_close(st);
     }
     cr_log_info("%llu entries stored, %llu of them committed but not acknowledged",
@@ -1692,13 +1490,13 @@ OST_TEST(maps, pack_keeps_objects_referenced_only_from_map_values) {
     commit_ok(c);
     ost_store_stats s = stats(st);
     cr_assert_eq(s.records, 7, "root, m, inner, 3 items and junk");
-    check_clean(st);
+    check_clean(st, 0);
     uint64_t removed = 99;
     int rc = ost_store_pack(st, &removed);
     cr_assert_eq(rc, 0, "pack: %s: %s", ost_err_name(rc), ost_store_errmsg(st));
     cr_assert_eq(removed, 1, "only junk goes");
     cr_assert_eq(stats(st).records, 6);
-    check_clean(st);
+    check_clean(st, 0);
     ost_store_close(st);
 
     st = open_store(false);
@@ -1745,7 +1543,7 @@ OST_TEST(maps, pack_removes_unreachable_maps_with_all_their_entries) {
     cr_assert_eq(rc, 0, "pack: %s", ost_store_errmsg(st));
     cr_assert_eq(removed, 4, "drop, nested, loose and x");
     cr_assert_eq(stats(st).records, 2);
-    check_clean(st);
+    check_clean(st, 0);
     ost_conn *c2 = conn_of(st);
     ost_value g;
     cr_assert_eq(ost_conn_get(c2, drop_oid, &g), OST_ENOTFOUND);
@@ -1789,7 +1587,7 @@ OST_TEST(maps, pack_removes_the_last_entries_of_the_store) {
     int rc = ost_store_pack(st, &removed);
     cr_assert_eq(rc, 0, "pack: %s", ost_store_errmsg(st));
     cr_assert_eq(removed, 2);
-    check_clean(st);
+    check_clean(st, 0);
     ost_store_close(st);
     cr_assert_eq(raw_count_entries(a_oid), 0);
     cr_assert_eq(raw_count_entries(b_oid), 0);
@@ -1830,8 +1628,33 @@ static void store_for_check(uint64_t *moid, uint64_t *item2) {
     *moid = ost_oid(c, m);
     *item2 = ost_oid(c, it2);
     ost_decref(it2);
-    check_clean(st);
+    check_clean(st, 0);
     ost_store_close(st);
+}
+
+/* Reading root['m'][key] in the store made by store_for_check fails with
+ * OST_ECORRUPT, and the message (copied to msg) names the map moid; the
+ * others still read. */
+static void expect_damaged_entry(ost_store *st, const char *key, uint64_t moid, char *msg,
+                                 size_t cap) {
+    ost_conn *c = conn_of(st);
+    ost_value m = root_map(c, "m");
+    cr_assert_eq(mget_rc(c, m, ost_str_c(key)), OST_ECORRUPT);
+    snprintf(msg, cap, "%s", ost_conn_errmsg(c));
+    expect_map_oid(msg, moid);
+    cr_assert_eq(item_n(c, mget(c, m, ost_str_c("good"))), 1, "the others read");
+    ost_conn_close(c);
+}
+
+/* ost_store_check of a store with one problem, the map moid's: the report.
+ * what names the damage in messages. */
+static reports check_finds_one(ost_store *st, uint64_t moid, const char *what) {
+    reports r = {0};
+    int rc = ost_store_check(st, collect, &r, NULL);
+    cr_assert_eq(rc, OST_ECORRUPT, "check of %s: %s", what, ost_err_name(rc));
+    cr_assert_eq(r.n, 1, "one problem (%s)", r.msg[0]);
+    cr_assert_eq(r.oid[0], moid, "reported under the map's oid");
+    return r;
 }
 
 OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
@@ -1840,28 +1663,20 @@ OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
     uint8_t key[16];
     size_t kl = ment_key(key, moid, "plain", 5);
     size_t n;
-    uint8_t *val = raw_get("mapents", key, kl, &n);
+    uint8_t *val = raw_get(F.dir, "mapents", key, kl, &n);
     cr_assert(val, "the entry is in mapents under oid + key");
     cr_assert_gt(n, 10);
     memset(val + 8, 0xee, n - 8); /* the serial stays; the pickle is garbage */
-    raw_put("mapents", key, kl, val, n);
+    raw_put(F.dir, "mapents", key, kl, val, n);
     free(val);
 
     ost_store *st = open_store(false);
     /* reading it fails clearly */
-    ost_conn *c = conn_of(st);
-    ost_value m = root_map(c, "m");
-    cr_assert_eq(mget_rc(c, m, ost_str_c("plain")), OST_ECORRUPT);
-    expect_map_oid(ost_conn_errmsg(c), moid);
-    expect_in(ost_conn_errmsg(c), "'plain'");
-    cr_assert_eq(item_n(c, mget(c, m, ost_str_c("good"))), 1, "the others read");
-    ost_conn_close(c);
+    char msg[1024];
+    expect_damaged_entry(st, "plain", moid, msg, sizeof msg);
+    expect_in(msg, "'plain'");
     /* check finds it */
-    reports r = {0};
-    int rc = ost_store_check(st, collect, &r, NULL);
-    cr_assert_eq(rc, OST_ECORRUPT, "check of a damaged entry: %s", ost_err_name(rc));
-    cr_assert_eq(r.n, 1, "one problem (%s)", r.msg[0]);
-    cr_assert_eq(r.oid[0], moid, "reported under the map's oid");
+    reports r = check_finds_one(st, moid, "a damaged entry");
     expect_number(r.msg[0], moid);
     expect_in(r.msg[0], "plain");
     /* pack cannot know what it refers to: it removes nothing */
@@ -1875,24 +1690,17 @@ OST_TEST(maps, check_reports_a_dangling_reference_in_a_map_value) {
     uint64_t moid, item2;
     store_for_check(&moid, &item2);
     uint8_t k[8];
-    be64(k, item2);
-    raw_put("records", k, 8, NULL, 0);
+    put_be64(k, item2);
+    raw_put(F.dir, "records", k, 8, NULL, 0);
     ost_store *st = open_store(false);
-    reports r = {0};
-    int rc = ost_store_check(st, collect, &r, NULL);
-    cr_assert_eq(rc, OST_ECORRUPT, "check of a dangling reference: %s", ost_err_name(rc));
-    cr_assert_eq(r.n, 1, "one problem (%s)", r.msg[0]);
-    cr_assert_eq(r.oid[0], moid, "the holder is the map");
+    reports r = check_finds_one(st, moid, "a dangling reference");
     cr_assert_eq(r.missing[0], item2, "the missing oid");
     cr_assert_eq(r.err[0], OST_ENOTFOUND, "%s", ost_err_name(r.err[0]));
     expect_number(r.msg[0], item2);
-    ost_conn *c = conn_of(st);
-    ost_value m = root_map(c, "m");
     /* reading the entry fails as the entry does not decode, naming both */
-    cr_assert_eq(mget_rc(c, m, ost_str_c("bad")), OST_ECORRUPT);
-    expect_map_oid(ost_conn_errmsg(c), moid);
-    expect_number(ost_conn_errmsg(c), item2);
-    cr_assert_eq(item_n(c, mget(c, m, ost_str_c("good"))), 1, "the others read");
+    char msg[1024];
+    expect_damaged_entry(st, "bad", moid, msg, sizeof msg);
+    expect_number(msg, item2);
     ost_store_close(st);
 }
 
@@ -1914,7 +1722,7 @@ static size_t heap_in_use(void) {
 OST_TEST(maps, iterating_a_million_entries_keeps_memory_flat) {
     ost_store_options o = opts_for(true);
     o.durability = OST_SYNC_NONE;
-    ost_store *st = open_with(&o);
+    ost_store *st = open_with(F.dir, &o);
     ost_conn *c = conn_of(st);
     ost_value m = new_map(c, "int", "m");
     ost_loader *l;
@@ -2234,9 +2042,7 @@ OST_TEST(maps, a_read_only_store_reads_maps_and_refuses_changes) {
     mset(c, m, ost_str_c("b"), ost_int(2));
     commit_ok(c);
     ost_store_close(st);
-    ost_store_options o = opts_for(false);
-    o.read_only = true;
-    st = open_with(&o);
+    st = open_read_only(F.dir, F.reg);
     c = conn_of(st);
     m = root_map(c, "m");
     cr_assert_eq(map_len(c, m), 2);
@@ -2364,7 +2170,7 @@ OST_TEST(maps, a_set_holds_keys_without_values) {
     cr_assert_eq(ost_map_add(c2, m, ost_int(1)), 0);
     commit_ok(c2);
     cr_assert_eq(mget(c2, m, ost_int(1)), OST_NONE);
-    check_clean(st);
+    check_clean(st, 0);
     ost_store_close(st);
 }
 
@@ -2403,9 +2209,9 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     /* int: 8 bytes big-endian with the sign bit flipped */
     static const uint8_t minus1[] = {0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     kl = ment_key(key, moid, minus1, 8);
-    uint8_t *val = raw_get("mapents", key, kl, &n);
+    uint8_t *val = raw_get(F.dir, "mapents", key, kl, &n);
     cr_assert(val, "int key -1 is at oid + 7f ff .. ff");
-    cr_assert_eq(rd_le64(val), serial, "8-byte little-endian serial");
+    cr_assert_eq(get_le64(val), serial, "8-byte little-endian serial");
     ost_value v = load_pickle(val + 8, n - 8);
     cr_assert_str_eq(ost_data(v, NULL), "x");
     ost_decref(v);
@@ -2413,7 +2219,7 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     /* tuple: a str element escapes NUL as 00 01 and ends with 00 00 */
     static const uint8_t tk[] = {'a', 0, 1, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 5};
     kl = ment_key(key, toid, tk, sizeof tk);
-    val = raw_get("mapents", key, kl, &n);
+    val = raw_get(F.dir, "mapents", key, kl, &n);
     cr_assert(val, "tuple key ('a\\0', 5) is at oid + 61 00 01 00 00 80 .. 05");
     v = load_pickle(val + 8, n - 8);
     cr_assert_eq(ost_typeof(v), OST_T_BYTES);
@@ -2421,13 +2227,13 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     free(val);
     /* a set's entry: the serial only */
     kl = ment_key(key, soid, "\0\xff", 2);
-    val = raw_get("mapents", key, kl, &n);
+    val = raw_get(F.dir, "mapents", key, kl, &n);
     cr_assert(val, "bytes key is at oid + the bytes");
     cr_assert_eq(n, 8, "a set's entry has no value");
     free(val);
     /* the map's record: a header, then {'kind': 'int', 'count': 2} */
-    be64(key, moid);
-    val = raw_get("records", key, 8, &n);
+    put_be64(key, moid);
+    val = raw_get(F.dir, "records", key, 8, &n);
     cr_assert(val);
     cr_assert_gt(n, 16);
     uint32_t cid = (uint32_t)val[8] | (uint32_t)val[9] << 8 | (uint32_t)val[10] << 16 |
@@ -2439,15 +2245,15 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     ost_decref(v);
     free(val);
     size_t cl;
-    uint8_t *cv = raw_get("classes", "nostore.maps\0OrderedMap", 23, &cl);
+    uint8_t *cv = raw_get(F.dir, "classes", "nostore.maps\0OrderedMap", 23, &cl);
     cr_assert(cv, "the class ostore.maps.OrderedMap is in the class table");
     cr_assert_eq(cl, 4);
     uint32_t want_cid;
     memcpy(&want_cid, cv, 4);
     cr_assert_eq(cid, want_cid, "the map's record has the class OrderedMap");
     free(cv);
-    be64(key, soid);
-    val = raw_get("records", key, 8, &n);
+    put_be64(key, soid);
+    val = raw_get(F.dir, "records", key, 8, &n);
     cr_assert(val);
     v = load_pickle(val + 16, n - 16);
     cr_assert_str_eq(ost_data(ost_dict_get_c(v, "kind"), NULL), "bytes");
@@ -2456,7 +2262,7 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     cid = (uint32_t)val[8] | (uint32_t)val[9] << 8 | (uint32_t)val[10] << 16 |
           (uint32_t)val[11] << 24;
     free(val);
-    cv = raw_get("classes", "nostore.maps\0OrderedSet", 23, &cl);
+    cv = raw_get(F.dir, "classes", "nostore.maps\0OrderedSet", 23, &cl);
     cr_assert(cv, "the class ostore.maps.OrderedSet is in the class table");
     memcpy(&want_cid, cv, 4);
     cr_assert_eq(cid, want_cid);

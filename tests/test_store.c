@@ -19,7 +19,7 @@
 
 #include "internal.h"
 #include "ostore.h"
-#include "rmtree.h"
+#include "storetest.h"
 
 /* ---- fixture: a temporary directory and a registry ---------------------- */
 
@@ -37,10 +37,7 @@ static const char *point_fields[] = {"x", "y"};
 
 static void setup(void) {
     strcpy(F.tmp, "/tmp/ostore-store-XXXXXX");
-    cr_assert(mkdtemp(F.tmp), "mkdtemp: %s", strerror(errno));
-    snprintf(F.dir, sizeof F.dir, "%s/db", F.tmp);
-    F.reg = ost_registry_new();
-    cr_assert(F.reg);
+    F.reg = fixture_setup(F.tmp, F.dir, sizeof F.dir);
     ost_class_def node = {.module = "storetest", .name = "Node", .persistent = true};
     ost_class_def acct = {.module = "storetest", .name = "Account", .fields = acct_fields,
                           .nfields = 3, .persistent = true};
@@ -51,31 +48,13 @@ static void setup(void) {
     cr_assert_eq(ost_registry_add(F.reg, &point, &F.point), 0);
 }
 
-static void teardown(void) {
-    rmtree(F.tmp);
-    ost_registry_free(F.reg);
-    F.reg = NULL;
-}
+static void teardown(void) { fixture_teardown(F.tmp, &F.reg); }
 
 TestSuite(store, .init = setup, .fini = teardown, .timeout = 120);
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static ost_store_options opts_for(bool create) {
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.create = create;
-    o.registry = F.reg;
-    return o;
-}
-
-static ost_store *open_with(const char *dir, const ost_store_options *o) {
-    ost_store *st = ost_store_new();
-    cr_assert(st);
-    int rc = ost_store_open(st, dir, o);
-    cr_assert_eq(rc, 0, "open %s: %s: %s", dir, ost_err_name(rc), ost_store_errmsg(st));
-    return st;
-}
+static ost_store_options opts_for(bool create) { return options_for(F.reg, create); }
 
 static ost_store *open_store(bool create) {
     ost_store_options o = opts_for(create);
@@ -90,18 +69,6 @@ static int open_fails(const char *dir, const ost_store_options *o, char *msg, si
     snprintf(msg, cap, "%s", ost_store_errmsg(st));
     ost_store_close(st);
     return rc;
-}
-
-static ost_conn *conn_of(ost_store *st) {
-    ost_conn *c;
-    int rc = ost_conn_open(st, &c);
-    cr_assert_eq(rc, 0, "conn_open: %s", ost_err_name(rc));
-    return c;
-}
-
-static void commit_ok(ost_conn *c) {
-    int rc = ost_commit(c);
-    cr_assert_eq(rc, 0, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
 }
 
 static ost_value new_node(void) {
@@ -137,120 +104,7 @@ static const char *sattr(ost_value obj, const char *name) {
     return s;
 }
 
-static void root_set(ost_conn *c, const char *key, ost_value v) {
-    int rc = ost_root_set(c, ost_str_c(key), v);
-    cr_assert_eq(rc, 0, "root_set %s: %s", key, ost_err_name(rc));
-}
-
-static ost_value root_get(ost_conn *c, const char *key) {
-    ost_value k = ost_str_c(key);
-    ost_value v = ost_root_get(c, k);
-    ost_decref(k);
-    return v;
-}
-
-static ost_store_stats stats(ost_store *st) {
-    ost_store_stats s;
-    int rc = ost_store_stat(st, &s);
-    cr_assert_eq(rc, 0, "stat: %s", ost_store_errmsg(st));
-    return s;
-}
-
-static void expect_oid_in(const char *msg, uint64_t oid) {
-    char want[40];
-    snprintf(want, sizeof want, "oid %llu", (unsigned long long)oid);
-    const char *p = strstr(msg, want);
-    /* "oid 1" must not match "oid 12" */
-    while (p && p[strlen(want)] >= '0' && p[strlen(want)] <= '9') p = strstr(p + 1, want);
-    cr_assert(p, "the message names %s: %s", want, msg);
-}
-
-/* ---- raw LMDB access (only while the store is closed in this process) --- */
-
-static MDB_env *raw_env(const char *dir) {
-    MDB_env *env;
-    cr_assert_eq(mdb_env_create(&env), 0);
-    cr_assert_eq(mdb_env_set_maxdbs(env, 8), 0);
-    int rc = mdb_env_open(env, dir, 0, 0644);
-    cr_assert_eq(rc, 0, "raw open %s: %s", dir, mdb_strerror(rc));
-    return env;
-}
-
-static void oid_key(uint8_t *k, uint64_t oid) {
-    for (int i = 7; i >= 0; i--, oid >>= 8) k[i] = (uint8_t)oid;
-}
-
-/* db[key] = val (val NULL: delete key). */
-static void raw_put(const char *dir, const char *db, const void *key, size_t klen,
-                    const void *val, size_t vlen) {
-    MDB_env *env = raw_env(dir);
-    MDB_txn *t;
-    MDB_dbi dbi;
-    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-    cr_assert_eq(mdb_dbi_open(t, db, MDB_CREATE, &dbi), 0);
-    MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
-    int rc = val ? mdb_put(t, dbi, &k, &v, 0) : mdb_del(t, dbi, &k, NULL);
-    cr_assert_eq(rc, 0, "raw put/del: %s", mdb_strerror(rc));
-    cr_assert_eq(mdb_txn_commit(t), 0);
-    mdb_env_close(env);
-}
-
-/* A malloc'd copy of db[key], or NULL. */
-static uint8_t *raw_get(const char *dir, const char *db, const void *key, size_t klen,
-                        size_t *len) {
-    MDB_env *env = raw_env(dir);
-    MDB_txn *t;
-    MDB_dbi dbi;
-    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
-    cr_assert_eq(mdb_dbi_open(t, db, 0, &dbi), 0);
-    MDB_val k = {klen, (void *)key}, v;
-    uint8_t *out = NULL;
-    if (mdb_get(t, dbi, &k, &v) == 0) {
-        out = malloc(v.mv_size ? v.mv_size : 1);
-        memcpy(out, v.mv_data, v.mv_size);
-        *len = v.mv_size;
-    }
-    mdb_txn_abort(t);
-    mdb_env_close(env);
-    return out;
-}
-
-static uint64_t le64_at(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
-    return v;
-}
-
 /* ---- child processes ---------------------------------------------------- */
-
-static pid_t spawn(int (*fn)(void *), void *arg) {
-    fflush(NULL);
-    pid_t p = fork();
-    cr_assert_neq(p, -1, "fork: %s", strerror(errno));
-    if (p == 0) _exit(fn(arg));
-    return p;
-}
-
-/* Exit status of a child; 128 + signal when it was killed. */
-static int wait_child(pid_t p) {
-    int status;
-    while (waitpid(p, &status, 0) < 0)
-        if (errno != EINTR) return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* In a child: reports a failed expectation and returns its line as the
- * exit code (never Criterion's assertions, which belong to the test
- * process). */
-#define CHILD_CHECK(cond, ...)                                              \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "child %d, line %d: ", (int)getpid(), __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-            return __LINE__ % 200 + 1;                                      \
-        }                                                                   \
-    } while (0)
 
 static int child_int(ost_value obj, const char *name, int64_t *out) {
     return ost_int_value(ost_instance_getattr(obj, name), out);
@@ -575,12 +429,12 @@ Test(store, round_trip_of_a_graph) {
     /* the records: header serial 2, reserved bytes zero */
     for (uint64_t oid = 0; oid < 4; oid++) {
         uint8_t k[8];
-        oid_key(k, oid);
+        put_be64(k, oid);
         size_t n;
         uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
         cr_assert(rec, "record %llu", (unsigned long long)oid);
         cr_assert_gt(n, 18);
-        cr_assert_eq(le64_at(rec), 2, "serial of oid %llu", (unsigned long long)oid);
+        cr_assert_eq(get_le64(rec), 2, "serial of oid %llu", (unsigned long long)oid);
         cr_assert_neq(rec[8] | rec[9] | rec[10] | rec[11], 0, "class id");
         cr_assert_eq(rec[12] | rec[13] | rec[14] | rec[15], 0, "reserved");
         cr_assert_eq(rec[16], 0x80, "a pickle follows the header");
@@ -955,14 +809,11 @@ static int conflict_child(void *arg) {
     two_proc *tp = arg;
     close(tp->up[0]);
     close(tp->down[1]);
-    ost_store *st = ost_store_new();
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.registry = tp->reg;
-    int rc = ost_store_open(st, tp->dir, &o);
-    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_store_options o = options_for(tp->reg, false);
+    ost_store *st;
     ost_conn *c;
-    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    int rc = child_open(tp->dir, &o, &st, &c);
+    if (rc) return rc;
     ost_value k = ost_str_c("acct");
     ost_value acct = ost_root_get(c, k);
     int64_t bal;
@@ -1020,16 +871,13 @@ typedef struct {
 
 static int counter_child(void *arg) {
     counter_arg *ca = arg;
-    ost_store *st = ost_store_new();
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.registry = ca->reg;
+    ost_store_options o = options_for(ca->reg, false);
     o.durability = OST_SYNC_NONE;
     o.group_commit = ca->group_commit;
-    int rc = ost_store_open(st, ca->dir, &o);
-    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_store *st;
     ost_conn *c;
-    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    int rc = child_open(ca->dir, &o, &st, &c);
+    if (rc) return rc;
     ost_value k = ost_str_c("counter");
     int done = 0, conflicts = 0;
     while (done < ca->increments) {
@@ -1078,18 +926,9 @@ typedef struct {
     ost_store *st;
     ost_value node;
     int increments;
-    int rc; /* 0, or the line that failed */
+    int line; /* 0, or the line that failed */
     char msg[600];
 } thread_arg;
-
-#define THREAD_CHECK(cond, ...)                                      \
-    do {                                                             \
-        if (!(cond)) {                                               \
-            snprintf(ta->msg, sizeof ta->msg, __VA_ARGS__);          \
-            ta->rc = __LINE__;                                       \
-            goto out;                                                \
-        }                                                            \
-    } while (0)
 
 /* One thread, one connection: raises the counter, and adds a node with
  * 16 KiB to the counter's list each time (the map has to grow while the
@@ -1151,7 +990,7 @@ static void counter_by_threads(bool group_commit) {
     }
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
-        cr_assert_eq(ta[i].rc, 0, "thread %d, line %d: %s", i, ta[i].rc, ta[i].msg);
+        cr_assert_eq(ta[i].line, 0, "thread %d, line %d: %s", i, ta[i].line, ta[i].msg);
     }
     cr_assert_eq(ost_refcount(F.node), node_refs, "a class's count raced");
     cr_assert_eq(ost_refcount(root_cls), root_refs, "the root class's count raced");
@@ -1178,9 +1017,7 @@ Test(store, read_only_handle_sees_other_processes_commits) {
     root_set(c, "counter", ctr);
     commit_ok(c);
     ost_store_close(st);
-    ost_store_options o = opts_for(false);
-    o.read_only = true;
-    st = open_with(F.dir, &o);
+    st = open_read_only(F.dir, F.reg);
     c = conn_of(st);
     ctr = root_get(c, "counter");
     cr_assert_eq(iattr(ctr, "n"), 0);
@@ -1364,24 +1201,6 @@ Test(store, invalidate_makes_a_ghost) {
 /* ======================================================================= */
 /* 8. pack and check                                                        */
 /* ======================================================================= */
-
-typedef struct {
-    int n;
-    uint64_t oid[16], missing[16];
-    int err[16];
-    char msg[16][400];
-} reports;
-
-static void collect(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
-    reports *r = ud;
-    if (r->n < 16) {
-        r->oid[r->n] = oid;
-        r->missing[r->n] = missing;
-        r->err[r->n] = err;
-        snprintf(r->msg[r->n], sizeof r->msg[0], "%s", msg);
-    }
-    r->n++;
-}
 
 Test(store, pack_removes_unreachable_keeps_reachable) {
     ost_store *st = open_store(true);
@@ -1574,7 +1393,7 @@ Test(store, check_reports_a_record_that_does_not_decode) {
     store_chain();
     /* b: a valid header, garbage for a pickle */
     uint8_t k[8];
-    oid_key(k, chain.b);
+    put_be64(k, chain.b);
     size_t n;
     uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
     cr_assert(rec);
@@ -1640,7 +1459,7 @@ Test(store, check_reports_a_record_that_does_not_decode) {
 Test(store, check_reports_a_reference_to_a_missing_oid) {
     store_chain();
     uint8_t k[8];
-    oid_key(k, chain.c); /* referenced by b */
+    put_be64(k, chain.c); /* referenced by b */
     raw_put(F.dir, "records", k, 8, NULL, 0);
     ost_store *st = open_store(false);
     reports r = {0};
@@ -1671,13 +1490,13 @@ Test(store, check_reports_a_reference_to_a_missing_oid) {
 Test(store, check_reports_an_unknown_class_id_and_a_missing_root) {
     store_chain();
     uint8_t k[8];
-    oid_key(k, chain.d);
+    put_be64(k, chain.d);
     size_t n;
     uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
     rec[8] = 0x7f; /* class id 127: not in the table */
     raw_put(F.dir, "records", k, 8, rec, n);
     free(rec);
-    oid_key(k, 0);
+    put_be64(k, 0);
     raw_put(F.dir, "records", k, 8, NULL, 0);
     ost_store *st = open_store(false);
     reports r = {0};
@@ -1834,15 +1653,12 @@ typedef struct {
 /* Another process: adds a node holding `bytes` bytes under root["big"]. */
 static int grow_child(void *arg) {
     grow_arg *ga = arg;
-    ost_store *st = ost_store_new();
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.registry = ga->reg;
+    ost_store_options o = options_for(ga->reg, false);
     o.map_size = 1u << 20;
-    int rc = ost_store_open(st, ga->dir, &o);
-    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_store *st;
     ost_conn *c;
-    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    int rc = child_open(ga->dir, &o, &st, &c);
+    if (rc) return rc;
     uint8_t *buf = malloc(ga->bytes);
     fill(buf, ga->bytes, 7);
     ost_value n = ost_instance_new(ost_incref(ga->node));
@@ -1908,16 +1724,13 @@ typedef struct {
  * count to the pipe. */
 static int crash_child(void *arg) {
     crash_arg *ca = arg;
-    ost_store *st = ost_store_new();
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.registry = ca->reg;
+    ost_store_options o = options_for(ca->reg, false);
     o.durability = OST_SYNC_FULL;
     o.map_size = 256u << 10; /* small: growth happens under the kills too */
-    int rc = ost_store_open(st, ca->dir, &o);
-    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_store *st;
     ost_conn *c;
-    CHILD_CHECK(ost_conn_open(st, &c) == 0, "conn");
+    int rc = child_open(ca->dir, &o, &st, &c);
+    if (rc) return rc;
     ost_value kc = ost_str_c("count"), kh = ost_str_c("head");
     for (;;) {
         int64_t n;
@@ -1953,22 +1766,12 @@ Test(store, sigkill_during_commits_loses_nothing_acknowledged) {
         pid_t pid = spawn(crash_child, &ca);
         close(fds[1]);
         /* let it acknowledge a few commits, then kill it somewhere in the
-         * next ones */
+         * next ones; acknowledged counts follow each other */
         int want = 1 + rand() % 4;
-        int64_t ack;
-        for (int i = 0; i < want; i++) {
-            cr_assert_eq(read(fds[0], &ack, sizeof ack), (ssize_t)sizeof ack,
-                         "the child died by itself (round %d)", round);
-            cr_assert_eq(ack, last_ack + 1, "acknowledged counts follow each other");
-            last_ack = ack;
-        }
-        usleep((useconds_t)(rand() % 3000));
-        kill(pid, SIGKILL);
-        int status = wait_child(pid);
-        while (read(fds[0], &ack, sizeof ack) == (ssize_t)sizeof ack) {
-            cr_assert_eq(ack, last_ack + 1);
-            last_ack = ack;
-        }
+        unsigned pause = (unsigned)(rand() % 3000);
+        uint64_t acked = (uint64_t)last_ack;
+        int status = kill_after_counts(pid, fds[0], want, 1, &acked, pause, round);
+        last_ack = (int64_t)acked;
         close(fds[0]);
         if (status == 128 + SIGKILL) kills++;
         else cr_assert_fail("the child exited with %d (see its stderr)", status);
@@ -2262,7 +2065,7 @@ Test(store, python_reads_what_c_wrote) {
 
     /* the reader's own checks: a dangling reference fails it */
     uint8_t k[8];
-    oid_key(k, 3);
+    put_be64(k, 3);
     raw_put(F.dir, "records", k, 8, NULL, 0);
     out = py_reader(F.dir, &status);
     cr_assert_neq(status, 0, "%s", out);

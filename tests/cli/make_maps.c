@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../demostore.h"
 #include "ostore.h"
 
 #define NSMALL 22
@@ -159,21 +160,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: make_maps DIR | make_maps --use DIR\n");
         return 2;
     }
-    const char *fields[] = {"n", "name"};
-    ost_class_def def = {.module = "demo", .name = "Item", .fields = fields, .nfields = 2,
-                         .persistent = true};
-    ost_registry *reg = ost_registry_new();
+    static const char *const fields[] = {"n", "name"};
+    ost_registry *reg;
     ost_value cls;
-    if (ost_registry_add(reg, &def, &cls)) return 1;
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.create = !use_it;
-    o.registry = reg;
-    ost_store *st = ost_store_new();
-    if (ost_store_open(st, argv[argc - 1], &o)) {
-        fprintf(stderr, "make_maps: %s\n", ost_store_errmsg(st));
-        return 1;
-    }
+    ost_store *st = demo_store_open("make_maps", argv[argc - 1], !use_it, fields, 2, &reg, &cls);
+    if (!st) return 1;
     ost_conn *c;
     int rc = ost_conn_open(st, &c) ? die(NULL, "ost_conn_open") : use_it ? use(c) : make(c, cls);
     ost_conn_close(c);

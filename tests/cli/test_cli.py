@@ -19,7 +19,6 @@ usage: test_cli.py OSTORE_CLI DOCS_CLI_MD
 import fcntl
 import io
 import os
-import pickle
 import pickletools
 import re
 import shutil
@@ -30,89 +29,18 @@ import tempfile
 
 import lmdb
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import clilib  # noqa: E402
+from clilib import (Ref, RefWriter, check, decode_key, doc_reader, fails, ok,  # noqa: E402
+                    refs_of, run, state_of, usage)
+
 CLI = sys.argv[1]
 DOCS = sys.argv[2]
-checks = 0
-failures = []
-
-
-def run(args, stdin=None, timeout=240):
-    p = subprocess.run([CLI] + args, input=stdin, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=timeout)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def ok(args, what=None, stdin=None):
-    """Runs a command that must succeed: exit 0, nothing on stderr."""
-    rc, out, err = run(args, stdin)
-    check(rc == 0 and err == "", "%s: `ostore %s` exit %d, stderr %r"
-          % (what or args[0], " ".join(args), rc, err[:500]))
-    return out
-
-
-def fails(args, needle, what=None, stdin=None):
-    """A failed operation: exit 1, one line on stderr naming `needle`."""
-    rc, out, err = run(args, stdin)
-    desc = "%s: `ostore %s`" % (what or args[0], " ".join(args))
-    check(rc == 1, "%s: exit %d, want 1 (stderr %r)" % (desc, rc, err[:300]))
-    check(err.count("\n") == 1 and err.startswith("ostore: ") and err.endswith("\n"),
-          "%s: stderr is not one 'ostore: ...' line: %r" % (desc, err[:500]))
-    check(needle in err, "%s: stderr lacks %r: %r" % (desc, needle, err[:300]))
-    return out, err
-
-
-def usage(args, what=None):
-    """Bad usage: exit 2, the usage on stderr, nothing on stdout."""
-    rc, out, err = run(args)
-    desc = "%s: `ostore %s`" % (what or "usage", " ".join(args))
-    check(rc == 2, "%s: exit %d, want 2 (stderr %r)" % (desc, rc, err[:300]))
-    check("usage: ostore" in err, "%s: no usage on stderr: %r" % (desc, err[:300]))
-    check(out == "", "%s: wrote to stdout: %r" % (desc, out[:200]))
+clilib.setup(CLI, DOCS)
 
 
 # ---- reading a store with python3-lmdb (docs/format.md) -----------------------------
-
-class Ref:
-    def __init__(self, oid):
-        self.oid = oid
-
-    def __repr__(self):
-        return "persistent(%d)" % self.oid
-
-
-class RefReader(pickle.Unpickler):
-    def persistent_load(self, pid):
-        return Ref(pid)
-
-
-class RefWriter(pickle.Pickler):
-    def persistent_id(self, obj):
-        return obj.oid if isinstance(obj, Ref) else None
-
-
-def state_of(data):
-    return RefReader(io.BytesIO(data)).load()
-
-
-def refs_of(data):
-    """The oids a record's pickle references, in order (from the opcodes)."""
-    out, last = [], None
-    for op, arg, _ in pickletools.genops(data):
-        if op.name == "BINPERSID":
-            out.append(last)
-        if op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "FRAME"):
-            last = arg
-    return out
-
 
 def read_store(path):
     """{oid: (serial, class name, pickle, whole size)}, meta, classes."""
@@ -150,19 +78,6 @@ def rewrite(path, fn):
 
 def key(oid):
     return struct.pack(">Q", oid)
-
-
-# ---- the export reader of docs/cli.md -------------------------------------------------
-
-def doc_reader():
-    text = open(DOCS, encoding="utf-8").read()
-    m = re.search(r"<!-- export-reader:begin -->\n```python\n(.*?)```\n<!-- export-reader:end -->",
-                  text, re.S)
-    if not check(m is not None, "docs/cli.md has no export reader between the markers"):
-        return None, None
-    ns = {"__name__": "export_reader"}
-    exec(compile(m.group(1), "docs/cli.md", "exec"), ns)
-    return ns, m.group(1)
 
 
 # ---- the tests --------------------------------------------------------------------------
@@ -207,32 +122,6 @@ def read_entries(path):
 def int_key(b):
     """An encoded int key: 8 bytes big-endian with the sign bit flipped."""
     return struct.unpack(">Q", b)[0] ^ (1 << 63) if len(b) == 8 else None
-
-
-def decode_key(kind, b):
-    """A map key from its encoding (docs/format.md), for a kind such as
-    'int' or '(int, str)'."""
-    if not kind.startswith("("):
-        if kind == "int":
-            return struct.unpack(">Q", b)[0] - (1 << 63)
-        return b.decode() if kind == "str" else bytes(b)
-    out, i = [], 0
-    for e in [e.strip() for e in kind.strip("()").split(",") if e.strip()]:
-        if e == "int":
-            out.append(struct.unpack(">Q", b[i:i + 8])[0] - (1 << 63))
-            i += 8
-            continue
-        raw = bytearray()
-        while True:
-            c, i = b[i], i + 1
-            if c == 0:
-                c, i = b[i], i + 1
-                if c == 0:
-                    break
-                c = 0  # 00 01 is an escaped 0 byte
-            raw.append(c)
-        out.append(raw.decode() if e == "str" else bytes(raw))
-    return tuple(out)
 
 
 def test_demo(tmp):
@@ -699,12 +588,7 @@ def main():
         test_damage(tmp, db, recs)
         test_locked(tmp, copy)
         test_demo_dirs(tmp, db)
-    print("cli: %d checks, %d failures" % (checks, len(failures)))
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        print(__doc__)
-        sys.exit(2)
-    sys.exit(main())
+    sys.exit(clilib.entry("cli", 2, __doc__, main))

@@ -29,7 +29,6 @@ import io
 import json
 import os
 import pickle
-import pickletools
 import re
 import shutil
 import struct
@@ -40,109 +39,17 @@ import zlib
 
 import lmdb
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import clilib  # noqa: E402
+from clilib import (RefWriter, check, decode_key, doc_reader, fails, ok,  # noqa: E402
+                    refs_of, run, state_of, usage)
+
 CLI, DOCS, MAKE_MAPS = sys.argv[1:4] if len(sys.argv) == 4 else (None, None, None)
-checks = 0
-failures = []
-
-
-def run(args, stdin=None, timeout=240):
-    p = subprocess.run([CLI] + args, input=stdin, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=timeout)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def ok(args, what=None, stdin=None):
-    """A command that must succeed: exit 0, nothing on stderr."""
-    rc, out, err = run(args, stdin)
-    check(rc == 0 and err == "", "%s: `ostore %s` exit %d, stderr %r"
-          % (what or args[0], " ".join(args), rc, err[:500]))
-    return out
-
-
-def fails(args, needle, what=None, stdin=None):
-    """A failed operation: exit 1, one line on stderr holding `needle`."""
-    rc, out, err = run(args, stdin)
-    desc = "%s: `ostore %s`" % (what or args[0], " ".join(args))
-    check(rc == 1, "%s: exit %d, want 1 (stderr %r)" % (desc, rc, err[:300]))
-    check(err.count("\n") == 1 and err.startswith("ostore: ") and err.endswith("\n"),
-          "%s: stderr is not one 'ostore: ...' line: %r" % (desc, err[:500]))
-    check(needle in err, "%s: stderr lacks %r: %r" % (desc, needle, err[:300]))
-    return out, err
-
-
-def usage(args, needle=None):
-    """Bad usage: exit 2, the usage on stderr, nothing on stdout."""
-    rc, out, err = run(args)
-    desc = "usage: `ostore %s`" % " ".join(args)
-    check(rc == 2, "%s: exit %d, want 2 (stderr %r)" % (desc, rc, err[:300]))
-    check("usage: ostore" in err, "%s: no usage on stderr: %r" % (desc, err[:300]))
-    check(out == "", "%s: wrote to stdout: %r" % (desc, out[:200]))
-    if needle:
-        check(needle in err, "%s: stderr lacks %r: %r" % (desc, needle, err[:300]))
+clilib.setup(CLI, DOCS)
 
 
 # ---- the store read with python3-lmdb (docs/format.md) ----------------------------------
-
-class Ref:
-    def __init__(self, oid):
-        self.oid = oid
-
-    def __repr__(self):
-        return "persistent(%d)" % self.oid
-
-
-class RefReader(pickle.Unpickler):
-    def persistent_load(self, pid):
-        return Ref(pid)
-
-
-def state_of(data):
-    return RefReader(io.BytesIO(data)).load()
-
-
-def refs_of(data):
-    out, last = [], None
-    for op, arg, _ in pickletools.genops(data):
-        if op.name == "BINPERSID":
-            out.append(last)
-        if op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "FRAME"):
-            last = arg
-    return out
-
-
-def decode_key(kind, b):
-    if not kind.startswith("("):
-        if kind == "int":
-            return struct.unpack(">Q", b)[0] - (1 << 63)
-        return b.decode() if kind == "str" else bytes(b)
-    out, i = [], 0
-    for e in [e.strip() for e in kind.strip("()").split(",") if e.strip()]:
-        if e == "int":
-            out.append(struct.unpack(">Q", b[i:i + 8])[0] - (1 << 63))
-            i += 8
-            continue
-        raw = bytearray()
-        while True:
-            c, i = b[i], i + 1
-            if c == 0:
-                c, i = b[i], i + 1
-                if c == 0:
-                    break
-                c = 0  # 00 01 is an escaped 0 byte
-            raw.append(c)
-        out.append(raw.decode() if e == "str" else bytes(raw))
-    assert i == len(b)
-    return tuple(out)
-
 
 class Store:
     """Records {oid: (serial, class, pickle, size)}, meta, and the maps:
@@ -253,17 +160,6 @@ def build_dump(version, fmt, counters, classes, records, entries):
         out += struct.pack("<QH", m, len(key)) + key + struct.pack("<QI", serial, len(v)) + v
     out += b"OSTDEND\n"
     return bytes(out + struct.pack("<I", zlib.crc32(out)))
-
-
-def doc_reader():
-    text = open(DOCS, encoding="utf-8").read()
-    m = re.search(r"<!-- export-reader:begin -->\n```python\n(.*?)```\n<!-- export-reader:end -->",
-                  text, re.S)
-    if not check(m is not None, "docs/cli.md has no export reader between the markers"):
-        return None, None
-    ns = {"__name__": "export_reader"}
-    exec(compile(m.group(1), "docs/cli.md", "exec"), ns)
-    return ns, m.group(1)
 
 
 # ---- the tests ------------------------------------------------------------------------------
@@ -631,11 +527,7 @@ def test_pack(tmp, db, ids, st):
         state = state_of(v[16:])
         state["data"]["maps"] = state["data"]["maps"][:1]
         out = io.BytesIO()
-
-        class W(pickle.Pickler):
-            def persistent_id(self, obj):
-                return obj.oid if isinstance(obj, Ref) else None
-        W(out, 2).dump(state)
+        RefWriter(out, 2).dump(state)
         t.put(k, v[:16] + out.getvalue(), db=recs)
     env.close()
     gone = sorted(st.maps)[1:] + [ids["lonely"]]
@@ -668,12 +560,7 @@ def main():
         test_versions(tmp, ids, st, data)
         test_damaged_store(tmp, db, ids, st)
         test_pack(tmp, db, ids, st)
-    print("cli-maps: %d checks, %d failures" % (checks, len(failures)))
-    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        print(__doc__)
-        sys.exit(2)
-    sys.exit(main())
+    sys.exit(clilib.entry("cli-maps", 3, __doc__, main))

@@ -1,0 +1,162 @@
+"""Shared helpers of the CLI tests (test_cli.py, test_cli_maps.py): running
+the ostore tool as a process and checking its exit status and output,
+counting checks and failures, reading pickles with persistent references,
+decoding map keys (docs/format.md), and the export reader of docs/cli.md.
+
+A script calls setup() with the tool's path and docs/cli.md's before any
+test, and exits with the status entry() gives.
+"""
+import io
+import pickle
+import pickletools
+import re
+import struct
+import subprocess
+import sys
+
+CLI = None   # the ostore tool
+DOCS = None  # docs/cli.md
+checks = 0
+failures = []
+
+
+def setup(cli, docs):
+    global CLI, DOCS
+    CLI, DOCS = cli, docs
+
+
+def entry(name, nargs, doc, tests):
+    """A script's exit status: with other than nargs arguments, 2 after
+    printing doc; else runs tests(), prints the count of checks and
+    failures, and gives 1 if any check failed, 0 if none did."""
+    if len(sys.argv) != nargs + 1:
+        print(doc)
+        return 2
+    tests()
+    print("%s: %d checks, %d failures" % (name, checks, len(failures)))
+    return 1 if failures else 0
+
+
+# ---- running the tool -------------------------------------------------------------------
+
+def run(args, stdin=None, timeout=240):
+    p = subprocess.run([CLI] + args, input=stdin, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+def ok(args, what=None, stdin=None):
+    """Runs a command that must succeed: exit 0, nothing on stderr."""
+    rc, out, err = run(args, stdin)
+    check(rc == 0 and err == "", "%s: `ostore %s` exit %d, stderr %r"
+          % (what or args[0], " ".join(args), rc, err[:500]))
+    return out
+
+
+def fails(args, needle, what=None, stdin=None):
+    """A failed operation: exit 1, one line on stderr holding `needle`."""
+    rc, out, err = run(args, stdin)
+    desc = "%s: `ostore %s`" % (what or args[0], " ".join(args))
+    check(rc == 1, "%s: exit %d, want 1 (stderr %r)" % (desc, rc, err[:300]))
+    check(err.count("\n") == 1 and err.startswith("ostore: ") and err.endswith("\n"),
+          "%s: stderr is not one 'ostore: ...' line: %r" % (desc, err[:500]))
+    check(needle in err, "%s: stderr lacks %r: %r" % (desc, needle, err[:300]))
+    return out, err
+
+
+def usage(args, needle=None):
+    """Bad usage: exit 2, the usage on stderr, nothing on stdout; and, when
+    given, `needle` on stderr."""
+    rc, out, err = run(args)
+    desc = "usage: `ostore %s`" % " ".join(args)
+    check(rc == 2, "%s: exit %d, want 2 (stderr %r)" % (desc, rc, err[:300]))
+    check("usage: ostore" in err, "%s: no usage on stderr: %r" % (desc, err[:300]))
+    check(out == "", "%s: wrote to stdout: %r" % (desc, out[:200]))
+    if needle:
+        check(needle in err, "%s: stderr lacks %r: %r" % (desc, needle, err[:300]))
+
+
+# ---- pickles with persistent references (docs/format.md) --------------------------------
+
+class Ref:
+    def __init__(self, oid):
+        self.oid = oid
+
+    def __repr__(self):
+        return "persistent(%d)" % self.oid
+
+
+class RefReader(pickle.Unpickler):
+    def persistent_load(self, pid):
+        return Ref(pid)
+
+
+class RefWriter(pickle.Pickler):
+    def persistent_id(self, obj):
+        return obj.oid if isinstance(obj, Ref) else None
+
+
+def state_of(data):
+    return RefReader(io.BytesIO(data)).load()
+
+
+def refs_of(data):
+    """The oids a record's pickle references, in order (from the opcodes)."""
+    out, last = [], None
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "BINPERSID":
+            out.append(last)
+        if op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "FRAME"):
+            last = arg
+    return out
+
+
+def decode_key(kind, b):
+    """A map key from its encoding (docs/format.md), for a kind such as
+    'int' or '(int, str)'; a tuple key's encoding is used up exactly."""
+    if not kind.startswith("("):
+        if kind == "int":
+            return struct.unpack(">Q", b)[0] - (1 << 63)
+        return b.decode() if kind == "str" else bytes(b)
+    out, i = [], 0
+    for e in [e.strip() for e in kind.strip("()").split(",") if e.strip()]:
+        if e == "int":
+            out.append(struct.unpack(">Q", b[i:i + 8])[0] - (1 << 63))
+            i += 8
+            continue
+        raw = bytearray()
+        while True:
+            c, i = b[i], i + 1
+            if c == 0:
+                c, i = b[i], i + 1
+                if c == 0:
+                    break
+                c = 0  # 00 01 is an escaped 0 byte
+            raw.append(c)
+        out.append(raw.decode() if e == "str" else bytes(raw))
+    assert i == len(b)
+    return tuple(out)
+
+
+# ---- the export reader of docs/cli.md -------------------------------------------------
+
+def doc_reader():
+    """The namespace of the export reader printed in docs/cli.md, and its
+    source; (None, None) (a failed check) when the page has none."""
+    text = open(DOCS, encoding="utf-8").read()
+    m = re.search(r"<!-- export-reader:begin -->\n```python\n(.*?)```\n<!-- export-reader:end -->",
+                  text, re.S)
+    if not check(m is not None, "docs/cli.md has no export reader between the markers"):
+        return None, None
+    ns = {"__name__": "export_reader"}
+    exec(compile(m.group(1), "docs/cli.md", "exec"), ns)
+    return ns, m.group(1)

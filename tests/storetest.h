@@ -1,0 +1,338 @@
+/* Test helpers for the Criterion suites that open stores (test_store.c,
+ * test_batch.c, test_maps.c): assertions for loops and for child processes,
+ * opening a store and a connection, commits, stats and the root, the
+ * reports of ost_store_check, messages that name a number, raw LMDB access
+ * to a closed store, the byte orders of the records, and child processes.
+ *
+ * Each suite keeps its own fixture (a temporary directory and a registry)
+ * and passes the directory and registry in. Functions are static inline so
+ * that a suite that leaves one unused compiles without a warning. */
+#ifndef OST_TESTS_STORETEST_H
+#define OST_TESTS_STORETEST_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ostore.h"
+#include "rmtree.h"
+
+/* ---- the fixture ----------------------------------------------------------- */
+
+/* A suite's setup: makes the directory tmp (a mkdtemp template such as
+ * "/tmp/ostore-maps-XXXXXX", replaced by the name made), sets dir to
+ * tmp/db (the store's path, not made) and returns a new registry. */
+static inline ost_registry *fixture_setup(char *tmp, char *dir, size_t dircap) {
+    cr_assert(mkdtemp(tmp), "mkdtemp: %s", strerror(errno));
+    snprintf(dir, dircap, "%s/db", tmp);
+    ost_registry *reg = ost_registry_new();
+    cr_assert(reg);
+    return reg;
+}
+
+/* A suite's teardown: removes tmp and all in it, frees *reg. */
+static inline void fixture_teardown(const char *tmp, ost_registry **reg) {
+    rmtree(tmp);
+    ost_registry_free(*reg);
+    *reg = NULL;
+}
+
+/* ---- assertions ---------------------------------------------------------- */
+
+/* An assertion for loops over many objects: Criterion reports every
+ * cr_assert, passed or not, to its runner, and hundreds of thousands of
+ * reports make the runner itself misbehave (a leak under ASan when two
+ * tests run at once); this one reports only a failure. */
+#define REQUIRE(cond, ...)                        \
+    do {                                          \
+        if (!(cond)) cr_assert_fail(__VA_ARGS__); \
+    } while (0)
+
+/* In a child: reports a failed expectation and returns its line as the
+ * exit code (never Criterion's assertions, which belong to the test
+ * process). */
+#define CHILD_CHECK(cond, ...)                                              \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "child %d, line %d: ", (int)getpid(), __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fputc('\n', stderr);                                            \
+            return __LINE__ % 200 + 1;                                      \
+        }                                                                   \
+    } while (0)
+
+/* On a thread of the test: records a failed expectation in ta->msg and
+ * its line in ta->line, and jumps to the label out; the test asserts on
+ * them after joining the thread. ta points to the thread's argument. */
+#define THREAD_CHECK(cond, ...)                             \
+    do {                                                    \
+        if (!(cond)) {                                      \
+            snprintf(ta->msg, sizeof ta->msg, __VA_ARGS__); \
+            ta->line = __LINE__;                            \
+            goto out;                                       \
+        }                                                   \
+    } while (0)
+
+/* ---- stores, connections, commits ---------------------------------------- */
+
+/* Options with reg as the registry; create as given, the rest defaults. */
+static inline ost_store_options options_for(ost_registry *reg, bool create) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = create;
+    o.registry = reg;
+    return o;
+}
+
+/* The store at dir opened with o; fails the test if it does not open. */
+static inline ost_store *open_with(const char *dir, const ost_store_options *o) {
+    ost_store *st = ost_store_new();
+    cr_assert(st);
+    int rc = ost_store_open(st, dir, o);
+    cr_assert_eq(rc, 0, "open %s: %s: %s", dir, ost_err_name(rc), ost_store_errmsg(st));
+    return st;
+}
+
+/* The store at dir opened read-only with reg. */
+static inline ost_store *open_read_only(const char *dir, ost_registry *reg) {
+    ost_store_options o = options_for(reg, false);
+    o.read_only = true;
+    return open_with(dir, &o);
+}
+
+static inline ost_conn *conn_of(ost_store *st) {
+    ost_conn *c;
+    int rc = ost_conn_open(st, &c);
+    cr_assert_eq(rc, 0, "conn_open: %s", ost_err_name(rc));
+    return c;
+}
+
+static inline void commit_ok(ost_conn *c) {
+    int rc = ost_commit(c);
+    cr_assert_eq(rc, 0, "commit: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+}
+
+static inline ost_store_stats stats(ost_store *st) {
+    ost_store_stats s;
+    int rc = ost_store_stat(st, &s);
+    cr_assert_eq(rc, 0, "stat: %s", ost_store_errmsg(st));
+    return s;
+}
+
+/* root[key] = v; steals v. */
+static inline void root_set(ost_conn *c, const char *key, ost_value v) {
+    int rc = ost_root_set(c, ost_str_c(key), v);
+    cr_assert_eq(rc, 0, "root_set %s: %s: %s", key, ost_err_name(rc), ost_conn_errmsg(c));
+}
+
+/* root[key] (borrowed), or 0. */
+static inline ost_value root_get(ost_conn *c, const char *key) {
+    ost_value k = ost_str_c(key);
+    ost_value v = ost_root_get(c, k);
+    ost_decref(k);
+    return v;
+}
+
+/* ---- messages -------------------------------------------------------------- */
+
+/* The message names "<label> <n>" ("oid 1" does not match "oid 12"). */
+static inline void expect_labelled(const char *msg, const char *label, uint64_t n) {
+    char want[64];
+    snprintf(want, sizeof want, "%s %llu", label, (unsigned long long)n);
+    const char *p = strstr(msg, want);
+    while (p && p[strlen(want)] >= '0' && p[strlen(want)] <= '9') p = strstr(p + 1, want);
+    cr_assert(p, "the message names %s: %s", want, msg);
+}
+
+/* The message names "oid <oid>". */
+static inline void expect_oid_in(const char *msg, uint64_t oid) {
+    expect_labelled(msg, "oid", oid);
+}
+
+/* The message names "map <oid>". */
+static inline void expect_map_oid(const char *msg, uint64_t oid) {
+    expect_labelled(msg, "map", oid);
+}
+
+/* ---- ost_store_check --------------------------------------------------------- */
+
+/* The reports of ost_store_check: all are counted, the first 16 kept. */
+typedef struct {
+    int n;
+    uint64_t oid[16], missing[16];
+    int err[16];
+    char msg[16][400];
+} reports;
+
+/* An ost_store_check callback; ud is a reports. */
+static inline void collect(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
+    reports *r = ud;
+    if (r->n < 16) {
+        r->oid[r->n] = oid;
+        r->missing[r->n] = missing;
+        r->err[r->n] = err;
+        snprintf(r->msg[r->n], sizeof r->msg[0], "%s", msg);
+    }
+    r->n++;
+}
+
+/* ost_store_check finds nothing wrong; and, when want_records is not 0,
+ * counts that many records. */
+static inline void check_clean(ost_store *st, uint64_t want_records) {
+    reports r = {0};
+    uint64_t records = 0;
+    int rc = ost_store_check(st, collect, &r, &records);
+    cr_assert_eq(rc, 0, "check: %s: %s", ost_err_name(rc),
+                 r.n ? r.msg[0] : ost_store_errmsg(st));
+    cr_assert_eq(r.n, 0, "check: oid %llu missing %llu %s: %s", (unsigned long long)r.oid[0],
+                 (unsigned long long)r.missing[0], ost_err_name(r.err[0]), r.msg[0]);
+    if (want_records) cr_assert_eq(records, want_records);
+}
+
+/* ---- raw LMDB access (only while the store is closed in this process) --- */
+
+static inline MDB_env *raw_env(const char *dir) {
+    MDB_env *env;
+    cr_assert_eq(mdb_env_create(&env), 0);
+    cr_assert_eq(mdb_env_set_maxdbs(env, 8), 0);
+    int rc = mdb_env_open(env, dir, 0, 0644);
+    cr_assert_eq(rc, 0, "raw open %s: %s", dir, mdb_strerror(rc));
+    return env;
+}
+
+/* db[key] = val (val NULL: delete key); makes db if it is not there. */
+static inline void raw_put(const char *dir, const char *db, const void *key, size_t klen,
+                           const void *val, size_t vlen) {
+    MDB_env *env = raw_env(dir);
+    MDB_txn *t;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, db, MDB_CREATE, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+    int rc = val ? mdb_put(t, dbi, &k, &v, 0) : mdb_del(t, dbi, &k, NULL);
+    cr_assert_eq(rc, 0, "raw put/del: %s", mdb_strerror(rc));
+    cr_assert_eq(mdb_txn_commit(t), 0);
+    mdb_env_close(env);
+}
+
+/* A malloc'd copy of db[key], or NULL; db must be there. */
+static inline uint8_t *raw_get(const char *dir, const char *db, const void *key, size_t klen,
+                               size_t *len) {
+    MDB_env *env = raw_env(dir);
+    MDB_txn *t;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, db, 0, &dbi), 0);
+    MDB_val k = {klen, (void *)key}, v;
+    uint8_t *out = NULL;
+    if (mdb_get(t, dbi, &k, &v) == 0) {
+        out = malloc(v.mv_size ? v.mv_size : 1);
+        memcpy(out, v.mv_data, v.mv_size);
+        *len = v.mv_size;
+    }
+    mdb_txn_abort(t);
+    mdb_env_close(env);
+    return out;
+}
+
+/* v as 8 bytes big-endian: an oid as a key of "records", a map's oid at the
+ * head of a key of "mapents". */
+static inline void put_be64(uint8_t *b, uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (uint8_t)v;
+}
+
+/* 8 bytes little-endian, as the serial at the head of a record. */
+static inline uint64_t get_le64(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+/* ---- child processes ---------------------------------------------------- */
+
+static inline pid_t spawn(int (*fn)(void *), void *arg) {
+    fflush(NULL);
+    pid_t p = fork();
+    cr_assert_neq(p, -1, "fork: %s", strerror(errno));
+    if (p == 0) _exit(fn(arg));
+    return p;
+}
+
+/* Exit status of a child; 128 + signal when it was killed. */
+static inline int wait_child(pid_t p) {
+    int status;
+    while (waitpid(p, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* In a child: opens the store at dir with o, then a connection on it.
+ * Returns 0, or (having said on stderr what failed) an exit code. */
+static inline int child_open(const char *dir, const ost_store_options *o, ost_store **st,
+                             ost_conn **c) {
+    *st = ost_store_new();
+    CHILD_CHECK(*st, "ost_store_new");
+    int rc = ost_store_open(*st, dir, o);
+    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(*st));
+    CHILD_CHECK(ost_conn_open(*st, c) == 0, "conn");
+    return 0;
+}
+
+/* Kills a child that writes counts to the pipe fd reads: reads want counts,
+ * each step more than the one before (the first *last + step), sleeps
+ * pause microseconds, kills pid with SIGKILL and waits for it, then reads
+ * the counts it wrote before it died, each step more again. *last gets the
+ * last count read; returns the child's status as wait_child gives it. round
+ * numbers the messages. */
+static inline int kill_after_counts(pid_t pid, int fd, int want, uint64_t step, uint64_t *last,
+                                    unsigned pause, int round) {
+    uint64_t n;
+    for (int i = 0; i < want; i++) {
+        cr_assert_eq(read(fd, &n, sizeof n), (ssize_t)sizeof n,
+                     "round %d: the child died by itself", round);
+        cr_assert_eq(n, *last + step, "round %d: each count is %llu more than the last", round,
+                     (unsigned long long)step);
+        *last = n;
+    }
+    if (pause) usleep(pause);
+    kill(pid, SIGKILL);
+    int status = wait_child(pid);
+    while (read(fd, &n, sizeof n) == (ssize_t)sizeof n) {
+        cr_assert_eq(n, *last + step, "round %d: each count is %llu more than the last", round,
+                     (unsigned long long)step);
+        *last = n;
+    }
+    return status;
+}
+
+/* A loader's progress callback for a child: writes the count of objects
+ * stored so far to the pipe whose write end is *(int *)ud. */
+static inline void report_progress(void *ud, uint64_t objects, uint64_t bytes) {
+    (void)bytes;
+    ssize_t n;
+    do
+        n = write(*(int *)ud, &objects, sizeof objects);
+    while (n < 0 && errno == EINTR);
+}
+
+/* A loader on c that commits every batch objects and reports each batch to
+ * the pipe whose write end is *fd; the code of ost_loader_open. */
+static inline int open_reporting_loader(ost_conn *c, size_t batch, int *fd, ost_loader **l) {
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    lo.batch_objects = batch;
+    lo.progress = report_progress;
+    lo.ud = fd;
+    return ost_loader_open(c, &lo, l);
+}
+
+#endif
