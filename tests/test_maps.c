@@ -2268,3 +2268,147 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     cr_assert_eq(cid, want_cid);
     free(cv);
 }
+
+/* ---- random operations against a model -------------------------------------- */
+
+/* A model of an "int" map over keys 0..MODEL_KEYS-1: the committed state
+ * and the transaction's. Values are ints; -1 is "absent". */
+#define MODEL_KEYS 64
+typedef struct {
+    int64_t committed[MODEL_KEYS], pending[MODEL_KEYS];
+} model;
+
+static uint64_t model_len(const int64_t *vals) {
+    uint64_t n = 0;
+    for (int k = 0; k < MODEL_KEYS; k++) n += vals[k] >= 0;
+    return n;
+}
+
+/* The model's next key after `last` (or from the bound) in direction rev
+ * within [lo, hi] (bounds inclusive here), or -1. */
+static int model_next(const int64_t *vals, int last, bool started, int lo, int hi, bool rev) {
+    if (!rev) {
+        for (int k = started ? last + 1 : lo; k <= hi; k++)
+            if (vals[k] >= 0) return k;
+    } else {
+        for (int k = started ? last - 1 : hi; k >= lo; k--)
+            if (vals[k] >= 0) return k;
+    }
+    return -1;
+}
+
+/* Random sets, deletes, gets, lengths, first/last, commits, aborts and
+ * cursors over random ranges (changing the map while they run) give what
+ * the model says, in one connection, and a second connection sees the
+ * committed state only. */
+OST_TEST(maps, random_operations_agree_with_a_model) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st), *other = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    commit_ok(c);
+    uint64_t moid = ost_oid(c, m);
+    model md;
+    for (int k = 0; k < MODEL_KEYS; k++) md.committed[k] = md.pending[k] = -1;
+    rng_x = 12345;
+    for (int step = 0; step < 6000; step++) {
+        int op = (int)(rnd() % 100), k = (int)(rnd() % MODEL_KEYS);
+        if (op < 35) {
+            int64_t v = (int64_t)(rnd() % 1000);
+            mset(c, m, ost_int(k), ost_int(v));
+            md.pending[k] = v;
+        } else if (op < 50) {
+            ost_value key = ost_int(k);
+            int rc = mdel(c, m, key);
+            cr_assert_eq(rc, md.pending[k] >= 0 ? 0 : OST_ENOTFOUND, "step %d del %d", step, k);
+            md.pending[k] = -1;
+        } else if (op < 62) {
+            ost_value v;
+            int rc = ost_map_get(c, m, ost_int(k), &v);
+            if (md.pending[k] < 0) {
+                cr_assert_eq(rc, OST_ENOTFOUND, "step %d get %d", step, k);
+            } else {
+                cr_assert_eq(rc, 0, "step %d get %d: %s", step, k, ost_conn_errmsg(c));
+                cr_assert_eq(ival(v), md.pending[k], "step %d get %d", step, k);
+            }
+            cr_assert_eq(mcontains(c, m, ost_int(k)), md.pending[k] >= 0);
+        } else if (op < 66) {
+            cr_assert_eq(map_len(c, m), model_len(md.pending), "step %d len", step);
+            ost_value f;
+            int want = model_next(md.pending, 0, false, 0, MODEL_KEYS - 1, op & 1);
+            int rc = (op & 1) ? ost_map_last(c, m, &f) : ost_map_first(c, m, &f);
+            if (want < 0) {
+                cr_assert_eq(rc, OST_ENOTFOUND);
+            } else {
+                cr_assert_eq(rc, 0);
+                cr_assert_eq(ival(f), want, "step %d first/last", step);
+                ost_decref(f);
+            }
+        } else if (op < 90) {
+            /* a cursor over a random range, changing the map as it goes */
+            int a = (int)(rnd() % MODEL_KEYS), b = (int)(rnd() % MODEL_KEYS);
+            if (a > b) {
+                int t = a;
+                a = b;
+                b = t;
+            }
+            bool has_lo = rnd() % 4, has_hi = rnd() % 4, lo_ex = rnd() % 2, hi_ex = rnd() % 2;
+            bool rev = rnd() % 2;
+            int lo = has_lo ? a + lo_ex : 0, hi = has_hi ? b - hi_ex : MODEL_KEYS - 1;
+            ost_map_range r = {.from = has_lo ? ost_int(a) : 0, .to = has_hi ? ost_int(b) : 0,
+                               .from_exclusive = lo_ex, .to_exclusive = hi_ex, .reverse = rev};
+            ost_map_cursor *cur;
+            cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), 0, "%s", ost_conn_errmsg(c));
+            int last = 0;
+            bool started = false;
+            for (;;) {
+                int want = lo > hi ? -1 : model_next(md.pending, last, started, lo, hi, rev);
+                ost_value kk, vv;
+                int rc = ost_map_cursor_next(cur, &kk, &vv);
+                if (want < 0) {
+                    cr_assert_eq(rc, OST_ENOTFOUND, "step %d: cursor gave %s past the end", step,
+                                 rc ? "an error" : rep(kk));
+                    break;
+                }
+                cr_assert_eq(rc, 0, "step %d: cursor ended before %d: %s", step, want,
+                             ost_conn_errmsg(c));
+                cr_assert_eq(ival(kk), want, "step %d: cursor at %s, model %d", step, rep(kk), want);
+                cr_assert_eq(ival(vv), md.pending[want]);
+                last = want;
+                started = true;
+                /* change a random key, ahead of or behind the cursor */
+                int ck = (int)(rnd() % MODEL_KEYS);
+                if (rnd() % 3 == 0) {
+                    if (md.pending[ck] >= 0 && rnd() % 2) {
+                        cr_assert_eq(mdel(c, m, ost_int(ck)), 0);
+                        md.pending[ck] = -1;
+                    } else {
+                        int64_t v = (int64_t)(rnd() % 1000);
+                        mset(c, m, ost_int(ck), ost_int(v));
+                        md.pending[ck] = v;
+                    }
+                }
+            }
+            ost_map_cursor_close(cur);
+        } else if (op < 97) {
+            commit_ok(c);
+            memcpy(md.committed, md.pending, sizeof md.pending);
+            /* the other connection, at its next transaction, sees it all */
+            ost_abort(other);
+            ost_value om;
+            cr_assert_eq(ost_conn_get(other, moid, &om), 0);
+            cr_assert_eq(map_len(other, om), model_len(md.committed));
+            for (int j = 0; j < MODEL_KEYS; j++) {
+                ost_value v;
+                int rc = ost_map_get(other, om, ost_int(j), &v);
+                cr_assert_eq(rc, md.committed[j] >= 0 ? 0 : OST_ENOTFOUND, "key %d", j);
+                if (!rc) cr_assert_eq(ival(v), md.committed[j]);
+            }
+        } else {
+            ost_abort(c);
+            memcpy(md.pending, md.committed, sizeof md.pending);
+        }
+    }
+    commit_ok(c);
+    check_clean(st, 0);
+    ost_store_close(st);
+}
