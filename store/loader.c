@@ -32,6 +32,7 @@ struct ost_loader {
     uint64_t inflight_start; /* first oid of the batch being committed */
     uint64_t good_below;     /* oids from here on are not stored (failure) */
     int err;
+    ost__msort *msort;       /* scratch for sorting batches' map entries */
     ost_loader *tnext;
     char msg[400];
 };
@@ -181,6 +182,9 @@ static int wait_inflight(ost_loader *l) {
 static int submit(ost_loader *l) {
     ost__pkg *p = l->pkg[l->cur];
     if (!p->nrecs && !p->nments) return 0;
+    /* sorted while the batch before is written: random keys touch each
+     * leaf page once, and the committer reads the batch in one sweep */
+    if (ost__pkg_sort_ments(p, &l->msort)) return lfail(l, OST_ENOMEM, "out of memory");
     int rc = wait_inflight(l);
     if (rc) return rc;
     if (l->nbatch_first == l->capbatch_first) {
@@ -191,7 +195,6 @@ static int submit(ost_loader *l) {
         l->capbatch_first = cap;
     }
     l->batch_first[l->nbatch_first++] = p->nrecs ? p->recs[0].oid : l->cur_start;
-    ost__pkg_sort_ments(p); /* random keys touch each leaf page once */
     l->batch_no++;
     l->inflight_start = l->cur_start;
     ost__pkg_submit(l->st, p);
@@ -343,6 +346,7 @@ int ost_loader_close(ost_loader *l) {
     ost__ptrtab_free(&l->oids);
     ost__pkg_free(l->pkg[0]);
     ost__pkg_free(l->pkg[1]);
+    ost__msort_free(l->msort);
     free(l->batch_first);
     free(l->pending);
     free(l);

@@ -1124,19 +1124,114 @@ int ost__map_encode_for(ost_conn *c, ost_value v, ost_value key, uint64_t *oid, 
     return encode_key(c, m->oid, &m->kind, key, false, kb, kl);
 }
 
-static __thread const uint8_t *t_sort_bytes;
+/* A batch's sort: an index of (map, the key's first 8 bytes) per entry,
+ * compared as integers, with the whole key (then the order of adding)
+ * deciding ties; then the batch's bytes are laid out again in that order,
+ * so that the committer reads them in one sweep. */
+typedef struct {
+    uint64_t map, pre;
+    uint32_t idx;
+} sortent;
 
-static int ment_cmp(const void *a, const void *b) {
-    const ost__ment *x = a, *y = b;
+struct ost__msort {
+    sortent *se;
+    size_t capse;
+    ost__ment *ments;
+    size_t capments;
+    uint8_t *bytes;
+    size_t capbytes;
+};
+
+static __thread const ost__pkg *t_sort_pkg;
+
+static int sortent_cmp(const void *a, const void *b) {
+    const sortent *x = a, *y = b;
     if (x->map != y->map) return x->map < y->map ? -1 : 1;
-    int r = kcmp(t_sort_bytes + x->koff, x->klen, t_sort_bytes + y->koff, y->klen);
+    if (x->pre != y->pre) return x->pre < y->pre ? -1 : 1;
+    const ost__ment *mx = &t_sort_pkg->ments[x->idx], *my = &t_sort_pkg->ments[y->idx];
+    const uint8_t *bytes = t_sort_pkg->bytes;
+    int r = kcmp(bytes + mx->koff, mx->klen, bytes + my->koff, my->klen);
     if (r) return r;
-    return x->koff < y->koff ? -1 : x->koff > y->koff; /* later sets win */
+    return x->idx < y->idx ? -1 : x->idx > y->idx; /* later sets win */
 }
 
-void ost__pkg_sort_ments(ost__pkg *p) {
-    if (p->nments < 2) return;
-    t_sort_bytes = p->bytes;
-    qsort(p->ments, p->nments, sizeof *p->ments, ment_cmp);
-    t_sort_bytes = NULL;
+static uint64_t key_prefix(const uint8_t *k, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8; i++) v = v << 8 | (i < n ? k[i] : 0);
+    return v;
+}
+
+void ost__msort_free(ost__msort *ms) {
+    if (!ms) return;
+    free(ms->se);
+    free(ms->ments);
+    free(ms->bytes);
+    free(ms);
+}
+
+/* Grows *p (of *cap elements of size sz) to hold n. */
+static int grow(void **p, size_t *cap, size_t n, size_t sz) {
+    if (n <= *cap) return 0;
+    size_t c = *cap ? *cap : 1024;
+    while (c < n) c *= 2;
+    void *q = realloc(*p, c * sz);
+    if (!q) return OST_ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+int ost__pkg_sort_ments(ost__pkg *p, ost__msort **msp) {
+    if (p->nments < 2) return 0;
+    /* already in order (ascending keys): nothing to do */
+    size_t i = 1;
+    for (; i < p->nments; i++) {
+        const ost__ment *a = &p->ments[i - 1], *b = &p->ments[i];
+        if (a->map > b->map) break;
+        if (a->map == b->map &&
+            kcmp(p->bytes + a->koff, a->klen, p->bytes + b->koff, b->klen) >= 0)
+            break;
+    }
+    if (i == p->nments) return 0;
+    if (!*msp && !(*msp = calloc(1, sizeof **msp))) return OST_ENOMEM;
+    ost__msort *ms = *msp;
+    if (grow((void **)&ms->se, &ms->capse, p->nments, sizeof *ms->se) ||
+        grow((void **)&ms->ments, &ms->capments, p->nments, sizeof *ms->ments) ||
+        grow((void **)&ms->bytes, &ms->capbytes, p->nbytes, 1))
+        return OST_ENOMEM;
+    for (i = 0; i < p->nments; i++) {
+        const ost__ment *m = &p->ments[i];
+        ms->se[i] = (sortent){m->map, key_prefix(p->bytes + m->koff, m->klen), (uint32_t)i};
+    }
+    t_sort_pkg = p;
+    qsort(ms->se, p->nments, sizeof *ms->se, sortent_cmp);
+    t_sort_pkg = NULL;
+    /* the records' bytes first, as they were, then the entries in order */
+    size_t off = 0;
+    for (i = 0; i < p->nrecs; i++) {
+        ost__rec *r = &p->recs[i];
+        memcpy(ms->bytes + off, p->bytes + r->off, r->len);
+        r->off = off;
+        off += r->len;
+    }
+    for (i = 0; i < p->nments; i++) {
+        ost__ment m = p->ments[ms->se[i].idx];
+        size_t n = m.klen + m.vlen;
+        memcpy(ms->bytes + off, p->bytes + m.koff, m.klen);
+        if (m.vlen) memcpy(ms->bytes + off + m.klen, p->bytes + m.voff, m.vlen);
+        m.koff = off;
+        m.voff = off + m.klen;
+        off += n;
+        ms->ments[i] = m;
+    }
+    /* the package takes the sorted arrays; the scratch keeps the old ones */
+    uint8_t *b = p->bytes;
+    size_t cb = p->capbytes;
+    p->bytes = ms->bytes, p->capbytes = ms->capbytes, p->nbytes = off;
+    ms->bytes = b, ms->capbytes = cb;
+    ost__ment *me = p->ments;
+    size_t cm = p->capments;
+    p->ments = ms->ments, p->capments = ms->capments;
+    ms->ments = me, ms->capments = cm;
+    return 0;
 }

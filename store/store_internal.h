@@ -213,6 +213,11 @@ void ost__maps_free(ost_conn *c);
 int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial);
 int ost__map_encode_for(ost_conn *c, ost_value m, ost_value key, uint64_t *oid, bool *is_set,
                         uint8_t *kb, size_t *kl);
-void ost__pkg_sort_ments(ost__pkg *p);
+/* Sorts a loader batch's map entries by (map, key), keeping the order of
+ * adding among equal keys, and lays the batch's bytes out in that order;
+ * *ms is scratch memory kept between batches (freed by ost__msort_free). */
+typedef struct ost__msort ost__msort;
+int ost__pkg_sort_ments(ost__pkg *p, ost__msort **ms);
+void ost__msort_free(ost__msort *ms);
 
 #endif

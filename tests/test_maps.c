@@ -2412,3 +2412,56 @@ OST_TEST(maps, random_operations_agree_with_a_model) {
     check_clean(st, 0);
     ost_store_close(st);
 }
+
+/* The loader sorts each batch's entries (and lays its bytes out again):
+ * with random keys, repeated keys and new objects as values in the same
+ * batches, the last value set for a key wins, every value refers to the
+ * object made with it, and the count counts keys once. */
+OST_TEST(maps, the_loader_keeps_the_last_value_of_a_repeated_key_across_sorted_batches) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "(int, str)", "m");
+    commit_ok(c);
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    lo.batch_objects = 700;
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, &lo, &l), 0);
+    enum { N = 400 };
+    int64_t last[N];
+    for (int i = 0; i < N; i++) last[i] = -1;
+    rng_x = 99;
+    for (int64_t i = 0; i < 5000; i++) {
+        int k = (int)(rnd() % N);
+        char s[8];
+        snprintf(s, sizeof s, "k%d", k % 7);
+        ost_value val = (i % 3) ? ost_int(i) : new_item(i); /* every third, an object */
+        cr_assert_eq(ost_loader_map_set(l, m, T2(ost_int(k / 7), ost_str_c(s)), val), 0, "%s",
+                     ost_loader_errmsg(l));
+        last[k] = i;
+    }
+    cr_assert_eq(ost_loader_close(l), 0, "%s", ost_conn_errmsg(c));
+    uint64_t distinct = 0;
+    for (int k = 0; k < N; k++) distinct += last[k] >= 0;
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    m = root_map(c, "m");
+    cr_assert_eq(map_len(c, m), distinct);
+    for (int k = 0; k < N; k++) {
+        char s[8];
+        snprintf(s, sizeof s, "k%d", k % 7);
+        ost_value key = T2(ost_int(k / 7), ost_str_c(s)), v;
+        int rc = ost_map_get(c, m, key, &v);
+        ost_decref(key);
+        if (last[k] < 0) {
+            cr_assert_eq(rc, OST_ENOTFOUND);
+            continue;
+        }
+        cr_assert_eq(rc, 0, "key %d: %s", k, ost_conn_errmsg(c));
+        if (last[k] % 3) cr_assert_eq(ival(v), last[k], "key %d", k);
+        else cr_assert_eq(item_n(c, v), last[k], "key %d: the object made with it", k);
+    }
+    check_clean(st, 0);
+    ost_store_close(st);
+}
