@@ -1134,8 +1134,8 @@ typedef struct {
 } sortent;
 
 struct ost__msort {
-    sortent *se;
-    size_t capse;
+    sortent *se, *tmp;
+    size_t capse, captmp;
     ost__ment *ments;
     size_t capments;
     uint8_t *bytes;
@@ -1161,8 +1161,33 @@ static uint64_t key_prefix(const uint8_t *k, size_t n) {
     return v;
 }
 
+/* A stable LSD radix sort of n entries by (map, pre), a byte a pass;
+ * passes where every entry has the same byte are skipped (the high bytes
+ * of int keys, a batch of one map). Returns the sorted array (a or tmp). */
+static sortent *radix_sort(sortent *a, sortent *tmp, size_t n) {
+    for (int pass = 0; pass < 16; pass++) {
+        int shift = (pass & 7) * 8;
+        bool map = pass >= 8;
+        size_t count[256] = {0};
+        for (size_t i = 0; i < n; i++) count[((map ? a[i].map : a[i].pre) >> shift) & 255]++;
+        if (count[((map ? a[0].map : a[0].pre) >> shift) & 255] == n) continue;
+        size_t sum = 0;
+        for (int d = 0; d < 256; d++) {
+            size_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) tmp[count[((map ? a[i].map : a[i].pre) >> shift) & 255]++] = a[i];
+        sortent *t = a;
+        a = tmp;
+        tmp = t;
+    }
+    return a;
+}
+
 void ost__msort_free(ost__msort *ms) {
     if (!ms) return;
+    free(ms->tmp);
     free(ms->se);
     free(ms->ments);
     free(ms->bytes);
@@ -1196,6 +1221,7 @@ int ost__pkg_sort_ments(ost__pkg *p, ost__msort **msp) {
     if (!*msp && !(*msp = calloc(1, sizeof **msp))) return OST_ENOMEM;
     ost__msort *ms = *msp;
     if (grow((void **)&ms->se, &ms->capse, p->nments, sizeof *ms->se) ||
+        grow((void **)&ms->tmp, &ms->captmp, p->nments, sizeof *ms->tmp) ||
         grow((void **)&ms->ments, &ms->capments, p->nments, sizeof *ms->ments) ||
         grow((void **)&ms->bytes, &ms->capbytes, p->nbytes, 1))
         return OST_ENOMEM;
@@ -1203,8 +1229,15 @@ int ost__pkg_sort_ments(ost__pkg *p, ost__msort **msp) {
         const ost__ment *m = &p->ments[i];
         ms->se[i] = (sortent){m->map, key_prefix(p->bytes + m->koff, m->klen), (uint32_t)i};
     }
+    sortent *se = radix_sort(ms->se, ms->tmp, p->nments);
+    /* equal (map, first 8 bytes): the whole keys decide, then the order of
+     * adding (the radix sort kept it) */
     t_sort_pkg = p;
-    qsort(ms->se, p->nments, sizeof *ms->se, sortent_cmp);
+    for (size_t a = 0, b; a < p->nments; a = b) {
+        for (b = a + 1; b < p->nments && se[b].map == se[a].map && se[b].pre == se[a].pre; b++) {
+        }
+        if (b - a > 1) qsort(se + a, b - a, sizeof *se, sortent_cmp);
+    }
     t_sort_pkg = NULL;
     /* the records' bytes first, as they were, then the entries in order */
     size_t off = 0;
@@ -1215,7 +1248,7 @@ int ost__pkg_sort_ments(ost__pkg *p, ost__msort **msp) {
         off += r->len;
     }
     for (i = 0; i < p->nments; i++) {
-        ost__ment m = p->ments[ms->se[i].idx];
+        ost__ment m = p->ments[se[i].idx];
         size_t n = m.klen + m.vlen;
         memcpy(ms->bytes + off, p->bytes + m.koff, m.klen);
         if (m.vlen) memcpy(ms->bytes + off + m.klen, p->bytes + m.voff, m.vlen);
