@@ -370,6 +370,7 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
 /* Applies one package on the calling thread. */
 int ost__pkg_apply_direct(ost_store *st, ost__pkg *p) {
     int rc;
+    ost__ensure_room(st, p->nbytes, p->nrecs + p->nments);
     for (;;) {
         uv_rwlock_rdlock(&st->maplock);
         MDB_txn *t;
@@ -422,6 +423,12 @@ static void committer_main(void *arg) {
         st->gc_qlen = 0;
         uv_mutex_unlock(&st->gc_lock);
         uint64_t started = uv_hrtime();
+        size_t gbytes = 0, gitems = 0;
+        for (ost__pkg *p = group; p; p = p->next) {
+            gbytes += p->nbytes;
+            gitems += p->nrecs + p->nments;
+        }
+        ost__ensure_room(st, gbytes, gitems); /* else MDB_MAP_FULL, grown below */
 
         int rc;
         for (;;) {

@@ -97,6 +97,11 @@ int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **ou
     }
     l->good_below = UINT64_MAX;
     l->cur_start = UINT64_MAX;
+    /* A read snapshot left open pins the pages every batch frees, so that
+     * LMDB cannot reuse them: the file grows and each batch writes fresh
+     * pages (random keys at a third of the rate by the tenth million). The
+     * connection's next read opens a new one. */
+    ost__conn_refresh(c);
     l->tnext = t_loaders;
     t_loaders = l;
     *out = l;
@@ -284,6 +289,7 @@ int ost_loader_map_set(ost_loader *l, ost_value m, ost_value key, ost_value val)
         l->c->msg[0] = 0;
         rc = ost__map_encode_for(l->c, m, key, &moid, &is_set, kb, &kl);
         if (rc) lfail(l, rc, "%s", l->c->msg);
+        if (l->c->rtxn_live) ost__conn_refresh(l->c); /* the first use of a map reads it */
     }
     if (!rc && is_set && val && val != OST_NONE)
         rc = lfail(l, OST_ETYPE, "map %llu is a set: its entries have no value",

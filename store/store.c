@@ -444,7 +444,7 @@ int ost_store_stat(ost_store *st, ost_store_stats *out) {
 /* Doubles the map after MDB_MAP_FULL. Every read snapshot of the process
  * must be closed while LMDB remaps: the write lock of maplock waits for
  * them; connections reopen their snapshot on next use. */
-int ost__grow_map(ost_store *st) {
+static int resize_map(ost_store *st, uint64_t at_least) {
     uv_rwlock_wrlock(&st->maplock);
     for (ost_conn *c = st->conns; c; c = c->next)
         if (c->rtxn_live) {
@@ -453,9 +453,32 @@ int ost__grow_map(ost_store *st) {
         }
     MDB_envinfo ei;
     mdb_env_info(st->env, &ei);
-    int rc = mdb_env_set_mapsize(st->env, ei.me_mapsize * 2);
+    uint64_t size = ei.me_mapsize * 2;
+    while (size < at_least) size *= 2;
+    int rc = mdb_env_set_mapsize(st->env, (size_t)size);
     uv_rwlock_wrunlock(&st->maplock);
     return rc;
+}
+
+int ost__grow_map(ost_store *st) { return resize_map(st, 0); }
+
+/* Before a write of `items` records and entries of `bytes` bytes: grows
+ * the map when the write could fill it, so that a big batch is not
+ * written a second time after MDB_MAP_FULL. Copy on write may copy every
+ * page the items land on (a batch of random keys, every leaf page), so
+ * the room asked for is what is used now plus a page per item, at most
+ * the whole used size again. The map is address space: the file grows
+ * only by what is written. */
+int ost__ensure_room(ost_store *st, size_t bytes, size_t items) {
+    MDB_envinfo ei;
+    MDB_stat es;
+    if (mdb_env_info(st->env, &ei) || mdb_env_stat(st->env, &es)) return 0;
+    uint64_t ps = es.ms_psize, used = ((uint64_t)ei.me_last_pgno + 1) * ps;
+    uint64_t touch = (uint64_t)items * ps;
+    if (touch > used) touch = used;
+    uint64_t want = used + touch + 2 * (uint64_t)bytes + ((uint64_t)1 << 20);
+    if (ei.me_mapsize >= want) return 0;
+    return resize_map(st, want);
 }
 
 /* ---- classes ------------------------------------------------------------------ */

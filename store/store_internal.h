@@ -160,6 +160,7 @@ int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 int ost__grow_map(ost_store *st);
+int ost__ensure_room(ost_store *st, size_t bytes, size_t items);
 /* An LMDB result that ost__grow_map cures: the map is full, or another
  * process grew it past this process's mapping (MDB_MAP_RESIZED). */
 #define OST__REMAP(rc) ((rc) == MDB_MAP_FULL || (rc) == MDB_MAP_RESIZED)
