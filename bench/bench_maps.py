@@ -205,8 +205,8 @@ def report(raw):
               "24 for str),\n    8-byte values, the same batches, each sorted (the sort is not "
               "timed; shown apart) then put and committed durably.\n    Store map size: %s."
               % (num(n), vb,
-                 "the library's default (64 MiB, doubling when full: a batch that hits the end is "
-                 "written again)" if not ms else "%s bytes from the start" % num(ms)))
+                 "the library's default (64 MiB; the committer grows it before a batch that "
+                 "could fill it)" if not ms else "%s bytes from the start" % num(ms)))
         print("    Rates are durable entries per second: a batch counts when its commit has "
               "returned (the committer's group count,\n    polled every 0.5 ms); 'overall' is "
               "N / (loader open .. loader close).")
