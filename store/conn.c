@@ -499,8 +499,12 @@ void ost_conn_close(ost_conn *c) {
     /* the objects stay valid for their holders, as ghosts without a jar */
     for (size_t i = 0; i < c->nents; i++) ghostify(c->ents[i].obj);
     while (c->nents) cache_remove(c, c->nents - 1);
-    if (c->rtxn) mdb_txn_abort(c->rtxn);
     ost_store *st = c->st;
+    uv_rwlock_rdlock(&st->maplock); /* not while another thread resizes the map */
+    if (c->rtxn) mdb_txn_abort(c->rtxn);
+    c->rtxn = NULL;
+    c->rtxn_live = false;
+    uv_rwlock_rdunlock(&st->maplock);
     uv_mutex_lock(&st->lock);
     for (ost_conn **pp = &st->conns; *pp; pp = &(*pp)->next)
         if (*pp == c) {

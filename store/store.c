@@ -445,12 +445,17 @@ int ost_store_stat(ost_store *st, ost_store_stats *out) {
  * must be closed while LMDB remaps: the write lock of maplock waits for
  * them; connections reopen their snapshot on next use. */
 static int resize_map(ost_store *st, uint64_t at_least) {
+    /* no LMDB call of the process runs under the write lock; a connection
+     * that closes aborts its snapshot under the read lock, then leaves the
+     * list (ost_conn_close), so the list holds no aborted snapshot here */
     uv_rwlock_wrlock(&st->maplock);
+    uv_mutex_lock(&st->lock);
     for (ost_conn *c = st->conns; c; c = c->next)
         if (c->rtxn_live) {
             mdb_txn_reset(c->rtxn);
             c->rtxn_live = false;
         }
+    uv_mutex_unlock(&st->lock);
     MDB_envinfo ei;
     mdb_env_info(st->env, &ei);
     uint64_t size = ei.me_mapsize * 2;
@@ -472,7 +477,10 @@ int ost__grow_map(ost_store *st) { return resize_map(st, 0); }
 int ost__ensure_room(ost_store *st, size_t bytes, size_t items) {
     MDB_envinfo ei;
     MDB_stat es;
-    if (mdb_env_info(st->env, &ei) || mdb_env_stat(st->env, &es)) return 0;
+    uv_rwlock_rdlock(&st->maplock); /* they read the map, which a resize replaces */
+    int rc = mdb_env_info(st->env, &ei) || mdb_env_stat(st->env, &es);
+    uv_rwlock_rdunlock(&st->maplock);
+    if (rc) return 0;
     uint64_t ps = es.ms_psize, used = ((uint64_t)ei.me_last_pgno + 1) * ps;
     uint64_t touch = (uint64_t)items * ps;
     if (touch > used) touch = used;
