@@ -180,12 +180,17 @@ static int snapshot(ost_conn *c) {
     }
     c->rtxn_live = true;
     c->snap_gen++; /* data read from earlier snapshots is gone */
-    if (!c->at_boundary) return 0;
+    if (!c->at_boundary) {
+        c->snap_moved = true; /* reopened inside a transaction: newer data */
+        return 0;
+    }
     c->at_boundary = false;
     uint64_t last = 0;
     MDB_val k = {11, "last_serial"}, v;
     if (mdb_get(c->rtxn, c->st->meta, &k, &v) == 0 && v.mv_size == 8)
         for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
+    c->txn_serial = last;
+    c->snap_moved = false;
     rc = apply_invalidations(c, last);
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->path,
@@ -903,8 +908,10 @@ void ost__conn_forget(ost_conn *c, uint64_t oid) {
 /* After a bulk load: the next read takes a new snapshot, which sees the
  * loader's batches, as a transaction boundary does. */
 void ost__conn_refresh(ost_conn *c) {
+    bool clean = true; /* no changed object: this is a transaction boundary */
+    for (size_t i = 0; i < c->nchanged && clean; i++) clean = !c->changed[i];
     uv_rwlock_rdlock(&c->st->maplock);
     end_snapshot(c);
-    c->at_boundary = true;
+    if (clean) c->at_boundary = true;
     uv_rwlock_rdunlock(&c->st->maplock);
 }

@@ -73,6 +73,10 @@ int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **ou
     if (out) *out = NULL;
     if (!c || !out) return OST_EINVAL;
     if (c->st->read_only) return ost__c_fail(c, OST_EREADONLY, "%s: read-only", c->st->path);
+    if (ost__maps_touched(c))
+        return ost__c_fail(c, OST_EBUSY,
+                           "the connection's transaction has used maps: commit or abort it "
+                           "before opening a loader");
     ost_loader *l = calloc(1, sizeof *l);
     if (!l) return OST_ENOMEM;
     l->c = c;
@@ -102,6 +106,7 @@ int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **ou
      * pages (random keys at a third of the rate by the tenth million). The
      * connection's next read opens a new one. */
     ost__conn_refresh(c);
+    c->loaders++;
     l->tnext = t_loaders;
     t_loaders = l;
     *out = l;
@@ -341,6 +346,7 @@ int ost_loader_close(ost_loader *l) {
     /* after a failure, the batch being filled is not stored either */
     if (l->err && l->cur_start < l->good_below) l->good_below = l->cur_start;
     ost__conn_refresh(l->c); /* the connection sees what was loaded */
+    l->c->loaders--;
     hand_over(l, l->good_below);
     int rc = l->err;
     if (rc) snprintf(l->c->msg, sizeof l->c->msg, "%s", l->msg); /* outlives l */

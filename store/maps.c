@@ -421,6 +421,13 @@ static ost__map *map_of(ost_conn *c, ost_value v, int *rc) {
     ost__ptr_slot *s = ost__ptrtab_find(&c->maps, (uintptr_t)(oid + 1));
     if (s->key) return (ost__map *)(uintptr_t)s->val;
     int mc = ost__map_class(ost_instance_class(v));
+    if (mc && c->st->no_ments) {
+        *rc = ost__c_fail(c, OST_EVERSION,
+                          "map %llu: this handle opened the store read-only when it was format 1 "
+                          "(no map entries); maps were stored since: open the store again",
+                          (unsigned long long)oid);
+        return NULL;
+    }
     if (!mc) {
         *rc = ost__c_fail(c, OST_EINVAL, "oid %llu is not a map (its class is not ostore.maps.*)",
                           (unsigned long long)oid);
@@ -441,6 +448,16 @@ static ost__map *map_of(ost_conn *c, ost_value v, int *rc) {
     return m;
 }
 
+/* OST_EBUSY while a loader is open on c, or (for changes) an asynchronous
+ * commit is pending: it would end the transaction under them. */
+static int busy(ost_conn *c, bool write) {
+    if (c->loaders)
+        return ost__c_fail(c, OST_EBUSY, "a bulk loader is open on this connection: close it first");
+    if (write && c->async_pending)
+        return ost__c_fail(c, OST_EBUSY, "an asynchronous commit is pending on this connection");
+    return 0;
+}
+
 static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
     if (out) *out = 0;
     if (!c || !out) return OST_EINVAL;
@@ -453,6 +470,8 @@ static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
                            kind ? kind : "(null)");
     if (c->st->read_only)
         return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
+    int brc = busy(c, true);
+    if (brc) return brc;
     ost_value cls = ost_incref(is_set ? c->st->set_cls : c->st->map_cls);
     ost_value inst = ost_instance_new(cls), state = ost_dict_new();
     int rc = inst && state ? 0 : OST_ENOMEM;
@@ -485,11 +504,31 @@ static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
 int ost_map_new(ost_conn *c, const char *kind, ost_value *out) { return make(c, kind, false, out); }
 int ost_keyset_new(ost_conn *c, const char *kind, ost_value *out) { return make(c, kind, true, out); }
 
+/* The connection's copy of a canonical kind, kept until it closes (a
+ * map's state may go sooner: abort drops a new map's). */
+struct ost__kind_str {
+    struct ost__kind_str *next;
+    char s[sizeof(((ost__mkind *)0)->canon)];
+};
+
+static const char *intern_kind(ost_conn *c, const char *canon) {
+    for (struct ost__kind_str *k = c->kinds; k; k = k->next)
+        if (strcmp(k->s, canon) == 0) return k->s;
+    struct ost__kind_str *k = malloc(sizeof *k);
+    if (!k) return NULL;
+    snprintf(k->s, sizeof k->s, "%s", canon);
+    k->next = c->kinds;
+    c->kinds = k;
+    return k->s;
+}
+
 int ost_map_kind(ost_conn *c, ost_value v, const char **kind, bool *is_set) {
     int rc;
     ost__map *m = map_of(c, v, &rc);
     if (!m) return rc;
-    if (kind) *kind = m->kind.canon;
+    const char *k = intern_kind(c, m->kind.canon);
+    if (!k) return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    if (kind) *kind = k;
     if (is_set) *is_set = m->is_set;
     return 0;
 }
@@ -525,6 +564,14 @@ static int eng_fail(ost_conn *c, ost__map *m, int rc) {
                        ost__ent_strerror(rc));
 }
 
+/* The base serial of an entry first looked at now: after the snapshot
+ * moved on inside the transaction, an entry newer than the transaction's
+ * start was written by a commit this transaction did not see when it
+ * began, so a write based on it must conflict. */
+static uint64_t entry_base(const ost_conn *c, const ost__entry *e) {
+    return c->snap_moved && e->serial > c->txn_serial ? OST__BASE_MOVED : e->serial;
+}
+
 static bool node_present(const pnode *n) {
     return (n->flags & P_DIRTY) ? !(n->flags & P_DEL) : n->base != 0;
 }
@@ -545,9 +592,10 @@ static int lookup(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode *
 
 /* Opens the map and the snapshot for a call on key; encodes the key. The
  * caller unlocks the maplock when this returns 0. */
-static int begin_op(ost_conn *c, ost_value v, ost_value key, ost__map **mp, uint8_t *kb,
-                    size_t *kl) {
-    int rc;
+static int begin_op(ost_conn *c, ost_value v, ost_value key, bool write, ost__map **mp,
+                    uint8_t *kb, size_t *kl) {
+    int rc = c ? busy(c, write) : OST_EINVAL;
+    if (rc) return rc;
     ost__map *m = map_of(c, v, &rc);
     if (!m) return rc;
     if (kb && (rc = encode_key(c, m->oid, &m->kind, key, false, kb, kl))) return rc;
@@ -565,7 +613,7 @@ int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
     ost__map *m = NULL;
     uint8_t kb[KMAX];
     size_t kl;
-    int rc = begin_op(c, v, key, &m, kb, &kl);
+    int rc = begin_op(c, v, key, false, &m, kb, &kl);
     if (rc) return rc;
     pnode *n;
     ost__entry e;
@@ -591,7 +639,7 @@ int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
                 rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
             } else {
                 n->val = x;
-                n->base = e.serial;
+                n->base = entry_base(c, &e);
                 touch(c, m);
             }
         }
@@ -606,7 +654,7 @@ int ost_map_contains(ost_conn *c, ost_value v, ost_value key) {
     ost__map *m = NULL;
     uint8_t kb[KMAX];
     size_t kl;
-    int rc = begin_op(c, v, key, &m, kb, &kl);
+    int rc = begin_op(c, v, key, false, &m, kb, &kl);
     if (rc) return rc;
     pnode *n;
     ost__entry e;
@@ -621,7 +669,7 @@ int ost_map_len(ost_conn *c, ost_value v, uint64_t *out) {
     if (out) *out = 0;
     if (!out) return OST_EINVAL;
     ost__map *m = NULL;
-    int rc = begin_op(c, v, 0, &m, NULL, NULL);
+    int rc = begin_op(c, v, 0, false, &m, NULL, NULL);
     if (rc) return rc;
     uint64_t n = 0;
     if (!m->is_new) {
@@ -659,7 +707,7 @@ static int write_key(ost_conn *c, ost__map *m, const uint8_t *kb, size_t kl, ost
             ost_release(val);
             return ost__c_fail(c, OST_ENOMEM, "out of memory");
         }
-        n->base = found ? e.serial : 0;
+        n->base = found ? entry_base(c, &e) : 0;
     }
     if (!val && !before) return OST_ENOTFOUND;
     if (!(n->flags & P_DIRTY)) m->ndirty++;
@@ -683,7 +731,7 @@ int ost_map_set(ost_conn *c, ost_value v, ost_value key, ost_value val) {
     uint8_t kb[KMAX];
     size_t kl;
     int rc = c ? check_writable(c) : OST_EINVAL;
-    if (!rc) rc = begin_op(c, v, key, &m, kb, &kl);
+    if (!rc) rc = begin_op(c, v, key, true, &m, kb, &kl);
     if (!rc) {
         if (m->is_set && val && val != OST_NONE)
             rc = ost__c_fail(c, OST_ETYPE, "map %llu is a set: its entries have no value",
@@ -708,7 +756,7 @@ int ost_map_del(ost_conn *c, ost_value v, ost_value key) {
     uint8_t kb[KMAX];
     size_t kl;
     int rc = c ? check_writable(c) : OST_EINVAL;
-    if (!rc) rc = begin_op(c, v, key, &m, kb, &kl);
+    if (!rc) rc = begin_op(c, v, key, true, &m, kb, &kl);
     if (rc) return rc;
     rc = write_key(c, m, kb, kl, 0);
     uv_rwlock_rdunlock(&c->st->maplock);
@@ -738,8 +786,9 @@ struct ost_map_cursor {
 
 int ost_map_cursor_open(ost_conn *c, ost_value v, const ost_map_range *r, ost_map_cursor **out) {
     if (out) *out = NULL;
-    if (!out) return OST_EINVAL;
-    int rc;
+    if (!out || !c) return OST_EINVAL;
+    int rc = busy(c, false);
+    if (rc) return rc;
     ost__map *m = map_of(c, v, &rc);
     if (!m) return rc;
     ost_map_cursor *cur = calloc(1, sizeof *cur);
@@ -856,13 +905,13 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
         cur->lastl = kl;
         cur->has_last = true;
         ost_value v = 0;
-        if (r < 0) {
-            if ((rc = decode_val(c, m, cur->last, kl, &e, &v))) return rc;
-        } else if (node_present(n)) {
-            v = ost_incref(n->val);
-        }
+        int drc = 0;
+        if (r < 0) drc = decode_val(c, m, cur->last, kl, &e, &v);
+        else if (node_present(n)) v = ost_incref(n->val);
+        /* past a damaged entry too: the next step goes on after it */
         if (r <= 0 && (rc = ost__ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND)
             return eng_fail(c, m, rc);
+        if (drc) return drc;
         if (!v) continue; /* deleted in this transaction */
         ost_value kv = ost__mkey_decode(&m->kind, cur->last, kl);
         if (!kv) {
@@ -913,6 +962,8 @@ int ost_map_first(ost_conn *c, ost_value v, ost_value *key) { return end_key(c, 
 int ost_map_last(ost_conn *c, ost_value v, ost_value *key) { return end_key(c, v, true, key); }
 
 /* ---- commit ------------------------------------------------------------------- */
+
+bool ost__maps_touched(const ost_conn *c) { return c->mtouched != NULL; }
 
 bool ost__maps_dirty(ost_conn *c) {
     for (ost__map *m = c->mtouched; m; m = m->tnext)
@@ -988,6 +1039,11 @@ void ost__maps_free(ost_conn *c) {
         free(m);
     }
     ost__ptrtab_free(&c->maps);
+    while (c->kinds) {
+        struct ost__kind_str *k = c->kinds;
+        c->kinds = k->next;
+        free(k);
+    }
 }
 
 /* ---- apply (in the engine's write transaction) -------------------------------- */
@@ -1044,7 +1100,12 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
             if (cur != me->base) {
                 char kt[200];
                 key_text(st, txn, me->map, k, me->klen, kt, sizeof kt);
-                if (cur)
+                if (me->base == OST__BASE_MOVED)
+                    snprintf(p->msg, sizeof p->msg,
+                             "conflict on map %llu, key %s: a commit changed it after this "
+                             "transaction began (its snapshot was renewed when the map grew)",
+                             (unsigned long long)me->map, kt);
+                else if (cur)
                     snprintf(p->msg, sizeof p->msg,
                              "conflict on map %llu, key %s: commit %llu %s it after this "
                              "transaction read it",

@@ -29,6 +29,9 @@ typedef struct {
 } ost__ment;
 #define OST__MENT_DEL 1   /* remove the key */
 #define OST__MENT_BLIND 2 /* the loader's: no conflict check, overwrite */
+/* base of a key first looked at after the snapshot moved on: the commit
+ * conflicts if anything wrote it since the transaction began */
+#define OST__BASE_MOVED UINT64_MAX
 
 /* What a commit writes, prepared by a connection (or a loader batch) and
  * applied by whoever holds the write transaction. */
@@ -116,6 +119,9 @@ struct ost_conn {
     bool rtxn_live;
     bool at_boundary;     /* the next snapshot starts a transaction */
     uint64_t snap_gen;    /* counts the snapshots opened */
+    uint64_t txn_serial;  /* the last commit the transaction's first snapshot saw */
+    bool snap_moved;      /* the snapshot was reopened inside the transaction
+                           * (a map resize closed it): it holds newer data */
     uint64_t hint_oid, hint_gen; /* the record get_locked read last, */
     MDB_val hint_val;            /* valid while snap_gen == hint_gen */
     ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
@@ -143,6 +149,8 @@ struct ost_conn {
     ost__ptrtab maps;   /* oid + 1 -> ost__map */
     ost__map *mtouched; /* maps with pending entries in this transaction */
     uint64_t txn_gen;   /* counts transactions (cursors check it) */
+    unsigned loaders;   /* bulk loaders open on the connection */
+    struct ost__kind_str *kinds; /* canonical kind strings (ost_map_kind) */
     char msg[512];
 };
 
@@ -209,6 +217,7 @@ void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count);
 int ost__map_class(ost_value cls);
 bool ost__maps_dirty(ost_conn *c);
 int ost__maps_prepare(ost_conn *c, ost__pkg *p);
+bool ost__maps_touched(const ost_conn *c);
 void ost__maps_txn_end(ost_conn *c, bool committed);
 void ost__maps_free(ost_conn *c);
 int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial);

@@ -32,10 +32,21 @@
  * conflicts. Abort drops the changes. Other connections see committed
  * changes at their next transaction.
  *
+ * Snapshots: LMDB can grow its map only while no snapshot of the process is
+ * open, so a commit that grows the map renews the snapshots of the other
+ * connections; a transaction's reads see the newer commits from then on,
+ * and a key it writes that such a commit wrote conflicts at commit.
+ *
+ * Busy: while a bulk loader is open on a connection, map calls on it fail
+ * with OST_EBUSY (the loader ends its snapshot), and so do map changes
+ * while an asynchronous commit is pending.
+ *
  * Threads: a map belongs to the connection it was made or loaded in, and is
  * used on that connection's thread, as every persistent object is.
  * Errors: every call returns 0 or a negative OST_E* code, with the detail
- * in ost_conn_errmsg(c). */
+ * in ost_conn_errmsg(c). A handle that opened a format-1 store read-only
+ * (no map entries then) answers OST_EVERSION for maps another process
+ * stored since: open the store again. */
 #ifndef OSTORE_MAPS_H
 #define OSTORE_MAPS_H
 
@@ -127,7 +138,8 @@ OST_EXTERN void ost_map_cursor_close(ost_map_cursor *cur);
 
 /* Adds m[key] = val to the loader's current batch; steals key and val.
  * m must be a map (or set: val 0) of the loader's connection that is
- * stored already (commit it before opening the loader). The value is
+ * stored already (commit it before opening the loader: a loader opens only
+ * on a transaction that used no map, else OST_EBUSY). The value is
  * pickled now (new persistent objects it reaches are stored in the same
  * batch); within a batch entries are written in key order, so random keys
  * touch each leaf page once per batch. An existing key is overwritten.
