@@ -1679,6 +1679,20 @@ OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
     reports r = check_finds_one(st, moid, "a damaged entry");
     expect_number(r.msg[0], moid);
     expect_in(r.msg[0], "plain");
+    /* a cursor reports it, then goes on past it: good, plain (damaged), and
+     * bad comes before both ('bad' < 'good' < 'plain') */
+    ost_conn *c = conn_of(st);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, root_map(c, "m"), NULL, &cur), 0);
+    ost_value k;
+    cr_assert_eq(ost_map_cursor_next(cur, &k, NULL), 0);
+    cr_assert_str_eq(ost_data(k, NULL), "bad");
+    cr_assert_eq(ost_map_cursor_next(cur, &k, NULL), 0);
+    cr_assert_str_eq(ost_data(k, NULL), "good");
+    cr_assert_eq(ost_map_cursor_next(cur, &k, NULL), OST_ECORRUPT);
+    cr_assert_eq(ost_map_cursor_next(cur, &k, NULL), OST_ENOTFOUND, "past the damaged one: the end");
+    ost_map_cursor_close(cur);
+    ost_conn_close(c);
     /* pack cannot know what it refers to: it removes nothing */
     uint64_t removed = 9;
     cr_assert_eq(ost_store_pack(st, &removed), OST_ECORRUPT);
