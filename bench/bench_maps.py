@@ -30,31 +30,13 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from benchlib import buildtype, machine_line, table  # noqa: E402 (bench/ is on sys.path)
+from benchlib import (Runner, buildtype, loadavg, machine_line, num,  # noqa: E402 (bench/ on sys.path)
+                      ratio, table)
 
 # ---- formatting -------------------------------------------------------------------
-
-
-def progress(msg):
-    print("  ... " + msg, file=sys.stderr, flush=True)
-
-
-def num(x):
-    if x is None:
-        return "n/a"
-    if x >= 100:
-        return "{:,.0f}".format(x)
-    if x >= 10:
-        return "%.1f" % x
-    return "%.2f" % x
-
-
-def ratio(x):
-    return "n/a" if x is None else ("%.1fx" % x if x >= 10 else "%.2fx" % x)
 
 
 def pct(x):
@@ -65,14 +47,6 @@ def mb(x):
     return "%.0f" % (x / 2**20)
 
 
-def loadavg():
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "?"
-
-
 KEYS = {"asc": "int keys 0..N-1, ascending",
         "rand": "the same int keys in a seeded random order",
         "str": "random 16-character ASCII str keys"}
@@ -80,30 +54,6 @@ KEY_LABEL = {"asc": "int, ascending", "rand": "int, random order", "str": "str, 
 
 
 # ---- running the C side -----------------------------------------------------------
-
-
-class Runner:
-    def __init__(self, exe, tmp):
-        self.exe = exe
-        self.tmp = tmp
-        self.n = 0
-
-    def run(self, cmd, *args):
-        self.n += 1
-        d = os.path.join(self.tmp, "%s-%d" % (cmd, self.n))
-        argv = [self.exe, cmd, d] + [str(a) for a in args]
-        progress(" ".join(argv[1:]) + "   (load average %s)" % loadavg())
-        t = time.time()
-        try:
-            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-        if p.returncode != 0:
-            sys.exit("bench_maps.py: %s failed (exit %d):\n%s" % (" ".join(argv), p.returncode,
-                                                                 p.stderr))
-        res = json.loads(p.stdout)
-        res["wall"] = time.time() - t
-        return res
 
 
 # ---- the report ---------------------------------------------------------------------
@@ -147,7 +97,7 @@ def main():
         sys.exit("bench_maps.py: %s not found: build it with `ninja -C %s`" % (exe, args.build))
     bt = buildtype(args.build)
     tmp = tempfile.mkdtemp(prefix="ostore-bench-maps-", dir="/tmp")
-    r = Runner(exe, tmp)
+    r = Runner(exe, tmp, "bench_maps.py")
     raw = {"machine": machine_line(), "buildtype": bt, "load_before": loadavg(),
            "entries": n, "batches": batches, "map_size_option": args.map_size,
            "loads": [], "group": []}

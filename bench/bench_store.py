@@ -25,66 +25,18 @@ The build directory must be configured with --buildtype=release.
 import argparse
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
-from benchlib import buildtype, machine_line, row, table  # noqa: E402 (bench/ is on sys.path)
+from benchlib import (Runner, buildtype, loadavg, machine_line, num,  # noqa: E402 (bench/ on sys.path)
+                      progress, ratio, table)
 
 # ---- formatting -------------------------------------------------------------------
 
 
-def progress(msg):
-    print("  ... " + msg, file=sys.stderr, flush=True)
-
-
-def num(x):
-    if x is None:
-        return "n/a"
-    if x >= 100:
-        return "{:,.0f}".format(x)
-    if x >= 10:
-        return "%.1f" % x
-    return "%.2f" % x
-
-
-def ratio(x):
-    return "n/a" if x is None else ("%.1fx" % x if x >= 10 else "%.2fx" % x)
-
-
-def loadavg():
-    try:
-        with open("/proc/loadavg") as f:
-            return " ".join(f.read().split()[:3])
-    except OSError:
-        return "?"
-
-
 # ---- running the C side -----------------------------------------------------------
-
-
-class Runner:
-    def __init__(self, exe, tmp):
-        self.exe = exe
-        self.tmp = tmp
-        self.n = 0
-
-    def run(self, cmd, *args):
-        self.n += 1
-        d = os.path.join(self.tmp, "%s-%d" % (cmd, self.n))
-        argv = [self.exe, cmd, d] + [str(a) for a in args]
-        progress(" ".join(argv[1:]))
-        try:
-            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-        if p.returncode != 0:
-            sys.exit("bench_store.py: %s failed (exit %d):\n%s" % (" ".join(argv), p.returncode,
-                                                                  p.stderr))
-        return json.loads(p.stdout)
 
 
 # ---- CPython's memory for the same objects ----------------------------------------
@@ -183,7 +135,7 @@ def main():
         sys.exit("bench_store.py: %s not found: build it with `ninja -C %s`" % (exe, args.build))
     bt = buildtype(args.build)
     tmp = tempfile.mkdtemp(prefix="ostore-bench-store-", dir="/tmp")
-    r = Runner(exe, tmp)
+    r = Runner(exe, tmp, "bench_store.py")
     raw = {"machine": machine_line(), "buildtype": bt, "load_before": loadavg()}
     t_start = time.time()
     try:
