@@ -37,58 +37,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BENCH_NAME "bench_maps"
+#include "benchlib.h"
 #include "ostore.h"
 #include "../store/store_internal.h"
 
-#define DIE(...)                                  \
-    do {                                          \
-        fprintf(stderr, "bench_maps: ");          \
-        fprintf(stderr, __VA_ARGS__);             \
-        fputc('\n', stderr);                      \
-        exit(1);                                  \
-    } while (0)
-
-#define CHECK(rc, what)                                                           \
-    do {                                                                          \
-        int rc_ = (rc);                                                           \
-        if (rc_) DIE("%s: %s (%s)", what, ost_err_name(rc_), ost_strerror(rc_)); \
-    } while (0)
 
 #define MILLION 1000000
 #define SEED 0x5EEDB0A7C0FFEEULL
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-static double cpu_clock(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double cpu_clock(clockid_t id) { return clock_seconds(id); }
 
 /* ---- the process: disk writes, file sizes, resident memory --------------- */
 
-/* Bytes this process caused to be written to storage (/proc/self/io). */
-static uint64_t io_write_bytes(void) {
-    FILE *f = fopen("/proc/self/io", "r");
-    if (!f) return 0;
-    char line[128];
-    uint64_t v = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "write_bytes: %" SCNu64, &v) == 1) break;
-    fclose(f);
-    return v;
-}
 
-static uint64_t file_size(const char *dir, const char *file) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, file);
-    struct stat sb;
-    return stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-}
 
 /* RssAnon and RssFile of /proc/self/status, in bytes. */
 typedef struct {
@@ -501,7 +464,7 @@ static void cmd_load(const char *dir, uint64_t n, kmode mode, size_t batch, size
     ost_loader_options lo;
     ost_loader_options_init(&lo);
     lo.batch_objects = batch;
-    uint64_t file0 = file_size(dir, "data.mdb");
+    uint64_t file0 = dir_file_size(dir, "data.mdb");
     rss mem0 = rss_now();
     uint64_t io0 = io_write_bytes();
     double t0 = now(), cpu0 = cpu_clock(CLOCK_THREAD_CPUTIME_ID),
@@ -518,7 +481,7 @@ static void cmd_load(const char *dir, uint64_t n, kmode mode, size_t batch, size
     usleep(2000);
     mon_stop();
     rss mem1 = rss_now();
-    uint64_t file1 = file_size(dir, "data.mdb");
+    uint64_t file1 = dir_file_size(dir, "data.mdb");
 
     /* durable marks per million from the monitor's samples */
     size_t nm = (size_t)((n + MILLION - 1) / MILLION) + 1;
@@ -618,7 +581,7 @@ static void cmd_raw(const char *dir, uint64_t n, kmode mode, size_t batch, bool 
     size_t nm = (size_t)((n + MILLION - 1) / MILLION) + 1;
     double *marks = calloc(nm, sizeof *marks);
     double put_time = 0, sort_time = 0, fill_time = 0;
-    uint64_t done = 0, file0 = file_size(dir, "data.mdb");
+    uint64_t done = 0, file0 = dir_file_size(dir, "data.mdb");
     rss mem0 = rss_now(), peak = mem0;
     uint64_t io0 = io_write_bytes();
     while (done < n) {
@@ -663,7 +626,7 @@ static void cmd_raw(const char *dir, uint64_t n, kmode mode, size_t batch, bool 
         mdb_txn_abort(t);
     }
     mdb_env_close(env);
-    uint64_t file1 = file_size(dir, "data.mdb");
+    uint64_t file1 = dir_file_size(dir, "data.mdb");
     if (ms.ms_entries != n) DIE("raw: %zu entries, expected %" PRIu64, ms.ms_entries, n);
     printf("{\"entries\": %" PRIu64 ", \"keys\": \"%s\", \"batch\": %zu, \"append\": %s, "
            "\"seconds\": %.4f, \"sort_seconds\": %.4f, \"fill_seconds\": %.4f, ",

@@ -32,35 +32,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BENCH_NAME "bench_store"
+#include "benchlib.h"
 #include "ostore.h"
 #include "../store/store_internal.h"
 
-#define DIE(...)                                  \
-    do {                                          \
-        fprintf(stderr, "bench_store: ");         \
-        fprintf(stderr, __VA_ARGS__);             \
-        fputc('\n', stderr);                      \
-        exit(1);                                  \
-    } while (0)
 
-#define CHECK(rc, what)                                                           \
-    do {                                                                          \
-        int rc_ = (rc);                                                           \
-        if (rc_) DIE("%s: %s (%s)", what, ost_err_name(rc_), ost_strerror(rc_)); \
-    } while (0)
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* CPU time of the calling thread. */
-static double thread_cpu(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double thread_cpu(void) { return clock_seconds(CLOCK_THREAD_CPUTIME_ID); }
 
 /* ---- classes ---------------------------------------------------------------- */
 
@@ -133,24 +113,7 @@ static ost_value new_item(int64_t i, ost_value ref) {
     return it;
 }
 
-static uint64_t dir_file_size(const char *dir, const char *file) {
-    char p[4096];
-    snprintf(p, sizeof p, "%s/%s", dir, file);
-    struct stat sb;
-    return stat(p, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-}
 
-/* Bytes this process caused to be written to storage (/proc/self/io). */
-static uint64_t io_write_bytes(void) {
-    FILE *f = fopen("/proc/self/io", "r");
-    if (!f) return 0;
-    char line[128];
-    uint64_t v = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "write_bytes: %" SCNu64, &v) == 1) break;
-    fclose(f);
-    return v;
-}
 
 /* A status line of /proc/self/status in bytes (VmRSS, RssAnon, ...). */
 static uint64_t proc_status_kb(const char *key) {
