@@ -110,7 +110,9 @@ int main(int argc, char **argv) {
     /* two connections insert different keys into the one map: no conflict */
     ost_conn *c2;
     CHECK(ost_conn_open(st, &c2) == 0, NULL);
-    ost_value skus2 = ost_root_get(c2, ost_str_c("by_sku"));
+    ost_value name = ost_str_c("by_sku");
+    ost_value skus2 = ost_root_get(c2, name); /* borrows the key */
+    ost_decref(name);
     CHECK(ost_map_set(c, skus, ost_str_c("C-0001"), new_item(Item, "C-0001", "tape", 9)) == 0, c);
     CHECK(ost_map_set(c2, skus2, ost_str_c("C-0002"), new_item(Item, "C-0002", "wire", 5)) == 0, c2);
     CHECK(ost_commit(c) == 0, c);
