@@ -264,6 +264,9 @@ static inline int ost__ptrtab_put(ost__ptrtab *t, uintptr_t key,
 
 /* reader.c: true when protocol 0-2 name m2.n2 reads back as m.n. */
 bool ost__py2_reads_as(const char *m2, const char *n2, const char *m, const char *n);
+/* reader.c: true when protocol 0-2 name m2.n2 reads back as one of the
+ * builtins the reader builds values of its own from (set, bytes, ...). */
+bool ost__py2_reads_as_builtin(const char *m2, const char *n2);
 
 /* repr.c */
 void ost__float_repr(double d, char *out, size_t cap);

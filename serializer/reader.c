@@ -669,6 +669,19 @@ bool ost__py2_reads_as(const char *m2, const char *n2, const char *m, const char
     return span_is(pm, ml, m) && span_is(pn, nl, n);
 }
 
+bool ost__py2_reads_as_builtin(const char *m2, const char *n2) {
+    const uint8_t *pm = (const uint8_t *)m2, *pn = (const uint8_t *)n2;
+    size_t ml = strlen(m2), nl = strlen(n2);
+    py2_forward(&pm, &ml, &pn, &nl);
+    char m[32], n[32];
+    if (ml >= sizeof m || nl >= sizeof n) return false;
+    memcpy(m, pm, ml);
+    m[ml] = 0;
+    memcpy(n, pn, nl);
+    n[nl] = 0;
+    return known_builtin(m, n);
+}
+
 /* Makes the value for global module.name (text not yet validated). */
 static ost_value make_global(ost_reader *r, const uint8_t *at, const uint8_t *m,
                              size_t ml, const uint8_t *n, size_t nl) {

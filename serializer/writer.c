@@ -962,7 +962,17 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             py2_spelling(&m, &n);
             /* a few spellings read back as another name of the same
              * object in Python (_functools.reduce -> functools.reduce) */
-            if (!ost__py2_reads_as(m, n, m3, n3)) w->stats.renamed++;
+            if (!ost__py2_reads_as(m, n, m3, n3)) {
+                /* but one that reads back as a builtin the reader builds
+                 * a value of its own from (__builtin__.set -> a set)
+                 * would come back as another kind of object */
+                if (ost__py2_reads_as_builtin(m, n))
+                    return fail(w, OST_EUNSUPPORTED,
+                                "global %s.%s reads back as a builtin at protocol %d: "
+                                "use protocol 3 or higher",
+                                m3, n3, w->proto);
+                w->stats.renamed++;
+            }
         }
         size_t ml = strlen(m), nl = strlen(n);
         if (memchr(m, '\n', ml) || memchr(n, '\n', nl))

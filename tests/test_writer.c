@@ -1096,3 +1096,40 @@ OST_TEST(writer, dis_lists_one_opcode_a_line) {
     free(b);
     ost_decref(root);
 }
+
+/* A reduce value whose callable is named __builtin__.set (a Python 3
+ * pickle can carry that name as it is) with items appended: protocol 2
+ * would write the name as it is, and protocols 0-2 read __builtin__.set
+ * back as builtins.set, which the reader builds into a real set, on which
+ * the items' APPENDS fails. The writer refuses it at protocol 2, naming
+ * the global, and writes it at protocol 3, which reads back the same.
+ * (Found by the fuzzer: "the writer's protocol 2 pickle does not load".) */
+OST_TEST(writer, refuses_at_protocol_2_a_global_that_reads_back_as_a_builtin) {
+    ost_value args = ost_tuple_new(1);
+    ost_tuple_set(args, 0, ost_list_new(0));
+    ost_value r = ost_reduce_new(OST_REDUCE_CALL, ost_global("__builtin__", "set"), args);
+    cr_assert_eq(ost_reduce_append(r, ost_int(1)), 0);
+    ost_writer *w = ost_writer_new();
+    ost_writer_set_protocol(w, 2);
+    const void *d;
+    size_t n;
+    int rc = ost_dump(w, r, &d, &n);
+    cr_assert_eq(rc, OST_EUNSUPPORTED, "%s", ost_err_name(rc));
+    cr_assert(strstr(ost_writer_errmsg(w), "__builtin__.set"), "%s", ost_writer_errmsg(w));
+    ost_writer_set_protocol(w, 3);
+    cr_assert_eq(ost_dump(w, r, &d, &n), 0, "%s", ost_writer_errmsg(w));
+    ost_reader *rd = ost_reader_new();
+    ost_value back;
+    cr_assert_eq(ost_load(rd, d, n, &back, NULL), 0, "%s", ost_reader_errmsg(rd));
+    cr_assert(ost_same_graph(r, back));
+    ost_release(back);
+    ost_reader_free(rd);
+    /* the real builtins.set is written at protocol 2 as __builtin__.set */
+    ost_value s = ost_set_new();
+    ost_set_add(s, ost_int(1));
+    ost_writer_set_protocol(w, 2);
+    cr_assert_eq(ost_dump(w, s, &d, &n), 0, "%s", ost_writer_errmsg(w));
+    ost_writer_free(w);
+    ost_decref(s);
+    ost_decref(r);
+}
