@@ -237,9 +237,11 @@ static int put_payload(ost_writer *w, const void *p, size_t n) {
             if (reserve(w, n)) return w->err;
             put_bytes(w, p, n);
         }
-        return open_frame(w);
+        if (open_frame(w)) return w->err;
+        return reserve(w, 5); /* the memo PUT that may follow */
     }
-    if (reserve(w, n)) return w->err;
+    /* and room for the memo PUT that may follow (memoize) */
+    if (reserve(w, n + 5)) return w->err;
     put_bytes(w, p, n);
     return 0;
 }

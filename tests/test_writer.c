@@ -1133,3 +1133,35 @@ OST_TEST(writer, refuses_at_protocol_2_a_global_that_reads_back_as_a_builtin) {
     ost_decref(s);
     ost_decref(r);
 }
+
+/* A shared str of 256 bytes or more goes out as a payload, then its memo
+ * PUT: the payload reserved only its own bytes, so when it ended exactly
+ * at the buffer's end the PUT was written past it (a heap overflow that
+ * ASan reports; found by the fuzzer, seed 7). Every length from 256 up,
+ * so that one of them ends at the buffer's end whatever its size. */
+OST_TEST(writer, a_shared_long_str_ending_at_the_buffer_end_is_memoized_within_it) {
+    for (int proto = 2; proto <= 4; proto++) {
+        for (size_t n = 256; n < 9000; n += 1) {
+            char *text = malloc(n);
+            memset(text, 'x', n);
+            ost_value s = ost_str(text, n), l = ost_list_new(2);
+            free(text);
+            ost_list_append(l, ost_incref(s));
+            ost_list_append(l, s);
+            ost_writer *w = ost_writer_new();
+            ost_writer_set_protocol(w, proto);
+            ost_writer_set_framing(w, false);
+            const void *d;
+            size_t len;
+            cr_assert_eq(ost_dump(w, l, &d, &len), 0, "%s", ost_writer_errmsg(w));
+            ost_reader *r = ost_reader_new();
+            ost_value back;
+            cr_assert_eq(ost_load(r, d, len, &back, NULL), 0, "%s", ost_reader_errmsg(r));
+            cr_assert(ost_same_graph(l, back), "protocol %d, %zu bytes", proto, n);
+            ost_release(back);
+            ost_reader_free(r);
+            ost_writer_free(w);
+            ost_decref(l);
+        }
+    }
+}
