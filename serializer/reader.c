@@ -21,6 +21,8 @@ struct ost_reader {
     size_t nmarks, mcap;
     ost_value *memo; /* dense part: index -> value (0 = unset) */
     size_t memo_cap, memo_hi, memo_count;
+    size_t memo_dense; /* indexes below this are dense in this load (memo_cap
+                        * may be larger, kept from an earlier load) */
     ost__ptrtab sparse; /* index + 1 -> value, for far indexes */
     ost_value trash;    /* list of values popped while loading */
     size_t bytes;       /* bytes allocated for values so far */
@@ -175,7 +177,9 @@ static void trash(ost_reader *r, ost_value v) {
 }
 
 static ost_value memo_get(ost_reader *r, size_t idx) {
-    if (idx < r->memo_hi) return r->memo[idx];
+    /* an index the dense part grew over may have been put in the sparse
+     * part before it did */
+    if (idx < r->memo_hi && r->memo[idx]) return r->memo[idx];
     if (r->sparse.count) {
         ost__ptr_slot *s = ost__ptrtab_find(&r->sparse, idx + 1);
         if (s->key) return (ost_value)s->val;
@@ -185,20 +189,25 @@ static ost_value memo_get(ost_reader *r, size_t idx) {
 
 static int memo_put(ost_reader *r, const uint8_t *at, size_t idx, ost_value v) {
     ost__incref(v);
-    /* dense while indexes stay near the input consumed, else sparse */
+    /* dense while indexes stay near the input consumed, else sparse; the
+     * choice depends on this load alone, never on what an earlier load
+     * left allocated, so that every load of the same input does the same */
     size_t pos = (size_t)(at - r->base);
-    if (idx < r->memo_cap || idx <= pos * 2 + 64) {
-        if (idx >= r->memo_cap) {
-            size_t cap = r->memo_cap ? r->memo_cap : 64;
+    if (idx < r->memo_dense || idx <= pos * 2 + 64) {
+        if (idx >= r->memo_dense) {
+            size_t cap = r->memo_dense ? r->memo_dense : 64;
             while (cap <= idx) cap *= 2;
-            ost_value *m = realloc(r->memo, cap * sizeof *m);
-            if (!m) {
-                ost_decref(v);
-                return NOMEM(at);
+            if (cap > r->memo_cap) {
+                ost_value *m = realloc(r->memo, cap * sizeof *m);
+                if (!m) {
+                    ost_decref(v);
+                    return NOMEM(at);
+                }
+                memset(m + r->memo_cap, 0, (cap - r->memo_cap) * sizeof *m);
+                r->memo = m;
+                r->memo_cap = cap;
             }
-            memset(m + r->memo_cap, 0, (cap - r->memo_cap) * sizeof *m);
-            r->memo = m;
-            r->memo_cap = cap;
+            r->memo_dense = cap;
         }
         if (idx >= r->memo_hi) r->memo_hi = idx + 1;
         ost_value old = r->memo[idx];
@@ -234,6 +243,7 @@ static void clear_memo(ost_reader *r) {
         r->memo[i] = 0;
     }
     r->memo_hi = 0;
+    r->memo_dense = 0;
     for (size_t i = 0; r->sparse.slots && i <= r->sparse.mask; i++)
         if (r->sparse.slots[i].key) ost_decref((ost_value)r->sparse.slots[i].val);
     if (r->sparse.slots) ost__ptrtab_clear(&r->sparse);

@@ -1629,3 +1629,28 @@ READER_TEST(reused_reader_resets_between_loads) {
     expect_err_r(r, B("j\xff\xff\xff\x7f."), OST_EMEMO, 0, NULL);
     ost_reader_free(r);
 }
+
+/* BINPUT 93 early in the input goes to the sparse part of the memo (far
+ * above the input consumed); BINPUT 104 later grows the dense part over
+ * index 93; BINGET 93 must still find the first list. It said "memo index
+ * 93 is not set", but only on a reader's first load: later loads kept the
+ * dense part's size and put 93 there (found by the fuzzer as "a second
+ * load of the same input failed differently"). */
+OST_TEST(reader, a_memo_index_put_before_the_dense_memo_grew_over_it_is_found) {
+    static const uint8_t p[] = {
+        ']', 'q', 93,                                        /* [] as memo 93 */
+        ']', '0', ']', '0', ']', '0', ']', '0', ']', '0', ']', '0', ']', '0', ']', '0', ']', '0',
+        ']', 'q', 104, '0',                                  /* [] as memo 104 */
+        ']', 'h', 93, 'a', '.'};                             /* [memo 93] */
+    ost_reader *r = ost_reader_new();
+    for (int i = 0; i < 3; i++) {
+        ost_value v;
+        int rc = ost_load(r, p, sizeof p, &v, NULL);
+        cr_assert_eq(rc, 0, "load %d: %s", i + 1, ost_reader_errmsg(r));
+        cr_assert_eq(ost_typeof(v), OST_T_LIST);
+        cr_assert_eq(ost_len(v), 1, "load %d", i + 1);
+        cr_assert_eq(ost_typeof(ost_item(v, 0)), OST_T_LIST);
+        ost_release(v);
+    }
+    ost_reader_free(r);
+}
