@@ -921,10 +921,15 @@ static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
                          r->lim.max_container);
         if (account(r, at, n * sizeof(ost_entry))) return r->err;
         for (size_t i = base; i < r->sp && !rc; i++) {
-            rc = ost_set_add(target, r->stack[i]);
+            /* an unhashable item stays on the stack (ost_set_add would drop
+             * it with a plain decref, leaking the cycles it is part of) */
+            uint64_t h;
+            if ((rc = ost__hash(r->stack[i], &h))) break;
+            rc = ost__dict_insert(target, r->stack[i], 0, h);
             r->stack[i] = 0;
         }
-        for (size_t i = base; i < r->sp; i++) ost_decref(r->stack[i]);
+        /* what is left goes where release_all collects cycles */
+        for (size_t i = base; i < r->sp; i++) trash(r, r->stack[i]);
         r->sp = base;
         if (rc == OST_ETYPE)
             return rfail(r, at, OST_EBADPICKLE, "%s: unhashable item", op_name(op));
@@ -967,7 +972,7 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
             r->stack[i] = r->stack[i + 1] = 0;
             if ((rc = ost__dict_insert(target, k, v, h))) break;
         }
-        for (; i < r->sp; i++) ost_decref(r->stack[i]);
+        for (; i < r->sp; i++) trash(r, r->stack[i]); /* cycles are collected */
         r->sp = base;
         if (rc == OST_ETYPE)
             return rfail(r, at, OST_EBADPICKLE, "%s: unhashable key", op_name(op));
