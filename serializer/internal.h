@@ -197,6 +197,11 @@ static inline bool ost__pooled(const ost_obj *o) {
 /* values (value.c) */
 ost_value ost__str_new_uninit(int type, size_t n); /* str/bytes/bytearray */
 int ost__dict_insert(ost_value d, ost_value key, ost_value val, uint64_t h);
+/* The same, but what it would drop (a repeated key, the value it replaces,
+ * or both after a failure) goes to drop[0] and drop[1] (references the
+ * caller owns; 0 when none), so that a caller can collect their cycles. */
+int ost__dict_insert_keep(ost_value d, ost_value key, ost_value val, uint64_t h,
+                          ost_value drop[2]);
 int ost__hash(ost_value v, uint64_t *out);
 ost_value ost__tuple_new_uninit(size_t n);
 /* Calls fn for each child reference of a heap value. */

@@ -924,9 +924,11 @@ static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
             /* an unhashable item stays on the stack (ost_set_add would drop
              * it with a plain decref, leaking the cycles it is part of) */
             uint64_t h;
+            ost_value drop[2];
             if ((rc = ost__hash(r->stack[i], &h))) break;
-            rc = ost__dict_insert(target, r->stack[i], 0, h);
+            rc = ost__dict_insert_keep(target, r->stack[i], 0, h, drop);
             r->stack[i] = 0;
+            trash(r, drop[0]); /* a repeated item: its cycles are collected */
         }
         /* what is left goes where release_all collects cycles */
         for (size_t i = base; i < r->sp; i++) trash(r, r->stack[i]);
@@ -970,7 +972,12 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
                 break;
             }
             r->stack[i] = r->stack[i + 1] = 0;
-            if ((rc = ost__dict_insert(target, k, v, h))) break;
+            ost_value drop[2];
+            rc = ost__dict_insert_keep(target, k, v, h, drop);
+            /* a repeated key and the value it replaces: cycles collected */
+            trash(r, drop[0]);
+            trash(r, drop[1]);
+            if (rc) break;
         }
         for (; i < r->sp; i++) trash(r, r->stack[i]); /* cycles are collected */
         r->sp = base;

@@ -1040,6 +1040,28 @@ static int dict_add(ost_dict_obj *d, ost_value key, ost_value val, uint64_t h) {
     return 0;
 }
 
+int ost__dict_insert_keep(ost_value dv, ost_value key, ost_value val, uint64_t h,
+                          ost_value drop[2]) {
+    ost_dict_obj *d = (ost_dict_obj *)dv;
+    drop[0] = drop[1] = 0;
+    ptrdiff_t at = dict_find(d, key, h);
+    if (at >= 0) {
+        ost_entry *e = &d->entries[at];
+        drop[0] = key;
+        if (val) {
+            drop[1] = e->val;
+            e->val = val;
+        }
+        return 0;
+    }
+    int rc = dict_add(d, key, val, h);
+    if (rc) {
+        drop[0] = key;
+        drop[1] = val;
+    }
+    return rc;
+}
+
 int ost__dict_insert(ost_value dv, ost_value key, ost_value val, uint64_t h) {
     ost_dict_obj *d = (ost_dict_obj *)dv;
     ptrdiff_t at = dict_find(d, key, h);
