@@ -775,7 +775,7 @@ struct ost_map_cursor {
     ost_conn *c;
     ost__map *m;
     uint64_t gen;     /* the transaction it belongs to */
-    bool reverse, started, done;
+    bool reverse, done;
     bool has_lo, has_hi, lo_ex, hi_ex, has_last;
     size_t lol, hil, lastl;
     uint8_t lo[KMAX], hi[KMAX], last[KMAX];
@@ -839,6 +839,18 @@ static bool past_end(const ost_map_cursor *cur, const uint8_t *k, size_t kl) {
     return r < 0 || (r == 0 && cur->lo_ex);
 }
 
+/* Where the next step starts: after the last key given (exclusive), else
+ * at the range's first bound in the cursor's direction; *t NULL: the
+ * map's end. */
+static void start_point(const ost_map_cursor *cur, const uint8_t **t, size_t *tl, bool *ex) {
+    *t = NULL;
+    *tl = 0;
+    *ex = false;
+    if (cur->has_last) *t = cur->last, *tl = cur->lastl, *ex = true;
+    else if (!cur->reverse && cur->has_lo) *t = cur->lo, *tl = cur->lol, *ex = cur->lo_ex;
+    else if (cur->reverse && cur->has_hi) *t = cur->hi, *tl = cur->hil, *ex = cur->hi_ex;
+}
+
 /* Puts the snapshot cursor on the first entry after the position (or at
  * the start of the range). */
 static int ec_position(ost_map_cursor *cur) {
@@ -848,12 +860,10 @@ static int ec_position(ost_map_cursor *cur) {
     int rc = ost__ecur_open(c->st, c->rtxn, cur->m->oid, &cur->ec);
     if (rc) return rc;
     cur->ec_gen = c->snap_gen;
-    const uint8_t *t = NULL;
-    size_t tl = 0;
-    bool ex = false;
-    if (cur->has_last) t = cur->last, tl = cur->lastl, ex = true;
-    else if (!cur->reverse && cur->has_lo) t = cur->lo, tl = cur->lol, ex = cur->lo_ex;
-    else if (cur->reverse && cur->has_hi) t = cur->hi, tl = cur->hil, ex = cur->hi_ex;
+    const uint8_t *t;
+    size_t tl;
+    bool ex;
+    start_point(cur, &t, &tl, &ex);
     rc = ost__ecur_seek(cur->ec, t, tl, cur->reverse);
     if (rc == 0 && ex) {
         const uint8_t *k;
@@ -869,12 +879,10 @@ static int ec_position(ost_map_cursor *cur) {
 static pnode *pend_next(ost_map_cursor *cur) {
     ost__map *m = cur->m;
     if (!m->head->next[0]) return NULL;
-    const uint8_t *t = NULL;
-    size_t tl = 0;
-    bool ex = false;
-    if (cur->has_last) t = cur->last, tl = cur->lastl, ex = true;
-    else if (!cur->reverse && cur->has_lo) t = cur->lo, tl = cur->lol, ex = cur->lo_ex;
-    else if (cur->reverse && cur->has_hi) t = cur->hi, tl = cur->hil, ex = cur->hi_ex;
+    const uint8_t *t;
+    size_t tl;
+    bool ex;
+    start_point(cur, &t, &tl, &ex);
     if (!cur->reverse) return t ? sl_seek(m, t, tl, ex, NULL) : m->head->next[0];
     return t ? sl_before(m, t, tl, !ex) : sl_last(m);
 }
