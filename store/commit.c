@@ -172,7 +172,6 @@ void ost__pkg_reset(ost__pkg *p) {
     p->nrefs = 0;
     p->nbytes = 0;
     p->nments = 0;
-    p->creates_map = false;
     p->rc = 0;
     p->msg[0] = 0;
     p->serial = 0;
@@ -270,7 +269,12 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
             return OST_ECONFLICT;
         }
         if (rc) return rc;
-        if (ost__hdr_read(&rv, &cur, &cid)) return MDB_CORRUPTED;
+        int dmg = ost__rec_open(st, r->oid, &rv, &cur, &cid);
+        if (dmg) {
+            snprintf(p->msg, sizeof p->msg, "oid %llu: damaged record (%s): not overwritten",
+                     (unsigned long long)r->oid, ost__damage_text(dmg));
+            return OST_ECORRUPT;
+        }
         if (cur != r->read_serial) {
             snprintf(p->msg, sizeof p->msg,
                      "conflict on oid %llu: commit %llu changed it after this transaction read it "
@@ -319,19 +323,10 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
         if (rc) return rc;
         ost__hdr_write(rv.mv_data, serial, r->cid);
         memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p->bytes + r->off, r->len);
+        ost__rec_seal(rv.mv_data, rv.mv_size, r->oid);
         if (r->read_serial) nlog++;
     }
     if (p->nments && (rc = ost__maps_apply(st, t, p, serial))) return rc;
-    if (p->creates_map) { /* stores with maps are format 2: 0.1 must not pack them */
-        MDB_val fk = {6, "format"}, fv;
-        rc = mdb_get(t, st->meta, &fk, &fv);
-        if (rc) return rc;
-        if (fv.mv_size == 8 && ((uint8_t *)fv.mv_data)[0] < 2) {
-            uint8_t f[8] = {2};
-            fv = (MDB_val){8, f};
-            if ((rc = mdb_put(t, st->meta, &fk, &fv, 0))) return rc;
-        }
-    }
     if (nlog) {
         uint8_t kb[8];
         ost__be64(kb, serial);

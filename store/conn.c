@@ -180,6 +180,7 @@ static int snapshot(ost_conn *c) {
     }
     c->rtxn_live = true;
     c->snap_gen++; /* data read from earlier snapshots is gone */
+    ost__format_refresh(c->st, c->rtxn);
     if (!c->at_boundary) {
         c->snap_moved = true; /* reopened inside a transaction: newer data */
         return 0;
@@ -272,9 +273,10 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     c->hint_gen = c->snap_gen;
     uint64_t serial;
     uint32_t cid;
-    if (ost__hdr_read(&v, &serial, &cid))
-        return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record header (%zu bytes)",
-                           (unsigned long long)oid, v.mv_size);
+    int dmg = ost__rec_open(c->st, oid, &v, &serial, &cid);
+    if (dmg)
+        return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record (%s)",
+                           (unsigned long long)oid, ost__damage_text(dmg));
     ost_value cls;
     rc = class_of(c, cid, &cls);
     if (rc)
@@ -298,7 +300,7 @@ int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid) {
     uint64_t serial = 0;
     uint32_t cid;
     if (!rc) rc = get_record(c, oid, &v);
-    if (!rc && ost__hdr_read(&v, &serial, &cid)) rc = OST_ECORRUPT;
+    if (!rc && ost__rec_open(c->st, oid, &v, &serial, &cid)) rc = OST_ECORRUPT;
     if (!rc && !find_oid(c, oid)) rc = cache_add(c, obj, oid, serial);
     uv_rwlock_rdunlock(&c->st->maplock);
     return rc;
@@ -334,15 +336,18 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
     if (rc) return rc;
     if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0; /* snapshot() may not ghostify it */
     MDB_val v;
-    if (c->hint_gen == c->snap_gen && c->hint_oid == e->oid)
-        v = c->hint_val; /* read by get_locked in this snapshot */
-    else if ((rc = get_record(c, e->oid, &v)))
-        return rc;
     uint64_t serial;
     uint32_t cid;
-    if (ost__hdr_read(&v, &serial, &cid))
-        return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record header",
-                           (unsigned long long)e->oid);
+    if (c->hint_gen == c->snap_gen && c->hint_oid == e->oid) {
+        v = c->hint_val; /* read and checked by get_locked in this snapshot */
+        serial = ost__rd_le64(v.mv_data);
+    } else {
+        if ((rc = get_record(c, e->oid, &v))) return rc;
+        int dmg = ost__rec_open(c->st, e->oid, &v, &serial, &cid);
+        if (dmg)
+            return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record (%s)",
+                               (unsigned long long)e->oid, ost__damage_text(dmg));
+    }
     uint64_t oid = e->oid;
     c->msg[0] = 0;
     /* While its state loads, the object is no ghost (a setstate callback

@@ -28,7 +28,7 @@ typedef struct {
     size_t len;
 } ost__entry;
 
-/* Reads entry (map, key). */
+/* Reads entry (map, key): 0, OST_ENOTFOUND, OST_ECORRUPT (damaged). */
 int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
                  ost__entry *e);
 /* Writes entry (map, key) = (serial, data[0..len)). *existed (if not
@@ -53,7 +53,8 @@ int ost__ecur_seek(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse)
 /* Steps one entry on (or back): 0 or OST_ENOTFOUND at the map's end. */
 int ost__ecur_step(ost__ecur *ec, bool reverse);
 /* The entry the cursor is on: key bytes (without the map oid) and entry,
- * valid until the cursor moves. */
+ * valid until the cursor moves. OST_ECORRUPT: the entry is damaged (its
+ * checksum fails); *key and *klen are set all the same, e is empty. */
 int ost__ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *e);
 void ost__ecur_close(ost__ecur *ec);
 
@@ -77,4 +78,16 @@ const char *ost__ent_strerror(int rc);
 /* The count in map's record, read in txn. */
 int ost__map_count_get(ost_store *st, void *txn, uint64_t map, uint64_t *count);
 
+/* Checks an entry given as stored (the engine's key and value bytes, as a
+ * salvage or check reads them) and fills e: 0 or OST_ECORRUPT. */
+int ost__ent_check(ost_store *st, const void *key, size_t klen, const void *val, size_t vlen,
+                   ost__entry *e);
+/* The size of the stored value of an entry whose pickle has len bytes,
+ * and that value made in out (key: the engine's key, map oid included). */
+size_t ost__ent_vsize(size_t len);
+void ost__ent_fill(const void *key, size_t klen, void *out, uint64_t serial, const void *data,
+                   size_t len);
+/* Rewrites every entry of an older store in the current layout (with its
+ * checksum) inside write transaction txn; *n gets how many. */
+int ost__ent_upgrade(ost_store *st, void *txn, uint64_t *n);
 #endif

@@ -1,6 +1,7 @@
 /* The entries of maps on LMDB (store/entries.h): the named database
  * "mapents", keyed by map oid (8 bytes big-endian) + encoded key, each
- * value an 8-byte little-endian serial followed by the value pickle. */
+ * value an 8-byte little-endian serial, in format 3 a 4-byte CRC-32C of
+ * the whole key, the serial and the pickle, then the value pickle. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,12 +17,107 @@ static MDB_val full_key(uint8_t *buf, uint64_t map, const uint8_t *key, size_t k
     return (MDB_val){8 + klen, buf};
 }
 
-static int to_entry(const MDB_val *v, ost__entry *e) {
-    if (v->mv_size < 8) return OST_ECORRUPT;
-    e->serial = ost__rd_le64(v->mv_data);
-    e->data = (const uint8_t *)v->mv_data + 8;
-    e->len = v->mv_size - 8;
+/* The bytes before the pickle in an entry's value: the serial and, in
+ * format 3, the checksum. Writes always use format 3 (a read-write open
+ * upgrades the store). */
+#define EHDR 12
+static size_t ehdr(ost_store *st) {
+    return __atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 3 ? EHDR : 8;
+}
+
+/* The checksum of entry k (the full key: map oid and encoded key) whose
+ * value is serial (8 bytes, as stored) and pickle[0, n). */
+static uint32_t ent_crc(const MDB_val *k, const uint8_t *serial8, const void *pickle, size_t n) {
+    uint32_t crc = ost__crc32c(0, k->mv_data, k->mv_size);
+    crc = ost__crc32c(crc, serial8, 8);
+    return ost__crc32c(crc, pickle, n);
+}
+
+/* Fills in value v of a new entry k from serial and pickle[0, len). */
+static void ent_fill(const MDB_val *k, MDB_val *v, uint64_t serial, const void *data, size_t len);
+
+size_t ost__ent_vsize(size_t len) { return EHDR + len; }
+
+void ost__ent_fill(const void *key, size_t klen, void *out, uint64_t serial, const void *data,
+                   size_t len) {
+    MDB_val k = {klen, (void *)key}, v = {EHDR + len, out};
+    ent_fill(&k, &v, serial, data, len);
+}
+
+static void ent_fill(const MDB_val *k, MDB_val *v, uint64_t serial, const void *data, size_t len) {
+    uint8_t *b = v->mv_data;
+    ost__le64(b, serial);
+    if (len) memcpy(b + EHDR, data, len);
+    uint32_t crc = ent_crc(k, b, b + EHDR, len);
+    for (int i = 0; i < 4; i++) b[8 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+/* Checks entry (k, v) as read from the store and fills e: 0 or
+ * OST_ECORRUPT (too short, past the end of the file, a wrong checksum;
+ * e is then empty). */
+static int to_entry(ost_store *st, const MDB_val *k, const MDB_val *v, ost__entry *e) {
+    size_t h = ehdr(st);
+    const uint8_t *b = v->mv_data;
+    *e = (ost__entry){0, NULL, 0};
+    if (v->mv_size < h || !ost__in_file(st, b, v->mv_size)) return OST_ECORRUPT;
+    if (h == EHDR) {
+        uint32_t want = (uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
+                        (uint32_t)b[11] << 24;
+        if (ent_crc(k, b, b + EHDR, v->mv_size - EHDR) != want) return OST_ECORRUPT;
+    }
+    e->serial = ost__rd_le64(b);
+    e->data = b + h;
+    e->len = v->mv_size - h;
     return 0;
+}
+
+int ost__ent_check(ost_store *st, const void *key, size_t klen, const void *val, size_t vlen,
+                   ost__entry *e) {
+    MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
+    return to_entry(st, &k, &v, e);
+}
+
+int ost__ent_upgrade(ost_store *st, void *txn, uint64_t *n) {
+    MDB_cursor *cur;
+    *n = 0;
+    int rc = mdb_cursor_open(txn, st->ments, &cur);
+    if (rc) return rc;
+    MDB_val k, v;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (v.mv_size < 8 || k.mv_size < 8) {
+            rc = OST_ECORRUPT;
+            break;
+        }
+        size_t len = v.mv_size - 8;
+        if (len + EHDR > cap) {
+            size_t nc = cap ? cap * 2 : 4096;
+            while (nc < len + EHDR) nc *= 2;
+            uint8_t *nb = realloc(buf, nc);
+            if (!nb) {
+                rc = OST_ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        /* the key and value point into the page the put changes: copies */
+        uint8_t kb[KEYMAX];
+        if (k.mv_size > sizeof kb) {
+            rc = OST_ECORRUPT;
+            break;
+        }
+        memcpy(kb, k.mv_data, k.mv_size);
+        MDB_val kc = {k.mv_size, kb}, nv = {len + EHDR, buf};
+        ent_fill(&kc, &nv, ost__rd_le64(v.mv_data), (const uint8_t *)v.mv_data + 8, len);
+        if ((rc = mdb_cursor_put(cur, &kc, &nv, MDB_CURRENT))) break;
+        (*n)++;
+    }
+    free(buf);
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
@@ -33,7 +129,7 @@ int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     int rc = mdb_get(txn, st->ments, &k, &v);
     if (rc == MDB_NOTFOUND) return OST_ENOTFOUND;
     if (rc) return rc;
-    return to_entry(&v, e);
+    return to_entry(st, &k, &v, e);
 }
 
 int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
@@ -41,13 +137,13 @@ int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     if (st->no_ments) return OST_EREADONLY;
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX];
-    MDB_val k = full_key(buf, map, key, klen), v = {8 + len, NULL};
+    MDB_val k = full_key(buf, map, key, klen), v = {EHDR + len, NULL};
     int rc = MDB_KEYEXIST;
     if (append && *append) {
         rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE | MDB_APPEND);
         if (rc == MDB_KEYEXIST) {
             *append = false; /* not beyond the last key: plain puts from now */
-            v = (MDB_val){8 + len, NULL};
+            v = (MDB_val){EHDR + len, NULL};
         } else if (rc) {
             return rc;
         } else if (existed) {
@@ -59,13 +155,12 @@ int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
         rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE | (existed ? MDB_NOOVERWRITE : 0));
         if (existed) *existed = rc == MDB_KEYEXIST;
         if (rc == MDB_KEYEXIST) {
-            v = (MDB_val){8 + len, NULL};
+            v = (MDB_val){EHDR + len, NULL};
             rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE);
         }
         if (rc) return rc;
     }
-    ost__le64(v.mv_data, serial);
-    if (len) memcpy((uint8_t *)v.mv_data + 8, data, len);
+    ent_fill(&k, &v, serial, data, len);
     return 0;
 }
 
@@ -167,7 +262,7 @@ int ost__ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *
     if (!ec->on) return OST_ENOTFOUND;
     *key = (const uint8_t *)ec->k.mv_data + 8;
     *klen = ec->k.mv_size - 8;
-    return to_entry(&ec->v, e);
+    return to_entry(ec->st, &ec->k, &ec->v, e);
 }
 
 void ost__ecur_close(ost__ecur *ec) {
@@ -224,7 +319,9 @@ int ost__map_record_get(ost_store *st, void *txn, uint64_t map, const uint8_t **
     MDB_val v;
     int rc = record(st, txn, map, &v);
     if (rc) return rc;
-    if (v.mv_size < OST_HDR_SIZE) return OST_ECORRUPT;
+    uint64_t serial;
+    uint32_t cid;
+    if (ost__rec_open(st, map, &v, &serial, &cid)) return OST_ECORRUPT;
     *pickle = (const uint8_t *)v.mv_data + OST_HDR_SIZE;
     *len = v.mv_size - OST_HDR_SIZE;
     return 0;
@@ -247,7 +344,7 @@ int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, ui
     if (rc) return rc;
     uint64_t count, s;
     uint32_t cid;
-    if (v.mv_size < OST_HDR_SIZE || ost__hdr_read(&v, &s, &cid)) return OST_ECORRUPT;
+    if (ost__rec_open(st, map, &v, &s, &cid)) return OST_ECORRUPT;
     size_t n = v.mv_size - OST_HDR_SIZE;
     rc = ost__map_record_count((uint8_t *)v.mv_data + OST_HDR_SIZE, n, &count);
     if (rc) return rc;
@@ -262,5 +359,6 @@ int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, ui
     memcpy(nv.mv_data, copy, v.mv_size);
     ost__hdr_write(nv.mv_data, serial, cid);
     ost__map_record_setcount((uint8_t *)nv.mv_data + OST_HDR_SIZE, n, count + (uint64_t)delta);
+    ost__rec_seal(nv.mv_data, nv.mv_size, map);
     return 0;
 }

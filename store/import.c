@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "entries.h"
 #include "import.h"
 #include "store_internal.h"
 
@@ -152,6 +153,7 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
                             (unsigned long long)oid, mdb_strerror(rc));
     ost__hdr_write(v.mv_data, serial, cid);
     memcpy((uint8_t *)v.mv_data + OST_HDR_SIZE, pickle, n);
+    ost__rec_seal(v.mv_data, v.mv_size, oid);
     im->records++;
     return 0;
 }
@@ -192,7 +194,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
             return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->path,
                                 (unsigned long long)map, mdb_strerror(rc));
         im->ment_map = map;
-        im->ment_map_ok = rc == 0 && ost__hdr_read(&v, &s, &cid) == 0 && cid &&
+        im->ment_map_ok = rc == 0 && ost__rec_open(st, map, &v, &s, &cid) == 0 && cid &&
                           (cid == im->map_cid || cid == im->set_cid);
         im->ment_map_set = im->ment_map_ok && cid == im->set_cid;
     }
@@ -208,7 +210,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
     uint8_t kb[8 + OST_MAP_KEY_MAX];
     ost__be64(kb, map);
     if (klen) memcpy(kb + 8, key, klen);
-    MDB_val k = {8 + klen, kb}, v = {8 + vlen, NULL};
+    MDB_val k = {8 + klen, kb}, v = {ost__ent_vsize(vlen), NULL};
     int rc = mdb_put(im->t, st->ments, &k, &v, MDB_APPEND | MDB_RESERVE);
     if (rc == MDB_KEYEXIST)
         return ost__st_fail(st, OST_EINVAL,
@@ -217,8 +219,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->path,
                             (unsigned long long)map, mdb_strerror(rc));
-    put_le64(v.mv_data, serial);
-    if (vlen) memcpy((uint8_t *)v.mv_data + 8, val, vlen);
+    ost__ent_fill(kb, 8 + klen, v.mv_data, serial, val, vlen);
     im->ments++;
     return 0;
 }
@@ -237,7 +238,8 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
                      (unsigned long long)format, (unsigned long long)im->ments);
         return im_fail(im, OST_EINVAL);
     }
-    int rc = meta_put(t, st->meta, "format", format);
+    /* what was imported has checksums, whatever the exported store's format */
+    int rc = meta_put(t, st->meta, "format", OST_STORE_FORMAT);
     if (!rc) rc = meta_put(t, st->meta, "next_oid", next_oid);
     if (!rc) rc = meta_put(t, st->meta, "last_serial", last_serial);
     if (!rc) rc = meta_put(t, st->meta, "next_class", next_class);

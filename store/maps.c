@@ -557,6 +557,20 @@ static int decode_val(ost_conn *c, ost__map *m, const uint8_t *key, size_t kl,
     return OST_ECORRUPT;
 }
 
+/* The entry of key k in the snapshot fails its checksum. */
+static int damaged_entry(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl) {
+    ost_value kv = ost__mkey_decode(&m->kind, k, kl);
+    ost_buf b = {0};
+    if (!kv || ost_repr(kv, &b)) b.data = NULL;
+    ost__c_fail(c, OST_ECORRUPT,
+                "map %llu: the entry of key %.120s is damaged (its checksum does not match its "
+                "bytes; 'ostore check' lists the damage)",
+                (unsigned long long)m->oid, b.data ? b.data : "(a damaged key)");
+    ost_buf_free(&b);
+    ost_decref(kv);
+    return OST_ECORRUPT;
+}
+
 static int eng_fail(ost_conn *c, ost__map *m, int rc) {
     if (rc < 0)
         return c->msg[0] ? rc : ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
@@ -585,6 +599,7 @@ static int lookup(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode *
     if (*node) return 0;
     int rc = ost__ent_get(c->st, c->rtxn, m->oid, k, kl, e);
     if (rc == OST_ENOTFOUND) return 0;
+    if (rc == OST_ECORRUPT) return damaged_entry(c, m, k, kl);
     if (rc) return eng_fail(c, m, rc);
     *found = true;
     return 0;
@@ -869,7 +884,7 @@ static int ec_position(ost_map_cursor *cur) {
         const uint8_t *k;
         size_t kl;
         ost__entry e;
-        if ((rc = ost__ecur_get(cur->ec, &k, &kl, &e))) return rc;
+        if ((rc = ost__ecur_get(cur->ec, &k, &kl, &e)) && rc != OST_ECORRUPT) return rc;
         if (kcmp(k, kl, t, tl) == 0) rc = ost__ecur_step(cur->ec, cur->reverse);
     }
     return rc == OST_ENOTFOUND ? 0 : rc;
@@ -899,8 +914,9 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
         size_t dkl = 0, kl;
         ost__entry e;
         rc = ost__ecur_get(cur->ec, &dk, &dkl, &e);
+        bool damaged = rc == OST_ECORRUPT;
         if (rc == OST_ENOTFOUND) dk = NULL;
-        else if (rc) return eng_fail(c, m, rc);
+        else if (rc && !damaged) return eng_fail(c, m, rc);
         pnode *n = pend_next(cur);
         if (!dk && !n) return OST_ENOTFOUND;
         int r = !dk ? 1 : !n ? -1 : kcmp(dk, dkl, PKEY(n), n->klen);
@@ -914,7 +930,8 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
         cur->has_last = true;
         ost_value v = 0;
         int drc = 0;
-        if (r < 0) drc = decode_val(c, m, cur->last, kl, &e, &v);
+        if (r < 0)
+            drc = damaged ? damaged_entry(c, m, cur->last, kl) : decode_val(c, m, cur->last, kl, &e, &v);
         else if (node_present(n)) v = ost_incref(n->val);
         /* past a damaged entry too: the next step goes on after it */
         if (r <= 0 && (rc = ost__ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND)
@@ -988,7 +1005,6 @@ int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
             int rc = ost__class_id_cached(c->st, m->is_set ? c->st->set_cls : c->st->map_cls, &cid);
             if (!rc) rc = ost__pkg_add(p, m->oid, 0, cid, rec, n);
             if (rc) return ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
-            p->creates_map = true;
         }
         if (!m->ndirty) continue;
         for (pnode *n = m->head->next[0]; n; n = n->next[0]) {
@@ -1104,6 +1120,14 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
             rc = ost__ent_get(st, txn, me->map, k, me->klen, &e);
             uint64_t cur = rc == 0 ? e.serial : 0;
             if (rc == OST_ENOTFOUND) rc = 0;
+            if (rc == OST_ECORRUPT) {
+                char kt[160];
+                key_text(st, txn, me->map, k, me->klen, kt, sizeof kt);
+                snprintf(p->msg, sizeof p->msg,
+                         "map %llu, key %.120s: the stored entry is damaged (its checksum does not "
+                         "match); nothing was written ('ostore check', 'ostore salvage')",
+                         (unsigned long long)me->map, kt);
+            }
             if (rc) break;
             if (cur != me->base) {
                 char kt[200];

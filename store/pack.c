@@ -70,7 +70,7 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
      * to is unknown, so nothing may be removed */
     uint64_t serial;
     uint32_t cid;
-    if (v.mv_size < OST_HDR_SIZE + 2 || ost__hdr_read(&v, &serial, &cid) ||
+    if (ost__rec_open(st, oid, &v, &serial, &cid) ||
         ost__scan_pids((uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE,
                        mark_ref, m))
         return ost__st_fail(st, OST_ECORRUPT,
@@ -294,8 +294,14 @@ static int check_entries(check_ctx *c, ost_reader *r, const check_map *cm) {
         ost__entry e;
         n++;
         if (ost__ecur_get(ec, &k, &kl, &e)) {
-            problem(c, cm->oid, OST_ECORRUPT, "map %llu: an entry shorter than its serial",
-                    (unsigned long long)cm->oid);
+            char hex[41];
+            size_t i;
+            for (i = 0; i < kl && i < 20; i++) snprintf(hex + 2 * i, 3, "%02x", k[i]);
+            hex[2 * i] = 0;
+            problem(c, cm->oid, OST_ECORRUPT,
+                    "map %llu: the entry of key %s%s is damaged (its checksum does not match "
+                    "its bytes)",
+                    (unsigned long long)cm->oid, hex, kl > 20 ? "..." : "");
             continue;
         }
         ost_value key = ost__mkey_decode(&cm->kind, k, kl);
@@ -393,10 +399,14 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
         char msg[400];
         uint64_t serial;
         uint32_t cid;
-        if (k.mv_size != 8 || ost__hdr_read(&v, &serial, &cid)) {
+        int dmg = k.mv_size != 8 ? -1 : ost__rec_open(st, c.holder, &v, &serial, &cid);
+        if (dmg) {
             c.problems++;
-            snprintf(msg, sizeof msg, "oid %llu: bad key or record header (%zu bytes)",
-                     (unsigned long long)c.holder, v.mv_size);
+            if (dmg < 0)
+                snprintf(msg, sizeof msg, "a record under a %zu-byte key (oids have 8)", k.mv_size);
+            else
+                snprintf(msg, sizeof msg, "oid %llu: damaged record (%s)",
+                         (unsigned long long)c.holder, ost__damage_text(dmg));
             if (report) report(ud, c.holder, 0, OST_ECORRUPT, msg);
             continue;
         }

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "../serializer/internal.h"
+#include "entries.h"
 #include "store_internal.h"
 
 #define META_MAGIC "ostore"
@@ -108,14 +109,60 @@ void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id) {
     memset(h + 12, 0, 4);
 }
 
-int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id) {
+void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid) {
+    uint8_t kb[8];
+    ost__be64(kb, oid);
+    uint32_t crc = ost__crc32c(0, kb, 8);
+    crc = ost__crc32c(crc, rec, 12);
+    crc = ost__crc32c(crc, rec + OST_HDR_SIZE, n - OST_HDR_SIZE);
+    for (int i = 0; i < 4; i++) rec[12 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+bool ost__in_file(ost_store *st, const void *p, size_t n) {
+    uintptr_t a = (uintptr_t)p, base = st->map_base;
+    if (!base || a < base || a - base >= st->map_size) return true; /* not in the map */
+    uint64_t end = (uint64_t)(a - base) + n;
+    if (end < n) return false;
+    if (end <= __atomic_load_n(&st->file_size, __ATOMIC_RELAXED)) return true;
+    /* the file may have grown since the size was read */
+    int fd;
+    struct stat sb;
+    if (mdb_env_get_fd(st->env, &fd) || fstat(fd, &sb)) return false;
+    __atomic_store_n(&st->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
+    return end <= (uint64_t)sb.st_size;
+}
+
+int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
+                  uint32_t *class_id) {
     const uint8_t *h = v->mv_data;
-    if (v->mv_size < OST_HDR_SIZE + 2 || h[12] || h[13] || h[14] || h[15])
-        return OST_ECORRUPT;
+    if (v->mv_size < OST_HDR_SIZE + 2) return OST__DMG_SHORT;
+    if (!ost__in_file(st, h, v->mv_size)) return OST__DMG_BEYOND;
+    uint32_t want = (uint32_t)h[12] | (uint32_t)h[13] << 8 | (uint32_t)h[14] << 16 |
+                    (uint32_t)h[15] << 24;
+    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 3) {
+        uint8_t kb[8];
+        ost__be64(kb, oid);
+        uint32_t crc = ost__crc32c(0, kb, 8);
+        crc = ost__crc32c(crc, h, 12);
+        crc = ost__crc32c(crc, h + OST_HDR_SIZE, v->mv_size - OST_HDR_SIZE);
+        if (crc != want) return OST__DMG_CRC;
+    } else if (want) {
+        return OST__DMG_RESERVED;
+    }
     *serial = ost__rd_le64(h);
     *class_id = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 |
                 (uint32_t)h[11] << 24;
     return 0;
+}
+
+const char *ost__damage_text(int dmg) {
+    switch (dmg) {
+    case OST__DMG_SHORT: return "too short for its header";
+    case OST__DMG_CRC: return "its checksum does not match its bytes";
+    case OST__DMG_BEYOND: return "its length runs past the end of the file";
+    case OST__DMG_RESERVED: return "reserved header bytes are not zero";
+    }
+    return "damaged";
 }
 
 static int meta_get_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out) {
@@ -132,6 +179,98 @@ static int meta_put_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) 
     ost__le64(b, val);
     MDB_val k = {strlen(key), (void *)key}, v = {8, b};
     return mdb_put(t, dbi, &k, &v, 0);
+}
+
+/* Notes where LMDB maps the file and how big the file is (after the
+ * environment opens and after each resize, under the maplock's write
+ * lock or before any other thread uses the store). */
+static void map_changed(ost_store *st) {
+    int fd;
+    struct stat sb;
+    st->map_base = 0;
+    st->map_size = 0;
+    if (mdb_env_get_fd(st->env, &fd) != 0 || fstat(fd, &sb) != 0) return;
+    __atomic_store_n(&st->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
+    /* LMDB tells where it maps the file only with MDB_FIXEDMAP: the
+     * process's map list tells, the mapping of data.mdb's inode at offset 0 */
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return;
+    char line[PATH_MAX + 128];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, off, ino;
+        char perms[8];
+        unsigned maj, min;
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &lo, &hi, perms, &off, &maj, &min,
+                   &ino) == 7 &&
+            ino == (unsigned long long)sb.st_ino && off == 0) {
+            st->map_base = (uintptr_t)lo;
+            st->map_size = (size_t)(hi - lo);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+void ost__format_refresh(ost_store *st, MDB_txn *t) {
+    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
+    uint64_t f;
+    if (meta_get_u64(t, st->meta, "format", &f) == 0 && f > st->format && f <= OST_STORE_FORMAT)
+        __atomic_store_n(&st->format, f, __ATOMIC_RELAXED);
+}
+
+int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(t, st->recs, &cur);
+    if (rc) return rc;
+    MDB_val k, v;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    st->format = from; /* records are read as the old format says */
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        uint64_t serial;
+        uint32_t cid;
+        uint64_t oid = k.mv_size == 8 ? ost__rd_be64(k.mv_data) : 0;
+        int dmg = k.mv_size != 8 ? OST__DMG_SHORT : ost__rec_open(st, oid, &v, &serial, &cid);
+        if (dmg) {
+            rc = ost__st_fail(st, OST_ECORRUPT,
+                              "%s: cannot upgrade from format %llu: oid %llu: damaged record (%s); "
+                              "'ostore check' says more, 'ostore salvage' copies what is intact",
+                              st->path, (unsigned long long)from, (unsigned long long)oid,
+                              ost__damage_text(dmg));
+            break;
+        }
+        if (v.mv_size > cap) {
+            size_t nc = cap ? cap * 2 : 4096;
+            while (nc < v.mv_size) nc *= 2;
+            uint8_t *nb = realloc(buf, nc);
+            if (!nb) {
+                rc = ost__st_fail(st, OST_ENOMEM, "out of memory");
+                break;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        memcpy(buf, v.mv_data, v.mv_size);
+        ost__rec_seal(buf, v.mv_size, oid);
+        uint8_t kb[8]; /* the key points into the page the put changes */
+        ost__be64(kb, oid);
+        MDB_val kc = {8, kb}, nv = {v.mv_size, buf};
+        if ((rc = mdb_cursor_put(cur, &kc, &nv, MDB_CURRENT))) break;
+    }
+    free(buf);
+    mdb_cursor_close(cur);
+    if (rc && rc != MDB_NOTFOUND) return rc;
+    uint64_t n;
+    rc = ost__ent_upgrade(st, t, &n);
+    if (rc == OST_ECORRUPT)
+        return ost__st_fail(st, OST_ECORRUPT,
+                            "%s: cannot upgrade from format %llu: a damaged map entry; "
+                            "'ostore check' says more",
+                            st->path, (unsigned long long)from);
+    if (rc < 0) return ost__st_fail(st, rc, "%s: upgrading map entries: %s", st->path, ost_strerror(rc));
+    if (rc) return rc;
+    return meta_put_u64(t, st->meta, "format", OST_STORE_FORMAT);
 }
 
 /* ---- open and close ------------------------------------------------------- */
@@ -190,6 +329,7 @@ static int init_store(ost_store *st, MDB_txn *t) {
         if (!rc) {
             ost__hdr_write(vv.mv_data, 1, cid);
             memcpy((uint8_t *)vv.mv_data + OST_HDR_SIZE, p, n);
+            ost__rec_seal(vv.mv_data, vv.mv_size, ROOT_OID);
         }
     }
     ost_decref(inst);
@@ -263,6 +403,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
                      mdb_strerror(rc));
         goto fail;
     }
+    map_changed(st);
     st->read_only = opts->read_only;
     st->group_commit = opts->group_commit && !opts->read_only;
     if (st->group_commit && ost__committer_start(st)) {
@@ -340,6 +481,21 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
                          (unsigned long long)fmt, OST_STORE_FORMAT);
         goto fail;
     }
+    if (fmt < OST_STORE_FORMAT && !st->read_only) {
+        rc = ost__upgrade(st, t, fmt);
+        if (rc) {
+            mdb_txn_abort(t);
+            if (rc < 0) { /* st->msg says which record */
+                code = rc;
+                goto fail;
+            }
+            code = ost__st_fail(st, ost__mdb_code(rc), "%s: upgrading the store from format %llu: %s",
+                                path, (unsigned long long)fmt, mdb_strerror(rc));
+            goto fail;
+        }
+        fmt = OST_STORE_FORMAT;
+    }
+    st->format = fmt;
     uint64_t x;
     if (meta_get_u64(t, st->meta, "next_oid", &x) || meta_get_u64(t, st->meta, "last_serial", &x) ||
         meta_get_u64(t, st->meta, "next_class", &x)) {
@@ -461,6 +617,7 @@ static int resize_map(ost_store *st, uint64_t at_least) {
     uint64_t size = ei.me_mapsize * 2;
     while (size < at_least) size *= 2;
     int rc = mdb_env_set_mapsize(st->env, (size_t)size);
+    map_changed(st);
     uv_rwlock_wrunlock(&st->maplock);
     return rc;
 }

@@ -53,7 +53,6 @@ typedef struct ost__pkg {
     uint64_t low;
     ost__ment *ments; /* map entries, grouped by map, each map's in key order */
     size_t nments, capments;
-    bool creates_map; /* the store's format becomes 2 */
     char msg[320];
 } ost__pkg;
 
@@ -77,6 +76,18 @@ struct ost_store {
     MDB_env *env;
     MDB_dbi recs, meta, classes, txlog, ments;
     bool no_ments; /* a format-1 store opened read-only: no mapents database */
+    /* the store's format (docs/format.md): 3 (checksums) after any
+     * read-write open; a read-only handle of an older store reads it as it
+     * is and looks again at each snapshot (ost__format_refresh), since
+     * another process may upgrade it meanwhile */
+    uint64_t format;
+    /* where the map lies, for bounds checks of what LMDB returns (a damaged
+     * length must not send a read past the end of the file): changed only
+     * under the maplock's write lock; file_size is refreshed when a value
+     * seems to run past it (ost__in_file) */
+    uintptr_t map_base;
+    size_t map_size;
+    uint64_t file_size;
     char *path;
     bool read_only;
     ost_durability durability;
@@ -164,7 +175,34 @@ uint64_t ost__rd_be64(const uint8_t *b);
 void ost__le64(uint8_t *b, uint64_t v);
 uint64_t ost__rd_le64(const uint8_t *b);
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id);
-int ost__hdr_read(const MDB_val *v, uint64_t *serial, uint32_t *class_id);
+/* The CRC-32C of p[0, n), continuing crc (0 to start): crc32c.c. The soft
+ * variant always uses the table (for tests of the hardware path). */
+uint32_t ost__crc32c(uint32_t crc, const void *p, size_t n);
+uint32_t ost__crc32c_soft(uint32_t crc, const void *p, size_t n);
+/* Stores the checksum of record rec[0, n) of oid in its header (bytes
+ * 12..15): the CRC-32C of the oid (8 bytes big-endian), the header's
+ * first 12 bytes and the pickle. Call it after the pickle is in place. */
+void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid);
+/* Checks record v of oid as read from the store and reads its header:
+ * 0, or one of OST__DMG_* (what is wrong; ost__damage_text says it in
+ * words). Checksums are checked in format 3; in older formats the
+ * reserved bytes must be zero. */
+int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
+                  uint32_t *class_id);
+#define OST__DMG_SHORT 1    /* too short for its header */
+#define OST__DMG_CRC 2      /* the checksum does not match */
+#define OST__DMG_BEYOND 3   /* its length runs past the end of the file */
+#define OST__DMG_RESERVED 4 /* format 1 or 2: reserved header bytes not zero */
+const char *ost__damage_text(int dmg);
+/* Whether [p, p + n), returned by LMDB, lies in the file (or outside the
+ * map: a write transaction's own pages are in memory). */
+bool ost__in_file(ost_store *st, const void *p, size_t n);
+/* In a store of format < 3, reads the format again in t (another process
+ * may have upgraded the store). */
+void ost__format_refresh(ost_store *st, MDB_txn *t);
+/* Rewrites every record and map entry of an older store with checksums,
+ * inside write transaction t, and sets the format to 3. */
+int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 int ost__grow_map(ost_store *st);

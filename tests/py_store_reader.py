@@ -10,7 +10,7 @@ Output, one line each, in this order:
     meta format=F next_oid=N last_serial=N next_class=N
     class ID module.Name                      (one per class, by id)
     oid OID serial S class module.Name refs [OIDS] state REPR
-    entry MAP KEY serial S refs [OIDS] value REPR   (format 2: map entries)
+    entry MAP KEY serial S refs [OIDS] value REPR   (format 2 and 3: map entries)
 
 REPR is the repr of the unpickled state, where a reference to another stored
 object (a BINPERSID whose pid is the oid) reads ('ref', OID) and an instance
@@ -22,12 +22,15 @@ encoding (docs/format.md) as the map's kind says.
 
 The program checks what the format promises and exits 1, with a line
 starting "error" on standard error, when: the magic or format is wrong, a
-key is not 8 bytes, a header's reserved bytes are not zero, a class id is
+key is not 8 bytes, a record's checksum (format 3; CRC-32C, computed here
+independently) does not match or a header's reserved bytes are not zero
+(formats 1 and 2), a class id is
 not in the class table, a record's serial is above meta.last_serial, an oid
 is not below meta.next_oid, a reference names an oid with no record, or the
 root (oid 0) is missing or is not a PersistentMapping with a 'data' dict;
 and for maps: entries of an oid that is not a map, a key that does not
-decode as the map's kind, keys out of Python's order (sorted()), a count
+decode as the map's kind, an entry whose checksum does not match (format
+3), keys out of Python's order (sorted()), a count
 in the map's record that is not its number of entries.
 """
 import io
@@ -36,6 +39,30 @@ import struct
 import sys
 
 import lmdb
+
+
+def _crc_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC_TABLE = _crc_table()
+
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli): the checksum of format-3 records and entries."""
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc = CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+assert crc32c(b"123456789") == 0xE3069283
 
 
 class Stub:
@@ -131,8 +158,8 @@ def main(path):
         if txn.get(b"ostore", db=meta) != b"ostore":
             raise SystemExit("error: not an ostore store (no magic)")
         fmt = u64(txn, meta, b"format")
-        if fmt not in (1, 2):
-            raise SystemExit("error: format %d, this reader knows 1 and 2" % fmt)
+        if fmt not in (1, 2, 3):
+            raise SystemExit("error: format %d, this reader knows 1 to 3" % fmt)
         next_oid = u64(txn, meta, b"next_oid")
         last_serial = u64(txn, meta, b"last_serial")
         next_class = u64(txn, meta, b"next_class")
@@ -167,7 +194,10 @@ def main(path):
                 errors.append("oid %d: record shorter than its header" % oid)
                 continue
             serial, cid, reserved = struct.unpack("<QII", value[:16])
-            if reserved != 0:
+            if fmt >= 3:
+                if reserved != crc32c(value[16:], crc32c(value[:12], crc32c(key))):
+                    errors.append("oid %d: checksum does not match" % oid)
+            elif reserved != 0:
                 errors.append("oid %d: reserved header bytes are not zero" % oid)
             if cid not in names:
                 errors.append("oid %d: class id %d is not in the class table" % (oid, cid))
@@ -207,9 +237,13 @@ def main(path):
                 errors.append("map %d: key %r after %r: not Python's order" % (map_oid, k, keys[-1]))
             keys.append(k)
             serial, = struct.unpack("<Q", value[:8])
-            reader = RecordReader(value[8:])
+            hdr = 12 if fmt >= 3 else 8
+            if fmt >= 3 and struct.unpack("<I", value[8:12])[0] != \
+                    crc32c(value[12:], crc32c(value[:8], crc32c(key))):
+                errors.append("map %d: entry %r: checksum does not match" % (map_oid, k))
+            reader = RecordReader(value[hdr:])
             try:
-                val = reader.load() if len(value) > 8 else None
+                val = reader.load() if len(value) > hdr else None
             except Exception as e:
                 errors.append("map %d: entry %r does not unpickle: %s" % (map_oid, k, e))
                 continue

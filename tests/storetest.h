@@ -198,6 +198,34 @@ static inline void check_clean(ost_store *st, uint64_t want_records) {
     if (want_records) cr_assert_eq(records, want_records);
 }
 
+/* ---- checksums, computed here independently of the library ------------- */
+
+/* CRC-32C, bit by bit (docs/format.md). */
+static inline uint32_t t_crc32c(uint32_t crc, const void *p, size_t n) {
+    const uint8_t *b = p;
+    crc = ~crc;
+    while (n--) {
+        crc ^= *b++;
+        for (int k = 0; k < 8; k++) crc = crc & 1 ? (crc >> 1) ^ 0x82F63B78u : crc >> 1;
+    }
+    return ~crc;
+}
+
+/* Puts the format-3 checksum into record rec[0, n) of oid. */
+static inline void seal_record(uint8_t *rec, size_t n, uint64_t oid) {
+    uint8_t k[8];
+    for (int i = 0; i < 8; i++) k[i] = (uint8_t)(oid >> (56 - 8 * i));
+    uint32_t c = t_crc32c(t_crc32c(t_crc32c(0, k, 8), rec, 12), rec + 16, n - 16);
+    for (int i = 0; i < 4; i++) rec[12 + i] = (uint8_t)(c >> (8 * i));
+}
+
+/* Puts the format-3 checksum into map entry value val[0, vlen) of the
+ * full key (map oid + encoded key). */
+static inline void seal_entry(const void *key, size_t klen, uint8_t *val, size_t vlen) {
+    uint32_t c = t_crc32c(t_crc32c(t_crc32c(0, key, klen), val, 8), val + 12, vlen - 12);
+    for (int i = 0; i < 4; i++) val[8 + i] = (uint8_t)(c >> (8 * i));
+}
+
 /* ---- raw LMDB access (only while the store is closed in this process) --- */
 
 static inline MDB_env *raw_env(const char *dir) {
@@ -220,6 +248,54 @@ static inline void raw_put(const char *dir, const char *db, const void *key, siz
     MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
     int rc = val ? mdb_put(t, dbi, &k, &v, 0) : mdb_del(t, dbi, &k, NULL);
     cr_assert_eq(rc, 0, "raw put/del: %s", mdb_strerror(rc));
+    cr_assert_eq(mdb_txn_commit(t), 0);
+    mdb_env_close(env);
+}
+
+/* Turns the format-3 store at dir (closed) into one of format fmt (1 or
+ * 2) as an older ostore wrote it: records without checksums, map entries
+ * without them (format 2) or no map entries database at all (format 1). */
+static inline void make_old_format(const char *dir, int fmt) {
+    MDB_env *env = raw_env(dir);
+    MDB_txn *t;
+    MDB_dbi recs, ments, meta;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, "records", 0, &recs), 0);
+    cr_assert_eq(mdb_cursor_open(t, recs, &cur), 0);
+    while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+        uint8_t *b = malloc(v.mv_size);
+        memcpy(b, v.mv_data, v.mv_size);
+        memset(b + 12, 0, 4);
+        uint8_t kb[8]; /* k points into the page the put changes */
+        memcpy(kb, k.mv_data, 8);
+        MDB_val kc = {8, kb}, nv = {v.mv_size, b};
+        cr_assert_eq(mdb_cursor_put(cur, &kc, &nv, MDB_CURRENT), 0);
+        free(b);
+    }
+    mdb_cursor_close(cur);
+    cr_assert_eq(mdb_dbi_open(t, "mapents", 0, &ments), 0);
+    if (fmt == 1) {
+        cr_assert_eq(mdb_drop(t, ments, 1), 0);
+    } else {
+        cr_assert_eq(mdb_cursor_open(t, ments, &cur), 0);
+        while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+            uint8_t *b = malloc(v.mv_size);
+            memcpy(b, v.mv_data, 8);
+            memcpy(b + 8, (uint8_t *)v.mv_data + 12, v.mv_size - 12);
+            uint8_t kb[600];
+            memcpy(kb, k.mv_data, k.mv_size);
+            MDB_val kc = {k.mv_size, kb}, nv = {v.mv_size - 4, b};
+            cr_assert_eq(mdb_cursor_put(cur, &kc, &nv, MDB_CURRENT), 0);
+            free(b);
+        }
+        mdb_cursor_close(cur);
+    }
+    cr_assert_eq(mdb_dbi_open(t, "meta", 0, &meta), 0);
+    uint8_t f[8] = {(uint8_t)fmt};
+    MDB_val fk = {6, "format"}, fv = {8, f};
+    cr_assert_eq(mdb_put(t, meta, &fk, &fv, 0), 0);
     cr_assert_eq(mdb_txn_commit(t), 0);
     mdb_env_close(env);
 }

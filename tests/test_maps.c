@@ -1666,7 +1666,8 @@ OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
     uint8_t *val = raw_get(F.dir, "mapents", key, kl, &n);
     cr_assert(val, "the entry is in mapents under oid + key");
     cr_assert_gt(n, 10);
-    memset(val + 8, 0xee, n - 8); /* the serial stays; the pickle is garbage */
+    memset(val + 12, 0xee, n - 12); /* the serial stays; the pickle is garbage */
+    seal_entry(key, kl, val, n);    /* with a checksum that matches */
     raw_put(F.dir, "mapents", key, kl, val, n);
     free(val);
 
@@ -2232,7 +2233,11 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     uint8_t *val = raw_get(F.dir, "mapents", key, kl, &n);
     cr_assert(val, "int key -1 is at oid + 7f ff .. ff");
     cr_assert_eq(get_le64(val), serial, "8-byte little-endian serial");
-    ost_value v = load_pickle(val + 8, n - 8);
+    uint8_t crc[4];
+    memcpy(crc, val + 8, 4);
+    seal_entry(key, kl, val, n);
+    cr_assert_eq(memcmp(crc, val + 8, 4), 0, "then the CRC-32C of key, serial and pickle");
+    ost_value v = load_pickle(val + 12, n - 12);
     cr_assert_str_eq(ost_data(v, NULL), "x");
     ost_decref(v);
     free(val);
@@ -2241,7 +2246,7 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     kl = ment_key(key, toid, tk, sizeof tk);
     val = raw_get(F.dir, "mapents", key, kl, &n);
     cr_assert(val, "tuple key ('a\\0', 5) is at oid + 61 00 01 00 00 80 .. 05");
-    v = load_pickle(val + 8, n - 8);
+    v = load_pickle(val + 12, n - 12);
     cr_assert_eq(ost_typeof(v), OST_T_BYTES);
     ost_decref(v);
     free(val);
@@ -2249,7 +2254,10 @@ OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
     kl = ment_key(key, soid, "\0\xff", 2);
     val = raw_get(F.dir, "mapents", key, kl, &n);
     cr_assert(val, "bytes key is at oid + the bytes");
-    cr_assert_eq(n, 8, "a set's entry has no value");
+    cr_assert_eq(n, 12, "a set's entry has no value: the serial and the checksum");
+    memcpy(crc, val + 8, 4);
+    seal_entry(key, kl, val, n);
+    cr_assert_eq(memcmp(crc, val + 8, 4), 0, "a set entry's checksum");
     free(val);
     /* the map's record: a header, then {'kind': 'int', 'count': 2} */
     put_be64(key, moid);
@@ -2531,20 +2539,7 @@ OST_TEST(maps, a_write_after_a_map_resize_renewed_the_snapshot_still_conflicts) 
 
 /* Makes the store at F.dir (closed) a format-1 store: no "mapents"
  * database, meta.format 1. */
-static void make_format1(void) {
-    MDB_env *env = raw_env(F.dir);
-    MDB_txn *t;
-    MDB_dbi dbi, meta;
-    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-    cr_assert_eq(mdb_dbi_open(t, "mapents", 0, &dbi), 0);
-    cr_assert_eq(mdb_drop(t, dbi, 1), 0);
-    cr_assert_eq(mdb_dbi_open(t, "meta", 0, &meta), 0);
-    uint8_t f[8] = {1};
-    MDB_val k = {6, "format"}, v = {8, f};
-    cr_assert_eq(mdb_put(t, meta, &k, &v, 0), 0);
-    cr_assert_eq(mdb_txn_commit(t), 0);
-    mdb_env_close(env);
-}
+static void make_format1(void) { make_old_format(F.dir, 1); }
 
 static int format1_writer_child(void *arg) {
     (void)arg;

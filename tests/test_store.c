@@ -233,8 +233,8 @@ Test(store, format_version_mismatch) {
     o.read_only = false;
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
     cr_assert(strstr(msg, F.dir), "%s", msg);
-    /* back to 1: opens again */
-    uint8_t v1[8] = {1};
+    /* back to 3: opens again */
+    uint8_t v1[8] = {3};
     raw_put(F.dir, "meta", "format", 6, v1, 8);
     ost_store_close(open_store(false));
     /* a damaged counter */
@@ -426,7 +426,7 @@ Test(store, round_trip_of_a_graph) {
     ost_decref(a);
     ost_store_close(st);
 
-    /* the records: header serial 2, reserved bytes zero */
+    /* the records: header serial 2, the checksum docs/format.md gives */
     for (uint64_t oid = 0; oid < 4; oid++) {
         uint8_t k[8];
         put_be64(k, oid);
@@ -436,7 +436,10 @@ Test(store, round_trip_of_a_graph) {
         cr_assert_gt(n, 18);
         cr_assert_eq(get_le64(rec), 2, "serial of oid %llu", (unsigned long long)oid);
         cr_assert_neq(rec[8] | rec[9] | rec[10] | rec[11], 0, "class id");
-        cr_assert_eq(rec[12] | rec[13] | rec[14] | rec[15], 0, "reserved");
+        uint8_t crc[4];
+        memcpy(crc, rec + 12, 4);
+        seal_record(rec, n, oid);
+        cr_assert_eq(memcmp(crc, rec + 12, 4), 0, "checksum of oid %llu", (unsigned long long)oid);
         cr_assert_eq(rec[16], 0x80, "a pickle follows the header");
         free(rec);
     }
@@ -1398,6 +1401,7 @@ Test(store, check_reports_a_record_that_does_not_decode) {
     uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
     cr_assert(rec);
     memset(rec + 16, 0xee, n - 16);
+    seal_record(rec, n, chain.b); /* a checksum that matches: the pickle is what is bad */
     raw_put(F.dir, "records", k, 8, rec, n);
     free(rec);
 
@@ -1494,6 +1498,7 @@ Test(store, check_reports_an_unknown_class_id_and_a_missing_root) {
     size_t n;
     uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
     rec[8] = 0x7f; /* class id 127: not in the table */
+    seal_record(rec, n, chain.d);
     raw_put(F.dir, "records", k, 8, rec, n);
     free(rec);
     put_be64(k, 0);
@@ -2043,7 +2048,7 @@ Test(store, python_reads_what_c_wrote) {
     char *out = py_reader(F.dir, &status);
     cr_assert_eq(status, 0, "the reader failed:\n%s", out);
     unsigned long long next_oid = 0;
-    cr_assert_eq(sscanf(out, "meta format=2 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
+    cr_assert_eq(sscanf(out, "meta format=3 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
                  1, "%s", out);
     cr_assert_geq(next_oid, 5);
     expect_line(out, "class 1 persistent.mapping.PersistentMapping");

@@ -30,7 +30,7 @@ typedef struct {
 } cli_cmd;
 
 extern const cli_cmd cmd_pickle, cmd_version, cmd_demo, cmd_info, cmd_ls, cmd_cat,
-    cmd_refs, cmd_check, cmd_pack, cmd_export, cmd_import, cmd_help;
+    cmd_refs, cmd_check, cmd_pack, cmd_upgrade, cmd_export, cmd_import, cmd_help;
 
 /* ---- messages and usage ---------------------------------------------------- */
 
@@ -97,7 +97,8 @@ typedef struct {
     uint64_t oid;
     uint64_t serial;
     uint32_t cid;
-    bool bad_header; /* key or header malformed: serial and cid are 0 */
+    bool bad_header; /* key malformed or record damaged: serial and cid are 0 */
+    const char *damage; /* what is wrong then (ost__damage_text) */
     const uint8_t *pickle; /* valid until the next raw call */
     size_t len;            /* pickle length */
     size_t size;           /* whole record: header + pickle */

@@ -268,8 +268,9 @@ static int run_export(int argc, char **argv) {
             if ((rc = maps_add(&maps, r.oid, &m))) break;
         }
         if (r.bad_header) {
-            rc = fail("%s: oid %llu: damaged record header: cannot export it ('ostore check %s')",
-                      db, (unsigned long long)r.oid, db);
+            rc = fail("%s: oid %llu: damaged record (%s): cannot export it ('ostore check %s' "
+                      "lists the damage, 'ostore salvage' copies what is intact)",
+                      db, (unsigned long long)r.oid, r.damage, db);
             break;
         }
         if (r.len >= MAX_PICKLE) {

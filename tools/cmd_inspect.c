@@ -369,8 +369,8 @@ static int run_cat(int argc, char **argv) {
     }
     if (r.bad_header) {
         close_ro(st, t);
-        return fail("%s: oid %llu: damaged record header (%zu bytes)", db, (unsigned long long)oid,
-                    r.size);
+        return fail("%s: oid %llu: damaged record (%s, %zu bytes)", db, (unsigned long long)oid,
+                    r.damage, r.size);
     }
     bool is_map = raw_map_class(t, &r) != 0;
     if (entry_opts && !is_map) {

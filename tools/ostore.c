@@ -8,6 +8,7 @@
  *   ostore refs DB OID                 what it references, what references it
  *   ostore check DB                    decode every record, follow every reference
  *   ostore pack DB                     remove what the root does not reach
+ *   ostore upgrade DB                  bring an older store to format 3
  *   ostore export DB FILE              a versioned dump (docs/cli.md)
  *   ostore import DB FILE              load a dump into a new store
  *   ostore pickle dis|show|repickle    pickles outside a store
@@ -23,7 +24,7 @@
 
 static const cli_cmd *const commands[] = {
     &cmd_demo, &cmd_info, &cmd_ls,     &cmd_cat,    &cmd_refs,    &cmd_check,
-    &cmd_pack, &cmd_export, &cmd_import, &cmd_pickle, &cmd_version, &cmd_help,
+    &cmd_pack, &cmd_upgrade, &cmd_export, &cmd_import, &cmd_pickle, &cmd_version, &cmd_help,
 };
 #define NCOMMANDS (sizeof commands / sizeof *commands)
 
@@ -37,6 +38,7 @@ static const char usage_text[] =
     "       ostore refs DB OID\n"
     "       ostore check DB\n"
     "       ostore pack DB\n"
+    "       ostore upgrade DB\n"
     "       ostore export DB FILE|-\n"
     "       ostore import DB FILE|-\n"
     "       ostore pickle dis FILE|-\n"

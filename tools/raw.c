@@ -51,6 +51,7 @@ int raw_begin(ost_store *st, raw_txn **out) {
         free(t);
         return fail("%s: cannot start a read transaction: %s", st->path, mdb_strerror(rc));
     }
+    ost__format_refresh(st, t->t);
     MDB_cursor *cur;
     rc = mdb_cursor_open(t->t, st->classes, &cur);
     if (rc) {
@@ -151,12 +152,14 @@ uint32_t raw_class_at(raw_txn *t, size_t i, const char **module, const char **na
     return t->cls[i].id;
 }
 
-static void fill(raw_rec *r, const MDB_val *k, const MDB_val *v) {
+static void fill(raw_txn *t, raw_rec *r, const MDB_val *k, const MDB_val *v) {
     memset(r, 0, sizeof *r);
     r->oid = k->mv_size == 8 ? ost__rd_be64(k->mv_data) : UINT64_MAX;
     r->size = v->mv_size;
-    if (k->mv_size != 8 || ost__hdr_read(v, &r->serial, &r->cid)) {
+    int dmg = k->mv_size != 8 ? -1 : ost__rec_open(t->st, r->oid, v, &r->serial, &r->cid);
+    if (dmg) {
         r->bad_header = true;
+        r->damage = dmg < 0 ? "its key is not an oid" : ost__damage_text(dmg);
         r->serial = 0;
         r->cid = 0;
         return;
@@ -188,7 +191,7 @@ int raw_iter_next(raw_iter *it, raw_rec *r) {
         mdb_fail(it->t, rc, "reading records");
         return -1;
     }
-    fill(r, &k, &v);
+    fill(it->t, r, &k, &v);
     return 1;
 }
 
@@ -205,7 +208,7 @@ int raw_get(raw_txn *t, uint64_t oid, raw_rec *r) {
     int rc = mdb_get(t->t, t->st->recs, &k, &v);
     if (rc == MDB_NOTFOUND) return OST_ENOTFOUND;
     if (rc) return ost__mdb_code(rc);
-    fill(r, &k, &v);
+    fill(t, r, &k, &v);
     return 0;
 }
 

@@ -59,7 +59,7 @@ int raw_map_read(raw_txn *t, const raw_rec *r, raw_map *m, char *err, size_t cap
         return OST_ENOMEM;
     }
     if (r->bad_header) {
-        snprintf(err, cap, "the map's record has a damaged header");
+        snprintf(err, cap, "the map's record is damaged (%s)", r->damage);
         return OST_ECORRUPT;
     }
     return raw_map_parse(rd, r->pickle, r->len, m, err, cap);
@@ -81,8 +81,8 @@ struct raw_ents {
 static int ent_fail(raw_txn *t, uint64_t map, int rc) {
     ost_store *st = raw_store(t);
     if (rc == OST_ECORRUPT)
-        return fail("%s: map %llu: a damaged entry (shorter than its 8-byte serial)", st->path,
-                    (unsigned long long)map);
+        return fail("%s: map %llu: a damaged entry (its checksum does not match its bytes)",
+                    st->path, (unsigned long long)map);
     return fail("%s: map %llu: reading its entries: %s", st->path, (unsigned long long)map,
                 rc > 0 ? mdb_strerror(rc) : ost_strerror(rc));
 }
@@ -122,6 +122,17 @@ int raw_ents_next(raw_ents *c, raw_ent *e) {
     }
     ost__entry en;
     if (!rc) rc = ost__ecur_get(c->ec, &e->key, &e->klen, &en);
+    if (rc == OST_ECORRUPT) {
+        char hex[2 * 24 + 4];
+        size_t i;
+        for (i = 0; i < e->klen && i < 24; i++) snprintf(hex + 2 * i, 3, "%02x", e->key[i]);
+        snprintf(hex + 2 * i, 4, "%s", e->klen > 24 ? "..." : "");
+        c->done = true;
+        fail("%s: map %llu: the entry of encoded key %s is damaged (its checksum does not match "
+             "its bytes; 'ostore check' lists the damage)",
+             raw_store(c->t)->path, (unsigned long long)c->map, hex);
+        return -1;
+    }
     if (rc) {
         c->done = true;
         ent_fail(c->t, c->map, rc);

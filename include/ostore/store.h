@@ -15,9 +15,11 @@
 typedef struct ost_store ost_store;
 typedef struct ost_conn ost_conn;
 
-/* Store format version (docs/format.md): 2 adds the map entries; format-1
- * stores open, and become format 2 when their first map is stored. */
-#define OST_STORE_FORMAT 2
+/* Store format version (docs/format.md): 2 added the map entries, 3 a
+ * checksum in every record and map entry. Stores of formats 1 and 2 open:
+ * read-only as they are, read-write after an upgrade to format 3 that the
+ * open does (once, in one transaction). */
+#define OST_STORE_FORMAT 3
 
 typedef enum {
     OST_SYNC_FULL = 0,   /* fsync data and meta at each commit */

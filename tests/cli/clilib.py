@@ -160,3 +160,59 @@ def doc_reader():
     ns = {"__name__": "export_reader"}
     exec(compile(m.group(1), "docs/cli.md", "exec"), ns)
     return ns, m.group(1)
+
+
+# ---- the stored layout: checksums (docs/format.md) -------------------------------------
+
+def _crc_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+CRC_TABLE = _crc_table()
+
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli), computed here independently of ostore."""
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc = CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def seal_record(key, value):
+    """A format-3 record value (header + pickle) with its checksum put right
+    for the 8-byte key key."""
+    value = bytes(value)
+    crc = crc32c(value[16:], crc32c(value[:12], crc32c(key)))
+    return value[:12] + struct.pack("<I", crc) + value[16:]
+
+
+def make_entry(key, serial, pickled):
+    """A format-3 map entry's value: serial, checksum, pickle."""
+    s = struct.pack("<Q", serial)
+    return s + struct.pack("<I", crc32c(pickled, crc32c(s, crc32c(key)))) + pickled
+
+
+def make_old_format(path, fmt):
+    """Turns the format-3 store at path into one of format fmt (1 or 2) as an
+    older ostore wrote it: no checksums, and for format 1 no mapents."""
+    import lmdb
+    env = lmdb.open(path, max_dbs=8, map_size=1 << 30)
+    with env.begin(write=True) as t:
+        recs = env.open_db(b"records", txn=t)
+        for k, v in list(t.cursor(db=recs)):
+            t.put(k, v[:12] + b"\0\0\0\0" + v[16:], db=recs)
+        ments = env.open_db(b"mapents", txn=t)
+        if fmt == 1:
+            t.drop(ments, delete=True)
+        else:
+            for k, v in list(t.cursor(db=ments)):
+                t.put(k, v[:8] + v[12:], db=ments)
+        t.put(b"format", struct.pack("<Q", fmt), db=env.open_db(b"meta", txn=t))
+    env.close()

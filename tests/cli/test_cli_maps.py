@@ -42,7 +42,7 @@ import lmdb
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import clilib  # noqa: E402
-from clilib import (RefWriter, check, decode_key, doc_reader, fails, ok,  # noqa: E402
+from clilib import (RefWriter, check, decode_key, doc_reader, fails, make_old_format, ok,  # noqa: E402
                     refs_of, run, state_of, usage)
 
 CLI, DOCS, MAKE_MAPS = sys.argv[1:4] if len(sys.argv) == 4 else (None, None, None)
@@ -69,13 +69,18 @@ class Store:
                 names = {struct.unpack("=I", k[1:5])[0]: v.replace(b"\0", b".").decode()
                          for k, v in t.cursor(db=cls_db) if k[:1] == b"i"}
                 self.recs = {}
+                self.bad_crc = []
                 for k, v in t.cursor(db=rec_db):
-                    serial, cid, _ = struct.unpack("<QII", v[:16])
+                    serial, cid, crc = struct.unpack("<QII", v[:16])
+                    if self.meta.get("format") == 3 and \
+                            clilib.seal_record(k, v)[12:16] != bytes(v[12:16]):
+                        self.bad_crc.append(struct.unpack(">Q", k)[0])
                     self.recs[struct.unpack(">Q", k)[0]] = (serial, names[cid], bytes(v[16:]), len(v))
                 self.entries = {}
                 for k, v in (t.cursor(db=ent_db) if ent_db is not None else ()):
                     self.entries.setdefault(struct.unpack(">Q", k[:8])[0], []).append(
-                        (bytes(k[8:]), struct.unpack("<Q", v[:8])[0], bytes(v[8:])))
+                        (bytes(k[8:]), struct.unpack("<Q", v[:8])[0],
+                         bytes(v[12:] if self.meta["format"] >= 3 else v[8:])))
         finally:
             env.close()
         self.maps = {}
@@ -174,7 +179,7 @@ def make(tmp):
 def test_info(db, st):
     out = ok(["info", db])
     total = sum(len(v) for v in st.entries.values())
-    check(re.search(r"^format\s+2 \(this ostore reads formats 1 to 2\)$", out, re.M),
+    check(re.search(r"^format\s+3 \(this ostore reads formats 1 to 3\)$", out, re.M),
           "info: format line:\n%s" % out)
     check(re.search(r"^maps\s+26 \(%s entries in all, [\d.]+ KiB of pages\)$" % format(total, ","),
                     out, re.M), "info: maps line:\n%s" % out)
@@ -338,7 +343,7 @@ def test_export_import(tmp, db, ids, st):
           "export: %r" % out)
     data = open(dump, "rb").read()
     version, fmt, counters, classes, records, entries = parse_dump(data)
-    check(version == 2 and fmt == 2, "dump version %d, store format %d" % (version, fmt))
+    check(version == 2 and fmt == 3, "dump version %d, store format %d" % (version, fmt))
     want = [(m, k, s, v) for m in sorted(st.entries) for k, s, v in st.entries[m]]
     check(entries == want, "the dump's entries differ from the store's")
     # the export reader of docs/cli.md: the entries, printed as cat prints them
@@ -371,7 +376,7 @@ def test_export_import(tmp, db, ids, st):
     check(open(dump2, "rb").read() == data, "export of the imported store differs")
     cst = Store(copy)
     check(cst.recs == st.recs and cst.entries == st.entries, "the imported store differs")
-    check(cst.meta["format"] == 2, "imported format %r" % cst.meta.get("format"))
+    check(cst.meta["format"] == 3, "imported format %r" % cst.meta.get("format"))
     ok(["check", copy])
     p = subprocess.run([MAKE_MAPS, "--use", copy], capture_output=True, text=True)
     check(p.returncode == 0 and p.stdout == "ok\n", "the imported store does not work: %r %r"
@@ -448,8 +453,11 @@ def test_versions(tmp, ids, st, data):
     out = ok(["import", v1, path])
     check(out.startswith("imported 2 objects into"), "import of a version-1 dump: %r" % out)
     s1 = Store(v1)
-    check(s1.meta["format"] == 1 and sorted(s1.recs) == [0, 4] and s1.meta["next_oid"] == 5,
-          "the store of a version-1 dump: %r" % s1.meta)
+    check(s1.meta["format"] == 3 and sorted(s1.recs) == [0, 4] and s1.meta["next_oid"] == 5,
+          "the store of a version-1 dump (imported with checksums): %r" % s1.meta)
+    # made a format-1 store, as ostore 0.1 wrote it: no checksums, no mapents
+    make_old_format(v1, 1)
+    check(Store(v1).entries == {} and Store(v1).meta["format"] == 1, "make_old_format")
     out = ok(["info", v1])
     check(re.search(r"^format\s+1 ", out, re.M) and re.search(r"^maps\s+0$", out, re.M),
           "info of a format-1 store: %s" % out)
@@ -459,12 +467,7 @@ def test_versions(tmp, ids, st, data):
     again = parse_dump(open(path2, "rb").read())
     check(again[0] == 2 and again[1] == 1 and again[5] == [] and again[4] == parse_dump(old)[4],
           "export of a format-1 store: version %d, format %d" % again[:2])
-    # a format-1 store without the mapents database (as ostore 0.1 made it)
-    env = lmdb.open(v1, max_dbs=8, map_size=1 << 26)
-    with env.begin(write=True) as t:
-        t.drop(env.open_db(b"mapents", txn=t), delete=True)
-    env.close()
-    check(Store(v1).entries == {}, "mapents is still there")
+    # the commands read a format-1 store without the mapents database
     ok(["info", v1], "info without mapents")
     ok(["cat", v1, "0"], "cat without mapents")
     ok(["refs", v1, "4"], "refs without mapents")
@@ -472,14 +475,23 @@ def test_versions(tmp, ids, st, data):
     ok(["export", v1, os.path.join(tmp, "v1-nomapents.dump")], "export without mapents")
     check(open(os.path.join(tmp, "v1-nomapents.dump"), "rb").read() == open(path2, "rb").read(),
           "export without mapents differs")
+    # upgrade: format 3, checksums (checked here by Store, independently), the same records
+    out = ok(["upgrade", v1])
+    check(out.startswith("upgraded %s from format 1 to 3: 2 records and 0 map entries now carry "
+                         "checksums" % v1), "upgrade: %r" % out)
+    up = Store(v1)
+    check(up.meta["format"] == 3 and up.recs == s1.recs and up.bad_crc == [],
+          "the upgraded store: format %r, bad checksums %r" % (up.meta["format"], up.bad_crc))
+    check("at format 3 already: nothing to do" in ok(["upgrade", v1]), "a second upgrade")
+    fails(["upgrade", os.path.join(tmp, "nostore")], "nostore", "upgrade of a missing store")
     # a version-1 dump with store format 2 (as this ostore wrote before maps reached export)
     path = os.path.join(tmp, "v1f2.dump")
     open(path, "wb").write(build_dump(1, 2, [5, 3, counters[2]], old_classes,
                                       [(0, 3, root_cls, root)], []))
     ok(["import", os.path.join(tmp, "v1f2.ostore"), path])
-    check(Store(os.path.join(tmp, "v1f2.ostore")).meta["format"] == 2, "format of a v1 dump of format 2")
+    check(Store(os.path.join(tmp, "v1f2.ostore")).meta["format"] == 3, "format of a v1 dump of format 2")
     for v, f, needle in ((3, 2, "export version 3; this ostore reads versions 1 to 2"),
-                         (2, 3, "records of store format 3"), (0, 1, "export version 0")):
+                         (2, 4, "records of store format 4"), (0, 1, "export version 0")):
         path = os.path.join(tmp, "ver.dump")
         open(path, "wb").write(build_dump(v, f, counters, classes, records, entries if v == 2 else []))
         fails(["import", os.path.join(tmp, "ver.ostore"), path], needle, "import of another version")
@@ -496,8 +508,10 @@ def test_damaged_store(tmp, db, ids, st):
     with env.begin(write=True) as t:
         ents = env.open_db(b"mapents", txn=t)
         k = struct.pack(">Q", pairs) + second[0]
-        t.put(k, struct.pack("<Q", second[1]) + b"\xff\xff", db=ents)  # a value that does not decode
-        t.put(struct.pack(">Q", ints) + b"\xff", struct.pack("<Q", 2) + b"N.", db=ents)  # a 1-byte int key
+        # checksums that match bytes that do not decode (as a writer's bug would leave them)
+        t.put(k, clilib.make_entry(k, second[1], b"\xff\xff"), db=ents)  # a value that does not decode
+        k1 = struct.pack(">Q", ints) + b"\xff"
+        t.put(k1, clilib.make_entry(k1, 2, b"N."), db=ents)  # a 1-byte int key
     env.close()
     rc, out, err = run(["cat", d, str(pairs)])
     check(rc == 1 and out.splitlines()[3] == st.entry_line(pairs, st.entries[pairs][0]) and
@@ -528,7 +542,7 @@ def test_pack(tmp, db, ids, st):
         state["data"]["maps"] = state["data"]["maps"][:1]
         out = io.BytesIO()
         RefWriter(out, 2).dump(state)
-        t.put(k, v[:16] + out.getvalue(), db=recs)
+        t.put(k, clilib.seal_record(k, v[:16] + out.getvalue()), db=recs)
     env.close()
     gone = sorted(st.maps)[1:] + [ids["lonely"]]
     total = sum(len(v) for m, v in st.entries.items() if m != ids["ints"])

@@ -1,0 +1,498 @@
+/* Data safety (docs/format.md, docs/recovery.md): the CRC-32C of records
+ * and map entries, checked against the standard vectors and against a
+ * bit-by-bit version of its own (tests/storetest.h); a damaged record or
+ * entry reads as OST_ECORRUPT naming the oid, never as a wrong object; a
+ * record whose stored length runs past the end of the file is reported,
+ * not read (it used to end the process with SIGBUS); and the upgrade of
+ * format-1 and format-2 stores, all or nothing. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../store/store_internal.h"
+#include "ostore.h"
+#include "storetest.h"
+
+static struct {
+    char tmp[64];
+    char dir[128];
+    ost_registry *reg;
+} F;
+
+static void setup(void) {
+    strcpy(F.tmp, "/tmp/ostore-safety-XXXXXX");
+    F.reg = fixture_setup(F.tmp, F.dir, sizeof F.dir);
+}
+
+static void teardown(void) { fixture_teardown(F.tmp, &F.reg); }
+
+TestSuite(safety, .init = setup, .fini = teardown, .timeout = 240);
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static ost_store *open_store(bool create) {
+    ost_store_options o = options_for(F.reg, create);
+    return open_with(F.dir, &o);
+}
+
+/* A persistent object of class safety.Item whose state is {'n': n, 'blob':
+ * a bytes of blob_len}. */
+static ost_value new_item(int64_t n, size_t blob_len) {
+    ost_class_def d = {.module = "safety", .name = "Item", .persistent = true};
+    ost_value cls = ost_class_new(&d);
+    cr_assert(cls);
+    ost_value inst = ost_instance_new(cls);
+    ost_value state = ost_dict_new();
+    cr_assert_eq(ost_dict_set(state, ost_str_c("n"), ost_int(n)), 0);
+    char *blob = malloc(blob_len + 1);
+    memset(blob, 'b', blob_len);
+    cr_assert_eq(ost_dict_set(state, ost_str_c("blob"), ost_bytes(blob, blob_len)), 0);
+    free(blob);
+    ost_instance_set_state(inst, state);
+    return inst;
+}
+
+/* A store with the root, items 1..n (item k holds a blob of blob_len
+ * bytes) listed in root['items'], and a map root['m'] of kind str with n
+ * entries 'k1'.. -> k. The oids of the items go to oids[0..n). */
+static uint64_t g_map;
+static void make_store(int n, size_t blob_len, uint64_t *oids) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value list = ost_list_new(0);
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, "str", &m), 0);
+    for (int i = 0; i < n; i++) {
+        ost_value it = new_item(i + 1, blob_len);
+        cr_assert_eq(ost_list_append(list, ost_incref(it)), 0);
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i + 1);
+        cr_assert_eq(ost_map_set(c, m, ost_str_c(k), ost_int(i + 1)), 0);
+        ost_decref(it);
+    }
+    root_set(c, "items", list);
+    root_set(c, "m", ost_incref(m)); /* ost_map_new's is borrowed */
+    commit_ok(c);
+    for (int i = 0; i < n && oids; i++) {
+        ost_value items = root_get(c, "items");
+        oids[i] = ost_oid(c, ost_item(items, (size_t)i));
+    }
+    g_map = ost_oid(c, root_get(c, "m"));
+    ost_store_close(st);
+}
+
+/* m[key] and del m[key] with a key of their own (the calls borrow it). */
+static int mget(ost_conn *c, ost_value m, const char *key, ost_value *v) {
+    ost_value k = ost_str_c(key);
+    int rc = ost_map_get(c, m, k, v);
+    ost_decref(k);
+    return rc;
+}
+
+static int mdel(ost_conn *c, ost_value m, const char *key) {
+    ost_value k = ost_str_c(key);
+    int rc = ost_map_del(c, m, k);
+    ost_decref(k);
+    return rc;
+}
+
+static uint8_t *read_file(const char *path, size_t *n) {
+    int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0, "%s", path);
+    struct stat sb;
+    cr_assert_eq(fstat(fd, &sb), 0);
+    uint8_t *b = malloc((size_t)sb.st_size);
+    cr_assert_eq(pread(fd, b, (size_t)sb.st_size, 0), sb.st_size);
+    close(fd);
+    *n = (size_t)sb.st_size;
+    return b;
+}
+
+static void write_at(const char *path, size_t off, const void *b, size_t n) {
+    int fd = open(path, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(pwrite(fd, b, n, (off_t)off), (ssize_t)n);
+    close(fd);
+}
+
+/* ---- the checksum function ---------------------------------------------------- */
+
+Test(safety, crc32c_gives_the_standard_values) {
+    cr_assert_eq(ost__crc32c(0, "123456789", 9), 0xE3069283u);
+    cr_assert_eq(ost__crc32c_soft(0, "123456789", 9), 0xE3069283u);
+    cr_assert_eq(ost__crc32c(0, "", 0), 0);
+    /* 32 bytes of zeros, of 0xff (RFC 3720, B.4) */
+    uint8_t z[32] = {0}, f[32];
+    memset(f, 0xff, sizeof f);
+    cr_assert_eq(ost__crc32c(0, z, 32), 0x8A9136AAu);
+    cr_assert_eq(ost__crc32c(0, f, 32), 0x62A8AB43u);
+}
+
+Test(safety, crc32c_agrees_at_every_length_and_alignment) {
+    uint8_t buf[600];
+    uint64_t x = 88172645463325252ULL;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = (uint8_t)x;
+    }
+    for (size_t off = 0; off < 16; off++)
+        for (size_t n = 0; n + off <= 540; n += n < 40 ? 1 : 37) {
+            uint32_t want = t_crc32c(0, buf + off, n);
+            REQUIRE(ost__crc32c(0, buf + off, n) == want, "hw: off %zu n %zu", off, n);
+            REQUIRE(ost__crc32c_soft(0, buf + off, n) == want, "soft: off %zu n %zu", off, n);
+            /* in two pieces */
+            uint32_t a = ost__crc32c(0, buf + off, n / 3);
+            REQUIRE(ost__crc32c(a, buf + off + n / 3, n - n / 3) == want, "chained: %zu", n);
+        }
+}
+
+/* ---- what is written ------------------------------------------------------------ */
+
+/* Every record and map entry in the store carries the checksum
+ * docs/format.md gives, computed here bit by bit. */
+static void expect_all_sealed(void) {
+    MDB_env *env = raw_env(F.dir);
+    MDB_txn *t;
+    MDB_dbi recs, ments;
+    MDB_cursor *cur;
+    MDB_val k, v;
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, "records", 0, &recs), 0);
+    cr_assert_eq(mdb_dbi_open(t, "mapents", 0, &ments), 0);
+    cr_assert_eq(mdb_cursor_open(t, recs, &cur), 0);
+    size_t n = 0;
+    while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+        uint8_t *b = malloc(v.mv_size);
+        memcpy(b, v.mv_data, v.mv_size);
+        uint64_t oid = 0;
+        for (int i = 0; i < 8; i++) oid = oid << 8 | ((uint8_t *)k.mv_data)[i];
+        seal_record(b, v.mv_size, oid);
+        REQUIRE(memcmp(b, v.mv_data, v.mv_size) == 0, "oid %llu: checksum", (unsigned long long)oid);
+        free(b);
+        n++;
+    }
+    mdb_cursor_close(cur);
+    cr_assert_gt(n, 0);
+    cr_assert_eq(mdb_cursor_open(t, ments, &cur), 0);
+    n = 0;
+    while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) {
+        uint8_t *b = malloc(v.mv_size);
+        memcpy(b, v.mv_data, v.mv_size);
+        seal_entry(k.mv_data, k.mv_size, b, v.mv_size);
+        REQUIRE(memcmp(b, v.mv_data, v.mv_size) == 0, "entry %zu: checksum", n);
+        free(b);
+        n++;
+    }
+    mdb_cursor_close(cur);
+    mdb_txn_abort(t);
+    mdb_env_close(env);
+}
+
+Test(safety, commits_loaders_and_count_changes_write_checksums) {
+    make_store(20, 3000, NULL); /* records on overflow pages too */
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    /* a change of an object, a map's count, a deleted entry */
+    ost_value m = root_get(c, "m");
+    cr_assert_eq(mdel(c, m, "k3"), 0);
+    cr_assert_eq(ost_map_set(c, m, ost_str_c("new"), ost_str_c("v")), 0);
+    root_set(c, "title", ost_str_c("changed"));
+    commit_ok(c);
+    /* a bulk loader's objects and entries */
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    for (int i = 0; i < 50; i++) {
+        ost_value it = new_item(1000 + i, 10);
+        cr_assert_eq(ost_loader_add(l, it, NULL), 0);
+        char k[16];
+        snprintf(k, sizeof k, "L%03d", i);
+        cr_assert_eq(ost_loader_map_set(l, m, ost_str_c(k), it), 0);
+    }
+    cr_assert_eq(ost_loader_close(l), 0, "%s", ost_conn_errmsg(c));
+    commit_ok(c);
+    ost_store_close(st);
+    expect_all_sealed();
+}
+
+/* ---- damage is reported, never read ----------------------------------------------- */
+
+Test(safety, a_changed_byte_in_a_record_is_corrupt_naming_the_oid) {
+    uint64_t oids[3];
+    make_store(3, 10, oids);
+    uint8_t k[8];
+    put_be64(k, oids[1]);
+    size_t n;
+    uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
+    rec[n - 3] ^= 0x01; /* one bit of the pickle: it still decodes, to another value */
+    raw_put(F.dir, "records", k, 8, rec, n);
+    free(rec);
+
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    ost_value obj;
+    cr_assert_eq(ost_conn_get(c, oids[1], &obj), OST_ECORRUPT);
+    expect_oid_in(ost_conn_errmsg(c), oids[1]);
+    cr_assert(strstr(ost_conn_errmsg(c), "checksum"), "%s", ost_conn_errmsg(c));
+    /* the others load */
+    cr_assert_eq(ost_conn_get(c, oids[0], &obj), 0);
+    cr_assert_eq(ost_conn_get(c, oids[2], &obj), 0);
+    cr_assert_eq(ost_activate(c, obj), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    /* check lists it, with the oid */
+    reports r = {0};
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), OST_ECORRUPT);
+    cr_assert_geq(r.n, 1);
+    cr_assert_eq(r.oid[0], oids[1]);
+    cr_assert(strstr(r.msg[0], "checksum"), "%s", r.msg[0]);
+    /* pack refuses: what the damaged record refers to is unknown */
+    uint64_t removed = 7;
+    cr_assert_eq(ost_store_pack(st, &removed), OST_ECORRUPT);
+    cr_assert_eq(removed, 0);
+    ost_store_close(st);
+}
+
+Test(safety, a_record_under_another_oid_fails_its_checksum) {
+    uint64_t oids[2];
+    make_store(2, 10, oids);
+    uint8_t k0[8], k1[8];
+    put_be64(k0, oids[0]);
+    put_be64(k1, oids[1]);
+    size_t n;
+    uint8_t *rec = raw_get(F.dir, "records", k0, 8, &n);
+    raw_put(F.dir, "records", k1, 8, rec, n); /* a sound record, under the wrong key */
+    free(rec);
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    ost_value obj;
+    cr_assert_eq(ost_conn_get(c, oids[1], &obj), OST_ECORRUPT);
+    expect_oid_in(ost_conn_errmsg(c), oids[1]);
+    cr_assert_eq(ost_conn_get(c, oids[0], &obj), 0);
+    ost_store_close(st);
+}
+
+Test(safety, a_changed_byte_in_a_map_entry_is_corrupt_naming_map_and_key) {
+    make_store(5, 10, NULL);
+    uint8_t key[16];
+    put_be64(key, g_map);
+    memcpy(key + 8, "k2", 2);
+    size_t n;
+    uint8_t *val = raw_get(F.dir, "mapents", key, 10, &n);
+    cr_assert(val);
+    val[n - 2] ^= 0x01; /* the int's byte: 2 would read as 3 */
+    raw_put(F.dir, "mapents", key, 10, val, n);
+    free(val);
+
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    ost_value m = root_get(c, "m"), v = 0;
+    cr_assert_eq(mget(c, m, "k2", &v), OST_ECORRUPT);
+    expect_map_oid(ost_conn_errmsg(c), g_map);
+    cr_assert(strstr(ost_conn_errmsg(c), "'k2'") && strstr(ost_conn_errmsg(c), "checksum"), "%s",
+              ost_conn_errmsg(c));
+    cr_assert_eq(mget(c, m, "k1", &v), 0);
+    /* a cursor reports it and goes on past it */
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    ost_value kk;
+    cr_assert_eq(ost_map_cursor_next(cur, &kk, NULL), 0); /* k1 */
+    cr_assert_eq(ost_map_cursor_next(cur, &kk, NULL), OST_ECORRUPT);
+    cr_assert_eq(ost_map_cursor_next(cur, &kk, NULL), 0);
+    cr_assert_str_eq(ost_data(kk, NULL), "k3");
+    ost_map_cursor_close(cur);
+    /* writing over the damaged entry refuses (its serial, which conflict
+     * checks need, is unknown): salvage is the way out */
+    cr_assert_eq(ost_map_set(c, m, ost_str_c("k2"), ost_int(22)), OST_ECORRUPT);
+    cr_assert_eq(mdel(c, m, "k2"), OST_ECORRUPT);
+    cr_assert_eq(ost_map_set(c, m, ost_str_c("k9"), ost_int(9)), 0);
+    commit_ok(c);
+    ost_conn_close(c);
+    reports r = {0};
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), OST_ECORRUPT);
+    cr_assert_eq(r.n, 1, "%s", r.msg[0]);
+    expect_map_oid(r.msg[0], g_map);
+    ost_store_close(st);
+}
+
+/* A record on overflow pages whose stored length was damaged to 1.7 GB:
+ * LMDB hands out a pointer and a length that run past the end of the
+ * file, and reading them ended the process with SIGBUS. */
+Test(safety, a_record_length_past_the_end_of_the_file_is_reported_not_read) {
+    uint64_t oids[2];
+    make_store(2, 20000, oids);
+    char path[256];
+    snprintf(path, sizeof path, "%s/data.mdb", F.dir);
+    size_t fn;
+    uint8_t *file = read_file(path, &fn);
+    /* the leaf node of the record: size (u16 lo, u16 hi), flags F_BIGDATA
+     * (1), key size 8, then the key */
+    uint8_t pat[12] = {1, 0, 8, 0};
+    put_be64(pat + 4, oids[1]);
+    int patched = 0;
+    for (size_t i = 4; i + sizeof pat <= fn; i++)
+        if (memcmp(file + i, pat, sizeof pat) == 0) {
+            uint8_t hi[2] = {0x00, 0x65}; /* 0x6500xxxx bytes: about 1.7 GB */
+            write_at(path, i - 2, hi, 2);
+            patched++;
+        }
+    free(file);
+    cr_assert_gt(patched, 0, "the record's node is in the file");
+    ost_store_options o = options_for(F.reg, false);
+    o.read_only = true;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    ost_value obj;
+    cr_assert_eq(ost_conn_get(c, oids[1], &obj), OST_ECORRUPT);
+    expect_oid_in(ost_conn_errmsg(c), oids[1]);
+    cr_assert(strstr(ost_conn_errmsg(c), "past the end of the file"), "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_conn_get(c, oids[0], &obj), 0);
+    cr_assert_eq(ost_activate(c, obj), 0);
+    ost_conn_close(c);
+    reports r = {0};
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), OST_ECORRUPT);
+    cr_assert_geq(r.n, 1);
+    cr_assert_eq(r.oid[0], oids[1], "%s", r.msg[0]);
+    cr_assert(strstr(r.msg[0], "past the end"), "%s", r.msg[0]);
+    ost_store_close(st);
+}
+
+/* ---- upgrades ------------------------------------------------------------------------ */
+
+static uint64_t meta_format(void) {
+    size_t n;
+    uint8_t *v = raw_get(F.dir, "meta", "format", 6, &n);
+    cr_assert(v && n == 8);
+    uint64_t f = get_le64(v);
+    free(v);
+    return f;
+}
+
+/* Reads every item and entry of the store made by make_store(n, ...). */
+static void expect_contents(ost_store *st, int n) {
+    ost_conn *c = conn_of(st);
+    ost_value items = root_get(c, "items"), m = root_get(c, "m");
+    cr_assert(items && m, "root items and m: %s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_len(items), (size_t)n, "%zu items", ost_len(items));
+    for (int i = 0; i < n; i++) {
+        ost_value it = ost_item(items, (size_t)i);
+        cr_assert_eq(ost_activate(c, it), 0, "%s", ost_conn_errmsg(c));
+        int64_t x;
+        cr_assert_eq(ost_int_value(ost_instance_getattr(it, "n"), &x), 0);
+        cr_assert_eq(x, i + 1);
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i + 1);
+        ost_value v;
+        cr_assert_eq(mget(c, m, k, &v), 0, "%s", ost_conn_errmsg(c));
+        cr_assert_eq(ost_int_value(v, &x), 0);
+        cr_assert_eq(x, i + 1);
+    }
+    ost_conn_close(c);
+}
+
+Test(safety, a_format2_store_reads_read_only_as_it_is_and_upgrades_on_a_write_open) {
+    make_store(30, 3000, NULL);
+    make_old_format(F.dir, 2);
+    cr_assert_eq(meta_format(), 2);
+    ost_store *st = open_read_only(F.dir, F.reg);
+    expect_contents(st, 30);
+    check_clean(st, 0);
+    ost_store_close(st);
+    cr_assert_eq(meta_format(), 2, "a read-only open changes nothing");
+    st = open_store(false);
+    ost_store_close(st);
+    cr_assert_eq(meta_format(), 3, "a read-write open upgrades");
+    expect_all_sealed();
+    st = open_store(false);
+    expect_contents(st, 30);
+    check_clean(st, 0);
+    ost_store_close(st);
+}
+
+Test(safety, a_format1_store_upgrades) {
+    make_store(5, 10, NULL);
+    /* format 1 has no maps: drop the map from the root first */
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    root_set(c, "m", OST_NONE);
+    commit_ok(c);
+    uint64_t removed;
+    cr_assert_eq(ost_store_pack(st, &removed), 0);
+    ost_store_close(st);
+    make_old_format(F.dir, 1);
+    cr_assert_eq(meta_format(), 1);
+    st = open_store(false);
+    c = conn_of(st);
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, "int", &m), 0, "maps work after the upgrade");
+    root_set(c, "m", ost_incref(m));
+    commit_ok(c);
+    ost_store_close(st);
+    cr_assert_eq(meta_format(), 3);
+    expect_all_sealed();
+}
+
+Test(safety, a_damaged_record_stops_the_upgrade_and_changes_nothing) {
+    uint64_t oids[3];
+    make_store(3, 10, oids);
+    make_old_format(F.dir, 2);
+    uint8_t k[8];
+    put_be64(k, oids[2]);
+    size_t n;
+    uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
+    rec[13] = 0x5a; /* a reserved byte: damage in format 2 */
+    raw_put(F.dir, "records", k, 8, rec, n);
+    free(rec);
+    ost_store_options o = options_for(F.reg, false);
+    ost_store *st = ost_store_new();
+    cr_assert_eq(ost_store_open(st, F.dir, &o), OST_ECORRUPT);
+    expect_oid_in(ost_store_errmsg(st), oids[2]);
+    cr_assert(strstr(ost_store_errmsg(st), "upgrade"), "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    cr_assert_eq(meta_format(), 2, "nothing changed");
+    put_be64(k, oids[0]);
+    rec = raw_get(F.dir, "records", k, 8, &n);
+    cr_assert_eq(rec[12] | rec[13] | rec[14] | rec[15], 0, "records not rewritten");
+    free(rec);
+    /* read-only, it opens; check names the damage */
+    st = open_read_only(F.dir, F.reg);
+    reports r = {0};
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), OST_ECORRUPT);
+    cr_assert_eq(r.oid[0], oids[2]);
+    ost_store_close(st);
+}
+
+static int upgrade_child(void *arg) {
+    (void)arg;
+    ost_store_options o = options_for(NULL, false);
+    ost_store *st;
+    ost_conn *c;
+    int rc = child_open(F.dir, &o, &st, &c);
+    if (rc) return rc;
+    ost_store_close(st);
+    return 0;
+}
+
+/* A read-only handle opened at format 2 reads on after another process
+ * upgraded the store (records then carry checksums where it expected
+ * zeros). */
+Test(safety, a_read_only_handle_follows_an_upgrade_by_another_process) {
+    make_store(4, 10, NULL);
+    make_old_format(F.dir, 2);
+    ost_store *st = open_read_only(F.dir, F.reg);
+    ost_conn *c = conn_of(st);
+    cr_assert(root_get(c, "items"));
+    cr_assert_eq(wait_child(spawn(upgrade_child, NULL)), 0);
+    cr_assert_eq(meta_format(), 3);
+    ost_abort(c); /* a new snapshot */
+    ost_conn_close(c);
+    ost_value obj;
+    c = conn_of(st);
+    cr_assert_eq(ost_conn_get(c, 0, &obj), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    expect_contents(st, 4);
+    ost_store_close(st);
+}
