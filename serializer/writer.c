@@ -1022,9 +1022,13 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         return 0;
     }
     case OST_T_PERSREF: {
+        /* its opcode follows its pid, as a tuple's its items: a shared one
+         * opens a window, or a cycle back to it through its pid would write
+         * it inside itself without end */
         wframe *f = push_build(w, v, OP_BINPERSID, ((ost_persref_obj *)o)->pid, 0, 0);
         if (!f) return w->err;
         f->nohook = 1;
+        if (sh) open_window(w, f);
         return 0;
     }
     default: return fail(w, OST_EINVAL, "bad value in the graph (type %d)", o->type);
