@@ -34,6 +34,10 @@ typedef struct {
     size_t len, cap;
     bool overflow; /* the stack was full: a rescan pass is needed */
     uint32_t map_cids[2];
+    bool force;         /* OST_PACK_FORCE: go on past damage */
+    uint64_t dangling;  /* references to oids without a record */
+    uint64_t first_dangling;
+    uint64_t damaged;   /* reachable records or entries that did not decode (force) */
 } mark_ctx;
 
 #define MARK_STACK_MAX ((size_t)1 << 20)
@@ -64,7 +68,10 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
     ost__be64(kb, oid);
     MDB_val k = {8, kb}, v;
     int rc = mdb_get(t, st->recs, &k, &v);
-    if (rc == MDB_NOTFOUND) return 0; /* dangling: check reports it */
+    if (rc == MDB_NOTFOUND) { /* damage may hide it: what it refers to is unknown */
+        if (!m->dangling++) m->first_dangling = oid;
+        return 0;
+    }
     if (rc) return rc;
     /* a reachable record whose references cannot be read: what it refers
      * to is unknown, so nothing may be removed */
@@ -72,11 +79,16 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
     uint32_t cid;
     if (ost__rec_open(st, oid, &v, &serial, &cid) ||
         ost__scan_pids((uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE,
-                       mark_ref, m))
+                       mark_ref, m)) {
+        if (m->force) {
+            m->damaged++;
+            return 0;
+        }
         return ost__st_fail(st, OST_ECORRUPT,
                             "%s: pack: oid %llu does not decode, so what it refers to is "
                             "unknown; nothing was removed (see ost_store_check)",
                             st->path, (unsigned long long)oid);
+    }
     if (!is_map_cid(m->map_cids, cid)) return 0;
     /* a map: what its entries' values refer to is reachable too */
     ost__ecur *ec;
@@ -87,6 +99,10 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
         ost__entry e;
         if ((rc = ost__ecur_get(ec, &k, &kl, &e)) ||
             (e.len && ost__scan_pids(e.data, e.len, mark_ref, m))) {
+            if (m->force && (rc == 0 || rc == OST_ECORRUPT)) {
+                m->damaged++;
+                continue;
+            }
             ost__ecur_close(ec);
             return ost__st_fail(st, OST_ECORRUPT,
                                 "%s: pack: an entry of map %llu does not decode, so what it "
@@ -106,7 +122,7 @@ static int sweep_map(void *ud, uint64_t map) {
 
 /* One attempt; *mdb_rc gets the LMDB code the attempt ended with, so that
  * the caller can grow the map after MDB_MAP_FULL and try again. */
-static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
+static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_rc) {
     if (removed) *removed = 0;
     if (!st || !st->env) return OST_EINVAL;
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->path);
@@ -117,6 +133,7 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
         return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->path, mdb_strerror(rc));
     }
     mark_ctx m = {0};
+    m.force = flags & OST_PACK_FORCE;
     MDB_val k = {8, "next_oid"}, v;
     rc = mdb_get(t, st->meta, &k, &v);
     if (rc || v.mv_size != 8) {
@@ -157,6 +174,16 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
     }
     if (rc) {
         code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->path, mdb_strerror(rc));
+        goto out;
+    }
+    if (m.dangling && !m.force) {
+        code = ost__st_fail(st, OST_ECORRUPT,
+                            "%s: pack: %llu reference%s to oids without a record (oid %llu%s): "
+                            "damage may hide what they refer to, so nothing was removed "
+                            "(ost_store_check lists the problems; OST_PACK_FORCE packs anyway)",
+                            st->path, (unsigned long long)m.dangling, m.dangling == 1 ? "" : "s",
+                            (unsigned long long)m.first_dangling,
+                            m.dangling > 1 ? " and others" : "");
         goto out;
     }
     MDB_cursor *cur;
@@ -208,10 +235,16 @@ out:
 /* Deleting records allocates pages (copy on write), so a store opened with
  * a map no larger than its data fills the map: grow it and start again, as
  * commits do. */
-int ost_store_pack(ost_store *st, uint64_t *removed) {
+int ost_store_pack(ost_store *st, uint64_t *removed) { return ost_store_pack_ex(st, 0, removed); }
+
+int ost_store_pack_ex(ost_store *st, unsigned flags, uint64_t *removed) {
+    if (flags & ~OST_PACK_FORCE) {
+        if (removed) *removed = 0;
+        return st ? ost__st_fail(st, OST_EINVAL, "pack: unknown flags 0x%x", flags) : OST_EINVAL;
+    }
     for (int tries = 0;; tries++) {
         int mdb_rc = 0;
-        int code = pack_once(st, removed, &mdb_rc);
+        int code = pack_once(st, flags, removed, &mdb_rc);
         if (mdb_rc != MDB_MAP_FULL || tries == 16) return code;
         int grc = ost__grow_map(st);
         if (grc)

@@ -496,3 +496,47 @@ Test(safety, a_read_only_handle_follows_an_upgrade_by_another_process) {
     expect_contents(st, 4);
     ost_store_close(st);
 }
+
+/* ---- pack never deletes what damage hid ------------------------------------------ */
+
+static uint64_t record_count(ost_store *st) { return stats(st).records; }
+
+/* A changed key byte moves a record under another oid: the root's
+ * reference to it dangles, and what only it referred to looks unreachable.
+ * Pack used to delete those intact records for good. */
+Test(safety, pack_refuses_when_a_reference_dangles_and_force_packs_anyway) {
+    uint64_t oids[3];
+    make_store(3, 10, oids);
+    /* item 2 refers to a new object X that nothing else refers to */
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    ost_value items = root_get(c, "items");
+    ost_value it = ost_item(items, 1), x = new_item(99, 10);
+    cr_assert_eq(ost_activate(c, it), 0);
+    cr_assert_eq(ost_instance_setattr(it, "x", x), 0);
+    commit_ok(c);
+    ost_store_close(st);
+    /* item 2's record moves to oid 1000 (its key's low byte changed) */
+    uint8_t k[8], k2[8];
+    put_be64(k, oids[1]);
+    put_be64(k2, 1000);
+    size_t n;
+    uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
+    raw_put(F.dir, "records", k2, 8, rec, n);
+    raw_put(F.dir, "records", k, 8, NULL, 0);
+    free(rec);
+
+    st = open_store(false);
+    uint64_t before = record_count(st), removed = 5;
+    cr_assert_eq(ost_store_pack(st, &removed), OST_ECORRUPT);
+    cr_assert_eq(removed, 0);
+    expect_oid_in(ost_store_errmsg(st), oids[1]);
+    cr_assert(strstr(ost_store_errmsg(st), "nothing was removed"), "%s", ost_store_errmsg(st));
+    cr_assert_eq(record_count(st), before, "nothing removed");
+    cr_assert_eq(ost_store_pack_ex(st, 0x80, &removed), OST_EINVAL);
+    /* forced: the moved record and X, which only it referred to, go */
+    cr_assert_eq(ost_store_pack_ex(st, OST_PACK_FORCE, &removed), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 2);
+    cr_assert_eq(record_count(st), before - 2);
+    ost_store_close(st);
+}

@@ -202,8 +202,9 @@ static int map_entries(ost_store *st, uint64_t *n) {
 }
 
 static int run_pack(int argc, char **argv) {
-    const char *pos[1];
-    int prc = parse_args(&cmd_pack, argc, argv, NULL, 0, pos, 1, 1, NULL);
+    const char *pos[1], *force = NULL;
+    cli_opt opts[] = {{"--force", false, &force}};
+    int prc = parse_args(&cmd_pack, argc, argv, opts, 1, pos, 1, 1, NULL);
     if (prc) return prc < 0 ? EXIT_OK : prc;
     const char *db = pos[0];
     guard_crashes(db);
@@ -214,7 +215,7 @@ static int run_pack(int argc, char **argv) {
     double t0 = now_s();
     int rc = ost_store_stat(st, &before);
     if (!rc) rc = map_entries(st, &ents_before);
-    if (!rc) rc = ost_store_pack(st, &removed);
+    if (!rc) rc = ost_store_pack_ex(st, force ? OST_PACK_FORCE : 0, &removed);
     if (!rc) rc = ost_store_stat(st, &after);
     if (!rc) rc = map_entries(st, &ents_after);
     if (rc) {
@@ -233,7 +234,9 @@ static int run_pack(int argc, char **argv) {
     printf("removed %s object%s%s unreachable from the root, freeing %s of records "
            "(%.2f s)\n",
            fmt_count(a, sizeof a, removed), removed == 1 ? "" : "s", e,
-           fmt_bytes(b, sizeof b, (double)(before.bytes - after.bytes)), now_s() - t0);
+           fmt_bytes(b, sizeof b,
+                     before.bytes > after.bytes ? (double)(before.bytes - after.bytes) : 0.0),
+           now_s() - t0);
     e[0] = 0;
     if (ents_after)
         snprintf(e, sizeof e, " and %s map entr%s", fmt_count(c, sizeof c, ents_after),
@@ -248,13 +251,19 @@ static int run_pack(int argc, char **argv) {
 const cli_cmd cmd_pack = {
     .name = "pack",
     .summary = "Remove the objects the root no longer reaches.",
-    .usage = "usage: ostore pack DB\n",
+    .usage = "usage: ostore pack DB [--force]\n",
     .help = "Marks every object reachable from the root (oid 0) by following the\n"
             "references in the records and in the values of map entries, then deletes\n"
             "the other records, and the entries of the maps among them, in one\n"
             "transaction, and prints how many objects (and map entries) and bytes of\n"
             "records went. The invalidation log is emptied too (other processes' caches\n"
             "reload).\n"
+            "\nPack removes only what it knows to be unreachable. On a damaged store (a\n"
+            "reachable record or map entry that does not decode, a reference to an oid\n"
+            "without a record: damage can hide records that way) it removes nothing and\n"
+            "exits 1 naming the problem; run 'ostore check', then 'ostore salvage'\n"
+            "(docs/recovery.md). --force packs anyway: what only damaged records\n"
+            "referred to is then removed for good.\n"
             "\nDo not pack while a program is still bulk-loading objects it has not yet\n"
             "linked to the root: they are unreachable until then. ostore takes an\n"
             "exclusive lock on DB/data.mdb, so a pack, import or demo of another ostore\n"

@@ -37,7 +37,7 @@ static const char usage_text[] =
     "       ostore cat DB OID [--from KEY] [--to KEY] [--limit N|all]\n"
     "       ostore refs DB OID\n"
     "       ostore check DB\n"
-    "       ostore pack DB\n"
+    "       ostore pack DB [--force]\n"
     "       ostore upgrade DB\n"
     "       ostore export DB FILE|-\n"
     "       ostore import DB FILE|-\n"

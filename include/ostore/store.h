@@ -69,9 +69,24 @@ typedef struct {
 /* Fills *out from one read snapshot. 0 or a code. */
 OST_EXTERN int ost_store_stat(ost_store *st, ost_store_stats *out);
 
-/* Removes the records unreachable from the root. Memory: a bitmap of one
- * bit per oid. removed (if not NULL) gets the count. 0 or a code. */
+/* Removes the records unreachable from the root, and the entries of the
+ * maps among them, in one write transaction. Memory: a bitmap of one bit
+ * per oid. removed (if not NULL) gets the count. Pack deletes only what it
+ * knows to be unreachable: when a reachable record or map entry does not
+ * decode, or a reference names an oid that has no record (damage can hide
+ * a record that way, and what it refers to is then unknown), it removes
+ * nothing and returns OST_ECORRUPT naming the first problem (ost_store_check
+ * lists them all). 0 or a code. */
 OST_EXTERN int ost_store_pack(ost_store *st, uint64_t *removed);
+
+/* Flags of ost_store_pack_ex. */
+#define OST_PACK_FORCE 1u /* pack a damaged store: a record or entry that does
+                           * not decode counts as referring to nothing, and
+                           * missing records are ignored. What only damaged
+                           * data referred to is removed for good. */
+/* ost_store_pack with flags (0 or OST_PACK_FORCE); OST_EINVAL for unknown
+ * flags. */
+OST_EXTERN int ost_store_pack_ex(ost_store *st, unsigned flags, uint64_t *removed);
 
 /* One problem found by ost_store_check: oid's record does not decode
  * (missing 0), or holds a reference to oid `missing` that has no record. */

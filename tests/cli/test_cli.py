@@ -530,6 +530,12 @@ def test_damage(tmp, db, recs):
     out = ok(["ls", d, "--limit", "100000"], "ls damaged")
     check("%d ?damaged " % cust in out, "ls does not mark the damaged header")
     ok(["info", d], "info damaged")
+    # pack refuses a damaged store and removes nothing; --force packs
+    before = read_store(d)[0]
+    fails(["pack", d], "nothing was removed", "pack of a damaged store")
+    check(read_store(d)[0] == before, "a refused pack changed the store")
+    out = ok(["pack", d, "--force"], "pack --force")
+    check(out.startswith("removed "), "pack --force: %r" % out)
 
     # stores that cannot be opened: every command fails with one line, no crash
     garbage = os.path.join(tmp, "garbage.ostore")
