@@ -692,12 +692,21 @@ bool ost__py2_reads_as_builtin(const char *m2, const char *n2) {
     return known_builtin(m, n);
 }
 
+static ost_value make_global_as_is(ost_reader *r, const uint8_t *at, const uint8_t *m,
+                                   size_t ml, const uint8_t *n, size_t nl);
+
 /* Makes the value for global module.name (text not yet validated). */
 static ost_value make_global(ost_reader *r, const uint8_t *at, const uint8_t *m,
                              size_t ml, const uint8_t *n, size_t nl) {
     /* Python 3 writes Python 2 names for protocols 0-2 (fix_imports),
      * __builtin__ and copy_reg among them */
     if (r->proto < 3) py2_forward(&m, &ml, &n, &nl);
+    return make_global_as_is(r, at, m, ml, n, nl);
+}
+
+/* The same for a name already in its Python 3 spelling. */
+static ost_value make_global_as_is(ost_reader *r, const uint8_t *at, const uint8_t *m,
+                                   size_t ml, const uint8_t *n, size_t nl) {
     if (memchr(m, 0, ml) || memchr(n, 0, nl)) {
         rfail(r, at, OST_EBADPICKLE, "global name with a NUL byte");
         return 0;
@@ -858,8 +867,10 @@ static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
                 memcpy(dotted, pn->data, pn->len);
                 dotted[pn->len] = '.';
                 memcpy(dotted + pn->len + 1, ln->data, ln->len);
-                ost_value g = make_global(r, at, (const uint8_t *)pm->data, pm->len,
-                                          (const uint8_t *)dotted, pn->len + 1 + ln->len);
+                /* the parent's module is in its Python 3 spelling already:
+                 * mapping it again turned dbm (anydbm) into dbm.ndbm */
+                ost_value g = make_global_as_is(r, at, (const uint8_t *)pm->data, pm->len,
+                                                (const uint8_t *)dotted, pn->len + 1 + ln->len);
                 free(dotted);
                 return g;
             }

@@ -1134,6 +1134,28 @@ OST_TEST(writer, refuses_at_protocol_2_a_global_that_reads_back_as_a_builtin) {
     ost_decref(r);
 }
 
+/* A dotted global below protocol 4 is written getattr(parent, 'last');
+ * the parent's module is spelled for Python 2 (dbm as anydbm) and read
+ * back as dbm, and the reader then folded the getattr into a global whose
+ * module it mapped a second time, dbm to dbm.ndbm (a 5-minute fuzz run,
+ * seed 20261204: "round trip at protocol 2 changed the graph"). */
+OST_TEST(writer, a_dotted_global_of_a_renamed_module_reads_back_at_protocol_2) {
+    static const char *const mods[] = {"dbm", "copyreg", "plain"};
+    for (size_t i = 0; i < sizeof mods / sizeof *mods; i++) {
+        ost_value g = ost_global(mods[i], "Outer.Inner");
+        for (int p = 2; p <= 5; p++) {
+            size_t n;
+            uint8_t *b = dump_copy(g, p, true, &n);
+            ost_value back = load(b, n);
+            cr_assert(ost_same_graph(g, back), "%s.Outer.Inner at protocol %d: %s.%s", mods[i], p,
+                      ost_data(ost_global_module(back), NULL), ost_data(ost_global_name(back), NULL));
+            ost_decref(back);
+            free(b);
+        }
+        ost_decref(g);
+    }
+}
+
 /* A shared str of 256 bytes or more goes out as a payload, then its memo
  * PUT: the payload reserved only its own bytes, so when it ended exactly
  * at the buffer's end the PUT was written past it (a heap overflow that
