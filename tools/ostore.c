@@ -9,6 +9,7 @@
  *   ostore check DB                    decode every record, follow every reference
  *   ostore pack DB                     remove what the root does not reach
  *   ostore upgrade DB                  bring an older store to format 3
+ *   ostore salvage DAMAGED NEW         copy what is intact into a new store
  *   ostore export DB FILE              a versioned dump (docs/cli.md)
  *   ostore import DB FILE              load a dump into a new store
  *   ostore pickle dis|show|repickle    pickles outside a store
@@ -24,7 +25,7 @@
 
 static const cli_cmd *const commands[] = {
     &cmd_demo, &cmd_info, &cmd_ls,     &cmd_cat,    &cmd_refs,    &cmd_check,
-    &cmd_pack, &cmd_upgrade, &cmd_export, &cmd_import, &cmd_pickle, &cmd_version, &cmd_help,
+    &cmd_pack, &cmd_upgrade, &cmd_salvage, &cmd_export, &cmd_import, &cmd_pickle, &cmd_version, &cmd_help,
 };
 #define NCOMMANDS (sizeof commands / sizeof *commands)
 
@@ -39,6 +40,7 @@ static const char usage_text[] =
     "       ostore check DB\n"
     "       ostore pack DB [--force]\n"
     "       ostore upgrade DB\n"
+    "       ostore salvage DAMAGED NEWSTORE\n"
     "       ostore export DB FILE|-\n"
     "       ostore import DB FILE|-\n"
     "       ostore pickle dis FILE|-\n"

@@ -1,0 +1,651 @@
+/* Salvage of a damaged store (salvage.h): read with pagecheck.c, written
+ * with import.c. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "import.h"
+#include "pagecheck.h"
+#include "salvage.h"
+#include "store_internal.h"
+
+/* A record found: pickle points into the damaged file's mapping, which
+ * stays until the end. */
+typedef struct {
+    uint64_t oid, serial;
+    uint32_t cid;
+    const uint8_t *pickle;
+    size_t len;
+    uint64_t pgno;
+    bool scanned; /* found by the scan, not in the tree */
+} srec;
+
+/* A map entry found: key is the whole key (map oid first). */
+typedef struct {
+    const uint8_t *key;
+    size_t klen;
+    uint64_t serial;
+    const uint8_t *val;
+    size_t vlen;
+    bool scanned;
+} sent;
+
+/* A record seen damaged: oid and the class id its header gives. */
+typedef struct {
+    uint64_t oid;
+    uint32_t cid;
+    const char *why;
+} sbad;
+
+typedef struct {
+    uint32_t id;
+    const char *mod, *name; /* into the mapping, NUL-separated: mod ends at the NUL */
+    size_t ml, nl;
+} scls;
+
+#define ARR(T) \
+    struct {   \
+        T *v;  \
+        size_t n, cap; \
+    }
+
+typedef struct {
+    ost__pc *pc;
+    ost__salvage_fn report;
+    void *ud;
+    ost__salvage_stats *st;
+    uint64_t format;
+    bool have_meta[4];
+    uint64_t meta[4]; /* format, next_oid, last_serial, next_class */
+    ARR(srec) recs;
+    ARR(sent) ents;
+    ARR(sbad) bad;
+    ARR(scls) cls;
+    uint64_t bad_ents;
+    const char *cur_db; /* the database the walk of the moment reads */
+    bool damaged_db;    /* ... reported problems */
+    bool nomem;
+} salv;
+
+#define PUSH(a, item)                                                   \
+    do {                                                                \
+        if ((a).n == (a).cap) {                                         \
+            size_t nc_ = (a).cap ? (a).cap * 2 : 256;                   \
+            void *nv_ = realloc((a).v, nc_ * sizeof *(a).v);            \
+            if (!nv_) {                                                 \
+                s->nomem = true;                                        \
+                break;                                                  \
+            }                                                           \
+            (a).v = nv_;                                                \
+            (a).cap = nc_;                                              \
+        }                                                               \
+        (a).v[(a).n++] = (item);                                        \
+    } while (0)
+
+static void say(salv *s, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(salv *s, int kind, const char *fmt, ...) {
+    if (!s->report) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    s->report(s->ud, kind, line);
+}
+
+static uint64_t be64(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | b[i];
+    return v;
+}
+static uint64_t le64(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+static uint32_t le32(const uint8_t *b) {
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* Whether record value v (n bytes) of oid verifies: its checksum (format
+ * 3), or zero reserved bytes and a pickle whose opcodes read (older). */
+static void ignore_pid(void *ud, uint64_t oid) {
+    (void)ud;
+    (void)oid;
+}
+static bool rec_ok(uint64_t format, uint64_t oid, const uint8_t *v, size_t n) {
+    if (n < OST_HDR_SIZE + 2) return false;
+    if (format >= 3) {
+        uint8_t kb[8];
+        ost__be64(kb, oid);
+        uint32_t crc = ost__crc32c(ost__crc32c(ost__crc32c(0, kb, 8), v, 12), v + OST_HDR_SIZE,
+                                   n - OST_HDR_SIZE);
+        return crc == le32(v + 12);
+    }
+    if (le32(v + 12)) return false;
+    return ost__scan_pids(v + OST_HDR_SIZE, n - OST_HDR_SIZE, ignore_pid, NULL) == 0;
+}
+
+/* Whether entry (key, v) verifies; the pickle starts at *off. */
+static bool ent_ok(uint64_t format, const uint8_t *key, size_t klen, const uint8_t *v, size_t n,
+                   size_t *off) {
+    if (klen < 8 || klen > 8 + OST_MAP_KEY_MAX) return false;
+    if (format >= 3) {
+        if (n < 12) return false;
+        uint32_t crc = ost__crc32c(ost__crc32c(ost__crc32c(0, key, klen), v, 8), v + 12, n - 12);
+        *off = 12;
+        return crc == le32(v + 8);
+    }
+    if (n < 8) return false;
+    *off = 8;
+    return n == 8 || ost__scan_pids(v + 8, n - 8, ignore_pid, NULL) == 0;
+}
+
+/* ---- reading the damaged store -------------------------------------------------- */
+
+static void on_problem(void *ud, const ost__pc_problem *p) {
+    salv *s = ud;
+    s->damaged_db = true;
+    s->st->problems++;
+    if (p->has_keys && p->db && strcmp(p->db, "records") == 0 && (!p->key_lo || p->klo_len == 8) &&
+        (!p->key_hi || p->khi_len == 8)) {
+        char lo[24] = "0", hi[24] = "the last";
+        if (p->key_lo) snprintf(lo, sizeof lo, "%llu", (unsigned long long)be64(p->key_lo));
+        if (p->key_hi) snprintf(hi, sizeof hi, "%llu", (unsigned long long)be64(p->key_hi));
+        say(s, OST__SALV_DAMAGE, "%s (records from oid %s to %s are behind it)", p->msg, lo, hi);
+    } else {
+        say(s, OST__SALV_DAMAGE, "%s", p->msg);
+    }
+}
+
+static int meta_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl, uint64_t pg) {
+    salv *s = ud;
+    (void)pg;
+    static const char *const names[4] = {"format", "next_oid", "last_serial", "next_class"};
+    for (int i = 0; i < 4; i++)
+        if (kl == strlen(names[i]) && memcmp(k, names[i], kl) == 0 && vl == 8) {
+            s->have_meta[i] = true;
+            s->meta[i] = le64(v);
+        }
+    return 0;
+}
+
+static bool good_name(const uint8_t *p, size_t n) {
+    if (!n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] == 0x7f) return false; /* names are printable (UTF-8 above) */
+    return true;
+}
+
+static int class_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                    uint64_t pg) {
+    salv *s = ud;
+    (void)pg;
+    if (kl != 5 || k[0] != 'i') return 0;
+    const uint8_t *nul = memchr(v, 0, vl);
+    if (!nul) return 0;
+    scls c = {.mod = (const char *)v, .ml = (size_t)(nul - v), .name = (const char *)nul + 1};
+    c.nl = vl - c.ml - 1;
+    memcpy(&c.id, k + 1, 4); /* native order, as the store writes it */
+    if (!c.id || !good_name(v, c.ml) || !good_name(nul + 1, c.nl)) return 0;
+    for (size_t i = 0; i < s->cls.n; i++)
+        if (s->cls.v[i].id == c.id) return 0; /* the tree's, or the scan's first */
+    PUSH(s->cls, c);
+    return s->nomem ? OST_ENOMEM : 0;
+}
+
+static int rec_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl, uint64_t pg) {
+    salv *s = ud;
+    if (kl != 8) return 0;
+    uint64_t oid = be64(k);
+    if (!rec_ok(s->format, oid, v, vl)) {
+        sbad b = {oid, vl >= 12 ? le32(v + 8) : 0,
+                  vl < OST_HDR_SIZE + 2 ? "too short for its header"
+                  : s->format >= 3      ? "its checksum does not match its bytes"
+                                        : "its header or pickle is damaged"};
+        PUSH(s->bad, b);
+        return s->nomem ? OST_ENOMEM : 0;
+    }
+    srec r = {oid, le64(v), le32(v + 8), v + OST_HDR_SIZE, vl - OST_HDR_SIZE, pg, false};
+    PUSH(s->recs, r);
+    return s->nomem ? OST_ENOMEM : 0;
+}
+
+static int ent_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl, uint64_t pg) {
+    salv *s = ud;
+    (void)pg;
+    size_t off = 0;
+    if (!ent_ok(s->format, k, kl, v, vl, &off)) {
+        s->bad_ents++;
+        return 0;
+    }
+    sent e = {k, kl, le64(v), v + off, vl - off, false};
+    PUSH(s->ents, e);
+    return s->nomem ? OST_ENOMEM : 0;
+}
+
+/* The scan: any leaf entry of any page that verifies as a record or an
+ * entry (format 3 only: without checksums a stale copy cannot be told). */
+typedef struct {
+    salv *s;
+    bool recs, ents, cls;
+} scan_ctx;
+
+static int scan_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl, uint64_t pg) {
+    scan_ctx *c = ud;
+    salv *s = c->s;
+    if (c->cls && kl == 5 && k[0] == 'i') return class_cb(s, k, kl, v, vl, pg);
+    if (c->recs && kl == 8 && vl >= OST_HDR_SIZE + 2 && rec_ok(3, be64(k), v, vl)) {
+        srec r = {be64(k), le64(v), le32(v + 8), v + OST_HDR_SIZE, vl - OST_HDR_SIZE, pg, true};
+        PUSH(s->recs, r);
+        return s->nomem ? OST_ENOMEM : 0;
+    }
+    size_t off;
+    if (c->ents && kl >= 8 && ent_ok(3, k, kl, v, vl, &off)) {
+        sent e = {k, kl, le64(v), v + off, vl - off, true};
+        PUSH(s->ents, e);
+        return s->nomem ? OST_ENOMEM : 0;
+    }
+    return 0;
+}
+
+/* ---- choosing among copies ------------------------------------------------------ */
+
+/* By oid; the tree's copy first, then the newest. */
+static int cmp_rec(const void *a, const void *b) {
+    const srec *x = a, *y = b;
+    if (x->oid != y->oid) return x->oid < y->oid ? -1 : 1;
+    if (x->scanned != y->scanned) return x->scanned ? 1 : -1;
+    return x->serial > y->serial ? -1 : x->serial < y->serial;
+}
+
+static int kcmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl) {
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c ? c : al < bl ? -1 : al > bl;
+}
+
+static int cmp_ent(const void *a, const void *b) {
+    const sent *x = a, *y = b;
+    int c = kcmp(x->key, x->klen, y->key, y->klen);
+    if (c) return c;
+    if (x->scanned != y->scanned) return x->scanned ? 1 : -1;
+    return x->serial > y->serial ? -1 : x->serial < y->serial;
+}
+
+static int cmp_cls(const void *a, const void *b) {
+    uint32_t x = ((const scls *)a)->id, y = ((const scls *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static const scls *class_of(const salv *s, uint32_t id) {
+    size_t lo = 0, hi = s->cls.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->cls.v[mid].id == id) return &s->cls.v[mid];
+        if (s->cls.v[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+static uint32_t class_id(const salv *s, const char *mod, const char *name) {
+    for (size_t i = 0; i < s->cls.n; i++)
+        if (s->cls.v[i].ml == strlen(mod) && memcmp(s->cls.v[i].mod, mod, s->cls.v[i].ml) == 0 &&
+            s->cls.v[i].nl == strlen(name) && memcmp(s->cls.v[i].name, name, s->cls.v[i].nl) == 0)
+            return s->cls.v[i].id;
+    return 0;
+}
+
+static const srec *find_rec(const salv *s, uint64_t oid) {
+    size_t lo = 0, hi = s->recs.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->recs.v[mid].oid == oid) return &s->recs.v[mid];
+        if (s->recs.v[mid].oid < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+/* References to oids without a recovered record: (missing oid, holder). */
+typedef struct {
+    uint64_t oid, holder;
+} sref;
+typedef struct {
+    salv *s;
+    uint64_t holder;
+    ARR(sref) missing;
+} refs_ctx;
+
+static void note_ref(void *ud, uint64_t oid) {
+    refs_ctx *r = ud;
+    salv *s = r->s;
+    if (find_rec(s, oid)) return;
+    sref x = {oid, r->holder};
+    PUSH(r->missing, x);
+}
+
+static bool is_bad(const salv *s, uint64_t oid) {
+    size_t lo = 0, hi = s->bad.n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->bad.v[mid].oid == oid) return true;
+        if (s->bad.v[mid].oid < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    return false;
+}
+
+/* ---- writing the new store ------------------------------------------------------ */
+
+static void remove_store(const char *dir, bool made_dir) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/lock.mdb", dir);
+    unlink(p);
+    if (made_dir) rmdir(dir);
+}
+
+static int fail(char *msg, size_t cap, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *msg, size_t cap, int code, const char *fmt, ...) {
+    if (msg && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, cap, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+/* {'data': {}} as protocol 2: a new, empty root. */
+static const uint8_t empty_root[] = {0x80, 0x02, '}', 'q', 0x00, 'X', 0x04, 0x00, 0x00, 0x00,
+                                     'd', 'a', 't', 'a', 'q', 0x01, '}', 'q', 0x02, 's', '.'};
+
+static int write_store(salv *s, const char *dst, uint8_t **patched, char *msg, size_t cap) {
+    struct stat sb;
+    bool made_dir = stat(dst, &sb) != 0;
+    char datafile[PATH_MAX];
+    snprintf(datafile, sizeof datafile, "%s/data.mdb", dst);
+    if (!made_dir && stat(datafile, &sb) == 0)
+        return fail(msg, cap, OST_EEXIST, "%s: holds a store already: salvage writes a new one",
+                    dst);
+    ost_store *st = ost_store_new();
+    if (!st) return fail(msg, cap, OST_ENOMEM, "out of memory");
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = true;
+    int rc = ost_store_open(st, dst, &o);
+    if (rc) {
+        fail(msg, cap, rc, "%s", ost_store_errmsg(st));
+        ost_store_close(st);
+        if (made_dir) rmdir(dst);
+        return rc;
+    }
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < s->recs.n; i++) bytes += s->recs.v[i].len + 64;
+    for (size_t i = 0; i < s->ents.n; i++) bytes += s->ents.v[i].klen + s->ents.v[i].vlen + 64;
+    ost__import *im = NULL;
+    rc = ost__import_begin(st, bytes * 2 + (64u << 20), &im);
+    uint32_t max_cid = 0;
+    for (size_t i = 0; !rc && i < s->cls.n; i++) {
+        const scls *c = &s->cls.v[i];
+        rc = ost__import_class(im, c->id, c->mod, c->ml, c->name, c->nl);
+        if (c->id > max_cid) max_cid = c->id;
+    }
+    uint64_t max_oid = 0, max_serial = 1;
+    for (size_t i = 0; !rc && i < s->recs.n; i++) {
+        const srec *r = &s->recs.v[i];
+        rc = ost__import_record(im, r->oid, r->serial, r->cid, patched[i] ? patched[i] : r->pickle,
+                                r->len);
+        if (r->oid > max_oid) max_oid = r->oid;
+        if (r->serial > max_serial) max_serial = r->serial;
+    }
+    for (size_t i = 0; !rc && i < s->ents.n; i++) {
+        const sent *e = &s->ents.v[i];
+        rc = ost__import_ment(im, be64(e->key), e->key + 8, e->klen - 8, e->serial, e->val,
+                              e->vlen);
+        if (e->serial > max_serial) max_serial = e->serial;
+    }
+    if (rc) {
+        fail(msg, cap, rc, "%s: writing the new store: %s", dst, ost_store_errmsg(st));
+        ost__import_abort(im);
+        ost_store_close(st);
+        remove_store(dst, made_dir);
+        return rc;
+    }
+    /* the counters: what meta said when it is sane, else what was found */
+    uint64_t next_oid = max_oid + 1, last = max_serial, next_class = (uint64_t)max_cid + 1;
+    if (s->have_meta[1] && s->meta[1] > next_oid && s->meta[1] - next_oid < ((uint64_t)1 << 32))
+        next_oid = s->meta[1];
+    if (s->have_meta[2] && s->meta[2] > last && s->meta[2] - last < ((uint64_t)1 << 32))
+        last = s->meta[2];
+    if (s->have_meta[3] && s->meta[3] > next_class && s->meta[3] < ((uint64_t)1 << 32))
+        next_class = s->meta[3];
+    rc = ost__import_commit(im, OST_STORE_FORMAT, next_oid, last, next_class);
+    if (rc) fail(msg, cap, rc, "%s: writing the new store: %s", dst, ost_store_errmsg(st));
+    s->st->last_serial = last;
+    ost_store_close(st);
+    if (rc) remove_store(dst, made_dir);
+    return rc;
+}
+
+/* ---- the whole ---------------------------------------------------------------------- */
+
+int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void *ud,
+                 ost__salvage_stats *stats, char *msg, size_t cap) {
+    ost__salvage_stats dummy;
+    if (!stats) stats = &dummy;
+    memset(stats, 0, sizeof *stats);
+    if (msg && cap) msg[0] = 0;
+    if (!src || !dst) return fail(msg, cap, OST_EINVAL, "salvage: no path given");
+    salv sv = {.report = report, .ud = ud, .st = stats};
+    salv *s = &sv;
+    int rc = ost__pc_open(src, &s->pc, msg, cap);
+    if (rc) return rc;
+    char why[256];
+    if (ost__pc_meta_check(s->pc, why, sizeof why)) {
+        say(s, OST__SALV_DAMAGE, "%s", why);
+        stats->problems++;
+    }
+    /* the snapshot liblmdb would use, or else the other one */
+    if (ost__pc_use_meta(s->pc, -1) && ost__pc_use_meta(s->pc, 0) && ost__pc_use_meta(s->pc, 1)) {
+        ost__pc_close(s->pc);
+        return fail(msg, cap, OST_ECORRUPT,
+                    "%s: both meta pages are damaged beyond use: nothing can be read (restore "
+                    "from an export or a backup)",
+                    src);
+    }
+    rc = ost__pc_walk(s->pc, on_problem, s, NULL);
+    if (rc == OST_ENOMEM) goto nomem;
+    ost__pc_each(s->pc, "meta", meta_cb, NULL, s);
+    s->format = s->have_meta[0] && s->meta[0] >= 1 && s->meta[0] <= 3 ? s->meta[0] : 3;
+    stats->format = s->have_meta[0] ? s->meta[0] : 0;
+    if (!s->have_meta[0])
+        say(s, OST__SALV_NOTE, "the store's format is unreadable: records are taken as format 3");
+
+    /* the trees; a database whose walk reported damage is scanned too */
+    scan_ctx sc = {.s = s};
+    s->damaged_db = false;
+    rc = ost__pc_each(s->pc, "classes", class_cb, NULL, s);
+    sc.cls = rc != 0;
+    rc = ost__pc_each(s->pc, "records", rec_cb, NULL, s);
+    sc.recs = rc != 0 || s->bad.n;
+    rc = ost__pc_each(s->pc, "mapents", ent_cb, NULL, s);
+    sc.ents = (rc != 0 && rc != OST_ENOTFOUND) || s->bad_ents;
+    if (s->nomem) goto nomem;
+    if (s->format < 3 && (sc.recs || sc.ents || sc.cls)) {
+        say(s, OST__SALV_NOTE,
+            "a format-%llu store has no checksums: copies of records outside the B-trees "
+            "cannot be told from stale ones, so the file is not scanned for them",
+            (unsigned long long)s->format);
+        sc.recs = sc.ents = false;
+    }
+    if (sc.recs || sc.ents || sc.cls) {
+        size_t before_r = s->recs.n, before_e = s->ents.n;
+        ost__pc_scan(s->pc, scan_cb, &sc);
+        if (s->nomem) goto nomem;
+        say(s, OST__SALV_NOTE,
+            "scanned every page of the file for intact copies: %zu record and %zu entry copies "
+            "found outside the trees",
+            s->recs.n - before_r, s->ents.n - before_e);
+    }
+
+    /* one copy per oid and per key */
+    qsort(s->cls.v, s->cls.n, sizeof *s->cls.v, cmp_cls);
+    qsort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
+    size_t n = 0;
+    for (size_t i = 0; i < s->recs.n; i++) {
+        srec *r = &s->recs.v[i];
+        if (n && s->recs.v[n - 1].oid == r->oid) continue;
+        if (r->scanned && s->have_meta[2] && r->serial > s->meta[2]) continue; /* never committed */
+        if (!class_of(s, r->cid)) {
+            sbad b = {r->oid, r->cid, "its class id is not in the class table"};
+            PUSH(s->bad, b);
+            continue;
+        }
+        s->recs.v[n++] = *r;
+    }
+    s->recs.n = n;
+    qsort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
+    n = 0;
+    for (size_t i = 0; i < s->ents.n; i++) {
+        sent *e = &s->ents.v[i];
+        if (n && kcmp(s->ents.v[n - 1].key, s->ents.v[n - 1].klen, e->key, e->klen) == 0) continue;
+        if (e->scanned && s->have_meta[2] && e->serial > s->meta[2]) continue;
+        s->ents.v[n++] = *e;
+    }
+    s->ents.n = n;
+    if (s->nomem) goto nomem;
+
+    /* the root */
+    uint32_t root_cid = class_id(s, "persistent.mapping", "PersistentMapping");
+    if (!find_rec(s, 0)) {
+        if (!root_cid) {
+            uint32_t id = 1;
+            for (size_t i = 0; i < s->cls.n; i++)
+                if (s->cls.v[i].id >= id) id = s->cls.v[i].id + 1;
+            scls c = {id, "persistent.mapping", "PersistentMapping", 18, 17};
+            PUSH(s->cls, c);
+            root_cid = id;
+        }
+        srec r = {0, 1, root_cid, empty_root, sizeof empty_root, 0, false};
+        PUSH(s->recs, r);
+        if (s->nomem) goto nomem;
+        qsort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
+        stats->root_lost = 1;
+        say(s, OST__SALV_LOST,
+            "oid 0 (the root): no intact copy: the new store has an empty root, and the objects "
+            "recovered are reachable from nothing ('ostore pack' would remove them all)");
+    }
+
+    /* entries of maps whose record was recovered; counts from them */
+    uint32_t map_cid = class_id(s, "ostore.maps", "OrderedMap");
+    uint32_t set_cid = class_id(s, "ostore.maps", "OrderedSet");
+    n = 0;
+    uint64_t dropped_map = UINT64_MAX;
+    for (size_t i = 0; i < s->ents.n; i++) {
+        sent *e = &s->ents.v[i];
+        uint64_t m = be64(e->key);
+        const srec *r = find_rec(s, m);
+        bool ok = r && r->cid && (r->cid == map_cid || r->cid == set_cid) &&
+                  (r->cid == set_cid ? e->vlen == 0 : e->vlen != 0);
+        if (!ok) {
+            stats->dropped_entries++;
+            if (m != dropped_map)
+                say(s, OST__SALV_LOST, "map %llu: its record is lost; its entries are dropped",
+                    (unsigned long long)m);
+            dropped_map = m;
+            continue;
+        }
+        s->ents.v[n++] = *e;
+    }
+    s->ents.n = n;
+    uint8_t **patched = calloc(s->recs.n ? s->recs.n : 1, sizeof *patched);
+    if (!patched) goto nomem;
+    size_t ei = 0;
+    for (size_t i = 0; i < s->recs.n; i++) {
+        const srec *r = &s->recs.v[i];
+        if (!r->cid || (r->cid != map_cid && r->cid != set_cid)) continue;
+        uint64_t count = 0, was;
+        while (ei < s->ents.n && be64(s->ents.v[ei].key) < r->oid) ei++;
+        while (ei < s->ents.n && be64(s->ents.v[ei].key) == r->oid) count++, ei++;
+        if (ost__map_record_count(r->pickle, r->len, &was) || was == count) continue;
+        if (!(patched[i] = malloc(r->len))) goto nomem_patched;
+        memcpy(patched[i], r->pickle, r->len);
+        ost__map_record_setcount(patched[i], r->len, count);
+        say(s, OST__SALV_NOTE, "map %llu: its count is now %llu, the entries recovered (it was %llu)",
+            (unsigned long long)r->oid, (unsigned long long)count, (unsigned long long)was);
+    }
+
+    /* what was lost: damaged records without an intact copy, and oids that
+     * recovered records refer to and that were not recovered */
+    qsort(s->bad.v, s->bad.n, sizeof *s->bad.v, cmp_u64); /* oid first in sbad */
+    for (size_t i = 0; i < s->bad.n; i++) {
+        const sbad *b = &s->bad.v[i];
+        if ((i && s->bad.v[i - 1].oid == b->oid) || find_rec(s, b->oid)) continue;
+        const scls *c = class_of(s, b->cid);
+        stats->lost_records++;
+        say(s, OST__SALV_LOST, "oid %llu (%s%.*s%s%.*s): %s", (unsigned long long)b->oid,
+            c ? "" : "class unknown", c ? (int)c->ml : 0, c ? c->mod : "", c ? "." : "",
+            c ? (int)c->nl : 0, c ? c->name : "", b->why);
+    }
+    refs_ctx rx = {.s = s};
+    for (size_t i = 0; i < s->recs.n; i++) {
+        rx.holder = s->recs.v[i].oid;
+        ost__scan_pids(s->recs.v[i].pickle, s->recs.v[i].len, note_ref, &rx);
+    }
+    for (size_t i = 0; i < s->ents.n; i++) {
+        rx.holder = be64(s->ents.v[i].key);
+        if (s->ents.v[i].vlen) ost__scan_pids(s->ents.v[i].val, s->ents.v[i].vlen, note_ref, &rx);
+    }
+    if (s->nomem) goto nomem_refs;
+    qsort(rx.missing.v, rx.missing.n, sizeof *rx.missing.v, cmp_u64); /* by oid */
+    for (size_t i = 0; i < rx.missing.n; i++) {
+        const sref *m = &rx.missing.v[i];
+        if ((i && rx.missing.v[i - 1].oid == m->oid) || is_bad(s, m->oid)) continue;
+        stats->lost_records++;
+        say(s, OST__SALV_LOST, "oid %llu (class unknown): oid %llu refers to it; no intact copy found",
+            (unsigned long long)m->oid, (unsigned long long)m->holder);
+    }
+    stats->lost_entries = s->bad_ents;
+    if (s->bad_ents)
+        say(s, OST__SALV_LOST, "%llu map entr%s damaged and not found intact elsewhere",
+            (unsigned long long)s->bad_ents, s->bad_ents == 1 ? "y is" : "ies are");
+
+    stats->records = s->recs.n;
+    stats->entries = s->ents.n;
+    stats->classes = s->cls.n;
+    for (size_t i = 0; i < s->recs.n; i++) stats->records_scanned += s->recs.v[i].scanned;
+    for (size_t i = 0; i < s->ents.n; i++) stats->entries_scanned += s->ents.v[i].scanned;
+    rc = write_store(s, dst, patched, msg, cap);
+    free(rx.missing.v);
+    for (size_t i = 0; i < s->recs.n; i++) free(patched[i]);
+    free(patched);
+    goto out;
+nomem_refs:
+    free(rx.missing.v);
+nomem_patched:
+    for (size_t i = 0; i < s->recs.n; i++) free(patched[i]);
+    free(patched);
+nomem:
+    rc = fail(msg, cap, OST_ENOMEM, "salvage: out of memory");
+out:
+    ost__pc_close(s->pc);
+    free(s->recs.v);
+    free(s->ents.v);
+    free(s->bad.v);
+    free(s->cls.v);
+    return rc;
+}

@@ -1,0 +1,61 @@
+/* Salvage: copies what still verifies of a damaged store into a new one,
+ * for `ostore salvage` (docs/recovery.md). Internal: not part of the API.
+ *
+ * The damaged store is read with store/pagecheck.c alone, never with
+ * liblmdb, and never written. Records and map entries come first from the
+ * B-trees of the current snapshot, through the pages that pass the page
+ * checks; when the walk finds damage in a database, every page of the file
+ * that reads as a leaf page is scanned for entries too (free pages hold
+ * older copies). A format-3 record or entry is taken only when its
+ * checksum verifies (the oid, or the map and key, are in it, so a copy
+ * cannot land under the wrong key); a copy found by the scan only for an
+ * oid or key the tree did not give, the newest when there are several. In
+ * stores of formats 1 and 2 (no checksums) records are taken when their
+ * pickle decodes, and the scan is not used: nothing could tell a stale or
+ * damaged copy from a good one.
+ *
+ * Map counts are recomputed from the entries recovered; entries of maps
+ * whose record is lost are dropped (and reported); a lost root is replaced
+ * by an empty one (reported). Everything recovered is written to the new
+ * store in one transaction (ost__import_*), at format 3. */
+#ifndef OST_STORE_SALVAGE_H
+#define OST_STORE_SALVAGE_H
+
+#include <stdint.h>
+
+#include "ostore.h"
+
+typedef struct {
+    uint64_t records;           /* records copied */
+    uint64_t records_scanned;   /* ... of them found by the scan, not in the tree */
+    uint64_t entries;           /* map entries copied */
+    uint64_t entries_scanned;   /* ... found by the scan */
+    uint64_t classes;           /* classes copied */
+    uint64_t lost_records;      /* oids known to have had a record, not recovered */
+    uint64_t lost_entries;      /* entries seen damaged and not recovered */
+    uint64_t dropped_entries;   /* entries of maps whose record is lost */
+    uint64_t problems;          /* page-level problems the walk reported */
+    uint64_t format;            /* the damaged store's format (0: unknown) */
+    uint64_t last_serial;       /* the new store's last commit */
+    int root_lost;              /* the root was replaced by an empty one */
+} ost__salvage_stats;
+
+/* What salvage tells as it goes: kind OST__SALV_DAMAGE (a page-level
+ * problem of the damaged file), OST__SALV_LOST (a record or entry not
+ * recovered: the oid, its class when known, why), OST__SALV_NOTE (how
+ * something was recovered). line is one line, no newline; valid during
+ * the call. */
+enum { OST__SALV_DAMAGE, OST__SALV_LOST, OST__SALV_NOTE };
+typedef void (*ost__salvage_fn)(void *ud, int kind, const char *line);
+
+/* Salvages the store in directory src into a new store in directory dst
+ * (which must not hold a store; it is made, and removed again when
+ * salvage fails). 0, or a negative OST_E* code with one line in msg:
+ * OST_ENOTFOUND (no data.mdb), OST_ECORRUPT (nothing could be read: both
+ * meta pages are beyond use), OST_EEXIST (dst holds a store), OST_EIO,
+ * OST_ENOMEM. A store from which some records were lost is a success:
+ * stats and the reports say what was lost. */
+int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void *ud,
+                 ost__salvage_stats *stats, char *msg, size_t cap);
+
+#endif
