@@ -121,6 +121,12 @@ int ost__pc_meta_check(ost__pc *pc, char *msg, size_t cap);
  * page size). */
 int ost__pc_use_meta(ost__pc *pc, int which);
 
+/* The transaction id of meta page which (0 or 1): 0, or OST_ECORRUPT
+ * when that page is not usable. With ost__pc_use_meta, a caller that holds
+ * a liblmdb read transaction walks exactly its snapshot, whose pages no
+ * writer reuses while the transaction lasts. */
+int ost__pc_meta_txnid(ost__pc *pc, int which, uint64_t *txnid);
+
 /* The full structural walk of the snapshot of the chosen meta page: the
  * free list, the main database and every named database in it, each
  * sorted-duplicate sub-database, each overflow run. Every problem goes to

@@ -75,6 +75,14 @@ uint64_t recorded_map_size(void);
 /* Takes an exclusive, non-blocking flock on dir/data.mdb for the life of
  * the process (fd kept open). EXIT_OK or EXIT_FAIL with the message. */
 int lock_store(const char *dir);
+/* open_store runs ostore's own walk of every page of the store (liblmdb
+ * trusts its file, and damage makes it crash) and refuses a damaged store
+ * with one line, unless this was called before it: check, which reports
+ * the damage itself, calls it. */
+void open_store_no_walk(void);
+/* The walk itself on an open store: EXIT_OK, or EXIT_FAIL after naming
+ * the first problem. */
+int raw_verify_pages(ost_store *st, const char *db);
 
 /* ---- raw records (through the store's internals, read-only) ------------ */
 
@@ -164,6 +172,9 @@ typedef struct raw_ents raw_ents;
 int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen, raw_ents **out);
 /* 1 with *e filled, 0 past the map's last entry, or -1 (message printed,
  * naming the map). */
+/* Makes raw_ents_next step past damaged entries silently (check lists
+ * them) instead of failing. */
+void raw_ents_skip_damaged(raw_ents *c);
 int raw_ents_next(raw_ents *c, raw_ent *e);
 void raw_ents_close(raw_ents *c);
 /* Calls fn(ud, map) for each oid that has entries, in ascending order,

@@ -75,6 +75,7 @@ struct raw_ents {
     uint8_t from[OST_MAP_KEY_MAX];
     size_t fromlen;
     bool has_from;
+    bool skip_damaged; /* step past entries whose checksum fails */
 };
 
 /* An engine result as one line naming the map. */
@@ -111,17 +112,22 @@ int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen,
     return EXIT_OK;
 }
 
+void raw_ents_skip_damaged(raw_ents *c) { c->skip_damaged = true; }
+
 int raw_ents_next(raw_ents *c, raw_ent *e) {
     if (c->done) return 0;
-    int rc = c->started ? ost__ecur_step(c->ec, false)
-                        : ost__ecur_seek(c->ec, c->has_from ? c->from : NULL, c->fromlen, false);
+    int rc;
+    ost__entry en;
+again:
+    rc = c->started ? ost__ecur_step(c->ec, false)
+                    : ost__ecur_seek(c->ec, c->has_from ? c->from : NULL, c->fromlen, false);
     c->started = true;
     if (rc == OST_ENOTFOUND) {
         c->done = true;
         return 0;
     }
-    ost__entry en;
     if (!rc) rc = ost__ecur_get(c->ec, &e->key, &e->klen, &en);
+    if (rc == OST_ECORRUPT && c->skip_damaged) goto again; /* check reports it */
     if (rc == OST_ECORRUPT) {
         char hex[2 * 24 + 4];
         size_t i;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../store/store_internal.h"
 #include "cli.h"
 
 /* ---- messages and usage ---------------------------------------------------- */
@@ -148,11 +149,21 @@ static int check_length(const char *dir) {
     return bad;
 }
 
+static bool g_no_walk;
+
+void open_store_no_walk(void) { g_no_walk = true; }
+
 int open_store(const char *dir, bool write, ost_store **out) {
     *out = NULL;
     struct stat sb;
     if (stat(dir, &sb) != 0) return fail("%s: %s", dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)", dir);
+    /* the meta pages first: liblmdb divides by their page size */
+    char why[400];
+    int mrc = ost__meta_check(dir, why, sizeof why);
+    if (mrc == OST_ENOTFOUND) return fail("%s: no store here (no data.mdb)", dir);
+    if (mrc)
+        return fail("%s: damaged store: %s", dir, why);
     if (check_length(dir)) return EXIT_FAIL;
     ost_store *st = ost_store_new();
     if (!st) return fail("out of memory");
@@ -166,6 +177,10 @@ int open_store(const char *dir, bool write, ost_store **out) {
                     : fail("%s", ost_store_errmsg(st));
         ost_store_close(st);
         return r;
+    }
+    if (!g_no_walk && raw_verify_pages(st, dir)) {
+        ost_store_close(st);
+        return EXIT_FAIL;
     }
     *out = st;
     return EXIT_OK;

@@ -559,7 +559,7 @@ def test_damage(tmp, db, recs):
         t.put(b"hello", b"world")
     env.close()
     missing = os.path.join(tmp, "missing.ostore")
-    bad = [(garbage, "not a readable LMDB file"), (short, "truncated"), (zero, "only 0 bytes"),
+    bad = [(garbage, "meta page 0: page flags"), (short, "damaged store"), (zero, "0 bytes, too small for two meta pages"),
            (nostore, "no store here"), (notdir, "not a directory"), (foreign, "not an ostore store"),
            (missing, "No such file or directory")]
     for path, needle in bad:
