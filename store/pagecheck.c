@@ -2039,3 +2039,11 @@ int ost__pc_meta_txnid(ost__pc *pc, int which, uint64_t *txnid) {
     *txnid = pc->m[which].txnid;
     return 0;
 }
+
+int ost__pc_raw(ost__pc *pc, const uint8_t **base, uint64_t *size, unsigned *psize) {
+    if (!pc || !base || !size || !psize) return OST_EINVAL;
+    *base = pc->base;
+    *size = pc->size;
+    *psize = pc->psize;
+    return pc->psize ? 0 : OST_ECORRUPT;
+}

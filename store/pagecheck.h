@@ -166,6 +166,12 @@ int ost__pc_each(ost__pc *pc, const char *db, ost__pc_entry_fn fn, ost__pc_repor
  * number matches their place. fn returns nonzero to stop (returned). */
 int ost__pc_scan(ost__pc *pc, ost__pc_entry_fn fn, void *ud);
 
+/* The file's bytes as the handle reads them (the mapping, or the buffer
+ * of ost__pc_open_mem), its size and its page size (of the chosen meta
+ * page, else guessed): for salvage, which looks for entries in pages too
+ * damaged to parse. OST_ECORRUPT when no page size is known. */
+int ost__pc_raw(ost__pc *pc, const uint8_t **base, uint64_t *size, unsigned *psize);
+
 /* For tests: calls fn for every byte range of the file that the chosen
  * snapshot depends on or that holds its live data, with the kind of bytes:
  * OST__PC_LIVE_META, the meta pages' used fields (the other meta page's
