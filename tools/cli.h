@@ -223,7 +223,8 @@ void progress_update(progress *p, uint64_t done, const char *unit);
 void progress_note(progress *p, const char *text);
 void progress_end(progress *p);
 
-/* Installs handlers that turn SIGSEGV/SIGBUS while reading a store into
+/* Installs handlers that turn SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT
+ * (liblmdb's assertions abort) while reading a store into
  * "ostore: DIR: ... (the store may be damaged)" and exit 1 (not under
  * AddressSanitizer, which reports such crashes itself). */
 void guard_crashes(const char *dir);
