@@ -354,14 +354,19 @@ static int check_entries(check_ctx *c, ost_reader *r, const check_map *cm) {
         ost__entry e;
         n++;
         if (ost__ecur_get(ec, &k, &kl, &e)) {
-            char hex[41];
+            char text[160];
             size_t i;
-            for (i = 0; i < kl && i < 20; i++) snprintf(hex + 2 * i, 3, "%02x", k[i]);
-            hex[2 * i] = 0;
+            for (i = 0; i < kl && i < 20; i++) snprintf(text + 2 * i, 3, "%02x", k[i]);
+            snprintf(text + 2 * i, 4, "%s", kl > 20 ? "..." : "");
+            ost_value kv = ost__mkey_decode(&cm->kind, k, kl);
+            ost_buf b = {0};
+            if (kv && ost_repr(kv, &b) == 0) snprintf(text, sizeof text, "%.120s", b.data);
+            ost_buf_free(&b);
+            ost_decref(kv);
             problem(c, cm->oid, OST_ECORRUPT,
-                    "map %llu: the entry of key %s%s is damaged (its checksum does not match "
-                    "its bytes)",
-                    (unsigned long long)cm->oid, hex, kl > 20 ? "..." : "");
+                    "map %llu: the entry of key %s is damaged (its checksum does not match its "
+                    "bytes)",
+                    (unsigned long long)cm->oid, text);
             continue;
         }
         ost_value key = ost__mkey_decode(&cm->kind, k, kl);

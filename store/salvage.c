@@ -798,8 +798,18 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         if (!(patched[i] = malloc(r->len))) goto nomem_patched;
         memcpy(patched[i], r->pickle, r->len);
         ost__map_record_setcount(patched[i], r->len, count);
-        say(s, OST__SALV_NOTE, "map %llu: its count is now %llu, the entries recovered (it was %llu)",
-            (unsigned long long)r->oid, (unsigned long long)count, (unsigned long long)was);
+        if (was > count) {
+            stats->lost_entries += was - count;
+            say(s, OST__SALV_LOST,
+                "map %llu: %llu of its %llu entries (damaged, no intact copy found); its count is "
+                "now %llu",
+                (unsigned long long)r->oid, (unsigned long long)(was - count),
+                (unsigned long long)was, (unsigned long long)count);
+        } else {
+            say(s, OST__SALV_NOTE,
+                "map %llu: its count is now %llu, the entries recovered (it was %llu)",
+                (unsigned long long)r->oid, (unsigned long long)count, (unsigned long long)was);
+        }
     }
 
     /* what was lost: damaged records without an intact copy, and oids that
@@ -832,11 +842,29 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         say(s, OST__SALV_LOST, "oid %llu (class unknown): oid %llu refers to it; no intact copy found",
             (unsigned long long)m->oid, (unsigned long long)m->holder);
     }
-    stats->lost_entries = s->bad_ents;
     if (s->bad_ents)
-        say(s, OST__SALV_LOST, "%llu map entr%s damaged and not found intact elsewhere",
-            (unsigned long long)s->bad_ents, s->bad_ents == 1 ? "y is" : "ies are");
+        say(s, OST__SALV_NOTE,
+            "%llu map entr%s failed %s checksum in the trees (counted above when no intact copy "
+            "was found)",
+            (unsigned long long)s->bad_ents, s->bad_ents == 1 ? "y" : "ies",
+            s->bad_ents == 1 ? "its" : "their");
 
+    /* what came from outside the trees may be older than what was lost */
+    size_t told = 0;
+    for (size_t i = 0; i < s->recs.n; i++) {
+        const srec *r = &s->recs.v[i];
+        if (!r->scanned) continue;
+        if (told++ < 50)
+            say(s, OST__SALV_NOTE,
+                "oid %llu: recovered from a copy outside the B-tree (page %llu), as of commit %llu: "
+                "an older version if it changed since",
+                (unsigned long long)r->oid, (unsigned long long)r->pgno,
+                (unsigned long long)r->serial);
+    }
+    if (told > 50) say(s, OST__SALV_NOTE, "... and %zu more records recovered so", told - 50);
+    stats->damaged = s->bad_ents;
+    for (size_t i = 0; i < s->bad.n; i++)
+        if (!i || s->bad.v[i - 1].oid != s->bad.v[i].oid) stats->damaged++;
     stats->records = s->recs.n;
     stats->entries = s->ents.n;
     stats->classes = s->cls.n;

@@ -381,9 +381,12 @@ static int run_salvage(int argc, char **argv) {
                fmt_count(a, sizeof a, s.lost_records), fmt_count(b, sizeof b, s.lost_entries),
                fmt_count(c, sizeof c, s.dropped_entries), s.root_lost ? ", the root" : "",
                fmt_count(d, sizeof d, s.problems));
+    else if (s.problems || s.damaged || s.records_scanned || s.entries_scanned)
+        printf("nothing lost: %s damaged records and entries, %s damage reports; what they hid "
+               "was found intact elsewhere in the file (see the notes)\n",
+               fmt_count(a, sizeof a, s.damaged), fmt_count(b, sizeof b, s.problems));
     else
-        printf("nothing lost%s\n", s.problems ? " that the checksums and the page checks could see"
-                                              : ": no damage found");
+        printf("nothing lost: no damage found\n");
     printf("%s was not changed; check the new store with 'ostore check %s'\n", src, dst);
     return EXIT_OK;
 }

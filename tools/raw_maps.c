@@ -129,14 +129,25 @@ again:
     if (!rc) rc = ost__ecur_get(c->ec, &e->key, &e->klen, &en);
     if (rc == OST_ECORRUPT && c->skip_damaged) goto again; /* check reports it */
     if (rc == OST_ECORRUPT) {
-        char hex[2 * 24 + 4];
+        char text[160];
         size_t i;
-        for (i = 0; i < e->klen && i < 24; i++) snprintf(hex + 2 * i, 3, "%02x", e->key[i]);
-        snprintf(hex + 2 * i, 4, "%s", e->klen > 24 ? "..." : "");
+        for (i = 0; i < e->klen && i < 24; i++) snprintf(text + 2 * i, 3, "%02x", e->key[i]);
+        snprintf(text + 2 * i, 4, "%s", e->klen > 24 ? "..." : "");
+        /* the key as the map's kind reads it, when its record says */
+        raw_rec r;
+        raw_map m;
+        char err[64];
+        if (raw_get(c->t, c->map, &r) == 0 && raw_map_read(c->t, &r, &m, err, sizeof err) == 0) {
+            ost_value kv = raw_key_decode(m.kind, e->key, e->klen);
+            ost_buf b = {0};
+            if (kv && ost_repr(kv, &b) == 0) snprintf(text, sizeof text, "%.120s", b.data);
+            ost_buf_free(&b);
+            ost_decref(kv);
+        }
         c->done = true;
-        fail("%s: map %llu: the entry of encoded key %s is damaged (its checksum does not match "
-             "its bytes; 'ostore check' lists the damage)",
-             raw_store(c->t)->path, (unsigned long long)c->map, hex);
+        fail("%s: map %llu: the entry of key %s is damaged (its checksum does not match its "
+             "bytes; 'ostore check' lists the damage)",
+             raw_store(c->t)->path, (unsigned long long)c->map, text);
         return -1;
     }
     if (rc) {
