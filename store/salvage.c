@@ -856,8 +856,8 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         if (!r->scanned) continue;
         if (told++ < 50)
             say(s, OST__SALV_NOTE,
-                "oid %llu: recovered from a copy outside the B-tree (page %llu), as of commit %llu: "
-                "an older version if it changed since",
+                "oid %llu: recovered from page %llu, not through the B-tree (a node the page "
+                "checks refused, or a free page's older copy), as of commit %llu",
                 (unsigned long long)r->oid, (unsigned long long)r->pgno,
                 (unsigned long long)r->serial);
     }

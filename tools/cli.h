@@ -175,6 +175,8 @@ int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen,
 /* Makes raw_ents_next step past damaged entries silently (check lists
  * them) instead of failing. */
 void raw_ents_skip_damaged(raw_ents *c);
+/* How many damaged entries raw_ents_next stepped past. */
+uint64_t raw_ents_skipped(const raw_ents *c);
 int raw_ents_next(raw_ents *c, raw_ent *e);
 void raw_ents_close(raw_ents *c);
 /* Calls fn(ud, map) for each oid that has entries, in ascending order,

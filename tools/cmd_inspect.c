@@ -526,6 +526,7 @@ static int scan_map(void *ud, uint64_t map) {
     hits_ctx *h = ud;
     raw_ents *c;
     if (raw_ents_open(h->t, map, NULL, 0, &c)) return EXIT_FAIL;
+    raw_ents_skip_damaged(c); /* counted as not scanned */
     raw_ent e;
     int k;
     map_hit hit = {.map = map};
@@ -537,6 +538,7 @@ static int scan_map(void *ud, uint64_t map) {
         if ((hit.key = malloc(e.klen ? e.klen : 1))) memcpy(hit.key, e.key, hit.klen = e.klen);
         else h->oom = true;
     }
+    h->unscanned += raw_ents_skipped(c);
     raw_ents_close(c);
     if (k < 0) {
         free(hit.key);

@@ -76,6 +76,7 @@ struct raw_ents {
     size_t fromlen;
     bool has_from;
     bool skip_damaged; /* step past entries whose checksum fails */
+    uint64_t skipped;  /* ... how many */
 };
 
 /* An engine result as one line naming the map. */
@@ -113,6 +114,7 @@ int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen,
 }
 
 void raw_ents_skip_damaged(raw_ents *c) { c->skip_damaged = true; }
+uint64_t raw_ents_skipped(const raw_ents *c) { return c->skipped; }
 
 int raw_ents_next(raw_ents *c, raw_ent *e) {
     if (c->done) return 0;
@@ -127,7 +129,10 @@ again:
         return 0;
     }
     if (!rc) rc = ost__ecur_get(c->ec, &e->key, &e->klen, &en);
-    if (rc == OST_ECORRUPT && c->skip_damaged) goto again; /* check reports it */
+    if (rc == OST_ECORRUPT && c->skip_damaged) { /* check reports it */
+        c->skipped++;
+        goto again;
+    }
     if (rc == OST_ECORRUPT) {
         char text[160];
         size_t i;
