@@ -7,6 +7,8 @@
  * "n" + module NUL name -> id) and "txlog" (serial -> oids of existing
  * objects that commit changed, for the caches of other connections). */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <limits.h>
 #include <lmdb.h>
 #include <pthread.h>
@@ -399,6 +401,28 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
                             "%s: damaged store: %s ('ostore check' says more, 'ostore salvage' "
                             "copies what is intact)",
                             path, why);
+
+    /* liblmdb makes lock.mdb with ftruncate and writes it through a map:
+     * on a full disk the first write of a page that has no block faults
+     * (SIGBUS in mdb_env_open). Its blocks are allocated first, so a full
+     * disk is an error here. */
+    char lockfile[PATH_MAX + 16];
+    snprintf(lockfile, sizeof lockfile, "%s/lock.mdb", real);
+    int lfd = open(lockfile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (lfd >= 0) {
+        struct stat lsb = {0};
+        off_t want = ((off_t)(opts->max_readers ? opts->max_readers : 126) * 64 + 8191) & ~(off_t)4095;
+        int frc = fstat(lfd, &lsb) == 0 && S_ISREG(lsb.st_mode)
+                      ? posix_fallocate(lfd, 0, lsb.st_size > want ? lsb.st_size : want)
+                      : 0;
+        bool made = lsb.st_size == 0;
+        close(lfd);
+        if (frc == ENOSPC || frc == EDQUOT) {
+            if (made) unlink(lockfile);
+            return ost__st_fail(st, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
+                                path, strerror(frc));
+        }
+    }
 
     uv_mutex_lock(&g_open_lock);
     for (ost_store *o = g_open; o; o = o->next_open)
