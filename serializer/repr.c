@@ -7,14 +7,37 @@
 
 #define REPR_MAX_DEPTH 1000
 
+/* err values of a print that are not errors: the text reached max_len
+ * (REPR_CUT), or a plain print met a mutable value (REPR_MUTABLE). */
+#define REPR_CUT 1
+#define REPR_MUTABLE 2
+
 typedef struct {
     ost_buf *out;
-    ost__ptrtab active; /* containers being printed: cycles show as ... */
-    int err;
+    size_t start;     /* out->len when the print began */
+    size_t max_len;   /* bytes of text at most; 0: no limit */
+    ost__ptrtab seen; /* objects that may be labelled: SEEN_* bits */
+    ost_buf scratch;  /* the text of a short immutable value */
+    uint64_t labels;  /* labels given so far */
+    bool counting;    /* the first pass: prints nothing */
+    bool plain;       /* prints without labels, depth limit or cycle checks */
+    int err;          /* an OST_E* code or REPR_CUT / REPR_MUTABLE */
 } repr_ctx;
 
+/* Appends s[0..n), or as much of it as max_len leaves (cut at a UTF-8
+ * character boundary), then stops the print with REPR_CUT. */
 static void put(repr_ctx *c, const char *s, size_t n) {
-    if (!c->err) c->err = ost__buf_append(c->out, s, n);
+    if (c->err || c->counting) return;
+    if (c->max_len) {
+        size_t room = c->max_len - (c->out->len - c->start);
+        if (n > room) {
+            while (room > 0 && ((unsigned char)s[room] & 0xc0) == 0x80) room--;
+            if (room) c->err = ost__buf_append(c->out, s, room);
+            if (!c->err) c->err = REPR_CUT;
+            return;
+        }
+    }
+    c->err = ost__buf_append(c->out, s, n);
 }
 static void puts_(repr_ctx *c, const char *s) { put(c, s, strlen(s)); }
 
@@ -195,19 +218,160 @@ int ost__int_decimal(ost_value v, ost_buf *out) {
     return rc;
 }
 
-static void repr_value(repr_ctx *c, ost_value v, int depth);
+/* ---- shared objects ------------------------------------------------------
+ *
+ * A graph can reach one object many times: 63 levels of tuples that each
+ * hold the level below twice are a 620-byte pickle whose naive repr has
+ * 2^63 parts. So repr prints an object that the graph reaches more than
+ * once in full the first time, after a label #N=, and as #N# afterwards,
+ * as Lisp's printer does with *print-circle*. A reach of an object while
+ * it is being printed (a cycle) still prints as Python does: [...],
+ * {...}, (...) or ....
+ *
+ * Which objects: every list, dict, set, bytearray, instance and reduce
+ * value, whose identity means something (a change through one reference
+ * shows through the other). An immutable value (str, bytes, int, tuple,
+ * frozenset, persistent reference) is labelled only when its text is
+ * longer than REPR_SHORT bytes or holds a mutable value; a short one
+ * prints in full at every reach, as Python prints it, so that the tuple
+ * (1, 2) that CPython shares between two constants still reads (1, 2).
+ * Globals, floats, None and booleans always print in full. Then every
+ * reach prints at most REPR_SHORT bytes plus what the graph holds once,
+ * and the text is linear in the size of the graph (up to global names,
+ * which print in full each time: max_len bounds those).
+ *
+ * Two passes of one walk. The first prints nothing: it marks, in the
+ * identity table c->seen, each object reached a second time. The second
+ * prints, numbering labels in the order their objects first print, and
+ * prints a short shared immutable value by a plain walk (render_short)
+ * instead of the tracked one. Every decision on the way (depth, cycle,
+ * first or later reach) is the same in both passes, and what the second
+ * skips (short values) holds nothing labelled, so the second pass meets
+ * each labelled object first where the first pass did. */
 
-static bool enter(repr_ctx *c, ost_value v, const char *cyc) {
-    ost__ptr_slot *s = ost__ptrtab_find(&c->active, v);
-    if (s->key) {
-        puts_(c, cyc);
-        return false;
-    }
-    if (ost__ptrtab_put(&c->active, v, 1)) c->err = OST_ENOMEM;
-    return !c->err;
+#define REPR_SHORT 64
+
+#define SEEN_ACTIVE 1u     /* being printed: a reach now is a cycle */
+#define SEEN_SHARED 2u     /* reached more than once (first pass) */
+#define SEEN_PRINTED 4u    /* printed in full (second pass) */
+#define SEEN_SHORT 8u      /* shared, immutable and short: never labelled */
+#define SEEN_LONG 16u      /* shared and labelled */
+#define SEEN_LABEL_SHIFT 5 /* the label's number (second pass) */
+
+enum { REACH_NEW, REACH_CYCLE, REACH_AGAIN, REACH_DONE };
+
+static bool is_mutable(int t) {
+    return t == OST_T_LIST || t == OST_T_DICT || t == OST_T_SET || t == OST_T_BYTEARRAY ||
+           t == OST_T_INSTANCE || t == OST_T_REDUCE;
 }
 
-static void leave(repr_ctx *c, ost_value v) { ost__ptrtab_del(&c->active, v); }
+/* Whether repr keeps track of v: a heap value that may be labelled. The
+ * values it leaves out always have short text: a str or bytes of 15 bytes
+ * at most prints in 4 * 15 + 3 bytes or fewer, an int of 26 bytes in 64
+ * digits or fewer (or 55 hex digits). */
+static bool may_track(ost_value v) {
+    if (!ost__is_heap(v)) return false;
+    int t = ost__type(v);
+    if (is_mutable(t)) return true;
+    switch (t) {
+    case OST_T_TUPLE:
+    case OST_T_FROZENSET: return ost_len(v) > 0;
+    case OST_T_STR:
+    case OST_T_BYTES: return ((ost_str_obj *)v)->len > 15;
+    case OST_T_INT: return ((ost_int_obj *)v)->n > 26;
+    case OST_T_PERSREF: return ost__is_heap(((ost_persref_obj *)v)->pid);
+    default: return false; /* float, global */
+    }
+}
+
+static void repr_value(repr_ctx *c, ost_value v, int depth);
+
+/* Renders v into c->scratch by a plain walk: true when its text is at most
+ * REPR_SHORT bytes and holds no mutable value. */
+static bool render_short(repr_ctx *c, ost_value v) {
+    c->scratch.len = 0;
+    repr_ctx p = {.out = &c->scratch, .max_len = REPR_SHORT, .plain = true};
+    repr_value(&p, v, 0);
+    if (p.err < 0) c->err = p.err;
+    return p.err == 0;
+}
+
+/* In the second pass: whether v, reached more than once, prints in full
+ * at every reach (a short immutable value), with its text in c->scratch. */
+static bool short_shared(repr_ctx *c, ost_value v) {
+    ost__ptr_slot *s = ost__ptrtab_find(&c->seen, v);
+    if (!s->key || !(s->val & SEEN_SHARED) || (s->val & SEEN_LONG)) return false;
+    bool ok = !is_mutable(ost__type(v)) && render_short(c, v);
+    s = ost__ptrtab_find(&c->seen, v);
+    s->val |= ok ? SEEN_SHORT : SEEN_LONG;
+    return ok;
+}
+
+static void put_label(repr_ctx *c, uint64_t val, char end) {
+    char tmp[32];
+    int k = snprintf(tmp, sizeof tmp, "#%llu%c", (unsigned long long)(val >> SEEN_LABEL_SHIFT),
+                     end);
+    put(c, tmp, (size_t)k);
+}
+
+/* Records a reach of v (may_track(v) is true): REACH_NEW to print it in
+ * full (its label is printed first when it is shared; leave() ends it),
+ * REACH_CYCLE while it is being printed, REACH_AGAIN when it printed
+ * before (the caller prints back_ref()), REACH_DONE when this printed it
+ * (a short shared immutable value). */
+static int reach(repr_ctx *c, ost_value v) {
+    ost__ptr_slot *s = ost__ptrtab_find(&c->seen, v);
+    if (!s->key) {
+        if (ost__ptrtab_put(&c->seen, v, SEEN_ACTIVE | (c->counting ? 0 : SEEN_PRINTED))) {
+            c->err = OST_ENOMEM;
+            return REACH_DONE;
+        }
+        return REACH_NEW;
+    }
+    if (s->val & SEEN_ACTIVE) return REACH_CYCLE;
+    if (c->counting) {
+        s->val |= SEEN_SHARED;
+        return REACH_AGAIN;
+    }
+    if (short_shared(c, v)) {
+        put(c, c->scratch.data, c->scratch.len);
+        return REACH_DONE;
+    }
+    s = ost__ptrtab_find(&c->seen, v);
+    if (s->val & SEEN_PRINTED) return REACH_AGAIN;
+    s->val |= SEEN_ACTIVE | SEEN_PRINTED;
+    if (s->val & SEEN_SHARED) {
+        s->val |= ++c->labels << SEEN_LABEL_SHIFT;
+        put_label(c, s->val, '=');
+    }
+    return REACH_NEW;
+}
+
+static void back_ref(repr_ctx *c, ost_value v) {
+    put_label(c, ost__ptrtab_find(&c->seen, v)->val, '#');
+}
+
+static void leave(repr_ctx *c, ost_value v) {
+    ost__ptrtab_find(&c->seen, v)->val &= ~(uint64_t)SEEN_ACTIVE;
+}
+
+/* True in the second pass when v is tracked and reached more than once. */
+static bool shared(repr_ctx *c, ost_value v) {
+    if (c->counting || c->plain || !may_track(v)) return false;
+    ost__ptr_slot *s = ost__ptrtab_find(&c->seen, v);
+    return s->key && (s->val & SEEN_SHARED);
+}
+
+static const char *cycle_text(ost_value v) {
+    switch (ost__type(v)) {
+    case OST_T_TUPLE: return "(...)";
+    case OST_T_LIST: return "[...]";
+    case OST_T_DICT: return "{...}";
+    default: return "...";
+    }
+}
+
+/* ---- the walk ------------------------------------------------------------ */
 
 static void repr_global(repr_ctx *c, ost_value g) {
     ost_global_obj *o = (ost_global_obj *)g;
@@ -224,30 +388,135 @@ static void repr_items(repr_ctx *c, ost_value v, int depth) {
     }
 }
 
-static void repr_value(repr_ctx *c, ost_value v, int depth) {
-    char tmp[64];
-    if (c->err) return;
-    if (depth > REPR_MAX_DEPTH) {
-        puts_(c, "<...>");
+/* An attribute name of an instance's dict state: a str prints bare, as in
+ * name=value, unless it is a long one reached more than once. */
+static void repr_attr(repr_ctx *c, ost_value key, int depth) {
+    if (ost__type(key) != OST_T_STR || (shared(c, key) && !short_shared(c, key))) {
+        repr_value(c, key, depth + 1);
         return;
     }
-    switch (ost__type(v)) {
+    bool track = c->counting && may_track(key) && depth + 1 <= REPR_MAX_DEPTH;
+    if (track && reach(c, key) == REACH_NEW) leave(c, key);
+    puts_(c, ((ost_str_obj *)key)->data);
+}
+
+static void repr_instance(repr_ctx *c, ost_value v, int depth) {
+    ost_inst_obj *o = (ost_inst_obj *)v;
+    repr_global(c, o->cls);
+    puts_(c, "(");
+    if (o->h.flags & OST__F_GHOST) {
+        puts_(c, "<ghost>"); /* repr never loads state */
+    } else if (ost__slotted(v)) {
+        ost_slots_obj *so = (ost_slots_obj *)v;
+        ost__klass *k = ost__klass_of(so->cls);
+        size_t shown = 0;
+        for (size_t i = 0; i < so->n && !c->err; i++) {
+            if (!so->slots[i]) continue;
+            if (shown++) puts_(c, ", ");
+            puts_(c, ((ost_str_obj *)k->fields[i])->data);
+            puts_(c, "=");
+            repr_value(c, so->slots[i], depth + 1);
+        }
+    } else if (ost__type(o->state) == OST_T_DICT && !shared(c, o->state)) {
+        /* inline: the dict is reached here, one level down, as its items;
+         * a shared one prints whole, as __state__=#N={...} */
+        bool track = !c->plain && depth + 1 <= REPR_MAX_DEPTH;
+        int r = track ? reach(c, o->state) : REACH_NEW;
+        if (r == REACH_CYCLE) puts_(c, "__state__={...}");
+        if (r == REACH_NEW) {
+            size_t pos = 0, k = 0;
+            ost_value key, val;
+            while (ost_dict_next(o->state, &pos, &key, &val) && !c->err) {
+                if (k++) puts_(c, ", ");
+                repr_attr(c, key, depth);
+                puts_(c, "=");
+                repr_value(c, val, depth + 1);
+            }
+            if (track) leave(c, o->state);
+        }
+    } else if (o->state != OST_NONE) {
+        puts_(c, "__state__=");
+        repr_value(c, o->state, depth + 1);
+    }
+    puts_(c, ")");
+}
+
+static void repr_reduce(repr_ctx *c, ost_value v, int depth) {
+    ost_reduce_obj *r = (ost_reduce_obj *)v;
+    repr_value(c, r->callable, depth + 1);
+    if (r->kind != OST_REDUCE_CALL) puts_(c, ".__new__");
+    puts_(c, "(");
+    if (ost__type(r->args) != OST_T_TUPLE) {
+        repr_value(c, r->args, depth + 1);
+    } else if (shared(c, r->args) && short_shared(c, r->args)) {
+        /* the items of a short tuple: its text without the brackets */
+        const ost_buf *b = &c->scratch;
+        put(c, b->data + 1, b->len - (ost_len(r->args) == 1 ? 3 : 2));
+    } else if (shared(c, r->args)) {
+        puts_(c, "*"); /* f(*#N=(1, 2)) */
+        repr_value(c, r->args, depth + 1);
+    } else {
+        /* inline, as the instance's dict state above */
+        bool track = !c->plain && may_track(r->args) && depth + 1 <= REPR_MAX_DEPTH;
+        int rc = track ? reach(c, r->args) : REACH_NEW;
+        if (rc == REACH_CYCLE) puts_(c, "*(...)");
+        if (rc == REACH_NEW) {
+            repr_items(c, r->args, depth);
+            if (track) leave(c, r->args);
+        }
+    }
+    if (r->kwargs) {
+        puts_(c, ", **");
+        repr_value(c, r->kwargs, depth + 1);
+    }
+    puts_(c, ")");
+    if (r->listitems) {
+        puts_(c, ".extend(");
+        repr_value(c, r->listitems, depth + 1);
+        puts_(c, ")");
+    }
+    if (r->dictitems) {
+        puts_(c, ".update(");
+        repr_value(c, r->dictitems, depth + 1);
+        puts_(c, ")");
+    }
+    if (r->state) {
+        puts_(c, ".__setstate__(");
+        repr_value(c, r->state, depth + 1);
+        puts_(c, ")");
+    }
+}
+
+/* Prints v in full. */
+static void repr_body(repr_ctx *c, ost_value v, int depth) {
+    char tmp[64];
+    int t = ost__type(v);
+    switch (t) {
     case OST_T_NONE: puts_(c, "None"); return;
     case OST_T_BOOL: puts_(c, v == OST_TRUE ? "True" : "False"); return;
-    case OST_T_INT:
-        if (!c->err) c->err = ost__int_decimal(v, c->out);
+    case OST_T_INT: {
+        if (c->counting) return;
+        ost_buf b = {0};
+        int rc = ost__int_decimal(v, &b);
+        if (rc) c->err = rc;
+        else put(c, b.data, b.len);
+        ost_buf_free(&b);
         return;
+    }
     case OST_T_FLOAT:
+        if (c->counting) return;
         ost__float_repr(((ost_float_obj *)v)->d, tmp, sizeof tmp);
         puts_(c, tmp);
         return;
     case OST_T_STR: {
+        if (c->counting) return;
         ost_str_obj *s = (ost_str_obj *)v;
         repr_text(c, s->data, s->len, false);
         return;
     }
     case OST_T_BYTES:
     case OST_T_BYTEARRAY: {
+        if (c->counting) return;
         ost_str_obj *s = (ost_str_obj *)v;
         bool ba = s->h.type == OST_T_BYTEARRAY;
         puts_(c, ba ? "bytearray(b" : "b");
@@ -256,19 +525,16 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
         return;
     }
     case OST_T_TUPLE:
-        if (!enter(c, v, "(...)")) return;
         puts_(c, "(");
         repr_items(c, v, depth);
         puts_(c, ost_len(v) == 1 ? ",)" : ")");
-        break;
+        return;
     case OST_T_LIST:
-        if (!enter(c, v, "[...]")) return;
         puts_(c, "[");
         repr_items(c, v, depth);
         puts_(c, "]");
-        break;
+        return;
     case OST_T_DICT: {
-        if (!enter(c, v, "{...}")) return;
         puts_(c, "{");
         size_t pos = 0, k = 0;
         ost_value key, val;
@@ -279,15 +545,14 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
             repr_value(c, val, depth + 1);
         }
         puts_(c, "}");
-        break;
+        return;
     }
     case OST_T_SET:
     case OST_T_FROZENSET: {
-        bool fz = ost__type(v) == OST_T_FROZENSET;
-        if (!enter(c, v, "...")) return;
+        bool fz = t == OST_T_FROZENSET;
         if (!ost_len(v)) {
             puts_(c, fz ? "frozenset()" : "set()");
-            break;
+            return;
         }
         puts_(c, fz ? "frozenset({" : "{");
         size_t pos = 0, k = 0;
@@ -297,74 +562,11 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
             repr_value(c, key, depth + 1);
         }
         puts_(c, fz ? "})" : "}");
-        break;
+        return;
     }
-    case OST_T_INSTANCE: {
-        ost_inst_obj *o = (ost_inst_obj *)v;
-        if (!enter(c, v, "...")) return;
-        repr_global(c, o->cls);
-        puts_(c, "(");
-        if (o->h.flags & OST__F_GHOST) {
-            puts_(c, "<ghost>"); /* repr never loads state */
-        } else if (ost__slotted(v)) {
-            ost_slots_obj *so = (ost_slots_obj *)v;
-            ost__klass *k = ost__klass_of(so->cls);
-            size_t shown = 0;
-            for (size_t i = 0; i < so->n && !c->err; i++) {
-                if (!so->slots[i]) continue;
-                if (shown++) puts_(c, ", ");
-                puts_(c, ((ost_str_obj *)k->fields[i])->data);
-                puts_(c, "=");
-                repr_value(c, so->slots[i], depth + 1);
-            }
-        } else if (ost__type(o->state) == OST_T_DICT) {
-            size_t pos = 0, k = 0;
-            ost_value key, val;
-            while (ost_dict_next(o->state, &pos, &key, &val) && !c->err) {
-                if (k++) puts_(c, ", ");
-                if (ost__type(key) == OST_T_STR) puts_(c, ((ost_str_obj *)key)->data);
-                else repr_value(c, key, depth + 1);
-                puts_(c, "=");
-                repr_value(c, val, depth + 1);
-            }
-        } else if (o->state != OST_NONE) {
-            puts_(c, "__state__=");
-            repr_value(c, o->state, depth + 1);
-        }
-        puts_(c, ")");
-        break;
-    }
+    case OST_T_INSTANCE: repr_instance(c, v, depth); return;
     case OST_T_GLOBAL: repr_global(c, v); return;
-    case OST_T_REDUCE: {
-        ost_reduce_obj *r = (ost_reduce_obj *)v;
-        if (!enter(c, v, "...")) return;
-        repr_value(c, r->callable, depth + 1);
-        if (r->kind != OST_REDUCE_CALL) puts_(c, ".__new__");
-        puts_(c, "(");
-        if (ost__type(r->args) == OST_T_TUPLE) repr_items(c, r->args, depth);
-        else repr_value(c, r->args, depth + 1);
-        if (r->kwargs) {
-            puts_(c, ", **");
-            repr_value(c, r->kwargs, depth + 1);
-        }
-        puts_(c, ")");
-        if (r->listitems) {
-            puts_(c, ".extend(");
-            repr_value(c, r->listitems, depth + 1);
-            puts_(c, ")");
-        }
-        if (r->dictitems) {
-            puts_(c, ".update(");
-            repr_value(c, r->dictitems, depth + 1);
-            puts_(c, ")");
-        }
-        if (r->state) {
-            puts_(c, ".__setstate__(");
-            repr_value(c, r->state, depth + 1);
-            puts_(c, ")");
-        }
-        break;
-    }
+    case OST_T_REDUCE: repr_reduce(c, v, depth); return;
     case OST_T_PERSREF:
         puts_(c, "persistent(");
         repr_value(c, ((ost_persref_obj *)v)->pid, depth + 1);
@@ -372,14 +574,42 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
         return;
     default: puts_(c, "<invalid>"); return;
     }
+}
+
+static void repr_value(repr_ctx *c, ost_value v, int depth) {
+    if (c->err) return;
+    if (c->plain) {
+        /* short immutable values only: no depth limit, no cycles */
+        if (is_mutable(ost__type(v))) c->err = REPR_MUTABLE;
+        else repr_body(c, v, depth);
+        return;
+    }
+    if (depth > REPR_MAX_DEPTH) {
+        puts_(c, "<...>");
+        return;
+    }
+    if (!may_track(v)) {
+        repr_body(c, v, depth);
+        return;
+    }
+    switch (reach(c, v)) {
+    case REACH_NEW: break;
+    case REACH_CYCLE: puts_(c, cycle_text(v)); return;
+    case REACH_AGAIN: back_ref(c, v); return;
+    default: return;
+    }
+    repr_body(c, v, depth);
     leave(c, v);
 }
 
 int ost_repr(ost_value v, ost_buf *out) {
-    repr_ctx c = {.out = out};
-    if (ost__ptrtab_init(&c.active, 16)) return OST_ENOMEM;
+    repr_ctx c = {.out = out, .start = out->len, .counting = true};
+    if (ost__ptrtab_init(&c.seen, 16)) return OST_ENOMEM;
     if (ost__buf_reserve(out, 0)) c.err = OST_ENOMEM;
-    repr_value(&c, v, 0);
-    ost__ptrtab_free(&c.active);
+    repr_value(&c, v, 0); /* finds the shared objects */
+    c.counting = false;
+    if (!c.err) repr_value(&c, v, 0);
+    ost__ptrtab_free(&c.seen);
+    ost_buf_free(&c.scratch);
     return c.err;
 }

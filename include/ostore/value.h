@@ -304,9 +304,17 @@ typedef struct {
 /* Frees b's memory and zeroes it (NULL allowed). */
 OST_EXTERN void ost_buf_free(ost_buf *b);
 
-/* Appends a Python-like repr of v to out (NUL terminated). Cycles print as
- * [...] / {...} / ..., instances as module.Name(attr=value, ...). Returns 0
- * or OST_ENOMEM. */
+/* Appends a Python-like repr of v to out (NUL terminated); out keeps what
+ * it held before. Instances print as module.Name(attr=value, ...), cycles
+ * as [...] / {...} / (...) / .... An object that v's graph reaches more
+ * than once prints in full the first time, after a label #N=, and as #N#
+ * afterwards: every list, dict, set, bytearray, instance and reduce value,
+ * and an immutable value (str, bytes, int, tuple, frozenset, persistent
+ * reference) whose text is longer than 64 bytes or holds a mutable value;
+ * shorter immutable values print in full each time, as in Python. So the
+ * text grows linearly with the graph, not with the paths through it
+ * (docs/pickle.md). Returns 0 or OST_ENOMEM (out then holds part of the
+ * text). */
 OST_EXTERN int ost_repr(ost_value v, ost_buf *out);
 
 /* ---- allocator ------------------------------------------------------------ */

@@ -19,6 +19,7 @@ usage: test_cli.py OSTORE_CLI DOCS_CLI_MD
 import fcntl
 import io
 import os
+import pickle
 import pickletools
 import re
 import shutil
@@ -565,6 +566,55 @@ def test_damage(tmp, db, recs):
     check(not os.path.exists(missing), "a read command created a store")
 
 
+# ---- printing hostile pickles ----------------------------------------------------------
+
+def laughs(levels):
+    """The "billion laughs" value: each level a tuple holding the level
+    below twice. Python's pickle of 63 levels is 266 bytes; printed in full
+    it would be 2^63 empty lists."""
+    t = []
+    for _ in range(levels):
+        t = (t, t)
+    return t
+
+
+def laughs_text(levels):
+    """What ostore prints for laughs(levels): each shared level once, after
+    its label #N=, then #N# (docs/pickle.md)."""
+    text = "#%d=[]" % levels
+    for k in range(levels - 1, 0, -1):
+        text = "#%d=(%s, #%d#)" % (k, text, k + 1)
+    return "(%s, #1#)" % text
+
+
+def put_record(path, oid, data):
+    """Replaces the pickle of record oid (its header kept)."""
+    def fn(t, db):
+        v = t.get(key(oid), db=db)
+        t.put(key(oid), v[:16] + data, db=db)
+    rewrite(path, fn)
+
+
+def test_printing(tmp, db, recs):
+    """Pickles that made `pickle show`, `pickle dis` and `cat` use memory
+    and time far beyond their size: checked on what is printed, its size
+    and its content."""
+    p = os.path.join(tmp, "printing.ostore")
+    shutil.copytree(db, p)
+    oid = pick(recs, "shop.Order", 1)[0]
+
+    # 7: shared objects print once, then as back-references
+    data = pickle.dumps(laughs(63), 4)
+    out = ok(["pickle", "show", "-"], "show laughs", stdin=data)
+    check(out == laughs_text(63) + "\n", "show of 63 levels of shared tuples: %d bytes: %r"
+          % (len(out), out[:200]))
+    check(len(out) < 10 * len(data), "show laughs: %d bytes for %d" % (len(out), len(data)))
+    put_record(p, oid, data)
+    out = ok(["cat", p, str(oid)], "cat laughs")
+    check(out.split("\n")[1:] == [laughs_text(63), ""], "cat of 63 levels of shared tuples: %r"
+          % out[:300])
+
+
 def test_locked(tmp, copy):
     with open(os.path.join(copy, "data.mdb"), "rb") as f:
         fcntl.flock(f, fcntl.LOCK_EX)  # as another ostore pack/import/demo does
@@ -586,6 +636,7 @@ def main():
         copy, dump = test_export_import(tmp, db, recs, meta)
         test_pack(tmp, dump, recs)
         test_damage(tmp, db, recs)
+        test_printing(tmp, db, recs)
         test_locked(tmp, copy)
         test_demo_dirs(tmp, db)
 

@@ -1,0 +1,235 @@
+/* Unit tests of how ostore prints values and pickles on hostile input:
+ * ost_repr (serializer/repr.c) on graphs that share objects. Its output on
+ * ordinary values is checked against Python's repr in test_value.c and
+ * test_reader.c. Every check here is on the text or its size, never on
+ * time. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "leakcheck.h"
+#include "ostore.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static uint64_t live(void) {
+    ost_alloc_stats st;
+    ost_alloc_stats_get(&st);
+    return st.live_objects;
+}
+
+static ost_value load_ok(const void *data, size_t n) {
+    ost_reader *r = ost_reader_new();
+    ost_value v = 0;
+    cr_assert_eq(ost_load(r, data, n, &v, NULL), 0, "%s", ost_reader_errmsg(r));
+    ost_reader_free(r);
+    return v;
+}
+
+/* repr of v, malloc'ed. */
+static char *repr_of(ost_value v) {
+    ost_buf b = {0};
+    cr_assert_eq(ost_repr(v, &b), 0);
+    return b.data;
+}
+
+#define assert_repr(v, want)                                                 \
+    do {                                                                     \
+        char *r_ = repr_of(v);                                               \
+        cr_assert_str_eq(r_, want, "repr is\n  %s\nwant\n  %s", r_, want);   \
+        free(r_);                                                            \
+    } while (0)
+
+/* The "billion laughs" pickle: level 0 is an empty list, level i a tuple
+ * holding level i-1 twice (fetched with BINGET), levels memoized with
+ * MEMOIZE. A naive repr of level n has 2^n empty lists. */
+static uint8_t *laughs(int levels, size_t *n) {
+    uint8_t *p = malloc(8 + 6 * (size_t)levels);
+    size_t k = 0;
+    p[k++] = 0x80;
+    p[k++] = 4;
+    p[k++] = ']';
+    p[k++] = 0x94; /* MEMOIZE: 0 */
+    for (int i = 0; i < levels; i++) {
+        p[k++] = 'h'; /* BINGET i */
+        p[k++] = (uint8_t)i;
+        p[k++] = 'h';
+        p[k++] = (uint8_t)i;
+        p[k++] = 0x86; /* TUPLE2 */
+        p[k++] = 0x94; /* MEMOIZE: i + 1 */
+    }
+    p[k++] = '.';
+    *n = k;
+    return p;
+}
+
+/* ---- shared objects --------------------------------------------------------- */
+
+OST_TEST(repr, billion_laughs_prints_each_level_once) {
+    uint64_t base = live();
+    size_t n;
+    uint8_t *p = laughs(20, &n);
+    ost_value v = load_ok(p, n);
+    char *s = repr_of(v);
+    /* (#1=(#2=(...(#19=([], []), #19#)..., #2#), #1#) */
+    ost_buf want = {0};
+    for (int i = 1; i < 20; i++) ost__buf_printf(&want, "(#%d=", i);
+    ost__buf_printf(&want, "(#20=[], #20#)");
+    for (int i = 19; i >= 1; i--) ost__buf_printf(&want, ", #%d#)", i);
+    cr_assert_str_eq(s, want.data);
+    ost_buf_free(&want);
+    free(s);
+    ost_decref(v);
+    free(p);
+
+    /* 63 levels, a 383-byte pickle: 2^63 lists printed naively */
+    p = laughs(63, &n);
+    v = load_ok(p, n);
+    s = repr_of(v);
+    size_t len = strlen(s);
+    cr_assert_lt(len, 4 * n, "%zu bytes of repr for a %zu-byte pickle", len, n);
+    cr_assert(strstr(s, "(#63=[], #63#)"), "%s", s);
+    cr_assert(strstr(s, ", #1#)"), "%s", s);
+    free(s);
+    ost_decref(v);
+    free(p);
+    cr_assert_eq(live(), base);
+}
+
+OST_TEST(repr, shared_mutable_values_print_once_with_a_label) {
+    uint64_t base = live();
+    ost_value l = ost_list_new(0), d = ost_dict_new(), e = ost_list_new(0);
+    cr_assert_eq(ost_list_append(l, ost_int(1)), 0);
+    cr_assert_eq(ost_dict_set(d, ost_str_c("k"), ost_incref(l)), 0);
+    ost_value t = ost_tuple_new(6);
+    ost_tuple_set(t, 0, ost_incref(l));
+    ost_tuple_set(t, 1, ost_incref(d));
+    ost_tuple_set(t, 2, ost_incref(l));
+    ost_tuple_set(t, 3, ost_incref(e));
+    ost_tuple_set(t, 4, ost_incref(d));
+    ost_tuple_set(t, 5, ost_incref(e));
+    /* labels number in the order their objects first print */
+    assert_repr(t, "(#1=[1], #2={'k': #1#}, #1#, #3=[], #2#, #3#)");
+    ost_decref(t);
+    ost_decref(l);
+    ost_decref(d);
+    ost_decref(e);
+    cr_assert_eq(live(), base);
+}
+
+OST_TEST(repr, short_immutable_values_print_in_full_each_time) {
+    uint64_t base = live();
+    ost_value pair = ost_tuple_new(2), s = ost_str_c("sixteen bytes ok");
+    ost_value big = ost_int_from_decimal("123456789012345678901234567890", 30);
+    ost_tuple_set(pair, 0, ost_int(1));
+    ost_tuple_set(pair, 1, ost_int(2));
+    ost_value pr = ost_persref(ost_incref(pair));
+    ost_value t = ost_tuple_new(8);
+    ost_tuple_set(t, 0, ost_incref(pair));
+    ost_tuple_set(t, 1, ost_incref(pair));
+    ost_tuple_set(t, 2, ost_incref(s));
+    ost_tuple_set(t, 3, ost_incref(s));
+    ost_tuple_set(t, 4, ost_incref(big));
+    ost_tuple_set(t, 5, ost_incref(big));
+    ost_tuple_set(t, 6, ost_incref(pr));
+    ost_tuple_set(t, 7, ost_incref(pr));
+    assert_repr(t, "((1, 2), (1, 2), 'sixteen bytes ok', 'sixteen bytes ok', "
+                   "123456789012345678901234567890, 123456789012345678901234567890, "
+                   "persistent((1, 2)), persistent((1, 2)))");
+    ost_decref(t);
+    ost_decref(pr);
+    ost_decref(pair);
+    ost_decref(s);
+    ost_decref(big);
+    cr_assert_eq(live(), base);
+}
+
+OST_TEST(repr, long_or_mutable_holding_immutable_values_are_labelled) {
+    uint64_t base = live();
+    char text[80];
+    memset(text, 'a', 65);
+    text[65] = 0;
+    ost_value s = ost_str_c(text);          /* 67 bytes of text with its quotes */
+    ost_value l = ost_list_new(0);
+    ost_value holds = ost_tuple_new(1);     /* ([],): short, but holds a list */
+    ost_tuple_set(holds, 0, ost_incref(l));
+    ost_value t = ost_tuple_new(5);
+    ost_tuple_set(t, 0, ost_incref(s));
+    ost_tuple_set(t, 1, ost_incref(s));
+    ost_tuple_set(t, 2, ost_incref(holds));
+    ost_tuple_set(t, 3, ost_incref(holds));
+    ost_tuple_set(t, 4, ost_incref(l));
+    char want[300];
+    snprintf(want, sizeof want, "(#1='%s', #1#, #2=(#3=[],), #2#, #3#)", text);
+    assert_repr(t, want);
+    ost_decref(t);
+    ost_decref(s);
+    ost_decref(holds);
+    ost_decref(l);
+    /* 62 bytes of text: short, printed twice */
+    text[60] = 0;
+    s = ost_str_c(text);
+    t = ost_tuple_new(2);
+    ost_tuple_set(t, 0, ost_incref(s));
+    ost_tuple_set(t, 1, s);
+    snprintf(want, sizeof want, "('%s', '%s')", text, text);
+    assert_repr(t, want);
+    ost_decref(t);
+    cr_assert_eq(live(), base);
+}
+
+OST_TEST(repr, cycles_print_as_python_and_shared_cycles_get_labels) {
+    uint64_t base = live();
+    ost_value l = ost_list_new(0);
+    cr_assert_eq(ost_list_append(l, ost_incref(l)), 0);
+    assert_repr(l, "[[...]]");
+    ost_value t = ost_tuple_new(2);
+    ost_tuple_set(t, 0, ost_incref(l));
+    ost_tuple_set(t, 1, ost_incref(l));
+    assert_repr(t, "(#1=[[...]], #1#)");
+    ost_decref(t);
+    ost_release(l);
+    cr_assert_eq(live(), base);
+}
+
+OST_TEST(repr, shared_instance_state_and_reduce_arguments_print_whole) {
+    uint64_t base = live();
+    /* two instances with one state dict: inline, as x=1, the dict would
+     * print at each instance */
+    ost_value cls = ost_global("m", "C");
+    ost_value st = ost_dict_new();
+    cr_assert_eq(ost_dict_set(st, ost_str_c("x"), ost_int(1)), 0);
+    ost_value a = ost_instance_new(ost_incref(cls)), b = ost_instance_new(ost_incref(cls));
+    cr_assert_eq(ost_instance_set_state(a, ost_incref(st)), 0);
+    cr_assert_eq(ost_instance_set_state(b, ost_incref(st)), 0);
+    ost_value c = ost_instance_new(ost_incref(cls));
+    cr_assert_eq(ost_instance_setattr(c, "y", ost_int(2)), 0);
+    ost_value t = ost_tuple_new(4);
+    ost_tuple_set(t, 0, a);
+    ost_tuple_set(t, 1, b);
+    ost_tuple_set(t, 2, c);
+    ost_tuple_set(t, 3, ost_instance_new(ost_incref(cls)));
+    assert_repr(t, "(m.C(__state__=#1={'x': 1}), m.C(__state__=#1#), m.C(y=2), m.C())");
+    ost_decref(t);
+    ost_decref(st);
+
+    /* two reduce values with one argument tuple: a short one prints inline
+     * each time, a long one (it holds a list) as *#N=(...) */
+    ost_value args = ost_tuple_new(2);
+    ost_tuple_set(args, 0, ost_int(1));
+    ost_tuple_set(args, 1, ost_int(2));
+    ost_value l = ost_list_new(0);
+    ost_value largs = ost_tuple_new(1);
+    ost_tuple_set(largs, 0, l);
+    t = ost_tuple_new(4);
+    ost_tuple_set(t, 0, ost_reduce_new(OST_REDUCE_CALL, ost_incref(cls), ost_incref(args)));
+    ost_tuple_set(t, 1, ost_reduce_new(OST_REDUCE_CALL, ost_incref(cls), args));
+    ost_tuple_set(t, 2, ost_reduce_new(OST_REDUCE_NEWOBJ, ost_incref(cls), ost_incref(largs)));
+    ost_tuple_set(t, 3, ost_reduce_new(OST_REDUCE_CALL, ost_incref(cls), largs));
+    assert_repr(t, "(m.C(1, 2), m.C(1, 2), m.C.__new__(*#1=([],)), m.C(*#1#))");
+    ost_decref(t);
+    ost_decref(cls);
+    cr_assert_eq(live(), base);
+}
