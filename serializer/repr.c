@@ -16,6 +16,7 @@ typedef struct {
     ost_buf *out;
     size_t start;     /* out->len when the print began */
     size_t max_len;   /* bytes of text at most; 0: no limit */
+    size_t int_digits; /* decimal digits of an int at most, else hex; 0: no limit */
     ost__ptrtab seen; /* objects that may be labelled: SEEN_* bits */
     ost_buf scratch;  /* the text of a short immutable value */
     uint64_t labels;  /* labels given so far */
@@ -218,6 +219,69 @@ int ost__int_decimal(ost_value v, ost_buf *out) {
     return rc;
 }
 
+/* Hexadecimal text of a heap int as Python's hex() gives it (0x1f, -0x1f):
+ * linear in its size. */
+static int int_hex(const ost_int_obj *o, ost_buf *out) {
+    static const char xd[] = "0123456789abcdef";
+    size_t n = o->n;
+    bool neg = o->b[n - 1] & 0x80;
+    char *d = malloc(2 * n + 3);
+    if (!d) return OST_ENOMEM;
+    /* the magnitude's digits, least significant first, from the end */
+    char *e = d + 2 * n + 3, *p = e;
+    unsigned carry = neg;
+    for (size_t k = 0; k < n; k++) {
+        unsigned b = (neg ? (uint8_t)~o->b[k] : o->b[k]) + carry;
+        carry = b >> 8;
+        *--p = xd[b & 0xf];
+        *--p = xd[(b >> 4) & 0xf];
+    }
+    while (p < e - 1 && *p == '0') p++;
+    *--p = 'x';
+    *--p = '0';
+    if (neg) *--p = '-';
+    int rc = ost__buf_append(out, p, (size_t)(e - p));
+    free(d);
+    return rc;
+}
+
+/* The text of int v: decimal, or hexadecimal when the decimal text would
+ * have more than max_digits digits (0: no limit). The digits are counted
+ * from the bit length, and only an int near the limit is converted to
+ * find out, so the work is linear past the limit. */
+static int int_text(ost_value v, size_t max_digits, ost_buf *out) {
+    int64_t i;
+    if (ost_int_value(v, &i) == 0) {
+        char tmp[32];
+        int k = snprintf(tmp, sizeof tmp, "%lld", (long long)i);
+        size_t digits = (size_t)k - (i < 0);
+        if (!max_digits || digits <= max_digits) return ost__buf_append(out, tmp, (size_t)k);
+        uint64_t m = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
+        return ost__buf_printf(out, "%s0x%llx", i < 0 ? "-" : "", (unsigned long long)m);
+    }
+    const ost_int_obj *o = (const ost_int_obj *)v;
+    if (!max_digits) return ost__int_decimal(v, out);
+    /* bits of the magnitude, at most one more than those of the two's
+     * complement without its sign byte (-2^k has one fewer) */
+    size_t top = o->n - 1;
+    uint8_t sign = o->b[top] & 0x80 ? 0xff : 0;
+    while (top > 0 && o->b[top] == sign) top--;
+    unsigned tb = (uint8_t)(o->b[top] ^ sign), bl = 0;
+    while (tb) bl++, tb >>= 1;
+    double bits = 8.0 * (double)top + bl;
+    /* 2^(bits-2) <= |v| < 2^(bits+1): digits between these bounds */
+    double lo = floor((bits - 2) * 0.301029995) + 1, hi = floor((bits + 1) * 0.30103) + 1;
+    if (lo > (double)max_digits) return int_hex(o, out);
+    size_t at = out->len;
+    int rc = ost__int_decimal(v, out);
+    if (rc || hi <= (double)max_digits) return rc;
+    size_t digits = out->len - at - (out->data[at] == '-');
+    if (digits <= max_digits) return 0;
+    out->len = at;
+    out->data[at] = 0;
+    return int_hex(o, out);
+}
+
 /* ---- shared objects ------------------------------------------------------
  *
  * A graph can reach one object many times: 63 levels of tuples that each
@@ -290,7 +354,8 @@ static void repr_value(repr_ctx *c, ost_value v, int depth);
  * REPR_SHORT bytes and holds no mutable value. */
 static bool render_short(repr_ctx *c, ost_value v) {
     c->scratch.len = 0;
-    repr_ctx p = {.out = &c->scratch, .max_len = REPR_SHORT, .plain = true};
+    repr_ctx p = {.out = &c->scratch, .max_len = REPR_SHORT, .int_digits = c->int_digits,
+                  .plain = true};
     repr_value(&p, v, 0);
     if (p.err < 0) c->err = p.err;
     return p.err == 0;
@@ -497,7 +562,7 @@ static void repr_body(repr_ctx *c, ost_value v, int depth) {
     case OST_T_INT: {
         if (c->counting) return;
         ost_buf b = {0};
-        int rc = ost__int_decimal(v, &b);
+        int rc = int_text(v, c->int_digits, &b);
         if (rc) c->err = rc;
         else put(c, b.data, b.len);
         ost_buf_free(&b);
@@ -602,8 +667,19 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
     leave(c, v);
 }
 
-int ost_repr(ost_value v, ost_buf *out) {
-    repr_ctx c = {.out = out, .start = out->len, .counting = true};
+void ost_repr_options_init(ost_repr_options *o) {
+    o->int_digits = OST_REPR_INT_DIGITS;
+    o->max_len = 0;
+}
+
+int ost_repr_ex(ost_value v, ost_buf *out, const ost_repr_options *o) {
+    ost_repr_options def;
+    if (!o) {
+        ost_repr_options_init(&def);
+        o = &def;
+    }
+    repr_ctx c = {.out = out, .start = out->len, .max_len = o->max_len,
+                  .int_digits = o->int_digits, .counting = true};
     if (ost__ptrtab_init(&c.seen, 16)) return OST_ENOMEM;
     if (ost__buf_reserve(out, 0)) c.err = OST_ENOMEM;
     repr_value(&c, v, 0); /* finds the shared objects */
@@ -611,5 +687,9 @@ int ost_repr(ost_value v, ost_buf *out) {
     if (!c.err) repr_value(&c, v, 0);
     ost__ptrtab_free(&c.seen);
     ost_buf_free(&c.scratch);
+    if (c.err == REPR_CUT)
+        c.err = ost__buf_printf(out, "... (output truncated at %zu bytes)", o->max_len);
     return c.err;
 }
+
+int ost_repr(ost_value v, ost_buf *out) { return ost_repr_ex(v, out, NULL); }

@@ -1,8 +1,8 @@
 /* Unit tests of how ostore prints values and pickles on hostile input:
- * ost_repr (serializer/repr.c) on graphs that share objects. Its output on
- * ordinary values is checked against Python's repr in test_value.c and
- * test_reader.c. Every check here is on the text or its size, never on
- * time. */
+ * ost_repr (serializer/repr.c) on graphs that share objects, on huge ints,
+ * and with a cap on its text. Its output on ordinary values is checked
+ * against Python's repr in test_value.c and test_reader.c. Every check
+ * here is on the text or its size, never on time. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "leakcheck.h"
 #include "ostore.h"
+#include "pyeval.h"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -84,11 +85,18 @@ OST_TEST(repr, billion_laughs_prints_each_level_once) {
     ost_decref(v);
     free(p);
 
-    /* 63 levels, a 383-byte pickle: 2^63 lists printed naively */
+    /* 63 levels, a 383-byte pickle: 2^63 lists printed naively (the cap
+     * keeps a regression from eating the machine) */
     p = laughs(63, &n);
     v = load_ok(p, n);
-    s = repr_of(v);
+    ost_repr_options o;
+    ost_repr_options_init(&o);
+    o.max_len = 1 << 20;
+    ost_buf b = {0};
+    cr_assert_eq(ost_repr_ex(v, &b, &o), 0);
+    s = b.data;
     size_t len = strlen(s);
+    cr_assert_null(strstr(s, "truncated"), "%.200s", s);
     cr_assert_lt(len, 4 * n, "%zu bytes of repr for a %zu-byte pickle", len, n);
     cr_assert(strstr(s, "(#63=[], #63#)"), "%s", s);
     cr_assert(strstr(s, ", #1#)"), "%s", s);
@@ -231,5 +239,175 @@ OST_TEST(repr, shared_instance_state_and_reduce_arguments_print_whole) {
     assert_repr(t, "(m.C(1, 2), m.C(1, 2), m.C.__new__(*#1=([],)), m.C(*#1#))");
     ost_decref(t);
     ost_decref(cls);
+    cr_assert_eq(live(), base);
+}
+
+/* ---- ints ------------------------------------------------------------------- */
+
+/* A LONG4 pickle of the n bytes at le. */
+static uint8_t *long4(const uint8_t *le, size_t n, size_t *len) {
+    uint8_t *p = malloc(n + 8);
+    p[0] = 0x8b;
+    for (int i = 0; i < 4; i++) p[1 + i] = (uint8_t)(n >> (8 * i));
+    memcpy(p + 5, le, n);
+    p[5 + n] = '.';
+    *len = n + 6;
+    return p;
+}
+
+OST_TEST(repr, an_int_past_4300_digits_prints_in_hex_in_linear_size) {
+    uint64_t base = live();
+    /* 256 KiB of 0x5a (631,306 decimal digits): 9 s of decimal conversion */
+    size_t n = 256 * 1024, len;
+    uint8_t *le = malloc(n);
+    memset(le, 0x5a, n);
+    uint8_t *p = long4(le, n, &len);
+    ost_value v = load_ok(p, len);
+    char *s = repr_of(v);
+    cr_assert_eq(strlen(s), 2 + 2 * n);
+    cr_assert_eq(strncmp(s, "0x5a5a", 6), 0, "%.40s", s);
+    cr_assert_eq(strspn(s + 2, "5a"), 2 * n);
+    free(s);
+    ost_decref(v);
+    free(p);
+    /* negative: 0xa5... is -(0x5a...5b) */
+    memset(le, 0xa5, n);
+    p = long4(le, n, &len);
+    v = load_ok(p, len);
+    s = repr_of(v);
+    cr_assert_eq(strlen(s), 3 + 2 * n);
+    cr_assert_eq(strncmp(s, "-0x5a5a", 7), 0, "%.40s", s);
+    cr_assert_eq(strcmp(s + 3 + 2 * n - 4, "5a5b"), 0, "%s", s + 2 * n - 4);
+    free(s);
+    ost_decref(v);
+    free(p);
+    free(le);
+    cr_assert_eq(live(), base);
+}
+
+/* Python prints the pickle of a list of ints in hex, then each int as
+ * ostore must print it: repr(x), or hex(x) past 4300 digits. */
+static const char ints_script[] =
+    "import pickle, sys\n"
+    "sys.set_int_max_str_digits(0)\n"
+    "xs = [0, -1, 2**62 - 1, -2**62, 2**62, -2**62 - 1, 2**64, -2**64, 10**100, -10**100,\n"
+    "      2**14284, 10**4299, 10**4300 - 1, -(10**4300 - 1), 10**4300, -10**4300,\n"
+    "      2**14285 - 1, -2**14285, 7 * 16**5000, -(16**5000), 255 << 100000]\n"
+    "print(pickle.dumps(xs, 4).hex())\n"
+    "for x in xs:\n"
+    "    s = repr(x)\n"
+    "    print(s if len(s.lstrip('-')) <= 4300 else hex(x))\n";
+
+static uint8_t *unhex(const char *h, size_t n) {
+    uint8_t *b = malloc(n / 2 + 1);
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned x;
+        cr_assert_eq(sscanf(h + 2 * i, "%2x", &x), 1);
+        b[i] = (uint8_t)x;
+    }
+    return b;
+}
+
+OST_TEST(repr, ints_print_as_python_prints_them_up_to_the_limit) {
+    uint64_t base = live();
+    char *py = py_run(ints_script, "", 0);
+    char *save = NULL, *line = strtok_r(py, "\n", &save);
+    size_t hn = strlen(line);
+    uint8_t *p = unhex(line, hn);
+    ost_value xs = load_ok(p, hn / 2);
+    size_t i = 0;
+    for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save), i++) {
+        cr_assert_lt(i, ost_len(xs));
+        char *s = repr_of(ost_item(xs, i));
+        cr_assert_str_eq(s, line, "int %zu: %.60s... (%zu bytes), want %.60s... (%zu bytes)", i, s,
+                         strlen(s), line, strlen(line));
+        free(s);
+    }
+    cr_assert_eq(i, ost_len(xs));
+    ost_decref(xs);
+    free(p);
+    free(py);
+    cr_assert_eq(live(), base);
+}
+
+OST_TEST(repr, int_digits_sets_the_limit_and_zero_lifts_it) {
+    uint64_t base = live();
+    ost_repr_options o;
+    ost_repr_options_init(&o);
+    cr_assert_eq(o.int_digits, OST_REPR_INT_DIGITS);
+    cr_assert_eq(o.int_digits, 4300);
+    cr_assert_eq(o.max_len, 0);
+    ost_value t = ost_tuple_new(4);
+    ost_tuple_set(t, 0, ost_int(12345));
+    ost_tuple_set(t, 1, ost_int(-123456));
+    ost_tuple_set(t, 2, ost_int_from_decimal("-18446744073709551616", 21));
+    char big[5002];
+    memset(big, '9', 5001);
+    big[5001] = 0;
+    ost_tuple_set(t, 3, ost_int_from_decimal(big, 5001));
+    o.int_digits = 5;
+    ost_buf b = {0};
+    cr_assert_eq(ost_repr_ex(ost_item(t, 0), &b, &o), 0);
+    cr_assert_eq(ost_repr_ex(ost_item(t, 1), &b, &o), 0);
+    cr_assert_eq(ost_repr_ex(ost_item(t, 2), &b, &o), 0);
+    cr_assert_str_eq(b.data, "12345-0x1e240-0x10000000000000000");
+    ost_buf_free(&b);
+    /* 0: every int in decimal */
+    o.int_digits = 0;
+    cr_assert_eq(ost_repr_ex(ost_item(t, 3), &b, &o), 0);
+    cr_assert_str_eq(b.data, big);
+    ost_buf_free(&b);
+    /* the default prints it in hex */
+    char *s = repr_of(ost_item(t, 3));
+    cr_assert_eq(strncmp(s, "0x", 2), 0, "%.40s", s);
+    free(s);
+    ost_decref(t);
+    cr_assert_eq(live(), base);
+}
+
+/* ---- the cap on the text ---------------------------------------------------- */
+
+OST_TEST(repr, max_len_cuts_the_text_and_says_so) {
+    uint64_t base = live();
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 1000; i++) cr_assert_eq(ost_list_append(l, ost_int(i)), 0);
+    char *full = repr_of(l);
+    ost_repr_options o;
+    ost_repr_options_init(&o);
+    o.max_len = 50;
+    ost_buf b = {0};
+    ost__buf_printf(&b, ">"); /* what out held is kept and not counted */
+    cr_assert_eq(ost_repr_ex(l, &b, &o), 0);
+    char want[200];
+    snprintf(want, sizeof want, ">%.50s... (output truncated at 50 bytes)", full);
+    cr_assert_str_eq(b.data, want);
+    ost_buf_free(&b);
+    /* a text that fits is whole, with no marker */
+    o.max_len = strlen(full);
+    cr_assert_eq(ost_repr_ex(l, &b, &o), 0);
+    cr_assert_str_eq(b.data, full);
+    ost_buf_free(&b);
+    free(full);
+    ost_decref(l);
+    /* never inside a UTF-8 character: the quote and one two-byte 'é' fit */
+    ost_value t = ost_str_c("\xc3\xa9\xc3\xa9\xc3\xa9");
+    o.max_len = 4;
+    cr_assert_eq(ost_repr_ex(t, &b, &o), 0);
+    cr_assert_str_eq(b.data, "'\xc3\xa9... (output truncated at 4 bytes)");
+    ost_buf_free(&b);
+    ost_decref(t);
+    /* an int's text is cut too */
+    size_t n = 1 << 20, len;
+    uint8_t *le = malloc(n);
+    memset(le, 0x11, n);
+    uint8_t *p = long4(le, n, &len);
+    ost_value v = load_ok(p, len);
+    o.max_len = 10;
+    cr_assert_eq(ost_repr_ex(v, &b, &o), 0);
+    cr_assert_str_eq(b.data, "0x11111111... (output truncated at 10 bytes)");
+    ost_buf_free(&b);
+    ost_decref(v);
+    free(p);
+    free(le);
     cr_assert_eq(live(), base);
 }

@@ -603,9 +603,10 @@ def test_printing(tmp, db, recs):
     shutil.copytree(db, p)
     oid = pick(recs, "shop.Order", 1)[0]
 
-    # 7: shared objects print once, then as back-references
+    # 7: shared objects print once, then as back-references (the cap keeps
+    # a regression from filling the memory)
     data = pickle.dumps(laughs(63), 4)
-    out = ok(["pickle", "show", "-"], "show laughs", stdin=data)
+    out = ok(["pickle", "show", "--max-output", "1000000", "-"], "show laughs", stdin=data)
     check(out == laughs_text(63) + "\n", "show of 63 levels of shared tuples: %d bytes: %r"
           % (len(out), out[:200]))
     check(len(out) < 10 * len(data), "show laughs: %d bytes for %d" % (len(out), len(data)))
@@ -613,6 +614,48 @@ def test_printing(tmp, db, recs):
     out = ok(["cat", p, str(oid)], "cat laughs")
     check(out.split("\n")[1:] == [laughs_text(63), ""], "cat of 63 levels of shared tuples: %r"
           % out[:300])
+
+    # 9: an int of more than 4300 digits prints in hex, in a text twice its
+    # size; decimal conversion took 9 s for 256 KiB
+    big = int.from_bytes(b"\x5a" * (256 * 1024), "little")
+    data = pickle.dumps(big, 4)  # LONG4
+    out = ok(["pickle", "show", "-"], "show of a 256 KiB int", stdin=data)
+    check(out == hex(big) + "\n", "show of a 256 KiB int: %d bytes: %r" % (len(out), out[:80]))
+    check(len(out) == 2 * 256 * 1024 + 3, "show of a 256 KiB int: %d bytes" % len(out))
+    put_record(p, oid, data)
+    out = ok(["cat", p, str(oid)], "cat of a 256 KiB int")
+    check(out.split("\n")[1:] == [hex(big), ""], "cat of a 256 KiB int: %r" % out[:200])
+    smaller = [2 ** 100, -(10 ** 4300 - 1), 12345, -7]  # 4300 digits: decimal, as Python
+    data = pickle.dumps(smaller, 4)
+    out = ok(["pickle", "show", "-"], "show of ints up to 4300 digits", stdin=data)
+    check(out == repr(smaller) + "\n", "show of ints up to 4300 digits: %r" % out[:200])
+    out = ok(["pickle", "show", "--int-digits", "20", "-"], "show --int-digits", stdin=data)
+    want = "[%s, %s, 12345, -7]\n" % (hex(2 ** 100), hex(-(10 ** 4300 - 1)))
+    check(out == want, "show --int-digits 20: %r" % out[:200])
+    out = ok(["pickle", "show", "--int-digits", "0", "-"], "show --int-digits 0",
+             stdin=pickle.dumps(10 ** 5000, 4))
+    check(out == "1" + "0" * 5000 + "\n", "show --int-digits 0: %r" % out[:80])
+    put_record(p, oid, pickle.dumps(10 ** 5000, 4))
+    out = ok(["cat", p, str(oid)], "cat of a 5001-digit int")
+    check(out.split("\n")[1] == hex(10 ** 5000), "cat of a 5001-digit int: %r" % out[:120])
+    out = ok(["cat", p, str(oid), "--int-digits", "0"], "cat --int-digits 0")
+    check(out.split("\n")[1] == "1" + "0" * 5000, "cat --int-digits 0: %r" % out[:120])
+
+    # the cap on a printed value
+    data = pickle.dumps(list(range(1000)), 4)
+    out = ok(["pickle", "show", "--max-output", "100", "-"], "show --max-output", stdin=data)
+    check(out == repr(list(range(1000)))[:100] + "... (output truncated at 100 bytes)\n",
+          "show --max-output 100: %r" % out)
+    put_record(p, oid, data)
+    out = ok(["cat", p, str(oid), "--max-output=100"], "cat --max-output")
+    check(out.split("\n")[1] == repr(list(range(1000)))[:100] + "... (output truncated at 100 bytes)",
+          "cat --max-output 100: %r" % out)
+    usage(["pickle", "show", "--int-digits", "x", "-"], "--int-digits needs a number")
+    usage(["pickle", "show", "--max-output", "-1", "-"], "--max-output needs a number")
+    usage(["pickle", "repickle", "--int-digits", "5", "-"])
+    usage(["cat", p, str(oid), "--int-digits", "1e3"], "--int-digits needs a number")
+    usage(["cat", p, str(oid), "--max-output"])
+    usage(["cat", p, str(oid), "--dis", "--max-output", "5"], "--dis")
 
 
 def test_locked(tmp, copy):

@@ -192,6 +192,21 @@ def _short(x, n=120):
 
 OST_REPR_MAX_DEPTH = 1000
 OST_REPR_SHORT = 64  # an immutable value of longer text is labelled when shared
+OST_REPR_INT_DIGITS = 4300  # an int of more decimal digits prints in hex
+
+
+def int_text(v):
+    """An int as ostore prints it: Python's repr, or hex(v) when the
+    decimal text would have more than OST_REPR_INT_DIGITS digits."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    if limit:
+        sys.set_int_max_str_digits(0)
+    try:
+        s = repr(v)
+    finally:
+        if limit:
+            sys.set_int_max_str_digits(limit)
+    return s if len(s.lstrip("-")) <= OST_REPR_INT_DIGITS else hex(v)
 
 
 class _Long(Exception):
@@ -205,7 +220,8 @@ def ost_repr(x):
     (state None: module.Name(); non-dict state: module.Name(__state__=...));
     cycles as [...], {...}, (...) or ...; deeper than 1000 levels as <...>.
     Sets print in the order their items came in the pickle, which is
-    Python's iteration order of the set that was pickled.
+    Python's iteration order of the set that was pickled. An int of more
+    than 4300 decimal digits prints as hex(v).
 
     An object reached more than once prints in full the first time, after a
     label #N=, and as #N# afterwards (docs/pickle.md): every list, dict,
@@ -337,7 +353,9 @@ def ost_repr(x):
 
     def body(v, depth, emit, mode):
         t = type(v)
-        if t in ATOMIC or t is float or t is bytearray:
+        if t is int:
+            emit(int_text(v))
+        elif t in ATOMIC or t is float or t is bytearray:
             emit(repr(v))
         elif isinstance(v, ROUTINES):
             emit("%s.%s" % (v.__module__, v.__qualname__))
