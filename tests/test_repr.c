@@ -411,3 +411,137 @@ OST_TEST(repr, max_len_cuts_the_text_and_says_so) {
     free(le);
     cr_assert_eq(live(), base);
 }
+
+/* ---- disassembly ------------------------------------------------------------ */
+
+/* PROTO 4, n MARKs, EMPTY_TUPLE, STOP: n nested MARKs that never close. */
+static uint8_t *marks(size_t n, size_t *len) {
+    uint8_t *p = malloc(n + 4);
+    p[0] = 0x80;
+    p[1] = 4;
+    memset(p + 2, '(', n);
+    p[n + 2] = ')';
+    p[n + 3] = '.';
+    *len = n + 4;
+    return p;
+}
+
+/* What ost_pickle_dis_ex hands its callback. */
+typedef struct {
+    size_t calls, total, biggest;
+    ost_buf text; /* kept when keep is set */
+    bool keep;
+    int fail_at; /* the call that returns -123 (0: none) */
+} sink;
+
+static int to_sink(void *ud, const void *data, size_t len) {
+    sink *s = ud;
+    s->calls++;
+    s->total += len;
+    if (len > s->biggest) s->biggest = len;
+    if (s->keep) cr_assert_eq(ost__buf_append(&s->text, data, len), 0);
+    return s->fail_at && (int)s->calls == s->fail_at ? -123 : 0;
+}
+
+OST_TEST(repr, dis_of_nested_marks_is_linear_and_caps_the_indentation) {
+    /* 5,000 MARKs: 25 MB of blanks when each level indented 2 more */
+    size_t n, off = 0;
+    uint8_t *p = marks(5000, &n);
+    ost_buf out = {0};
+    cr_assert_eq(ost_pickle_dis(p, n, &out, &off), 0);
+    cr_assert_lt(out.len, 100 * n, "%zu bytes of listing for %zu of pickle", out.len, n);
+    /* up to 32 levels the indentation is 2 blanks a level, as before */
+    char want[200];
+    snprintf(want, sizeof want, "\n   34: (    %64sMARK            \n", "");
+    cr_assert(strstr(out.data, want), "no level-32 MARK line");
+    snprintf(want, sizeof want, "\n   35: (    %64sMARK            \n", "[33] ");
+    cr_assert(strstr(out.data, want), "no level-33 MARK line");
+    snprintf(want, sizeof want, "\n 5002: )    %64sEMPTY_TUPLE     \n 5003: .    %64sSTOP            \n",
+             "[5000] ", "[5000] ");
+    cr_assert(strstr(out.data, want), "%s", out.data + out.len - 200);
+    /* every line is short */
+    size_t longest = 0;
+    for (char *l = out.data, *e; *l; l = e + 1) {
+        e = strchr(l, '\n');
+        cr_assert(e);
+        if ((size_t)(e - l) > longest) longest = (size_t)(e - l);
+    }
+    cr_assert_leq(longest, 100);
+    ost_buf_free(&out);
+    free(p);
+}
+
+OST_TEST(repr, dis_streams_its_listing_in_bounded_pieces) {
+    /* 30,000 MARKs, a 30 KB pickle: its listing took 0.9 GB of memory */
+    size_t n, off = 0;
+    uint8_t *p = marks(30000, &n);
+    sink s = {0};
+    cr_assert_eq(ost_pickle_dis_ex(p, n, NULL, to_sink, &s, &off), 0);
+    cr_assert_gt(s.calls, 100);
+    cr_assert_leq(s.biggest, 8192, "a piece of %zu bytes", s.biggest);
+    cr_assert_lt(s.total, 100 * n);
+    /* the same text as the buffer version */
+    ost_buf out = {0};
+    cr_assert_eq(ost_pickle_dis(p, n, &out, &off), 0);
+    cr_assert_eq(out.len, s.total);
+    ost_buf_free(&out);
+    /* a failing callback stops the listing with its code */
+    sink f = {.fail_at = 3};
+    cr_assert_eq(ost_pickle_dis_ex(p, n, NULL, to_sink, &f, &off), -123);
+    cr_assert_eq(f.calls, 3);
+    free(p);
+}
+
+OST_TEST(repr, dis_without_a_callback_only_checks) {
+    /* the same code and offset as the listing, for good and bad input */
+    size_t n;
+    uint8_t *p = marks(100, &n);
+    for (size_t cut = 0; cut <= n; cut++) {
+        size_t o1 = 999, o2 = 999;
+        sink s = {.keep = true};
+        int r1 = ost_pickle_dis_ex(p, cut, NULL, to_sink, &s, &o1);
+        int r2 = ost_pickle_dis_ex(p, cut, NULL, NULL, NULL, &o2);
+        cr_assert_eq(r1, r2, "cut at %zu: %d, %d", cut, r1, r2);
+        cr_assert_eq(o1, o2, "cut at %zu", cut);
+        cr_assert_eq(r1 == 0, cut == n);
+        ost_buf_free(&s.text);
+    }
+    p[50] = 0xff;
+    size_t off = 0;
+    cr_assert_eq(ost_pickle_dis_ex(p, n, NULL, NULL, NULL, &off), OST_EBADOPCODE);
+    cr_assert_eq(off, 50);
+    free(p);
+    static const char bad_utf8[] = "\x80\x04\x8c\x02\xff\xfe.";
+    cr_assert_eq(ost_pickle_dis_ex(bad_utf8, 7, NULL, NULL, NULL, &off), OST_EUTF8);
+    cr_assert_eq(off, 2);
+}
+
+OST_TEST(repr, dis_prints_a_long_int_argument_in_hex_past_the_limit) {
+    uint64_t base = live();
+    size_t n = 256 * 1024, len, off;
+    uint8_t *le = malloc(n);
+    memset(le, 0x5a, n);
+    uint8_t *body = long4(le, n, &len);
+    uint8_t *p = malloc(len + 2);
+    p[0] = 0x80;
+    p[1] = 4;
+    memcpy(p + 2, body, len);
+    sink s = {.keep = true};
+    cr_assert_eq(ost_pickle_dis_ex(p, len + 2, NULL, to_sink, &s, &off), 0);
+    cr_assert(strstr(s.text.data, "    2: \\x8b LONG4            0x5a5a5a"), "%.80s", s.text.data);
+    cr_assert_lt(s.text.len, 2 * n + 200);
+    ost_buf_free(&s.text);
+    /* a small limit applies to small ints too */
+    static const char small[] = "\x80\x04\x8a\x02\x39\x30.";
+    ost_repr_options o;
+    ost_repr_options_init(&o);
+    o.int_digits = 4;
+    sink t = {.keep = true};
+    cr_assert_eq(ost_pickle_dis_ex(small, 7, &o, to_sink, &t, &off), 0);
+    cr_assert(strstr(t.text.data, "LONG1            0x3039\n"), "%s", t.text.data);
+    ost_buf_free(&t.text);
+    free(p);
+    free(body);
+    free(le);
+    cr_assert_eq(live(), base);
+}

@@ -72,6 +72,9 @@ int parse_args(const cli_cmd *cmd, int argc, char **argv, const cli_opt *opts, s
 int repr_options(const cli_cmd *cmd, const char *int_digits, const char *max_output,
                  ost_repr_options *o);
 
+/* An ost_write_fn that writes to stdout: 0, or OST_EIO when fwrite fails. */
+int write_stdout(void *ud, const void *data, size_t len);
+
 /* ---- stores --------------------------------------------------------------- */
 
 /* Opens the store in dir read-only (or read-write), with a message naming

@@ -360,8 +360,8 @@ static int run_cat(int argc, char **argv) {
     if (dis && entry_opts)
         return bad_usage(&cmd_cat, "cat: --dis shows the record's pickle only; it takes no --from, "
                                    "--to or --limit");
-    if (dis && (digits_s || max_s))
-        return bad_usage(&cmd_cat, "cat: --dis lists the pickle; it takes no --int-digits or "
+    if (dis && max_s)
+        return bad_usage(&cmd_cat, "cat: --dis lists the pickle as it goes; it takes no "
                                    "--max-output");
     const char *db = pos[0];
     ost_store *st;
@@ -392,9 +392,11 @@ static int run_cat(int argc, char **argv) {
         /* the listing up to a bad opcode is worth seeing: printed, then the error */
         header(t, &r);
         size_t off = 0;
-        int drc = ost_pickle_dis(r.pickle, r.len, &out, &off);
-        if (out.len) fwrite(out.data, 1, out.len, stdout);
-        if (drc)
+        int drc = ost_pickle_dis_ex(r.pickle, r.len, &ro, write_stdout, NULL, &off);
+        fflush(stdout);
+        if (drc == OST_EIO)
+            rc = fail("write error: %s", strerror(errno));
+        else if (drc)
             rc = fail("%s: oid %llu: %s at offset %zu of the pickle", db, (unsigned long long)oid,
                       ost_strerror(drc), off);
     } else {
@@ -437,14 +439,15 @@ const cli_cmd cmd_cat = {
     .name = "cat",
     .summary = "Print an object's stored state (and a map's entries), or its pickle disassembled.",
     .usage = "usage: ostore cat DB OID [--int-digits N] [--max-output N]\n"
-             "       ostore cat DB OID --dis\n"
+             "       ostore cat DB OID --dis [--int-digits N]\n"
              "       ostore cat DB OID [--from KEY] [--to KEY] [--limit N|all]   (a map or set)\n",
     .help = "The first line names the oid, class, serial (the commit that wrote it) and\n"
             "record size. Then the state, as Python's BUILD would receive it (for a class\n"
             "with fields, the dict of its set fields), printed like Python's repr, with\n"
             "references to other stored objects shown as persistent(OID). An object the\n"
             "state reaches more than once prints in full once, labelled #N=, then as #N#.\n"
-            "\n  --dis           list the state pickle's opcodes instead (like pickletools.dis)\n"
+            "\n  --dis           list the state pickle's opcodes instead (like pickletools.dis;\n"
+            "                  up to 32 levels of indentation, then the depth as [N])\n"
             "  --int-digits N  an int of more than N decimal digits prints in hexadecimal,\n"
             "                  0x... (default 4300, as Python; 0: always decimal)\n"
             "  --max-output N  cut a printed value after N bytes, marked\n"

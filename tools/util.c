@@ -124,6 +124,11 @@ int repr_options(const cli_cmd *cmd, const char *int_digits, const char *max_out
     return EXIT_OK;
 }
 
+int write_stdout(void *ud, const void *data, size_t len) {
+    (void)ud;
+    return fwrite(data, 1, len, stdout) == len ? 0 : OST_EIO;
+}
+
 /* ---- stores --------------------------------------------------------------- */
 
 static uint64_t g_map_size;

@@ -615,6 +615,32 @@ def test_printing(tmp, db, recs):
     check(out.split("\n")[1:] == [laughs_text(63), ""], "cat of 63 levels of shared tuples: %r"
           % out[:300])
 
+    # 8: a listing of nested MARKs is linear in the pickle: the indentation
+    # stops at 32 levels, then the depth shows as [N] (30,000 MARKs, 30 KB,
+    # made 0.9 GB), and it is written as it is made
+    data = b"\x80\x04" + b"(" * 5000 + b")."
+    out = ok(["pickle", "dis", "-"], "dis of 5,000 nested MARKs", stdin=data)
+    lines = out.split("\n")
+    check(len(lines) == 5004 and lines[-1] == "" and len(out) < 100 * len(data),
+          "dis of 5,000 nested MARKs: %d lines, %d bytes" % (len(lines), len(out)))
+    check(max(len(l) for l in lines) <= 100, "dis of 5,000 nested MARKs: a line of %d bytes"
+          % max(len(l) for l in lines))
+    want = {2: "    2: (    MARK            ", 34: "   34: (    %sMARK            " % (" " * 64),
+            35: "   35: (    %sMARK            " % "[33] ".rjust(64),
+            5003: " 5003: .    %sSTOP            " % "[5000] ".rjust(64)}
+    for i, w in want.items():
+        check(lines[i - 1] == w, "dis of nested MARKs, line %d: %r, want %r" % (i, lines[i - 1], w))
+    line_re = re.compile(r"^ *(\d+): (\S+) +(?:\[\d+\] )?(\w+)")
+    got = [(int(m.group(1)), m.group(3)) for m in map(line_re.match, lines[:-1])]
+    check(got == [(pos, op.name) for op, arg, pos in pickletools.genops(data)],
+          "dis of nested MARKs: offsets and names differ from pickletools")
+    put_record(p, oid, data)
+    out = ok(["cat", p, str(oid), "--dis"], "cat --dis of nested MARKs")
+    check(out.split("\n")[1:] == lines, "cat --dis of nested MARKs differs from pickle dis")
+    out = ok(["pickle", "dis", "--int-digits", "5", "-"], "dis --int-digits",
+             stdin=pickle.dumps(2 ** 70, 4))
+    check("LONG1            %s\n" % hex(2 ** 70) in out, "dis --int-digits 5: %r" % out)
+
     # 9: an int of more than 4300 digits prints in hex, in a text twice its
     # size; decimal conversion took 9 s for 256 KiB
     big = int.from_bytes(b"\x5a" * (256 * 1024), "little")
@@ -625,6 +651,9 @@ def test_printing(tmp, db, recs):
     put_record(p, oid, data)
     out = ok(["cat", p, str(oid)], "cat of a 256 KiB int")
     check(out.split("\n")[1:] == [hex(big), ""], "cat of a 256 KiB int: %r" % out[:200])
+    out = ok(["cat", p, str(oid), "--dis"], "cat --dis of a 256 KiB int")
+    check(("LONG4            %s\n" % hex(big)) in out and len(out) < 2 * 256 * 1024 + 300,
+          "cat --dis of a 256 KiB int: %d bytes: %r" % (len(out), out[:300]))
     smaller = [2 ** 100, -(10 ** 4300 - 1), 12345, -7]  # 4300 digits: decimal, as Python
     data = pickle.dumps(smaller, 4)
     out = ok(["pickle", "show", "-"], "show of ints up to 4300 digits", stdin=data)

@@ -8,7 +8,8 @@
  * is printed with ost_repr, dumped at protocols 2 to 5, and each pickle
  * must load back to the same graph (ost_same_graph: same types, same
  * sharing, same cycles) and dump again to the same bytes. ost_pickle_dis
- * runs on the input and on every pickle the writer makes. Loading twice
+ * runs on the input and on every pickle the writer makes, and its check
+ * alone (ost_pickle_dis_ex without a callback) must agree with it. Loading twice
  * with one reader must give the same result, and no value may outlive the
  * pass (ost_alloc_stats). A second pass does it all again with a
  * find_global hook that turns some globals into classes with declared
@@ -107,6 +108,10 @@ static int dis(const uint8_t *data, size_t len) {
     if (rc && off > len) bug("ost_pickle_dis: error offset beyond the input", NULL);
     if (len && !out.data) bug("ost_pickle_dis wrote nothing", NULL);
     ost_buf_free(&out);
+    /* without a callback it only checks, with the same result */
+    size_t off2 = (size_t)-1;
+    if (ost_pickle_dis_ex(data, len, NULL, NULL, NULL, &off2) != rc || (rc && off2 != off))
+        bug("ost_pickle_dis_ex without a callback disagrees with the listing", NULL);
     return rc;
 }
 
