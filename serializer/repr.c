@@ -1,4 +1,6 @@
-/* A Python-like repr of values. */
+/* A Python-like repr of values: ost_repr and ost_repr_ex. Shared objects
+ * print once, labelled (see "shared objects" below), ints past a number of
+ * digits in hexadecimal, and the text can be capped. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,8 +263,8 @@ static int int_text(ost_value v, size_t max_digits, ost_buf *out) {
     }
     const ost_int_obj *o = (const ost_int_obj *)v;
     if (!max_digits) return ost__int_decimal(v, out);
-    /* bits of the magnitude, at most one more than those of the two's
-     * complement without its sign byte (-2^k has one fewer) */
+    /* the bit length of |v| (of |v| - 1 for a negative v, which has the
+     * same or one bit fewer) */
     size_t top = o->n - 1;
     uint8_t sign = o->b[top] & 0x80 ? 0xff : 0;
     while (top > 0 && o->b[top] == sign) top--;
@@ -285,8 +287,8 @@ static int int_text(ost_value v, size_t max_digits, ost_buf *out) {
 /* ---- shared objects ------------------------------------------------------
  *
  * A graph can reach one object many times: 63 levels of tuples that each
- * hold the level below twice are a 620-byte pickle whose naive repr has
- * 2^63 parts. So repr prints an object that the graph reaches more than
+ * hold the level below twice are a pickle of a few hundred bytes whose
+ * naive repr has 2^63 parts. So repr prints an object that the graph reaches more than
  * once in full the first time, after a label #N=, and as #N# afterwards,
  * as Lisp's printer does with *print-circle*. A reach of an object while
  * it is being printed (a cycle) still prints as Python does: [...],
@@ -318,9 +320,8 @@ static int int_text(ost_value v, size_t max_digits, ost_buf *out) {
 #define SEEN_ACTIVE 1u     /* being printed: a reach now is a cycle */
 #define SEEN_SHARED 2u     /* reached more than once (first pass) */
 #define SEEN_PRINTED 4u    /* printed in full (second pass) */
-#define SEEN_SHORT 8u      /* shared, immutable and short: never labelled */
-#define SEEN_LONG 16u      /* shared and labelled */
-#define SEEN_LABEL_SHIFT 5 /* the label's number (second pass) */
+#define SEEN_LONG 8u       /* shared and not short: labelled */
+#define SEEN_LABEL_SHIFT 4 /* the label's number (second pass) */
 
 enum { REACH_NEW, REACH_CYCLE, REACH_AGAIN, REACH_DONE };
 
@@ -329,22 +330,67 @@ static bool is_mutable(int t) {
            t == OST_T_INSTANCE || t == OST_T_REDUCE;
 }
 
-/* Whether repr keeps track of v: a heap value that may be labelled. The
- * values it leaves out always have short text: a str or bytes of 15 bytes
- * at most prints in 4 * 15 + 3 bytes or fewer, an int of 26 bytes in 64
- * digits or fewer (or 55 hex digits). */
+/* True when the str or bytes s[0..n) prints as itself between quotes:
+ * printable ASCII without a backslash or a quote. */
+static bool plain_ascii(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch > 0x7e || ch == '\\' || ch == '\'' || ch == '"') return false;
+    }
+    return true;
+}
+
+static size_t scalar_bound(ost_value v);
+
+/* Whether repr keeps track of v: a heap value that may be labelled. What
+ * it leaves out prints in REPR_SHORT bytes or fewer and holds no mutable
+ * value, so it prints the same whether tracked or not (scalar_bound). */
 static bool may_track(ost_value v) {
     if (!ost__is_heap(v)) return false;
     int t = ost__type(v);
+    if (t == OST_T_GLOBAL || t == OST_T_FLOAT) return false; /* counts shared by threads */
+    /* the one reference to an object of count 1 is its one parent's, and
+     * a parent prints in full once, so the walk reaches it once, and never
+     * in a cycle (its own descendants hold no reference to it) */
+    if (OST__O(v)->refcnt == 1) return false;
     if (is_mutable(t)) return true;
     switch (t) {
-    case OST_T_TUPLE:
+    case OST_T_TUPLE: {
+        /* a few scalars, such as (i, 2.5), are short */
+        size_t n = ost_len(v), sum = 3;
+        for (size_t i = 0; i < n && sum <= REPR_SHORT; i++)
+            sum += scalar_bound(ost_item(v, i)) + 2;
+        return sum > REPR_SHORT;
+    }
     case OST_T_FROZENSET: return ost_len(v) > 0;
     case OST_T_STR:
-    case OST_T_BYTES: return ((ost_str_obj *)v)->len > 15;
-    case OST_T_INT: return ((ost_int_obj *)v)->n > 26;
-    case OST_T_PERSREF: return ost__is_heap(((ost_persref_obj *)v)->pid);
-    default: return false; /* float, global */
+    case OST_T_BYTES:
+    case OST_T_INT: return scalar_bound(v) > REPR_SHORT;
+    case OST_T_PERSREF: return scalar_bound(((ost_persref_obj *)v)->pid) > REPR_SHORT - 12;
+    default: return false;
+    }
+}
+
+/* The most bytes the text of v can take when v is a scalar whose text is
+ * short (SIZE_MAX / 4 for anything else): a str or bytes of 15 bytes at
+ * most prints in 4 * 15 + 3 bytes, a longer one of plain ASCII in its
+ * length + 3; an int in 20 bytes (immediates) or 64 (heap ints of 26
+ * bytes at most: 63 digits and a sign, or 52 hex digits); a float in 24
+ * ("-2.2250738585072014e-308"). */
+static size_t scalar_bound(ost_value v) {
+    switch (ost__type(v)) {
+    case OST_T_NONE: return 4;
+    case OST_T_BOOL: return 5;
+    case OST_T_FLOAT: return 24;
+    case OST_T_INT: return ost__is_small(v) ? 20 : ((ost_int_obj *)v)->n <= 26 ? 64 : SIZE_MAX / 4;
+    case OST_T_STR:
+    case OST_T_BYTES: {
+        const ost_str_obj *o = (const ost_str_obj *)v;
+        if (o->len <= 15) return 4 * o->len + 3;
+        if (o->len <= REPR_SHORT - 3 && plain_ascii(o->data, o->len)) return o->len + 3;
+        return SIZE_MAX / 4;
+    }
+    default: return SIZE_MAX / 4;
     }
 }
 
@@ -366,10 +412,9 @@ static bool render_short(repr_ctx *c, ost_value v) {
 static bool short_shared(repr_ctx *c, ost_value v) {
     ost__ptr_slot *s = ost__ptrtab_find(&c->seen, v);
     if (!s->key || !(s->val & SEEN_SHARED) || (s->val & SEEN_LONG)) return false;
-    bool ok = !is_mutable(ost__type(v)) && render_short(c, v);
-    s = ost__ptrtab_find(&c->seen, v);
-    s->val |= ok ? SEEN_SHORT : SEEN_LONG;
-    return ok;
+    if (!is_mutable(ost__type(v)) && render_short(c, v)) return true; /* again at each reach */
+    ost__ptrtab_find(&c->seen, v)->val |= SEEN_LONG;
+    return false;
 }
 
 static void put_label(repr_ctx *c, uint64_t val, char end) {
@@ -561,6 +606,12 @@ static void repr_body(repr_ctx *c, ost_value v, int depth) {
     case OST_T_BOOL: puts_(c, v == OST_TRUE ? "True" : "False"); return;
     case OST_T_INT: {
         if (c->counting) return;
+        int64_t i;
+        if (ost__is_small(v) && (i = ost__small_val(v), 1) && c->int_digits >= 19) {
+            int k = snprintf(tmp, sizeof tmp, "%lld", (long long)i);
+            put(c, tmp, (size_t)k); /* at most 19 digits: decimal */
+            return;
+        }
         ost_buf b = {0};
         int rc = int_text(v, c->int_digits, &b);
         if (rc) c->err = rc;

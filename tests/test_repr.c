@@ -79,6 +79,7 @@ OST_TEST(repr, billion_laughs_prints_each_level_once) {
     for (int i = 1; i < 20; i++) ost__buf_printf(&want, "(#%d=", i);
     ost__buf_printf(&want, "(#20=[], #20#)");
     for (int i = 19; i >= 1; i--) ost__buf_printf(&want, ", #%d#)", i);
+    cr_assert_eq(strlen(s), want.len, "%zu bytes, want %zu", strlen(s), want.len);
     cr_assert_str_eq(s, want.data);
     ost_buf_free(&want);
     free(s);
@@ -124,6 +125,15 @@ OST_TEST(repr, shared_mutable_values_print_once_with_a_label) {
     ost_decref(l);
     ost_decref(d);
     ost_decref(e);
+    /* a list held only by a shared tuple prints once, inside it */
+    ost_value inner = ost_list_new(0), holder = ost_tuple_new(1);
+    cr_assert_eq(ost_list_append(inner, ost_int(5)), 0);
+    ost_tuple_set(holder, 0, inner);
+    t = ost_tuple_new(2);
+    ost_tuple_set(t, 0, ost_incref(holder));
+    ost_tuple_set(t, 1, holder);
+    assert_repr(t, "(#1=([5],), #1#)");
+    ost_decref(t);
     cr_assert_eq(live(), base);
 }
 
@@ -176,6 +186,18 @@ OST_TEST(repr, long_or_mutable_holding_immutable_values_are_labelled) {
     ost_decref(s);
     ost_decref(holds);
     ost_decref(l);
+    /* a tuple of one 20-byte str of control characters: 85 bytes of text */
+    ost_value ctl = ost_tuple_new(1);
+    ost_tuple_set(ctl, 0, ost_str("\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+                                  "\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01", 20));
+    t = ost_tuple_new(2);
+    ost_tuple_set(t, 0, ost_incref(ctl));
+    ost_tuple_set(t, 1, ctl);
+    char *r = repr_of(t);
+    cr_assert_eq(strncmp(r, "(#1=('\\x01", 10), 0, "%s", r);
+    cr_assert_eq(strcmp(r + strlen(r) - 9, "',), #1#)"), 0, "%s", r);
+    free(r);
+    ost_decref(t);
     /* 62 bytes of text: short, printed twice */
     text[60] = 0;
     s = ost_str_c(text);
