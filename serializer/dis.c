@@ -90,16 +90,17 @@ static void flush(dis_out *o, bool all) {
 static int dis_payload(dis_out *o, int k, const uint8_t *p, uint64_t n,
                        const ost_repr_options *ro) {
     bool text = k == A_TEXT1 || k == A_TEXT4 || k == A_TEXT8;
+    bool num = k == A_LONG1 || k == A_LONG4;
     if (text && ost_utf8_check((const char *)p, (size_t)n, NULL)) {
         emit(o, " <invalid UTF-8>\n");
         return OST_EUTF8;
     }
     if (!o->fn || o->err) return 0;
-    if ((k == A_LONG1 || k == A_LONG4) ? false : n > 200) {
+    if (!num && n > 200) {
         emit(o, " <%llu bytes>", (unsigned long long)n);
         return 0;
     }
-    ost_value v = (k == A_LONG1 || k == A_LONG4) ? ost_int_from_bytes(p, (size_t)n)
+    ost_value v = num ? ost_int_from_bytes(p, (size_t)n)
                   : text ? ost_str((const char *)p, (size_t)n)
                          : ost_bytes(p, (size_t)n);
     if (!v) {
@@ -122,11 +123,11 @@ int ost_pickle_dis_ex(const void *data, size_t len, const ost_repr_options *opt,
         ost_repr_options_init(&def);
         opt = &def;
     }
+    if (!data && len) return OST_EINVAL;
     dis_out o = {.fn = fn, .ud = ud};
-    const uint8_t *base = data, *p = base, *end = base + len;
+    const uint8_t *base = data, *p = base, *end = len ? base + len : base;
     size_t depth = 0, memo_n = 0;
     int rc = 0;
-    if (!data && len) return OST_EINVAL;
     while (p < end && !o.err) {
         const uint8_t *at = p;
         int op = *p++;

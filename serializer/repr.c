@@ -530,7 +530,7 @@ static void repr_instance(repr_ctx *c, ost_value v, int depth) {
     } else if (ost__type(o->state) == OST_T_DICT && !shared(c, o->state)) {
         /* inline: the dict is reached here, one level down, as its items;
          * a shared one prints whole, as __state__=#N={...} */
-        bool track = !c->plain && depth + 1 <= REPR_MAX_DEPTH;
+        bool track = !c->plain && may_track(o->state) && depth + 1 <= REPR_MAX_DEPTH;
         int r = track ? reach(c, o->state) : REACH_NEW;
         if (r == REACH_CYCLE) puts_(c, "__state__={...}");
         if (r == REACH_NEW) {
