@@ -63,6 +63,18 @@ typedef struct {
 int parse_args(const cli_cmd *cmd, int argc, char **argv, const cli_opt *opts, size_t nopts,
                const char **pos, size_t min_pos, size_t max_pos, size_t *npos);
 
+/* The default of --max-output: a value's text is cut after 64 MiB. */
+#define CLI_MAX_OUTPUT ((size_t)64 << 20)
+/* Fills *o for printing values (cat, pickle show, pickle dis): the
+ * library's defaults, max_len CLI_MAX_OUTPUT, then the texts of
+ * --int-digits N and --max-output N when given (not NULL; 0 is no limit).
+ * EXIT_OK, or EXIT_USAGE after printing cmd's usage. */
+int repr_options(const cli_cmd *cmd, const char *int_digits, const char *max_output,
+                 ost_repr_options *o);
+
+/* An ost_write_fn that writes to stdout: 0, or OST_EIO when fwrite fails. */
+int write_stdout(void *ud, const void *data, size_t len);
+
 /* ---- stores --------------------------------------------------------------- */
 
 /* Opens the store in dir read-only (or read-write), with a message naming
@@ -198,8 +210,10 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
 /* Compares encoded keys as the store orders them (bytewise, shorter first). */
 int raw_key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl);
 /* The repr of a value pickle into out (emptied first), references as
- * persistent(OID): 0, or a code with the reader's message in err. */
-int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, ost_buf *out, char *err, size_t cap);
+ * persistent(OID), printed with o: 0, or a code with the reader's message
+ * in err. */
+int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, const ost_repr_options *o,
+                   ost_buf *out, char *err, size_t cap);
 
 /* ---- output helpers ------------------------------------------------------ */
 

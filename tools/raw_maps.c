@@ -195,7 +195,8 @@ int raw_each_map(raw_txn *t, int (*fn)(void *ud, uint64_t map), void *ud) {
     return EXIT_OK;
 }
 
-int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, ost_buf *out, char *err, size_t cap) {
+int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, const ost_repr_options *o,
+                   ost_buf *out, char *err, size_t cap) {
     out->len = 0;
     if (out->data) out->data[0] = 0;
     ost_reader *rd = raw_reader(t);
@@ -209,7 +210,7 @@ int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, ost_buf *out, char *e
         snprintf(err, cap, "%s", n ? ost_reader_errmsg(rd) : "an empty value");
         return rc;
     }
-    rc = ost_repr(v, out);
+    rc = ost_repr_ex(v, out, o);
     ost_release(v);
     if (rc) snprintf(err, cap, "out of memory");
     return rc;

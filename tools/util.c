@@ -105,6 +105,31 @@ int parse_args(const cli_cmd *cmd, int argc, char **argv, const cli_opt *opts, s
     return EXIT_OK;
 }
 
+int repr_options(const cli_cmd *cmd, const char *int_digits, const char *max_output,
+                 ost_repr_options *o) {
+    ost_repr_options_init(o);
+    o->max_len = CLI_MAX_OUTPUT;
+    uint64_t n;
+    if (int_digits) {
+        if (!parse_u64(int_digits, &n) || (uint64_t)(size_t)n != n)
+            return bad_usage(cmd, "%s: --int-digits needs a number of digits (0: no limit), not '%s'",
+                             cmd->name, int_digits);
+        o->int_digits = (size_t)n;
+    }
+    if (max_output) {
+        if (!parse_u64(max_output, &n) || (uint64_t)(size_t)n != n)
+            return bad_usage(cmd, "%s: --max-output needs a number of bytes (0: no limit), not '%s'",
+                             cmd->name, max_output);
+        o->max_len = (size_t)n;
+    }
+    return EXIT_OK;
+}
+
+int write_stdout(void *ud, const void *data, size_t len) {
+    (void)ud;
+    return fwrite(data, 1, len, stdout) == len ? 0 : OST_EIO;
+}
+
 /* ---- stores --------------------------------------------------------------- */
 
 static uint64_t g_map_size;
