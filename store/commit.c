@@ -264,7 +264,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
         uint64_t cur = 0;
         uint32_t cid;
         if (rc == MDB_NOTFOUND) {
-            snprintf(p->msg, sizeof p->msg,
+            ost__fmt(p->msg, sizeof p->msg,
                      "conflict on oid %llu: it was removed (pack) after this transaction read it",
                      (unsigned long long)r->oid);
             return OST_ECONFLICT;
@@ -272,7 +272,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
         if (rc) return rc;
         if (ost__hdr_read(&rv, &cur, &cid)) return MDB_CORRUPTED;
         if (cur != r->read_serial) {
-            snprintf(p->msg, sizeof p->msg,
+            ost__fmt(p->msg, sizeof p->msg,
                      "conflict on oid %llu: commit %llu changed it after this transaction read it "
                      "(at commit %llu)",
                      (unsigned long long)r->oid, (unsigned long long)cur,
@@ -293,7 +293,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
         MDB_val rk = {8, kb}, rv;
         rc = mdb_get(t, st->recs, &rk, &rv);
         if (rc == MDB_NOTFOUND) {
-            snprintf(p->msg, sizeof p->msg,
+            ost__fmt(p->msg, sizeof p->msg,
                      "conflict on oid %llu: this commit refers to it, and pack removed it "
                      "after this transaction read it",
                      (unsigned long long)p->refs[i]);
@@ -364,7 +364,7 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
     }
     p->rc = ost__mdb_code(rc);
     if (rc == MDB_MAP_FULL) p->rc = OST_ENOMEM;
-    snprintf(p->msg, sizeof p->msg, "%s: %s failed: %s", st->path, what, mdb_strerror(rc));
+    ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what, mdb_strerror(rc));
 }
 
 /* Applies one package on the calling thread. */

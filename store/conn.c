@@ -176,7 +176,7 @@ static int snapshot(ost_conn *c) {
         }
         if (rc == MDB_MAP_RESIZED) return rc; /* lock_snapshot adopts the map */
         return ost__c_fail(c, ost__mdb_code(rc), "%s: cannot start a read transaction: %s",
-                           c->st->path, mdb_strerror(rc));
+                           c->st->shown, mdb_strerror(rc));
     }
     c->rtxn_live = true;
     c->snap_gen++; /* data read from earlier snapshots is gone */
@@ -193,7 +193,7 @@ static int snapshot(ost_conn *c) {
     c->snap_moved = false;
     rc = apply_invalidations(c, last);
     if (rc)
-        return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->path,
+        return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->shown,
                            mdb_strerror(rc));
     drop_packed(c);
     return 0;
@@ -213,7 +213,7 @@ static int lock_snapshot(ost_conn *c) {
         if (grc) {
             uv_rwlock_rdlock(&c->st->maplock);
             return ost__c_fail(c, ost__mdb_code(grc), "%s: cannot map what another process added: %s",
-                               c->st->path, mdb_strerror(grc));
+                               c->st->shown, mdb_strerror(grc));
         }
     }
 }
@@ -358,7 +358,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
         OST__O(obj)->flags |= was_changed;
         /* a hook's message (missing oid) is more precise than the reader's */
         char inner[sizeof c->msg];
-        snprintf(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
+        ost__fmt(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
         return ost__c_fail(c, rc, "oid %llu: record does not decode: %s",
                            (unsigned long long)oid, inner);
     }
@@ -647,7 +647,7 @@ static int new_oid(ost_conn *c, uint64_t *oid) {
     if (c->oid_next == c->oid_end) {
         uint64_t want = c->oid_block ? c->oid_block : 16, first;
         int rc = ost__reserve_oids(c->st, want, &first);
-        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->path, ost_strerror(rc));
+        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->shown, ost_strerror(rc));
         c->oid_next = first;
         c->oid_end = first + want;
         c->oid_block = want < 65536 ? want * 2 : want;
@@ -742,7 +742,7 @@ static void commit_done(ost_conn *c, int rc) {
     ost__pkg *p = c->pkg;
     if (rc) c->poisoned = true;
     if (rc) {
-        snprintf(c->msg, sizeof c->msg, "%s", p->msg[0] ? p->msg : ost_strerror(rc));
+        ost__fmt(c->msg, sizeof c->msg, "%s", p->msg[0] ? p->msg : ost_strerror(rc));
         drop_new(c);
         ost_txn_hooks_run_after_commit(c->hooks, false);
         return;
@@ -776,7 +776,7 @@ static int begin_commit(ost_conn *c, bool *any) {
     *any |= ost__maps_dirty(c);
     if (c->st->read_only && *any) {
         ost_txn_hooks_run_after_commit(c->hooks, false);
-        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
+        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->shown);
     }
     int rc = ost_txn_hooks_run_before_commit(c->hooks);
     if (rc) {

@@ -58,8 +58,8 @@ static int im_fail(ost__import *im, int code) {
 int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     *out = NULL;
     if (!st || !st->env) return OST_EINVAL;
-    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->path);
-    if (st->conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->path);
+    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->shown);
+    if (st->conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->shown);
     MDB_envinfo ei;
     mdb_env_info(st->env, &ei);
     if (map_need > ei.me_mapsize) {
@@ -68,7 +68,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
         uv_rwlock_wrunlock(&st->maplock);
         if (rc)
             return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot grow the map to %llu bytes: %s",
-                                st->path, (unsigned long long)map_need, mdb_strerror(rc));
+                                st->shown, (unsigned long long)map_need, mdb_strerror(rc));
     }
     ost__import *im = calloc(1, sizeof *im);
     if (!im) return ost__st_fail(st, OST_ENOMEM, "out of memory");
@@ -79,7 +79,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
         uv_rwlock_rdunlock(&st->maplock);
         free(im);
         return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
-                            st->path, mdb_strerror(rc));
+                            st->shown, mdb_strerror(rc));
     }
     MDB_stat ms;
     uint64_t next_oid = 0, last = 0;
@@ -87,14 +87,14 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     if (!rc) rc = meta_u64(im->t, st->meta, "next_oid", &next_oid);
     if (!rc) rc = meta_u64(im->t, st->meta, "last_serial", &last);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->path, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown, mdb_strerror(rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     if (ms.ms_entries > 1 || next_oid != 1 || last != 1) {
         ost__st_fail(st, OST_EEXIST,
                      "%s: not a new store (%llu objects, last commit %llu); import needs a new "
                      "or empty store",
-                     st->path, (unsigned long long)ms.ms_entries, (unsigned long long)last);
+                     st->shown, (unsigned long long)ms.ms_entries, (unsigned long long)last);
         return im_fail(im, OST_EEXIST);
     }
     rc = mdb_drop(im->t, st->recs, 0);
@@ -102,7 +102,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     if (!rc) rc = mdb_drop(im->t, st->txlog, 0);
     if (!rc) rc = mdb_drop(im->t, st->ments, 0);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->path, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->shown, mdb_strerror(rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     *out = im;
@@ -132,7 +132,7 @@ int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t m
         return ost__st_fail(st, OST_EEXIST, "class id %u (%.*s.%.*s) is listed twice", id, (int)ml,
                             module, (int)nl, name);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: class id %u: %s", st->path, id,
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: class id %u: %s", st->shown, id,
                             mdb_strerror(rc));
     return 0;
 }
@@ -148,7 +148,7 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
         return ost__st_fail(st, OST_EINVAL, "oid %llu: oids must ascend, each once",
                             (unsigned long long)oid);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: oid %llu: %s", st->path,
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: oid %llu: %s", st->shown,
                             (unsigned long long)oid, mdb_strerror(rc));
     ost__hdr_write(v.mv_data, serial, cid);
     memcpy((uint8_t *)v.mv_data + OST_HDR_SIZE, pickle, n);
@@ -189,7 +189,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
         uint32_t cid = 0;
         int rc = mdb_get(im->t, st->recs, &k, &v);
         if (rc && rc != MDB_NOTFOUND)
-            return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->path,
+            return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->shown,
                                 (unsigned long long)map, mdb_strerror(rc));
         im->ment_map = map;
         im->ment_map_ok = rc == 0 && ost__hdr_read(&v, &s, &cid) == 0 && cid &&
@@ -215,7 +215,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
                             "map %llu: entries must ascend (by map oid, then by key), each once",
                             (unsigned long long)map);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->path,
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->shown,
                             (unsigned long long)map, mdb_strerror(rc));
     put_le64(v.mv_data, serial);
     if (vlen) memcpy((uint8_t *)v.mv_data + 8, val, vlen);
@@ -243,14 +243,14 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     if (!rc) rc = meta_put(t, st->meta, "next_class", next_class);
     if (!rc) rc = meta_put(t, st->meta, "low", last_serial + 1);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->path, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->shown, mdb_strerror(rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     rc = mdb_txn_commit(t);
     uv_rwlock_rdunlock(&st->maplock);
     free(im);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: import commit: %s", st->path,
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: import commit: %s", st->shown,
                             mdb_strerror(rc));
     /* class ids cached before the import may name other classes now */
     uv_mutex_lock(&st->lock);

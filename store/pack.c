@@ -76,7 +76,7 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
         return ost__st_fail(st, OST_ECORRUPT,
                             "%s: pack: oid %llu does not decode, so what it refers to is "
                             "unknown; nothing was removed (see ost_store_check)",
-                            st->path, (unsigned long long)oid);
+                            st->shown, (unsigned long long)oid);
     if (!is_map_cid(m->map_cids, cid)) return 0;
     /* a map: what its entries' values refer to is reachable too */
     ost__ecur *ec;
@@ -91,7 +91,7 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
             return ost__st_fail(st, OST_ECORRUPT,
                                 "%s: pack: an entry of map %llu does not decode, so what it "
                                 "refers to is unknown; nothing was removed (see ost_store_check)",
-                                st->path, (unsigned long long)oid);
+                                st->shown, (unsigned long long)oid);
         }
     }
     ost__ecur_close(ec);
@@ -109,12 +109,12 @@ static int sweep_map(void *ud, uint64_t map) {
 static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
     if (removed) *removed = 0;
     if (!st || !st->env) return OST_EINVAL;
-    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->path);
+    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->shown);
     MDB_txn *t;
     int rc = ost__locked_txn_begin(st, 0, &t);
     if (rc) {
         uv_rwlock_rdunlock(&st->maplock);
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->path, mdb_strerror(rc));
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown, mdb_strerror(rc));
     }
     mark_ctx m = {0};
     MDB_val k = {8, "next_oid"}, v;
@@ -122,7 +122,7 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
     if (rc || v.mv_size != 8) {
         mdb_txn_abort(t);
         uv_rwlock_rdunlock(&st->maplock);
-        return ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta", st->path);
+        return ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta", st->shown);
     }
     for (int i = 7; i >= 0; i--) m.limit = m.limit << 8 | ((uint8_t *)v.mv_data)[i];
     size_t bytes = (size_t)((m.limit + 7) / 8);
@@ -156,7 +156,7 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
         goto out;
     }
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->path, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown, mdb_strerror(rc));
         goto out;
     }
     MDB_cursor *cur;
@@ -188,12 +188,12 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
         }
     }
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->path, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown, mdb_strerror(rc));
         goto out;
     }
     rc = mdb_txn_commit(t);
     t = NULL;
-    if (rc) code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack commit: %s", st->path, mdb_strerror(rc));
+    if (rc) code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack commit: %s", st->shown, mdb_strerror(rc));
     else if (removed) *removed = gone;
 out:
     *mdb_rc = rc;
@@ -216,7 +216,7 @@ int ost_store_pack(ost_store *st, uint64_t *removed) {
         int grc = ost__grow_map(st);
         if (grc)
             return ost__st_fail(st, ost__mdb_code(grc), "%s: pack: cannot grow the map: %s",
-                                st->path, mdb_strerror(grc));
+                                st->shown, mdb_strerror(grc));
         st->msg[0] = 0;
     }
 }
@@ -431,13 +431,13 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     uv_rwlock_rdunlock(&st->maplock);
     ost_reader_free(r);
     if (records) *records = n;
-    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: check: %s", st->path, mdb_strerror(rc));
+    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: check: %s", st->shown, mdb_strerror(rc));
     if (!root) {
         c.problems++;
         if (report) report(ud, 0, 0, OST_ECORRUPT, "the root (oid 0) is missing");
     }
     if (c.problems)
-        return ost__st_fail(st, OST_ECORRUPT, "%s: %llu problems found", st->path,
+        return ost__st_fail(st, OST_ECORRUPT, "%s: %llu problems found", st->shown,
                             (unsigned long long)c.problems);
     return 0;
 }

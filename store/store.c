@@ -213,37 +213,40 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (!st) return OST_EINVAL;
     st->msg[0] = 0;
     if (!path) return ost__st_fail(st, OST_EINVAL, "no path given");
-    if (st->env) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", path);
+    char shown[OST__PATH_SHOWN]; /* path as messages show it */
+    ost__path_show(shown, sizeof shown, path);
+    if (st->env) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", shown);
     if (!opts) {
         ost_store_options_init(&def);
         opts = &def;
     }
     if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
-        return ost__st_fail(st, OST_EINVAL, "%s: bad options", path);
+        return ost__st_fail(st, OST_EINVAL, "%s: bad options", shown);
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno != ENOENT || !opts->create)
             return ost__st_fail(st, errno == ENOENT ? OST_ENOTFOUND : OST_EIO,
-                                "%s: %s", path, strerror(errno));
+                                "%s: %s", shown, strerror(errno));
         if (mkdir(path, 0755) != 0)
-            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", path, strerror(errno));
+            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", shown, strerror(errno));
     } else if (!S_ISDIR(sb.st_mode)) {
-        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", path);
+        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", shown);
     }
     char real[PATH_MAX];
-    if (!realpath(path, real)) return ost__st_fail(st, OST_EIO, "%s: %s", path, strerror(errno));
+    if (!realpath(path, real)) return ost__st_fail(st, OST_EIO, "%s: %s", shown, strerror(errno));
     char datafile[PATH_MAX + 16];
     snprintf(datafile, sizeof datafile, "%s/data.mdb", real);
     if (stat(datafile, &sb) != 0 && !opts->create)
-        return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", path);
+        return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", shown);
 
     uv_mutex_lock(&g_open_lock);
     for (ost_store *o = g_open; o; o = o->next_open)
         if (strcmp(o->path, real) == 0) {
             uv_mutex_unlock(&g_open_lock);
-            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", path);
+            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", shown);
         }
     st->path = strdup(real);
+    ost__path_show(st->shown, sizeof st->shown, real);
     if (!st->path) {
         uv_mutex_unlock(&g_open_lock);
         return ost__st_fail(st, OST_ENOMEM, "out of memory");
@@ -259,7 +262,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (!rc) rc = mdb_env_set_maxreaders(st->env, opts->max_readers ? opts->max_readers : 126);
     if (!rc) rc = mdb_env_open(st->env, real, env_flags(opts), 0644);
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s", path,
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s", shown,
                      mdb_strerror(rc));
         goto fail;
     }
@@ -290,14 +293,14 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     MDB_txn *t;
     rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", path, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, mdb_strerror(rc));
         goto fail;
     }
     unsigned cf = st->read_only ? 0 : MDB_CREATE;
     rc = mdb_dbi_open(t, "meta", cf, &st->meta);
     if (rc == MDB_NOTFOUND) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", path);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", shown);
         goto fail;
     }
     if (!rc) rc = mdb_dbi_open(t, "records", cf, &st->recs);
@@ -311,7 +314,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (rc) {
         mdb_txn_abort(t);
         code = ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
-                     "%s: cannot open databases: %s", path, mdb_strerror(rc));
+                     "%s: cannot open databases: %s", shown, mdb_strerror(rc));
         goto fail;
     }
     MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v;
@@ -320,13 +323,13 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
         rc = init_store(st, t);
         if (rc) {
             mdb_txn_abort(t);
-            code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", path,
+            code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", shown,
                          mdb_strerror(rc));
             goto fail;
         }
     } else if (rc || v.mv_size != strlen(META_MAGIC) || memcmp(v.mv_data, META_MAGIC, v.mv_size)) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", path);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", shown);
         goto fail;
     }
     uint64_t fmt;
@@ -334,9 +337,9 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
         mdb_txn_abort(t);
         if (rc)
-            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", path, mdb_strerror(rc));
+            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", shown, mdb_strerror(rc));
         else
-            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d", path,
+            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d", shown,
                          (unsigned long long)fmt, OST_STORE_FORMAT);
         goto fail;
     }
@@ -344,12 +347,12 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (meta_get_u64(t, st->meta, "next_oid", &x) || meta_get_u64(t, st->meta, "last_serial", &x) ||
         meta_get_u64(t, st->meta, "next_class", &x)) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", path);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", shown);
         goto fail;
     }
     rc = mdb_txn_commit(t);
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", path, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, mdb_strerror(rc));
         goto fail;
     }
     return 0;
@@ -438,7 +441,7 @@ int ost_store_stat(ost_store *st, ost_store_stats *out) {
         mdb_txn_abort(t);
     }
     uv_rwlock_rdunlock(&st->maplock);
-    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->path, mdb_strerror(rc)) : 0;
+    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown, mdb_strerror(rc)) : 0;
 }
 
 /* Doubles the map after MDB_MAP_FULL. Every read snapshot of the process

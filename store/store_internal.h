@@ -77,7 +77,8 @@ struct ost_store {
     MDB_env *env;
     MDB_dbi recs, meta, classes, txlog, ments;
     bool no_ments; /* a format-1 store opened read-only: no mapents database */
-    char *path;
+    char *path;    /* the real path of the directory */
+    char shown[OST__PATH_SHOWN]; /* the real path as messages show it (ost__path_show) */
     bool read_only;
     ost_durability durability;
     ost_registry *registry;

@@ -278,7 +278,7 @@ static int prepare_dir(const char *dir) {
     struct stat sb;
     char p[PATH_MAX];
     if (stat(dir, &sb) == 0) {
-        if (!S_ISDIR(sb.st_mode)) return fail("%s: exists and is not a directory; not touching it", dir);
+        if (!S_ISDIR(sb.st_mode)) return fail("%s: exists and is not a directory; not touching it", shown(dir));
         snprintf(p, sizeof p, "%s/%s", dir, MARKER);
         bool ours = access(p, F_OK) == 0;
         if (ours) {
@@ -286,28 +286,28 @@ static int prepare_dir(const char *dir) {
             const char *files[] = {"data.mdb", "lock.mdb", MARKER};
             for (size_t i = 0; i < NELEM(files); i++) {
                 snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-                if (unlink(p) != 0 && errno != ENOENT) return fail("%s: %s", p, strerror(errno));
+                if (unlink(p) != 0 && errno != ENOENT) return fail("%s: %s", shown(p), strerror(errno));
             }
             if (rmdir(dir) != 0)
-                return fail("%s: cannot remove the previous demo store: %s", dir,
+                return fail("%s: cannot remove the previous demo store: %s", shown(dir),
                             errno == ENOTEMPTY ? "it holds other files too" : strerror(errno));
-            say("removed the previous demo store %s\n", dir);
+            say("removed the previous demo store %s\n", shown(dir));
         } else {
             if (rmdir(dir) != 0) /* only an empty directory goes */
                 return fail("%s: exists and is not a demo store (no %s file in it); choose "
                             "another DIR or remove it yourself",
-                            dir, MARKER);
+                            shown(dir), MARKER);
         }
     } else if (errno != ENOENT) {
-        return fail("%s: %s", dir, strerror(errno));
+        return fail("%s: %s", shown(dir), strerror(errno));
     }
-    if (mkdir(dir, 0755) != 0) return fail("%s: cannot create: %s", dir, strerror(errno));
+    if (mkdir(dir, 0755) != 0) return fail("%s: cannot create: %s", shown(dir), strerror(errno));
     snprintf(p, sizeof p, "%s/%s", dir, MARKER);
     FILE *f = fopen(p, "w");
-    if (!f) return fail("%s: %s", p, strerror(errno));
+    if (!f) return fail("%s: %s", shown(p), strerror(errno));
     fputs("This store was made by 'ostore demo', which removes and remakes it when run again.\n",
           f);
-    if (fclose(f) != 0) return fail("%s: %s", p, strerror(errno));
+    if (fclose(f) != 0) return fail("%s: %s", shown(p), strerror(errno));
     return EXIT_OK;
 }
 
@@ -411,7 +411,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     int rc = ost_conn_open(st, &c);
     if (rc) {
         ost_store_close(st);
-        return fail("%s: %s", dir, ost_strerror(rc));
+        return fail("%s: %s", shown(dir), ost_strerror(rc));
     }
     memset(k, 0, sizeof *k);
     rng r = {0x9E3779B97F4A7C15ULL};
@@ -432,24 +432,24 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     /* the maps first: the loader fills only maps that are stored */
     double t0 = now_s();
     if (!ost_conn_root(c)) {
-        err = fail("%s: the root: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
         goto out;
     }
     for (int i = 0; i < M_COUNT && !err; i++) {
         ost_value m;
         if ((rc = ost_map_new(c, maps_def[i].kind, &m))) {
-            err = fail("%s: a map of %s keys: %s", dir, maps_def[i].kind, ost_conn_errmsg(c));
+            err = fail("%s: a map of %s keys: %s", shown(dir), maps_def[i].kind, ost_conn_errmsg(c));
             break;
         }
         maps[i] = ost_incref(m); /* ours until the end of the load */
         moids[i] = ost_oid(c, m);
         if ((rc = ost_root_set(c, ost_str_c(maps_def[i].name), ost_incref(m))))
-            err = fail("%s: the root: %s", dir, ost_conn_errmsg(c));
+            err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
     }
     if (!err && (rc = ost_root_set(c, ost_str_c("name"), ost_str_c("ostore demo shop"))))
-        err = fail("%s: the root: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
     if (!err && (rc = ost_commit(c)))
-        err = fail("%s: committing the maps: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: committing the maps: %s", shown(dir), ost_conn_errmsg(c));
     if (err) goto out;
     say("maps:    customers {int: Customer} (oid %llu), orders {(int, int): Order} (oid %llu), "
         "products {str: Product} (oid %llu): made, linked into the root, committed in %.3f s\n",
@@ -464,7 +464,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     lo.ud = &ui;
     t0 = now_s();
     if ((rc = ost_loader_open(c, &lo, &l))) {
-        err = fail("%s: bulk loader: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: bulk loader: %s", shown(dir), ost_conn_errmsg(c));
         goto out;
     }
     /* the products: products[sku] = product (the entry's value pickle
@@ -479,7 +479,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         }
         rc = ost_loader_map_set(l, maps[M_PRODUCTS], ost_str_c(sku), ost_incref(products[i]));
         if (rc) {
-            err = fail("%s: %s", dir, ost_loader_errmsg(l));
+            err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
             goto out;
         }
         k->products++;
@@ -497,7 +497,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         }
         if ((rc = ost_loader_map_set(l, maps[M_CUSTOMERS], ost_int((int64_t)id), ost_incref(cu)))) {
             ost_decref(cu);
-            err = fail("%s: %s", dir, ost_loader_errmsg(l));
+            err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
             goto out;
         }
         k->customers++;
@@ -514,7 +514,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
                 ost_decref(o);
                 err = fail("out of memory");
             } else if ((rc = ost_loader_map_set(l, maps[M_ORDERS], key, o))) {
-                err = fail("%s: %s", dir, ost_loader_errmsg(l));
+                err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
             } else {
                 k->orders++;
                 k->lines += (uint64_t)nlines;
@@ -532,11 +532,11 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     double secs = now_s() - t0;
     progress_end(&ui.bar);
     if (rc) {
-        err = fail("%s: bulk load failed: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: bulk load failed: %s", shown(dir), ost_conn_errmsg(c));
         goto out;
     }
     if (ui.objects != k->objects + k->entries) {
-        err = fail("%s: the loader stored %llu objects and map entries, %llu were added", dir,
+        err = fail("%s: the loader stored %llu objects and map entries, %llu were added", shown(dir),
                    (unsigned long long)ui.objects, (unsigned long long)(k->objects + k->entries));
         goto out;
     }
@@ -566,7 +566,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     ost_dict_set(kd, ost_str_c("line_items"), ost_int((int64_t)k->lines));
     ost_dict_set(kd, ost_str_c("total_cents"), ost_int((int64_t)k->cents));
     if ((rc = ost_root_set(c, ost_str_c("counts"), kd)) || (rc = ost_commit(c))) {
-        err = fail("%s: committing the root: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: committing the root: %s", shown(dir), ost_conn_errmsg(c));
         goto out;
     }
     say("root:    name, the 3 maps and the expected counts; counts committed in %.3f s\n",
@@ -1253,7 +1253,7 @@ static int run_demo(int argc, char **argv) {
     g_out.tty = isatty(1);
     double start = now_s();
     char a[32], b[32], c[32];
-    say("ostore demo: a shop of %s objects in %s\n", fmt_count(a, sizeof a, target), dir);
+    say("ostore demo: a shop of %s objects in %s\n", fmt_count(a, sizeof a, target), shown(dir));
     if (prepare_dir(dir)) return EXIT_FAIL;
     shop s;
     if (shop_init(&s)) {
@@ -1306,7 +1306,7 @@ static int run_demo(int argc, char **argv) {
             fmt_bytes(b, sizeof b, (double)ss.bytes), fmt_bytes(c, sizeof c, (double)ss.map_size));
         say("done in %.1f s. Look around: ostore info %s; ostore cat %s 0; ostore cat %s %llu "
             "--limit 3\n",
-            now_s() - start, dir, dir, dir, (unsigned long long)k.moids[M_CUSTOMERS]);
+            now_s() - start, shown(dir), shown(dir), shown(dir), (unsigned long long)k.moids[M_CUSTOMERS]);
     }
     ost_store_close(st);
     ost_registry_free(s.reg);

@@ -190,7 +190,7 @@ static int export_map(void *ud, uint64_t map) {
     if (!d)
         return fail("%s: entries under oid %llu, which is not a map (no map record): cannot "
                     "export them (run 'ostore check %s')",
-                    x->db, (unsigned long long)map, x->db);
+                    shown(x->db), (unsigned long long)map, shown(x->db));
     raw_ents *c;
     if (raw_ents_open(x->t, map, NULL, 0, &c)) return EXIT_FAIL;
     raw_ent e;
@@ -207,8 +207,8 @@ static int export_map(void *ud, uint64_t map) {
         }
         const char *why = entry_problem(d, e.key, e.klen, e.vlen);
         if (why) {
-            rc = fail("%s: map %llu: %s: cannot export it (run 'ostore check %s')", x->db,
-                      (unsigned long long)map, why, x->db);
+            rc = fail("%s: map %llu: %s: cannot export it (run 'ostore check %s')", shown(x->db),
+                      (unsigned long long)map, why, shown(x->db));
             break;
         }
         d->seen++;
@@ -244,7 +244,7 @@ static int run_export(int argc, char **argv) {
     map_list maps = {0};
     if (raw_meta(t, "format", &format) || raw_meta(t, "next_oid", &next_oid) ||
         raw_meta(t, "last_serial", &last) || raw_meta(t, "next_class", &next_class)) {
-        rc = fail("%s: damaged meta (counters)", db);
+        rc = fail("%s: damaged meta (counters)", shown(db));
         goto out;
     }
     /* first pass: the sizes for the header, and records that cannot be
@@ -261,19 +261,19 @@ static int run_export(int argc, char **argv) {
             raw_map m;
             char why[200];
             if (raw_map_read(t, &r, &m, why, sizeof why)) {
-                rc = fail("%s: oid %llu: %s: cannot export the map (run 'ostore check %s')", db,
-                          (unsigned long long)r.oid, why, db);
+                rc = fail("%s: oid %llu: %s: cannot export the map (run 'ostore check %s')", shown(db),
+                          (unsigned long long)r.oid, why, shown(db));
                 break;
             }
             if ((rc = maps_add(&maps, r.oid, &m))) break;
         }
         if (r.bad_header) {
             rc = fail("%s: oid %llu: damaged record header: cannot export it ('ostore check %s')",
-                      db, (unsigned long long)r.oid, db);
+                      shown(db), (unsigned long long)r.oid, shown(db));
             break;
         }
         if (r.len >= MAX_PICKLE) {
-            rc = fail("%s: oid %llu: a %zu-byte pickle is too large to export", db,
+            rc = fail("%s: oid %llu: a %zu-byte pickle is too large to export", shown(db),
                       (unsigned long long)r.oid, r.len);
             break;
         }
@@ -290,8 +290,8 @@ static int run_export(int argc, char **argv) {
     if (bad) {
         rc = fail("%s: map %llu: its record counts %llu entr%s, the store holds %llu: cannot "
                   "export it (run 'ostore check %s')",
-                  db, (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
-                  bad->m.count == 1 ? "y" : "ies", (unsigned long long)bad->seen, db);
+                  shown(db), (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
+                  bad->m.count == 1 ? "y" : "ies", (unsigned long long)bad->seen, shown(db));
         goto out;
     }
 
@@ -299,7 +299,7 @@ static int run_export(int argc, char **argv) {
         snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
         f = fopen(tmp, "wb");
         if (!f) {
-            rc = fail("%s: %s", tmp, strerror(errno));
+            rc = fail("%s: %s", shown(tmp), strerror(errno));
             tmp[0] = 0;
             goto out;
         }
@@ -350,14 +350,14 @@ static int run_export(int argc, char **argv) {
     put(&s, DUMP_END, 8);
     put_u32(&s, s.crc);
     if (s.err || fflush(f) != 0 || (!to_stdout && fsync(fileno(f)) != 0)) {
-        rc = fail("%s: write error: %s", file, strerror(errno));
+        rc = fail("%s: write error: %s", shown(file), strerror(errno));
         goto out;
     }
     if (!to_stdout) {
         int cr = fclose(f);
         f = stdout;
         if (cr != 0 || rename(tmp, file) != 0) {
-            rc = fail("%s: %s", file, strerror(errno));
+            rc = fail("%s: %s", shown(file), strerror(errno));
             goto out;
         }
         tmp[0] = 0;
@@ -365,10 +365,10 @@ static int run_export(int argc, char **argv) {
         if (x.entries)
             printf("exported %s objects and %s map entries (%s) to %s\n",
                    fmt_count(a, sizeof a, written), fmt_count(c, sizeof c, x.entries),
-                   fmt_bytes(b, sizeof b, (double)s.off), file);
+                   fmt_bytes(b, sizeof b, (double)s.off), shown(file));
         else
             printf("exported %s objects (%s) to %s\n", fmt_count(a, sizeof a, written),
-                   fmt_bytes(b, sizeof b, (double)s.off), file);
+                   fmt_bytes(b, sizeof b, (double)s.off), shown(file));
     }
 out:
     free(maps.v);
@@ -397,10 +397,10 @@ const cli_cmd cmd_export = {
 
 static int bad_dump(const char *file, stream *s, const char *what) {
     if (s->err && feof(s->f))
-        return fail("%s: truncated export: the file ends at byte %llu, inside %s", file,
+        return fail("%s: truncated export: the file ends at byte %llu, inside %s", shown(file),
                     (unsigned long long)s->off, what);
-    if (s->err) return fail("%s: read error in %s: %s", file, what, strerror(errno));
-    return fail("%s: bad export: %s (at byte %llu)", file, what, (unsigned long long)s->off);
+    if (s->err) return fail("%s: read error in %s: %s", shown(file), what, strerror(errno));
+    return fail("%s: bad export: %s (at byte %llu)", shown(file), what, (unsigned long long)s->off);
 }
 
 /* Removes the store files (and the directory) that this import created. */
@@ -422,29 +422,29 @@ typedef struct {
 static int read_header(const char *file, stream *s, dump_header *h) {
     char magic[8];
     if (!get(s, magic, 8)) {
-        if (s->off == 0 && feof(s->f) && s->err) return fail("%s: empty file, not an ostore export", file);
+        if (s->off == 0 && feof(s->f) && s->err) return fail("%s: empty file, not an ostore export", shown(file));
         return bad_dump(file, s, "the header");
     }
-    if (memcmp(magic, DUMP_MAGIC, 8) != 0) return fail("%s: not an ostore export (bad magic)", file);
+    if (memcmp(magic, DUMP_MAGIC, 8) != 0) return fail("%s: not an ostore export (bad magic)", shown(file));
     if (!get_u32(s, &h->version)) return bad_dump(file, s, "the header");
     if (h->version < 1 || h->version > DUMP_VERSION)
-        return fail("%s: export version %u; this ostore reads versions 1 to %d", file, h->version,
+        return fail("%s: export version %u; this ostore reads versions 1 to %d", shown(file), h->version,
                     DUMP_VERSION);
     if (!get_u32(s, &h->format) || !get_u64(s, &h->records) || !get_u64(s, &h->bytes) ||
         !get_u64(s, &h->next_oid) || !get_u64(s, &h->last) || !get_u64(s, &h->next_class) ||
         (h->version >= 2 && (!get_u64(s, &h->entries) || !get_u64(s, &h->ebytes))))
         return bad_dump(file, s, "the header");
     if (h->format < 1 || h->format > OST_STORE_FORMAT)
-        return fail("%s: records of store format %u; this ostore reads formats 1 to %d", file,
+        return fail("%s: records of store format %u; this ostore reads formats 1 to %d", shown(file),
                     h->format, OST_STORE_FORMAT);
     if (h->records == 0 || h->next_oid < h->records || h->last == 0 || h->next_class == 0 ||
         h->records > (uint64_t)1 << 40 || h->bytes > (uint64_t)1 << 46 ||
         h->entries > (uint64_t)1 << 40 || h->ebytes > (uint64_t)1 << 46)
-        return fail("%s: bad export: inconsistent header counters", file);
+        return fail("%s: bad export: inconsistent header counters", shown(file));
     if (h->entries && h->format < 2)
         return fail("%s: bad export: %llu map entries in a dump of a format-%u store (maps came "
                     "with format 2)",
-                    file, (unsigned long long)h->entries, h->format);
+                    shown(file), (unsigned long long)h->entries, h->format);
     return EXIT_OK;
 }
 
@@ -474,45 +474,45 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
         if (!get_u64(s, &map) || !get_u16(s, &klen))
             return bad_dump(file, s, "a map entry");
         if (klen > OST_MAP_KEY_MAX)
-            return fail("%s: bad export: map %llu: a %u-byte key (the longest is %d bytes)", file,
+            return fail("%s: bad export: map %llu: a %u-byte key (the longest is %d bytes)", shown(file),
                         (unsigned long long)map, klen, OST_MAP_KEY_MAX);
         if (!get(s, key, klen) || !get_u64(s, &serial) || !get_u32(s, &vlen))
             return bad_dump(file, s, "a map entry");
         dump_map *d = maps_find(maps, map);
         if (!d)
-            return fail("%s: bad export: entries under oid %llu, which has no map record", file,
+            return fail("%s: bad export: entries under oid %llu, which has no map record", shown(file),
                         (unsigned long long)map);
         if (i && (map < prevmap || (map == prevmap && raw_key_cmp(key, klen, prev, prevlen) <= 0)))
             return fail("%s: bad export: map %llu: entries out of order or repeated (they ascend "
                         "by map oid, then by key)",
-                        file, (unsigned long long)map);
+                        shown(file), (unsigned long long)map);
         if (serial == 0 || serial > h->last)
             return fail("%s: bad export: map %llu: an entry with serial %llu (last commit %llu)",
-                        file, (unsigned long long)map, (unsigned long long)serial,
+                        shown(file), (unsigned long long)map, (unsigned long long)serial,
                         (unsigned long long)h->last);
         total += klen + (uint64_t)vlen;
         if (total > h->ebytes)
-            return fail("%s: bad export: map %llu: entry lengths do not fit the header", file,
+            return fail("%s: bad export: map %llu: entry lengths do not fit the header", shown(file),
                         (unsigned long long)map);
         if (!reserve(buf, cap, vlen ? vlen : 1)) return fail("out of memory");
         if (!get(s, *buf, vlen)) return bad_dump(file, s, "a map entry's value");
         const char *why = entry_problem(d, key, klen, vlen);
         if (why)
-            return fail("%s: bad export: map %llu: %s", file, (unsigned long long)map, why);
+            return fail("%s: bad export: map %llu: %s", shown(file), (unsigned long long)map, why);
         if (ost__import_ment(im, map, key, klen, serial, *buf, vlen))
-            return fail("%s: bad export: %s", file, ost_store_errmsg(st));
+            return fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
         d->seen++;
         prevmap = map;
         memcpy(prev, key, klen);
         prevlen = klen;
     }
     if (total != h->ebytes)
-        return fail("%s: bad export: the entries hold %llu bytes, the header says %llu", file,
+        return fail("%s: bad export: the entries hold %llu bytes, the header says %llu", shown(file),
                     (unsigned long long)total, (unsigned long long)h->ebytes);
     const dump_map *bad = count_mismatch(maps);
     if (bad)
         return fail("%s: bad export: map %llu: its record counts %llu entr%s, the dump has %llu",
-                    file, (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
+                    shown(file), (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
                     bad->m.count == 1 ? "y" : "ies", (unsigned long long)bad->seen);
     return EXIT_OK;
 }
@@ -525,7 +525,7 @@ static int run_import(int argc, char **argv) {
     bool from_stdin = strcmp(file, "-") == 0;
     crc_init();
     FILE *f = from_stdin ? stdin : fopen(file, "rb");
-    if (!f) return fail("%s: %s", file, strerror(errno));
+    if (!f) return fail("%s: %s", shown(file), strerror(errno));
     stream s = {.f = f, .name = file};
     dump_header h = {0};
     if (read_header(file, &s, &h)) {
@@ -540,12 +540,12 @@ static int run_import(int argc, char **argv) {
     if (stat(db, &sb) != 0) {
         if (errno != ENOENT) {
             if (!from_stdin) fclose(f);
-            return fail("%s: %s", db, strerror(errno));
+            return fail("%s: %s", shown(db), strerror(errno));
         }
         created = made_dir = true;
     } else if (!S_ISDIR(sb.st_mode)) {
         if (!from_stdin) fclose(f);
-        return fail("%s: not a directory (a store is a directory)", db);
+        return fail("%s: not a directory (a store is a directory)", shown(db));
     } else if (stat(datafile, &sb) != 0) {
         created = true; /* an empty directory: the store files are ours */
     }
@@ -609,17 +609,17 @@ static int run_import(int argc, char **argv) {
             goto out;
         }
         if (i && id <= ids[i - 1]) {
-            rc = fail("%s: bad export: class ids do not ascend (id %u)", file, id);
+            rc = fail("%s: bad export: class ids do not ascend (id %u)", shown(file), id);
             goto out;
         }
         if ((uint64_t)id >= h.next_class) {
-            rc = fail("%s: bad export: class id %u is not below next_class %llu", file, id,
+            rc = fail("%s: bad export: class id %u is not below next_class %llu", shown(file), id,
                       (unsigned long long)h.next_class);
             goto out;
         }
         ids[i] = id;
         if (ost__import_class(im, id, mod, ml, name, nl)) {
-            rc = fail("%s: bad export: %s", file, ost_store_errmsg(st));
+            rc = fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
             goto out;
         }
         mod[ml] = 0;
@@ -648,22 +648,22 @@ static int run_import(int argc, char **argv) {
             goto out;
         }
         if (i == 0 && oid != 0) {
-            rc = fail("%s: bad export: the first record is oid %llu, not the root (oid 0)", file,
+            rc = fail("%s: bad export: the first record is oid %llu, not the root (oid 0)", shown(file),
                       (unsigned long long)oid);
             goto out;
         }
         if (i == 0 && (!have_root_class || cid != root_cid)) {
             rc = fail("%s: bad export: the root is not a persistent.mapping.PersistentMapping",
-                      file);
+                      shown(file));
             goto out;
         }
         if ((i && oid <= prev) || oid >= h.next_oid) {
-            rc = fail("%s: bad export: oid %llu out of order or not below next_oid", file,
+            rc = fail("%s: bad export: oid %llu out of order or not below next_oid", shown(file),
                       (unsigned long long)oid);
             goto out;
         }
         if (serial == 0 || serial > h.last) {
-            rc = fail("%s: bad export: oid %llu has serial %llu (last commit %llu)", file,
+            rc = fail("%s: bad export: oid %llu has serial %llu (last commit %llu)", shown(file),
                       (unsigned long long)oid, (unsigned long long)serial,
                       (unsigned long long)h.last);
             goto out;
@@ -675,13 +675,13 @@ static int run_import(int argc, char **argv) {
             else hi = mid;
         }
         if (lo == ncls || ids[lo] != cid) {
-            rc = fail("%s: bad export: oid %llu has class id %u, not in the class table", file,
+            rc = fail("%s: bad export: oid %llu has class id %u, not in the class table", shown(file),
                       (unsigned long long)oid, cid);
             goto out;
         }
         total += len;
         if (len < 2 || total > h.bytes) {
-            rc = fail("%s: bad export: oid %llu: pickle length %u does not fit the header", file,
+            rc = fail("%s: bad export: oid %llu: pickle length %u does not fit the header", shown(file),
                       (unsigned long long)oid, len);
             goto out;
         }
@@ -701,19 +701,19 @@ static int run_import(int argc, char **argv) {
                 goto out;
             }
             if (raw_map_parse(rd, buf, len, &m, why, sizeof why)) {
-                rc = fail("%s: bad export: oid %llu: %s", file, (unsigned long long)oid, why);
+                rc = fail("%s: bad export: oid %llu: %s", shown(file), (unsigned long long)oid, why);
                 goto out;
             }
             if ((rc = maps_add(&maps, oid, &m))) goto out;
         }
         if (ost__import_record(im, oid, serial, cid, buf, len)) {
-            rc = fail("%s: %s", file, ost_store_errmsg(st));
+            rc = fail("%s: %s", shown(file), ost_store_errmsg(st));
             goto out;
         }
         prev = oid;
     }
     if (total != h.bytes) {
-        rc = fail("%s: bad export: the pickles hold %llu bytes, the header says %llu", file,
+        rc = fail("%s: bad export: the pickles hold %llu bytes, the header says %llu", shown(file),
                   (unsigned long long)total, (unsigned long long)h.bytes);
         goto out;
     }
@@ -724,7 +724,7 @@ static int run_import(int argc, char **argv) {
         goto out;
     }
     if (memcmp(end, DUMP_END, 8) != 0) {
-        rc = fail("%s: bad export: no trailer after %llu records", file,
+        rc = fail("%s: bad export: no trailer after %llu records", shown(file),
                   (unsigned long long)h.records);
         goto out;
     }
@@ -736,11 +736,11 @@ static int run_import(int argc, char **argv) {
     if (got != want) {
         rc = fail("%s: bad export: CRC-32 mismatch (file says %08x, content gives %08x): the "
                   "file is damaged",
-                  file, got, want);
+                  shown(file), got, want);
         goto out;
     }
     if (fgetc(f) != EOF) {
-        rc = fail("%s: bad export: bytes after the trailer", file);
+        rc = fail("%s: bad export: bytes after the trailer", shown(file));
         goto out;
     }
     int crc = ost__import_commit(im, h.format, h.next_oid, h.last, h.next_class);
@@ -752,11 +752,11 @@ static int run_import(int argc, char **argv) {
     char a[32], b[32];
     if (h.entries)
         printf("imported %s objects and %s map entries into %s (last commit %llu, next oid %llu)\n",
-               fmt_count(a, sizeof a, h.records), fmt_count(b, sizeof b, h.entries), db,
+               fmt_count(a, sizeof a, h.records), fmt_count(b, sizeof b, h.entries), shown(db),
                (unsigned long long)h.last, (unsigned long long)h.next_oid);
     else
         printf("imported %s objects into %s (last commit %llu, next oid %llu)\n",
-               fmt_count(a, sizeof a, h.records), db, (unsigned long long)h.last,
+               fmt_count(a, sizeof a, h.records), shown(db), (unsigned long long)h.last,
                (unsigned long long)h.next_oid);
 out:
     free(maps.v);

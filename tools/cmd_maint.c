@@ -71,7 +71,7 @@ static int reach_entries(raw_txn *t, uint64_t map, reach_ctx *c) {
 static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, uint64_t *records) {
     uint64_t next_oid = 0, last = 0;
     if (raw_meta(t, "next_oid", &next_oid) || raw_meta(t, "last_serial", &last))
-        return fail("%s: damaged meta (counters)", db);
+        return fail("%s: damaged meta (counters)", shown(db));
     reach_ctx c = {.limit = next_oid};
     c.seen = calloc(next_oid / 8 + 1, 1);
     if (!c.seen) return fail("out of memory for a %llu-byte bitmap", (unsigned long long)(next_oid / 8 + 1));
@@ -161,7 +161,7 @@ static int run_check(int argc, char **argv) {
         printf("%s problem%s in %s object%s\n", fmt_count(a, sizeof a, o.problems),
                o.problems == 1 ? "" : "s", fmt_count(b, sizeof b, o.holders),
                o.holders == 1 ? "" : "s");
-        return fail("%s: damaged: %llu problem%s found", db, (unsigned long long)o.problems,
+        return fail("%s: damaged: %llu problem%s found", shown(db), (unsigned long long)o.problems,
                     o.problems == 1 ? "" : "s");
     }
     printf(entries ? "no problems: every record and map entry decodes, every reference resolves, "

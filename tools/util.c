@@ -12,9 +12,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../serializer/internal.h"
 #include "cli.h"
 
 /* ---- messages and usage ---------------------------------------------------- */
+
+const char *shown(const char *path) {
+    static _Thread_local char ring[4][OST__PATH_SHOWN];
+    static _Thread_local unsigned next;
+    return ost__path_show(ring[next++ % 4], OST__PATH_SHOWN, path);
+}
 
 int fail(const char *fmt, ...) {
     va_list ap;
@@ -121,7 +128,7 @@ static int check_length(const char *dir) {
     if (S_ISREG(sb.st_mode) && sb.st_size < 8192) /* two meta pages at least */
         return fail("%s: damaged store: data.mdb is only %lld bytes (an LMDB file starts with "
                     "two meta pages)",
-                    dir, (long long)sb.st_size);
+                    shown(dir), (long long)sb.st_size);
     MDB_env *env;
     if (mdb_env_create(&env)) return 0;
     mdb_env_set_maxdbs(env, 8);
@@ -129,7 +136,7 @@ static int check_length(const char *dir) {
     if (rc) {
         mdb_env_close(env);
         if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == EINVAL || rc == ENOENT)
-            return fail("%s: damaged store: data.mdb is not a readable LMDB file (%s)", dir,
+            return fail("%s: damaged store: data.mdb is not a readable LMDB file (%s)", shown(dir),
                         mdb_strerror(rc));
         return 0; /* ost_store_open reports it */
     }
@@ -142,7 +149,7 @@ static int check_length(const char *dir) {
         if ((uint64_t)sb.st_size < need)
             bad = fail("%s: damaged store: data.mdb has %llu bytes but its pages need %llu "
                        "(the file was truncated)",
-                       dir, (unsigned long long)sb.st_size, (unsigned long long)need);
+                       shown(dir), (unsigned long long)sb.st_size, (unsigned long long)need);
     }
     mdb_env_close(env);
     return bad;
@@ -151,8 +158,8 @@ static int check_length(const char *dir) {
 int open_store(const char *dir, bool write, ost_store **out) {
     *out = NULL;
     struct stat sb;
-    if (stat(dir, &sb) != 0) return fail("%s: %s", dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)", dir);
+    if (stat(dir, &sb) != 0) return fail("%s: %s", shown(dir), strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)", shown(dir));
     if (check_length(dir)) return EXIT_FAIL;
     ost_store *st = ost_store_new();
     if (!st) return fail("out of memory");
@@ -162,7 +169,7 @@ int open_store(const char *dir, bool write, ost_store **out) {
     int rc = ost_store_open(st, dir, &o);
     if (rc) {
         int r = rc == OST_ENOTFOUND && strstr(ost_store_errmsg(st), "data.mdb")
-                    ? fail("%s: no store here (no data.mdb)", dir)
+                    ? fail("%s: no store here (no data.mdb)", shown(dir))
                     : fail("%s", ost_store_errmsg(st));
         ost_store_close(st);
         return r;
@@ -176,15 +183,15 @@ int lock_store(const char *dir) {
     snprintf(path, sizeof path, "%s/data.mdb", dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) /* no store: the open that follows says so */
-        return errno == ENOENT || errno == ENOTDIR ? EXIT_OK : fail("%s: %s", path, strerror(errno));
+        return errno == ENOENT || errno == ENOTDIR ? EXIT_OK : fail("%s: %s", shown(path), strerror(errno));
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         close(fd);
         if (e == EWOULDBLOCK)
             return fail("%s: store is locked: another ostore process (demo, pack or import) "
                         "is writing it",
-                        dir);
-        return fail("%s: cannot lock: %s", path, strerror(e));
+                        shown(dir));
+        return fail("%s: cannot lock: %s", shown(path), strerror(e));
     }
     return EXIT_OK; /* fd stays open: the lock lasts until exit */
 }
@@ -291,7 +298,7 @@ void guard_crashes(const char *dir) {
     int n = snprintf(g_crash_msg, sizeof g_crash_msg,
                      "ostore: %s: crashed while reading the store (the store may be damaged; "
                      "try 'ostore check')\n",
-                     dir);
+                     shown(dir));
     g_crash_len = n < 0 ? 0 : (size_t)n < sizeof g_crash_msg ? (size_t)n : sizeof g_crash_msg - 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""The ostore command-line tool against hostile input and a hostile system.
+
+Every failure must be one line on stderr, "ostore: ...", naming the file or
+store and the problem, exit status 1, nothing changed on disk; never a
+crash, a hang or a huge allocation:
+
+- paths longer than PATH_MAX, and paths with newlines, escapes and bytes
+  that are not UTF-8, in messages.
+
+usage: test_cli_robust.py OSTORE_CLI DOCS_CLI_MD
+"""
+import io
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import lmdb
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import clilib  # noqa: E402
+from clilib import (Ref, RefWriter, build_dump, check, fails, ok,  # noqa: E402
+                    parse_dump, run, state_of)
+
+CLI, DOCS = sys.argv[1:3] if len(sys.argv) == 3 else (None, None)
+clilib.setup(CLI, DOCS)
+
+HANG = 20  # seconds after which a command counts as hung
+
+
+def skip(what, why):
+    print("SKIP: %s: %s" % (what, why), flush=True)
+
+
+def one_line(err, what):
+    return check(err.count("\n") == 1 and err.startswith("ostore: ") and err.endswith("\n"),
+                 "%s: stderr is not one 'ostore: ...' line: %r" % (what, err[:600]))
+
+
+def meta_put(path, name, value):
+    env = lmdb.open(path, max_dbs=8, map_size=1 << 30)
+    try:
+        db = env.open_db(b"meta")
+        with env.begin(write=True) as t:
+            t.put(name.encode(), struct.pack("<Q", value), db=db)
+    finally:
+        env.close()
+
+
+def records_of(path):
+    """{oid: record} of the store at path; None when it has no data.mdb."""
+    if not os.path.exists(os.path.join(path, "data.mdb")):
+        return None
+    env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
+    try:
+        db = env.open_db(b"records")
+        with env.begin() as t:
+            return {struct.unpack(">Q", k)[0]: bytes(v) for k, v in t.cursor(db=db)}
+    finally:
+        env.close()
+
+
+# ---- paths in messages ------------------------------------------------------------------------
+
+def test_paths(tmp, db):
+    # a store path whose data.mdb path is past PATH_MAX: the cause stays
+    deep = os.path.join(tmp, *(["d" * 200] * 19))
+    os.makedirs(deep)
+    long_store = os.path.join(deep, "s" * (4090 - len(deep) - 1))  # + /data.mdb > PATH_MAX
+    for args in (["demo", long_store, "--objects", "1000", "--quiet"],
+                 ["import", long_store, os.path.join(tmp, "base.dump")]):
+        out, err = fails(args, "File name too long", "%s at a long path" % args[0])
+        check("..." in err and len(err) < 700, "%s: the path is not shortened: %d bytes"
+              % (args[0], len(err)))
+    huge = "/tmp/" + "x/" * 6000 + "store"
+    out, err = fails(["info", huge], "File name too long", "info of a 12 kB path")
+    check("..." in err and len(err) < 700, "a 12 kB path is not shortened: %d bytes" % len(err))
+    # newlines, escapes and bytes that are not UTF-8 are escaped
+    odd = os.path.join(tmp, "a\nb\x1b[31mc").encode() + b"\xff"
+    out, err = fails(["info", odd], "a\\nb\\x1b[31mc\\xff", "info of a path with controls")
+    out, err = fails(["import", odd, odd + b".dump"], "a\\nb\\x1b[31mc\\xff.dump",
+                     "import of a path with controls")
+    # a message of the library: an LMDB environment that is not a store
+    foreign = os.path.join(tmp, "foreign")
+    env = lmdb.open(foreign, max_dbs=8)
+    with env.begin(write=True) as t:
+        t.put(b"hello", b"world")
+    env.close()
+    os.rename(foreign, odd)
+    fails(["info", odd], "a\\nb\\x1b[31mc\\xff: not an ostore store", "info of a foreign env")
+    fails(["demo", odd, "--objects", "1000"], "a\\nb\\x1b[31mc\\xff", "demo over a foreign env")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="ostore-robust-") as tmp:
+        db = os.path.join(tmp, "base.ostore")
+        ok(["demo", db, "--objects", "1000", "--quiet"], "demo")
+        dump = os.path.join(tmp, "base.dump")
+        ok(["export", db, dump])
+        data = open(dump, "rb").read()
+        test_paths(tmp, db)
+
+
+if __name__ == "__main__":
+    sys.exit(clilib.entry("cli-robust", 2, __doc__, main))
