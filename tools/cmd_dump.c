@@ -242,6 +242,19 @@ static int run_export(int argc, char **argv) {
     tmp[0] = 0;
     uint64_t next_oid = 0, last = 0, next_class = 0, format = 0, records = 0, bytes = 0;
     map_list maps = {0};
+    /* the output first: a path that cannot be written fails before the
+     * store is read, and the message names it */
+    if (!to_stdout) {
+        FILE *o = NULL;
+        int n = snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
+        errno = ENAMETOOLONG;
+        if (n < 0 || (size_t)n >= sizeof tmp || !(o = fopen(tmp, "wb"))) {
+            rc = fail("%s: cannot write the dump: %s", shown(file), strerror(errno));
+            tmp[0] = 0;
+            goto out;
+        }
+        f = o;
+    }
     if (raw_meta(t, "format", &format) || raw_meta(t, "next_oid", &next_oid) ||
         raw_meta(t, "last_serial", &last) || raw_meta(t, "next_class", &next_class)) {
         rc = fail("%s: damaged meta (counters)", shown(db));
@@ -295,15 +308,6 @@ static int run_export(int argc, char **argv) {
         goto out;
     }
 
-    if (!to_stdout) {
-        snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
-        f = fopen(tmp, "wb");
-        if (!f) {
-            rc = fail("%s: %s", shown(tmp), strerror(errno));
-            tmp[0] = 0;
-            goto out;
-        }
-    }
     stream s = {.f = f, .name = file};
     put(&s, DUMP_MAGIC, 8);
     put_u32(&s, DUMP_VERSION);
@@ -350,14 +354,14 @@ static int run_export(int argc, char **argv) {
     put(&s, DUMP_END, 8);
     put_u32(&s, s.crc);
     if (s.err || fflush(f) != 0 || (!to_stdout && fsync(fileno(f)) != 0)) {
-        rc = fail("%s: write error: %s", shown(file), strerror(errno));
+        rc = fail("%s: cannot write the dump: %s", shown(file), strerror(errno));
         goto out;
     }
     if (!to_stdout) {
         int cr = fclose(f);
         f = stdout;
         if (cr != 0 || rename(tmp, file) != 0) {
-            rc = fail("%s: %s", shown(file), strerror(errno));
+            rc = fail("%s: cannot write the dump: %s", shown(file), strerror(errno));
             goto out;
         }
         tmp[0] = 0;

@@ -5,6 +5,7 @@ Every failure must be one line on stderr, "ostore: ...", naming the file or
 store and the problem, exit status 1, nothing changed on disk; never a
 crash, a hang or a huge allocation:
 
+- export to an output path that cannot be written;
 - paths longer than PATH_MAX, and paths with newlines, escapes and bytes
   that are not UTF-8, in messages.
 
@@ -64,6 +65,20 @@ def records_of(path):
         env.close()
 
 
+# ---- dumps ---------------------------------------------------------------------------
+
+def test_export_unwritable(tmp, db):
+    target = os.path.join(tmp, "no-such-dir", "x.dump")
+    out, err = fails(["export", db, target], target + ": cannot write", "export to a missing dir")
+    check("crashed" not in err and db not in err, "export blames the store: %r" % err)
+    check(not os.path.exists(os.path.dirname(target)), "export made the directory")
+    # a directory in the output's place: the temporary file is removed again
+    out, err = fails(["export", db, tmp], tmp, "export over a directory")
+    check("crashed" not in err, "export over a directory: %r" % err)
+    check(not [f for f in os.listdir(os.path.dirname(tmp)) if f.startswith(
+        os.path.basename(tmp) + ".tmp")], "export left its temporary file")
+
+
 # ---- paths in messages ------------------------------------------------------------------------
 
 def test_paths(tmp, db):
@@ -82,6 +97,8 @@ def test_paths(tmp, db):
     # newlines, escapes and bytes that are not UTF-8 are escaped
     odd = os.path.join(tmp, "a\nb\x1b[31mc").encode() + b"\xff"
     out, err = fails(["info", odd], "a\\nb\\x1b[31mc\\xff", "info of a path with controls")
+    out, err = fails(["export", db, odd + b"/x.dump"], "a\\nb\\x1b[31mc\\xff/x.dump",
+                     "export to a path with controls")
     out, err = fails(["import", odd, odd + b".dump"], "a\\nb\\x1b[31mc\\xff.dump",
                      "import of a path with controls")
     # a message of the library: an LMDB environment that is not a store
@@ -102,6 +119,7 @@ def main():
         dump = os.path.join(tmp, "base.dump")
         ok(["export", db, dump])
         data = open(dump, "rb").read()
+        test_export_unwritable(tmp, db)
         test_paths(tmp, db)
 
 
