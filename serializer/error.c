@@ -1,6 +1,7 @@
 /* Error names and messages, generated from OST_ERRNO_MAP. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -176,4 +177,17 @@ char *ost__path_show(char *dst, size_t cap, const char *path) {
     }
     dst[o] = 0;
     return dst;
+}
+
+const char *ost__file_kind(unsigned mode) {
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "not a regular file";
+    }
 }

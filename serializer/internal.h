@@ -302,5 +302,8 @@ void ost__fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format
  * cap - 1 bytes, its middle is replaced by "...", keeping the start (where
  * the path is) and the end (the file's name); an escape is never cut. */
 char *ost__path_show(char *dst, size_t cap, const char *path);
+/* What a file of st_mode mode is, for messages: "a FIFO", "a directory",
+ * "a character device"... (a static string). */
+const char *ost__file_kind(unsigned mode);
 
 #endif

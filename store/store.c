@@ -234,10 +234,23 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     }
     char real[PATH_MAX];
     if (!realpath(path, real)) return ost__st_fail(st, OST_EIO, "%s: %s", shown, strerror(errno));
-    char datafile[PATH_MAX + 16];
-    snprintf(datafile, sizeof datafile, "%s/data.mdb", real);
-    if (stat(datafile, &sb) != 0 && !opts->create)
-        return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", shown);
+    /* LMDB opens data.mdb and lock.mdb as they are: a FIFO would block
+     * the open for ever, a directory or a device fail in odd ways. Absent
+     * is fine where the store may be created (and lock.mdb always). */
+    static const char *const files[2] = {"data.mdb", "lock.mdb"};
+    for (int i = 0; i < 2; i++) {
+        char file[PATH_MAX + 16];
+        snprintf(file, sizeof file, "%s/%s", real, files[i]);
+        if (stat(file, &sb) == 0) {
+            if (!S_ISREG(sb.st_mode))
+                return ost__st_fail(st, OST_ECORRUPT, "%s: %s is not a regular file (%s)", shown,
+                                    files[i], ost__file_kind(sb.st_mode));
+        } else if (errno != ENOENT) {
+            return ost__st_fail(st, OST_EIO, "%s: %s: %s", shown, files[i], strerror(errno));
+        } else if (i == 0 && !opts->create) {
+            return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", shown);
+        }
+    }
 
     uv_mutex_lock(&g_open_lock);
     for (ost_store *o = g_open; o; o = o->next_open)

@@ -199,6 +199,56 @@ Test(store, junk_data_file_is_corrupt) {
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
 }
 
+/* A FIFO in data.mdb's place blocked LMDB's open() for ever; a FIFO,
+ * a directory or a device is refused before LMDB opens it, naming the
+ * file. The timeout makes a hang a failure. */
+Test(store, data_and_lock_files_that_are_not_regular_files_are_refused, .timeout = 20) {
+    cr_assert_eq(mkdir(F.dir, 0755), 0);
+    char p[256], msg[600];
+    snprintf(p, sizeof p, "%s/data.mdb", F.dir);
+    cr_assert_eq(mkfifo(p, 0644), 0);
+    ost_store_options o = opts_for(false);
+    for (int mode = 0; mode < 3; mode++) { /* read-write, read-only, create */
+        o = opts_for(mode == 2);
+        o.read_only = mode == 1;
+        cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT, "mode %d", mode);
+        cr_assert(strstr(msg, F.dir) && strstr(msg, "data.mdb is not a regular file (a FIFO)"),
+                  "%s", msg);
+    }
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, "data.mdb is not a regular file (a directory)"), "%s", msg);
+    cr_assert_eq(rmdir(p), 0);
+    /* lock.mdb */
+    ost_store_close(open_store(true));
+    snprintf(p, sizeof p, "%s/lock.mdb", F.dir);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(mkfifo(p, 0644), 0);
+    for (int mode = 0; mode < 2; mode++) {
+        o = opts_for(false);
+        o.read_only = mode == 1;
+        cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT, "mode %d", mode);
+        cr_assert(strstr(msg, F.dir) && strstr(msg, "lock.mdb is not a regular file (a FIFO)"),
+                  "%s", msg);
+    }
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(symlink("/dev/null", p), 0);
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, "lock.mdb is not a regular file (a character device)"), "%s", msg);
+    cr_assert_eq(unlink(p), 0);
+    /* symbolic links to regular files are fine */
+    char real[256];
+    snprintf(p, sizeof p, "%s/data.mdb", F.dir);
+    snprintf(real, sizeof real, "%s/elsewhere.mdb", F.tmp);
+    cr_assert_eq(rename(p, real), 0);
+    cr_assert_eq(symlink(real, p), 0);
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    cr_assert(ost_conn_root(c));
+    ost_store_close(st);
+}
+
 Test(store, lmdb_env_without_meta_is_not_a_store) {
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     raw_put(F.dir, "other", "k", 1, "v", 1);

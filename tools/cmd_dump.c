@@ -19,12 +19,14 @@
  * entries. An import rebuilds the same records, entries, serials, class
  * ids and counters, so exporting the imported store gives the same file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../serializer/internal.h"
 #include "../store/import.h"
 #include "cli.h"
 
@@ -521,6 +523,56 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
     return EXIT_OK;
 }
 
+/* Opens the dump file for reading, never waiting: a regular file (or a
+ * symbolic link to one), or a FIFO or pipe that a process writes to
+ * (`ostore import DB <(zcat x.gz)`). A FIFO nobody writes to would block
+ * the open, and its reads, until a writer came: it is opened without
+ * blocking and refused when a first read finds no writer. Devices,
+ * directories and sockets are refused. EXIT_OK with *out, or EXIT_FAIL
+ * (message printed). */
+static int open_dump(const char *file, FILE **out) {
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return fail("%s: %s", shown(file), strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fail("%s: %s", shown(file), strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
+        close(fd);
+        return fail("%s: %s, not a dump file (give - to read standard input)", shown(file),
+                    ost__file_kind(sb.st_mode));
+    }
+    int first = EOF; /* a byte the check below read */
+    if (S_ISFIFO(sb.st_mode)) {
+        uint8_t b;
+        ssize_t n = read(fd, &b, 1);
+        if (n == 0) { /* no writer: at end of input at once */
+            close(fd);
+            return fail("%s: a FIFO, and no process writes to it: nothing to import (start the "
+                        "writer first, or pipe the dump to 'ostore import DB -')",
+                        shown(file));
+        }
+        if (n < 0 && errno != EAGAIN) {
+            int e = errno;
+            close(fd);
+            return fail("%s: %s", shown(file), strerror(e));
+        }
+        if (n == 1) first = b;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return fail("%s: %s", shown(file), strerror(e));
+    }
+    if (first != EOF) ungetc(first, f);
+    *out = f;
+    return EXIT_OK;
+}
+
 static int run_import(int argc, char **argv) {
     const char *pos[2];
     int prc = parse_args(&cmd_import, argc, argv, NULL, 0, pos, 2, 2, NULL);
@@ -528,8 +580,8 @@ static int run_import(int argc, char **argv) {
     const char *db = pos[0], *file = pos[1];
     bool from_stdin = strcmp(file, "-") == 0;
     crc_init();
-    FILE *f = from_stdin ? stdin : fopen(file, "rb");
-    if (!f) return fail("%s: %s", shown(file), strerror(errno));
+    FILE *f = stdin;
+    if (!from_stdin && open_dump(file, &f)) return EXIT_FAIL;
     stream s = {.f = f, .name = file};
     dump_header h = {0};
     if (read_header(file, &s, &h)) {

@@ -124,7 +124,8 @@ static int check_length(const char *dir) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/data.mdb", dir);
     struct stat sb;
-    if (stat(path, &sb) != 0) return 0; /* ost_store_open says what is wrong */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return 0; /* ost_store_open says what is wrong (and a FIFO would block LMDB here) */
     if (S_ISREG(sb.st_mode) && sb.st_size < 8192) /* two meta pages at least */
         return fail("%s: damaged store: data.mdb is only %lld bytes (an LMDB file starts with "
                     "two meta pages)",
@@ -181,9 +182,21 @@ int open_store(const char *dir, bool write, ost_store **out) {
 int lock_store(const char *dir) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/data.mdb", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in data.mdb's place must not block the open */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) /* no store: the open that follows says so */
         return errno == ENOENT || errno == ENOTDIR ? EXIT_OK : fail("%s: %s", shown(path), strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fail("%s: %s", shown(path), strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail("%s: data.mdb is not a regular file (%s)", shown(dir),
+                    ost__file_kind(sb.st_mode));
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         close(fd);

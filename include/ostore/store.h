@@ -46,8 +46,11 @@ OST_EXTERN void ost_store_options_init(ost_store_options *o);
 OST_EXTERN ost_store *ost_store_new(void);
 /* Opens the store in directory path. Returns 0, or OST_ENOTFOUND (no
  * store and create is false), OST_EVERSION (another format), OST_ECORRUPT
- * (not an ostore store, damaged meta), OST_EIO, OST_EBUSY (already open),
- * OST_EINVAL; ost_store_errmsg names the path. */
+ * (not an ostore store, damaged meta, or data.mdb or lock.mdb is not a
+ * regular file: a FIFO, a directory or a device is refused before LMDB
+ * opens it, since a FIFO would block the open; symbolic links to regular
+ * files are followed), OST_EIO, OST_EBUSY (already open), OST_EINVAL;
+ * ost_store_errmsg names the path (and the file). */
 OST_EXTERN int ost_store_open(ost_store *st, const char *path,
                               const ost_store_options *o);
 /* Closes the connections still open, the store and frees the handle.

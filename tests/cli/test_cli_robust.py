@@ -6,6 +6,8 @@ store and the problem, exit status 1, nothing changed on disk; never a
 crash, a hang or a huge allocation:
 
 - export to an output path that cannot be written;
+- a FIFO, a directory or a device where data.mdb, lock.mdb or the dump
+  file should be (under a timeout: a hang is a failure);
 - paths longer than PATH_MAX, and paths with newlines, escapes and bytes
   that are not UTF-8, in messages.
 
@@ -79,6 +81,54 @@ def test_export_unwritable(tmp, db):
         os.path.basename(tmp) + ".tmp")], "export left its temporary file")
 
 
+# ---- files that are not regular files -------------------------------------------------------
+
+def test_not_regular(tmp, db, dump):
+    data_fifo = os.path.join(tmp, "fifo-data.ostore")
+    os.mkdir(data_fifo)
+    os.mkfifo(os.path.join(data_fifo, "data.mdb"))
+    lock_fifo = os.path.join(tmp, "fifo-lock.ostore")
+    os.mkdir(lock_fifo)
+    shutil.copy(os.path.join(db, "data.mdb"), lock_fifo)
+    os.mkfifo(os.path.join(lock_fifo, "lock.mdb"))
+    data_dir = os.path.join(tmp, "dir-data.ostore")
+    os.makedirs(os.path.join(data_dir, "data.mdb"))
+    x = os.path.join(tmp, "x.dump")
+    for path, needle in ((data_fifo, "data.mdb is not a regular file (a FIFO)"),
+                         (lock_fifo, "lock.mdb is not a regular file (a FIFO)"),
+                         (data_dir, "data.mdb is not a regular file (a directory)")):
+        name = os.path.basename(path)
+        for args in (["info", path], ["ls", path], ["cat", path, "0"], ["refs", path, "0"],
+                     ["check", path], ["pack", path], ["export", path, x],
+                     ["import", path, dump], ["demo", path, "--objects", "1000"]):
+            want = "not a demo store" if args[0] == "demo" else needle
+            out, err = fails(args, want, "%s of %s" % (args[0], name), timeout=HANG)
+            check(name in err, "%s of %s: the message does not name it: %r" % (args[0], name, err))
+    check(not os.path.exists(x), "a failed export left %s" % x)
+    # a symbolic link to a regular file is fine
+    linked = os.path.join(tmp, "linked.ostore")
+    os.mkdir(linked)
+    real = os.path.join(tmp, "real-data.mdb")
+    shutil.copy(os.path.join(db, "data.mdb"), real)
+    os.symlink(real, os.path.join(linked, "data.mdb"))
+    ok(["info", linked], "info through a symlinked data.mdb", timeout=HANG)
+
+    # the dump: a FIFO nobody writes to, a device
+    fifo = os.path.join(tmp, "dump.fifo")
+    os.mkfifo(fifo)
+    target = os.path.join(tmp, "from-fifo.ostore")
+    fails(["import", target, fifo], "no process writes to it", "import from an idle FIFO",
+          timeout=HANG)
+    check(not os.path.exists(target), "a failed import left %s" % target)
+    fails(["import", target, "/dev/null"], "a character device", "import from /dev/null",
+          timeout=HANG)
+    check(not os.path.exists(target), "a failed import left %s" % target)
+    # a pipe with a writer works: process substitution
+    p = subprocess.run(["bash", "-c", 'exec "$0" import "$1" <(cat "$2")', CLI, target, dump],
+                       capture_output=True, text=True, timeout=HANG)
+    check(p.returncode == 0 and p.stderr == "", "import from a pipe: %d %r" % (p.returncode, p.stderr))
+
+
 # ---- paths in messages ------------------------------------------------------------------------
 
 def test_paths(tmp, db):
@@ -120,6 +170,7 @@ def main():
         ok(["export", db, dump])
         data = open(dump, "rb").read()
         test_export_unwritable(tmp, db)
+        test_not_regular(tmp, db, dump)
         test_paths(tmp, db)
 
 
