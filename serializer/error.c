@@ -90,10 +90,10 @@ void ost__fmt(char *dst, size_t cap, const char *fmt, ...) {
 
 /* ---- paths in messages ----------------------------------------------------------- */
 
-/* The length of the valid UTF-8 character at s (strictly: no surrogates,
- * no overlong forms) and its code point, or 0 when s starts no such
- * character. */
-static size_t utf8_char(const uint8_t *s, uint32_t *u) {
+/* The length of the valid UTF-8 character at s[0..left) (strictly: no
+ * surrogates, no overlong forms) and its code point, or 0 when s starts no
+ * such character. left >= 1. */
+static size_t utf8_char(const uint8_t *s, size_t left, uint32_t *u) {
     uint8_t c = s[0];
     if (c < 0x80) {
         *u = c;
@@ -109,7 +109,7 @@ static size_t utf8_char(const uint8_t *s, uint32_t *u) {
     else if (c >= 0xf1 && c <= 0xf3) need = 3, *u = c & 0x07;
     else if (c == 0xf4) need = 3, hi = 0x8f, *u = 4;
     else return 0;
-    if (s[1] < lo || s[1] > hi) return 0; /* also the terminating NUL */
+    if (left <= need || s[1] < lo || s[1] > hi) return 0;
     for (size_t k = 2; k <= need; k++)
         if ((s[k] & 0xc0) != 0x80) return 0;
     for (size_t k = 1; k <= need; k++) *u = *u << 6 | (s[k] & 0x3f);
@@ -119,9 +119,9 @@ static size_t utf8_char(const uint8_t *s, uint32_t *u) {
 /* The shown form of the character or byte at s into out (up to 10
  * bytes, not terminated): its length; *used gets the bytes of s it
  * stands for. */
-static size_t show_unit(const char *s, char out[12], size_t *used) {
+static size_t show_unit(const char *s, size_t left, char out[12], size_t *used) {
     uint32_t u;
-    size_t n = utf8_char((const uint8_t *)s, &u);
+    size_t n = utf8_char((const uint8_t *)s, left, &u);
     if (!n) { /* a byte that is not UTF-8 */
         *used = 1;
         return (size_t)snprintf(out, 12, "\\x%02x", (uint8_t)s[0]);
@@ -142,17 +142,25 @@ static size_t show_unit(const char *s, char out[12], size_t *used) {
     return (size_t)snprintf(out, 12, "\\U%08x", (unsigned)u);
 }
 
+bool ost__utf8_strict(const char *s, size_t n) {
+    uint32_t u;
+    for (size_t i = 0, k; i < n; i += k)
+        if (!(k = utf8_char((const uint8_t *)s + i, n - i, &u))) return false;
+    return true;
+}
+
 char *ost__path_show(char *dst, size_t cap, const char *path) {
     char unit[12];
     size_t used, total = 0;
     if (!path) path = "(null)";
-    for (const char *s = path; *s; s += used) total += show_unit(s, unit, &used);
+    const char *end = path + strlen(path);
+    for (const char *s = path; *s; s += used) total += show_unit(s, (size_t)(end - s), unit, &used);
     /* the whole, or a head of about a third and a tail of the rest */
     size_t room = total < cap ? total : cap - 1 - 3;
     size_t head_room = total < cap ? total : room / 3, o = 0;
     const char *s = path;
     while (*s) {
-        size_t k = show_unit(s, unit, &used);
+        size_t k = show_unit(s, (size_t)(end - s), unit, &used);
         if (o + k > head_room) break;
         memcpy(dst + o, unit, k);
         o += k;
@@ -168,10 +176,10 @@ char *ost__path_show(char *dst, size_t cap, const char *path) {
     size_t before = 0, tail_room = cap - 1 - o;
     for (s = path; *s; s += used) { /* skip units until the rest fits */
         if (total - before <= tail_room) break;
-        before += show_unit(s, unit, &used);
+        before += show_unit(s, (size_t)(end - s), unit, &used);
     }
     for (; *s; s += used) {
-        size_t k = show_unit(s, unit, &used);
+        size_t k = show_unit(s, (size_t)(end - s), unit, &used);
         memcpy(dst + o, unit, k);
         o += k;
     }

@@ -302,6 +302,9 @@ void ost__fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format
  * cap - 1 bytes, its middle is replaced by "...", keeping the start (where
  * the path is) and the end (the file's name); an escape is never cut. */
 char *ost__path_show(char *dst, size_t cap, const char *path);
+/* True when s[0..n) is UTF-8 as Python's bytes.decode() accepts it: no
+ * lone surrogates, no overlong forms (ost_utf8_check allows surrogates). */
+bool ost__utf8_strict(const char *s, size_t n);
 /* What a file of st_mode mode is, for messages: "a FIFO", "a directory",
  * "a character device"... (a static string). */
 const char *ost__file_kind(unsigned mode);

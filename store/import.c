@@ -19,6 +19,10 @@ struct ost__import {
     bool ment_map_set;       /* ... of a set */
     bool cids_known;         /* map_cid and set_cid looked up */
     uint32_t map_cid, set_cid; /* 0: no such class */
+    /* the largest oid, serial and class id imported, which the counters
+     * written at commit must be above (at least, for the serial) */
+    uint64_t top_oid, top_serial;
+    uint32_t top_cid;
 };
 
 static void put_le64(uint8_t *b, uint64_t v) {
@@ -112,8 +116,21 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
 int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t ml,
                       const char *name, size_t nl) {
     ost_store *st = im->st;
-    if (!ml || !nl || ml + nl + 2 > 1000 || memchr(module, 0, ml) || memchr(name, 0, nl))
-        return ost__st_fail(st, OST_EINVAL, "class id %u: bad name", id);
+    if (id == 0) return ost__st_fail(st, OST_EINVAL, "class id 0 (class ids start at 1)");
+    /* a name the class table cannot give back (the records of the class
+     * would become undecodable: check calls them of an unknown class) */
+    const char *parts[2] = {module, name}, *what[2] = {"module", "name"};
+    size_t lens[2] = {ml, nl};
+    for (int i = 0; i < 2; i++) {
+        const char *why = !lens[i] ? "is empty"
+                          : memchr(parts[i], 0, lens[i]) ? "holds a NUL byte"
+                          : !ost__utf8_strict(parts[i], lens[i]) ? "is not valid UTF-8"
+                          : NULL;
+        if (why) return ost__st_fail(st, OST_EINVAL, "class id %u: its %s %s", id, what[i], why);
+    }
+    if (ml + nl + 2 > 1000)
+        return ost__st_fail(st, OST_EINVAL, "class id %u: module and name are %zu bytes, more "
+                            "than the 998 a class table entry holds", id, ml + nl);
     char key[1024];
     key[0] = 'n';
     memcpy(key + 1, module, ml);
@@ -134,6 +151,7 @@ int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t m
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: class id %u: %s", st->shown, id,
                             mdb_strerror(rc));
+    if (id > im->top_cid) im->top_cid = id;
     return 0;
 }
 
@@ -153,6 +171,8 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
     ost__hdr_write(v.mv_data, serial, cid);
     memcpy((uint8_t *)v.mv_data + OST_HDR_SIZE, pickle, n);
     im->records++;
+    im->top_oid = oid; /* oids ascend */
+    if (serial > im->top_serial) im->top_serial = serial;
     return 0;
 }
 
@@ -220,6 +240,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
     put_le64(v.mv_data, serial);
     if (vlen) memcpy((uint8_t *)v.mv_data + 8, val, vlen);
     im->ments++;
+    if (serial > im->top_serial) im->top_serial = serial;
     return 0;
 }
 
@@ -235,6 +256,22 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     if (format < 2 && im->ments) {
         ost__st_fail(st, OST_EINVAL, "a format-%llu store has no map entries, yet %llu were given",
                      (unsigned long long)format, (unsigned long long)im->ments);
+        return im_fail(im, OST_EINVAL);
+    }
+    const char *bad = NULL;
+    uint64_t val = 0;
+    if (next_oid > OST__OID_LIMIT || (im->records && next_oid <= im->top_oid))
+        bad = "next_oid", val = next_oid;
+    else if (last_serial >= OST__SERIAL_LIMIT || last_serial < im->top_serial || !last_serial)
+        bad = "last_serial", val = last_serial;
+    else if (next_class > OST__CLASS_LIMIT || next_class <= im->top_cid || !next_class)
+        bad = "next_class", val = next_class;
+    if (bad) {
+        ost__st_fail(st, OST_EINVAL,
+                     "%s %llu does not fit what was imported (largest oid %llu, serial %llu, "
+                     "class id %u) or is past its limit",
+                     bad, (unsigned long long)val, (unsigned long long)im->top_oid,
+                     (unsigned long long)im->top_serial, im->top_cid);
         return im_fail(im, OST_EINVAL);
     }
     int rc = meta_put(t, st->meta, "format", format);

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../store/import.h"
 #include "internal.h"
 #include "ostore.h"
 #include "storetest.h"
@@ -246,6 +247,72 @@ Test(store, data_and_lock_files_that_are_not_regular_files_are_refused, .timeout
     ost_store *st = open_store(false);
     ost_conn *c = conn_of(st);
     cr_assert(ost_conn_root(c));
+    ost_store_close(st);
+}
+
+/* The raw import behind 'ostore import' (store/import.h) writes only
+ * counters that fit what it imported and that cannot wrap when handed out,
+ * and only class names the class table can give back. */
+Test(store, import_refuses_counters_and_class_names_that_cannot_be) {
+    ost_store *st = open_store(true);
+    ost__import *im;
+    const char *root_m = "persistent.mapping", *root_n = "PersistentMapping";
+    struct {
+        uint64_t next_oid, last, next_class;
+        const char *what;
+    } bad[] = {
+        {UINT64_MAX, 5, 3, "next_oid 18446744073709551615"},
+        {((uint64_t)1 << 63) + 1, 5, 3, "next_oid 9223372036854775809"},
+        {8, 5, 3, "next_oid 8"}, /* the largest oid imported is 8 */
+        {9, 4, 3, "last_serial 4"}, /* a serial 5 was imported */
+        {9, UINT64_MAX, 3, "last_serial 18446744073709551615"},
+        {9, 5, 2, "next_class 2"}, /* class id 2 was imported */
+        {9, 5, (uint64_t)UINT32_MAX + 1, "next_class 4294967296"},
+    };
+    for (size_t i = 0; i <= sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(ost__import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
+        cr_assert_eq(ost__import_class(im, 1, root_m, strlen(root_m), root_n, strlen(root_n)), 0);
+        cr_assert_eq(ost__import_class(im, 2, "m", 1, "n", 1), 0);
+        cr_assert_eq(ost__import_record(im, 0, 5, 1, "}.", 2), 0);
+        cr_assert_eq(ost__import_record(im, 8, 2, 2, "}.", 2), 0);
+        if (i == sizeof bad / sizeof *bad) { /* counters that fit */
+            cr_assert_eq(ost__import_commit(im, 2, 9, 5, 3), 0, "%s", ost_store_errmsg(st));
+            break;
+        }
+        cr_assert_eq(ost__import_commit(im, 2, bad[i].next_oid, bad[i].last, bad[i].next_class),
+                     OST_EINVAL, "%s", bad[i].what);
+        cr_assert(strstr(ost_store_errmsg(st), bad[i].what), "%s", ost_store_errmsg(st));
+        cr_assert_eq(stats(st).records, 1, "a refused import wrote nothing");
+    }
+    cr_assert_eq(stats(st).next_oid, 9);
+    ost_store_close(st);
+    /* class names */
+    rmtree(F.dir);
+    st = open_store(true);
+    struct {
+        uint32_t id;
+        const char *m, *n;
+        size_t ml, nl;
+        const char *why;
+    } names[] = {
+        {0, "m", "n", 1, 1, "class id 0"},
+        {3, "m\xff", "n", 2, 1, "class id 3: its module is not valid UTF-8"},
+        {3, "m", "\xed\xa0\x80", 1, 3, "class id 3: its name is not valid UTF-8"},
+        {3, "m", "\xc0\xaf", 1, 2, "class id 3: its name is not valid UTF-8"},
+        {3, "", "n", 0, 1, "class id 3: its module is empty"},
+        {3, "m", "a\0b", 1, 3, "class id 3: its name holds a NUL byte"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        cr_assert_eq(ost__import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
+        cr_assert_eq(ost__import_class(im, names[i].id, names[i].m, names[i].ml, names[i].n,
+                                       names[i].nl),
+                     OST_EINVAL, "%s", names[i].why);
+        cr_assert(strstr(ost_store_errmsg(st), names[i].why), "%s", ost_store_errmsg(st));
+        ost__import_abort(im);
+    }
+    cr_assert_eq(ost__import_begin(st, 0, &im), 0);
+    cr_assert_eq(ost__import_class(im, 3, "caf\xc3\xa9", 5, "n", 1), 0, "UTF-8 is fine");
+    ost__import_abort(im);
     ost_store_close(st);
 }
 

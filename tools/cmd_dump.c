@@ -425,28 +425,80 @@ typedef struct {
     uint32_t version, format;
 } dump_header;
 
+/* Reads up to n bytes (fewer at the end of input): how many. */
+static size_t get_some(stream *s, void *p, size_t n) {
+    size_t got = n ? fread(p, 1, n, s->f) : 0;
+    s->crc = crc_update(s->crc, p, got);
+    s->off += got;
+    if (got < n) s->err = true;
+    return got;
+}
+
+static uint64_t le64_at(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+#define HEADER_V1 56 /* bytes: magic, version, format, five u64 */
+#define HEADER_V2 72 /* and the two entry counters */
+
+/* Reads the header and checks its counters against each other and against
+ * the limits of a store (store/import.h): what the dump holds is checked
+ * against them as it is read. */
 static int read_header(const char *file, stream *s, dump_header *h) {
-    char magic[8];
-    if (!get(s, magic, 8)) {
-        if (s->off == 0 && feof(s->f) && s->err) return fail("%s: empty file, not an ostore export", shown(file));
-        return bad_dump(file, s, "the header");
+    uint8_t b[HEADER_V2];
+    size_t got = get_some(s, b, 12);
+    if (got < 12 && ferror(s->f)) return fail("%s: read error: %s", shown(file), strerror(errno));
+    if (got == 0) return fail("%s: empty file, not an ostore export", shown(file));
+    if (memcmp(b, DUMP_MAGIC, got < 8 ? got : 8) != 0)
+        return fail("%s: not an ostore export (bad magic)", shown(file));
+    h->version = got < 12 ? 0 : (uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
+                                    (uint32_t)b[11] << 24;
+    if (got == 12 && (h->version < 1 || h->version > DUMP_VERSION))
+        return fail("%s: export version %u; this ostore reads versions 1 to %d", shown(file),
+                    h->version, DUMP_VERSION);
+    size_t need = h->version == 1 ? HEADER_V1 : HEADER_V2; /* unknown yet: this version's */
+    if (got == 12) got += get_some(s, b + 12, need - 12);
+    if (got < need) {
+        if (ferror(s->f)) return fail("%s: read error: %s", shown(file), strerror(errno));
+        return fail("%s: truncated dump: %zu byte%s, the header needs %zu", shown(file), got,
+                    got == 1 ? "" : "s", need);
     }
-    if (memcmp(magic, DUMP_MAGIC, 8) != 0) return fail("%s: not an ostore export (bad magic)", shown(file));
-    if (!get_u32(s, &h->version)) return bad_dump(file, s, "the header");
-    if (h->version < 1 || h->version > DUMP_VERSION)
-        return fail("%s: export version %u; this ostore reads versions 1 to %d", shown(file), h->version,
-                    DUMP_VERSION);
-    if (!get_u32(s, &h->format) || !get_u64(s, &h->records) || !get_u64(s, &h->bytes) ||
-        !get_u64(s, &h->next_oid) || !get_u64(s, &h->last) || !get_u64(s, &h->next_class) ||
-        (h->version >= 2 && (!get_u64(s, &h->entries) || !get_u64(s, &h->ebytes))))
-        return bad_dump(file, s, "the header");
+    h->format = (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 |
+                (uint32_t)b[15] << 24;
+    h->records = le64_at(b + 16);
+    h->bytes = le64_at(b + 24);
+    h->next_oid = le64_at(b + 32);
+    h->last = le64_at(b + 40);
+    h->next_class = le64_at(b + 48);
+    h->entries = h->version >= 2 ? le64_at(b + 56) : 0;
+    h->ebytes = h->version >= 2 ? le64_at(b + 64) : 0;
     if (h->format < 1 || h->format > OST_STORE_FORMAT)
         return fail("%s: records of store format %u; this ostore reads formats 1 to %d", shown(file),
                     h->format, OST_STORE_FORMAT);
-    if (h->records == 0 || h->next_oid < h->records || h->last == 0 || h->next_class == 0 ||
-        h->records > (uint64_t)1 << 40 || h->bytes > (uint64_t)1 << 46 ||
+    /* counters a store cannot have: they would wrap when handed out */
+    if (h->next_oid > OST__OID_LIMIT)
+        return fail("%s: bad export: header next_oid %llu is past the largest a store has "
+                    "(2^63: oids are pickled as signed 64-bit ints)",
+                    shown(file), (unsigned long long)h->next_oid);
+    if (h->last == 0 || h->last >= OST__SERIAL_LIMIT)
+        return fail("%s: bad export: header last_serial %llu (a store's is 1 to 2^63 - 1)",
+                    shown(file), (unsigned long long)h->last);
+    if (h->next_class == 0 || h->next_class > OST__CLASS_LIMIT)
+        return fail("%s: bad export: header next_class %llu (class ids are 32-bit: 1 to %llu)",
+                    shown(file), (unsigned long long)h->next_class,
+                    (unsigned long long)OST__CLASS_LIMIT);
+    if (h->records == 0 || h->next_oid < h->records)
+        return fail("%s: bad export: header counts %llu records below next_oid %llu (there is "
+                    "always the root, and each record has an oid below next_oid)",
+                    shown(file), (unsigned long long)h->records, (unsigned long long)h->next_oid);
+    if (h->records > (uint64_t)1 << 40 || h->bytes > (uint64_t)1 << 46 ||
         h->entries > (uint64_t)1 << 40 || h->ebytes > (uint64_t)1 << 46)
-        return fail("%s: bad export: inconsistent header counters", shown(file));
+        return fail("%s: bad export: header counts more records, entries or bytes than a store "
+                    "holds (%llu records of %llu bytes, %llu entries of %llu bytes)",
+                    shown(file), (unsigned long long)h->records, (unsigned long long)h->bytes,
+                    (unsigned long long)h->entries, (unsigned long long)h->ebytes);
     if (h->entries && h->format < 2)
         return fail("%s: bad export: %llu map entries in a dump of a format-%u store (maps came "
                     "with format 2)",
@@ -668,9 +720,10 @@ static int run_import(int argc, char **argv) {
             rc = fail("%s: bad export: class ids do not ascend (id %u)", shown(file), id);
             goto out;
         }
-        if ((uint64_t)id >= h.next_class) {
-            rc = fail("%s: bad export: class id %u is not below next_class %llu", shown(file), id,
-                      (unsigned long long)h.next_class);
+        if (id == 0 || (uint64_t)id >= h.next_class) {
+            rc = fail("%s: bad export: class id %u is not between 1 and the header's next_class "
+                      "%llu",
+                      shown(file), id, (unsigned long long)h.next_class);
             goto out;
         }
         ids[i] = id;
@@ -713,9 +766,14 @@ static int run_import(int argc, char **argv) {
                       shown(file));
             goto out;
         }
-        if ((i && oid <= prev) || oid >= h.next_oid) {
-            rc = fail("%s: bad export: oid %llu out of order or not below next_oid", shown(file),
-                      (unsigned long long)oid);
+        if (i && oid <= prev) {
+            rc = fail("%s: bad export: oid %llu out of order (after oid %llu)", shown(file),
+                      (unsigned long long)oid, (unsigned long long)prev);
+            goto out;
+        }
+        if (oid >= h.next_oid) {
+            rc = fail("%s: bad export: oid %llu is not below the header's next_oid %llu",
+                      shown(file), (unsigned long long)oid, (unsigned long long)h.next_oid);
             goto out;
         }
         if (serial == 0 || serial > h.last) {

@@ -5,6 +5,9 @@ Every failure must be one line on stderr, "ostore: ...", naming the file or
 store and the problem, exit status 1, nothing changed on disk; never a
 crash, a hang or a huge allocation:
 
+- dumps whose header counters are absurd or disagree with what the dump
+  holds (next_oid 2^64-1, next_class past 32 bits, a class id 0), class
+  names that are not UTF-8, empty or hold a NUL, dumps of 1 to 71 bytes;
 - export to an output path that cannot be written;
 - a FIFO, a directory or a device where data.mdb, lock.mdb or the dump
   file should be (under a timeout: a hang is a failure);
@@ -68,6 +71,56 @@ def records_of(path):
 
 
 # ---- dumps ---------------------------------------------------------------------------
+
+def test_hostile_dumps(tmp, data):
+    version, fmt, counters, classes, records, entries = parse_dump(data)
+    next_oid, last, next_class = counters
+    top_oid = max(r[0] for r in records)
+    top_serial = max(r[1] for r in records)
+    cid = classes[-1][0]  # a class the records use: shop.*
+
+    def dump(counters=counters, classes=classes):
+        return build_dump(version, fmt, counters, classes, records, entries)
+
+    def renamed(module=None, name=None):
+        return [(i, module if i == cid and module is not None else m,
+                 name if i == cid and name is not None else n) for i, m, n in classes]
+
+    cases = [
+        (dump([2**64 - 1, last, next_class]), ["next_oid 18446744073709551615"]),
+        (dump([2**63 + 1, last, next_class]), ["next_oid 9223372036854775809"]),
+        (dump([top_oid, last, next_class]), ["next_oid"]),
+        (dump([next_oid, 2**64 - 1, next_class]), ["last_serial 18446744073709551615"]),
+        (dump([next_oid, top_serial - 1, next_class]), ["last commit %d" % (top_serial - 1)]),
+        (dump([next_oid, last, 2**32 + 1]), ["next_class 4294967297"]),
+        (dump([next_oid, last, 2**64 - 1]), ["next_class 18446744073709551615"]),
+        (dump(classes=[(0, b"x", b"y")] + classes), ["class id 0"]),
+        (dump(classes=renamed(module=b"shop\xff")), ["class id %d" % cid, "UTF-8"]),
+        (dump(classes=renamed(name=b"Or\xc3der")), ["class id %d" % cid, "UTF-8"]),
+        (dump(classes=renamed(name=b"\xed\xa0\x80")), ["class id %d" % cid, "UTF-8"]),
+        (dump(classes=renamed(module=b"")), ["class id %d" % cid, "empty"]),
+        (dump(classes=renamed(name=b"a\0b")), ["class id %d" % cid, "NUL"]),
+    ]
+    for n in (1, 5, 7, 8, 11, 12, 40, 71):
+        cases.append((data[:n], ["truncated dump: %d byte%s, the header needs 72"
+                                 % (n, "" if n == 1 else "s")]))
+    v1 = build_dump(1, fmt, counters, classes, records, [])
+    cases.append((v1[:50], ["truncated dump: 50 bytes, the header needs 56"]))
+    for i, (bad, needles) in enumerate(cases):
+        path = os.path.join(tmp, "hostile%d.dump" % i)
+        with open(path, "wb") as f:
+            f.write(bad)
+        target = os.path.join(tmp, "hostile%d.ostore" % i)
+        out, err = fails(["import", target, path], needles[0], "import of hostile dump %d" % i)
+        for needle in needles[1:]:
+            check(needle in err, "hostile dump %d: stderr lacks %r: %r" % (i, needle, err))
+        check(not os.path.exists(target), "a refused import left %s behind" % target)
+    # the header a real export writes still imports
+    good = os.path.join(tmp, "rebuilt.dump")
+    with open(good, "wb") as f:
+        f.write(dump())
+    ok(["import", os.path.join(tmp, "rebuilt.ostore"), good], "import of a rebuilt dump")
+
 
 def test_export_unwritable(tmp, db):
     target = os.path.join(tmp, "no-such-dir", "x.dump")
@@ -169,6 +222,7 @@ def main():
         dump = os.path.join(tmp, "base.dump")
         ok(["export", db, dump])
         data = open(dump, "rb").read()
+        test_hostile_dumps(tmp, data)
         test_export_unwritable(tmp, db)
         test_not_regular(tmp, db, dump)
         test_paths(tmp, db)
