@@ -108,7 +108,10 @@ void ost__class_cache_free(ost_store *st) {
 /* ---- oid blocks ---------------------------------------------------------------- */
 
 /* Takes want oids from meta.next_oid in a write transaction of its own:
- * the caller owns [*first, *first + want). Thread safe. */
+ * the caller owns [*first, *first + want). Thread safe. 0; OST_ECORRUPT
+ * when meta.next_oid is past OST__OID_LIMIT (damage: the block would wrap
+ * to oids in use), OST_ELIMIT when the block would pass it; or the code of
+ * an LMDB error. */
 int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
     if (st->read_only) return OST_EREADONLY;
     uv_rwlock_rdlock(&st->maplock);
@@ -130,6 +133,12 @@ int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
         if (!rc) {
             uint64_t next = 0;
             for (int i = 7; i >= 0; i--) next = next << 8 | ((uint8_t *)v.mv_data)[i];
+            if (next > OST__OID_LIMIT || want > OST__OID_LIMIT - next) {
+                /* damaged meta (or 2^63 oids): the block would wrap to oids in use */
+                mdb_txn_abort(t);
+                uv_rwlock_rdunlock(&st->maplock);
+                return next > OST__OID_LIMIT ? OST_ECORRUPT : OST_ELIMIT;
+            }
             uint8_t b[8];
             for (int i = 0; i < 8; i++) b[i] = (uint8_t)((next + want) >> (8 * i));
             MDB_val nv = {8, b};
@@ -253,6 +262,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
     if (v.mv_size != 8) return MDB_CORRUPTED;
     uint64_t last = 0;
     for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
+    if (last >= OST__SERIAL_LIMIT - 1) return MDB_CORRUPTED; /* damaged meta: it would wrap */
     uint64_t serial = last + 1;
     for (size_t i = 0; i < p->nrecs; i++) {
         ost__rec *r = &p->recs[i];

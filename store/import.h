@@ -14,16 +14,6 @@
 
 typedef struct ost__import ost__import;
 
-/* The counters an import may write. Oids are stored as pickle ints, which
- * ostore reads as signed 64-bit: every oid is below OST__OID_LIMIT, so
- * next_oid is at most OST__OID_LIMIT. Serials stay below the same bound
- * (a commit adds 1: no store gets near it). Class ids are u32 and start at
- * 1, so next_class is 1 to UINT32_MAX. Anything past these is damage, and
- * would wrap when the next oid, serial or class id is handed out. */
-#define OST__OID_LIMIT ((uint64_t)1 << 63)
-#define OST__SERIAL_LIMIT ((uint64_t)1 << 63)
-#define OST__CLASS_LIMIT ((uint64_t)UINT32_MAX)
-
 /* Grows the map to at least map_need bytes, starts the write transaction,
  * checks that the store is new and empties it. 0, OST_EREADONLY,
  * OST_EEXIST (the store is not new; the message says what it holds),
@@ -47,10 +37,11 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
 /* Writes the store format (1, or 2 and up when there are map entries) and
  * the counters (meta.low becomes last_serial + 1: the txlog is empty),
  * commits and frees im. The counters must fit what was imported and the
- * limits above: next_oid above every oid and at most OST__OID_LIMIT,
- * last_serial at least every serial and below OST__SERIAL_LIMIT,
- * next_class above every class id and at most OST__CLASS_LIMIT, else
- * OST_EINVAL. On failure nothing was written, and im is freed too. */
+ * limits of store_internal.h: next_oid above every oid and at most
+ * OST__OID_LIMIT, last_serial at least every serial and below
+ * OST__SERIAL_LIMIT, next_class above every class id and at most
+ * OST__CLASS_LIMIT, else OST_EINVAL. On failure nothing was written, and
+ * im is freed too. */
 int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint64_t last_serial,
                        uint64_t next_class);
 /* Drops everything added and frees im. NULL is allowed. */

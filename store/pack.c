@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "entries.h"
+#include "oidset.h"
 #include "store_internal.h"
 
 /* The class ids of ostore.maps.OrderedMap and OrderedSet in t (0 when the
@@ -26,11 +27,11 @@ static bool is_map_cid(const uint32_t ids[2], uint32_t cid) {
 
 /* ---- pack ---------------------------------------------------------------- */
 
+enum { REACHED, SCANNED }; /* the flags of the oid set */
+
 typedef struct {
-    uint8_t *reach;   /* bit per oid: reachable */
-    uint8_t *scanned; /* bit per oid: references followed */
-    uint64_t limit;   /* oids below this */
-    uint64_t *stack;
+    ost__oidset oids; /* the records' oids: reached, scanned */
+    size_t *stack;    /* places in oids reached but not scanned yet */
     size_t len, cap;
     bool overflow; /* the stack was full: a rescan pass is needed */
     uint32_t map_cids[2];
@@ -38,16 +39,13 @@ typedef struct {
 
 #define MARK_STACK_MAX ((size_t)1 << 20)
 
-static bool bit(const uint8_t *m, uint64_t i) { return m[i >> 3] >> (i & 7) & 1; }
-static void set_bit(uint8_t *m, uint64_t i) { m[i >> 3] |= (uint8_t)(1u << (i & 7)); }
-
 static void mark_ref(void *ud, uint64_t oid) {
     mark_ctx *m = ud;
-    if (oid >= m->limit || bit(m->reach, oid)) return;
-    set_bit(m->reach, oid);
+    int64_t i = ost__oidset_index(&m->oids, oid);
+    if (i < 0 || ost__oidset_set(&m->oids, REACHED, (size_t)i)) return; /* no record, or seen */
     if (m->len == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 1024;
-        uint64_t *n = cap <= MARK_STACK_MAX ? realloc(m->stack, cap * sizeof *n) : NULL;
+        size_t *n = cap <= MARK_STACK_MAX ? realloc(m->stack, cap * sizeof *n) : NULL;
         if (!n) {
             m->overflow = true; /* found again by a rescan */
             return;
@@ -55,11 +53,12 @@ static void mark_ref(void *ud, uint64_t oid) {
         m->stack = n;
         m->cap = cap;
     }
-    m->stack[m->len++] = oid;
+    m->stack[m->len++] = (size_t)i;
 }
 
-static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
-    set_bit(m->scanned, oid);
+static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, size_t place) {
+    ost__oidset_set(&m->oids, SCANNED, place);
+    uint64_t oid = ost__oidset_oid(&m->oids, place);
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb}, v;
@@ -101,7 +100,8 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
 /* ost__ent_each_map's callback: the entries of unreachable maps go. */
 static int sweep_map(void *ud, uint64_t map) {
     mark_ctx *m = ud;
-    return map < m->limit && bit(m->reach, map) ? 0 : 1;
+    int64_t i = ost__oidset_index(&m->oids, map);
+    return i >= 0 && ost__oidset_test(&m->oids, REACHED, (size_t)i) ? 0 : 1;
 }
 
 /* One attempt; *mdb_rc gets the LMDB code the attempt ended with, so that
@@ -116,37 +116,30 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
         uv_rwlock_rdunlock(&st->maplock);
         return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown, mdb_strerror(rc));
     }
+    /* a flag per record, sized by the records, not by meta.next_oid
+     * (which damage could make anything) */
     mark_ctx m = {0};
-    MDB_val k = {8, "next_oid"}, v;
-    rc = mdb_get(t, st->meta, &k, &v);
-    if (rc || v.mv_size != 8) {
-        mdb_txn_abort(t);
-        uv_rwlock_rdunlock(&st->maplock);
-        return ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta", st->shown);
-    }
-    for (int i = 7; i >= 0; i--) m.limit = m.limit << 8 | ((uint8_t *)v.mv_data)[i];
-    size_t bytes = (size_t)((m.limit + 7) / 8);
-    m.reach = calloc(bytes ? bytes : 1, 1);
-    m.scanned = calloc(bytes ? bytes : 1, 1);
+    MDB_val k, v;
     int code = 0;
     uint64_t gone = 0;
-    if (!m.reach || !m.scanned) {
-        code = ost__st_fail(st, OST_ENOMEM, "out of memory for %zu-byte bitmaps", bytes);
+    rc = ost__oidset_init(&m.oids, t, st->recs);
+    if (rc) {
+        code = rc == OST_ENOMEM ? ost__st_fail(st, rc, "%s: pack: out of memory for the oids of "
+                                               "the records", st->shown)
+               : ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown, mdb_strerror(rc));
+        rc = 0;
         goto out;
     }
     map_cids(st, t, m.map_cids);
     mark_ref(&m, 0);
     for (;;) {
-        while (m.len && !rc) {
-            uint64_t oid = m.stack[--m.len];
-            rc = scan_oid(st, t, &m, oid);
-        }
+        while (m.len && !rc) rc = scan_oid(st, t, &m, m.stack[--m.len]);
         if (rc || !m.overflow) break;
         /* the stack overflowed: follow what was marked but not scanned */
         m.overflow = false;
-        for (uint64_t oid = 0; oid < m.limit && !rc; oid++)
-            if (bit(m.reach, oid) && !bit(m.scanned, oid)) {
-                rc = scan_oid(st, t, &m, oid);
+        for (size_t i = 0; i < m.oids.n && !rc; i++)
+            if (ost__oidset_test(&m.oids, REACHED, i) && !ost__oidset_test(&m.oids, SCANNED, i)) {
+                rc = scan_oid(st, t, &m, i);
                 while (m.len && !rc) rc = scan_oid(st, t, &m, m.stack[--m.len]);
             }
         if (!m.overflow) break;
@@ -163,8 +156,8 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
     rc = mdb_cursor_open(t, st->recs, &cur);
     if (!rc) {
         while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
-            uint64_t oid = k.mv_size == 8 ? ost__rd_be64(k.mv_data) : UINT64_MAX;
-            if (oid < m.limit && bit(m.reach, oid)) continue;
+            int64_t i = k.mv_size == 8 ? ost__oidset_index(&m.oids, ost__rd_be64(k.mv_data)) : -1;
+            if (i >= 0 && ost__oidset_test(&m.oids, REACHED, (size_t)i)) continue;
             if ((rc = mdb_cursor_del(cur, 0))) break;
             gone++;
         }
@@ -199,8 +192,7 @@ out:
     *mdb_rc = rc;
     if (t) mdb_txn_abort(t);
     uv_rwlock_rdunlock(&st->maplock);
-    free(m.reach);
-    free(m.scanned);
+    ost__oidset_free(&m.oids);
     free(m.stack);
     return code;
 }

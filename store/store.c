@@ -530,6 +530,7 @@ int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
     uint64_t next;
     rc = meta_get_u64(t, st->meta, "next_class", &next);
     if (rc) return rc;
+    if (next == 0 || next > OST__CLASS_LIMIT) return MDB_CORRUPTED; /* the id would wrap */
     uint32_t nid = (uint32_t)next;
     MDB_val nv = {4, &nid};
     rc = mdb_put(t, st->classes, &k, &nv, 0);

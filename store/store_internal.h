@@ -155,6 +155,16 @@ struct ost_conn {
     char msg[512];
 };
 
+/* The limits of a store's counters (meta). Oids are stored as pickle ints,
+ * which ostore reads as signed 64-bit: every oid is below OST__OID_LIMIT,
+ * so next_oid is at most OST__OID_LIMIT. Serials stay below the same bound
+ * (a commit adds 1: no store gets near it). Class ids are u32 and start at
+ * 1, so next_class is 1 to UINT32_MAX. Anything past these is damage, and
+ * would wrap when the next oid, serial or class id is handed out. */
+#define OST__OID_LIMIT ((uint64_t)1 << 63)
+#define OST__SERIAL_LIMIT ((uint64_t)1 << 63)
+#define OST__CLASS_LIMIT ((uint64_t)UINT32_MAX)
+
 int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)

@@ -1505,6 +1505,51 @@ static void store_chain(void) {
     ost_store_close(st);
 }
 
+static void put_meta_u64(const char *name, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    raw_put(F.dir, "meta", name, strlen(name), b, 8);
+}
+
+/* Pack marks by the records, not by meta.next_oid: a meta next_oid of
+ * 2^64 - 1 made (next_oid + 7) / 8 wrap to 0, and pack wrote far past a
+ * one-byte bitmap; a record at oid 2^62 asked for a 2^59-byte bitmap. A
+ * next_oid past 2^63 is damage that no new object may wrap around. */
+Test(store, pack_sizes_its_marks_by_the_records_not_by_meta) {
+    store_chain();
+    put_meta_u64("next_oid", UINT64_MAX);
+    ost_store *st = open_store(false);
+    uint64_t removed = 99;
+    cr_assert_eq(ost_store_pack(st, &removed), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 0);
+    cr_assert_eq(stats(st).records, 5);
+    check_clean(st, 5);
+    /* a new object would get oid 2^64 - 1, then 0 */
+    ost_conn *c = conn_of(st);
+    root_set(c, "e", new_node());
+    cr_assert_eq(ost_commit(c), OST_ECORRUPT, "%s", ost_conn_errmsg(c));
+    ost_abort(c);
+    ost_store_close(st);
+    /* a copy of c's record at oid 2^62, which nothing references */
+    uint8_t key[8];
+    size_t n;
+    put_be64(key, chain.c);
+    uint8_t *rec = raw_get(F.dir, "records", key, 8, &n);
+    cr_assert(rec);
+    put_be64(key, (uint64_t)1 << 62);
+    raw_put(F.dir, "records", key, 8, rec, n);
+    free(rec);
+    put_meta_u64("next_oid", ((uint64_t)1 << 62) + 1);
+    st = open_store(false);
+    cr_assert_eq(ost_store_pack(st, &removed), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 1, "the far record");
+    check_clean(st, 5);
+    c = conn_of(st);
+    ost_value a = root_get(c, "a");
+    cr_assert_str_eq(ost_data(ost_instance_getattr(a, "name"), NULL), "a");
+    ost_store_close(st);
+}
+
 
 Test(store, check_reports_a_record_that_does_not_decode) {
     store_chain();

@@ -28,6 +28,7 @@
 
 #include "../serializer/internal.h"
 #include "../store/import.h"
+#include "../store/store_internal.h"
 #include "cli.h"
 
 #define DUMP_MAGIC "OSTDUMP\n"

@@ -8,6 +8,8 @@ crash, a hang or a huge allocation:
 - dumps whose header counters are absurd or disagree with what the dump
   holds (next_oid 2^64-1, next_class past 32 bits, a class id 0), class
   names that are not UTF-8, empty or hold a NUL, dumps of 1 to 71 bytes;
+- stores whose meta next_oid is absurd, or whose oids are sparse and huge
+  (2^62): check and pack size their work by the records, not by meta;
 - export to an output path that cannot be written;
 - a FIFO, a directory or a device where data.mdb, lock.mdb or the dump
   file should be (under a timeout: a hang is a failure);
@@ -122,6 +124,53 @@ def test_hostile_dumps(tmp, data):
     ok(["import", os.path.join(tmp, "rebuilt.ostore"), good], "import of a rebuilt dump")
 
 
+def test_oid_bounds(tmp, dump):
+    # meta next_oid 2^64-1: check reports it without a 2^61-byte bitmap,
+    # pack keeps every record
+    s1 = os.path.join(tmp, "next-oid.ostore")
+    ok(["import", s1, dump])
+    before = records_of(s1)
+    meta_put(s1, "next_oid", 2**64 - 1)
+    rc, out, err = run(["check", s1])
+    check(rc == 1 and "out of memory" not in err + out, "check with next_oid 2^64-1: %d %r %r"
+          % (rc, out[-300:], err))
+    check("problem: meta next_oid 18446744073709551615" in out,
+          "check does not report next_oid 2^64-1:\n%s" % out[-600:])
+    one_line(err, "check with next_oid 2^64-1")
+    out = ok(["pack", s1], "pack with next_oid 2^64-1")
+    check(out.startswith("removed 0 objects"), "pack with next_oid 2^64-1: %r" % out)
+    check(records_of(s1) == before, "pack with next_oid 2^64-1 changed the records")
+
+    # sparse oids: one record at 2^62 that nothing references, one at
+    # 2^62 + 1 that the root references
+    s2 = os.path.join(tmp, "sparse.ostore")
+    ok(["import", s2, dump])
+    recs = records_of(s2)
+    product = next(v for v in recs.values() if b"SKU-" in v)
+    far, held = 2**62, 2**62 + 1
+    env = lmdb.open(s2, max_dbs=8, map_size=1 << 30)
+    db, meta = env.open_db(b"records"), env.open_db(b"meta")
+    with env.begin(write=True) as t:
+        root = t.get(struct.pack(">Q", 0), db=db)
+        state = state_of(root[16:])
+        state["data"]["far"] = Ref(held)
+        buf = io.BytesIO()
+        RefWriter(buf, 4).dump(state)
+        t.put(struct.pack(">Q", 0), root[:16] + buf.getvalue(), db=db)
+        t.put(struct.pack(">Q", far), product, db=db)
+        t.put(struct.pack(">Q", held), product, db=db)
+        t.put(b"next_oid", struct.pack("<Q", held + 1), db=meta)
+    env.close()
+    out = ok(["check", s2], "check of sparse oids")
+    check("unreachable: 1 " in out, "check of sparse oids: %s" % out[-400:])
+    out = ok(["pack", s2], "pack of sparse oids")
+    check(out.startswith("removed 1 object "), "pack of sparse oids: %r" % out)
+    after = records_of(s2)
+    check(held in after and far not in after and len(after) == len(recs) + 1,
+          "pack of sparse oids kept %r" % sorted(after)[-3:])
+    ok(["check", s2], "check after pack of sparse oids")
+
+
 def test_export_unwritable(tmp, db):
     target = os.path.join(tmp, "no-such-dir", "x.dump")
     out, err = fails(["export", db, target], target + ": cannot write", "export to a missing dir")
@@ -223,6 +272,7 @@ def main():
         ok(["export", db, dump])
         data = open(dump, "rb").read()
         test_hostile_dumps(tmp, data)
+        test_oid_bounds(tmp, dump)
         test_export_unwritable(tmp, db)
         test_not_regular(tmp, db, dump)
         test_paths(tmp, db)
