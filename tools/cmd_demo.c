@@ -24,12 +24,14 @@
  * products, each order references its customer. A customer does not list
  * its orders: the orders map does, under keys that start with the
  * customer's id. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -271,43 +273,103 @@ static void say(const char *fmt, ...) {
 
 /* ---- the directory ------------------------------------------------------------------ */
 
-/* Makes dir ready for a new demo store: creates it, or reuses it when it
- * is empty, or removes a previous demo's store (marked by MARKER); refuses
- * anything else. */
-static int prepare_dir(const char *dir) {
+/* How the demo knows its own store: the file MARKER in the directory,
+ * holding MARKER_TEXT, written before the store. A directory is the
+ * demo's to remove and remake when it holds MARKER with that text and
+ * nothing but data.mdb and lock.mdb besides; an empty directory, or none,
+ * is fine too; anything else is refused, untouched.
+ *
+ * Two demos on one DIR: each takes an exclusive flock on the directory
+ * itself (an fd of it kept open until the process ends) before it looks
+ * inside, and holds it while it removes the old store, makes the new one
+ * and runs. The directory is never removed, so every demo locks the same
+ * inode; the second one fails at once with "in use". */
+#define MARKER_TEXT \
+    "This store was made by 'ostore demo', which removes and remakes it when run again.\n"
+
+static int g_dir_fd = -1; /* the locked directory, open for the life of the process */
+
+/* 1 when dir/MARKER holds MARKER_TEXT, 0 when it holds something else. */
+static int marker_is_ours(int dfd) {
+    int fd = openat(dfd, MARKER, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return 0;
+    char buf[sizeof MARKER_TEXT + 1];
     struct stat sb;
-    char p[PATH_MAX];
-    if (stat(dir, &sb) == 0) {
-        if (!S_ISDIR(sb.st_mode)) return fail("%s: exists and is not a directory; not touching it", shown(dir));
-        snprintf(p, sizeof p, "%s/%s", dir, MARKER);
-        bool ours = access(p, F_OK) == 0;
-        if (ours) {
-            if (lock_store(dir)) return EXIT_FAIL; /* a demo still running there */
-            const char *files[] = {"data.mdb", "lock.mdb", MARKER};
-            for (size_t i = 0; i < NELEM(files); i++) {
-                snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-                if (unlink(p) != 0 && errno != ENOENT) return fail("%s: %s", shown(p), strerror(errno));
-            }
-            if (rmdir(dir) != 0)
-                return fail("%s: cannot remove the previous demo store: %s", shown(dir),
-                            errno == ENOTEMPTY ? "it holds other files too" : strerror(errno));
-            say("removed the previous demo store %s\n", shown(dir));
-        } else {
-            if (rmdir(dir) != 0) /* only an empty directory goes */
-                return fail("%s: exists and is not a demo store (no %s file in it); choose "
-                            "another DIR or remove it yourself",
-                            shown(dir), MARKER);
-        }
-    } else if (errno != ENOENT) {
+    ssize_t n = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, buf, sizeof buf) : -1;
+    close(fd);
+    return n == (ssize_t)strlen(MARKER_TEXT) && memcmp(buf, MARKER_TEXT, (size_t)n) == 0;
+}
+
+/* Makes dir ready for a new demo store, under its lock (see above). */
+static int prepare_dir(const char *dir) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return fail("%s: cannot create: %s", shown(dir), strerror(errno));
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOTDIR
+                   ? fail("%s: exists and is not a directory; not touching it", shown(dir))
+                   : fail("%s: %s", shown(dir), strerror(errno));
+    if (flock(dfd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(dfd);
+        return e == EWOULDBLOCK
+                   ? fail("%s: in use by another 'ostore demo' (it holds the directory's lock); "
+                          "wait for it to end, or choose another DIR",
+                          shown(dir))
+                   : fail("%s: cannot lock: %s", shown(dir), strerror(e));
+    }
+    g_dir_fd = dfd; /* the lock lasts until exit */
+    /* what is in it */
+    int lfd = dup(dfd);
+    DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
+    if (!d) {
+        if (lfd >= 0) close(lfd);
         return fail("%s: %s", shown(dir), strerror(errno));
     }
-    if (mkdir(dir, 0755) != 0) return fail("%s: cannot create: %s", shown(dir), strerror(errno));
-    snprintf(p, sizeof p, "%s/%s", dir, MARKER);
-    FILE *f = fopen(p, "w");
-    if (!f) return fail("%s: %s", shown(p), strerror(errno));
-    fputs("This store was made by 'ostore demo', which removes and remakes it when run again.\n",
-          f);
-    if (fclose(f) != 0) return fail("%s: %s", shown(p), strerror(errno));
+    bool marker = false, store = false;
+    char other[256] = "";
+    size_t nother = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0) continue;
+        if (strcmp(n, MARKER) == 0) marker = true;
+        else if (strcmp(n, "data.mdb") == 0 || strcmp(n, "lock.mdb") == 0) store = true;
+        else if (nother++ < 3) {
+            size_t l = strlen(other);
+            snprintf(other + l, sizeof other - l, "%s%s", l ? ", " : "", shown(n));
+        }
+    }
+    closedir(d);
+    if (marker || store || nother) {
+        if (!marker)
+            return fail("%s: exists and is not a demo store (no %s file in it); choose another "
+                        "DIR or remove it yourself",
+                        shown(dir), MARKER);
+        if (!marker_is_ours(dfd))
+            return fail("%s: exists and is not a demo store (its %s file is not the demo's); "
+                        "choose another DIR or remove it yourself",
+                        shown(dir), MARKER);
+        if (nother)
+            return fail("%s: holds files a demo does not make (%s%s); not touching it: choose "
+                        "another DIR or remove them yourself",
+                        shown(dir), other, nother > 3 ? ", ..." : "");
+        if (store) {
+            if (lock_store(dir)) return EXIT_FAIL; /* a pack or import of it is running */
+            static const char *const files[] = {"data.mdb", "lock.mdb"};
+            for (size_t i = 0; i < NELEM(files); i++)
+                if (unlinkat(dfd, files[i], 0) != 0 && errno != ENOENT)
+                    return fail("%s: cannot remove the previous demo store: %s: %s", shown(dir),
+                                files[i], strerror(errno));
+            say("removed the previous demo store %s\n", shown(dir));
+        }
+    }
+    int fd = openat(dfd, MARKER, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return fail("%s: %s: %s", shown(dir), MARKER, strerror(errno));
+    ssize_t w = write(fd, MARKER_TEXT, strlen(MARKER_TEXT));
+    int c = close(fd);
+    if (w != (ssize_t)strlen(MARKER_TEXT) || c != 0)
+        return fail("%s: %s: %s", shown(dir), MARKER, w < 0 || c ? strerror(errno) : "short write");
     return EXIT_OK;
 }
 
@@ -1339,8 +1401,10 @@ const cli_cmd cmd_demo = {
             "terminal, long steps show a progress bar.\n"
             "\n  --objects N   about N objects (1000 to 100000000; default 1000000)\n"
             "  --quiet       print nothing unless something fails\n"
-            "\nDIR is removed and made again if an earlier demo made it (it holds the\n"
-            "file ostore-demo); an empty directory is used; anything else is refused.\n"
+            "\nDIR is made when missing and used when empty. A store an earlier demo made\n"
+            "(DIR holds the demo's file ostore-demo and nothing but data.mdb and lock.mdb\n"
+            "besides) is removed and made again; anything else is refused, untouched.\n"
+            "A demo locks DIR while it runs: a second demo on it fails with 'in use'.\n"
             "Exit status 1 when any count is off or a step fails.\n",
     .run = run_demo,
 };

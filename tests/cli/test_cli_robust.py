@@ -11,6 +11,8 @@ crash, a hang or a huge allocation:
 - stores whose meta next_oid is absurd, or whose oids are sparse and huge
   (2^62): check and pack size their work by the records, not by meta;
 - export to an output path that cannot be written;
+- two demos at once on one directory, and a demo over a directory holding
+  more than a demo's store;
 - a FIFO, a directory or a device where data.mdb, lock.mdb or the dump
   file should be (under a timeout: a hang is a failure);
 - paths longer than PATH_MAX, and paths with newlines, escapes and bytes
@@ -183,6 +185,54 @@ def test_export_unwritable(tmp, db):
         os.path.basename(tmp) + ".tmp")], "export left its temporary file")
 
 
+# ---- the demo's directory ---------------------------------------------------------------
+
+def test_demo_dir(tmp):
+    d = os.path.join(tmp, "demo.ostore")
+    ok(["demo", d, "--objects", "1000", "--quiet"], "demo")
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("keep me")
+    before = records_of(d)
+    fails(["demo", d, "--objects", "1000"], "notes.txt", "demo over a demo store with more in it")
+    check(os.path.exists(os.path.join(d, "notes.txt")) and records_of(d) == before,
+          "a refused demo changed %s: %r" % (d, os.listdir(d)))
+    ok(["check", d], "check after a refused demo")
+    os.unlink(os.path.join(d, "notes.txt"))
+    # an ostore-demo that is not the demo's marker: not the demo's store
+    fake = os.path.join(tmp, "fake.ostore")
+    os.mkdir(fake)
+    with open(os.path.join(fake, "ostore-demo"), "w") as f:
+        f.write("something else\n")
+    fails(["demo", fake, "--objects", "1000"], "not a demo store", "demo over a fake marker")
+    check(open(os.path.join(fake, "ostore-demo")).read() == "something else\n",
+          "demo changed a fake marker")
+    # two demos at once on one directory: each ends with success or "in use",
+    # and the store checks clean; three rounds (the first makes the directory)
+    shutil.rmtree(d)
+    for round_ in range(3):
+        procs = [subprocess.Popen([CLI, "demo", d, "--objects", "3000", "--quiet"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(2)]
+        results = []
+        for p in procs:
+            try:
+                out, err = p.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            results.append((p.returncode, err.decode("utf-8", "replace")))
+        for rc, err in results:
+            check((rc == 0 and err == "") or
+                  (rc == 1 and "in use" in err and err.count("\n") == 1),
+                  "concurrent demos, round %d: exit %d, %r" % (round_, rc, err[:300]))
+        check(any(rc == 0 for rc, _ in results), "concurrent demos, round %d: none succeeded: %r"
+              % (round_, results))
+        out = ok(["check", d], "check after concurrent demos")
+        check("no problems" in out, "check after concurrent demos: %s" % out[-300:])
+    check(sorted(os.listdir(d)) == ["data.mdb", "lock.mdb", "ostore-demo"],
+          "the demo directory holds %r" % os.listdir(d))
+
+
 # ---- files that are not regular files -------------------------------------------------------
 
 def test_not_regular(tmp, db, dump):
@@ -274,6 +324,7 @@ def main():
         test_hostile_dumps(tmp, data)
         test_oid_bounds(tmp, dump)
         test_export_unwritable(tmp, db)
+        test_demo_dir(tmp)
         test_not_regular(tmp, db, dump)
         test_paths(tmp, db)
 
