@@ -176,7 +176,7 @@ static int snapshot(ost_conn *c) {
         }
         if (rc == MDB_MAP_RESIZED) return rc; /* lock_snapshot adopts the map */
         return ost__c_fail(c, ost__mdb_code(rc), "%s: cannot start a read transaction: %s",
-                           c->st->shown, mdb_strerror(rc));
+                           c->st->shown, ost__mdb_strerror(c->st, rc));
     }
     c->rtxn_live = true;
     c->snap_gen++; /* data read from earlier snapshots is gone */
@@ -194,7 +194,7 @@ static int snapshot(ost_conn *c) {
     rc = apply_invalidations(c, last);
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->shown,
-                           mdb_strerror(rc));
+                           ost__mdb_strerror(c->st, rc));
     drop_packed(c);
     return 0;
 }
@@ -213,7 +213,7 @@ static int lock_snapshot(ost_conn *c) {
         if (grc) {
             uv_rwlock_rdlock(&c->st->maplock);
             return ost__c_fail(c, ost__mdb_code(grc), "%s: cannot map what another process added: %s",
-                               c->st->shown, mdb_strerror(grc));
+                               c->st->shown, ost__mdb_strerror(c->st, grc));
         }
     }
 }
@@ -229,7 +229,7 @@ static int get_record(ost_conn *c, uint64_t oid, MDB_val *v) {
         return ost__c_fail(c, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: %s", (unsigned long long)oid,
-                           mdb_strerror(rc));
+                           ost__mdb_strerror(c->st, rc));
     return 0;
 }
 
@@ -280,7 +280,7 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: class id %u: %s",
                            (unsigned long long)oid, cid,
-                           rc == MDB_CORRUPTED ? "not in the class table" : mdb_strerror(rc));
+                           rc == MDB_CORRUPTED ? "not in the class table" : ost__mdb_strerror(c->st, rc));
     ost_value inst = ost_instance_new(cls);
     if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     OST__O(inst)->flags |= OST__F_GHOST;

@@ -72,7 +72,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
         uv_rwlock_wrunlock(&st->maplock);
         if (rc)
             return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot grow the map to %llu bytes: %s",
-                                st->shown, (unsigned long long)map_need, mdb_strerror(rc));
+                                st->shown, (unsigned long long)map_need, ost__mdb_strerror(st, rc));
     }
     ost__import *im = calloc(1, sizeof *im);
     if (!im) return ost__st_fail(st, OST_ENOMEM, "out of memory");
@@ -83,7 +83,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
         uv_rwlock_rdunlock(&st->maplock);
         free(im);
         return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
-                            st->shown, mdb_strerror(rc));
+                            st->shown, ost__mdb_strerror(st, rc));
     }
     MDB_stat ms;
     uint64_t next_oid = 0, last = 0;
@@ -91,7 +91,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     if (!rc) rc = meta_u64(im->t, st->meta, "next_oid", &next_oid);
     if (!rc) rc = meta_u64(im->t, st->meta, "last_serial", &last);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown, ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     if (ms.ms_entries > 1 || next_oid != 1 || last != 1) {
@@ -106,7 +106,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     if (!rc) rc = mdb_drop(im->t, st->txlog, 0);
     if (!rc) rc = mdb_drop(im->t, st->ments, 0);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->shown, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->shown, ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     *out = im;
@@ -150,7 +150,7 @@ int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t m
                             module, (int)nl, name);
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: class id %u: %s", st->shown, id,
-                            mdb_strerror(rc));
+                            ost__mdb_strerror(st, rc));
     if (id > im->top_cid) im->top_cid = id;
     return 0;
 }
@@ -167,7 +167,7 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
                             (unsigned long long)oid);
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: oid %llu: %s", st->shown,
-                            (unsigned long long)oid, mdb_strerror(rc));
+                            (unsigned long long)oid, ost__mdb_strerror(st, rc));
     ost__hdr_write(v.mv_data, serial, cid);
     memcpy((uint8_t *)v.mv_data + OST_HDR_SIZE, pickle, n);
     im->records++;
@@ -210,7 +210,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
         int rc = mdb_get(im->t, st->recs, &k, &v);
         if (rc && rc != MDB_NOTFOUND)
             return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->shown,
-                                (unsigned long long)map, mdb_strerror(rc));
+                                (unsigned long long)map, ost__mdb_strerror(st, rc));
         im->ment_map = map;
         im->ment_map_ok = rc == 0 && ost__hdr_read(&v, &s, &cid) == 0 && cid &&
                           (cid == im->map_cid || cid == im->set_cid);
@@ -236,7 +236,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
                             (unsigned long long)map);
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->shown,
-                            (unsigned long long)map, mdb_strerror(rc));
+                            (unsigned long long)map, ost__mdb_strerror(st, rc));
     put_le64(v.mv_data, serial);
     if (vlen) memcpy((uint8_t *)v.mv_data + 8, val, vlen);
     im->ments++;
@@ -280,7 +280,7 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     if (!rc) rc = meta_put(t, st->meta, "next_class", next_class);
     if (!rc) rc = meta_put(t, st->meta, "low", last_serial + 1);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->shown, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->shown, ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     rc = mdb_txn_commit(t);
@@ -288,7 +288,7 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     free(im);
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: import commit: %s", st->shown,
-                            mdb_strerror(rc));
+                            ost__mdb_strerror(st, rc));
     /* class ids cached before the import may name other classes now */
     uv_mutex_lock(&st->lock);
     ost__class_cache_free(st);

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "../serializer/internal.h"
@@ -78,6 +80,37 @@ int ost__mdb_code(int rc) {
     case ENOENT: return OST_ENOTFOUND;
     default: return OST_EIO;
     }
+}
+
+/* Free space below this after a failed write means the disk is full. */
+#define FULL_BYTES ((uint64_t)1 << 20)
+
+/* True when the filesystem holding dir has less than FULL_BYTES left (for
+ * this user: root may use the reserved blocks). */
+static bool fs_full(const char *dir) {
+    struct statvfs fs;
+    if (!dir || statvfs(dir, &fs) != 0) return false;
+    uint64_t avail = (uint64_t)(geteuid() == 0 ? fs.f_bfree : fs.f_bavail) * fs.f_frsize;
+    return avail < FULL_BYTES;
+}
+
+const char *ost__io_strerror(const char *dir, int rc) {
+    if (rc == ENOSPC) return "no space left on device";
+    if (rc == EDQUOT) return "disk quota exceeded";
+    /* LMDB says EIO when a write was short, as when the disk filled up
+     * during it (mdb_page_flush), and MDB_PANIC for every transaction
+     * after such a failure: tell a full disk from a failing one by the
+     * free space left */
+    if (rc == EIO && fs_full(dir))
+        return "no space left on device (a write was cut short: Input/output error)";
+    if (rc == MDB_PANIC && fs_full(dir))
+        return "no space left on device (a write failed before: close the store, make room and "
+               "open it again)";
+    return mdb_strerror(rc);
+}
+
+const char *ost__mdb_strerror(const ost_store *st, int rc) {
+    return ost__io_strerror(st ? st->path : NULL, rc);
 }
 
 const char *ost_store_errmsg(const ost_store *st) { return st ? st->msg : ""; }
@@ -276,7 +309,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (!rc) rc = mdb_env_open(st->env, real, env_flags(opts), 0644);
     if (rc) {
         code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s", shown,
-                     mdb_strerror(rc));
+                     ost__mdb_strerror(st, rc));
         goto fail;
     }
     st->read_only = opts->read_only;
@@ -306,7 +339,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     MDB_txn *t;
     rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
         goto fail;
     }
     unsigned cf = st->read_only ? 0 : MDB_CREATE;
@@ -327,7 +360,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (rc) {
         mdb_txn_abort(t);
         code = ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
-                     "%s: cannot open databases: %s", shown, mdb_strerror(rc));
+                     "%s: cannot open databases: %s", shown, ost__mdb_strerror(st, rc));
         goto fail;
     }
     MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v;
@@ -337,7 +370,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
         if (rc) {
             mdb_txn_abort(t);
             code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", shown,
-                         mdb_strerror(rc));
+                         ost__mdb_strerror(st, rc));
             goto fail;
         }
     } else if (rc || v.mv_size != strlen(META_MAGIC) || memcmp(v.mv_data, META_MAGIC, v.mv_size)) {
@@ -350,7 +383,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
         mdb_txn_abort(t);
         if (rc)
-            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", shown, mdb_strerror(rc));
+            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", shown, ost__mdb_strerror(st, rc));
         else
             code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d", shown,
                          (unsigned long long)fmt, OST_STORE_FORMAT);
@@ -365,7 +398,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     }
     rc = mdb_txn_commit(t);
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
         goto fail;
     }
     return 0;
@@ -454,7 +487,7 @@ int ost_store_stat(ost_store *st, ost_store_stats *out) {
         mdb_txn_abort(t);
     }
     uv_rwlock_rdunlock(&st->maplock);
-    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown, mdb_strerror(rc)) : 0;
+    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown, ost__mdb_strerror(st, rc)) : 0;
 }
 
 /* Doubles the map after MDB_MAP_FULL. Every read snapshot of the process

@@ -165,6 +165,16 @@ struct ost_conn {
 #define OST__SERIAL_LIMIT ((uint64_t)1 << 63)
 #define OST__CLASS_LIMIT ((uint64_t)UINT32_MAX)
 
+/* The text for an LMDB or errno code rc after an operation on the files of
+ * the store in dir (NULL: unknown): mdb_strerror(rc), except that a full
+ * disk says so: ENOSPC, and also the EIO LMDB gives for a write cut short
+ * and the MDB_PANIC of every transaction after it, when dir's filesystem
+ * has less than 1 MiB left, become "no space left on device ..."; EDQUOT
+ * "disk quota exceeded". A static string. */
+const char *ost__io_strerror(const char *dir, int rc);
+/* The same for the store st (st->path). */
+const char *ost__mdb_strerror(const ost_store *st, int rc);
+
 int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)

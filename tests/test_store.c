@@ -13,11 +13,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../store/import.h"
+#include "../store/store_internal.h"
 #include "internal.h"
 #include "ostore.h"
 #include "storetest.h"
@@ -2304,3 +2308,90 @@ Test(store, python_reads_maps_in_sorted_order) {
     cr_expect(total > 500, "only %zu distinct keys", total);
     free(out);
 }
+
+/* ======================================================================= */
+/* 13. the system: a full disk                                              */
+/* ======================================================================= */
+
+/* A failed write names a full disk: LMDB gives ENOSPC, or EIO when a write
+ * was cut short (mdb_page_flush), which used to read "commit failed:
+ * Input/output error". */
+Test(store, io_errors_name_a_full_disk) {
+    cr_assert_str_eq(ost__io_strerror(F.tmp, ENOSPC), "no space left on device");
+    cr_assert_str_eq(ost__io_strerror(NULL, ENOSPC), "no space left on device");
+    cr_assert_str_eq(ost__io_strerror(F.tmp, EDQUOT), "disk quota exceeded");
+    /* EIO on a filesystem with room is an I/O error */
+    struct statvfs fs;
+    cr_assert_eq(statvfs(F.tmp, &fs), 0);
+    if ((uint64_t)fs.f_bavail * fs.f_frsize > ((uint64_t)64 << 20))
+        cr_assert_str_eq(ost__io_strerror(F.tmp, EIO), mdb_strerror(EIO));
+    cr_assert_str_eq(ost__io_strerror(NULL, EIO), mdb_strerror(EIO));
+    cr_assert_str_eq(ost__io_strerror(F.tmp, MDB_CORRUPTED), mdb_strerror(MDB_CORRUPTED));
+}
+
+#define SKIP_STATUS 77 /* a child that cannot set up what it tests */
+
+/* In a child of its own mount namespace (root only): a 1 MiB tmpfs on
+ * F.tmp/small, a store on it, commits of 64 KiB objects until one fails;
+ * that failure must say the disk is full. The namespace, and the mount,
+ * end with the child. */
+static int fill_the_disk(void *arg) {
+    bool group = arg != NULL;
+    char mnt[256], dir[300];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+        fprintf(stderr, "skip: a tmpfs of its own: %s\n", strerror(errno));
+        return SKIP_STATUS;
+    }
+    snprintf(dir, sizeof dir, "%s/db", mnt);
+    ost_store_options o = opts_for(true);
+    o.group_commit = group;
+    ost_store *st;
+    ost_conn *c;
+    int rc = child_open(dir, &o, &st, &c);
+    if (rc) return rc;
+    static uint8_t payload[65536];
+    for (int i = 0; i < 64; i++) {
+        ost_value n = ost_instance_new(ost_incref(F.node));
+        CHILD_CHECK(n, "a node");
+        payload[0] = (uint8_t)i;
+        CHILD_CHECK(ost_instance_setattr(n, "payload", ost_bytes(payload, sizeof payload)) == 0,
+                    "setattr");
+        char key[16];
+        snprintf(key, sizeof key, "n%d", i);
+        ost_root_set(c, ost_str_c(key), n);
+        rc = ost_commit(c);
+        if (rc == 0) continue;
+        const char *msg = ost_conn_errmsg(c);
+        CHILD_CHECK(rc == OST_EIO, "commit %d: %s: %s", i, ost_err_name(rc), msg);
+        CHILD_CHECK(strstr(msg, "no space left on device") && strstr(msg, dir), "commit %d: %s",
+                    i, msg);
+        /* a small commit after it fits in the pages the failed one freed,
+         * or fails saying why (after a failed meta write LMDB refuses
+         * every write: MDB_PANIC) */
+        ost_abort(c);
+        ost_root_set(c, ost_str_c("small"), ost_int(1));
+        rc = ost_commit(c);
+        msg = ost_conn_errmsg(c);
+        CHILD_CHECK(rc == 0 || strstr(msg, "no space left on device"), "the next commit: %s: %s",
+                    ost_err_name(rc), msg);
+        ost_store_close(st);
+        return 0;
+    }
+    CHILD_CHECK(false, "4 MiB fitted on a 1 MiB tmpfs");
+    return 1;
+}
+
+static void full_disk(bool group) {
+    char mnt[256];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    cr_assert_eq(mkdir(mnt, 0755), 0);
+    if (geteuid() != 0) cr_skip_test("a tmpfs of its own needs root");
+    int status = wait_child(spawn(fill_the_disk, group ? (void *)1 : NULL));
+    if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
+    cr_assert_eq(status, 0, "the child failed (its stderr says why)");
+}
+
+Test(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }
+Test(store, a_group_commit_on_a_full_disk_says_so) { full_disk(true); }

@@ -128,9 +128,11 @@ OST_EXTERN int ost_invalidate(ost_conn *c, ost_value obj);
  * transaction, then starts a new transaction. New persistent objects
  * reachable from written ones get oids. Fails with OST_ECONFLICT (naming
  * the oid) when another commit changed an object this transaction
- * changed, OST_EVETO when a before-commit hook refused; then nothing is
- * written and the transaction is poisoned: commits fail with OST_ETXN
- * until ost_abort. */
+ * changed, OST_EVETO when a before-commit hook refused, OST_EIO when the
+ * write failed (ost_conn_errmsg says "no space left on device" when the
+ * disk is full, not just "Input/output error"); then nothing is written
+ * and the transaction is poisoned: commits fail with OST_ETXN until
+ * ost_abort. */
 OST_EXTERN int ost_commit(ost_conn *c);
 /* Commits without waiting, for programs that run a libuv loop on the
  * connection's thread: the work is prepared now, written by the group

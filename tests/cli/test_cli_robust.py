@@ -15,6 +15,7 @@ crash, a hang or a huge allocation:
   more than a demo's store;
 - a FIFO, a directory or a device where data.mdb, lock.mdb or the dump
   file should be (under a timeout: a hang is a failure);
+- a full filesystem (a 2 MiB tmpfs, when this runs as root and may mount);
 - paths longer than PATH_MAX, and paths with newlines, escapes and bytes
   that are not UTF-8, in messages.
 
@@ -281,6 +282,26 @@ def test_not_regular(tmp, db, dump):
     check(p.returncode == 0 and p.stderr == "", "import from a pipe: %d %r" % (p.returncode, p.stderr))
 
 
+# ---- the system: a full disk, a user who cannot write ----------------------------------------
+
+def test_full_disk(tmp):
+    """A demo on a 2 MiB tmpfs, mounted in a mount namespace of its own
+    (unshare), so that the mount ends with the command however it ends."""
+    if os.geteuid() != 0:
+        return skip("full disk", "mounting a small tmpfs needs root")
+    mnt = os.path.join(tmp, "small")
+    os.mkdir(mnt)
+    script = 'mount -t tmpfs -o size=2m tmpfs "$1" || exit 77; shift; exec "$@"'
+    prefix = ("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", mnt)
+    p = subprocess.run(list(prefix) + ["true"], capture_output=True)
+    if p.returncode != 0:
+        return skip("full disk", "no tmpfs in a mount namespace: %r" % p.stderr.decode()[:200])
+    d = os.path.join(mnt, "demo.ostore")
+    out, err = fails(["demo", d, "--objects", "20000", "--quiet"], "no space left on device",
+                     "demo on a full disk", prefix=prefix)
+    check("failed: Input/output error" not in err, "full disk still reported as EIO: %r" % err)
+
+
 # ---- paths in messages ------------------------------------------------------------------------
 
 def test_paths(tmp, db):
@@ -326,6 +347,7 @@ def main():
         test_export_unwritable(tmp, db)
         test_demo_dir(tmp)
         test_not_regular(tmp, db, dump)
+        test_full_disk(tmp)
         test_paths(tmp, db)
 
 
