@@ -76,7 +76,9 @@ int ost__mdb_code(int rc) {
     case MDB_READERS_FULL:
     case MDB_MAP_RESIZED: return OST_EBUSY;
     case ENOMEM: return OST_ENOMEM;
-    case EACCES: return OST_EREADONLY;
+    case EACCES:
+    case EPERM:
+    case EROFS: return OST_EREADONLY;
     case ENOENT: return OST_ENOTFOUND;
     default: return OST_EIO;
     }
@@ -233,6 +235,27 @@ static int init_store(ost_store *st, MDB_txn *t) {
     return rc;
 }
 
+/* Makes st->env and opens it on directory real with flags; on failure
+ * st->env is closed and NULL again (LMDB's rule after a failed open).
+ * Returns LMDB's code. */
+static int env_open(ost_store *st, const char *real, const ost_store_options *opts,
+                    unsigned flags) {
+    int rc = mdb_env_create(&st->env);
+    if (rc) {
+        st->env = NULL;
+        return rc;
+    }
+    rc = mdb_env_set_maxdbs(st->env, 8);
+    if (!rc) rc = mdb_env_set_mapsize(st->env, opts->map_size ? opts->map_size : DEFAULT_MAP);
+    if (!rc) rc = mdb_env_set_maxreaders(st->env, opts->max_readers ? opts->max_readers : 126);
+    if (!rc) rc = mdb_env_open(st->env, real, flags, 0644);
+    if (rc) {
+        mdb_env_close(st->env);
+        st->env = NULL;
+    }
+    return rc;
+}
+
 static unsigned env_flags(const ost_store_options *o) {
     unsigned f = MDB_NOTLS;
     if (o->read_only) f |= MDB_RDONLY;
@@ -302,14 +325,23 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     uv_mutex_unlock(&g_open_lock);
 
     int code = OST_EIO;
-    int rc = mdb_env_create(&st->env);
-    if (!rc) rc = mdb_env_set_maxdbs(st->env, 8);
-    if (!rc) rc = mdb_env_set_mapsize(st->env, opts->map_size ? opts->map_size : DEFAULT_MAP);
-    if (!rc) rc = mdb_env_set_maxreaders(st->env, opts->max_readers ? opts->max_readers : 126);
-    if (!rc) rc = mdb_env_open(st->env, real, env_flags(opts), 0644);
+    int rc = env_open(st, real, opts, env_flags(opts));
+    if ((rc == EACCES || rc == EPERM || rc == EROFS) && opts->read_only) {
+        /* lock.mdb cannot be written (or made) by this user: read without
+         * the lock file, as for a store on read-only media */
+        int rc2 = env_open(st, real, opts, env_flags(opts) | MDB_NOLOCK);
+        if (!rc2) st->no_lock = true;
+        else if (rc2 != EACCES && rc2 != EPERM && rc2 != EROFS) rc = rc2;
+        if (!rc2) rc = 0;
+    }
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s", shown,
-                     ost__mdb_strerror(st, rc));
+        const char *hint = rc != EACCES && rc != EPERM && rc != EROFS ? ""
+                           : opts->read_only ? " (reading needs read access to data.mdb)"
+                                             : " (writing needs write access to the directory, "
+                                               "data.mdb and lock.mdb; a read-only open needs "
+                                               "read access only)";
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s%s",
+                            shown, ost__mdb_strerror(st, rc), hint);
         goto fail;
     }
     st->read_only = opts->read_only;
@@ -406,6 +438,7 @@ fail:
     ost__committer_stop(st);
     if (st->env) mdb_env_close(st->env);
     st->env = NULL;
+    st->no_lock = false;
     ost_decref(st->root_cls);
     ost_decref(st->map_cls);
     ost_decref(st->set_cls);

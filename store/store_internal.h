@@ -80,6 +80,7 @@ struct ost_store {
     char *path;    /* the real path of the directory */
     char shown[OST__PATH_SHOWN]; /* the real path as messages show it (ost__path_show) */
     bool read_only;
+    bool no_lock; /* read-only without lock.mdb (MDB_NOLOCK): it could not be written */
     ost_durability durability;
     ost_registry *registry;
     ost_value root_cls;

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -2310,7 +2312,7 @@ Test(store, python_reads_maps_in_sorted_order) {
 }
 
 /* ======================================================================= */
-/* 13. the system: a full disk                                              */
+/* 13. the system: a full disk, a user who cannot write                     */
 /* ======================================================================= */
 
 /* A failed write names a full disk: LMDB gives ENOSPC, or EIO when a write
@@ -2395,3 +2397,59 @@ static void full_disk(bool group) {
 
 Test(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }
 Test(store, a_group_commit_on_a_full_disk_says_so) { full_disk(true); }
+
+/* In a child, as a user who may read the store but not write its
+ * directory or lock.mdb (nobody, when the test runs as root; else the
+ * files are made read-only): a read-only open works, without lock.mdb
+ * (LMDB wanted to write its reader table there: "Permission denied"); a
+ * read-write open fails saying what access it needs. */
+static int read_as_another_user(void *arg) {
+    bool lock_there = arg != NULL;
+    if (geteuid() == 0) {
+        struct passwd *pw = getpwnam("nobody");
+        if (!pw || setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) {
+            fprintf(stderr, "skip: cannot become nobody: %s\n", strerror(errno));
+            return SKIP_STATUS;
+        }
+    }
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", F.dir);
+    CHILD_CHECK(access(lock, W_OK) != 0 && access(F.dir, W_OK) != 0, "this user may write");
+    ost_store_options o = opts_for(false);
+    o.read_only = true;
+    ost_store *st;
+    ost_conn *c;
+    int rc = child_open(F.dir, &o, &st, &c);
+    if (rc) return rc;
+    ost_value a = ost_conn_root(c) ? ost_root_get(c, ost_str_c("a")) : 0;
+    CHILD_CHECK(ost_typeof(a) == OST_T_INSTANCE, "the root's a: %s", ost_conn_errmsg(c));
+    ost_value name = ost_instance_getattr(a, "name");
+    CHILD_CHECK(name && strcmp(ost_data(name, NULL), "a") == 0, "a's name");
+    ost_store_close(st);
+    o.read_only = false;
+    st = ost_store_new();
+    rc = ost_store_open(st, F.dir, &o);
+    CHILD_CHECK(rc == OST_EREADONLY && strstr(ost_store_errmsg(st), "needs write access"),
+                "read-write: %s: %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_store_close(st);
+    CHILD_CHECK((access(lock, F_OK) == 0) == lock_there, "lock.mdb %s",
+                lock_there ? "went" : "was made by a reader");
+    return 0;
+}
+
+Test(store, a_read_only_store_opens_for_a_user_who_cannot_write_its_lock_file) {
+    store_chain();
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", F.dir);
+    for (int round = 0; round < 2; round++) { /* with lock.mdb, then without */
+        if (round == 1) cr_assert_eq(unlink(lock), 0);
+        /* the user may read and search everything, and write nothing */
+        cr_assert_eq(chmod(F.tmp, 0755), 0);
+        cr_assert_eq(chmod(F.dir, 0555), 0);
+        if (round == 0) cr_assert_eq(chmod(lock, 0444), 0);
+        int status = wait_child(spawn(read_as_another_user, round == 0 ? (void *)1 : NULL));
+        cr_assert_eq(chmod(F.dir, 0755), 0);
+        if (status == SKIP_STATUS) cr_skip_test("cannot run as another user");
+        cr_assert_eq(status, 0, "round %d: the child failed (its stderr says why)", round);
+    }
+}

@@ -16,6 +16,8 @@ crash, a hang or a huge allocation:
 - a FIFO, a directory or a device where data.mdb, lock.mdb or the dump
   file should be (under a timeout: a hang is a failure);
 - a full filesystem (a 2 MiB tmpfs, when this runs as root and may mount);
+- a read-only store read by a user who cannot write its lock file (the
+  user nobody, through runuser, when this runs as root);
 - paths longer than PATH_MAX, and paths with newlines, escapes and bytes
   that are not UTF-8, in messages.
 
@@ -302,6 +304,38 @@ def test_full_disk(tmp):
     check("failed: Input/output error" not in err, "full disk still reported as EIO: %r" % err)
 
 
+def test_read_only(tmp, db):
+    ro = os.path.join(tmp, "ro.ostore")
+    shutil.copytree(db, ro)
+    nolock = os.path.join(tmp, "ro-nolock.ostore")
+    shutil.copytree(db, nolock)
+    os.unlink(os.path.join(nolock, "lock.mdb"))
+    prefix = ()
+    if os.geteuid() == 0:  # root ignores permissions: run as nobody
+        p = subprocess.run(["runuser", "-u", "nobody", "--", "true"], capture_output=True)
+        if p.returncode != 0:
+            return skip("read-only store", "runuser -u nobody fails: %r" % p.stderr[:200])
+        prefix = ("runuser", "-u", "nobody", "--")
+        os.chmod(tmp, 0o755)
+    for d in (ro, nolock):
+        for f in os.listdir(d):
+            os.chmod(os.path.join(d, f), 0o444)
+        os.chmod(d, 0o555)
+    try:
+        for d in (ro, nolock):
+            name = os.path.basename(d)
+            out = ok(["info", d], "info of %s" % name, prefix=prefix)
+            check("objects" in out, "info of %s: %r" % (name, out[:200]))
+            ok(["cat", d, "0"], "cat of %s" % name, prefix=prefix)
+            ok(["check", d], "check of %s" % name, prefix=prefix)
+            ok(["export", d, "-"], "export of %s" % name, prefix=prefix)
+            fails(["pack", d], "needs write access", "pack of %s" % name, prefix=prefix)
+        check(not os.path.exists(os.path.join(nolock, "lock.mdb")), "a reader made lock.mdb")
+    finally:
+        for d in (ro, nolock):
+            os.chmod(d, 0o755)
+
+
 # ---- paths in messages ------------------------------------------------------------------------
 
 def test_paths(tmp, db):
@@ -348,6 +382,7 @@ def main():
         test_demo_dir(tmp)
         test_not_regular(tmp, db, dump)
         test_full_disk(tmp)
+        test_read_only(tmp, db)
         test_paths(tmp, db)
 
 
