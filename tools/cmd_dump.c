@@ -412,11 +412,12 @@ static int bad_dump(const char *file, stream *s, const char *what) {
 
 /* Removes the store files (and the directory) that this import created. */
 static void remove_created(const char *db, bool dir) {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/data.mdb", db);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/lock.mdb", db);
-    unlink(p);
+    static const char *const files[] = {"data.mdb", "lock.mdb"};
+    for (int i = 0; i < 2; i++) {
+        char p[PATH_MAX];
+        int n = snprintf(p, sizeof p, "%s/%s", db, files[i]);
+        if (n > 0 && (size_t)n < sizeof p) unlink(p); /* never a cut name */
+    }
     if (dir) rmdir(db);
 }
 
@@ -645,7 +646,11 @@ static int run_import(int argc, char **argv) {
     struct stat sb;
     bool created = false, made_dir = false;
     char datafile[PATH_MAX];
-    snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
+    int dn = snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
+    if (dn < 0 || (size_t)dn >= sizeof datafile) {
+        if (!from_stdin) fclose(f);
+        return fail("%s: %s", shown(db), strerror(ENAMETOOLONG));
+    }
     if (stat(db, &sb) != 0) {
         if (errno != ENOENT) {
             if (!from_stdin) fclose(f);
@@ -656,6 +661,10 @@ static int run_import(int argc, char **argv) {
         if (!from_stdin) fclose(f);
         return fail("%s: not a directory (a store is a directory)", shown(db));
     } else if (stat(datafile, &sb) != 0) {
+        if (errno != ENOENT) {
+            if (!from_stdin) fclose(f);
+            return fail("%s: data.mdb: %s", shown(db), strerror(errno));
+        }
         created = true; /* an empty directory: the store files are ours */
     }
     int rc = EXIT_OK;
