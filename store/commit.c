@@ -374,7 +374,8 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
     }
     p->rc = ost__mdb_code(rc);
     if (rc == MDB_MAP_FULL) p->rc = OST_ENOMEM;
-    ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what, ost__mdb_strerror(st, rc));
+    ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what,
+             ost__mdb_strerror(st, rc));
 }
 
 /* Applies one package on the calling thread. */

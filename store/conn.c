@@ -280,7 +280,8 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: class id %u: %s",
                            (unsigned long long)oid, cid,
-                           rc == MDB_CORRUPTED ? "not in the class table" : ost__mdb_strerror(c->st, rc));
+                           rc == MDB_CORRUPTED ? "not in the class table"
+                                               : ost__mdb_strerror(c->st, rc));
     ost_value inst = ost_instance_new(cls);
     if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     OST__O(inst)->flags |= OST__F_GHOST;
@@ -647,7 +648,8 @@ static int new_oid(ost_conn *c, uint64_t *oid) {
     if (c->oid_next == c->oid_end) {
         uint64_t want = c->oid_block ? c->oid_block : 16, first;
         int rc = ost__reserve_oids(c->st, want, &first);
-        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->shown, ost_strerror(rc));
+        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->shown,
+                                   ost_strerror(rc));
         c->oid_next = first;
         c->oid_end = first + want;
         c->oid_block = want < 65536 ? want * 2 : want;

@@ -91,7 +91,8 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     if (!rc) rc = meta_u64(im->t, st->meta, "next_oid", &next_oid);
     if (!rc) rc = meta_u64(im->t, st->meta, "last_serial", &last);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown, ost__mdb_strerror(st, rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown,
+                     ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     if (ms.ms_entries > 1 || next_oid != 1 || last != 1) {
@@ -106,7 +107,8 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     if (!rc) rc = mdb_drop(im->t, st->txlog, 0);
     if (!rc) rc = mdb_drop(im->t, st->ments, 0);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->shown, ost__mdb_strerror(st, rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->shown,
+                     ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     *out = im;
@@ -280,7 +282,8 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     if (!rc) rc = meta_put(t, st->meta, "next_class", next_class);
     if (!rc) rc = meta_put(t, st->meta, "low", last_serial + 1);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->shown, ost__mdb_strerror(st, rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->shown,
+                     ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     rc = mdb_txn_commit(t);

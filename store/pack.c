@@ -126,7 +126,8 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
     if (rc) {
         code = rc == OST_ENOMEM ? ost__st_fail(st, rc, "%s: pack: out of memory for the oids of "
                                                "the records", st->shown)
-               : ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown, ost__mdb_strerror(st, rc));
+               : ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
+                              ost__mdb_strerror(st, rc));
         rc = 0;
         goto out;
     }
@@ -149,7 +150,8 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
         goto out;
     }
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown, ost__mdb_strerror(st, rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
+                            ost__mdb_strerror(st, rc));
         goto out;
     }
     MDB_cursor *cur;
@@ -181,12 +183,14 @@ static int pack_once(ost_store *st, uint64_t *removed, int *mdb_rc) {
         }
     }
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown, ost__mdb_strerror(st, rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
+                            ost__mdb_strerror(st, rc));
         goto out;
     }
     rc = mdb_txn_commit(t);
     t = NULL;
-    if (rc) code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack commit: %s", st->shown, ost__mdb_strerror(st, rc));
+    if (rc) code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack commit: %s", st->shown,
+                                ost__mdb_strerror(st, rc));
     else if (removed) *removed = gone;
 out:
     *mdb_rc = rc;
@@ -423,7 +427,8 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     uv_rwlock_rdunlock(&st->maplock);
     ost_reader_free(r);
     if (records) *records = n;
-    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: check: %s", st->shown, ost__mdb_strerror(st, rc));
+    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: check: %s", st->shown,
+                                ost__mdb_strerror(st, rc));
     if (!root) {
         c.problems++;
         if (report) report(ud, 0, 0, OST_ECORRUPT, "the root (oid 0) is missing");

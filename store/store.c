@@ -415,9 +415,11 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
         mdb_txn_abort(t);
         if (rc)
-            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", shown, ost__mdb_strerror(st, rc));
+            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", shown,
+                                ost__mdb_strerror(st, rc));
         else
-            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d", shown,
+            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d",
+                                shown,
                          (unsigned long long)fmt, OST_STORE_FORMAT);
         goto fail;
     }
@@ -520,7 +522,8 @@ int ost_store_stat(ost_store *st, ost_store_stats *out) {
         mdb_txn_abort(t);
     }
     uv_rwlock_rdunlock(&st->maplock);
-    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown, ost__mdb_strerror(st, rc)) : 0;
+    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown,
+                             ost__mdb_strerror(st, rc)) : 0;
 }
 
 /* Doubles the map after MDB_MAP_FULL. Every read snapshot of the process

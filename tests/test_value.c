@@ -1568,7 +1568,8 @@ OST_TEST(value, path_show_escapes_what_would_break_the_line) {
     cr_assert_str_eq(path_shown(b, sizeof b, "back\\slash"), "back\\\\slash");
     /* valid UTF-8 stays, bytes that are not UTF-8 (a stray continuation, a
      * lone lead byte, an overlong form, an encoded surrogate) become \xhh */
-    cr_assert_str_eq(path_shown(b, sizeof b, "caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");
+    cr_assert_str_eq(path_shown(b, sizeof b, "caf\xc3\xa9 \xe2\x82\xac"),
+                     "caf\xc3\xa9 \xe2\x82\xac");
     cr_assert_str_eq(path_shown(b, sizeof b, "a\xff\x80z"), "a\\xff\\x80z");
     cr_assert_str_eq(path_shown(b, sizeof b, "lead\xc3"), "lead\\xc3");
     cr_assert_str_eq(path_shown(b, sizeof b, "\xc0\xaf"), "\\xc0\\xaf");

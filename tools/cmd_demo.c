@@ -500,7 +500,8 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     for (int i = 0; i < M_COUNT && !err; i++) {
         ost_value m;
         if ((rc = ost_map_new(c, maps_def[i].kind, &m))) {
-            err = fail("%s: a map of %s keys: %s", shown(dir), maps_def[i].kind, ost_conn_errmsg(c));
+            err = fail("%s: a map of %s keys: %s", shown(dir), maps_def[i].kind,
+                       ost_conn_errmsg(c));
             break;
         }
         maps[i] = ost_incref(m); /* ours until the end of the load */
@@ -598,7 +599,8 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         goto out;
     }
     if (ui.objects != k->objects + k->entries) {
-        err = fail("%s: the loader stored %llu objects and map entries, %llu were added", shown(dir),
+        err = fail("%s: the loader stored %llu objects and map entries, %llu were added",
+                   shown(dir),
                    (unsigned long long)ui.objects, (unsigned long long)(k->objects + k->entries));
         goto out;
     }
@@ -1368,7 +1370,8 @@ static int run_demo(int argc, char **argv) {
             fmt_bytes(b, sizeof b, (double)ss.bytes), fmt_bytes(c, sizeof c, (double)ss.map_size));
         say("done in %.1f s. Look around: ostore info %s; ostore cat %s 0; ostore cat %s %llu "
             "--limit 3\n",
-            now_s() - start, shown(dir), shown(dir), shown(dir), (unsigned long long)k.moids[M_CUSTOMERS]);
+            now_s() - start, shown(dir), shown(dir), shown(dir),
+            (unsigned long long)k.moids[M_CUSTOMERS]);
     }
     ost_store_close(st);
     ost_registry_free(s.reg);

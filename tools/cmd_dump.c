@@ -277,7 +277,8 @@ static int run_export(int argc, char **argv) {
             raw_map m;
             char why[200];
             if (raw_map_read(t, &r, &m, why, sizeof why)) {
-                rc = fail("%s: oid %llu: %s: cannot export the map (run 'ostore check %s')", shown(db),
+                rc = fail("%s: oid %llu: %s: cannot export the map (run 'ostore check %s')",
+                          shown(db),
                           (unsigned long long)r.oid, why, shown(db));
                 break;
             }
@@ -477,7 +478,8 @@ static int read_header(const char *file, stream *s, dump_header *h) {
     h->entries = h->version >= 2 ? le64_at(b + 56) : 0;
     h->ebytes = h->version >= 2 ? le64_at(b + 64) : 0;
     if (h->format < 1 || h->format > OST_STORE_FORMAT)
-        return fail("%s: records of store format %u; this ostore reads formats 1 to %d", shown(file),
+        return fail("%s: records of store format %u; this ostore reads formats 1 to %d",
+                    shown(file),
                     h->format, OST_STORE_FORMAT);
     /* counters a store cannot have: they would wrap when handed out */
     if (h->next_oid > OST__OID_LIMIT)
@@ -534,13 +536,15 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
         if (!get_u64(s, &map) || !get_u16(s, &klen))
             return bad_dump(file, s, "a map entry");
         if (klen > OST_MAP_KEY_MAX)
-            return fail("%s: bad export: map %llu: a %u-byte key (the longest is %d bytes)", shown(file),
+            return fail("%s: bad export: map %llu: a %u-byte key (the longest is %d bytes)",
+                        shown(file),
                         (unsigned long long)map, klen, OST_MAP_KEY_MAX);
         if (!get(s, key, klen) || !get_u64(s, &serial) || !get_u32(s, &vlen))
             return bad_dump(file, s, "a map entry");
         dump_map *d = maps_find(maps, map);
         if (!d)
-            return fail("%s: bad export: entries under oid %llu, which has no map record", shown(file),
+            return fail("%s: bad export: entries under oid %llu, which has no map record",
+                        shown(file),
                         (unsigned long long)map);
         if (i && (map < prevmap || (map == prevmap && raw_key_cmp(key, klen, prev, prevlen) <= 0)))
             return fail("%s: bad export: map %llu: entries out of order or repeated (they ascend "
@@ -552,7 +556,8 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
                         (unsigned long long)h->last);
         total += klen + (uint64_t)vlen;
         if (total > h->ebytes)
-            return fail("%s: bad export: map %llu: entry lengths do not fit the header", shown(file),
+            return fail("%s: bad export: map %llu: entry lengths do not fit the header",
+                        shown(file),
                         (unsigned long long)map);
         if (!reserve(buf, cap, vlen ? vlen : 1)) return fail("out of memory");
         if (!get(s, *buf, vlen)) return bad_dump(file, s, "a map entry's value");
@@ -567,7 +572,8 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
         prevlen = klen;
     }
     if (total != h->ebytes)
-        return fail("%s: bad export: the entries hold %llu bytes, the header says %llu", shown(file),
+        return fail("%s: bad export: the entries hold %llu bytes, the header says %llu",
+                    shown(file),
                     (unsigned long long)total, (unsigned long long)h->ebytes);
     const dump_map *bad = count_mismatch(maps);
     if (bad)
@@ -767,7 +773,8 @@ static int run_import(int argc, char **argv) {
             goto out;
         }
         if (i == 0 && oid != 0) {
-            rc = fail("%s: bad export: the first record is oid %llu, not the root (oid 0)", shown(file),
+            rc = fail("%s: bad export: the first record is oid %llu, not the root (oid 0)",
+                      shown(file),
                       (unsigned long long)oid);
             goto out;
         }
@@ -799,13 +806,15 @@ static int run_import(int argc, char **argv) {
             else hi = mid;
         }
         if (lo == ncls || ids[lo] != cid) {
-            rc = fail("%s: bad export: oid %llu has class id %u, not in the class table", shown(file),
+            rc = fail("%s: bad export: oid %llu has class id %u, not in the class table",
+                      shown(file),
                       (unsigned long long)oid, cid);
             goto out;
         }
         total += len;
         if (len < 2 || total > h.bytes) {
-            rc = fail("%s: bad export: oid %llu: pickle length %u does not fit the header", shown(file),
+            rc = fail("%s: bad export: oid %llu: pickle length %u does not fit the header",
+                      shown(file),
                       (unsigned long long)oid, len);
             goto out;
         }
@@ -825,7 +834,8 @@ static int run_import(int argc, char **argv) {
                 goto out;
             }
             if (raw_map_parse(rd, buf, len, &m, why, sizeof why)) {
-                rc = fail("%s: bad export: oid %llu: %s", shown(file), (unsigned long long)oid, why);
+                rc = fail("%s: bad export: oid %llu: %s", shown(file), (unsigned long long)oid,
+                          why);
                 goto out;
             }
             if ((rc = maps_add(&maps, oid, &m))) goto out;

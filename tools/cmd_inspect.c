@@ -184,7 +184,8 @@ static int run_ls(int argc, char **argv) {
     uint32_t want = 0;
     if (cls && !raw_class_id(t, cls, &want)) {
         close_ro(st, t);
-        return fail("%s: no class %s in this store ('ostore info %s' lists them)", shown(db), cls, shown(db));
+        return fail("%s: no class %s in this store ('ostore info %s' lists them)", shown(db), cls,
+                    shown(db));
     }
     raw_iter *it;
     int rc = raw_iter_open(t, &it);
@@ -251,7 +252,8 @@ static int range_parse(const char *db, uint64_t oid, const raw_map *m, cat_range
         char why[300];
         if (r->text[i] && raw_key_parse(m->kind, r->text[i], true, &r->key[i], r->enc[i],
                                         &r->len[i], why, sizeof why))
-            return fail("%s: %s %llu has keys %s: bad %s '%s': %s (see 'ostore cat --help')", shown(db),
+            return fail("%s: %s %llu has keys %s: bad %s '%s': %s (see 'ostore cat --help')",
+                        shown(db),
                         m->is_set ? "set" : "map", (unsigned long long)oid, m->kind, opt[i],
                         r->text[i], why);
     }
@@ -364,12 +366,14 @@ static int run_cat(int argc, char **argv) {
     int rc = raw_get(t, oid, &r);
     if (rc) {
         close_ro(st, t);
-        if (rc == OST_ENOTFOUND) return fail("%s: oid %llu: no such object", shown(db), (unsigned long long)oid);
+        if (rc == OST_ENOTFOUND) return fail("%s: oid %llu: no such object", shown(db),
+                                             (unsigned long long)oid);
         return fail("%s: oid %llu: %s", shown(db), (unsigned long long)oid, ost_strerror(rc));
     }
     if (r.bad_header) {
         close_ro(st, t);
-        return fail("%s: oid %llu: damaged record header (%zu bytes)", shown(db), (unsigned long long)oid,
+        return fail("%s: oid %llu: damaged record header (%zu bytes)", shown(db),
+                    (unsigned long long)oid,
                     r.size);
     }
     bool is_map = raw_map_class(t, &r) != 0;
@@ -388,7 +392,8 @@ static int run_cat(int argc, char **argv) {
         int drc = ost_pickle_dis(r.pickle, r.len, &out, &off);
         if (out.len) fwrite(out.data, 1, out.len, stdout);
         if (drc)
-            rc = fail("%s: oid %llu: %s at offset %zu of the pickle", shown(db), (unsigned long long)oid,
+            rc = fail("%s: oid %llu: %s at offset %zu of the pickle", shown(db),
+                      (unsigned long long)oid,
                       ost_strerror(drc), off);
     } else {
         ost_reader *rd = ost_reader_new();
@@ -401,7 +406,8 @@ static int run_cat(int argc, char **argv) {
         raw_map m;
         char why[200];
         if (lrc)
-            rc = fail("%s: oid %llu: record does not decode: %s", shown(db), (unsigned long long)oid,
+            rc = fail("%s: oid %llu: record does not decode: %s", shown(db),
+                      (unsigned long long)oid,
                       rd ? ost_reader_errmsg(rd) : "out of memory");
         else if (ost_repr(v, &out))
             rc = fail("out of memory");
@@ -602,7 +608,8 @@ static int run_refs(int argc, char **argv) {
     if (src) {
         free(out.v);
         close_ro(st, t);
-        return fail("%s: oid %llu: record does not decode (%s): its references are unknown", shown(db),
+        return fail("%s: oid %llu: record does not decode (%s): its references are unknown",
+                    shown(db),
                     (unsigned long long)oid, ost_strerror(src));
     }
     /* a map references what its entries' values reference */
@@ -684,12 +691,13 @@ static int run_refs(int argc, char **argv) {
                    (unsigned long long)unscanned, unscanned == 1 ? "" : "s", shown(db));
         if (hits.unscanned)
             printf("note: %llu map entr%s could not be scanned (damaged); run 'ostore check %s'\n",
-                   (unsigned long long)hits.unscanned, hits.unscanned == 1 ? "y" : "ies", shown(db));
+                   (unsigned long long)hits.unscanned, hits.unscanned == 1 ? "y" : "ies",
+                   shown(db));
         if (missing)
             rc = fail("%s: oid %llu: no such object, yet %zu object%s it (dangling; "
                       "run 'ostore check %s')",
-                      shown(db), (unsigned long long)oid, nin, nin == 1 ? " references" : "s reference",
-                      shown(db));
+                      shown(db), (unsigned long long)oid, nin,
+                      nin == 1 ? " references" : "s reference", shown(db));
     }
     for (size_t j = 0; j < hits.n; j++) free(hits.v[j].key);
     free(hits.v);

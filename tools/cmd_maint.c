@@ -97,7 +97,8 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
     int orc = ost__oidset_init(&c.oids, raw_mdb_txn(t), raw_store(t)->recs);
     if (orc)
         return orc == OST_ENOMEM ? fail("%s: out of memory for the oids of the records", shown(db))
-                                 : fail("%s: reading the records: %s", shown(db), mdb_strerror(orc));
+                                 : fail("%s: reading the records: %s", shown(db),
+                                        mdb_strerror(orc));
     raw_iter *it;
     int rc = raw_iter_open(t, &it);
     if (!rc) {

@@ -81,7 +81,8 @@ struct raw_ents {
 static int ent_fail(raw_txn *t, uint64_t map, int rc) {
     ost_store *st = raw_store(t);
     if (rc == OST_ECORRUPT)
-        return fail("%s: map %llu: a damaged entry (shorter than its 8-byte serial)", shown(st->path),
+        return fail("%s: map %llu: a damaged entry (shorter than its 8-byte serial)",
+                    shown(st->path),
                     (unsigned long long)map);
     return fail("%s: map %llu: reading its entries: %s", shown(st->path), (unsigned long long)map,
                 rc > 0 ? mdb_strerror(rc) : ost_strerror(rc));

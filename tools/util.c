@@ -160,7 +160,8 @@ int open_store(const char *dir, bool write, ost_store **out) {
     *out = NULL;
     struct stat sb;
     if (stat(dir, &sb) != 0) return fail("%s: %s", shown(dir), strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)", shown(dir));
+    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)",
+                                          shown(dir));
     if (check_length(dir)) return EXIT_FAIL;
     ost_store *st = ost_store_new();
     if (!st) return fail("out of memory");
@@ -185,7 +186,8 @@ int lock_store(const char *dir) {
     /* O_NONBLOCK: a FIFO in data.mdb's place must not block the open */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) /* no store: the open that follows says so */
-        return errno == ENOENT || errno == ENOTDIR ? EXIT_OK : fail("%s: %s", shown(path), strerror(errno));
+        return errno == ENOENT || errno == ENOTDIR ? EXIT_OK : fail("%s: %s", shown(path),
+                                                                    strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
