@@ -73,9 +73,11 @@
  * ---- What is checked --------------------------------------------------------
  *
  * Meta pages (ost__pc_meta_check): page flags and number, magic, version,
- * page size (and equal in both), last page within the file, map size
- * holding the used pages, the two database records (flags, pad, depth,
- * root within the used pages, counts that fit).
+ * page size (and equal in both; meta page 1 is looked for at each page
+ * size when meta page 0's is damaged), last page within the file, map
+ * size holding the used pages and mappable (48 bits), transaction id of
+ * the page's parity, the two database records (flags, pad, depth, root
+ * within the used pages, counts that fit).
  *
  * Trees (ost__pc_walk, ost__pc_each): every page number within [2,
  * mm_last_pg] and the file; the page's own number; page type by position
@@ -96,9 +98,11 @@
  * in range and descending, none listed twice); every page from 2 to the
  * last one in exactly one of: a tree, the free list.
  *
- * Not checkable: values' bytes (LMDB has no checksums), a transaction id
- * or map size changed to another plausible value, bits of a node's size
- * hidden by the rounding to even. */
+ * Not checkable: values' bytes (LMDB has no checksums), a key changed to
+ * another in order, a transaction id or map size changed to another
+ * plausible value, the lowest bit of a node's size (hidden by the rounding
+ * to even). tests/test_pagecheck.c measures how often a changed byte of
+ * each kind is reported. */
 #include "pagecheck.h"
 
 #include <errno.h>
@@ -137,6 +141,7 @@
 #define ENV_FIXEDMAP 0x01u
 #define ENV_NOSUBDIR 0x4000u
 #define MAGIC 0xBEEFC0DEu
+#define MAX_MAPSIZE ((uint64_t)1 << 48)
 #define DATA_VERSION 1u
 #define P_INVALID UINT64_MAX
 #define MAXKEY 511u
@@ -460,6 +465,9 @@ static bool check_dbrec(const dbrec *d, uint64_t last_pg, unsigned allowed_flags
     err[0] = 0;
     if (d->flags & ~allowed_flags)
         fmt(err, cap, "flags 0x%x has bits LMDB does not write here", d->flags);
+    else if ((allowed_flags & DB_DUPSORT) && !(d->flags & DB_DUPSORT) &&
+             (d->flags & (DB_DUPFIXED | DB_INTEGERDUP | DB_REVERSEDUP)))
+        fmt(err, cap, "flags 0x%x: options of duplicates without MDB_DUPSORT", d->flags);
     else if (pad_zero && d->pad)
         fmt(err, cap, "pad field %u (0 expected)", (unsigned)d->pad);
     else if (d->depth > MAXDEPTH)
@@ -534,6 +542,11 @@ static void read_meta(ost__pc *pc, int i, uint64_t off, meta *m) {
     else if (m->mapsize / m->psize < m->last_pg + 1)
         fmt(e, cap, "map size %llu is smaller than the %llu pages in use", (ull)m->mapsize,
             (ull)(m->last_pg + 1));
+    else if (m->mapsize > MAX_MAPSIZE)
+        fmt(e, cap, "map size %llu is more than a 48-bit address space can map", (ull)m->mapsize);
+    else if (m->txnid && (m->txnid & 1) != (uint64_t)i)
+        fmt(e, cap, "transaction id %llu is %s, but transaction N writes meta page N %% 2",
+            (ull)m->txnid, m->txnid & 1 ? "odd" : "even");
     else if (!(m->db[0].flags & DB_INTEGERKEY) ||
              (m->db[0].flags & ~(DB_INTEGERKEY | ENV_FIXEDMAP | ENV_NOSUBDIR)))
         fmt(e, cap, "free list flags 0x%x (LMDB writes 0x%x, maybe with 0x%x or 0x%x)",
@@ -1891,24 +1904,18 @@ int ost__pc_live(ost__pc *pc, void (*fn)(void *ud, uint64_t off, uint64_t len, i
     }
     r.live = fn;
     r.lud = ud;
-    /* The meta pages: liblmdb reads both at open (flags, magic, version,
-     * page size) and the current one's every field but the fixed address
-     * (used only with MDB_FIXEDMAP). */
+    /* The meta pages: every field but the fixed address (used only with
+     * MDB_FIXEDMAP) of both (liblmdb checks both at open, and the meta
+     * check every field). */
     for (int i = 0; i < 2; i++) {
         const meta *m = &pc->m[i];
         if (!m->found) continue;
         uint64_t o = m->off;
-        if (i == pc->cur) {
-            fn(ud, o, 8, OST__PC_LIVE_META); /* page number */
-            fn(ud, o + 10, 2, OST__PC_LIVE_META);
-            fn(ud, o + OFF_MAGIC, 8, OST__PC_LIVE_META);
-            if (m->db[0].flags & ENV_FIXEDMAP) fn(ud, o + OFF_ADDRESS, 8, OST__PC_LIVE_META);
-            fn(ud, o + OFF_MAPSIZE, META_END - OFF_MAPSIZE, OST__PC_LIVE_META);
-        } else {
-            fn(ud, o + 10, 2, OST__PC_LIVE_META);
-            fn(ud, o + OFF_MAGIC, 8, OST__PC_LIVE_META);
-            fn(ud, o + OFF_DBS, 4, OST__PC_LIVE_META); /* page size */
-        }
+        fn(ud, o, 8, OST__PC_LIVE_META); /* page number */
+        fn(ud, o + 10, 2, OST__PC_LIVE_META);
+        fn(ud, o + OFF_MAGIC, 8, OST__PC_LIVE_META);
+        if (m->db[0].flags & ENV_FIXEDMAP) fn(ud, o + OFF_ADDRESS, 8, OST__PC_LIVE_META);
+        fn(ud, o + OFF_MAPSIZE, META_END - OFF_MAPSIZE, OST__PC_LIVE_META);
     }
     walk_all(&r);
     rc = run_result(&r, NULL);
