@@ -89,7 +89,9 @@ static void small_store(const char *dir, ost_registry *reg, ost_value cls) {
     for (size_t i = 0; i < sizeof blob; i++) blob[i] = (uint8_t)(i * 31);
     ok(c, ost_root_set(c, ost_str_c("blob"), ost_bytes(blob, sizeof blob)), "root");
     ok(c, ost_commit(c), "commit 2");
-    items = ost_root_get(c, ost_str_c("items")); /* borrowed */
+    ost_value key = ost_str_c("items");
+    items = ost_root_get(c, key); /* borrowed; the key is not taken */
+    ost_decref(key);
     for (int i = 0; i < 10; i++)
         ost_instance_setattr(ost_item(items, (size_t)i), "n", ost_int(-i));
     ok(c, ost_commit(c), "commit 3");
