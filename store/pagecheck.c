@@ -426,6 +426,12 @@ static int kcmp(unsigned how, const uint8_t *a, size_t na, const uint8_t *b, siz
         return na < nb ? -1 : na > nb;
     }
     size_t n = na < nb ? na : nb;
+    if (n >= 8) { /* most keys differ in their first 8 bytes: one compare */
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y) return __builtin_bswap64(x) < __builtin_bswap64(y) ? -1 : 1;
+    }
     int d = n ? memcmp(a, b, n) : 0;
     if (d) return d;
     return na < nb ? -1 : na > nb;
@@ -937,72 +943,85 @@ static void report_bad_node(page *g, int i) {
 /* Reads the node headers of a branch, leaf or sub-page into g->nd. */
 static void read_nodes(page *g, uint32_t lower, uint32_t upper) {
     tree *t = g->t;
-    ost__pc *pc = g->r->pc;
-    uint32_t nodemax = ((((pc->psize - PAGEHDRSZ) / 2) & ~1u) - 2);
+    const uint8_t *pg = g->pg;
+    const uint32_t sz = g->sz;
+    const uint32_t nodemax = ((((g->r->pc->psize - PAGEHDRSZ) / 2) & ~1u) - 2);
+    const bool dupvals = t->is_dup || g->subpage; /* keys are duplicates, data empty */
+    const uint32_t minks = dupvals ? 0 : 1;
+    unsigned ok; /* node flags allowed */
+    if (dupvals)
+        ok = 0;
+    else if (t->is_main)
+        ok = F_BIGDATA | F_SUBDATA | (t->flags & DB_DUPSORT ? F_DUPDATA : 0);
+    else if (t->is_free)
+        ok = F_BIGDATA;
+    else
+        ok = F_BIGDATA | (t->flags & DB_DUPSORT ? F_DUPDATA | F_SUBDATA : 0);
+    if (lower > upper) upper = lower;
     for (int i = 0; i < g->n; i++) {
         node *d = &g->nd[i];
-        memset(d, 0, sizeof *d);
-        d->off = rd16(g->pg + PAGEHDRSZ + 2 * (uint32_t)i);
-        if (d->off & 1) {
+        uint32_t off = rd16(pg + PAGEHDRSZ + 2 * (uint32_t)i);
+        d->off = (uint16_t)off;
+        d->bad = 0;
+        d->order = 0;
+        d->flags = 0;
+        d->ds = 0;
+        d->child = 0;
+        d->ext = 0;
+        d->key = d->data = pg;
+        d->ks = 0;
+        if (off & 1) {
             d->bad = R_OFF_ODD;
             continue;
         }
-        if (d->off < upper || d->off < lower || (uint32_t)d->off + NODESIZE > g->sz) {
+        if (off < upper || off + NODESIZE > sz) {
             d->bad = R_OFF_RANGE;
             d->v1 = upper;
             continue;
         }
-        const uint8_t *p = g->pg + d->off;
-        d->ks = rd16(p + 6);
+        const uint8_t *p = pg + off;
+        uint32_t ks = rd16(p + 6);
+        uint32_t room = sz - off - NODESIZE; /* bytes after the header */
+        d->ks = ks;
         d->key = p + NODESIZE;
-        uint32_t room = g->sz - d->off - NODESIZE; /* bytes after the header */
         if (g->branch) {
             d->child = rd16(p) | (uint64_t)rd16(p + 2) << 16 | (uint64_t)rd16(p + 4) << 32;
-            d->ext = even(NODESIZE + d->ks);
-            if (d->ks > room) {
-                d->bad = R_RUNS_PAST, d->v1 = NODESIZE + d->ks;
-                continue;
-            }
-            if (d->ks > MAXKEY || (i > 0 && d->ks == 0)) d->bad = R_KSIZE, d->v1 = i > 0;
+            d->ext = even(NODESIZE + ks);
+            if (ks > room)
+                d->bad = R_RUNS_PAST, d->v1 = NODESIZE + ks;
+            else if (ks > MAXKEY || (i > 0 && ks == 0))
+                d->bad = R_KSIZE, d->v1 = i > 0;
             continue;
         }
-        d->flags = rd16(p + 4);
-        d->ds = rd16(p) | (uint32_t)rd16(p + 2) << 16;
-        bool dupvals = t->is_dup || g->subpage; /* keys are duplicates, data empty */
-        uint32_t dbytes = d->flags & F_BIGDATA ? 8u : d->ds;
-        uint64_t total = (uint64_t)NODESIZE + d->ks + dbytes;
-        d->data = p + NODESIZE + (d->ks <= room ? d->ks : 0);
+        unsigned f = rd16(p + 4);
+        uint32_t ds = rd16(p) | (uint32_t)rd16(p + 2) << 16;
+        d->flags = (uint16_t)f;
+        d->ds = ds;
+        uint64_t total = (uint64_t)NODESIZE + ks + (f & F_BIGDATA ? 8u : ds);
+        d->data = p + NODESIZE + (ks <= room ? ks : 0);
         d->ext = total > UINT32_MAX ? UINT32_MAX : even((uint32_t)total);
         if (total - NODESIZE > room) {
             d->bad = R_RUNS_PAST, d->v1 = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
             continue;
         }
-        if (d->ks > MAXKEY || (!dupvals && d->ks == 0)) {
-            d->bad = R_KSIZE, d->v1 = !dupvals;
+        if (ks > MAXKEY || ks < minks) {
+            d->bad = R_KSIZE, d->v1 = minks;
             continue;
         }
-        unsigned ok;
-        if (dupvals)
-            ok = 0;
-        else if (t->is_main)
-            ok = F_BIGDATA | F_SUBDATA | (t->flags & DB_DUPSORT ? F_DUPDATA : 0);
-        else if (t->is_free)
-            ok = F_BIGDATA;
-        else
-            ok = F_BIGDATA | (t->flags & DB_DUPSORT ? F_DUPDATA | F_SUBDATA : 0);
-        unsigned f = d->flags;
-        bool fine = (f & ~ok) == 0 && !((f & F_BIGDATA) && (f & (F_SUBDATA | F_DUPDATA)));
-        if (fine && (f & F_SUBDATA) && !t->is_main && !(f & F_DUPDATA)) fine = false;
-        if (!fine) {
-            d->bad = R_FLAGS;
-            continue;
+        if (f) {
+            bool fine = (f & ~ok) == 0 && !((f & F_BIGDATA) && (f & (F_SUBDATA | F_DUPDATA)));
+            if (fine && (f & F_SUBDATA) && !t->is_main && !(f & F_DUPDATA)) fine = false;
+            if (!fine) {
+                d->bad = R_FLAGS;
+                continue;
+            }
+            if ((f & F_SUBDATA) && ds != DBREC_SIZE) {
+                d->bad = R_DSIZE, d->v1 = DBREC_SIZE;
+                continue;
+            }
         }
-        if (dupvals && d->ds) {
+        if (dupvals && ds) {
             d->bad = R_DSIZE, d->v1 = 0;
-            continue;
-        }
-        if ((f & F_SUBDATA) && d->ds != DBREC_SIZE) {
-            d->bad = R_DSIZE, d->v1 = DBREC_SIZE;
             continue;
         }
         if (!g->subpage && !(f & F_BIGDATA) && total > nodemax) {
@@ -1029,6 +1048,28 @@ static uint32_t ext_at(const page *g, uint32_t off) {
  * bytes no pointer reaches (a lost pointer, or a wrong mp_upper) are a
  * problem of the page. */
 static void check_tiling(page *g, uint32_t upper) {
+    /* The common case first: nodes laid out in (reverse) key order, each
+     * ending where the one before it (after it) in key order begins. */
+    int n = g->n;
+    node *nd = g->nd;
+    if (n > 0 && !nd[0].bad) {
+        bool down = true, up = true;
+        for (int i = 0; i < n && (down || up); i++) {
+            const node *d = &nd[i];
+            if (d->bad) {
+                down = up = false;
+                break;
+            }
+            /* down: node 0 at the page end, node n-1 at upper */
+            if (down && (i == 0 ? (uint32_t)d->off + d->ext != g->sz
+                                : (uint32_t)d->off + d->ext != nd[i - 1].off))
+                down = false;
+            if (up && (i == 0 ? d->off != upper : (uint32_t)nd[i - 1].off + nd[i - 1].ext != d->off))
+                up = false;
+        }
+        if (down && nd[n - 1].off == upper) return;
+        if (up && (uint32_t)nd[n - 1].off + nd[n - 1].ext == g->sz) return;
+    }
     ost__pc *pc = g->r->pc;
     if (++pc->gen == 0) {
         memset(pc->stamp, 0, (size_t)pc->scratch_ps / 2 * sizeof *pc->stamp);
@@ -1245,7 +1286,7 @@ static bool mark(run *r, tree *t, uint64_t pgno, uint64_t from, kb lo, kb hi, co
 }
 
 /* Is pgno a page number a tree may use? Reports the pointer otherwise. */
-static bool pgno_ok(run *r, tree *t, uint64_t pgno, uint64_t from, const char *where, kb lo,
+static bool pgno_ok(run *r, tree *t, uint64_t pgno, uint64_t from, int from_node, kb lo,
                     kb hi) {
     const char *why = NULL;
     char b[64];
@@ -1256,16 +1297,20 @@ static bool pgno_ok(run *r, tree *t, uint64_t pgno, uint64_t from, const char *w
     else if (pgno >= r->pc->fpages)
         fmt(b, sizeof b, "beyond the end of the file (%llu pages)", (ull)r->pc->fpages), why = b;
     if (!why) return true;
-    kproblem(r, t, from, lo, hi, "%s: page %llu is %s", where, (ull)pgno, why);
+    if (from_node < 0)
+        kproblem(r, t, from, lo, hi, "%s: the root: page %llu is %s", t->name, (ull)pgno, why);
+    else
+        kproblem(r, t, from, lo, hi, "page %llu (%s, branch): node %d: page %llu is %s",
+                 (ull)from, t->name, from_node, (ull)pgno, why);
     return false;
 }
 
 /* Visits page pgno at level (1: the root) of tree t; from is the page
  * holding the pointer to it. */
 static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, uint64_t from,
-                  const char *where) {
+                  int from_node) {
     if (r->stop || r->oom) return;
-    if (!pgno_ok(r, t, pgno, from, where, lo, hi)) return;
+    if (!pgno_ok(r, t, pgno, from, from_node, lo, hi)) return;
     if (!mark(r, t, pgno, from, lo, hi, level == 1 ? "root" : "child")) return;
     ost__pc *pc = r->pc;
     page g;
@@ -1330,9 +1375,7 @@ static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, 
                     chi = node_key(&g, j);
                     break;
                 }
-            char w[96];
-            fmt(w, sizeof w, "page %llu (%s, branch): node %d", (ull)pgno, t->name, i);
-            visit(r, t, d->child, level + 1, clo, chi, pgno, w);
+            visit(r, t, d->child, level + 1, clo, chi, pgno, i);
         }
     } else {
         t->leaf++;
@@ -1632,10 +1675,8 @@ static void leaf_entries(page *g) {
 static void walk_tree(run *r, tree *t) {
     if (t->rec.depth == 0) return;
     kb none = {0};
-    char w[96];
-    fmt(w, sizeof w, "%s: the root", t->name);
     uint64_t before = t->problems;
-    visit(r, t, t->rec.root, 1, none, none, t->holder, w);
+    visit(r, t, t->rec.root, 1, none, none, t->holder, -1);
     if (r->stop || r->oom || t->problems != before || r->mode == MODE_EACH) return;
     const dbrec *d = &t->rec;
     if (d->branch != t->branch || d->leaf != t->leaf || d->overflow != t->overflow ||
