@@ -187,6 +187,7 @@ typedef struct {
     bool usable;            /* P_META, magic, version and page size sane: walkable */
     bool sane;              /* every check passes */
     char err[160];          /* the first problem; "" when sane */
+    int err_db;             /* 1, 2: err is of the free list's, the main database's record */
     uint64_t pgno;
     uint16_t pflags;
     uint32_t magic, version, psize;
@@ -558,9 +559,9 @@ static void read_meta(ost__pc *pc, int i, uint64_t off, meta *m) {
         fmt(e, cap, "free list flags 0x%x (LMDB writes 0x%x, maybe with 0x%x or 0x%x)",
             m->db[0].flags, DB_INTEGERKEY, ENV_FIXEDMAP, ENV_NOSUBDIR);
     else if (!check_dbrec(&m->db[0], m->last_pg, 0xffffu, false, dberr, sizeof dberr))
-        fmt(e, cap, "free list: %s", dberr);
+        fmt(e, cap, "free list: %s", dberr), m->err_db = 1;
     else if (!check_dbrec(&m->db[1], m->last_pg, DB_PERSISTENT, true, dberr, sizeof dberr))
-        fmt(e, cap, "main database: %s", dberr);
+        fmt(e, cap, "main database: %s", dberr), m->err_db = 2;
     m->sane = e[0] == 0;
 }
 
@@ -911,6 +912,14 @@ static void pproblem(page *g, const char *f, ...) {
     va_end(ap);
     kproblem(g->r, g->t, g->pgno, g->lo, g->hi, "page %llu (%s, %s): %s", (ull)g->pgno,
              g->t->name, g->kind, m);
+}
+
+/* After a page: the node problems over MAX_PER_PAGE, counted. */
+static void page_done(page *g) {
+    if (g->nprob <= MAX_PER_PAGE) return;
+    kproblem(g->r, g->t, g->pgno, g->lo, g->hi, "page %llu (%s, %s): %d more damaged nodes",
+             (ull)g->pgno, g->t->name, g->kind, g->nprob - MAX_PER_PAGE);
+    g->t->problems--; /* counted as they were found */
 }
 
 static void report_bad_node(page *g, int i) {
@@ -1350,6 +1359,7 @@ static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, 
         return;
     }
     if (!check_page(&g, pad, rd16(g.pg + 12), rd16(g.pg + 14))) {
+        page_done(&g);
         r->depth--;
         return;
     }
@@ -1381,6 +1391,7 @@ static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, 
         t->leaf++;
         leaf_entries(&g);
     }
+    page_done(&g);
     r->depth--;
 }
 
@@ -1560,6 +1571,7 @@ static void dup_subpage(page *g, int i) {
             deliver(g, d->key, d->ks, s.nd[j].key, s.nd[j].ks);
         }
     }
+    page_done(&s);
     r->depth--;
 }
 
@@ -1788,6 +1800,7 @@ static void report_metas(run *r) {
     for (int i = 0; i < 2; i++) {
         const meta *m = &pc->m[i];
         if (m->sane) continue;
+        if (i == pc->cur && m->err_db) continue; /* walk_all names the database */
         problem(r, "meta page", (uint64_t)i, "%s: meta page %d%s: %s", pc->file, i,
                 i == pc->cur ? "" : " (not the one walked)", m->err);
     }

@@ -978,6 +978,49 @@ Test(pagecheck, damaged_named_database_record) {
     EXPECT(&ps, "mapents", holder, "the record says 301 entries");
 }
 
+static void count_all(void *ud, const ost__pc_problem *p) {
+    int *n = ud;
+    n[0]++;
+    if (strstr(p->msg, "more damaged nodes")) n[1]++;
+    if (strstr(p->msg, "more problems")) n[2]++;
+}
+
+Test(pagecheck, problems_are_bounded_per_page_and_in_all) {
+    make_store();
+    copy_store();
+    rec r = named_db("records", NULL);
+    uint64_t leaf = first_leaf(&r, NULL);
+    int n = nkeys(leaf);
+    cr_assert_gt(n, 10);
+    /* every pointer of one leaf to offset 2: n problems, 8 reported, one summary */
+    for (int i = 0; i < n; i++) poke16(pg(leaf) + 16 + 2 * (uint64_t)i, 2);
+    probs ps;
+    expect_damage(&ps);
+    int on_page = 0;
+    for (int i = 0; i < ps.n && i < 64; i++) on_page += ps.p[i].pgno == leaf;
+    char want[64];
+    snprintf(want, sizeof want, "%d more damaged nodes", n - 8);
+    EXPECT(&ps, "records", leaf, want);
+    cr_assert_eq(on_page, 8 + 1 + 1, "8 nodes, the summary, the bytes no node covers:%s",
+                 dump(&ps));
+    /* every leaf of records so: at most 1000 reports, then one count */
+    copy_store();
+    uint64_t mid = child(r.root, 0);
+    for (int c = 0; c < nkeys(r.root); c++) {
+        mid = child(r.root, c);
+        for (int j = 0; j < nkeys(mid); j++) {
+            uint64_t l = child(mid, j);
+            for (int k = 0; k < 4; k++) poke16(pg(l) + 16 + 2 * k, 3); /* odd offsets */
+        }
+    }
+    int cnt[3] = {0};
+    ost__pc *pc = open_dir(F.copy);
+    cr_assert_eq(ost__pc_walk(pc, count_all, cnt, NULL), OST_ECORRUPT);
+    ost__pc_close(pc);
+    cr_assert_eq(cnt[0], 1001, "1000 problems and the count of the rest: %d", cnt[0]);
+    cr_assert_eq(cnt[2], 1);
+}
+
 /* ======================================================================= */
 /* 5. each, scan and the previous snapshot on damaged files                   */
 /* ======================================================================= */
