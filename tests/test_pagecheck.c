@@ -525,7 +525,7 @@ static int collect_oid_any(void *ud, const uint8_t *k, size_t kl, const uint8_t 
                            uint64_t pgno) {
     (void)pgno;
     oids *o = ud;
-    if (kl != 8 || vl < 16 || get_le64(v) > 10 || v[12] | v[13] | v[14] | v[15]) return 0;
+    if (kl != 8 || vl < 16 || get_le64(v) > 10) return 0; /* a record: serial 1 to 10 */
     uint64_t oid = 0;
     for (int i = 0; i < 8; i++) oid = oid << 8 | k[i];
     if (oid < NITEMS + 8) o->seen[oid] = 1;
