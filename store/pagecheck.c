@@ -1152,6 +1152,24 @@ static void check_tiling(page *g, uint32_t upper) {
 static void check_order(page *g) {
     ost__pc *pc = g->r->pc;
     int first = g->branch ? 1 : 0;
+    /* The common case first: ascending throughout, and the first and last
+     * keys within the bounds (one compare per key). */
+    int lo_i = -1, hi_i = -1;
+    bool fast = true;
+    for (int i = first; i < g->n && fast; i++) {
+        const node *d = &g->nd[i];
+        if (d->bad) continue;
+        if (g->cmp == C_INT && d->ks != 4 && d->ks != 8) fast = false;
+        if (hi_i >= 0 && kcmp(g->cmp, g->nd[hi_i].key, g->nd[hi_i].ks, d->key, d->ks) >= 0)
+            fast = false;
+        if (lo_i < 0) lo_i = i;
+        hi_i = i;
+    }
+    if (fast && (lo_i < 0 || ((!g->lo.p || kcmp(g->cmp, g->nd[lo_i].key, g->nd[lo_i].ks,
+                                                g->lo.p, g->lo.n) >= 0) &&
+                              (!g->hi.p || kcmp(g->cmp, g->nd[hi_i].key, g->nd[hi_i].ks,
+                                                g->hi.p, g->hi.n) < 0))))
+        return;
     int prev = -1;
     bool broken = false;
     for (int i = first; i < g->n; i++) {

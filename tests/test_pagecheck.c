@@ -340,9 +340,7 @@ static ost__pc_stats walk_matches_lmdb(const char *dir) {
     MDB_txn *t;
     cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
     ost__pc_dbstat d;
-    uint64_t pages = 2;
     for (size_t i = 0; ost__pc_db(pc, i, &d) == 0; i++) {
-        pages += d.branch + d.leaf + d.overflow;
         cr_assert_eq(d.problems, 0);
         cr_assert(d.branch == d.rec_branch && d.leaf == d.rec_leaf &&
                   d.overflow == d.rec_overflow && d.entries == d.rec_entries,
@@ -367,10 +365,11 @@ static ost__pc_stats walk_matches_lmdb(const char *dir) {
     mdb_env_info(env, &info);
     cr_assert_eq(st.last_pg, info.me_last_pgno);
     cr_assert_eq(st.txnid, info.me_last_txnid);
+    /* every page from 2 to the last is in a tree (sub-databases too) or free */
+    cr_assert_eq(2 + st.branch + st.leaf + st.overflow + st.free, st.last_pg + 1);
     mdb_txn_abort(t);
     mdb_env_close(env);
     ost__pc_close(pc);
-    (void)pages;
     return st;
 }
 
@@ -1295,10 +1294,18 @@ Test(pagecheck, random_byte_changes) {
                 k < 4 ? kind_names[k] : "unused", (unsigned long long)live[k],
                 (unsigned long long)tried[k], (unsigned long long)reported[k],
                 tried[k] ? 100.0 * (double)reported[k] / (double)tried[k] : 0.0);
-    /* The structure is what the walker can check */
-    uint64_t st_tried = tried[0] + tried[1], st_rep = reported[0] + reported[1];
-    cr_assert_geq(st_rep * 100, st_tried * 90, "structure changes reported: %llu of %llu",
-                  (unsigned long long)st_rep, (unsigned long long)st_tried);
+    /* What the walker can check. Seeds 1 to 6 gave: structure 100% (the
+     * rare miss: the lowest bit of a node's size, hidden by the rounding
+     * to even); keys 99 to 100% (a key changed to another still in order
+     * is fine as far as the file can tell); meta fields 79 to 85% (a
+     * transaction id or map size changed to another plausible one, 32 of
+     * the 276 bytes, is not damage anyone can see). Data: 0%. */
+    cr_assert_geq(reported[1] * 100, tried[1] * 98, "structure changes reported: %llu of %llu",
+                  (unsigned long long)reported[1], (unsigned long long)tried[1]);
+    cr_assert_geq(reported[2] * 100, tried[2] * 95, "key changes reported: %llu of %llu",
+                  (unsigned long long)reported[2], (unsigned long long)tried[2]);
+    cr_assert_geq(reported[0] * 100, tried[0] * 70, "meta changes reported: %llu of %llu",
+                  (unsigned long long)reported[0], (unsigned long long)tried[0]);
     free(map);
     free(img);
 }
