@@ -23,6 +23,7 @@ typedef struct {
     size_t len;
     uint64_t pgno;
     bool scanned; /* found by the scan, not in the tree */
+    uint8_t prio; /* which copy wins: lower first, then the newest (PRIO) */
 } srec;
 
 /* A map entry found: key is the whole key (map oid first). */
@@ -33,6 +34,7 @@ typedef struct {
     const uint8_t *val;
     size_t vlen;
     uint8_t scanned; /* 0 the tree, 1 the scan of sane pages, 2 the byte search */
+    uint8_t prio;
 } sent;
 
 /* A record seen damaged: oid and the class id its header gives. */
@@ -67,6 +69,8 @@ typedef struct {
     ARR(sbad) bad;
     ARR(scls) cls;
     uint64_t bad_ents;
+    bool fallback;      /* a meta page is damaged: the newest copy of anything wins, and a
+                         * copy from the commit after the last one readable is taken */
     const char *cur_db; /* the database the walk of the moment reads */
     bool damaged_db;    /* ... reported problems */
     bool nomem;
@@ -212,7 +216,7 @@ static int rec_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_
         PUSH(s->bad, b);
         return s->nomem ? OST_ENOMEM : 0;
     }
-    srec r = {oid, le64(v), le32(v + 8), v + OST_HDR_SIZE, vl - OST_HDR_SIZE, pg, false};
+    srec r = {oid, le64(v), le32(v + 8), v + OST_HDR_SIZE, vl - OST_HDR_SIZE, pg, false, 0};
     PUSH(s->recs, r);
     return s->nomem ? OST_ENOMEM : 0;
 }
@@ -225,7 +229,7 @@ static int ent_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_
         s->bad_ents++;
         return 0;
     }
-    sent e = {k, kl, le64(v), v + off, vl - off, false};
+    sent e = {k, kl, le64(v), v + off, vl - off, false, 0};
     PUSH(s->ents, e);
     return s->nomem ? OST_ENOMEM : 0;
 }
@@ -242,17 +246,25 @@ static int scan_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size
     salv *s = c->s;
     if (c->cls && kl == 5 && k[0] == 'i') return class_cb(s, k, kl, v, vl, pg);
     if (c->recs && kl == 8 && vl >= OST_HDR_SIZE + 2 && rec_ok(3, be64(k), v, vl)) {
-        srec r = {be64(k), le64(v), le32(v + 8), v + OST_HDR_SIZE, vl - OST_HDR_SIZE, pg, true};
+        srec r = {be64(k), le64(v), le32(v + 8), v + OST_HDR_SIZE, vl - OST_HDR_SIZE, pg, true, 0};
         PUSH(s->recs, r);
         return s->nomem ? OST_ENOMEM : 0;
     }
     size_t off;
     if (c->ents && kl >= 8 && ent_ok(3, k, kl, v, vl, &off)) {
-        sent e = {k, kl, le64(v), v + off, vl - off, true};
+        sent e = {k, kl, le64(v), v + off, vl - off, true, 0};
         PUSH(s->ents, e);
         return s->nomem ? OST_ENOMEM : 0;
     }
     return 0;
+}
+
+/* The newest serial a copy may carry: the last commit meta records, one
+ * more when a meta page is damaged (its commit wrote its pages before its
+ * meta page, which is what a damaged meta page loses). */
+static uint64_t serial_bound(const salv *s) {
+    if (!s->have_meta[2]) return UINT64_MAX;
+    return s->meta[2] + (s->fallback ? 1 : 0);
 }
 
 /* ---- pages too damaged to parse ------------------------------------------------ */
@@ -301,14 +313,17 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
     uint64_t size;
     unsigned ps;
     if (!nwant || ost__pc_raw(s->pc, &base, &size, &ps) || ps < 512) return;
-    uint64_t last = s->have_meta[2] ? s->meta[2] : UINT64_MAX;
-    for (uint64_t pg = 2; (pg + 1) * ps <= size; pg++) {
+    uint64_t last = serial_bound(s);
+    /* the last page may be cut short (a truncated file): its bytes count */
+    for (uint64_t pg = 2; pg * ps < size; pg++) {
         const uint8_t *p = base + pg * ps;
-        for (size_t o = 16; o + 16 + OST_HDR_SIZE + 2 <= ps; o += 2) { /* nodes are 2-aligned */
-            if (p[o + 6] != 8 || p[o + 7] != 0) continue;
+        size_t avail = size - pg * ps < ps ? (size_t)(size - pg * ps) : ps;
+        for (size_t o = 16; o + 16 + OST_HDR_SIZE + 2 <= avail; o += 2) { /* nodes are 2-aligned */
             uint64_t oid = be64(p + o + 8);
+            /* key size 8, or a wanted oid where a key would be (a damaged key size) */
+            if ((p[o + 6] != 8 || p[o + 7] != 0) && !in_sorted(want, nwant, oid)) continue;
             const uint8_t *v = p + o + 16;
-            size_t room = ps - (o + 16);
+            size_t room = avail - (o + 16);
             size_t claimed = (size_t)p[o] | (size_t)p[o + 1] << 8 | (size_t)p[o + 2] << 16 |
                              (size_t)p[o + 3] << 24;
             uint16_t fl = (uint16_t)(p[o + 4] | p[o + 5] << 8);
@@ -319,7 +334,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
                     in_sorted(want, nwant, oid) && rec_ok(3, oid, base + opg * ps + 16, claimed)) {
                     const uint8_t *ov = base + opg * ps + 16;
                     srec r = {oid, le64(ov), le32(ov + 8), ov + OST_HDR_SIZE, claimed - OST_HDR_SIZE,
-                              pg, true};
+                              pg, true, 0};
                     PUSH(s->recs, r);
                 }
                 continue;
@@ -332,7 +347,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
                                                                           : find_rec_len(oid, v, room);
                 if (len) {
                     srec r = {oid, serial, le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE, pg,
-                              true};
+                              true, 0};
                     PUSH(s->recs, r);
                 }
                 continue;
@@ -344,7 +359,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
                 size_t len = find_rec_len(want[i], v, room);
                 if (len) {
                     srec r = {want[i], serial, le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE,
-                              pg, true};
+                              pg, true, 0};
                     PUSH(s->recs, r);
                     break;
                 }
@@ -379,24 +394,25 @@ static void lenient_scan_entries(salv *s, const uint64_t *want, size_t nwant) {
     uint64_t size;
     unsigned ps;
     if (!nwant || ost__pc_raw(s->pc, &base, &size, &ps) || ps < 512) return;
-    uint64_t last = s->have_meta[2] ? s->meta[2] : UINT64_MAX;
-    for (uint64_t pg = 2; (pg + 1) * ps <= size; pg++) {
+    uint64_t last = serial_bound(s);
+    for (uint64_t pg = 2; pg * ps < size; pg++) {
         const uint8_t *p = base + pg * ps;
-        for (size_t o = 16; o + 8 + 8 + 12 <= ps; o += 2) {
+        size_t ps_ = size - pg * ps < ps ? (size_t)(size - pg * ps) : ps; /* a cut last page */
+        for (size_t o = 16; o + 8 + 8 + 12 <= ps_; o += 2) {
             size_t klen = (size_t)p[o + 6] | (size_t)p[o + 7] << 8;
-            if (klen < 8 || klen > 8 + OST_MAP_KEY_MAX || o + 8 + klen + 12 > ps) continue;
+            if (klen < 8 || klen > 8 + OST_MAP_KEY_MAX || o + 8 + klen + 12 > ps_) continue;
             const uint8_t *k = p + o + 8;
             if (!in_sorted(want, nwant, be64(k))) continue;
             const uint8_t *v = k + klen;
             uint64_t serial = le64(v);
             if (serial == 0 || serial > last) continue;
-            size_t room = ps - (size_t)(v - p);
+            size_t room = ps_ - (size_t)(v - p);
             size_t claimed = (size_t)p[o] | (size_t)p[o + 1] << 8;
             size_t len = 0, off;
             if (claimed <= room && ent_ok(3, k, klen, v, claimed, &off)) len = claimed;
             else len = find_ent_len(k, klen, v, room);
             if (!len) continue;
-            sent e = {k, klen, serial, v + 12, len - 12, 2};
+            sent e = {k, klen, serial, v + 12, len - 12, 2, 0};
             PUSH(s->ents, e);
         }
         if (s->nomem) return;
@@ -405,12 +421,15 @@ static void lenient_scan_entries(salv *s, const uint64_t *want, size_t nwant) {
 
 /* ---- choosing among copies ------------------------------------------------------ */
 
-/* By oid; the tree's copy first, then the newest. */
+/* By oid; the tree's copy first (prio 0), then the newest; when a meta
+ * page was damaged (the tree is an older snapshot's) every copy has prio
+ * 0: the newest first. */
 static int cmp_rec(const void *a, const void *b) {
     const srec *x = a, *y = b;
     if (x->oid != y->oid) return x->oid < y->oid ? -1 : 1;
-    if (x->scanned != y->scanned) return x->scanned ? 1 : -1;
-    return x->serial > y->serial ? -1 : x->serial < y->serial;
+    if (x->prio != y->prio) return x->prio > y->prio ? 1 : -1;
+    if (x->serial != y->serial) return x->serial > y->serial ? -1 : 1;
+    return x->scanned < y->scanned ? -1 : x->scanned > y->scanned;
 }
 
 static int kcmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl) {
@@ -422,13 +441,20 @@ static int cmp_ent(const void *a, const void *b) {
     const sent *x = a, *y = b;
     int c = kcmp(x->key, x->klen, y->key, y->klen);
     if (c) return c;
-    if (x->scanned != y->scanned) return x->scanned < y->scanned ? -1 : 1;
-    return x->serial > y->serial ? -1 : x->serial < y->serial;
+    if (x->prio != y->prio) return x->prio > y->prio ? 1 : -1;
+    if (x->serial != y->serial) return x->serial > y->serial ? -1 : 1;
+    return x->scanned < y->scanned ? -1 : x->scanned > y->scanned;
 }
 
 static int cmp_cls(const void *a, const void *b) {
     uint32_t x = ((const scls *)a)->id, y = ((const scls *)b)->id;
     return x < y ? -1 : x > y;
+}
+
+/* qsort, but an empty array (NULL) is fine: qsort(NULL, 0, ...) is
+ * undefined behaviour (UBSan stops on it). */
+static void sort(void *v, size_t n, size_t sz, int (*cmp)(const void *, const void *)) {
+    if (n > 1) qsort(v, n, sz, cmp);
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -498,12 +524,14 @@ static bool is_bad(const salv *s, uint64_t oid) {
 /* One copy per oid: the tree's, else the newest found; a copy newer than
  * the last commit (written by a commit that never finished) is not one. */
 static void dedupe_recs(salv *s) {
-    qsort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
+    for (size_t i = 0; i < s->recs.n; i++)
+        s->recs.v[i].prio = s->fallback ? 0 : s->recs.v[i].scanned ? 1 : 0;
+    sort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
     size_t n = 0;
     for (size_t i = 0; i < s->recs.n; i++) {
         srec *r = &s->recs.v[i];
         if (n && s->recs.v[n - 1].oid == r->oid) continue;
-        if (r->scanned && s->have_meta[2] && r->serial > s->meta[2]) continue;
+        if (r->scanned && r->serial > serial_bound(s)) continue;
         if (!class_of(s, r->cid)) {
             sbad b = {r->oid, r->cid, "its class id is not in the class table"};
             PUSH(s->bad, b);
@@ -626,6 +654,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     if (ost__pc_meta_check(s->pc, why, sizeof why)) {
         say(s, OST__SALV_DAMAGE, "%s", why);
         stats->problems++;
+        s->fallback = true;
     }
     /* the snapshot liblmdb would use, or else the other one */
     if (ost__pc_use_meta(s->pc, -1) && ost__pc_use_meta(s->pc, 0) && ost__pc_use_meta(s->pc, 1)) {
@@ -643,15 +672,16 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     if (!s->have_meta[0])
         say(s, OST__SALV_NOTE, "the store's format is unreadable: records are taken as format 3");
 
-    /* the trees; a database whose walk reported damage is scanned too */
+    /* the trees; on any damage the whole file is scanned too (a damaged
+     * meta page or main tree can hide whole databases, a cut file pages) */
     scan_ctx sc = {.s = s};
-    s->damaged_db = false;
+    bool any = stats->problems != 0;
     rc = ost__pc_each(s->pc, "classes", class_cb, NULL, s);
-    sc.cls = rc != 0;
+    sc.cls = any || rc != 0;
     rc = ost__pc_each(s->pc, "records", rec_cb, NULL, s);
-    sc.recs = rc != 0 || s->bad.n;
+    sc.recs = any || rc != 0 || s->bad.n;
     rc = ost__pc_each(s->pc, "mapents", ent_cb, NULL, s);
-    sc.ents = (rc != 0 && rc != OST_ENOTFOUND) || s->bad_ents;
+    sc.ents = any || (rc != 0 && rc != OST_ENOTFOUND) || s->bad_ents;
     if (s->nomem) goto nomem;
     if (s->format < 3 && (sc.recs || sc.ents || sc.cls)) {
         say(s, OST__SALV_NOTE,
@@ -671,7 +701,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     }
 
     /* one copy per oid and per key */
-    qsort(s->cls.v, s->cls.n, sizeof *s->cls.v, cmp_cls);
+    sort(s->cls.v, s->cls.n, sizeof *s->cls.v, cmp_cls);
     dedupe_recs(s);
     /* the oids still wanted: damaged records, and what recovered records
      * refer to; the pages are searched byte by byte for them */
@@ -691,7 +721,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
             free(want.v);
             break;
         }
-        qsort(want.v, want.n, sizeof *want.v, cmp_u64);
+        sort(want.v, want.n, sizeof *want.v, cmp_u64);
         size_t u = 0;
         for (size_t i = 0; i < want.n; i++)
             if (!u || want.v[u - 1] != want.v[i]) want.v[u++] = want.v[i];
@@ -707,7 +737,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     }
     /* maps whose records count more entries than were found */
     if (s->format >= 3 && (sc.ents || s->bad_ents)) {
-        qsort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
+        sort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
         ARR(uint64_t) want = {0};
         size_t ei = 0;
         for (size_t i = 0; i < s->recs.n; i++) {
@@ -725,12 +755,14 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         free(want.v);
     }
     size_t n;
-    qsort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
+    for (size_t i = 0; i < s->ents.n; i++)
+        s->ents.v[i].prio = s->fallback ? 0 : s->ents.v[i].scanned ? 1 : 0;
+    sort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
     n = 0;
     for (size_t i = 0; i < s->ents.n; i++) {
         sent *e = &s->ents.v[i];
         if (n && kcmp(s->ents.v[n - 1].key, s->ents.v[n - 1].klen, e->key, e->klen) == 0) continue;
-        if (e->scanned && s->have_meta[2] && e->serial > s->meta[2]) continue;
+        if (e->scanned && e->serial > serial_bound(s)) continue;
         s->ents.v[n++] = *e;
     }
     s->ents.n = n;
@@ -754,10 +786,10 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
             PUSH(s->cls, c);
             root_cid = id;
         }
-        srec r = {0, 1, root_cid, empty_root, sizeof empty_root, 0, false};
+        srec r = {0, 1, root_cid, empty_root, sizeof empty_root, 0, false, 0};
         PUSH(s->recs, r);
         if (s->nomem) goto nomem;
-        qsort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
+        sort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
         stats->root_lost = 1;
         say(s, OST__SALV_LOST,
             "oid 0 (the root): no intact copy: the new store has an empty root, and the objects "
@@ -815,7 +847,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
 
     /* what was lost: damaged records without an intact copy, and oids that
      * recovered records refer to and that were not recovered */
-    qsort(s->bad.v, s->bad.n, sizeof *s->bad.v, cmp_u64); /* oid first in sbad */
+    sort(s->bad.v, s->bad.n, sizeof *s->bad.v, cmp_u64); /* oid first in sbad */
     for (size_t i = 0; i < s->bad.n; i++) {
         const sbad *b = &s->bad.v[i];
         if ((i && s->bad.v[i - 1].oid == b->oid) || find_rec(s, b->oid)) continue;
@@ -835,7 +867,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         if (s->ents.v[i].vlen) ost__scan_pids(s->ents.v[i].val, s->ents.v[i].vlen, note_ref, &rx);
     }
     if (s->nomem) goto nomem_refs;
-    qsort(rx.missing.v, rx.missing.n, sizeof *rx.missing.v, cmp_u64); /* by oid */
+    sort(rx.missing.v, rx.missing.n, sizeof *rx.missing.v, cmp_u64); /* by oid */
     for (size_t i = 0; i < rx.missing.n; i++) {
         const sref *m = &rx.missing.v[i];
         if ((i && rx.missing.v[i - 1].oid == m->oid) || is_bad(s, m->oid)) continue;
