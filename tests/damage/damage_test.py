@@ -89,6 +89,9 @@ KINDS = [
 ]
 MAPS = ("ostore.maps.OrderedMap", "ostore.maps.OrderedSet")
 SANITIZER_MARKS = ("Sanitizer", "runtime error:", "==ERROR", "LeakSanitizer")
+ASAN_SIGNAL_MARKS = ("AddressSanitizer:DEADLYSIGNAL", "AddressSanitizer: SEGV",
+                     "AddressSanitizer: BUS", "AddressSanitizer: ABRT", "AddressSanitizer: FPE")
+CAUGHT_CRASH = "crashed while reading the store"
 
 G = None  # the pristine store and the options, set before the workers fork
 
@@ -607,9 +610,21 @@ def run_cmd(t, name, args, timeout):
     out = p.stdout.decode("utf-8", "replace")
     err = p.stderr.decode("utf-8", "replace")
     rc = p.returncode
+    # A crash is a signal however it ends: killed by it, reported by
+    # AddressSanitizer (which takes SIGSEGV and SIGBUS in the sanitizer
+    # build), or turned into an "ostore: ...: crashed while reading the
+    # store" line by the tool's own handler (tools/util.c, guard_crashes).
+    lines = [l for l in err.splitlines() if l.strip()]
+    if any(mark in err for mark in ASAN_SIGNAL_MARKS):
+        t.fail("signal", cmd, "exit %d, AddressSanitizer caught a signal: %s" % (
+            rc, " | ".join(l.strip() for l in lines[:10] if "#" in l or "ERROR" in l)[:900]))
+        return None, out, err
     if any(mark in err for mark in SANITIZER_MARKS):
-        lines = [l for l in err.splitlines() if l.strip()]
         t.fail("sanitizer", cmd, "exit %d; %s" % (rc, " | ".join(lines[:8])[:900]))
+        return None, out, err
+    if CAUGHT_CRASH in err:
+        t.fail("signal", cmd, "exit %d, the tool caught SIGSEGV or SIGBUS: %r" % (rc, err[:300]))
+        return None, out, err
     if rc < 0:
         t.fail("signal", cmd, "killed by %s; stderr %r" % (signame(-rc), err[-400:]))
         return None, out, err
@@ -812,10 +827,11 @@ def check_pack(t, cmd, rc, store, damaged, m, touched, work):
         same = (not isinstance(a, str) and not isinstance(b, str)
                 and a["records"] == b["records"] and a["entries"] == b["entries"])
         if same:
-            t.note("pack exit 1 changed data.mdb but not its records or entries")
+            t.note("pack failed but changed data.mdb (not its records or entries)")
         else:
             t.fail("pack-changed-on-failure", cmd,
-                   "exit 1, yet data.mdb changed and its records or entries differ "
+                   "pack failed (exit 1, a crash or a hang), yet data.mdb changed and its "
+                   "records or entries differ "
                    "(before: %s; after: %s)" % (
                        a if isinstance(a, str) else "%d records" % len(a["records"]),
                        b if isinstance(b, str) else "%d records" % len(b["records"])))
@@ -941,8 +957,8 @@ def run_trial(n):
 
     cmd = "ostore pack %s" % store
     rc, out, err = run_cmd(t, "pack", ["pack", store], to)
-    if rc in (0, 1):
-        check_pack(t, cmd, rc, store, damaged, m, touched, work)
+    # A pack that crashed or hung must not have changed anything either.
+    check_pack(t, cmd, 0 if rc == 0 else 1, store, damaged, m, touched, work)
 
     if t.failures and G["keep"]:
         for name in os.listdir(work):
