@@ -1,12 +1,22 @@
 /* A pickletools-like disassembler: one line per opcode with its offset,
  * indentation by MARK depth, and its argument. Checks lengths, not
- * meaning. */
+ * meaning.
+ *
+ * The listing is written as it goes, a few KiB at a time, to a callback,
+ * so memory stays bounded however long it gets; and it stays linear in the
+ * input: the indentation stops at DIS_MAX_INDENT levels (30,000 nested
+ * MARKs, a 30 KB pickle, made 900 million blanks), and a deeper line shows
+ * its depth as a number, [N], where the name would have gone deeper. */
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "internal.h"
 #include "opcodes.h"
 
 const char *ost__op_name(int op);
+
+#define DIS_MAX_INDENT 32 /* levels of 2 blanks */
+#define DIS_CHUNK 4096    /* bytes kept before they go to the callback */
 
 enum { A_NONE, A_U1, A_U2, A_I4, A_U4, A_LINE, A_LINE2, A_F8, A_FRAME,
        A_LONG1, A_LONG4, A_TEXT1, A_TEXT4, A_TEXT8, A_BYTES1, A_BYTES4,
@@ -38,11 +48,87 @@ static int arg_kind(int op) {
     }
 }
 
-int ost_pickle_dis(const void *data, size_t len, ost_buf *out, size_t *erroff) {
-    const uint8_t *base = data, *p = base, *end = base + len;
-    int depth = 0, rc = 0;
-    size_t memo_n = 0;
-    while (p < end) {
+/* The listing on its way to the callback. */
+typedef struct {
+    ost_buf buf;     /* text not yet handed to fn */
+    ost_write_fn fn; /* NULL: check the pickle, write nothing */
+    void *ud;
+    int err; /* OST_ENOMEM or fn's code: nothing more is written */
+} dis_out;
+
+static void emit(dis_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(dis_out *o, const char *fmt, ...) {
+    if (!o->fn || o->err) return;
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) {
+        o->err = ost__buf_append(&o->buf, tmp, (size_t)n);
+        return;
+    }
+    if ((o->err = ost__buf_reserve(&o->buf, (size_t)n))) return;
+    va_start(ap, fmt);
+    vsnprintf(o->buf.data + o->buf.len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    o->buf.len += (size_t)n;
+}
+
+/* Hands what is kept to fn: at a line's end once DIS_CHUNK bytes wait, or
+ * everything (all). */
+static void flush(dis_out *o, bool all) {
+    if (!o->fn || o->err || !o->buf.len || (!all && o->buf.len < DIS_CHUNK)) return;
+    int rc = o->fn(o->ud, o->buf.data, o->buf.len);
+    o->buf.len = 0;
+    if (rc) o->err = rc < 0 ? rc : OST_EIO;
+}
+
+/* The argument of a LONG, text or bytes opcode: n bytes at p. Text and
+ * bytes of more than 200 bytes show as their size. */
+static int dis_payload(dis_out *o, int k, const uint8_t *p, uint64_t n,
+                       const ost_repr_options *ro) {
+    bool text = k == A_TEXT1 || k == A_TEXT4 || k == A_TEXT8;
+    bool num = k == A_LONG1 || k == A_LONG4;
+    if (text && ost_utf8_check((const char *)p, (size_t)n, NULL)) {
+        emit(o, " <invalid UTF-8>\n");
+        return OST_EUTF8;
+    }
+    if (!o->fn || o->err) return 0;
+    if (!num && n > 200) {
+        emit(o, " <%llu bytes>", (unsigned long long)n);
+        return 0;
+    }
+    ost_value v = num ? ost_int_from_bytes(p, (size_t)n)
+                  : text ? ost_str((const char *)p, (size_t)n)
+                         : ost_bytes(p, (size_t)n);
+    if (!v) {
+        o->err = OST_ENOMEM;
+        return 0;
+    }
+    ost_repr_options ropt = *ro;
+    ropt.max_len = 0;
+    emit(o, " ");
+    int rc = o->err ? 0 : ost_repr_ex(v, &o->buf, &ropt);
+    if (rc) o->err = rc;
+    ost_decref(v);
+    return 0;
+}
+
+int ost_pickle_dis_ex(const void *data, size_t len, const ost_repr_options *opt,
+                      ost_write_fn fn, void *ud, size_t *erroff) {
+    ost_repr_options def;
+    if (!opt) {
+        ost_repr_options_init(&def);
+        opt = &def;
+    }
+    if (!data && len) return OST_EINVAL;
+    dis_out o = {.fn = fn, .ud = ud};
+    const uint8_t *base = data, *p = base, *end = len ? base + len : base;
+    size_t depth = 0, memo_n = 0;
+    int rc = 0;
+    while (p < end && !o.err) {
         const uint8_t *at = p;
         int op = *p++;
         const char *name = ost__op_name(op);
@@ -51,7 +137,7 @@ int ost_pickle_dis(const void *data, size_t len, ost_buf *out, size_t *erroff) {
         else snprintf(code, sizeof code, "\\x%02x", op);
         if (name[0] == '?') {
             rc = OST_EBADOPCODE;
-            ost__buf_printf(out, "%5zu: %-4s <unknown opcode>\n", (size_t)(at - base), code);
+            emit(&o, "%5zu: %-4s <unknown opcode>\n", (size_t)(at - base), code);
             goto bad;
         }
         if (op == OP_MARK) depth++;
@@ -59,35 +145,46 @@ int ost_pickle_dis(const void *data, size_t len, ost_buf *out, size_t *erroff) {
                   op == OP_SETITEMS || op == OP_ADDITEMS || op == OP_FROZENSET ||
                   op == OP_POP_MARK || op == OP_INST || op == OP_OBJ) && depth > 0)
             depth--;
-        ost__buf_printf(out, "%5zu: %-4s %*s%-16s", (size_t)(at - base), code,
-                        2 * (op == OP_MARK ? depth - 1 : depth), "", name);
+        size_t level = op == OP_MARK ? depth - 1 : depth;
+        if (level <= DIS_MAX_INDENT) {
+            emit(&o, "%5zu: %-4s %*s%-16s", (size_t)(at - base), code, (int)(2 * level), "",
+                 name);
+        } else {
+            /* the indentation of DIS_MAX_INDENT levels ends in the depth */
+            char tag[32];
+            snprintf(tag, sizeof tag, "[%zu] ", level);
+            emit(&o, "%5zu: %-4s %*s%-16s", (size_t)(at - base), code, 2 * DIS_MAX_INDENT, tag,
+                 name);
+        }
         size_t left = (size_t)(end - p);
         uint64_t n = 0;
         int k = arg_kind(op);
         int w = 0;
         switch (k) {
         case A_NONE:
-            if (op == OP_MEMOIZE) ost__buf_printf(out, " (as %zu)", memo_n++);
+            if (op == OP_MEMOIZE) emit(&o, " (as %zu)", memo_n++);
             break;
         case A_U1: case A_U2: case A_U4: case A_I4: case A_FRAME:
             w = k == A_U1 ? 1 : k == A_U2 ? 2 : k == A_FRAME ? 8 : 4;
             if (left < (size_t)w) goto trunc;
             for (int i = 0; i < w; i++) n |= (uint64_t)p[i] << (8 * i);
             p += w;
-            if (k == A_I4) ost__buf_printf(out, " %d", (int32_t)(uint32_t)n);
-            else ost__buf_printf(out, " %llu", (unsigned long long)n);
+            if (k == A_I4) emit(&o, " %d", (int32_t)(uint32_t)n);
+            else emit(&o, " %llu", (unsigned long long)n);
             if (op == OP_BINPUT || op == OP_LONG_BINPUT) memo_n++;
             if (op == OP_FRAME && n > (uint64_t)(end - p)) goto trunc;
             break;
         case A_F8: {
             if (left < 8) goto trunc;
-            uint64_t bits = 0;
-            for (int i = 0; i < 8; i++) bits = bits << 8 | p[i];
-            double d;
-            memcpy(&d, &bits, 8);
-            char f[40];
-            ost__float_repr(d, f, sizeof f);
-            ost__buf_printf(out, " %s", f);
+            if (fn) {
+                uint64_t bits = 0;
+                for (int i = 0; i < 8; i++) bits = bits << 8 | p[i];
+                double d;
+                memcpy(&d, &bits, 8);
+                char f[40];
+                ost__float_repr(d, f, sizeof f);
+                emit(&o, " %s", f);
+            }
             p += 8;
             break;
         }
@@ -96,7 +193,7 @@ int ost_pickle_dis(const void *data, size_t len, ost_buf *out, size_t *erroff) {
             for (int lines = k == A_LINE ? 1 : 2; lines > 0; lines--) {
                 const uint8_t *e = memchr(p, '\n', (size_t)(end - p));
                 if (!e) goto trunc;
-                ost__buf_printf(out, " %.*s", (int)(e - p), (const char *)p);
+                emit(&o, " %.*s", (int)(e - p), (const char *)p);
                 p = e + 1;
             }
             if (op == OP_PUT) memo_n++;
@@ -109,43 +206,45 @@ int ost_pickle_dis(const void *data, size_t len, ost_buf *out, size_t *erroff) {
             for (int i = 0; i < w; i++) n |= (uint64_t)p[i] << (8 * i);
             p += w;
             if (n > (uint64_t)(end - p)) goto trunc;
-            ost_value v = 0;
-            if (k == A_LONG1 || k == A_LONG4) v = ost_int_from_bytes(p, (size_t)n);
-            else if (k == A_TEXT1 || k == A_TEXT4 || k == A_TEXT8) {
-                v = ost_str((const char *)p, (size_t)n);
-                if (!v) {
-                    ost__buf_printf(out, " <invalid UTF-8>\n");
-                    rc = OST_EUTF8;
-                    goto bad;
-                }
-            } else v = ost_bytes(p, (size_t)n);
-            if (v) {
-                ost__buf_printf(out, " ");
-                if (n > 200 && ost__type(v) != OST_T_INT) {
-                    ost__buf_printf(out, "<%llu bytes>", (unsigned long long)n);
-                } else
-                    ost_repr(v, out);
-                ost_decref(v);
-            }
+            if ((rc = dis_payload(&o, k, p, n, opt))) goto bad;
             p += n;
             break;
         }
         }
-        ost__buf_printf(out, "\n");
+        emit(&o, "\n");
+        flush(&o, false);
         if (op == OP_STOP) {
-            return 0;
+            flush(&o, true);
+            ost_buf_free(&o.buf);
+            return o.err;
         }
         continue;
     trunc:
-        ost__buf_printf(out, " <truncated>\n");
+        emit(&o, " <truncated>\n");
         rc = OST_ETRUNCATED;
     bad:
         if (erroff) *erroff = (size_t)(at - base);
-        return rc;
+        flush(&o, true);
+        ost_buf_free(&o.buf);
+        return o.err ? o.err : rc;
     }
-    if (erroff) *erroff = len;
-    ost__buf_printf(out, "<no STOP>\n");
-    return OST_ETRUNCATED;
+    if (!o.err) {
+        if (erroff) *erroff = len;
+        emit(&o, "<no STOP>\n");
+        rc = OST_ETRUNCATED;
+    }
+    flush(&o, true);
+    ost_buf_free(&o.buf);
+    return o.err ? o.err : rc;
+}
+
+static int append_to(void *ud, const void *data, size_t len) {
+    return ost__buf_append(ud, data, len);
+}
+
+int ost_pickle_dis(const void *data, size_t len, ost_buf *out, size_t *erroff) {
+    if (ost__buf_reserve(out, 0)) return OST_ENOMEM;
+    return ost_pickle_dis_ex(data, len, NULL, append_to, out, erroff);
 }
 
 int ost__scan_pids(const void *data, size_t len, void (*fn)(void *ud, uint64_t oid),

@@ -24,6 +24,18 @@ static bool is_map_cid(const uint32_t ids[2], uint32_t cid) {
     return cid && (cid == ids[0] || cid == ids[1]);
 }
 
+/* ---- page problems ----------------------------------------------------------- */
+
+typedef struct {
+    char msg[256];
+    uint64_t n;
+} first_problem;
+
+static void note_first(void *ud, const ost__pc_problem *p) {
+    first_problem *f = ud;
+    if (!f->n++) snprintf(f->msg, sizeof f->msg, "%s", p->msg);
+}
+
 /* ---- pack ---------------------------------------------------------------- */
 
 typedef struct {
@@ -134,6 +146,21 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
     }
     mark_ctx m = {0};
     m.force = flags & OST_PACK_FORCE;
+    /* pack trusts what liblmdb reads, and deleting through damaged pages
+     * makes the damage worse (liblmdb overflows its heap): the pages are
+     * checked first, and damage stops the pack even when forced */
+    first_problem fp = {0};
+    rc = ost__walk_snapshot(st, t, true, note_first, &fp, NULL);
+    if (rc) {
+        mdb_txn_abort(t);
+        uv_rwlock_rdunlock(&st->maplock);
+        if (rc != OST_ECORRUPT) return rc;
+        return ost__st_fail(st, OST_ECORRUPT,
+                            "%s: pack: the store's pages are damaged (%s%s); nothing was removed: "
+                            "'ostore check' lists the damage, 'ostore salvage' copies what is "
+                            "intact",
+                            st->path, fp.msg, fp.n > 1 ? ", and more" : "");
+    }
     MDB_val k = {8, "next_oid"}, v;
     rc = mdb_get(t, st->meta, &k, &v);
     if (rc || v.mv_size != 8) {
@@ -327,14 +354,19 @@ static int check_entries(check_ctx *c, ost_reader *r, const check_map *cm) {
         ost__entry e;
         n++;
         if (ost__ecur_get(ec, &k, &kl, &e)) {
-            char hex[41];
+            char text[160];
             size_t i;
-            for (i = 0; i < kl && i < 20; i++) snprintf(hex + 2 * i, 3, "%02x", k[i]);
-            hex[2 * i] = 0;
+            for (i = 0; i < kl && i < 20; i++) snprintf(text + 2 * i, 3, "%02x", k[i]);
+            snprintf(text + 2 * i, 4, "%s", kl > 20 ? "..." : "");
+            ost_value kv = ost__mkey_decode(&cm->kind, k, kl);
+            ost_buf b = {0};
+            if (kv && ost_repr(kv, &b) == 0) snprintf(text, sizeof text, "%.120s", b.data);
+            ost_buf_free(&b);
+            ost_decref(kv);
             problem(c, cm->oid, OST_ECORRUPT,
-                    "map %llu: the entry of key %s%s is damaged (its checksum does not match "
-                    "its bytes)",
-                    (unsigned long long)cm->oid, hex, kl > 20 ? "..." : "");
+                    "map %llu: the entry of key %s is damaged (its checksum does not match its "
+                    "bytes)",
+                    (unsigned long long)cm->oid, text);
             continue;
         }
         ost_value key = ost__mkey_decode(&cm->kind, k, kl);
@@ -408,6 +440,80 @@ static int check_load(void *ud, ost_value pid, ost_value *obj) {
     return *obj ? 0 : OST_ENOMEM;
 }
 
+/* Page problems go to the check's report, without an oid. */
+typedef struct {
+    ost_check_fn report;
+    void *ud;
+    uint64_t n;
+    uint64_t records, entries; /* walked through the pages (damaged store) */
+    uint64_t format;
+} page_ctx;
+
+static void page_problem(void *ud, const ost__pc_problem *p) {
+    page_ctx *pc = ud;
+    pc->n++;
+    if (!pc->report) return;
+    char msg[400];
+    if (p->has_keys && p->db && strcmp(p->db, "records") == 0 && (!p->key_lo || p->klo_len == 8) &&
+        (!p->key_hi || p->khi_len == 8)) {
+        char lo[24] = "0", hi[24] = "the last";
+        if (p->key_lo) snprintf(lo, sizeof lo, "%llu", (unsigned long long)ost__rd_be64(p->key_lo));
+        if (p->key_hi) snprintf(hi, sizeof hi, "%llu", (unsigned long long)ost__rd_be64(p->key_hi));
+        snprintf(msg, sizeof msg, "%s (records from oid %s to %s are behind it)", p->msg, lo, hi);
+    } else {
+        snprintf(msg, sizeof msg, "%s", p->msg);
+    }
+    pc->report(pc->ud, UINT64_MAX, 0, OST_ECORRUPT, msg);
+}
+
+/* A damaged store: the records and entries that the pages still reach,
+ * read through the walker (never liblmdb), each checked against its
+ * checksum. */
+static int each_record(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                       uint64_t pg) {
+    page_ctx *pc = ud;
+    (void)pg;
+    pc->records++;
+    uint64_t oid = kl == 8 ? ost__rd_be64(k) : UINT64_MAX;
+    bool ok = kl == 8 && vl >= OST_HDR_SIZE + 2;
+    if (ok && pc->format >= 3) {
+        uint32_t crc = ost__crc32c(ost__crc32c(ost__crc32c(0, k, 8), v, 12), v + OST_HDR_SIZE,
+                                   vl - OST_HDR_SIZE);
+        ok = crc == ((uint32_t)v[12] | (uint32_t)v[13] << 8 | (uint32_t)v[14] << 16 |
+                     (uint32_t)v[15] << 24);
+    }
+    if (!ok) {
+        pc->n++;
+        char msg[160];
+        snprintf(msg, sizeof msg, "oid %llu: damaged record (%s)", (unsigned long long)oid,
+                 kl != 8 ? "its key is not an oid" : "its checksum does not match its bytes");
+        if (pc->report) pc->report(pc->ud, oid, 0, OST_ECORRUPT, msg);
+    }
+    return 0;
+}
+
+static int each_entry(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                      uint64_t pg) {
+    page_ctx *pc = ud;
+    (void)pg;
+    pc->entries++;
+    bool ok = kl >= 8 && vl >= (pc->format >= 3 ? 12u : 8u);
+    if (ok && pc->format >= 3) {
+        uint32_t crc = ost__crc32c(ost__crc32c(ost__crc32c(0, k, kl), v, 8), v + 12, vl - 12);
+        ok = crc == ((uint32_t)v[8] | (uint32_t)v[9] << 8 | (uint32_t)v[10] << 16 |
+                     (uint32_t)v[11] << 24);
+    }
+    if (!ok) {
+        pc->n++;
+        char msg[160];
+        snprintf(msg, sizeof msg, "map %llu: a damaged entry (its checksum does not match its bytes)",
+                 (unsigned long long)(kl >= 8 ? ost__rd_be64(k) : UINT64_MAX));
+        if (pc->report) pc->report(pc->ud, kl >= 8 ? ost__rd_be64(k) : UINT64_MAX, 0, OST_ECORRUPT,
+                                   msg);
+    }
+    return 0;
+}
+
 int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *records) {
     if (records) *records = 0;
     if (!st || !st->env) return OST_EINVAL;
@@ -416,6 +522,29 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     check_ctx c = {.st = st, .report = report, .ud = ud};
     ost_reader_set_persistent_load(r, check_load, &c);
     int rc = ost__locked_txn_begin(st, MDB_RDONLY, &c.t);
+    /* first the pages, with checks of our own: liblmdb trusts them */
+    if (!rc) {
+        page_ctx pcx = {.report = report, .ud = ud, .format = st->format};
+        ost__pc *pc = NULL;
+        int wrc = ost__walk_snapshot(st, c.t, false, page_problem, &pcx, &pc);
+        if (wrc == OST_ECORRUPT && pc) {
+            ost__pc_each(pc, "records", each_record, NULL, &pcx);
+            ost__pc_each(pc, "mapents", each_entry, NULL, &pcx);
+        }
+        ost__pc_close(pc);
+        if (wrc) {
+            mdb_txn_abort(c.t);
+            uv_rwlock_rdunlock(&st->maplock);
+            ost_reader_free(r);
+            if (records) *records = pcx.records;
+            if (wrc != OST_ECORRUPT) return wrc;
+            return ost__st_fail(st, OST_ECORRUPT,
+                                "%s: %llu problems found: the store's pages are damaged, so "
+                                "records were only checked against their checksums ('ostore "
+                                "salvage' copies what is intact)",
+                                st->path, (unsigned long long)pcx.n);
+        }
+    }
     MDB_cursor *cur = NULL;
     uint32_t mcids[2] = {0, 0};
     if (!rc) {

@@ -2032,3 +2032,18 @@ int ost__pc_scan(ost__pc *pc, ost__pc_entry_fn fn, void *ud) {
     pc->psize = saved;
     return rc;
 }
+
+int ost__pc_meta_txnid(ost__pc *pc, int which, uint64_t *txnid) {
+    if (!pc || which < 0 || which > 1 || !txnid) return OST_EINVAL;
+    if (!pc->m[which].usable) return OST_ECORRUPT;
+    *txnid = pc->m[which].txnid;
+    return 0;
+}
+
+int ost__pc_raw(ost__pc *pc, const uint8_t **base, uint64_t *size, unsigned *psize) {
+    if (!pc || !base || !size || !psize) return OST_EINVAL;
+    *base = pc->base;
+    *size = pc->size;
+    *psize = pc->psize;
+    return pc->psize ? 0 : OST_ECORRUPT;
+}

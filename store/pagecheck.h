@@ -121,6 +121,12 @@ int ost__pc_meta_check(ost__pc *pc, char *msg, size_t cap);
  * page size). */
 int ost__pc_use_meta(ost__pc *pc, int which);
 
+/* The transaction id of meta page which (0 or 1): 0, or OST_ECORRUPT
+ * when that page is not usable. With ost__pc_use_meta, a caller that holds
+ * a liblmdb read transaction walks exactly its snapshot, whose pages no
+ * writer reuses while the transaction lasts. */
+int ost__pc_meta_txnid(ost__pc *pc, int which, uint64_t *txnid);
+
 /* The full structural walk of the snapshot of the chosen meta page: the
  * free list, the main database and every named database in it, each
  * sorted-duplicate sub-database, each overflow run. Every problem goes to
@@ -159,6 +165,12 @@ int ost__pc_each(ost__pc *pc, const char *db, ost__pc_entry_fn fn, ost__pc_repor
  * size: from a sane meta page, else guessed from pages whose header
  * number matches their place. fn returns nonzero to stop (returned). */
 int ost__pc_scan(ost__pc *pc, ost__pc_entry_fn fn, void *ud);
+
+/* The file's bytes as the handle reads them (the mapping, or the buffer
+ * of ost__pc_open_mem), its size and its page size (of the chosen meta
+ * page, else guessed): for salvage, which looks for entries in pages too
+ * damaged to parse. OST_ECORRUPT when no page size is known. */
+int ost__pc_raw(ost__pc *pc, const uint8_t **base, uint64_t *size, unsigned *psize);
 
 /* For tests: calls fn for every byte range of the file that the chosen
  * snapshot depends on or that holds its live data, with the kind of bytes:

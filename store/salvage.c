@@ -32,7 +32,7 @@ typedef struct {
     uint64_t serial;
     const uint8_t *val;
     size_t vlen;
-    bool scanned;
+    uint8_t scanned; /* 0 the tree, 1 the scan of sane pages, 2 the byte search */
 } sent;
 
 /* A record seen damaged: oid and the class id its header gives. */
@@ -254,6 +254,154 @@ static int scan_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size
     return 0;
 }
 
+/* ---- pages too damaged to parse ------------------------------------------------ */
+
+static const scls *class_of(const salv *s, uint32_t id);
+
+/* The length of the record value at v (at most max bytes) of oid whose
+ * checksum verifies, or 0: the stored length may be what was damaged, so
+ * every length is tried, the CRC extended a byte at a time (a pickle ends
+ * with STOP, which most lengths fail at once). */
+static size_t find_rec_len(uint64_t oid, const uint8_t *v, size_t max) {
+    if (max < OST_HDR_SIZE + 2) return 0;
+    uint8_t kb[8];
+    ost__be64(kb, oid);
+    uint32_t want = le32(v + 12);
+    uint32_t c = ost__crc32c(ost__crc32c(0, kb, 8), v, 12);
+    size_t done = OST_HDR_SIZE;
+    for (size_t len = OST_HDR_SIZE + 2; len <= max; len++) {
+        if (v[len - 1] != '.') continue;
+        c = ost__crc32c(c, v + done, len - done);
+        done = len;
+        if (c == want) return len;
+    }
+    return 0;
+}
+
+static bool in_sorted(const uint64_t *v, size_t n, uint64_t x) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (v[mid] == x) return true;
+        if (v[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return false;
+}
+
+/* Looks through every page, byte by byte, for leaf nodes of records of
+ * the oids in want (sorted) that the page checks could not parse: a node
+ * whose flags or size were damaged, a key with a changed byte (then each
+ * wanted oid is tried against the checksum), a page whose pointers or
+ * header are gone. A node is [size u16 lo, u16 hi][flags u16][key size u16
+ * = 8][the oid][the value, or the number of its first overflow page]. */
+static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
+    const uint8_t *base;
+    uint64_t size;
+    unsigned ps;
+    if (!nwant || ost__pc_raw(s->pc, &base, &size, &ps) || ps < 512) return;
+    uint64_t last = s->have_meta[2] ? s->meta[2] : UINT64_MAX;
+    for (uint64_t pg = 2; (pg + 1) * ps <= size; pg++) {
+        const uint8_t *p = base + pg * ps;
+        for (size_t o = 16; o + 16 + OST_HDR_SIZE + 2 <= ps; o += 2) { /* nodes are 2-aligned */
+            if (p[o + 6] != 8 || p[o + 7] != 0) continue;
+            uint64_t oid = be64(p + o + 8);
+            const uint8_t *v = p + o + 16;
+            size_t room = ps - (o + 16);
+            size_t claimed = (size_t)p[o] | (size_t)p[o + 1] << 8 | (size_t)p[o + 2] << 16 |
+                             (size_t)p[o + 3] << 24;
+            uint16_t fl = (uint16_t)(p[o + 4] | p[o + 5] << 8);
+            /* an overflow value: its run of pages */
+            if ((fl & 1) && claimed > room) {
+                uint64_t opg = le64(v);
+                if (opg >= 2 && opg < size / ps && claimed <= size - opg * ps - 16 &&
+                    in_sorted(want, nwant, oid) && rec_ok(3, oid, base + opg * ps + 16, claimed)) {
+                    const uint8_t *ov = base + opg * ps + 16;
+                    srec r = {oid, le64(ov), le32(ov + 8), ov + OST_HDR_SIZE, claimed - OST_HDR_SIZE,
+                              pg, true};
+                    PUSH(s->recs, r);
+                }
+                continue;
+            }
+            /* inline: a plausible header first (serial, class), then the length */
+            uint64_t serial = le64(v);
+            if (serial == 0 || serial > last || !class_of(s, le32(v + 8))) continue;
+            if (in_sorted(want, nwant, oid)) {
+                size_t len = claimed <= room && rec_ok(3, oid, v, claimed) ? claimed
+                                                                          : find_rec_len(oid, v, room);
+                if (len) {
+                    srec r = {oid, serial, le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE, pg,
+                              true};
+                    PUSH(s->recs, r);
+                }
+                continue;
+            }
+            if (rec_ok(3, oid, v, claimed <= room ? claimed : 0)) continue; /* a sound record */
+            /* a damaged key: which wanted oid does the checksum hold? */
+            if (nwant > 256) continue;
+            for (size_t i = 0; i < nwant; i++) {
+                size_t len = find_rec_len(want[i], v, room);
+                if (len) {
+                    srec r = {want[i], serial, le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE,
+                              pg, true};
+                    PUSH(s->recs, r);
+                    break;
+                }
+            }
+        }
+        if (s->nomem) return;
+    }
+}
+
+/* The length of the entry value at v (at most max bytes) under key whose
+ * checksum verifies, or 0 (a set's entry: 12 bytes; a map's ends with
+ * STOP). */
+static size_t find_ent_len(const uint8_t *key, size_t klen, const uint8_t *v, size_t max) {
+    if (max < 12) return 0;
+    uint32_t want = le32(v + 8);
+    uint32_t c = ost__crc32c(ost__crc32c(0, key, klen), v, 8);
+    if (c == want) return 12;
+    size_t done = 12;
+    for (size_t len = 14; len <= max; len++) {
+        if (v[len - 1] != '.') continue;
+        c = ost__crc32c(c, v + done, len - done);
+        done = len;
+        if (c == want) return len;
+    }
+    return 0;
+}
+
+/* The same search for the entries of the maps in want (sorted): a node
+ * whose key starts with a wanted map's oid. */
+static void lenient_scan_entries(salv *s, const uint64_t *want, size_t nwant) {
+    const uint8_t *base;
+    uint64_t size;
+    unsigned ps;
+    if (!nwant || ost__pc_raw(s->pc, &base, &size, &ps) || ps < 512) return;
+    uint64_t last = s->have_meta[2] ? s->meta[2] : UINT64_MAX;
+    for (uint64_t pg = 2; (pg + 1) * ps <= size; pg++) {
+        const uint8_t *p = base + pg * ps;
+        for (size_t o = 16; o + 8 + 8 + 12 <= ps; o += 2) {
+            size_t klen = (size_t)p[o + 6] | (size_t)p[o + 7] << 8;
+            if (klen < 8 || klen > 8 + OST_MAP_KEY_MAX || o + 8 + klen + 12 > ps) continue;
+            const uint8_t *k = p + o + 8;
+            if (!in_sorted(want, nwant, be64(k))) continue;
+            const uint8_t *v = k + klen;
+            uint64_t serial = le64(v);
+            if (serial == 0 || serial > last) continue;
+            size_t room = ps - (size_t)(v - p);
+            size_t claimed = (size_t)p[o] | (size_t)p[o + 1] << 8;
+            size_t len = 0, off;
+            if (claimed <= room && ent_ok(3, k, klen, v, claimed, &off)) len = claimed;
+            else len = find_ent_len(k, klen, v, room);
+            if (!len) continue;
+            sent e = {k, klen, serial, v + 12, len - 12, 2};
+            PUSH(s->ents, e);
+        }
+        if (s->nomem) return;
+    }
+}
+
 /* ---- choosing among copies ------------------------------------------------------ */
 
 /* By oid; the tree's copy first, then the newest. */
@@ -273,7 +421,7 @@ static int cmp_ent(const void *a, const void *b) {
     const sent *x = a, *y = b;
     int c = kcmp(x->key, x->klen, y->key, y->klen);
     if (c) return c;
-    if (x->scanned != y->scanned) return x->scanned ? 1 : -1;
+    if (x->scanned != y->scanned) return x->scanned < y->scanned ? -1 : 1;
     return x->serial > y->serial ? -1 : x->serial < y->serial;
 }
 
@@ -344,6 +492,25 @@ static bool is_bad(const salv *s, uint64_t oid) {
         else hi = mid;
     }
     return false;
+}
+
+/* One copy per oid: the tree's, else the newest found; a copy newer than
+ * the last commit (written by a commit that never finished) is not one. */
+static void dedupe_recs(salv *s) {
+    qsort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
+    size_t n = 0;
+    for (size_t i = 0; i < s->recs.n; i++) {
+        srec *r = &s->recs.v[i];
+        if (n && s->recs.v[n - 1].oid == r->oid) continue;
+        if (r->scanned && s->have_meta[2] && r->serial > s->meta[2]) continue;
+        if (!class_of(s, r->cid)) {
+            sbad b = {r->oid, r->cid, "its class id is not in the class table"};
+            PUSH(s->bad, b);
+            continue;
+        }
+        s->recs.v[n++] = *r;
+    }
+    s->recs.n = n;
 }
 
 /* ---- writing the new store ------------------------------------------------------ */
@@ -504,20 +671,59 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
 
     /* one copy per oid and per key */
     qsort(s->cls.v, s->cls.n, sizeof *s->cls.v, cmp_cls);
-    qsort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
-    size_t n = 0;
-    for (size_t i = 0; i < s->recs.n; i++) {
-        srec *r = &s->recs.v[i];
-        if (n && s->recs.v[n - 1].oid == r->oid) continue;
-        if (r->scanned && s->have_meta[2] && r->serial > s->meta[2]) continue; /* never committed */
-        if (!class_of(s, r->cid)) {
-            sbad b = {r->oid, r->cid, "its class id is not in the class table"};
-            PUSH(s->bad, b);
-            continue;
+    dedupe_recs(s);
+    /* the oids still wanted: damaged records, and what recovered records
+     * refer to; the pages are searched byte by byte for them */
+    for (int round = 0; round < 3 && s->format >= 3 && !s->nomem; round++) {
+        ARR(uint64_t) want = {0};
+        for (size_t i = 0; i < s->bad.n; i++)
+            if (!find_rec(s, s->bad.v[i].oid)) PUSH(want, s->bad.v[i].oid);
+        if (!find_rec(s, 0)) PUSH(want, 0);
+        refs_ctx wx = {.s = s};
+        for (size_t i = 0; i < s->recs.n; i++)
+            ost__scan_pids(s->recs.v[i].pickle, s->recs.v[i].len, note_ref, &wx);
+        for (size_t i = 0; i < s->ents.n; i++)
+            if (s->ents.v[i].vlen) ost__scan_pids(s->ents.v[i].val, s->ents.v[i].vlen, note_ref, &wx);
+        for (size_t i = 0; i < wx.missing.n; i++) PUSH(want, wx.missing.v[i].oid);
+        free(wx.missing.v);
+        if (!want.n || s->nomem) {
+            free(want.v);
+            break;
         }
-        s->recs.v[n++] = *r;
+        qsort(want.v, want.n, sizeof *want.v, cmp_u64);
+        size_t u = 0;
+        for (size_t i = 0; i < want.n; i++)
+            if (!u || want.v[u - 1] != want.v[i]) want.v[u++] = want.v[i];
+        size_t before = s->recs.n;
+        lenient_scan(s, want.v, u);
+        free(want.v);
+        if (s->recs.n == before) break;
+        say(s, OST__SALV_NOTE,
+            "found %zu record%s of wanted oids in nodes the page checks could not parse "
+            "(damaged sizes, flags or keys; each checked against its checksum)",
+            s->recs.n - before, s->recs.n - before == 1 ? "" : "s");
+        dedupe_recs(s);
     }
-    s->recs.n = n;
+    /* maps whose records count more entries than were found */
+    if (s->format >= 3 && (sc.ents || s->bad_ents)) {
+        qsort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
+        ARR(uint64_t) want = {0};
+        size_t ei = 0;
+        for (size_t i = 0; i < s->recs.n; i++) {
+            uint64_t count, found = 0;
+            const srec *r = &s->recs.v[i];
+            if (ost__map_record_count(r->pickle, r->len, &count)) continue;
+            while (ei < s->ents.n && be64(s->ents.v[ei].key) < r->oid) ei++;
+            for (size_t j = ei; j < s->ents.n && be64(s->ents.v[j].key) == r->oid; j++)
+                if (j == ei || kcmp(s->ents.v[j].key, s->ents.v[j].klen, s->ents.v[j - 1].key,
+                                    s->ents.v[j - 1].klen))
+                    found++;
+            if (found < count) PUSH(want, r->oid);
+        }
+        lenient_scan_entries(s, want.v, want.n);
+        free(want.v);
+    }
+    size_t n;
     qsort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
     n = 0;
     for (size_t i = 0; i < s->ents.n; i++) {
@@ -528,6 +734,13 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     }
     s->ents.n = n;
     if (s->nomem) goto nomem;
+    size_t searched = 0;
+    for (size_t i = 0; i < s->ents.n; i++) searched += s->ents.v[i].scanned == 2;
+    if (searched)
+        say(s, OST__SALV_NOTE,
+            "found %zu map entr%s in nodes the page checks could not parse (each checked against "
+            "its checksum)",
+            searched, searched == 1 ? "y" : "ies");
 
     /* the root */
     uint32_t root_cid = class_id(s, "persistent.mapping", "PersistentMapping");
@@ -585,8 +798,18 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         if (!(patched[i] = malloc(r->len))) goto nomem_patched;
         memcpy(patched[i], r->pickle, r->len);
         ost__map_record_setcount(patched[i], r->len, count);
-        say(s, OST__SALV_NOTE, "map %llu: its count is now %llu, the entries recovered (it was %llu)",
-            (unsigned long long)r->oid, (unsigned long long)count, (unsigned long long)was);
+        if (was > count) {
+            stats->lost_entries += was - count;
+            say(s, OST__SALV_LOST,
+                "map %llu: %llu of its %llu entries (damaged, no intact copy found); its count is "
+                "now %llu",
+                (unsigned long long)r->oid, (unsigned long long)(was - count),
+                (unsigned long long)was, (unsigned long long)count);
+        } else {
+            say(s, OST__SALV_NOTE,
+                "map %llu: its count is now %llu, the entries recovered (it was %llu)",
+                (unsigned long long)r->oid, (unsigned long long)count, (unsigned long long)was);
+        }
     }
 
     /* what was lost: damaged records without an intact copy, and oids that
@@ -619,11 +842,29 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         say(s, OST__SALV_LOST, "oid %llu (class unknown): oid %llu refers to it; no intact copy found",
             (unsigned long long)m->oid, (unsigned long long)m->holder);
     }
-    stats->lost_entries = s->bad_ents;
     if (s->bad_ents)
-        say(s, OST__SALV_LOST, "%llu map entr%s damaged and not found intact elsewhere",
-            (unsigned long long)s->bad_ents, s->bad_ents == 1 ? "y is" : "ies are");
+        say(s, OST__SALV_NOTE,
+            "%llu map entr%s failed %s checksum in the trees (counted above when no intact copy "
+            "was found)",
+            (unsigned long long)s->bad_ents, s->bad_ents == 1 ? "y" : "ies",
+            s->bad_ents == 1 ? "its" : "their");
 
+    /* what came from outside the trees may be older than what was lost */
+    size_t told = 0;
+    for (size_t i = 0; i < s->recs.n; i++) {
+        const srec *r = &s->recs.v[i];
+        if (!r->scanned) continue;
+        if (told++ < 50)
+            say(s, OST__SALV_NOTE,
+                "oid %llu: recovered from page %llu, not through the B-tree (a node the page "
+                "checks refused, or a free page's older copy), as of commit %llu",
+                (unsigned long long)r->oid, (unsigned long long)r->pgno,
+                (unsigned long long)r->serial);
+    }
+    if (told > 50) say(s, OST__SALV_NOTE, "... and %zu more records recovered so", told - 50);
+    stats->damaged = s->bad_ents;
+    for (size_t i = 0; i < s->bad.n; i++)
+        if (!i || s->bad.v[i - 1].oid != s->bad.v[i].oid) stats->damaged++;
     stats->records = s->recs.n;
     stats->entries = s->ents.n;
     stats->classes = s->cls.n;

@@ -32,9 +32,10 @@ typedef struct {
     uint64_t entries_scanned;   /* ... found by the scan */
     uint64_t classes;           /* classes copied */
     uint64_t lost_records;      /* oids known to have had a record, not recovered */
-    uint64_t lost_entries;      /* entries seen damaged and not recovered */
+    uint64_t lost_entries;      /* entries a map's count says it had, not recovered */
     uint64_t dropped_entries;   /* entries of maps whose record is lost */
     uint64_t problems;          /* page-level problems the walk reported */
+    uint64_t damaged;           /* records and entries in the trees that failed their checks */
     uint64_t format;            /* the damaged store's format (0: unknown) */
     uint64_t last_serial;       /* the new store's last commit */
     int root_lost;              /* the root was replaced by an empty one */

@@ -7,6 +7,8 @@
  * "n" + module NUL name -> id) and "txlog" (serial -> oids of existing
  * objects that commit changed, for the caches of other connections). */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <limits.h>
 #include <lmdb.h>
 #include <pthread.h>
@@ -218,9 +220,23 @@ void ost__format_refresh(ost_store *st, MDB_txn *t) {
         __atomic_store_n(&st->format, f, __ATOMIC_RELAXED);
 }
 
+static void count_problem(void *ud, const ost__pc_problem *p) {
+    char *first = ud;
+    if (!first[0]) snprintf(first, 256, "%s", p->msg);
+}
+
 int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
+    /* every record is rewritten through liblmdb, which trusts the pages */
+    char first[256] = "";
+    int rc = ost__walk_snapshot(st, t, true, count_problem, first, NULL);
+    if (rc == OST_ECORRUPT)
+        return ost__st_fail(st, OST_ECORRUPT,
+                            "%s: cannot upgrade from format %llu: the store's pages are damaged "
+                            "(%s); 'ostore check' says more, 'ostore salvage' copies what is intact",
+                            st->path, (unsigned long long)from, first);
+    if (rc) return rc;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(t, st->recs, &cur);
+    rc = mdb_cursor_open(t, st->recs, &cur);
     if (rc) return rc;
     MDB_val k, v;
     uint8_t *buf = NULL;
@@ -376,6 +392,37 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     snprintf(datafile, sizeof datafile, "%s/data.mdb", real);
     if (stat(datafile, &sb) != 0 && !opts->create)
         return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", path);
+    /* liblmdb trusts its meta pages (a page size of 0 divides by zero in
+     * mdb_env_open): ours are checked first */
+    char why[400];
+    int mrc = ost__meta_check(real, why, sizeof why);
+    if (mrc && mrc != OST_ENOTFOUND)
+        return ost__st_fail(st, mrc,
+                            "%s: damaged store: %s ('ostore check' says more, 'ostore salvage' "
+                            "copies what is intact)",
+                            path, why);
+
+    /* liblmdb makes lock.mdb with ftruncate and writes it through a map:
+     * on a full disk the first write of a page that has no block faults
+     * (SIGBUS in mdb_env_open). Its blocks are allocated first, so a full
+     * disk is an error here. */
+    char lockfile[PATH_MAX + 16];
+    snprintf(lockfile, sizeof lockfile, "%s/lock.mdb", real);
+    int lfd = open(lockfile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (lfd >= 0) {
+        struct stat lsb = {0};
+        off_t want = ((off_t)(opts->max_readers ? opts->max_readers : 126) * 64 + 8191) & ~(off_t)4095;
+        int frc = fstat(lfd, &lsb) == 0 && S_ISREG(lsb.st_mode)
+                      ? posix_fallocate(lfd, 0, lsb.st_size > want ? lsb.st_size : want)
+                      : 0;
+        bool made = lsb.st_size == 0;
+        close(lfd);
+        if (frc == ENOSPC || frc == EDQUOT) {
+            if (made) unlink(lockfile);
+            return ost__st_fail(st, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
+                                path, strerror(frc));
+        }
+    }
 
     uv_mutex_lock(&g_open_lock);
     for (ost_store *o = g_open; o; o = o->next_open)

@@ -6,6 +6,7 @@
 #include <uv.h>
 
 #include "../serializer/internal.h"
+#include "pagecheck.h"
 #include "ostore/maps.h"
 
 #define OST_HDR_SIZE 16
@@ -200,6 +201,16 @@ bool ost__in_file(ost_store *st, const void *p, size_t n);
 /* In a store of format < 3, reads the format again in t (another process
  * may have upgraded the store). */
 void ost__format_refresh(ost_store *st, MDB_txn *t);
+/* verify.c: the cheap check of dir/data.mdb's meta pages (0,
+ * OST_ENOTFOUND when there is no data.mdb, OST_ECORRUPT or OST_EIO with one
+ * line in msg), and the walk of every page of the snapshot of t (write:
+ * t is the write transaction; its parent is walked) before liblmdb reads
+ * its data. The walk reports each problem and returns 0, OST_ECORRUPT, or
+ * another code with st's message set; *out (if not NULL) gets the walker
+ * for further reads of the same snapshot, which the caller closes. */
+int ost__meta_check(const char *dir, char *msg, size_t cap);
+int ost__walk_snapshot(ost_store *st, MDB_txn *t, bool write, ost__pc_report report, void *ud,
+                       ost__pc **out);
 /* Rewrites every record and map entry of an older store with checksums,
  * inside write transaction t, and sets the format to 3. */
 int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from);

@@ -512,7 +512,7 @@ OST_TEST(persistent_load, python_pids_resolve_through_the_hook) {
             cr_assert_eq(c.calls, 3);
             ost_buf b = {0};
             ost_repr(v, &b);
-            cr_assert_str_eq(b.data, "[['x'], {'k': ['y']}, 'plain', ['x']]");
+            cr_assert_str_eq(b.data, "[#1=['x'], {'k': ['y']}, 'plain', #1#]");
             cr_assert_eq(ost_item(v, 0), ost_item(v, 3), "the hook's object, shared");
             ost_buf_free(&b);
             ost_decref(v);

@@ -1215,10 +1215,10 @@ OST_TEST(value, repr_of_containers_and_cycles) {
     ost_dict_set(d, S("l"), list_of(1, ost_incref(d)));
     assert_repr(d, "{'l': [{...}]}");
     ost_release(d);
-    /* a shared, non-cyclic object prints twice */
+    /* a shared list prints once, labelled, then as a back-reference */
     ost_value a = list_of(1, ost_int(7));
     v = list_of(2, ost_incref(a), ost_incref(a));
-    assert_repr(v, "[[7], [7]]");
+    assert_repr(v, "[#1=[7], #1#]");
     ost_decref(v);
     ost_decref(a);
     cr_assert_eq(live(), base);

@@ -63,6 +63,18 @@ typedef struct {
 int parse_args(const cli_cmd *cmd, int argc, char **argv, const cli_opt *opts, size_t nopts,
                const char **pos, size_t min_pos, size_t max_pos, size_t *npos);
 
+/* The default of --max-output: a value's text is cut after 64 MiB. */
+#define CLI_MAX_OUTPUT ((size_t)64 << 20)
+/* Fills *o for printing values (cat, pickle show, pickle dis): the
+ * library's defaults, max_len CLI_MAX_OUTPUT, then the texts of
+ * --int-digits N and --max-output N when given (not NULL; 0 is no limit).
+ * EXIT_OK, or EXIT_USAGE after printing cmd's usage. */
+int repr_options(const cli_cmd *cmd, const char *int_digits, const char *max_output,
+                 ost_repr_options *o);
+
+/* An ost_write_fn that writes to stdout: 0, or OST_EIO when fwrite fails. */
+int write_stdout(void *ud, const void *data, size_t len);
+
 /* ---- stores --------------------------------------------------------------- */
 
 /* Opens the store in dir read-only (or read-write), with a message naming
@@ -75,6 +87,14 @@ uint64_t recorded_map_size(void);
 /* Takes an exclusive, non-blocking flock on dir/data.mdb for the life of
  * the process (fd kept open). EXIT_OK or EXIT_FAIL with the message. */
 int lock_store(const char *dir);
+/* open_store runs ostore's own walk of every page of the store (liblmdb
+ * trusts its file, and damage makes it crash) and refuses a damaged store
+ * with one line, unless this was called before it: check, which reports
+ * the damage itself, calls it. */
+void open_store_no_walk(void);
+/* The walk itself on an open store: EXIT_OK, or EXIT_FAIL after naming
+ * the first problem. */
+int raw_verify_pages(ost_store *st, const char *db);
 
 /* ---- raw records (through the store's internals, read-only) ------------ */
 
@@ -164,6 +184,11 @@ typedef struct raw_ents raw_ents;
 int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen, raw_ents **out);
 /* 1 with *e filled, 0 past the map's last entry, or -1 (message printed,
  * naming the map). */
+/* Makes raw_ents_next step past damaged entries silently (check lists
+ * them) instead of failing. */
+void raw_ents_skip_damaged(raw_ents *c);
+/* How many damaged entries raw_ents_next stepped past. */
+uint64_t raw_ents_skipped(const raw_ents *c);
 int raw_ents_next(raw_ents *c, raw_ent *e);
 void raw_ents_close(raw_ents *c);
 /* Calls fn(ud, map) for each oid that has entries, in ascending order,
@@ -185,8 +210,10 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
 /* Compares encoded keys as the store orders them (bytewise, shorter first). */
 int raw_key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl);
 /* The repr of a value pickle into out (emptied first), references as
- * persistent(OID): 0, or a code with the reader's message in err. */
-int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, ost_buf *out, char *err, size_t cap);
+ * persistent(OID), printed with o: 0, or a code with the reader's message
+ * in err. */
+int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, const ost_repr_options *o,
+                   ost_buf *out, char *err, size_t cap);
 
 /* ---- output helpers ------------------------------------------------------ */
 
@@ -212,7 +239,8 @@ void progress_update(progress *p, uint64_t done, const char *unit);
 void progress_note(progress *p, const char *text);
 void progress_end(progress *p);
 
-/* Installs handlers that turn SIGSEGV/SIGBUS while reading a store into
+/* Installs handlers that turn SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT
+ * (liblmdb's assertions abort) while reading a store into
  * "ostore: DIR: ... (the store may be damaged)" and exit 1 (not under
  * AddressSanitizer, which reports such crashes itself). */
 void guard_crashes(const char *dir);

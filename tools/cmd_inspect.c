@@ -260,7 +260,7 @@ static int range_parse(const char *db, uint64_t oid, const raw_map *m, cat_range
 
 /* Prints the key (and, for a map, the value) of entry e, indented. */
 static int print_entry(const char *db, raw_txn *t, uint64_t oid, const raw_map *m,
-                       const raw_ent *e, ost_buf *kb, ost_buf *vb) {
+                       const raw_ent *e, const ost_repr_options *o, ost_buf *kb, ost_buf *vb) {
     ost_value k = raw_key_decode(m->kind, e->key, e->klen);
     kb->len = 0;
     int rc = k ? ost_repr(k, kb) : 0;
@@ -275,7 +275,7 @@ static int print_entry(const char *db, raw_txn *t, uint64_t oid, const raw_map *
         return EXIT_OK;
     }
     char why[300];
-    if (raw_value_repr(t, e->val, e->vlen, vb, why, sizeof why))
+    if (raw_value_repr(t, e->val, e->vlen, o, vb, why, sizeof why))
         return fail("%s: map %llu, key %.200s: the value does not decode: %s", db,
                     (unsigned long long)oid, kb->data, why);
     printf("  %s: %s\n", kb->data, vb->data);
@@ -285,7 +285,7 @@ static int print_entry(const char *db, raw_txn *t, uint64_t oid, const raw_map *
 /* Prints the map's entries in the range, at most limit of them, then how
  * many more the range holds. */
 static int cat_entries(const char *db, raw_txn *t, uint64_t oid, const raw_map *m,
-                       const cat_range *r) {
+                       const cat_range *r, const ost_repr_options *o) {
     char a[32], b[32];
     ost_buf kb = {0}, vb = {0};
     bool ranged = r->text[0] || r->text[1];
@@ -323,7 +323,7 @@ static int cat_entries(const char *db, raw_txn *t, uint64_t oid, const raw_map *
             more++; /* counted, not decoded */
             continue;
         }
-        if ((rc = print_entry(db, t, oid, m, &e, &kb, &vb))) break;
+        if ((rc = print_entry(db, t, oid, m, &e, o, &kb, &vb))) break;
         shown++;
     }
     raw_ents_close(c);
@@ -338,14 +338,18 @@ static int cat_entries(const char *db, raw_txn *t, uint64_t oid, const raw_map *
 }
 
 static int run_cat(int argc, char **argv) {
-    const char *dis = NULL, *limit_s = NULL, *pos[2];
+    const char *dis = NULL, *limit_s = NULL, *digits_s = NULL, *max_s = NULL, *pos[2];
     cat_range range = {.limit = 10};
     cli_opt opts[] = {{"--dis", false, &dis},
                       {"--from", true, &range.text[0]},
                       {"--to", true, &range.text[1]},
-                      {"--limit", true, &limit_s}};
-    int prc = parse_args(&cmd_cat, argc, argv, opts, 4, pos, 2, 2, NULL);
+                      {"--limit", true, &limit_s},
+                      {"--int-digits", true, &digits_s},
+                      {"--max-output", true, &max_s}};
+    int prc = parse_args(&cmd_cat, argc, argv, opts, 6, pos, 2, 2, NULL);
     if (prc) return prc < 0 ? EXIT_OK : prc;
+    ost_repr_options ro;
+    if (repr_options(&cmd_cat, digits_s, max_s, &ro)) return EXIT_USAGE;
     uint64_t oid;
     if (parse_oid(&cmd_cat, pos[1], &oid)) return EXIT_USAGE;
     if (limit_s && strcmp(limit_s, "all") == 0) range.limit = UINT64_MAX;
@@ -356,6 +360,9 @@ static int run_cat(int argc, char **argv) {
     if (dis && entry_opts)
         return bad_usage(&cmd_cat, "cat: --dis shows the record's pickle only; it takes no --from, "
                                    "--to or --limit");
+    if (dis && max_s)
+        return bad_usage(&cmd_cat, "cat: --dis lists the pickle as it goes; it takes no "
+                                   "--max-output");
     const char *db = pos[0];
     ost_store *st;
     raw_txn *t;
@@ -385,9 +392,11 @@ static int run_cat(int argc, char **argv) {
         /* the listing up to a bad opcode is worth seeing: printed, then the error */
         header(t, &r);
         size_t off = 0;
-        int drc = ost_pickle_dis(r.pickle, r.len, &out, &off);
-        if (out.len) fwrite(out.data, 1, out.len, stdout);
-        if (drc)
+        int drc = ost_pickle_dis_ex(r.pickle, r.len, &ro, write_stdout, NULL, &off);
+        fflush(stdout);
+        if (drc == OST_EIO)
+            rc = fail("write error: %s", strerror(errno));
+        else if (drc)
             rc = fail("%s: oid %llu: %s at offset %zu of the pickle", db, (unsigned long long)oid,
                       ost_strerror(drc), off);
     } else {
@@ -403,7 +412,7 @@ static int run_cat(int argc, char **argv) {
         if (lrc)
             rc = fail("%s: oid %llu: record does not decode: %s", db, (unsigned long long)oid,
                       rd ? ost_reader_errmsg(rd) : "out of memory");
-        else if (ost_repr(v, &out))
+        else if (ost_repr_ex(v, &out, &ro))
             rc = fail("out of memory");
         else if (is_map && raw_map_read(t, &r, &m, why, sizeof why))
             rc = fail("%s: oid %llu: %s", db, (unsigned long long)oid, why);
@@ -414,7 +423,7 @@ static int run_cat(int argc, char **argv) {
             printf("%s\n", out.data);
             if (is_map) {
                 fflush(stdout); /* entries that fail print their message after these */
-                rc = cat_entries(db, t, oid, &m, &range);
+                rc = cat_entries(db, t, oid, &m, &range, &ro);
             }
         }
         ost_release(v);
@@ -429,13 +438,20 @@ static int run_cat(int argc, char **argv) {
 const cli_cmd cmd_cat = {
     .name = "cat",
     .summary = "Print an object's stored state (and a map's entries), or its pickle disassembled.",
-    .usage = "usage: ostore cat DB OID [--dis]\n"
+    .usage = "usage: ostore cat DB OID [--int-digits N] [--max-output N]\n"
+             "       ostore cat DB OID --dis [--int-digits N]\n"
              "       ostore cat DB OID [--from KEY] [--to KEY] [--limit N|all]   (a map or set)\n",
     .help = "The first line names the oid, class, serial (the commit that wrote it) and\n"
             "record size. Then the state, as Python's BUILD would receive it (for a class\n"
             "with fields, the dict of its set fields), printed like Python's repr, with\n"
-            "references to other stored objects shown as persistent(OID).\n"
-            "\n  --dis   list the state pickle's opcodes instead (like pickletools.dis)\n"
+            "references to other stored objects shown as persistent(OID). An object the\n"
+            "state reaches more than once prints in full once, labelled #N=, then as #N#.\n"
+            "\n  --dis           list the state pickle's opcodes instead (like pickletools.dis;\n"
+            "                  up to 32 levels of indentation, then the depth as [N])\n"
+            "  --int-digits N  an int of more than N decimal digits prints in hexadecimal,\n"
+            "                  0x... (default 4300, as Python; 0: always decimal)\n"
+            "  --max-output N  cut a printed value after N bytes, marked\n"
+            "                  '... (output truncated at N bytes)' (default 64 MiB; 0: no limit)\n"
             "\nOid 0 is the root, a persistent.mapping.PersistentMapping.\n"
             "\nFor a map or set (ostore.maps.OrderedMap, OrderedSet), whose record holds\n"
             "its key kind and count, its entries follow in key order, one a line,\n"
@@ -526,6 +542,7 @@ static int scan_map(void *ud, uint64_t map) {
     hits_ctx *h = ud;
     raw_ents *c;
     if (raw_ents_open(h->t, map, NULL, 0, &c)) return EXIT_FAIL;
+    raw_ents_skip_damaged(c); /* counted as not scanned */
     raw_ent e;
     int k;
     map_hit hit = {.map = map};
@@ -537,6 +554,7 @@ static int scan_map(void *ud, uint64_t map) {
         if ((hit.key = malloc(e.klen ? e.klen : 1))) memcpy(hit.key, e.key, hit.klen = e.klen);
         else h->oom = true;
     }
+    h->unscanned += raw_ents_skipped(c);
     raw_ents_close(c);
     if (k < 0) {
         free(hit.key);

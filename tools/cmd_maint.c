@@ -11,6 +11,7 @@ typedef struct {
     uint64_t problems;
     uint64_t last_holder; /* to count objects with problems */
     uint64_t holders;
+    uint64_t page_problems; /* of the page walk: no oid */
 } check_out;
 
 static void note_holder(check_out *o, uint64_t oid) {
@@ -22,7 +23,9 @@ static void note_holder(check_out *o, uint64_t oid) {
 static void report(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
     (void)missing;
     (void)err;
-    note_holder(ud, oid);
+    check_out *o = ud;
+    if (oid == UINT64_MAX && !missing) o->page_problems++;
+    note_holder(o, oid);
     printf("problem: %s\n", msg);
 }
 
@@ -57,6 +60,7 @@ static void reach_ref(void *ud, uint64_t oid) {
 static int reach_entries(raw_txn *t, uint64_t map, reach_ctx *c) {
     raw_ents *ec;
     if (raw_ents_open(t, map, NULL, 0, &ec)) return EXIT_FAIL;
+    raw_ents_skip_damaged(ec);
     raw_ent e;
     int k;
     while ((k = raw_ents_next(ec, &e)) > 0)
@@ -127,6 +131,7 @@ static int run_check(int argc, char **argv) {
     const char *db = pos[0];
     guard_crashes(db);
     ost_store *st;
+    open_store_no_walk(); /* ost_store_check walks the pages and reports what it finds */
     if (open_store(db, false, &st)) return EXIT_FAIL;
     double t0 = now_s();
     check_out o = {0};
@@ -136,6 +141,18 @@ static int run_check(int argc, char **argv) {
         int r = fail("%s", ost_store_errmsg(st));
         ost_store_close(st);
         return r;
+    }
+    if (o.page_problems) { /* liblmdb must not read these pages: no reachability */
+        ost_store_close(st);
+        char a[32], b[32];
+        printf("checked %s records through ostore's own page reader (liblmdb would trust the "
+               "damaged pages)\n",
+               fmt_count(a, sizeof a, records));
+        printf("%s problem%s, %s of them in the pages\n", fmt_count(a, sizeof a, o.problems),
+               o.problems == 1 ? "" : "s", fmt_count(b, sizeof b, o.page_problems));
+        return fail("%s: damaged: %llu problem%s found; 'ostore salvage %s NEWSTORE' copies what "
+                    "is intact",
+                    db, (unsigned long long)o.problems, o.problems == 1 ? "" : "s", db);
     }
     raw_txn *t;
     uint64_t reachable = 0, counted = 0, entries, entry_bytes;
@@ -364,9 +381,12 @@ static int run_salvage(int argc, char **argv) {
                fmt_count(a, sizeof a, s.lost_records), fmt_count(b, sizeof b, s.lost_entries),
                fmt_count(c, sizeof c, s.dropped_entries), s.root_lost ? ", the root" : "",
                fmt_count(d, sizeof d, s.problems));
+    else if (s.problems || s.damaged || s.records_scanned || s.entries_scanned)
+        printf("nothing lost: %s damaged records and entries, %s damage reports; what they hid "
+               "was found intact elsewhere in the file (see the notes)\n",
+               fmt_count(a, sizeof a, s.damaged), fmt_count(b, sizeof b, s.problems));
     else
-        printf("nothing lost%s\n", s.problems ? " that the checksums and the page checks could see"
-                                              : ": no damage found");
+        printf("nothing lost: no damage found\n");
     printf("%s was not changed; check the new store with 'ostore check %s'\n", src, dst);
     return EXIT_OK;
 }

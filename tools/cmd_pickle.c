@@ -73,24 +73,31 @@ static int load(const char *path, ost_value *v) {
     return rc ? 1 : 0;
 }
 
-static int cmd_dis(const char *path) {
+/* A bad pickle prints nothing but the error: the pickle is checked first,
+ * then its listing is written to stdout as it is made, so memory stays
+ * bounded however long the listing. */
+static int cmd_dis(const char *path, const ost_repr_options *o) {
     unsigned char *buf;
     size_t len, off = 0;
     if (slurp(path, &buf, &len)) return 1;
-    ost_buf out = {0};
-    int rc = ost_pickle_dis(buf, len, &out, &off);
-    if (rc == 0) fwrite(out.data, 1, out.len, stdout);
-    else fprintf(stderr, "ostore: %s: %s at offset %zu\n", path, ost_err_name(rc), off);
-    ost_buf_free(&out);
+    int rc = ost_pickle_dis_ex(buf, len, o, NULL, NULL, &off);
+    if (rc) {
+        fprintf(stderr, "ostore: %s: %s at offset %zu\n", path, ost_err_name(rc), off);
+    } else if ((rc = ost_pickle_dis_ex(buf, len, o, write_stdout, NULL, &off)) ||
+               fflush(stdout)) {
+        fprintf(stderr, "ostore: write error: %s\n", rc == OST_EIO || !rc ? strerror(errno)
+                                                                        : ost_strerror(rc));
+        rc = 1;
+    }
     free(buf);
     return rc ? 1 : 0;
 }
 
-static int cmd_show(const char *path) {
+static int cmd_show(const char *path, const ost_repr_options *o) {
     ost_value v;
     if (load(path, &v)) return 1;
     ost_buf out = {0};
-    int rc = ost_repr(v, &out);
+    int rc = ost_repr_ex(v, &out, o);
     ost_release(v);
     if (rc) {
         fprintf(stderr, "ostore: %s\n", ost_strerror(rc));
@@ -128,11 +135,18 @@ static int run_pickle(int argc, char **argv) {
     const char *sub = argv[0];
     int protocol = OST_PICKLE_DEFAULT_PROTOCOL;
     bool frame = true;
-    const char *path = NULL;
+    const char *path = NULL, *digits = NULL, *max_out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (is_help(a)) return print_help(&cmd_pickle);
-        if (strcmp(sub, "repickle") == 0 && strcmp(a, "--protocol") == 0) {
+        if ((strcmp(a, "--int-digits") == 0 && strcmp(sub, "repickle") != 0) ||
+            (strcmp(a, "--max-output") == 0 && strcmp(sub, "show") == 0)) {
+            if (++i == argc) {
+                fprintf(stderr, "ostore: %s needs a value\n", a);
+                return usage(NULL);
+            }
+            *(a[2] == 'i' ? &digits : &max_out) = argv[i];
+        } else if (strcmp(sub, "repickle") == 0 && strcmp(a, "--protocol") == 0) {
             if (++i == argc) return usage("--protocol needs a value");
             char *end;
             long n = strtol(argv[i], &end, 10);
@@ -150,8 +164,10 @@ static int run_pickle(int argc, char **argv) {
             path = a;
     }
     if (!path) return usage("missing FILE (use - for standard input)");
-    if (strcmp(sub, "dis") == 0) return cmd_dis(path);
-    if (strcmp(sub, "show") == 0) return cmd_show(path);
+    ost_repr_options ro;
+    if (repr_options(&cmd_pickle, digits, max_out, &ro)) return EXIT_USAGE;
+    if (strcmp(sub, "dis") == 0) return cmd_dis(path, &ro);
+    if (strcmp(sub, "show") == 0) return cmd_show(path, &ro);
     if (strcmp(sub, "repickle") == 0) return cmd_repickle(protocol, frame, path);
     fprintf(stderr, "ostore: unknown pickle subcommand '%s'\n", sub);
     return usage(NULL);
@@ -160,12 +176,21 @@ static int run_pickle(int argc, char **argv) {
 const cli_cmd cmd_pickle = {
     .name = "pickle",
     .summary = "Disassemble, print or rewrite a Python pickle (a file, or - for stdin).",
-    .usage = "usage: ostore pickle dis FILE|-\n"
-             "       ostore pickle show FILE|-\n"
+    .usage = "usage: ostore pickle dis [--int-digits N] FILE|-\n"
+             "       ostore pickle show [--int-digits N] [--max-output N] FILE|-\n"
              "       ostore pickle repickle [--protocol N] [--no-frame] FILE|-\n",
-    .help = "  dis       list the pickle's opcodes, one a line, with offsets and arguments\n"
+    .help = "  dis       list the pickle's opcodes, one a line, with offsets, indentation\n"
+            "            by MARK depth (up to 32 levels, then the depth as [N]) and\n"
+            "            arguments; --int-digits N as for show\n"
             "  show      load it (nothing is imported or called) and print the value,\n"
-            "            Python-like; persistent ids print as persistent(pid)\n"
+            "            Python-like; persistent ids print as persistent(pid), and an\n"
+            "            object reached more than once prints once, labelled #N=, then\n"
+            "            as #N#\n"
+            "            --int-digits N  an int of more than N decimal digits prints in\n"
+            "                            hexadecimal, 0x... (default 4300, as Python;\n"
+            "                            0: always decimal)\n"
+            "            --max-output N  cut the text after N bytes, marked '... (output\n"
+            "                            truncated at N bytes)' (default 64 MiB; 0: no limit)\n"
             "  repickle  load it and write it again to stdout with protocol N (2-5,\n"
             "            default 4); --no-frame leaves out FRAME opcodes\n"
             "\nExit status: 0 ok, 1 bad pickle or unreadable file, 2 bad usage.\n",

@@ -279,3 +279,35 @@ void raw_ents_stat(raw_txn *t, uint64_t *entries, uint64_t *bytes) {
 
 void *raw_mdb_txn(raw_txn *t) { return t->t; }
 ost_store *raw_store(raw_txn *t) { return t->st; }
+
+/* ---- the page walk ----------------------------------------------------------------- */
+
+typedef struct {
+    char first[300];
+    uint64_t n;
+} first_page_problem;
+
+static void note_page_problem(void *ud, const ost__pc_problem *p) {
+    first_page_problem *f = ud;
+    if (!f->n++) snprintf(f->first, sizeof f->first, "%s", p->msg);
+}
+
+int raw_verify_pages(ost_store *st, const char *db) {
+    uv_rwlock_rdlock(&st->maplock);
+    MDB_txn *t;
+    int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t);
+    if (rc) {
+        uv_rwlock_rdunlock(&st->maplock);
+        return fail("%s: cannot start a read transaction: %s", db, mdb_strerror(rc));
+    }
+    first_page_problem f = {0};
+    rc = ost__walk_snapshot(st, t, false, note_page_problem, &f, NULL);
+    mdb_txn_abort(t);
+    uv_rwlock_rdunlock(&st->maplock);
+    if (rc == OST_ECORRUPT)
+        return fail("%s: damaged store: %s%s ('ostore check %s' lists the damage, 'ostore salvage "
+                    "%s NEWSTORE' copies what is intact)",
+                    db, f.first, f.n > 1 ? ", and more" : "", db, db);
+    if (rc) return fail("%s: %s", db, ost_store_errmsg(st));
+    return EXIT_OK;
+}

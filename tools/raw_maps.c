@@ -75,6 +75,8 @@ struct raw_ents {
     uint8_t from[OST_MAP_KEY_MAX];
     size_t fromlen;
     bool has_from;
+    bool skip_damaged; /* step past entries whose checksum fails */
+    uint64_t skipped;  /* ... how many */
 };
 
 /* An engine result as one line naming the map. */
@@ -111,26 +113,46 @@ int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen,
     return EXIT_OK;
 }
 
+void raw_ents_skip_damaged(raw_ents *c) { c->skip_damaged = true; }
+uint64_t raw_ents_skipped(const raw_ents *c) { return c->skipped; }
+
 int raw_ents_next(raw_ents *c, raw_ent *e) {
     if (c->done) return 0;
-    int rc = c->started ? ost__ecur_step(c->ec, false)
-                        : ost__ecur_seek(c->ec, c->has_from ? c->from : NULL, c->fromlen, false);
+    int rc;
+    ost__entry en;
+again:
+    rc = c->started ? ost__ecur_step(c->ec, false)
+                    : ost__ecur_seek(c->ec, c->has_from ? c->from : NULL, c->fromlen, false);
     c->started = true;
     if (rc == OST_ENOTFOUND) {
         c->done = true;
         return 0;
     }
-    ost__entry en;
     if (!rc) rc = ost__ecur_get(c->ec, &e->key, &e->klen, &en);
+    if (rc == OST_ECORRUPT && c->skip_damaged) { /* check reports it */
+        c->skipped++;
+        goto again;
+    }
     if (rc == OST_ECORRUPT) {
-        char hex[2 * 24 + 4];
+        char text[160];
         size_t i;
-        for (i = 0; i < e->klen && i < 24; i++) snprintf(hex + 2 * i, 3, "%02x", e->key[i]);
-        snprintf(hex + 2 * i, 4, "%s", e->klen > 24 ? "..." : "");
+        for (i = 0; i < e->klen && i < 24; i++) snprintf(text + 2 * i, 3, "%02x", e->key[i]);
+        snprintf(text + 2 * i, 4, "%s", e->klen > 24 ? "..." : "");
+        /* the key as the map's kind reads it, when its record says */
+        raw_rec r;
+        raw_map m;
+        char err[64];
+        if (raw_get(c->t, c->map, &r) == 0 && raw_map_read(c->t, &r, &m, err, sizeof err) == 0) {
+            ost_value kv = raw_key_decode(m.kind, e->key, e->klen);
+            ost_buf b = {0};
+            if (kv && ost_repr(kv, &b) == 0) snprintf(text, sizeof text, "%.120s", b.data);
+            ost_buf_free(&b);
+            ost_decref(kv);
+        }
         c->done = true;
-        fail("%s: map %llu: the entry of encoded key %s is damaged (its checksum does not match "
-             "its bytes; 'ostore check' lists the damage)",
-             raw_store(c->t)->path, (unsigned long long)c->map, hex);
+        fail("%s: map %llu: the entry of key %s is damaged (its checksum does not match its "
+             "bytes; 'ostore check' lists the damage)",
+             raw_store(c->t)->path, (unsigned long long)c->map, text);
         return -1;
     }
     if (rc) {
@@ -173,7 +195,8 @@ int raw_each_map(raw_txn *t, int (*fn)(void *ud, uint64_t map), void *ud) {
     return EXIT_OK;
 }
 
-int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, ost_buf *out, char *err, size_t cap) {
+int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, const ost_repr_options *o,
+                   ost_buf *out, char *err, size_t cap) {
     out->len = 0;
     if (out->data) out->data[0] = 0;
     ost_reader *rd = raw_reader(t);
@@ -187,7 +210,7 @@ int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, ost_buf *out, char *e
         snprintf(err, cap, "%s", n ? ost_reader_errmsg(rd) : "an empty value");
         return rc;
     }
-    rc = ost_repr(v, out);
+    rc = ost_repr_ex(v, out, o);
     ost_release(v);
     if (rc) snprintf(err, cap, "out of memory");
     return rc;

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../store/store_internal.h"
 #include "cli.h"
 
 /* ---- messages and usage ---------------------------------------------------- */
@@ -104,6 +105,31 @@ int parse_args(const cli_cmd *cmd, int argc, char **argv, const cli_opt *opts, s
     return EXIT_OK;
 }
 
+int repr_options(const cli_cmd *cmd, const char *int_digits, const char *max_output,
+                 ost_repr_options *o) {
+    ost_repr_options_init(o);
+    o->max_len = CLI_MAX_OUTPUT;
+    uint64_t n;
+    if (int_digits) {
+        if (!parse_u64(int_digits, &n) || (uint64_t)(size_t)n != n)
+            return bad_usage(cmd, "%s: --int-digits needs a number of digits (0: no limit), not '%s'",
+                             cmd->name, int_digits);
+        o->int_digits = (size_t)n;
+    }
+    if (max_output) {
+        if (!parse_u64(max_output, &n) || (uint64_t)(size_t)n != n)
+            return bad_usage(cmd, "%s: --max-output needs a number of bytes (0: no limit), not '%s'",
+                             cmd->name, max_output);
+        o->max_len = (size_t)n;
+    }
+    return EXIT_OK;
+}
+
+int write_stdout(void *ud, const void *data, size_t len) {
+    (void)ud;
+    return fwrite(data, 1, len, stdout) == len ? 0 : OST_EIO;
+}
+
 /* ---- stores --------------------------------------------------------------- */
 
 static uint64_t g_map_size;
@@ -148,11 +174,28 @@ static int check_length(const char *dir) {
     return bad;
 }
 
+static bool g_no_walk;
+
+/* liblmdb prints a failed assertion, then aborts: the crash guard says it
+ * in one line instead. */
+static void quiet_assert(MDB_env *env, const char *msg) {
+    (void)env;
+    (void)msg;
+}
+
+void open_store_no_walk(void) { g_no_walk = true; }
+
 int open_store(const char *dir, bool write, ost_store **out) {
     *out = NULL;
     struct stat sb;
     if (stat(dir, &sb) != 0) return fail("%s: %s", dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)", dir);
+    /* the meta pages first: liblmdb divides by their page size */
+    char why[400];
+    int mrc = ost__meta_check(dir, why, sizeof why);
+    if (mrc == OST_ENOTFOUND) return fail("%s: no store here (no data.mdb)", dir);
+    if (mrc)
+        return fail("%s: damaged store: %s", dir, why);
     if (check_length(dir)) return EXIT_FAIL;
     ost_store *st = ost_store_new();
     if (!st) return fail("out of memory");
@@ -166,6 +209,11 @@ int open_store(const char *dir, bool write, ost_store **out) {
                     : fail("%s", ost_store_errmsg(st));
         ost_store_close(st);
         return r;
+    }
+    mdb_env_set_assert(st->env, quiet_assert);
+    if (!g_no_walk && raw_verify_pages(st, dir)) {
+        ost_store_close(st);
+        return EXIT_FAIL;
     }
     *out = st;
     return EXIT_OK;
@@ -297,8 +345,13 @@ void guard_crashes(const char *dir) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_crash;
     sigemptyset(&sa.sa_mask);
+    /* the walk of the pages comes first, so these are a last guard: an
+     * assertion or a division inside liblmdb on damage the walk missed */
     sigaction(SIGSEGV, &sa, NULL);
     sigaction(SIGBUS, &sa, NULL);
+    sigaction(SIGFPE, &sa, NULL);
+    sigaction(SIGILL, &sa, NULL);
+    sigaction(SIGABRT, &sa, NULL);
 #else
     (void)dir;
     (void)on_crash;

@@ -139,10 +139,25 @@ OST_EXTERN size_t ost_reader_erroffset(const ost_reader *r);
 /* ---- disassembly ---------------------------------------------------------- */
 
 /* Appends a pickletools-like listing of the pickle in data[0..len) to out,
- * one opcode a line with its offset and argument. Returns 0, or a reader
- * error code when the input is malformed (the listing then ends at the bad
- * opcode, and *erroff receives its offset if erroff is not NULL). */
+ * one opcode a line with its offset, its indentation by MARK depth (2
+ * blanks a level up to 32 levels; a deeper line's indentation ends with
+ * its depth, [N]) and its argument (text and bytes of more than 200 bytes
+ * as their size; ints as ost_repr prints them). Returns 0, OST_ENOMEM, or
+ * a reader error code when the input is malformed (the listing then ends
+ * at the bad opcode, and *erroff receives its offset if erroff is not
+ * NULL). */
 OST_EXTERN int ost_pickle_dis(const void *data, size_t len, ost_buf *out,
                               size_t *erroff);
+/* The same listing, handed to fn in pieces as it is made (whole lines, a
+ * few KiB at a time, a longer line at once), so memory stays bounded by
+ * the longest line whatever the length of the listing; ints in arguments
+ * print as ost_repr_ex prints them with o (NULL: the defaults; max_len is
+ * not used). With fn NULL, only checks the pickle as the listing would,
+ * with the same result. Returns 0, a reader error code as ost_pickle_dis
+ * (what came before the bad opcode has been handed to fn), OST_ENOMEM, or
+ * fn's negative code, which stops the listing (a positive one stops it
+ * with OST_EIO). */
+OST_EXTERN int ost_pickle_dis_ex(const void *data, size_t len, const ost_repr_options *o,
+                                 ost_write_fn fn, void *ud, size_t *erroff);
 
 #endif

@@ -304,10 +304,45 @@ typedef struct {
 /* Frees b's memory and zeroes it (NULL allowed). */
 OST_EXTERN void ost_buf_free(ost_buf *b);
 
-/* Appends a Python-like repr of v to out (NUL terminated). Cycles print as
- * [...] / {...} / ..., instances as module.Name(attr=value, ...). Returns 0
- * or OST_ENOMEM. */
+/* Appends a Python-like repr of v to out (NUL terminated); out keeps what
+ * it held before. Instances print as module.Name(attr=value, ...), cycles
+ * as [...] / {...} / (...) / .... An object that v's graph reaches more
+ * than once prints in full the first time, after a label #N=, and as #N#
+ * afterwards: every list, dict, set, bytearray, instance and reduce value,
+ * and an immutable value (str, bytes, int, tuple, frozenset, persistent
+ * reference) whose text is longer than 64 bytes or holds a mutable value;
+ * shorter immutable values print in full each time, as in Python. So the
+ * text grows linearly with the graph, not with the paths through it
+ * (docs/pickle.md). An int of more than OST_REPR_INT_DIGITS decimal digits
+ * prints in hexadecimal (see ost_repr_options). Returns 0 or OST_ENOMEM
+ * (out then holds part of the text). */
 OST_EXTERN int ost_repr(ost_value v, ost_buf *out);
+
+/* Default of ost_repr_options.int_digits: CPython's limit on the digits
+ * of an int's decimal text (sys.get_int_max_str_digits(), Python 3.11). */
+#define OST_REPR_INT_DIGITS 4300
+
+/* How ost_repr_ex prints. Fill it with ost_repr_options_init, then set
+ * the fields to change. */
+typedef struct {
+    /* An int whose decimal text would have more digits prints in
+     * hexadecimal instead, as Python's hex() prints it (0x1f, -0x1f), in
+     * time linear in its size: decimal text takes time quadratic in the
+     * number of digits. 0: no limit, every int in decimal. */
+    size_t int_digits;
+    /* Bytes of text appended at most. A longer text is cut (at a UTF-8
+     * character boundary) and followed by the marker
+     * "... (output truncated at N bytes)". 0: no limit. */
+    size_t max_len;
+} ost_repr_options;
+
+/* Fills *o with the defaults: int_digits OST_REPR_INT_DIGITS, max_len 0
+ * (what ost_repr uses). */
+OST_EXTERN void ost_repr_options_init(ost_repr_options *o);
+/* ost_repr with options o (NULL: the defaults). Returns 0, also when the
+ * text was cut at o->max_len (it then ends with the marker), or
+ * OST_ENOMEM (out then holds part of the text). */
+OST_EXTERN int ost_repr_ex(ost_value v, ost_buf *out, const ost_repr_options *o);
 
 /* ---- allocator ------------------------------------------------------------ */
 

@@ -19,6 +19,7 @@ usage: test_cli.py OSTORE_CLI DOCS_CLI_MD
 import fcntl
 import io
 import os
+import pickle
 import pickletools
 import re
 import shutil
@@ -559,7 +560,7 @@ def test_damage(tmp, db, recs):
         t.put(b"hello", b"world")
     env.close()
     missing = os.path.join(tmp, "missing.ostore")
-    bad = [(garbage, "not a readable LMDB file"), (short, "truncated"), (zero, "only 0 bytes"),
+    bad = [(garbage, "meta page 0: page flags"), (short, "damaged store"), (zero, "0 bytes, too small for two meta pages"),
            (nostore, "no store here"), (notdir, "not a directory"), (foreign, "not an ostore store"),
            (missing, "No such file or directory")]
     for path, needle in bad:
@@ -570,6 +571,127 @@ def test_damage(tmp, db, recs):
             check(name in run(args)[2], "%s: the message does not name %s" % (args[0], name))
     check(not os.path.exists(os.path.join(tmp, "x.dump")), "a failed export left a file")
     check(not os.path.exists(missing), "a read command created a store")
+
+
+# ---- printing hostile pickles ----------------------------------------------------------
+
+def laughs(levels):
+    """The "billion laughs" value: each level a tuple holding the level
+    below twice. Python's pickle of 63 levels is 266 bytes; printed in full
+    it would be 2^63 empty lists."""
+    t = []
+    for _ in range(levels):
+        t = (t, t)
+    return t
+
+
+def laughs_text(levels):
+    """What ostore prints for laughs(levels): each shared level once, after
+    its label #N=, then #N# (docs/pickle.md)."""
+    text = "#%d=[]" % levels
+    for k in range(levels - 1, 0, -1):
+        text = "#%d=(%s, #%d#)" % (k, text, k + 1)
+    return "(%s, #1#)" % text
+
+
+def put_record(path, oid, data):
+    """Replaces the pickle of record oid (its header kept)."""
+    def fn(t, db):
+        v = t.get(key(oid), db=db)
+        t.put(key(oid), v[:16] + data, db=db)
+    rewrite(path, fn)
+
+
+def test_printing(tmp, db, recs):
+    """Pickles that made `pickle show`, `pickle dis` and `cat` use memory
+    and time far beyond their size: checked on what is printed, its size
+    and its content."""
+    p = os.path.join(tmp, "printing.ostore")
+    shutil.copytree(db, p)
+    oid = pick(recs, "shop.Order", 1)[0]
+
+    # 7: shared objects print once, then as back-references (the cap keeps
+    # a regression from filling the memory)
+    data = pickle.dumps(laughs(63), 4)
+    out = ok(["pickle", "show", "--max-output", "1000000", "-"], "show laughs", stdin=data)
+    check(out == laughs_text(63) + "\n", "show of 63 levels of shared tuples: %d bytes: %r"
+          % (len(out), out[:200]))
+    check(len(out) < 10 * len(data), "show laughs: %d bytes for %d" % (len(out), len(data)))
+    put_record(p, oid, data)
+    out = ok(["cat", p, str(oid)], "cat laughs")
+    check(out.split("\n")[1:] == [laughs_text(63), ""], "cat of 63 levels of shared tuples: %r"
+          % out[:300])
+
+    # 8: a listing of nested MARKs is linear in the pickle: the indentation
+    # stops at 32 levels, then the depth shows as [N] (30,000 MARKs, 30 KB,
+    # made 0.9 GB), and it is written as it is made
+    data = b"\x80\x04" + b"(" * 5000 + b")."
+    out = ok(["pickle", "dis", "-"], "dis of 5,000 nested MARKs", stdin=data)
+    lines = out.split("\n")
+    check(len(lines) == 5004 and lines[-1] == "" and len(out) < 100 * len(data),
+          "dis of 5,000 nested MARKs: %d lines, %d bytes" % (len(lines), len(out)))
+    check(max(len(l) for l in lines) <= 100, "dis of 5,000 nested MARKs: a line of %d bytes"
+          % max(len(l) for l in lines))
+    want = {2: "    2: (    MARK            ", 34: "   34: (    %sMARK            " % (" " * 64),
+            35: "   35: (    %sMARK            " % "[33] ".rjust(64),
+            5003: " 5003: .    %sSTOP            " % "[5000] ".rjust(64)}
+    for i, w in want.items():
+        check(lines[i - 1] == w, "dis of nested MARKs, line %d: %r, want %r" % (i, lines[i - 1], w))
+    line_re = re.compile(r"^ *(\d+): (\S+) +(?:\[\d+\] )?(\w+)")
+    got = [(int(m.group(1)), m.group(3)) for m in map(line_re.match, lines[:-1])]
+    check(got == [(pos, op.name) for op, arg, pos in pickletools.genops(data)],
+          "dis of nested MARKs: offsets and names differ from pickletools")
+    put_record(p, oid, data)
+    out = ok(["cat", p, str(oid), "--dis"], "cat --dis of nested MARKs")
+    check(out.split("\n")[1:] == lines, "cat --dis of nested MARKs differs from pickle dis")
+    out = ok(["pickle", "dis", "--int-digits", "5", "-"], "dis --int-digits",
+             stdin=pickle.dumps(2 ** 70, 4))
+    check("LONG1            %s\n" % hex(2 ** 70) in out, "dis --int-digits 5: %r" % out)
+
+    # 9: an int of more than 4300 digits prints in hex, in a text twice its
+    # size; decimal conversion took 9 s for 256 KiB
+    big = int.from_bytes(b"\x5a" * (256 * 1024), "little")
+    data = pickle.dumps(big, 4)  # LONG4
+    out = ok(["pickle", "show", "-"], "show of a 256 KiB int", stdin=data)
+    check(out == hex(big) + "\n", "show of a 256 KiB int: %d bytes: %r" % (len(out), out[:80]))
+    check(len(out) == 2 * 256 * 1024 + 3, "show of a 256 KiB int: %d bytes" % len(out))
+    put_record(p, oid, data)
+    out = ok(["cat", p, str(oid)], "cat of a 256 KiB int")
+    check(out.split("\n")[1:] == [hex(big), ""], "cat of a 256 KiB int: %r" % out[:200])
+    out = ok(["cat", p, str(oid), "--dis"], "cat --dis of a 256 KiB int")
+    check(("LONG4            %s\n" % hex(big)) in out and len(out) < 2 * 256 * 1024 + 300,
+          "cat --dis of a 256 KiB int: %d bytes: %r" % (len(out), out[:300]))
+    smaller = [2 ** 100, -(10 ** 4300 - 1), 12345, -7]  # 4300 digits: decimal, as Python
+    data = pickle.dumps(smaller, 4)
+    out = ok(["pickle", "show", "-"], "show of ints up to 4300 digits", stdin=data)
+    check(out == repr(smaller) + "\n", "show of ints up to 4300 digits: %r" % out[:200])
+    out = ok(["pickle", "show", "--int-digits", "20", "-"], "show --int-digits", stdin=data)
+    want = "[%s, %s, 12345, -7]\n" % (hex(2 ** 100), hex(-(10 ** 4300 - 1)))
+    check(out == want, "show --int-digits 20: %r" % out[:200])
+    out = ok(["pickle", "show", "--int-digits", "0", "-"], "show --int-digits 0",
+             stdin=pickle.dumps(10 ** 5000, 4))
+    check(out == "1" + "0" * 5000 + "\n", "show --int-digits 0: %r" % out[:80])
+    put_record(p, oid, pickle.dumps(10 ** 5000, 4))
+    out = ok(["cat", p, str(oid)], "cat of a 5001-digit int")
+    check(out.split("\n")[1] == hex(10 ** 5000), "cat of a 5001-digit int: %r" % out[:120])
+    out = ok(["cat", p, str(oid), "--int-digits", "0"], "cat --int-digits 0")
+    check(out.split("\n")[1] == "1" + "0" * 5000, "cat --int-digits 0: %r" % out[:120])
+
+    # the cap on a printed value
+    data = pickle.dumps(list(range(1000)), 4)
+    out = ok(["pickle", "show", "--max-output", "100", "-"], "show --max-output", stdin=data)
+    check(out == repr(list(range(1000)))[:100] + "... (output truncated at 100 bytes)\n",
+          "show --max-output 100: %r" % out)
+    put_record(p, oid, data)
+    out = ok(["cat", p, str(oid), "--max-output=100"], "cat --max-output")
+    check(out.split("\n")[1] == repr(list(range(1000)))[:100] + "... (output truncated at 100 bytes)",
+          "cat --max-output 100: %r" % out)
+    usage(["pickle", "show", "--int-digits", "x", "-"], "--int-digits needs a number")
+    usage(["pickle", "show", "--max-output", "-1", "-"], "--max-output needs a number")
+    usage(["pickle", "repickle", "--int-digits", "5", "-"])
+    usage(["cat", p, str(oid), "--int-digits", "1e3"], "--int-digits needs a number")
+    usage(["cat", p, str(oid), "--max-output"])
+    usage(["cat", p, str(oid), "--dis", "--max-output", "5"], "--dis")
 
 
 def test_locked(tmp, copy):
@@ -593,6 +715,7 @@ def main():
         copy, dump = test_export_import(tmp, db, recs, meta)
         test_pack(tmp, dump, recs)
         test_damage(tmp, db, recs)
+        test_printing(tmp, db, recs)
         test_locked(tmp, copy)
         test_demo_dirs(tmp, db)
 

@@ -8,7 +8,8 @@
  * is printed with ost_repr, dumped at protocols 2 to 5, and each pickle
  * must load back to the same graph (ost_same_graph: same types, same
  * sharing, same cycles) and dump again to the same bytes. ost_pickle_dis
- * runs on the input and on every pickle the writer makes. Loading twice
+ * runs on the input and on every pickle the writer makes, and its check
+ * alone (ost_pickle_dis_ex without a callback) must agree with it. Loading twice
  * with one reader must give the same result, and no value may outlive the
  * pass (ost_alloc_stats). A second pass does it all again with a
  * find_global hook that turns some globals into classes with declared
@@ -78,124 +79,13 @@ static ost_reader *new_reader(bool classes) {
 
 /* ---- the size of a repr ------------------------------------------------ */
 
-/* ost_repr prints a shared object once per reference, as Python's repr
- * does, so a tiny pickle of nested DUPs (l = [], l2 = [l, l], ...) has a
- * repr of 2^n items. That is repr's nature, not a bug, so the target only
- * prints values whose repr stays small. repr_cost estimates the size of
- * the repr (items plus bytes of text / 16) by counting each object once,
- * with the total of its parts remembered by address: linear in the graph.
- * An object met again while being counted (a cycle) counts 1, as repr
- * prints "[...]" for it. */
-#define REPR_BUDGET ((uint64_t)1 << 20)
-#define REPR_MAX_DEPTH 1000 /* repr prints "..." below that */
-#define IN_PROGRESS UINT64_MAX
-
-typedef struct {
-    uintptr_t *keys;
-    uint64_t *vals;
-    size_t mask, count;
-} cost_map;
-
-static uint64_t *cost_slot(cost_map *m, uintptr_t k) {
-    if ((m->count + 1) * 2 > m->mask + 1) {
-        cost_map n = {0};
-        n.mask = m->mask ? m->mask * 2 + 1 : 255;
-        n.keys = calloc(n.mask + 1, sizeof *n.keys);
-        n.vals = calloc(n.mask + 1, sizeof *n.vals);
-        if (!n.keys || !n.vals) bug("out of memory in the harness", NULL);
-        for (size_t i = 0; m->keys && i <= m->mask; i++) {
-            if (!m->keys[i]) continue;
-            size_t j = (m->keys[i] >> 4) * 0x9e3779b97f4a7c15ULL & n.mask;
-            while (n.keys[j]) j = (j + 1) & n.mask;
-            n.keys[j] = m->keys[i];
-            n.vals[j] = m->vals[i];
-        }
-        n.count = m->count;
-        free(m->keys);
-        free(m->vals);
-        *m = n;
-    }
-    size_t j = (k >> 4) * 0x9e3779b97f4a7c15ULL & m->mask;
-    while (m->keys[j] && m->keys[j] != k) j = (j + 1) & m->mask;
-    if (!m->keys[j]) {
-        m->keys[j] = k;
-        m->vals[j] = 0;
-        m->count++;
-    }
-    return &m->vals[j];
-}
-
-static uint64_t add_cost(uint64_t a, uint64_t b) {
-    return a + b > REPR_BUDGET ? REPR_BUDGET : a + b;
-}
-
-static uint64_t cost_of(cost_map *m, ost_value v, int depth) {
-    if (!v || ost_is_immediate(v)) return 1;
-    if (depth > REPR_MAX_DEPTH) return 1;
-    uint64_t *slot = cost_slot(m, v);
-    if (*slot == IN_PROGRESS) return 1;
-    if (*slot) return *slot;
-    *slot = IN_PROGRESS;
-    uint64_t c = 1;
-    size_t pos = 0, n;
-    ost_value k, x, parts[6] = {0};
-    switch (ost_typeof(v)) {
-    case OST_T_STR:
-    case OST_T_BYTES:
-    case OST_T_BYTEARRAY:
-        ost_data(v, &n);
-        c += n / 16;
-        break;
-    case OST_T_TUPLE:
-    case OST_T_LIST:
-        for (size_t i = 0; i < ost_len(v) && c < REPR_BUDGET; i++)
-            c = add_cost(c, cost_of(m, ost_item(v, i), depth + 1));
-        break;
-    case OST_T_DICT:
-    case OST_T_SET:
-    case OST_T_FROZENSET:
-        while (c < REPR_BUDGET && ost_dict_next(v, &pos, &k, &x)) {
-            c = add_cost(c, cost_of(m, k, depth + 1));
-            if (x) c = add_cost(c, cost_of(m, x, depth + 1));
-        }
-        break;
-    case OST_T_INSTANCE: {
-        ost_value cls = ost_instance_class(v);
-        c = add_cost(c, cost_of(m, cls, depth + 1));
-        c = add_cost(c, cost_of(m, ost_instance_state(v), depth + 1));
-        for (size_t i = 0; i < ost_class_nfields(cls); i++)
-            c = add_cost(c, cost_of(m, ost_instance_slot(v, i), depth + 1));
-        break;
-    }
-    case OST_T_GLOBAL:
-        parts[0] = ost_global_module(v);
-        parts[1] = ost_global_name(v);
-        break;
-    case OST_T_REDUCE:
-        parts[0] = ost_reduce_callable(v);
-        parts[1] = ost_reduce_args(v);
-        parts[2] = ost_reduce_kwargs(v);
-        parts[3] = ost_reduce_state(v);
-        parts[4] = ost_reduce_listitems(v);
-        parts[5] = ost_reduce_dictitems(v);
-        break;
-    case OST_T_PERSREF: parts[0] = ost_persref_pid(v); break;
-    default: break;
-    }
-    for (int i = 0; i < 6; i++)
-        if (parts[i]) c = add_cost(c, cost_of(m, parts[i], depth + 1));
-    slot = cost_slot(m, v); /* the table may have grown */
-    *slot = c;
-    return c;
-}
-
-static uint64_t repr_cost(ost_value v) {
-    cost_map m = {0};
-    uint64_t c = cost_of(&m, v, 0);
-    free(m.keys);
-    free(m.vals);
-    return c;
-}
+/* ost_repr prints an object the graph reaches more than once in full only
+ * once (then #N#), so its text is linear in the graph, except for global
+ * names, printed in full at each use: a long class name and many instances
+ * of it make a long text. max_len bounds that; the text, with its marker,
+ * must never pass it. */
+#define REPR_CAP ((size_t)1 << 20)
+#define REPR_MARKER_MAX 64 /* "... (output truncated at N bytes)" */
 
 /* ---- the target --------------------------------------------------------- */
 
@@ -218,6 +108,10 @@ static int dis(const uint8_t *data, size_t len) {
     if (rc && off > len) bug("ost_pickle_dis: error offset beyond the input", NULL);
     if (len && !out.data) bug("ost_pickle_dis wrote nothing", NULL);
     ost_buf_free(&out);
+    /* without a callback it only checks, with the same result */
+    size_t off2 = (size_t)-1;
+    if (ost_pickle_dis_ex(data, len, NULL, NULL, NULL, &off2) != rc || (rc && off2 != off))
+        bug("ost_pickle_dis_ex without a callback disagrees with the listing", NULL);
     return rc;
 }
 
@@ -325,12 +219,14 @@ static int run(const uint8_t *data, size_t len, bool classes) {
     if (!ost_same_graph(v, again)) bug("a second load gave another graph", NULL);
     ost_release(again);
 
-    if (repr_cost(v) < REPR_BUDGET) {
-        ost_buf rep = {0};
-        if (ost_repr(v, &rep)) bug("ost_repr failed", NULL);
-        if (!rep.data || !rep.len) bug("ost_repr printed nothing", NULL);
-        ost_buf_free(&rep);
-    }
+    ost_repr_options ro;
+    ost_repr_options_init(&ro);
+    ro.max_len = REPR_CAP;
+    ost_buf rep = {0};
+    if (ost_repr_ex(v, &rep, &ro)) bug("ost_repr failed", NULL);
+    if (!rep.data || !rep.len) bug("ost_repr printed nothing", NULL);
+    if (rep.len > REPR_CAP + REPR_MARKER_MAX) bug("ost_repr wrote past max_len", NULL);
+    ost_buf_free(&rep);
 
     ost_writer *w = ost_writer_new();
     if (!w) bug("ost_writer_new failed", NULL);

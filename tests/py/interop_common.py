@@ -191,6 +191,26 @@ def _short(x, n=120):
 # ---- the repr ostore prints ---------------------------------------------
 
 OST_REPR_MAX_DEPTH = 1000
+OST_REPR_SHORT = 64  # an immutable value of longer text is labelled when shared
+OST_REPR_INT_DIGITS = 4300  # an int of more decimal digits prints in hex
+
+
+def int_text(v):
+    """An int as ostore prints it: Python's repr, or hex(v) when the
+    decimal text would have more than OST_REPR_INT_DIGITS digits."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()
+    if limit:
+        sys.set_int_max_str_digits(0)
+    try:
+        s = repr(v)
+    finally:
+        if limit:
+            sys.set_int_max_str_digits(limit)
+    return s if len(s.lstrip("-")) <= OST_REPR_INT_DIGITS else hex(v)
+
+
+class _Long(Exception):
+    """A plain print met a mutable value or passed OST_REPR_SHORT bytes."""
 
 
 def ost_repr(x):
@@ -200,74 +220,196 @@ def ost_repr(x):
     (state None: module.Name(); non-dict state: module.Name(__state__=...));
     cycles as [...], {...}, (...) or ...; deeper than 1000 levels as <...>.
     Sets print in the order their items came in the pickle, which is
-    Python's iteration order of the set that was pickled."""
-    out = []
-    active = set()
+    Python's iteration order of the set that was pickled. An int of more
+    than 4300 decimal digits prints as hex(v).
 
-    def rec(v, depth):
-        if depth > OST_REPR_MAX_DEPTH:
-            out.append("<...>")
-            return
+    An object reached more than once prints in full the first time, after a
+    label #N=, and as #N# afterwards (docs/pickle.md): every list, dict,
+    set, bytearray and instance, and an immutable value (str, bytes, tuple,
+    frozenset) whose text is longer than 64 bytes or holds a mutable value.
+    A short immutable value prints in full each time. Identity is Python's:
+    Python's pickler memoizes every object here but ints, floats and empty
+    tuples, so what it shares ostore reads back shared. The same two passes
+    as serializer/repr.c: the first finds the shared objects, the second
+    prints."""
+    seen = {}     # id -> [shared, printed, label, short text / False / None]
+    active = set()
+    keep = []     # every object met, so that no id is reused
+    states = {}   # id(instance) -> the state Python pickles for it
+    labels = [0]
+    NEW, CYCLE, AGAIN, DONE = range(4)
+
+    def is_mutable(v):
         t = type(v)
-        if t in ATOMIC or t is float or t is bytearray:
-            out.append(repr(v))
-            return
-        if isinstance(v, ROUTINES):
-            out.append("%s.%s" % (v.__module__, v.__qualname__))
-            return
-        if t in (tuple, list, dict, set, frozenset) or hasattr(v, "__dict__") \
-                or _slot_names(t):
-            cyc = {tuple: "(...)", list: "[...]", dict: "{...}"}.get(t, "...")
-            if id(v) in active:
-                out.append(cyc)
-                return
-            active.add(id(v))
-        if t is tuple or t is list:
-            out.append("(" if t is tuple else "[")
-            for i, e in enumerate(v):
-                if i:
-                    out.append(", ")
-                rec(e, depth + 1)
-            out.append(",)" if t is tuple and len(v) == 1 else ")" if t is tuple else "]")
-        elif t is dict:
-            out.append("{")
-            for i, (k, e) in enumerate(v.items()):
-                if i:
-                    out.append(", ")
-                rec(k, depth + 1)
-                out.append(": ")
-                rec(e, depth + 1)
-            out.append("}")
-        elif t is set or t is frozenset:
-            if not v:
-                out.append("%s()" % t.__name__)
-            else:
-                out.append("{" if t is set else "frozenset({")
-                for i, e in enumerate(v):
-                    if i:
-                        out.append(", ")
-                    rec(e, depth + 1)
-                out.append("}" if t is set else "})")
-        else:
+        return t in (list, dict, set, bytearray) or not (
+            t in ATOMIC or t is float or t in (tuple, frozenset) or isinstance(v, ROUTINES))
+
+    def tracked(v):
+        t = type(v)
+        if t in (tuple, frozenset):
+            return len(v) > 0
+        if t is str:
+            return len(v.encode("utf-8", "surrogatepass")) > 15
+        if t is bytes:
+            return len(v) > 15
+        if t in ATOMIC or t is float or isinstance(v, ROUTINES):
+            return False  # ints: Python's pickler never shares them
+        return True
+
+    def state_of(v):
+        if id(v) not in states:
             # the state Python pickles for it (protocol 2: NEWOBJ + BUILD)
             red = v.__reduce_ex__(2)
             if red[0] is not copyreg.__newobj__:
-                raise ValueError("%r is not pickled as a plain instance" % (t,))
-            state = red[2] if len(red) > 2 else None
-            out.append("%s.%s(" % (t.__module__, t.__qualname__))
-            if type(state) is dict:
-                for i, (k, e) in enumerate(state.items()):
-                    if i:
-                        out.append(", ")
-                    out.append(k + "=")
-                    rec(e, depth + 1)
-            elif state is not None:
-                out.append("__state__=")
-                rec(state, depth + 1)
-            out.append(")")
-        active.discard(id(v))
+                raise ValueError("%r is not pickled as a plain instance" % (type(v),))
+            states[id(v)] = red[2] if len(red) > 2 else None
+            keep.append(states[id(v)])
+        return states[id(v)]
 
-    rec(x, 0)
+    def plain_text(v):
+        out, size = [], [0]
+
+        def emit(s):
+            size[0] += len(s.encode("utf-8", "surrogatepass"))
+            if size[0] > OST_REPR_SHORT:
+                raise _Long()
+            out.append(s)
+        try:
+            walk(v, 0, emit, None)
+        except _Long:
+            return False
+        return "".join(out)
+
+    def short_shared(v):
+        s = seen.get(id(v))
+        if s is None or not s[0]:
+            return False
+        if s[3] is None:
+            s[3] = False if is_mutable(v) else plain_text(v)
+        return s[3]
+
+    def shared(v, mode):
+        return mode == "print" and tracked(v) and id(v) in seen and seen[id(v)][0]
+
+    def reach(v, emit, mode):
+        i = id(v)
+        s = seen.get(i)
+        if s is None:
+            keep.append(v)
+            seen[i] = [False, mode == "print", 0, None]
+            active.add(i)
+            return NEW
+        if i in active:
+            return CYCLE
+        if mode == "count":
+            s[0] = True
+            return AGAIN
+        text = short_shared(v)
+        if text:
+            emit(text)
+            return DONE
+        if s[1]:
+            return AGAIN
+        s[1] = True
+        active.add(i)
+        if s[0]:
+            labels[0] += 1
+            s[2] = labels[0]
+            emit("#%d=" % s[2])
+        return NEW
+
+    def walk(v, depth, emit, mode):
+        """mode: "count" (the first pass), "print", or None (a plain print
+        of a short immutable value: no labels, no depth limit)."""
+        if mode is None:
+            if is_mutable(v):
+                raise _Long()
+            body(v, depth, emit, mode)
+            return
+        if depth > OST_REPR_MAX_DEPTH:
+            emit("<...>")
+            return
+        if not tracked(v):
+            body(v, depth, emit, mode)
+            return
+        r = reach(v, emit, mode)
+        if r == CYCLE:
+            t = type(v)
+            emit({tuple: "(...)", list: "[...]", dict: "{...}"}.get(t, "..."))
+        elif r == AGAIN:
+            emit("#%d#" % seen[id(v)][2])
+        elif r == NEW:
+            body(v, depth, emit, mode)
+            active.discard(id(v))
+
+    def attr(k, depth, emit, mode):
+        if type(k) is not str or (shared(k, mode) and not short_shared(k)):
+            walk(k, depth + 1, emit, mode)
+            return
+        if mode == "count" and tracked(k) and depth + 1 <= OST_REPR_MAX_DEPTH:
+            if reach(k, emit, mode) == NEW:
+                active.discard(id(k))
+        emit(k)
+
+    def body(v, depth, emit, mode):
+        t = type(v)
+        if t is int:
+            emit(int_text(v))
+        elif t in ATOMIC or t is float or t is bytearray:
+            emit(repr(v))
+        elif isinstance(v, ROUTINES):
+            emit("%s.%s" % (v.__module__, v.__qualname__))
+        elif t is tuple or t is list:
+            emit("(" if t is tuple else "[")
+            for i, e in enumerate(v):
+                if i:
+                    emit(", ")
+                walk(e, depth + 1, emit, mode)
+            emit(",)" if t is tuple and len(v) == 1 else ")" if t is tuple else "]")
+        elif t is dict:
+            emit("{")
+            for i, (k, e) in enumerate(v.items()):
+                if i:
+                    emit(", ")
+                walk(k, depth + 1, emit, mode)
+                emit(": ")
+                walk(e, depth + 1, emit, mode)
+            emit("}")
+        elif t is set or t is frozenset:
+            if not v:
+                emit("%s()" % t.__name__)
+            else:
+                emit("{" if t is set else "frozenset({")
+                for i, e in enumerate(v):
+                    if i:
+                        emit(", ")
+                    walk(e, depth + 1, emit, mode)
+                emit("}" if t is set else "})")
+        else:
+            state = state_of(v)
+            emit("%s.%s(" % (t.__module__, t.__qualname__))
+            if type(state) is dict and not shared(state, mode):
+                track = mode is not None and depth + 1 <= OST_REPR_MAX_DEPTH
+                r = reach(state, emit, mode) if track else NEW
+                if r == CYCLE:
+                    emit("__state__={...}")
+                if r == NEW:
+                    for i, (k, e) in enumerate(state.items()):
+                        if i:
+                            emit(", ")
+                        attr(k, depth, emit, mode)
+                        emit("=")
+                        walk(e, depth + 1, emit, mode)
+                    if track:
+                        active.discard(id(state))
+            elif state is not None:
+                emit("__state__=")
+                walk(state, depth + 1, emit, mode)
+            emit(")")
+
+    walk(x, 0, lambda s: None, "count")
+    out = []
+    walk(x, 0, out.append, "print")
     return "".join(out)
 
 

@@ -250,6 +250,12 @@ CASES = [
     # show must print each exactly as Python's repr: shortest float text,
     # decimal text of ints of any size
     ("random_numbers", random_numbers, ALL, None, False),
+    # ints of more than 4300 decimal digits (Python's limit) print as
+    # hex(v); Python itself cannot write them at protocols 0 and 1, whose
+    # LONG opcode is decimal text
+    ("int_digits", lambda: [10 ** 4299, 10 ** 4300 - 1, -(10 ** 4300 - 1), 10 ** 4300,
+                            -(10 ** 4300), 2 ** 20000 + 12345, -(2 ** 20000), 255 << 80000],
+     range(2, 6), None, False),
     ("bigstr", lambda: "ab\u20ac\U0001f600\ud800" * 25000, ALL, None, False),
     ("bytes_small", lambda: [b"", b"a", b"\x00\xff'\"", bytes(range(256)), bytes(300)],
      ALL, None, False),
