@@ -70,6 +70,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import zlib
 
 # The damage kinds, used in turn: trial N is KINDS[N % len(KINDS)].
@@ -498,7 +499,7 @@ def make_damage(rng, kind, m, data):
         old = struct.unpack_from("<HH", data, noff)
         size = rng.choice([0xFFFFFFFF, rng.randint(ps, 0xFFFFFFFF), rng.randint(0x10000, 0xFFFFFF)])
         struct.pack_into("<HH", data, noff, size & 0xFFFF, size >> 16)
-        changed = [noff + i for i in range(4) if data[noff + i] != m_pristine_byte(noff + i)]
+        changed = [noff + i for i in range(4) if data[noff + i] != G["data"][noff + i]]
         return changed, None, "node-size: record %d's node data size %d made %d" % (
             oid, old[0] | old[1] << 16, size)
     elif kind == "key-bytes":
@@ -536,10 +537,6 @@ def make_damage(rng, kind, m, data):
     for o in offs:
         data[o] ^= rng.randint(1, 255)
     return offs, None, desc
-
-
-def m_pristine_byte(off):
-    return G["data"][off]
 
 
 # ---- one trial -------------------------------------------------------------------------
@@ -978,8 +975,7 @@ def run_trial(n):
 def run_trial_safe(n):
     try:
         return run_trial(n)
-    except Exception as e:  # a bug of this harness: report it, go on
-        import traceback
+    except Exception:  # a bug of this harness: report it, go on
         return {"n": n, "kind": G["kinds"][n % len(G["kinds"])], "desc": "?", "runs": 0,
                 "notes": [], "live": False, "intact": 0,
                 "failures": [{"trial": n, "kind": "harness", "damage": "?", "cmd": "-",
