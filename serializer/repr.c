@@ -68,7 +68,7 @@ static uint32_t utf8_next(const uint8_t *s, size_t *i) {
 /* Code points Python's repr escapes: controls, a few separators and format
  * characters, surrogates, non-characters. An approximation of
  * str.isprintable() without the Unicode database. */
-static bool printable(uint32_t u) {
+bool ost__printable(uint32_t u) {
     if (u < 0x20 || (u >= 0x7f && u <= 0xa0) || u == 0xad) return false;
     if (u >= 0xd800 && u <= 0xdfff) return false;
     if (u == 0x2028 || u == 0x2029 || (u >= 0x200b && u <= 0x200f)) return false;
@@ -98,13 +98,13 @@ static void repr_text(repr_ctx *c, const char *p, size_t n, int bytes) {
         else if (u == '\r') puts_(c, "\\r");
         else if (u == '\t') puts_(c, "\\t");
         else if (u < 0x20 || u == 0x7f || (bytes && u >= 0x80) ||
-                 (!bytes && u < 0x100 && !printable(u))) {
+                 (!bytes && u < 0x100 && !ost__printable(u))) {
             snprintf(tmp, sizeof tmp, "\\x%02x", u);
             puts_(c, tmp);
         } else if (u < 0x80) {
             tmp[0] = (char)u;
             put(c, tmp, 1);
-        } else if (!printable(u)) {
+        } else if (!ost__printable(u)) {
             snprintf(tmp, sizeof tmp, u < 0x10000 ? "\\u%04x" : "\\U%08x", u);
             puts_(c, tmp);
         } else {

@@ -108,7 +108,10 @@ void ost__class_cache_free(ost_store *st) {
 /* ---- oid blocks ---------------------------------------------------------------- */
 
 /* Takes want oids from meta.next_oid in a write transaction of its own:
- * the caller owns [*first, *first + want). Thread safe. */
+ * the caller owns [*first, *first + want). Thread safe. 0; OST_ECORRUPT
+ * when meta.next_oid is past OST__OID_LIMIT (damage: the block would wrap
+ * to oids in use), OST_ELIMIT when the block would pass it; or the code of
+ * an LMDB error. */
 int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
     if (st->read_only) return OST_EREADONLY;
     uv_rwlock_rdlock(&st->maplock);
@@ -130,6 +133,12 @@ int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
         if (!rc) {
             uint64_t next = 0;
             for (int i = 7; i >= 0; i--) next = next << 8 | ((uint8_t *)v.mv_data)[i];
+            if (next > OST__OID_LIMIT || want > OST__OID_LIMIT - next) {
+                /* damaged meta (or 2^63 oids): the block would wrap to oids in use */
+                mdb_txn_abort(t);
+                uv_rwlock_rdunlock(&st->maplock);
+                return next > OST__OID_LIMIT ? OST_ECORRUPT : OST_ELIMIT;
+            }
             uint8_t b[8];
             for (int i = 0; i < 8; i++) b[i] = (uint8_t)((next + want) >> (8 * i));
             MDB_val nv = {8, b};
@@ -252,6 +261,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
     if (v.mv_size != 8) return MDB_CORRUPTED;
     uint64_t last = 0;
     for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
+    if (last >= OST__SERIAL_LIMIT - 1) return MDB_CORRUPTED; /* damaged meta: it would wrap */
     uint64_t serial = last + 1;
     for (size_t i = 0; i < p->nrecs; i++) {
         ost__rec *r = &p->recs[i];
@@ -263,7 +273,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
         uint64_t cur = 0;
         uint32_t cid;
         if (rc == MDB_NOTFOUND) {
-            snprintf(p->msg, sizeof p->msg,
+            ost__fmt(p->msg, sizeof p->msg,
                      "conflict on oid %llu: it was removed (pack) after this transaction read it",
                      (unsigned long long)r->oid);
             return OST_ECONFLICT;
@@ -276,7 +286,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
             return OST_ECORRUPT;
         }
         if (cur != r->read_serial) {
-            snprintf(p->msg, sizeof p->msg,
+            ost__fmt(p->msg, sizeof p->msg,
                      "conflict on oid %llu: commit %llu changed it after this transaction read it "
                      "(at commit %llu)",
                      (unsigned long long)r->oid, (unsigned long long)cur,
@@ -297,7 +307,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
         MDB_val rk = {8, kb}, rv;
         rc = mdb_get(t, st->recs, &rk, &rv);
         if (rc == MDB_NOTFOUND) {
-            snprintf(p->msg, sizeof p->msg,
+            ost__fmt(p->msg, sizeof p->msg,
                      "conflict on oid %llu: this commit refers to it, and pack removed it "
                      "after this transaction read it",
                      (unsigned long long)p->refs[i]);
@@ -359,7 +369,8 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
     }
     p->rc = ost__mdb_code(rc);
     if (rc == MDB_MAP_FULL) p->rc = OST_ENOMEM;
-    snprintf(p->msg, sizeof p->msg, "%s: %s failed: %s", st->path, what, mdb_strerror(rc));
+    ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what,
+             ost__mdb_strerror(st, rc));
 }
 
 /* Applies one package on the calling thread. */

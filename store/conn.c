@@ -176,7 +176,7 @@ static int snapshot(ost_conn *c) {
         }
         if (rc == MDB_MAP_RESIZED) return rc; /* lock_snapshot adopts the map */
         return ost__c_fail(c, ost__mdb_code(rc), "%s: cannot start a read transaction: %s",
-                           c->st->path, mdb_strerror(rc));
+                           c->st->shown, ost__mdb_strerror(c->st, rc));
     }
     c->rtxn_live = true;
     c->snap_gen++; /* data read from earlier snapshots is gone */
@@ -194,8 +194,8 @@ static int snapshot(ost_conn *c) {
     c->snap_moved = false;
     rc = apply_invalidations(c, last);
     if (rc)
-        return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->path,
-                           mdb_strerror(rc));
+        return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->shown,
+                           ost__mdb_strerror(c->st, rc));
     drop_packed(c);
     return 0;
 }
@@ -214,7 +214,7 @@ static int lock_snapshot(ost_conn *c) {
         if (grc) {
             uv_rwlock_rdlock(&c->st->maplock);
             return ost__c_fail(c, ost__mdb_code(grc), "%s: cannot map what another process added: %s",
-                               c->st->path, mdb_strerror(grc));
+                               c->st->shown, ost__mdb_strerror(c->st, grc));
         }
     }
 }
@@ -230,7 +230,7 @@ static int get_record(ost_conn *c, uint64_t oid, MDB_val *v) {
         return ost__c_fail(c, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: %s", (unsigned long long)oid,
-                           mdb_strerror(rc));
+                           ost__mdb_strerror(c->st, rc));
     return 0;
 }
 
@@ -282,7 +282,8 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     if (rc)
         return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: class id %u: %s",
                            (unsigned long long)oid, cid,
-                           rc == MDB_CORRUPTED ? "not in the class table" : mdb_strerror(rc));
+                           rc == MDB_CORRUPTED ? "not in the class table"
+                                               : ost__mdb_strerror(c->st, rc));
     ost_value inst = ost_instance_new(cls);
     if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     OST__O(inst)->flags |= OST__F_GHOST;
@@ -363,7 +364,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
         OST__O(obj)->flags |= was_changed;
         /* a hook's message (missing oid) is more precise than the reader's */
         char inner[sizeof c->msg];
-        snprintf(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
+        ost__fmt(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
         return ost__c_fail(c, rc, "oid %llu: record does not decode: %s",
                            (unsigned long long)oid, inner);
     }
@@ -652,7 +653,8 @@ static int new_oid(ost_conn *c, uint64_t *oid) {
     if (c->oid_next == c->oid_end) {
         uint64_t want = c->oid_block ? c->oid_block : 16, first;
         int rc = ost__reserve_oids(c->st, want, &first);
-        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->path, ost_strerror(rc));
+        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->shown,
+                                   ost_strerror(rc));
         c->oid_next = first;
         c->oid_end = first + want;
         c->oid_block = want < 65536 ? want * 2 : want;
@@ -747,7 +749,7 @@ static void commit_done(ost_conn *c, int rc) {
     ost__pkg *p = c->pkg;
     if (rc) c->poisoned = true;
     if (rc) {
-        snprintf(c->msg, sizeof c->msg, "%s", p->msg[0] ? p->msg : ost_strerror(rc));
+        ost__fmt(c->msg, sizeof c->msg, "%s", p->msg[0] ? p->msg : ost_strerror(rc));
         drop_new(c);
         ost_txn_hooks_run_after_commit(c->hooks, false);
         return;
@@ -781,7 +783,7 @@ static int begin_commit(ost_conn *c, bool *any) {
     *any |= ost__maps_dirty(c);
     if (c->st->read_only && *any) {
         ost_txn_hooks_run_after_commit(c->hooks, false);
-        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
+        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->shown);
     }
     int rc = ost_txn_hooks_run_before_commit(c->hooks);
     if (rc) {

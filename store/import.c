@@ -20,6 +20,10 @@ struct ost__import {
     bool ment_map_set;       /* ... of a set */
     bool cids_known;         /* map_cid and set_cid looked up */
     uint32_t map_cid, set_cid; /* 0: no such class */
+    /* the largest oid, serial and class id imported, which the counters
+     * written at commit must be above (at least, for the serial) */
+    uint64_t top_oid, top_serial;
+    uint32_t top_cid;
 };
 
 static void put_le64(uint8_t *b, uint64_t v) {
@@ -59,8 +63,8 @@ static int im_fail(ost__import *im, int code) {
 int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     *out = NULL;
     if (!st || !st->env) return OST_EINVAL;
-    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->path);
-    if (st->conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->path);
+    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->shown);
+    if (st->conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->shown);
     MDB_envinfo ei;
     mdb_env_info(st->env, &ei);
     if (map_need > ei.me_mapsize) {
@@ -69,7 +73,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
         uv_rwlock_wrunlock(&st->maplock);
         if (rc)
             return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot grow the map to %llu bytes: %s",
-                                st->path, (unsigned long long)map_need, mdb_strerror(rc));
+                                st->shown, (unsigned long long)map_need, ost__mdb_strerror(st, rc));
     }
     ost__import *im = calloc(1, sizeof *im);
     if (!im) return ost__st_fail(st, OST_ENOMEM, "out of memory");
@@ -80,7 +84,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
         uv_rwlock_rdunlock(&st->maplock);
         free(im);
         return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
-                            st->path, mdb_strerror(rc));
+                            st->shown, ost__mdb_strerror(st, rc));
     }
     MDB_stat ms;
     uint64_t next_oid = 0, last = 0;
@@ -88,14 +92,15 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     if (!rc) rc = meta_u64(im->t, st->meta, "next_oid", &next_oid);
     if (!rc) rc = meta_u64(im->t, st->meta, "last_serial", &last);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->path, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown,
+                     ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     if (ms.ms_entries > 1 || next_oid != 1 || last != 1) {
         ost__st_fail(st, OST_EEXIST,
                      "%s: not a new store (%llu objects, last commit %llu); import needs a new "
                      "or empty store",
-                     st->path, (unsigned long long)ms.ms_entries, (unsigned long long)last);
+                     st->shown, (unsigned long long)ms.ms_entries, (unsigned long long)last);
         return im_fail(im, OST_EEXIST);
     }
     rc = mdb_drop(im->t, st->recs, 0);
@@ -103,7 +108,8 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     if (!rc) rc = mdb_drop(im->t, st->txlog, 0);
     if (!rc) rc = mdb_drop(im->t, st->ments, 0);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->path, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->shown,
+                     ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     *out = im;
@@ -113,8 +119,21 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
 int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t ml,
                       const char *name, size_t nl) {
     ost_store *st = im->st;
-    if (!ml || !nl || ml + nl + 2 > 1000 || memchr(module, 0, ml) || memchr(name, 0, nl))
-        return ost__st_fail(st, OST_EINVAL, "class id %u: bad name", id);
+    if (id == 0) return ost__st_fail(st, OST_EINVAL, "class id 0 (class ids start at 1)");
+    /* a name the class table cannot give back (the records of the class
+     * would become undecodable: check calls them of an unknown class) */
+    const char *parts[2] = {module, name}, *what[2] = {"module", "name"};
+    size_t lens[2] = {ml, nl};
+    for (int i = 0; i < 2; i++) {
+        const char *why = !lens[i] ? "is empty"
+                          : memchr(parts[i], 0, lens[i]) ? "holds a NUL byte"
+                          : !ost__utf8_strict(parts[i], lens[i]) ? "is not valid UTF-8"
+                          : NULL;
+        if (why) return ost__st_fail(st, OST_EINVAL, "class id %u: its %s %s", id, what[i], why);
+    }
+    if (ml + nl + 2 > 1000)
+        return ost__st_fail(st, OST_EINVAL, "class id %u: module and name are %zu bytes, more "
+                            "than the 998 a class table entry holds", id, ml + nl);
     char key[1024];
     key[0] = 'n';
     memcpy(key + 1, module, ml);
@@ -133,8 +152,9 @@ int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t m
         return ost__st_fail(st, OST_EEXIST, "class id %u (%.*s.%.*s) is listed twice", id, (int)ml,
                             module, (int)nl, name);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: class id %u: %s", st->path, id,
-                            mdb_strerror(rc));
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: class id %u: %s", st->shown, id,
+                            ost__mdb_strerror(st, rc));
+    if (id > im->top_cid) im->top_cid = id;
     return 0;
 }
 
@@ -149,12 +169,14 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
         return ost__st_fail(st, OST_EINVAL, "oid %llu: oids must ascend, each once",
                             (unsigned long long)oid);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: oid %llu: %s", st->path,
-                            (unsigned long long)oid, mdb_strerror(rc));
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: oid %llu: %s", st->shown,
+                            (unsigned long long)oid, ost__mdb_strerror(st, rc));
     ost__hdr_write(v.mv_data, serial, cid);
     memcpy((uint8_t *)v.mv_data + OST_HDR_SIZE, pickle, n);
     ost__rec_seal(v.mv_data, v.mv_size, oid);
     im->records++;
+    im->top_oid = oid; /* oids ascend */
+    if (serial > im->top_serial) im->top_serial = serial;
     return 0;
 }
 
@@ -191,8 +213,8 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
         uint32_t cid = 0;
         int rc = mdb_get(im->t, st->recs, &k, &v);
         if (rc && rc != MDB_NOTFOUND)
-            return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->path,
-                                (unsigned long long)map, mdb_strerror(rc));
+            return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->shown,
+                                (unsigned long long)map, ost__mdb_strerror(st, rc));
         im->ment_map = map;
         im->ment_map_ok = rc == 0 && ost__rec_open(st, map, &v, &s, &cid) == 0 && cid &&
                           (cid == im->map_cid || cid == im->set_cid);
@@ -217,10 +239,11 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
                             "map %llu: entries must ascend (by map oid, then by key), each once",
                             (unsigned long long)map);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->path,
-                            (unsigned long long)map, mdb_strerror(rc));
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->shown,
+                            (unsigned long long)map, ost__mdb_strerror(st, rc));
     ost__ent_fill(kb, 8 + klen, v.mv_data, serial, val, vlen);
     im->ments++;
+    if (serial > im->top_serial) im->top_serial = serial;
     return 0;
 }
 
@@ -238,6 +261,22 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
                      (unsigned long long)format, (unsigned long long)im->ments);
         return im_fail(im, OST_EINVAL);
     }
+    const char *bad = NULL;
+    uint64_t val = 0;
+    if (next_oid > OST__OID_LIMIT || (im->records && next_oid <= im->top_oid))
+        bad = "next_oid", val = next_oid;
+    else if (last_serial >= OST__SERIAL_LIMIT || last_serial < im->top_serial || !last_serial)
+        bad = "last_serial", val = last_serial;
+    else if (next_class > OST__CLASS_LIMIT || next_class <= im->top_cid || !next_class)
+        bad = "next_class", val = next_class;
+    if (bad) {
+        ost__st_fail(st, OST_EINVAL,
+                     "%s %llu does not fit what was imported (largest oid %llu, serial %llu, "
+                     "class id %u) or is past its limit",
+                     bad, (unsigned long long)val, (unsigned long long)im->top_oid,
+                     (unsigned long long)im->top_serial, im->top_cid);
+        return im_fail(im, OST_EINVAL);
+    }
     /* what was imported has checksums, whatever the exported store's format */
     int rc = meta_put(t, st->meta, "format", OST_STORE_FORMAT);
     if (!rc) rc = meta_put(t, st->meta, "next_oid", next_oid);
@@ -245,15 +284,16 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     if (!rc) rc = meta_put(t, st->meta, "next_class", next_class);
     if (!rc) rc = meta_put(t, st->meta, "low", last_serial + 1);
     if (rc) {
-        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->path, mdb_strerror(rc));
+        ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->shown,
+                     ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     rc = mdb_txn_commit(t);
     uv_rwlock_rdunlock(&st->maplock);
     free(im);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: import commit: %s", st->path,
-                            mdb_strerror(rc));
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: import commit: %s", st->shown,
+                            ost__mdb_strerror(st, rc));
     /* class ids cached before the import may name other classes now */
     uv_mutex_lock(&st->lock);
     ost__class_cache_free(st);

@@ -72,7 +72,7 @@ void ost_loader_options_init(ost_loader_options *o) {
 int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **out) {
     if (out) *out = NULL;
     if (!c || !out) return OST_EINVAL;
-    if (c->st->read_only) return ost__c_fail(c, OST_EREADONLY, "%s: read-only", c->st->path);
+    if (c->st->read_only) return ost__c_fail(c, OST_EREADONLY, "%s: read-only", c->st->shown);
     if (ost__maps_touched(c))
         return ost__c_fail(c, OST_EBUSY,
                            "the connection's transaction has used maps: commit or abort it "
@@ -123,7 +123,7 @@ static int next_oid(ost_loader *l, uint64_t *oid) {
         if (!want) want = l->o.batch_objects < 1024 ? 1024 : l->o.batch_objects;
         l->oid_block = want < ((uint64_t)1 << 24) ? want * 2 : want;
         int rc = ost__reserve_oids(l->st, want, &first);
-        if (rc) return lfail(l, rc, "%s: cannot reserve oids: %s", l->st->path, ost_strerror(rc));
+        if (rc) return lfail(l, rc, "%s: cannot reserve oids: %s", l->st->shown, ost_strerror(rc));
         l->oid_next = first;
         l->oid_end = first + want;
     }
@@ -349,7 +349,7 @@ int ost_loader_close(ost_loader *l) {
     l->c->loaders--;
     hand_over(l, l->good_below);
     int rc = l->err;
-    if (rc) snprintf(l->c->msg, sizeof l->c->msg, "%s", l->msg); /* outlives l */
+    if (rc) ost__fmt(l->c->msg, sizeof l->c->msg, "%s", l->msg); /* outlives l */
     for (ost_loader **pp = &t_loaders; *pp; pp = &(*pp)->tnext)
         if (*pp == l) {
             *pp = l->tnext;

@@ -469,7 +469,7 @@ static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
                            "such as (int, str)",
                            kind ? kind : "(null)");
     if (c->st->read_only)
-        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
+        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->shown);
     int brc = busy(c, true);
     if (brc) return brc;
     ost_value cls = ost_incref(is_set ? c->st->set_cls : c->st->map_cls);
@@ -546,7 +546,7 @@ static int decode_val(ost_conn *c, ost__map *m, const uint8_t *key, size_t kl,
     c->msg[0] = 0;
     int rc = e->len ? ost_load(c->r, e->data, e->len, out, NULL) : OST_ETRUNCATED;
     if (!rc) return 0;
-    snprintf(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
+    ost__fmt(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
     ost_value kv = ost__mkey_decode(&m->kind, key, kl);
     ost_buf b = {0};
     if (!kv || ost_repr(kv, &b)) b.data = NULL;
@@ -737,7 +737,7 @@ static int write_key(ost_conn *c, ost__map *m, const uint8_t *kb, size_t kl, ost
 
 static int check_writable(ost_conn *c) {
     if (c->st->read_only)
-        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->path);
+        return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->shown);
     return 0;
 }
 
@@ -1133,18 +1133,18 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
                 char kt[200];
                 key_text(st, txn, me->map, k, me->klen, kt, sizeof kt);
                 if (me->base == OST__BASE_MOVED)
-                    snprintf(p->msg, sizeof p->msg,
+                    ost__fmt(p->msg, sizeof p->msg,
                              "conflict on map %llu, key %s: a commit changed it after this "
                              "transaction began (its snapshot was renewed when the map grew)",
                              (unsigned long long)me->map, kt);
                 else if (cur)
-                    snprintf(p->msg, sizeof p->msg,
+                    ost__fmt(p->msg, sizeof p->msg,
                              "conflict on map %llu, key %s: commit %llu %s it after this "
                              "transaction read it",
                              (unsigned long long)me->map, kt, (unsigned long long)cur,
                              me->base ? "changed" : "added");
                 else
-                    snprintf(p->msg, sizeof p->msg,
+                    ost__fmt(p->msg, sizeof p->msg,
                              "conflict on map %llu, key %s: another commit deleted it after this "
                              "transaction read it",
                              (unsigned long long)me->map, kt);
@@ -1190,14 +1190,14 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
     for (size_t j = 0; j < nd && !rc; j++) {
         rc = ost__map_count_add(st, txn, d[j].map, d[j].delta, serial);
         if (rc == OST_ECONFLICT)
-            snprintf(p->msg, sizeof p->msg,
+            ost__fmt(p->msg, sizeof p->msg,
                      "conflict on map %llu: it was removed (pack) after this transaction read it",
                      (unsigned long long)d[j].map);
         else if (rc == OST_ECORRUPT)
-            snprintf(p->msg, sizeof p->msg, "map %llu: its record is not a map record",
+            ost__fmt(p->msg, sizeof p->msg, "map %llu: its record is not a map record",
                      (unsigned long long)d[j].map);
     }
-    if (rc == OST_ENOMEM) snprintf(p->msg, sizeof p->msg, "out of memory");
+    if (rc == OST_ENOMEM) ost__fmt(p->msg, sizeof p->msg, "out of memory");
     if (d != small) free(d);
     return rc;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "entries.h"
+#include "oidset.h"
 #include "store_internal.h"
 
 /* The class ids of ostore.maps.OrderedMap and OrderedSet in t (0 when the
@@ -38,11 +39,11 @@ static void note_first(void *ud, const ost__pc_problem *p) {
 
 /* ---- pack ---------------------------------------------------------------- */
 
+enum { REACHED, SCANNED }; /* the flags of the oid set */
+
 typedef struct {
-    uint8_t *reach;   /* bit per oid: reachable */
-    uint8_t *scanned; /* bit per oid: references followed */
-    uint64_t limit;   /* oids below this */
-    uint64_t *stack;
+    ost__oidset oids; /* the records' oids: reached, scanned */
+    size_t *stack;    /* places in oids reached but not scanned yet */
     size_t len, cap;
     bool overflow; /* the stack was full: a rescan pass is needed */
     uint32_t map_cids[2];
@@ -54,16 +55,17 @@ typedef struct {
 
 #define MARK_STACK_MAX ((size_t)1 << 20)
 
-static bool bit(const uint8_t *m, uint64_t i) { return m[i >> 3] >> (i & 7) & 1; }
-static void set_bit(uint8_t *m, uint64_t i) { m[i >> 3] |= (uint8_t)(1u << (i & 7)); }
-
 static void mark_ref(void *ud, uint64_t oid) {
     mark_ctx *m = ud;
-    if (oid >= m->limit || bit(m->reach, oid)) return;
-    set_bit(m->reach, oid);
+    int64_t i = ost__oidset_index(&m->oids, oid);
+    if (i < 0) { /* no record: damage may hide it, and what it refers to is unknown */
+        if (!m->dangling++) m->first_dangling = oid;
+        return;
+    }
+    if (ost__oidset_set(&m->oids, REACHED, (size_t)i)) return; /* seen */
     if (m->len == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 1024;
-        uint64_t *n = cap <= MARK_STACK_MAX ? realloc(m->stack, cap * sizeof *n) : NULL;
+        size_t *n = cap <= MARK_STACK_MAX ? realloc(m->stack, cap * sizeof *n) : NULL;
         if (!n) {
             m->overflow = true; /* found again by a rescan */
             return;
@@ -71,16 +73,17 @@ static void mark_ref(void *ud, uint64_t oid) {
         m->stack = n;
         m->cap = cap;
     }
-    m->stack[m->len++] = oid;
+    m->stack[m->len++] = (size_t)i;
 }
 
-static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
-    set_bit(m->scanned, oid);
+static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, size_t place) {
+    ost__oidset_set(&m->oids, SCANNED, place);
+    uint64_t oid = ost__oidset_oid(&m->oids, place);
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb}, v;
     int rc = mdb_get(t, st->recs, &k, &v);
-    if (rc == MDB_NOTFOUND) { /* damage may hide it: what it refers to is unknown */
+    if (rc == MDB_NOTFOUND) { /* gone since the set was made: cannot be */
         if (!m->dangling++) m->first_dangling = oid;
         return 0;
     }
@@ -99,7 +102,7 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
         return ost__st_fail(st, OST_ECORRUPT,
                             "%s: pack: oid %llu does not decode, so what it refers to is "
                             "unknown; nothing was removed (see ost_store_check)",
-                            st->path, (unsigned long long)oid);
+                            st->shown, (unsigned long long)oid);
     }
     if (!is_map_cid(m->map_cids, cid)) return 0;
     /* a map: what its entries' values refer to is reachable too */
@@ -119,7 +122,7 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
             return ost__st_fail(st, OST_ECORRUPT,
                                 "%s: pack: an entry of map %llu does not decode, so what it "
                                 "refers to is unknown; nothing was removed (see ost_store_check)",
-                                st->path, (unsigned long long)oid);
+                                st->shown, (unsigned long long)oid);
         }
     }
     ost__ecur_close(ec);
@@ -129,7 +132,8 @@ static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, uint64_t oid) {
 /* ost__ent_each_map's callback: the entries of unreachable maps go. */
 static int sweep_map(void *ud, uint64_t map) {
     mark_ctx *m = ud;
-    return map < m->limit && bit(m->reach, map) ? 0 : 1;
+    int64_t i = ost__oidset_index(&m->oids, map);
+    return i >= 0 && ost__oidset_test(&m->oids, REACHED, (size_t)i) ? 0 : 1;
 }
 
 /* One attempt; *mdb_rc gets the LMDB code the attempt ended with, so that
@@ -137,13 +141,15 @@ static int sweep_map(void *ud, uint64_t map) {
 static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_rc) {
     if (removed) *removed = 0;
     if (!st || !st->env) return OST_EINVAL;
-    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->path);
+    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->shown);
     MDB_txn *t;
     int rc = ost__locked_txn_begin(st, 0, &t);
     if (rc) {
         uv_rwlock_rdunlock(&st->maplock);
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->path, mdb_strerror(rc));
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown, ost__mdb_strerror(st, rc));
     }
+    /* a flag per record, sized by the records, not by meta.next_oid
+     * (which damage could make anything) */
     mark_ctx m = {0};
     m.force = flags & OST_PACK_FORCE;
     /* pack trusts what liblmdb reads, and deleting through damaged pages
@@ -159,38 +165,30 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
                             "%s: pack: the store's pages are damaged (%s%s); nothing was removed: "
                             "'ostore check' lists the damage, 'ostore salvage' copies what is "
                             "intact",
-                            st->path, fp.msg, fp.n > 1 ? ", and more" : "");
+                            st->shown, fp.msg, fp.n > 1 ? ", and more" : "");
     }
-    MDB_val k = {8, "next_oid"}, v;
-    rc = mdb_get(t, st->meta, &k, &v);
-    if (rc || v.mv_size != 8) {
-        mdb_txn_abort(t);
-        uv_rwlock_rdunlock(&st->maplock);
-        return ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta", st->path);
-    }
-    for (int i = 7; i >= 0; i--) m.limit = m.limit << 8 | ((uint8_t *)v.mv_data)[i];
-    size_t bytes = (size_t)((m.limit + 7) / 8);
-    m.reach = calloc(bytes ? bytes : 1, 1);
-    m.scanned = calloc(bytes ? bytes : 1, 1);
+    MDB_val k, v;
     int code = 0;
     uint64_t gone = 0;
-    if (!m.reach || !m.scanned) {
-        code = ost__st_fail(st, OST_ENOMEM, "out of memory for %zu-byte bitmaps", bytes);
+    rc = ost__oidset_init(&m.oids, t, st->recs);
+    if (rc) {
+        code = rc == OST_ENOMEM ? ost__st_fail(st, rc, "%s: pack: out of memory for the oids of "
+                                               "the records", st->shown)
+               : ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
+                              ost__mdb_strerror(st, rc));
+        rc = 0;
         goto out;
     }
     map_cids(st, t, m.map_cids);
     mark_ref(&m, 0);
     for (;;) {
-        while (m.len && !rc) {
-            uint64_t oid = m.stack[--m.len];
-            rc = scan_oid(st, t, &m, oid);
-        }
+        while (m.len && !rc) rc = scan_oid(st, t, &m, m.stack[--m.len]);
         if (rc || !m.overflow) break;
         /* the stack overflowed: follow what was marked but not scanned */
         m.overflow = false;
-        for (uint64_t oid = 0; oid < m.limit && !rc; oid++)
-            if (bit(m.reach, oid) && !bit(m.scanned, oid)) {
-                rc = scan_oid(st, t, &m, oid);
+        for (size_t i = 0; i < m.oids.n && !rc; i++)
+            if (ost__oidset_test(&m.oids, REACHED, i) && !ost__oidset_test(&m.oids, SCANNED, i)) {
+                rc = scan_oid(st, t, &m, i);
                 while (m.len && !rc) rc = scan_oid(st, t, &m, m.stack[--m.len]);
             }
         if (!m.overflow) break;
@@ -200,7 +198,8 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
         goto out;
     }
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->path, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
+                            ost__mdb_strerror(st, rc));
         goto out;
     }
     if (m.dangling && !m.force) {
@@ -208,7 +207,7 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
                             "%s: pack: %llu reference%s to oids without a record (oid %llu%s): "
                             "damage may hide what they refer to, so nothing was removed "
                             "(ost_store_check lists the problems; OST_PACK_FORCE packs anyway)",
-                            st->path, (unsigned long long)m.dangling, m.dangling == 1 ? "" : "s",
+                            st->shown, (unsigned long long)m.dangling, m.dangling == 1 ? "" : "s",
                             (unsigned long long)m.first_dangling,
                             m.dangling > 1 ? " and others" : "");
         goto out;
@@ -217,8 +216,8 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
     rc = mdb_cursor_open(t, st->recs, &cur);
     if (!rc) {
         while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
-            uint64_t oid = k.mv_size == 8 ? ost__rd_be64(k.mv_data) : UINT64_MAX;
-            if (oid < m.limit && bit(m.reach, oid)) continue;
+            int64_t i = k.mv_size == 8 ? ost__oidset_index(&m.oids, ost__rd_be64(k.mv_data)) : -1;
+            if (i >= 0 && ost__oidset_test(&m.oids, REACHED, (size_t)i)) continue;
             if ((rc = mdb_cursor_del(cur, 0))) break;
             gone++;
         }
@@ -242,19 +241,20 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
         }
     }
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->path, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
+                            ost__mdb_strerror(st, rc));
         goto out;
     }
     rc = mdb_txn_commit(t);
     t = NULL;
-    if (rc) code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack commit: %s", st->path, mdb_strerror(rc));
+    if (rc) code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack commit: %s", st->shown,
+                                ost__mdb_strerror(st, rc));
     else if (removed) *removed = gone;
 out:
     *mdb_rc = rc;
     if (t) mdb_txn_abort(t);
     uv_rwlock_rdunlock(&st->maplock);
-    free(m.reach);
-    free(m.scanned);
+    ost__oidset_free(&m.oids);
     free(m.stack);
     return code;
 }
@@ -276,7 +276,7 @@ int ost_store_pack_ex(ost_store *st, unsigned flags, uint64_t *removed) {
         int grc = ost__grow_map(st);
         if (grc)
             return ost__st_fail(st, ost__mdb_code(grc), "%s: pack: cannot grow the map: %s",
-                                st->path, mdb_strerror(grc));
+                                st->shown, ost__mdb_strerror(st, grc));
         st->msg[0] = 0;
     }
 }
@@ -542,7 +542,7 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
                                 "%s: %llu problems found: the store's pages are damaged, so "
                                 "records were only checked against their checksums ('ostore "
                                 "salvage' copies what is intact)",
-                                st->path, (unsigned long long)pcx.n);
+                                st->shown, (unsigned long long)pcx.n);
         }
     }
     MDB_cursor *cur = NULL;
@@ -603,13 +603,14 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     uv_rwlock_rdunlock(&st->maplock);
     ost_reader_free(r);
     if (records) *records = n;
-    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: check: %s", st->path, mdb_strerror(rc));
+    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: check: %s", st->shown,
+                                ost__mdb_strerror(st, rc));
     if (!root) {
         c.problems++;
         if (report) report(ud, 0, 0, OST_ECORRUPT, "the root (oid 0) is missing");
     }
     if (c.problems)
-        return ost__st_fail(st, OST_ECORRUPT, "%s: %llu problems found", st->path,
+        return ost__st_fail(st, OST_ECORRUPT, "%s: %llu problems found", st->shown,
                             (unsigned long long)c.problems);
     return 0;
 }

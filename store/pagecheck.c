@@ -73,9 +73,11 @@
  * ---- What is checked --------------------------------------------------------
  *
  * Meta pages (ost__pc_meta_check): page flags and number, magic, version,
- * page size (and equal in both), last page within the file, map size
- * holding the used pages, the two database records (flags, pad, depth,
- * root within the used pages, counts that fit).
+ * page size (and equal in both; meta page 1 is looked for at each page
+ * size when meta page 0's is damaged), last page within the file, map
+ * size holding the used pages and mappable (48 bits), transaction id of
+ * the page's parity, the two database records (flags, pad, depth, root
+ * within the used pages, counts that fit).
  *
  * Trees (ost__pc_walk, ost__pc_each): every page number within [2,
  * mm_last_pg] and the file; the page's own number; page type by position
@@ -96,9 +98,11 @@
  * in range and descending, none listed twice); every page from 2 to the
  * last one in exactly one of: a tree, the free list.
  *
- * Not checkable: values' bytes (LMDB has no checksums), a transaction id
- * or map size changed to another plausible value, bits of a node's size
- * hidden by the rounding to even. */
+ * Not checkable: values' bytes (LMDB has no checksums), a key changed to
+ * another in order, a transaction id or map size changed to another
+ * plausible value, the lowest bit of a node's size (hidden by the rounding
+ * to even). tests/test_pagecheck.c measures how often a changed byte of
+ * each kind is reported. */
 #include "pagecheck.h"
 
 #include <errno.h>
@@ -137,6 +141,7 @@
 #define ENV_FIXEDMAP 0x01u
 #define ENV_NOSUBDIR 0x4000u
 #define MAGIC 0xBEEFC0DEu
+#define MAX_MAPSIZE ((uint64_t)1 << 48)
 #define DATA_VERSION 1u
 #define P_INVALID UINT64_MAX
 #define MAXKEY 511u
@@ -182,6 +187,7 @@ typedef struct {
     bool usable;            /* P_META, magic, version and page size sane: walkable */
     bool sane;              /* every check passes */
     char err[160];          /* the first problem; "" when sane */
+    int err_db;             /* 1, 2: err is of the free list's, the main database's record */
     uint64_t pgno;
     uint16_t pflags;
     uint32_t magic, version, psize;
@@ -421,6 +427,12 @@ static int kcmp(unsigned how, const uint8_t *a, size_t na, const uint8_t *b, siz
         return na < nb ? -1 : na > nb;
     }
     size_t n = na < nb ? na : nb;
+    if (n >= 8) { /* most keys differ in their first 8 bytes: one compare */
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y) return __builtin_bswap64(x) < __builtin_bswap64(y) ? -1 : 1;
+    }
     int d = n ? memcmp(a, b, n) : 0;
     if (d) return d;
     return na < nb ? -1 : na > nb;
@@ -460,6 +472,9 @@ static bool check_dbrec(const dbrec *d, uint64_t last_pg, unsigned allowed_flags
     err[0] = 0;
     if (d->flags & ~allowed_flags)
         fmt(err, cap, "flags 0x%x has bits LMDB does not write here", d->flags);
+    else if ((allowed_flags & DB_DUPSORT) && !(d->flags & DB_DUPSORT) &&
+             (d->flags & (DB_DUPFIXED | DB_INTEGERDUP | DB_REVERSEDUP)))
+        fmt(err, cap, "flags 0x%x: options of duplicates without MDB_DUPSORT", d->flags);
     else if (pad_zero && d->pad)
         fmt(err, cap, "pad field %u (0 expected)", (unsigned)d->pad);
     else if (d->depth > MAXDEPTH)
@@ -534,14 +549,19 @@ static void read_meta(ost__pc *pc, int i, uint64_t off, meta *m) {
     else if (m->mapsize / m->psize < m->last_pg + 1)
         fmt(e, cap, "map size %llu is smaller than the %llu pages in use", (ull)m->mapsize,
             (ull)(m->last_pg + 1));
+    else if (m->mapsize > MAX_MAPSIZE)
+        fmt(e, cap, "map size %llu is more than a 48-bit address space can map", (ull)m->mapsize);
+    else if (m->txnid && (m->txnid & 1) != (uint64_t)i)
+        fmt(e, cap, "transaction id %llu is %s, but transaction N writes meta page N %% 2",
+            (ull)m->txnid, m->txnid & 1 ? "odd" : "even");
     else if (!(m->db[0].flags & DB_INTEGERKEY) ||
              (m->db[0].flags & ~(DB_INTEGERKEY | ENV_FIXEDMAP | ENV_NOSUBDIR)))
         fmt(e, cap, "free list flags 0x%x (LMDB writes 0x%x, maybe with 0x%x or 0x%x)",
             m->db[0].flags, DB_INTEGERKEY, ENV_FIXEDMAP, ENV_NOSUBDIR);
     else if (!check_dbrec(&m->db[0], m->last_pg, 0xffffu, false, dberr, sizeof dberr))
-        fmt(e, cap, "free list: %s", dberr);
+        fmt(e, cap, "free list: %s", dberr), m->err_db = 1;
     else if (!check_dbrec(&m->db[1], m->last_pg, DB_PERSISTENT, true, dberr, sizeof dberr))
-        fmt(e, cap, "main database: %s", dberr);
+        fmt(e, cap, "main database: %s", dberr), m->err_db = 2;
     m->sane = e[0] == 0;
 }
 
@@ -894,6 +914,14 @@ static void pproblem(page *g, const char *f, ...) {
              g->t->name, g->kind, m);
 }
 
+/* After a page: the node problems over MAX_PER_PAGE, counted. */
+static void page_done(page *g) {
+    if (g->nprob <= MAX_PER_PAGE) return;
+    kproblem(g->r, g->t, g->pgno, g->lo, g->hi, "page %llu (%s, %s): %d more damaged nodes",
+             (ull)g->pgno, g->t->name, g->kind, g->nprob - MAX_PER_PAGE);
+    g->t->problems--; /* counted as they were found */
+}
+
 static void report_bad_node(page *g, int i) {
     node *d = &g->nd[i];
     switch (d->bad) {
@@ -924,72 +952,85 @@ static void report_bad_node(page *g, int i) {
 /* Reads the node headers of a branch, leaf or sub-page into g->nd. */
 static void read_nodes(page *g, uint32_t lower, uint32_t upper) {
     tree *t = g->t;
-    ost__pc *pc = g->r->pc;
-    uint32_t nodemax = ((((pc->psize - PAGEHDRSZ) / 2) & ~1u) - 2);
+    const uint8_t *pg = g->pg;
+    const uint32_t sz = g->sz;
+    const uint32_t nodemax = ((((g->r->pc->psize - PAGEHDRSZ) / 2) & ~1u) - 2);
+    const bool dupvals = t->is_dup || g->subpage; /* keys are duplicates, data empty */
+    const uint32_t minks = dupvals ? 0 : 1;
+    unsigned ok; /* node flags allowed */
+    if (dupvals)
+        ok = 0;
+    else if (t->is_main)
+        ok = F_BIGDATA | F_SUBDATA | (t->flags & DB_DUPSORT ? F_DUPDATA : 0);
+    else if (t->is_free)
+        ok = F_BIGDATA;
+    else
+        ok = F_BIGDATA | (t->flags & DB_DUPSORT ? F_DUPDATA | F_SUBDATA : 0);
+    if (lower > upper) upper = lower;
     for (int i = 0; i < g->n; i++) {
         node *d = &g->nd[i];
-        memset(d, 0, sizeof *d);
-        d->off = rd16(g->pg + PAGEHDRSZ + 2 * (uint32_t)i);
-        if (d->off & 1) {
+        uint32_t off = rd16(pg + PAGEHDRSZ + 2 * (uint32_t)i);
+        d->off = (uint16_t)off;
+        d->bad = 0;
+        d->order = 0;
+        d->flags = 0;
+        d->ds = 0;
+        d->child = 0;
+        d->ext = 0;
+        d->key = d->data = pg;
+        d->ks = 0;
+        if (off & 1) {
             d->bad = R_OFF_ODD;
             continue;
         }
-        if (d->off < upper || d->off < lower || (uint32_t)d->off + NODESIZE > g->sz) {
+        if (off < upper || off + NODESIZE > sz) {
             d->bad = R_OFF_RANGE;
             d->v1 = upper;
             continue;
         }
-        const uint8_t *p = g->pg + d->off;
-        d->ks = rd16(p + 6);
+        const uint8_t *p = pg + off;
+        uint32_t ks = rd16(p + 6);
+        uint32_t room = sz - off - NODESIZE; /* bytes after the header */
+        d->ks = ks;
         d->key = p + NODESIZE;
-        uint32_t room = g->sz - d->off - NODESIZE; /* bytes after the header */
         if (g->branch) {
             d->child = rd16(p) | (uint64_t)rd16(p + 2) << 16 | (uint64_t)rd16(p + 4) << 32;
-            d->ext = even(NODESIZE + d->ks);
-            if (d->ks > room) {
-                d->bad = R_RUNS_PAST, d->v1 = NODESIZE + d->ks;
-                continue;
-            }
-            if (d->ks > MAXKEY || (i > 0 && d->ks == 0)) d->bad = R_KSIZE, d->v1 = i > 0;
+            d->ext = even(NODESIZE + ks);
+            if (ks > room)
+                d->bad = R_RUNS_PAST, d->v1 = NODESIZE + ks;
+            else if (ks > MAXKEY || (i > 0 && ks == 0))
+                d->bad = R_KSIZE, d->v1 = i > 0;
             continue;
         }
-        d->flags = rd16(p + 4);
-        d->ds = rd16(p) | (uint32_t)rd16(p + 2) << 16;
-        bool dupvals = t->is_dup || g->subpage; /* keys are duplicates, data empty */
-        uint32_t dbytes = d->flags & F_BIGDATA ? 8u : d->ds;
-        uint64_t total = (uint64_t)NODESIZE + d->ks + dbytes;
-        d->data = p + NODESIZE + (d->ks <= room ? d->ks : 0);
+        unsigned f = rd16(p + 4);
+        uint32_t ds = rd16(p) | (uint32_t)rd16(p + 2) << 16;
+        d->flags = (uint16_t)f;
+        d->ds = ds;
+        uint64_t total = (uint64_t)NODESIZE + ks + (f & F_BIGDATA ? 8u : ds);
+        d->data = p + NODESIZE + (ks <= room ? ks : 0);
         d->ext = total > UINT32_MAX ? UINT32_MAX : even((uint32_t)total);
         if (total - NODESIZE > room) {
             d->bad = R_RUNS_PAST, d->v1 = total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
             continue;
         }
-        if (d->ks > MAXKEY || (!dupvals && d->ks == 0)) {
-            d->bad = R_KSIZE, d->v1 = !dupvals;
+        if (ks > MAXKEY || ks < minks) {
+            d->bad = R_KSIZE, d->v1 = minks;
             continue;
         }
-        unsigned ok;
-        if (dupvals)
-            ok = 0;
-        else if (t->is_main)
-            ok = F_BIGDATA | F_SUBDATA | (t->flags & DB_DUPSORT ? F_DUPDATA : 0);
-        else if (t->is_free)
-            ok = F_BIGDATA;
-        else
-            ok = F_BIGDATA | (t->flags & DB_DUPSORT ? F_DUPDATA | F_SUBDATA : 0);
-        unsigned f = d->flags;
-        bool fine = (f & ~ok) == 0 && !((f & F_BIGDATA) && (f & (F_SUBDATA | F_DUPDATA)));
-        if (fine && (f & F_SUBDATA) && !t->is_main && !(f & F_DUPDATA)) fine = false;
-        if (!fine) {
-            d->bad = R_FLAGS;
-            continue;
+        if (f) {
+            bool fine = (f & ~ok) == 0 && !((f & F_BIGDATA) && (f & (F_SUBDATA | F_DUPDATA)));
+            if (fine && (f & F_SUBDATA) && !t->is_main && !(f & F_DUPDATA)) fine = false;
+            if (!fine) {
+                d->bad = R_FLAGS;
+                continue;
+            }
+            if ((f & F_SUBDATA) && ds != DBREC_SIZE) {
+                d->bad = R_DSIZE, d->v1 = DBREC_SIZE;
+                continue;
+            }
         }
-        if (dupvals && d->ds) {
+        if (dupvals && ds) {
             d->bad = R_DSIZE, d->v1 = 0;
-            continue;
-        }
-        if ((f & F_SUBDATA) && d->ds != DBREC_SIZE) {
-            d->bad = R_DSIZE, d->v1 = DBREC_SIZE;
             continue;
         }
         if (!g->subpage && !(f & F_BIGDATA) && total > nodemax) {
@@ -1016,6 +1057,28 @@ static uint32_t ext_at(const page *g, uint32_t off) {
  * bytes no pointer reaches (a lost pointer, or a wrong mp_upper) are a
  * problem of the page. */
 static void check_tiling(page *g, uint32_t upper) {
+    /* The common case first: nodes laid out in (reverse) key order, each
+     * ending where the one before it (after it) in key order begins. */
+    int n = g->n;
+    node *nd = g->nd;
+    if (n > 0 && !nd[0].bad) {
+        bool down = true, up = true;
+        for (int i = 0; i < n && (down || up); i++) {
+            const node *d = &nd[i];
+            if (d->bad) {
+                down = up = false;
+                break;
+            }
+            /* down: node 0 at the page end, node n-1 at upper */
+            if (down && (i == 0 ? (uint32_t)d->off + d->ext != g->sz
+                                : (uint32_t)d->off + d->ext != nd[i - 1].off))
+                down = false;
+            if (up && (i == 0 ? d->off != upper : (uint32_t)nd[i - 1].off + nd[i - 1].ext != d->off))
+                up = false;
+        }
+        if (down && nd[n - 1].off == upper) return;
+        if (up && (uint32_t)nd[n - 1].off + nd[n - 1].ext == g->sz) return;
+    }
     ost__pc *pc = g->r->pc;
     if (++pc->gen == 0) {
         memset(pc->stamp, 0, (size_t)pc->scratch_ps / 2 * sizeof *pc->stamp);
@@ -1089,6 +1152,24 @@ static void check_tiling(page *g, uint32_t upper) {
 static void check_order(page *g) {
     ost__pc *pc = g->r->pc;
     int first = g->branch ? 1 : 0;
+    /* The common case first: ascending throughout, and the first and last
+     * keys within the bounds (one compare per key). */
+    int lo_i = -1, hi_i = -1;
+    bool fast = true;
+    for (int i = first; i < g->n && fast; i++) {
+        const node *d = &g->nd[i];
+        if (d->bad) continue;
+        if (g->cmp == C_INT && d->ks != 4 && d->ks != 8) fast = false;
+        if (hi_i >= 0 && kcmp(g->cmp, g->nd[hi_i].key, g->nd[hi_i].ks, d->key, d->ks) >= 0)
+            fast = false;
+        if (lo_i < 0) lo_i = i;
+        hi_i = i;
+    }
+    if (fast && (lo_i < 0 || ((!g->lo.p || kcmp(g->cmp, g->nd[lo_i].key, g->nd[lo_i].ks,
+                                                g->lo.p, g->lo.n) >= 0) &&
+                              (!g->hi.p || kcmp(g->cmp, g->nd[hi_i].key, g->nd[hi_i].ks,
+                                                g->hi.p, g->hi.n) < 0))))
+        return;
     int prev = -1;
     bool broken = false;
     for (int i = first; i < g->n; i++) {
@@ -1232,7 +1313,7 @@ static bool mark(run *r, tree *t, uint64_t pgno, uint64_t from, kb lo, kb hi, co
 }
 
 /* Is pgno a page number a tree may use? Reports the pointer otherwise. */
-static bool pgno_ok(run *r, tree *t, uint64_t pgno, uint64_t from, const char *where, kb lo,
+static bool pgno_ok(run *r, tree *t, uint64_t pgno, uint64_t from, int from_node, kb lo,
                     kb hi) {
     const char *why = NULL;
     char b[64];
@@ -1243,16 +1324,20 @@ static bool pgno_ok(run *r, tree *t, uint64_t pgno, uint64_t from, const char *w
     else if (pgno >= r->pc->fpages)
         fmt(b, sizeof b, "beyond the end of the file (%llu pages)", (ull)r->pc->fpages), why = b;
     if (!why) return true;
-    kproblem(r, t, from, lo, hi, "%s: page %llu is %s", where, (ull)pgno, why);
+    if (from_node < 0)
+        kproblem(r, t, from, lo, hi, "%s: the root: page %llu is %s", t->name, (ull)pgno, why);
+    else
+        kproblem(r, t, from, lo, hi, "page %llu (%s, branch): node %d: page %llu is %s",
+                 (ull)from, t->name, from_node, (ull)pgno, why);
     return false;
 }
 
 /* Visits page pgno at level (1: the root) of tree t; from is the page
  * holding the pointer to it. */
 static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, uint64_t from,
-                  const char *where) {
+                  int from_node) {
     if (r->stop || r->oom) return;
-    if (!pgno_ok(r, t, pgno, from, where, lo, hi)) return;
+    if (!pgno_ok(r, t, pgno, from, from_node, lo, hi)) return;
     if (!mark(r, t, pgno, from, lo, hi, level == 1 ? "root" : "child")) return;
     ost__pc *pc = r->pc;
     page g;
@@ -1292,6 +1377,7 @@ static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, 
         return;
     }
     if (!check_page(&g, pad, rd16(g.pg + 12), rd16(g.pg + 14))) {
+        page_done(&g);
         r->depth--;
         return;
     }
@@ -1317,14 +1403,13 @@ static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, 
                     chi = node_key(&g, j);
                     break;
                 }
-            char w[96];
-            fmt(w, sizeof w, "page %llu (%s, branch): node %d", (ull)pgno, t->name, i);
-            visit(r, t, d->child, level + 1, clo, chi, pgno, w);
+            visit(r, t, d->child, level + 1, clo, chi, pgno, i);
         }
     } else {
         t->leaf++;
         leaf_entries(&g);
     }
+    page_done(&g);
     r->depth--;
 }
 
@@ -1504,6 +1589,7 @@ static void dup_subpage(page *g, int i) {
             deliver(g, d->key, d->ks, s.nd[j].key, s.nd[j].ks);
         }
     }
+    page_done(&s);
     r->depth--;
 }
 
@@ -1619,10 +1705,8 @@ static void leaf_entries(page *g) {
 static void walk_tree(run *r, tree *t) {
     if (t->rec.depth == 0) return;
     kb none = {0};
-    char w[96];
-    fmt(w, sizeof w, "%s: the root", t->name);
     uint64_t before = t->problems;
-    visit(r, t, t->rec.root, 1, none, none, t->holder, w);
+    visit(r, t, t->rec.root, 1, none, none, t->holder, -1);
     if (r->stop || r->oom || t->problems != before || r->mode == MODE_EACH) return;
     const dbrec *d = &t->rec;
     if (d->branch != t->branch || d->leaf != t->leaf || d->overflow != t->overflow ||
@@ -1734,6 +1818,7 @@ static void report_metas(run *r) {
     for (int i = 0; i < 2; i++) {
         const meta *m = &pc->m[i];
         if (m->sane) continue;
+        if (i == pc->cur && m->err_db) continue; /* walk_all names the database */
         problem(r, "meta page", (uint64_t)i, "%s: meta page %d%s: %s", pc->file, i,
                 i == pc->cur ? "" : " (not the one walked)", m->err);
     }
@@ -1891,24 +1976,18 @@ int ost__pc_live(ost__pc *pc, void (*fn)(void *ud, uint64_t off, uint64_t len, i
     }
     r.live = fn;
     r.lud = ud;
-    /* The meta pages: liblmdb reads both at open (flags, magic, version,
-     * page size) and the current one's every field but the fixed address
-     * (used only with MDB_FIXEDMAP). */
+    /* The meta pages: every field but the fixed address (used only with
+     * MDB_FIXEDMAP) of both (liblmdb checks both at open, and the meta
+     * check every field). */
     for (int i = 0; i < 2; i++) {
         const meta *m = &pc->m[i];
         if (!m->found) continue;
         uint64_t o = m->off;
-        if (i == pc->cur) {
-            fn(ud, o, 8, OST__PC_LIVE_META); /* page number */
-            fn(ud, o + 10, 2, OST__PC_LIVE_META);
-            fn(ud, o + OFF_MAGIC, 8, OST__PC_LIVE_META);
-            if (m->db[0].flags & ENV_FIXEDMAP) fn(ud, o + OFF_ADDRESS, 8, OST__PC_LIVE_META);
-            fn(ud, o + OFF_MAPSIZE, META_END - OFF_MAPSIZE, OST__PC_LIVE_META);
-        } else {
-            fn(ud, o + 10, 2, OST__PC_LIVE_META);
-            fn(ud, o + OFF_MAGIC, 8, OST__PC_LIVE_META);
-            fn(ud, o + OFF_DBS, 4, OST__PC_LIVE_META); /* page size */
-        }
+        fn(ud, o, 8, OST__PC_LIVE_META); /* page number */
+        fn(ud, o + 10, 2, OST__PC_LIVE_META);
+        fn(ud, o + OFF_MAGIC, 8, OST__PC_LIVE_META);
+        if (m->db[0].flags & ENV_FIXEDMAP) fn(ud, o + OFF_ADDRESS, 8, OST__PC_LIVE_META);
+        fn(ud, o + OFF_MAPSIZE, META_END - OFF_MAPSIZE, OST__PC_LIVE_META);
     }
     walk_all(&r);
     rc = run_result(&r, NULL);

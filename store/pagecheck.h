@@ -103,9 +103,9 @@ void ost__pc_close(ost__pc *pc);
 
 /* The cheap check: both meta pages (page flags and number, magic, version,
  * page size a power of two from 512 to 32768 and equal in both, map size
- * holding the used pages, last page within the file, the free and main
- * database records: flags, depth <= 32, root within the used pages,
- * counts that fit). Returns 0 when both are sane; otherwise OST_ECORRUPT
+ * holding the used pages, last page within the file, transaction id of
+ * the page's parity, the free and main database records: flags, depth <=
+ * 32, root within the used pages, counts that fit). Reads two pages. Returns 0 when both are sane; otherwise OST_ECORRUPT
  * with one line in msg naming the meta page and the field, e.g.
  * "data.mdb: meta page 0: page size 0 (must be a power of two from 512 to
  * 32768)". When only the older meta page is damaged it says so ("the

@@ -175,10 +175,11 @@ static int meta_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size
     return 0;
 }
 
+/* A class name import takes: not empty, UTF-8, no control characters. */
 static bool good_name(const uint8_t *p, size_t n) {
-    if (!n) return false;
+    if (!n || n > 65535 || !ost__utf8_strict((const char *)p, n)) return false;
     for (size_t i = 0; i < n; i++)
-        if (p[i] < 0x20 || p[i] == 0x7f) return false; /* names are printable (UTF-8 above) */
+        if (p[i] < 0x20 || p[i] == 0x7f) return false;
     return true;
 }
 

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "../serializer/internal.h"
@@ -77,10 +79,43 @@ int ost__mdb_code(int rc) {
     case MDB_READERS_FULL:
     case MDB_MAP_RESIZED: return OST_EBUSY;
     case ENOMEM: return OST_ENOMEM;
-    case EACCES: return OST_EREADONLY;
+    case EACCES:
+    case EPERM:
+    case EROFS: return OST_EREADONLY;
     case ENOENT: return OST_ENOTFOUND;
     default: return OST_EIO;
     }
+}
+
+/* Free space below this after a failed write means the disk is full. */
+#define FULL_BYTES ((uint64_t)1 << 20)
+
+/* True when the filesystem holding dir has less than FULL_BYTES left (for
+ * this user: root may use the reserved blocks). */
+static bool fs_full(const char *dir) {
+    struct statvfs fs;
+    if (!dir || statvfs(dir, &fs) != 0) return false;
+    uint64_t avail = (uint64_t)(geteuid() == 0 ? fs.f_bfree : fs.f_bavail) * fs.f_frsize;
+    return avail < FULL_BYTES;
+}
+
+const char *ost__io_strerror(const char *dir, int rc) {
+    if (rc == ENOSPC) return "no space left on device";
+    if (rc == EDQUOT) return "disk quota exceeded";
+    /* LMDB says EIO when a write was short, as when the disk filled up
+     * during it (mdb_page_flush), and MDB_PANIC for every transaction
+     * after such a failure: tell a full disk from a failing one by the
+     * free space left */
+    if (rc == EIO && fs_full(dir))
+        return "no space left on device (a write was cut short: Input/output error)";
+    if (rc == MDB_PANIC && fs_full(dir))
+        return "no space left on device (a write failed before: close the store, make room and "
+               "open it again)";
+    return mdb_strerror(rc);
+}
+
+const char *ost__mdb_strerror(const ost_store *st, int rc) {
+    return ost__io_strerror(st ? st->path : NULL, rc);
 }
 
 const char *ost_store_errmsg(const ost_store *st) { return st ? st->msg : ""; }
@@ -356,6 +391,27 @@ static int init_store(ost_store *st, MDB_txn *t) {
     return rc;
 }
 
+/* Makes st->env and opens it on directory real with flags; on failure
+ * st->env is closed and NULL again (LMDB's rule after a failed open).
+ * Returns LMDB's code. */
+static int env_open(ost_store *st, const char *real, const ost_store_options *opts,
+                    unsigned flags) {
+    int rc = mdb_env_create(&st->env);
+    if (rc) {
+        st->env = NULL;
+        return rc;
+    }
+    rc = mdb_env_set_maxdbs(st->env, 8);
+    if (!rc) rc = mdb_env_set_mapsize(st->env, opts->map_size ? opts->map_size : DEFAULT_MAP);
+    if (!rc) rc = mdb_env_set_maxreaders(st->env, opts->max_readers ? opts->max_readers : 126);
+    if (!rc) rc = mdb_env_open(st->env, real, flags, 0644);
+    if (rc) {
+        mdb_env_close(st->env);
+        st->env = NULL;
+    }
+    return rc;
+}
+
 static unsigned env_flags(const ost_store_options *o) {
     unsigned f = MDB_NOTLS;
     if (o->read_only) f |= MDB_RDONLY;
@@ -369,29 +425,44 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (!st) return OST_EINVAL;
     st->msg[0] = 0;
     if (!path) return ost__st_fail(st, OST_EINVAL, "no path given");
-    if (st->env) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", path);
+    char shown[OST__PATH_SHOWN]; /* path as messages show it */
+    ost__path_show(shown, sizeof shown, path);
+    if (st->env) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", shown);
     if (!opts) {
         ost_store_options_init(&def);
         opts = &def;
     }
     if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
-        return ost__st_fail(st, OST_EINVAL, "%s: bad options", path);
+        return ost__st_fail(st, OST_EINVAL, "%s: bad options", shown);
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno != ENOENT || !opts->create)
             return ost__st_fail(st, errno == ENOENT ? OST_ENOTFOUND : OST_EIO,
-                                "%s: %s", path, strerror(errno));
+                                "%s: %s", shown, strerror(errno));
         if (mkdir(path, 0755) != 0)
-            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", path, strerror(errno));
+            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", shown, strerror(errno));
     } else if (!S_ISDIR(sb.st_mode)) {
-        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", path);
+        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", shown);
     }
     char real[PATH_MAX];
-    if (!realpath(path, real)) return ost__st_fail(st, OST_EIO, "%s: %s", path, strerror(errno));
-    char datafile[PATH_MAX + 16];
-    snprintf(datafile, sizeof datafile, "%s/data.mdb", real);
-    if (stat(datafile, &sb) != 0 && !opts->create)
-        return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", path);
+    if (!realpath(path, real)) return ost__st_fail(st, OST_EIO, "%s: %s", shown, strerror(errno));
+    /* LMDB opens data.mdb and lock.mdb as they are: a FIFO would block
+     * the open for ever, a directory or a device fail in odd ways. Absent
+     * is fine where the store may be created (and lock.mdb always). */
+    static const char *const files[2] = {"data.mdb", "lock.mdb"};
+    for (int i = 0; i < 2; i++) {
+        char file[PATH_MAX + 16];
+        snprintf(file, sizeof file, "%s/%s", real, files[i]);
+        if (stat(file, &sb) == 0) {
+            if (!S_ISREG(sb.st_mode))
+                return ost__st_fail(st, OST_ECORRUPT, "%s: %s is not a regular file (%s)", shown,
+                                    files[i], ost__file_kind(sb.st_mode));
+        } else if (errno != ENOENT) {
+            return ost__st_fail(st, OST_EIO, "%s: %s: %s", shown, files[i], strerror(errno));
+        } else if (i == 0 && !opts->create) {
+            return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", shown);
+        }
+    }
     /* liblmdb trusts its meta pages (a page size of 0 divides by zero in
      * mdb_env_open): ours are checked first */
     char why[400];
@@ -400,7 +471,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
         return ost__st_fail(st, mrc,
                             "%s: damaged store: %s ('ostore check' says more, 'ostore salvage' "
                             "copies what is intact)",
-                            path, why);
+                            shown, why);
 
     /* liblmdb makes lock.mdb with ftruncate and writes it through a map:
      * on a full disk the first write of a page that has no block faults
@@ -420,7 +491,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
         if (frc == ENOSPC || frc == EDQUOT) {
             if (made) unlink(lockfile);
             return ost__st_fail(st, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
-                                path, strerror(frc));
+                                shown, strerror(frc));
         }
     }
 
@@ -428,9 +499,10 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     for (ost_store *o = g_open; o; o = o->next_open)
         if (strcmp(o->path, real) == 0) {
             uv_mutex_unlock(&g_open_lock);
-            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", path);
+            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", shown);
         }
     st->path = strdup(real);
+    ost__path_show(st->shown, sizeof st->shown, real);
     if (!st->path) {
         uv_mutex_unlock(&g_open_lock);
         return ost__st_fail(st, OST_ENOMEM, "out of memory");
@@ -440,14 +512,23 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     uv_mutex_unlock(&g_open_lock);
 
     int code = OST_EIO;
-    int rc = mdb_env_create(&st->env);
-    if (!rc) rc = mdb_env_set_maxdbs(st->env, 8);
-    if (!rc) rc = mdb_env_set_mapsize(st->env, opts->map_size ? opts->map_size : DEFAULT_MAP);
-    if (!rc) rc = mdb_env_set_maxreaders(st->env, opts->max_readers ? opts->max_readers : 126);
-    if (!rc) rc = mdb_env_open(st->env, real, env_flags(opts), 0644);
+    int rc = env_open(st, real, opts, env_flags(opts));
+    if ((rc == EACCES || rc == EPERM || rc == EROFS) && opts->read_only) {
+        /* lock.mdb cannot be written (or made) by this user: read without
+         * the lock file, as for a store on read-only media */
+        int rc2 = env_open(st, real, opts, env_flags(opts) | MDB_NOLOCK);
+        if (!rc2) st->no_lock = true;
+        else if (rc2 != EACCES && rc2 != EPERM && rc2 != EROFS) rc = rc2;
+        if (!rc2) rc = 0;
+    }
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s", path,
-                     mdb_strerror(rc));
+        const char *hint = rc != EACCES && rc != EPERM && rc != EROFS ? ""
+                           : opts->read_only ? " (reading needs read access to data.mdb)"
+                                             : " (writing needs write access to the directory, "
+                                               "data.mdb and lock.mdb; a read-only open needs "
+                                               "read access only)";
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s%s",
+                            shown, ost__mdb_strerror(st, rc), hint);
         goto fail;
     }
     map_changed(st);
@@ -478,14 +559,14 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     MDB_txn *t;
     rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", path, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
         goto fail;
     }
     unsigned cf = st->read_only ? 0 : MDB_CREATE;
     rc = mdb_dbi_open(t, "meta", cf, &st->meta);
     if (rc == MDB_NOTFOUND) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", path);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", shown);
         goto fail;
     }
     if (!rc) rc = mdb_dbi_open(t, "records", cf, &st->recs);
@@ -499,7 +580,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (rc) {
         mdb_txn_abort(t);
         code = ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
-                     "%s: cannot open databases: %s", path, mdb_strerror(rc));
+                     "%s: cannot open databases: %s", shown, ost__mdb_strerror(st, rc));
         goto fail;
     }
     MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v;
@@ -508,13 +589,13 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
         rc = init_store(st, t);
         if (rc) {
             mdb_txn_abort(t);
-            code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", path,
-                         mdb_strerror(rc));
+            code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", shown,
+                         ost__mdb_strerror(st, rc));
             goto fail;
         }
     } else if (rc || v.mv_size != strlen(META_MAGIC) || memcmp(v.mv_data, META_MAGIC, v.mv_size)) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", path);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", shown);
         goto fail;
     }
     uint64_t fmt;
@@ -522,9 +603,11 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
         mdb_txn_abort(t);
         if (rc)
-            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", path, mdb_strerror(rc));
+            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", shown,
+                                ost__mdb_strerror(st, rc));
         else
-            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d", path,
+            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d",
+                                shown,
                          (unsigned long long)fmt, OST_STORE_FORMAT);
         goto fail;
     }
@@ -547,12 +630,12 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     if (meta_get_u64(t, st->meta, "next_oid", &x) || meta_get_u64(t, st->meta, "last_serial", &x) ||
         meta_get_u64(t, st->meta, "next_class", &x)) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", path);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", shown);
         goto fail;
     }
     rc = mdb_txn_commit(t);
     if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", path, mdb_strerror(rc));
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
         goto fail;
     }
     return 0;
@@ -560,6 +643,7 @@ fail:
     ost__committer_stop(st);
     if (st->env) mdb_env_close(st->env);
     st->env = NULL;
+    st->no_lock = false;
     ost_decref(st->root_cls);
     ost_decref(st->map_cls);
     ost_decref(st->set_cls);
@@ -641,7 +725,8 @@ int ost_store_stat(ost_store *st, ost_store_stats *out) {
         mdb_txn_abort(t);
     }
     uv_rwlock_rdunlock(&st->maplock);
-    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->path, mdb_strerror(rc)) : 0;
+    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown,
+                             ost__mdb_strerror(st, rc)) : 0;
 }
 
 /* Doubles the map after MDB_MAP_FULL. Every read snapshot of the process
@@ -718,6 +803,7 @@ int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
     uint64_t next;
     rc = meta_get_u64(t, st->meta, "next_class", &next);
     if (rc) return rc;
+    if (next == 0 || next > OST__CLASS_LIMIT) return MDB_CORRUPTED; /* the id would wrap */
     uint32_t nid = (uint32_t)next;
     MDB_val nv = {4, &nid};
     rc = mdb_put(t, st->classes, &k, &nv, 0);

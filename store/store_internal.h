@@ -89,8 +89,10 @@ struct ost_store {
     uintptr_t map_base;
     size_t map_size;
     uint64_t file_size;
-    char *path;
+    char *path;    /* the real path of the directory */
+    char shown[OST__PATH_SHOWN]; /* the real path as messages show it (ost__path_show) */
     bool read_only;
+    bool no_lock; /* read-only without lock.mdb (MDB_NOLOCK): it could not be written */
     ost_durability durability;
     ost_registry *registry;
     ost_value root_cls;
@@ -165,6 +167,26 @@ struct ost_conn {
     struct ost__kind_str *kinds; /* canonical kind strings (ost_map_kind) */
     char msg[512];
 };
+
+/* The limits of a store's counters (meta). Oids are stored as pickle ints,
+ * which ostore reads as signed 64-bit: every oid is below OST__OID_LIMIT,
+ * so next_oid is at most OST__OID_LIMIT. Serials stay below the same bound
+ * (a commit adds 1: no store gets near it). Class ids are u32 and start at
+ * 1, so next_class is 1 to UINT32_MAX. Anything past these is damage, and
+ * would wrap when the next oid, serial or class id is handed out. */
+#define OST__OID_LIMIT ((uint64_t)1 << 63)
+#define OST__SERIAL_LIMIT ((uint64_t)1 << 63)
+#define OST__CLASS_LIMIT ((uint64_t)UINT32_MAX)
+
+/* The text for an LMDB or errno code rc after an operation on the files of
+ * the store in dir (NULL: unknown): mdb_strerror(rc), except that a full
+ * disk says so: ENOSPC, and also the EIO LMDB gives for a write cut short
+ * and the MDB_PANIC of every transaction after it, when dir's filesystem
+ * has less than 1 MiB left, become "no space left on device ..."; EDQUOT
+ * "disk quota exceeded". A static string. */
+const char *ost__io_strerror(const char *dir, int rc);
+/* The same for the store st (st->path). */
+const char *ost__mdb_strerror(const ost_store *st, int rc);
 
 int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -685,3 +685,46 @@ Test(safety, salvage_recovers_every_record_whose_bytes_were_not_touched) {
     cr_assert_eq(r.missing[0], oids[5]);
     ost_store_close(st);
 }
+
+/* ---- damaged meta pages are refused before liblmdb reads them -------------------------- */
+
+/* Byte 41 of the file is the high byte of meta page 0's page size: 0 made
+ * liblmdb divide by zero (SIGFPE) in mdb_env_open. Other meta bytes made
+ * it fail an assertion, or report MDB_MAP_RESIZED or ENOMEM. */
+Test(safety, a_damaged_meta_page_is_refused_at_open_naming_page_and_field) {
+    make_store(3, 10, NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/data.mdb", F.dir);
+    size_t n;
+    uint8_t *orig = read_file(path, &n);
+    static const struct {
+        size_t off;
+        uint8_t val;
+        const char *want;
+    } cases[] = {
+        {41, 0, "page size"},         /* psize 0 */
+        {16, 0x00, "magic"},          /* mm_magic */
+        {20, 0x07, "version"},        /* mm_version */
+        {4096 + 41, 0x30, "page size"}, /* meta page 1: psize 0x3000 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        write_at(path, 0, orig, n);
+        write_at(path, cases[i].off, &cases[i].val, 1);
+        for (int ro = 0; ro < 2; ro++) {
+            ost_store_options o = options_for(F.reg, false);
+            o.read_only = ro;
+            ost_store *st = ost_store_new();
+            int rc = ost_store_open(st, F.dir, &o);
+            cr_assert_eq(rc, OST_ECORRUPT, "byte %zu: %s: %s", cases[i].off, ost_err_name(rc),
+                         ost_store_errmsg(st));
+            cr_assert(strstr(ost_store_errmsg(st), "meta page") &&
+                          strstr(ost_store_errmsg(st), cases[i].want),
+                      "byte %zu: %s", cases[i].off, ost_store_errmsg(st));
+            ost_store_close(st);
+        }
+    }
+    /* restored, it opens */
+    write_at(path, 0, orig, n);
+    free(orig);
+    ost_store_close(open_store(false));
+}

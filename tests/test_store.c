@@ -13,10 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../store/import.h"
+#include "../store/store_internal.h"
 #include "internal.h"
 #include "ostore.h"
 #include "storetest.h"
@@ -197,6 +204,123 @@ Test(store, junk_data_file_is_corrupt) {
     /* create does not overwrite a file it cannot read */
     o = opts_for(true);
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+}
+
+/* A FIFO in data.mdb's place blocked LMDB's open() for ever; a FIFO,
+ * a directory or a device is refused before LMDB opens it, naming the
+ * file. The suite's timeout makes a hang a failure (a timeout of the
+ * test's own leaks in Criterion's runner under ASan). */
+Test(store, data_and_lock_files_that_are_not_regular_files_are_refused) {
+    cr_assert_eq(mkdir(F.dir, 0755), 0);
+    char p[256], msg[600];
+    snprintf(p, sizeof p, "%s/data.mdb", F.dir);
+    cr_assert_eq(mkfifo(p, 0644), 0);
+    ost_store_options o = opts_for(false);
+    for (int mode = 0; mode < 3; mode++) { /* read-write, read-only, create */
+        o = opts_for(mode == 2);
+        o.read_only = mode == 1;
+        cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT, "mode %d", mode);
+        cr_assert(strstr(msg, F.dir) && strstr(msg, "data.mdb is not a regular file (a FIFO)"),
+                  "%s", msg);
+    }
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(mkdir(p, 0755), 0);
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, "data.mdb is not a regular file (a directory)"), "%s", msg);
+    cr_assert_eq(rmdir(p), 0);
+    /* lock.mdb */
+    ost_store_close(open_store(true));
+    snprintf(p, sizeof p, "%s/lock.mdb", F.dir);
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(mkfifo(p, 0644), 0);
+    for (int mode = 0; mode < 2; mode++) {
+        o = opts_for(false);
+        o.read_only = mode == 1;
+        cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT, "mode %d", mode);
+        cr_assert(strstr(msg, F.dir) && strstr(msg, "lock.mdb is not a regular file (a FIFO)"),
+                  "%s", msg);
+    }
+    cr_assert_eq(unlink(p), 0);
+    cr_assert_eq(symlink("/dev/null", p), 0);
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
+    cr_assert(strstr(msg, "lock.mdb is not a regular file (a character device)"), "%s", msg);
+    cr_assert_eq(unlink(p), 0);
+    /* symbolic links to regular files are fine */
+    char real[256];
+    snprintf(p, sizeof p, "%s/data.mdb", F.dir);
+    snprintf(real, sizeof real, "%s/elsewhere.mdb", F.tmp);
+    cr_assert_eq(rename(p, real), 0);
+    cr_assert_eq(symlink(real, p), 0);
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    cr_assert(ost_conn_root(c));
+    ost_store_close(st);
+}
+
+/* The raw import behind 'ostore import' (store/import.h) writes only
+ * counters that fit what it imported and that cannot wrap when handed out,
+ * and only class names the class table can give back. */
+Test(store, import_refuses_counters_and_class_names_that_cannot_be) {
+    ost_store *st = open_store(true);
+    ost__import *im;
+    const char *root_m = "persistent.mapping", *root_n = "PersistentMapping";
+    struct {
+        uint64_t next_oid, last, next_class;
+        const char *what;
+    } bad[] = {
+        {UINT64_MAX, 5, 3, "next_oid 18446744073709551615"},
+        {((uint64_t)1 << 63) + 1, 5, 3, "next_oid 9223372036854775809"},
+        {8, 5, 3, "next_oid 8"}, /* the largest oid imported is 8 */
+        {9, 4, 3, "last_serial 4"}, /* a serial 5 was imported */
+        {9, UINT64_MAX, 3, "last_serial 18446744073709551615"},
+        {9, 5, 2, "next_class 2"}, /* class id 2 was imported */
+        {9, 5, (uint64_t)UINT32_MAX + 1, "next_class 4294967296"},
+    };
+    for (size_t i = 0; i <= sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(ost__import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
+        cr_assert_eq(ost__import_class(im, 1, root_m, strlen(root_m), root_n, strlen(root_n)), 0);
+        cr_assert_eq(ost__import_class(im, 2, "m", 1, "n", 1), 0);
+        cr_assert_eq(ost__import_record(im, 0, 5, 1, "}.", 2), 0);
+        cr_assert_eq(ost__import_record(im, 8, 2, 2, "}.", 2), 0);
+        if (i == sizeof bad / sizeof *bad) { /* counters that fit */
+            cr_assert_eq(ost__import_commit(im, 2, 9, 5, 3), 0, "%s", ost_store_errmsg(st));
+            break;
+        }
+        cr_assert_eq(ost__import_commit(im, 2, bad[i].next_oid, bad[i].last, bad[i].next_class),
+                     OST_EINVAL, "%s", bad[i].what);
+        cr_assert(strstr(ost_store_errmsg(st), bad[i].what), "%s", ost_store_errmsg(st));
+        cr_assert_eq(stats(st).records, 1, "a refused import wrote nothing");
+    }
+    cr_assert_eq(stats(st).next_oid, 9);
+    ost_store_close(st);
+    /* class names */
+    rmtree(F.dir);
+    st = open_store(true);
+    struct {
+        uint32_t id;
+        const char *m, *n;
+        size_t ml, nl;
+        const char *why;
+    } names[] = {
+        {0, "m", "n", 1, 1, "class id 0"},
+        {3, "m\xff", "n", 2, 1, "class id 3: its module is not valid UTF-8"},
+        {3, "m", "\xed\xa0\x80", 1, 3, "class id 3: its name is not valid UTF-8"},
+        {3, "m", "\xc0\xaf", 1, 2, "class id 3: its name is not valid UTF-8"},
+        {3, "", "n", 0, 1, "class id 3: its module is empty"},
+        {3, "m", "a\0b", 1, 3, "class id 3: its name holds a NUL byte"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        cr_assert_eq(ost__import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
+        cr_assert_eq(ost__import_class(im, names[i].id, names[i].m, names[i].ml, names[i].n,
+                                       names[i].nl),
+                     OST_EINVAL, "%s", names[i].why);
+        cr_assert(strstr(ost_store_errmsg(st), names[i].why), "%s", ost_store_errmsg(st));
+        ost__import_abort(im);
+    }
+    cr_assert_eq(ost__import_begin(st, 0, &im), 0);
+    cr_assert_eq(ost__import_class(im, 3, "caf\xc3\xa9", 5, "n", 1), 0, "UTF-8 is fine");
+    ost__import_abort(im);
+    ost_store_close(st);
 }
 
 Test(store, lmdb_env_without_meta_is_not_a_store) {
@@ -1391,6 +1515,51 @@ static void store_chain(void) {
     ost_store_close(st);
 }
 
+static void put_meta_u64(const char *name, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    raw_put(F.dir, "meta", name, strlen(name), b, 8);
+}
+
+/* Pack marks by the records, not by meta.next_oid: a meta next_oid of
+ * 2^64 - 1 made (next_oid + 7) / 8 wrap to 0, and pack wrote far past a
+ * one-byte bitmap; a record at oid 2^62 asked for a 2^59-byte bitmap. A
+ * next_oid past 2^63 is damage that no new object may wrap around. */
+Test(store, pack_sizes_its_marks_by_the_records_not_by_meta) {
+    store_chain();
+    put_meta_u64("next_oid", UINT64_MAX);
+    ost_store *st = open_store(false);
+    uint64_t removed = 99;
+    cr_assert_eq(ost_store_pack(st, &removed), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 0);
+    cr_assert_eq(stats(st).records, 5);
+    check_clean(st, 5);
+    /* a new object would get oid 2^64 - 1, then 0 */
+    ost_conn *c = conn_of(st);
+    root_set(c, "e", new_node());
+    cr_assert_eq(ost_commit(c), OST_ECORRUPT, "%s", ost_conn_errmsg(c));
+    ost_abort(c);
+    ost_store_close(st);
+    /* a copy of c's record at oid 2^62, which nothing references */
+    uint8_t key[8];
+    size_t n;
+    put_be64(key, chain.c);
+    uint8_t *rec = raw_get(F.dir, "records", key, 8, &n);
+    cr_assert(rec);
+    put_be64(key, (uint64_t)1 << 62);
+    raw_put(F.dir, "records", key, 8, rec, n);
+    free(rec);
+    put_meta_u64("next_oid", ((uint64_t)1 << 62) + 1);
+    st = open_store(false);
+    cr_assert_eq(ost_store_pack(st, &removed), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 1, "the far record");
+    check_clean(st, 5);
+    c = conn_of(st);
+    ost_value a = root_get(c, "a");
+    cr_assert_str_eq(ost_data(ost_instance_getattr(a, "name"), NULL), "a");
+    ost_store_close(st);
+}
+
 
 Test(store, check_reports_a_record_that_does_not_decode) {
     store_chain();
@@ -2146,4 +2315,147 @@ Test(store, python_reads_maps_in_sorted_order) {
     cr_expect_eq(entries, total, "%zu entries printed, %zu set:\n%s", entries, total, out);
     cr_expect(total > 500, "only %zu distinct keys", total);
     free(out);
+}
+
+/* ======================================================================= */
+/* 13. the system: a full disk, a user who cannot write                     */
+/* ======================================================================= */
+
+/* A failed write names a full disk: LMDB gives ENOSPC, or EIO when a write
+ * was cut short (mdb_page_flush), which used to read "commit failed:
+ * Input/output error". */
+Test(store, io_errors_name_a_full_disk) {
+    cr_assert_str_eq(ost__io_strerror(F.tmp, ENOSPC), "no space left on device");
+    cr_assert_str_eq(ost__io_strerror(NULL, ENOSPC), "no space left on device");
+    cr_assert_str_eq(ost__io_strerror(F.tmp, EDQUOT), "disk quota exceeded");
+    /* EIO on a filesystem with room is an I/O error */
+    struct statvfs fs;
+    cr_assert_eq(statvfs(F.tmp, &fs), 0);
+    if ((uint64_t)fs.f_bavail * fs.f_frsize > ((uint64_t)64 << 20))
+        cr_assert_str_eq(ost__io_strerror(F.tmp, EIO), mdb_strerror(EIO));
+    cr_assert_str_eq(ost__io_strerror(NULL, EIO), mdb_strerror(EIO));
+    cr_assert_str_eq(ost__io_strerror(F.tmp, MDB_CORRUPTED), mdb_strerror(MDB_CORRUPTED));
+}
+
+#define SKIP_STATUS 77 /* a child that cannot set up what it tests */
+
+/* In a child of its own mount namespace (root only): a 1 MiB tmpfs on
+ * F.tmp/small, a store on it, commits of 64 KiB objects until one fails;
+ * that failure must say the disk is full. The namespace, and the mount,
+ * end with the child. */
+static int fill_the_disk(void *arg) {
+    bool group = arg != NULL;
+    char mnt[256], dir[300];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+        fprintf(stderr, "skip: a tmpfs of its own: %s\n", strerror(errno));
+        return SKIP_STATUS;
+    }
+    snprintf(dir, sizeof dir, "%s/db", mnt);
+    ost_store_options o = opts_for(true);
+    o.group_commit = group;
+    ost_store *st;
+    ost_conn *c;
+    int rc = child_open(dir, &o, &st, &c);
+    if (rc) return rc;
+    static uint8_t payload[65536];
+    for (int i = 0; i < 64; i++) {
+        ost_value n = ost_instance_new(ost_incref(F.node));
+        CHILD_CHECK(n, "a node");
+        payload[0] = (uint8_t)i;
+        CHILD_CHECK(ost_instance_setattr(n, "payload", ost_bytes(payload, sizeof payload)) == 0,
+                    "setattr");
+        char key[16];
+        snprintf(key, sizeof key, "n%d", i);
+        ost_root_set(c, ost_str_c(key), n);
+        rc = ost_commit(c);
+        if (rc == 0) continue;
+        const char *msg = ost_conn_errmsg(c);
+        CHILD_CHECK(rc == OST_EIO, "commit %d: %s: %s", i, ost_err_name(rc), msg);
+        CHILD_CHECK(strstr(msg, "no space left on device") && strstr(msg, dir), "commit %d: %s",
+                    i, msg);
+        /* a small commit after it fits in the pages the failed one freed,
+         * or fails saying why (after a failed meta write LMDB refuses
+         * every write: MDB_PANIC) */
+        ost_abort(c);
+        ost_root_set(c, ost_str_c("small"), ost_int(1));
+        rc = ost_commit(c);
+        msg = ost_conn_errmsg(c);
+        CHILD_CHECK(rc == 0 || strstr(msg, "no space left on device"), "the next commit: %s: %s",
+                    ost_err_name(rc), msg);
+        ost_store_close(st);
+        return 0;
+    }
+    CHILD_CHECK(false, "4 MiB fitted on a 1 MiB tmpfs");
+    return 1;
+}
+
+static void full_disk(bool group) {
+    char mnt[256];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    cr_assert_eq(mkdir(mnt, 0755), 0);
+    if (geteuid() != 0) cr_skip_test("a tmpfs of its own needs root");
+    int status = wait_child(spawn(fill_the_disk, group ? (void *)1 : NULL));
+    if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
+    cr_assert_eq(status, 0, "the child failed (its stderr says why)");
+}
+
+Test(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }
+Test(store, a_group_commit_on_a_full_disk_says_so) { full_disk(true); }
+
+/* In a child, as a user who may read the store but not write its
+ * directory or lock.mdb (nobody, when the test runs as root; else the
+ * files are made read-only): a read-only open works, without lock.mdb
+ * (LMDB wanted to write its reader table there: "Permission denied"); a
+ * read-write open fails saying what access it needs. */
+static int read_as_another_user(void *arg) {
+    bool lock_there = arg != NULL;
+    if (geteuid() == 0) {
+        struct passwd *pw = getpwnam("nobody");
+        if (!pw || setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0) {
+            fprintf(stderr, "skip: cannot become nobody: %s\n", strerror(errno));
+            return SKIP_STATUS;
+        }
+    }
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", F.dir);
+    CHILD_CHECK(access(lock, W_OK) != 0 && access(F.dir, W_OK) != 0, "this user may write");
+    ost_store_options o = opts_for(false);
+    o.read_only = true;
+    ost_store *st;
+    ost_conn *c;
+    int rc = child_open(F.dir, &o, &st, &c);
+    if (rc) return rc;
+    ost_value a = ost_conn_root(c) ? ost_root_get(c, ost_str_c("a")) : 0;
+    CHILD_CHECK(ost_typeof(a) == OST_T_INSTANCE, "the root's a: %s", ost_conn_errmsg(c));
+    ost_value name = ost_instance_getattr(a, "name");
+    CHILD_CHECK(name && strcmp(ost_data(name, NULL), "a") == 0, "a's name");
+    ost_store_close(st);
+    o.read_only = false;
+    st = ost_store_new();
+    rc = ost_store_open(st, F.dir, &o);
+    CHILD_CHECK(rc == OST_EREADONLY && strstr(ost_store_errmsg(st), "needs write access"),
+                "read-write: %s: %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_store_close(st);
+    CHILD_CHECK((access(lock, F_OK) == 0) == lock_there, "lock.mdb %s",
+                lock_there ? "went" : "was made by a reader");
+    return 0;
+}
+
+Test(store, a_read_only_store_opens_for_a_user_who_cannot_write_its_lock_file) {
+    store_chain();
+    char lock[300];
+    snprintf(lock, sizeof lock, "%s/lock.mdb", F.dir);
+    for (int round = 0; round < 2; round++) { /* with lock.mdb, then without */
+        if (round == 1) cr_assert_eq(unlink(lock), 0);
+        /* the user may read and search everything, and write nothing */
+        cr_assert_eq(chmod(F.tmp, 0755), 0);
+        cr_assert_eq(chmod(F.dir, 0555), 0);
+        if (round == 0) cr_assert_eq(chmod(lock, 0444), 0);
+        int status = wait_child(spawn(read_as_another_user, round == 0 ? (void *)1 : NULL));
+        cr_assert_eq(chmod(F.dir, 0755), 0);
+        if (status == SKIP_STATUS) cr_skip_test("cannot run as another user");
+        cr_assert_eq(status, 0, "round %d: the child failed (its stderr says why)", round);
+    }
 }

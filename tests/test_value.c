@@ -1553,3 +1553,79 @@ OST_TEST(value, failing_the_nth_allocation_leaks_nothing) {
     ost_decref(v);
     cr_assert_eq(live(), base);
 }
+
+/* ---- messages: paths and long messages (serializer/error.c) -------------------- */
+
+static const char *path_shown(char *buf, size_t cap, const char *path) {
+    return ost__path_show(buf, cap, path);
+}
+
+OST_TEST(value, path_show_escapes_what_would_break_the_line) {
+    char b[OST__PATH_SHOWN];
+    cr_assert_str_eq(path_shown(b, sizeof b, "/tmp/plain.ostore"), "/tmp/plain.ostore");
+    cr_assert_str_eq(path_shown(b, sizeof b, "a\nb\rc\td"), "a\\nb\\rc\\td");
+    cr_assert_str_eq(path_shown(b, sizeof b, "esc\x1b[31m del\x7f"), "esc\\x1b[31m del\\x7f");
+    cr_assert_str_eq(path_shown(b, sizeof b, "back\\slash"), "back\\\\slash");
+    /* valid UTF-8 stays, bytes that are not UTF-8 (a stray continuation, a
+     * lone lead byte, an overlong form, an encoded surrogate) become \xhh */
+    cr_assert_str_eq(path_shown(b, sizeof b, "caf\xc3\xa9 \xe2\x82\xac"),
+                     "caf\xc3\xa9 \xe2\x82\xac");
+    cr_assert_str_eq(path_shown(b, sizeof b, "a\xff\x80z"), "a\\xff\\x80z");
+    cr_assert_str_eq(path_shown(b, sizeof b, "lead\xc3"), "lead\\xc3");
+    cr_assert_str_eq(path_shown(b, sizeof b, "\xc0\xaf"), "\\xc0\\xaf");
+    cr_assert_str_eq(path_shown(b, sizeof b, "\xed\xa0\x80"), "\\xed\\xa0\\x80");
+    /* code points Python's repr escapes: C1 controls, line separators */
+    cr_assert_str_eq(path_shown(b, sizeof b, "c1\xc2\x9b" "ls\xe2\x80\xa8"), "c1\\x9bls\\u2028");
+    cr_assert_str_eq(path_shown(b, sizeof b, ""), "");
+}
+
+OST_TEST(value, path_show_shortens_the_middle_and_never_cuts_an_escape) {
+    char path[5000], b[OST__PATH_SHOWN];
+    size_t n = 0;
+    n += (size_t)snprintf(path + n, sizeof path - n, "/start");
+    while (n < 4000) n += (size_t)snprintf(path + n, sizeof path - n, "/d\n\xc3\xa9\xff");
+    snprintf(path + n, sizeof path - n, "/the-name.dump");
+    path_shown(b, sizeof b, path);
+    cr_assert_leq(strlen(b), OST__PATH_SHOWN - 1);
+    cr_assert(strncmp(b, "/start/d\\n", 10) == 0, "the start stays: %s", b);
+    cr_assert(strstr(b, "...") != NULL, "the middle goes: %s", b);
+    size_t len = strlen(b);
+    cr_assert_str_eq(b + len - 14, "/the-name.dump", "the end stays: %s", b);
+    /* around "...", whole units: an escape starts after it, and before it
+     * the last unit is whole (no lone backslash, no split character) */
+    const char *dots = strstr(b, "...");
+    cr_assert(dots[3] == '/' || dots[3] == 'd' || dots[3] == '\\' || (uint8_t)dots[3] == 0xc3,
+              "after ...: %s", dots);
+    cr_assert(dots[-1] != '\\' && (uint8_t)dots[-1] != 0xc3, "before ...: %s", b);
+    cr_assert_eq(ost_utf8_check(b, len, NULL), 0, "the shown path is UTF-8");
+    for (size_t i = 0; i < len; i++) cr_assert((uint8_t)b[i] >= 0x20, "a control at %zu", i);
+    /* a small buffer still has both ends */
+    char s[16];
+    cr_assert_str_eq(path_shown(s, sizeof s, "/0123456789/abcdefghij"), "/012...cdefghij");
+}
+
+static void fmt_into(char *dst, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    ost__vfmt(dst, cap, fmt, ap);
+    va_end(ap);
+}
+
+OST_TEST(value, a_long_message_keeps_its_end) {
+    char msg[64], path[300];
+    memset(path, 'p', sizeof path - 1);
+    path[sizeof path - 1] = 0;
+    fmt_into(msg, sizeof msg, "%s: cannot open: %s", "/short", "File name too long");
+    cr_assert_str_eq(msg, "/short: cannot open: File name too long");
+    fmt_into(msg, sizeof msg, "/%s: cannot open: %s", path, "File name too long");
+    cr_assert_eq(strlen(msg), sizeof msg - 1);
+    cr_assert(msg[0] == '/' && strstr(msg, "...") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "cannot open: File name too long") != NULL, "the cause is kept: %s", msg);
+    /* a cut never splits a UTF-8 character */
+    char big[3000];
+    size_t n = 0;
+    while (n + 2 < sizeof big) n += (size_t)snprintf(big + n, sizeof big - n, "\xc3\xa9");
+    fmt_into(msg, sizeof msg, "%s!", big);
+    cr_assert_eq(ost_utf8_check(msg, strlen(msg), NULL), 0, "%s", msg);
+    cr_assert_eq(msg[strlen(msg) - 1], '!');
+}

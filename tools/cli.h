@@ -34,6 +34,13 @@ extern const cli_cmd cmd_pickle, cmd_version, cmd_demo, cmd_info, cmd_ls, cmd_ca
 
 /* ---- messages and usage ---------------------------------------------------- */
 
+/* A path as messages show it, for every message and output line that names
+ * a file or directory: control characters, backslashes and bytes that are
+ * not UTF-8 escaped as Python's repr would (\n, \x1b, \xff), a path of
+ * more than 200 bytes shortened in the middle with "..." (ost__path_show).
+ * The string lives in one of four per-thread buffers, valid until the
+ * fourth call after this one on the same thread. */
+const char *shown(const char *path);
 /* Prints "ostore: " + the message + newline on stderr; returns EXIT_FAIL. */
 int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "ostore: " + why (if not NULL) and the command's usage on

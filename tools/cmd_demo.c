@@ -24,12 +24,14 @@
  * products, each order references its customer. A customer does not list
  * its orders: the orders map does, under keys that start with the
  * customer's id. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -271,43 +273,103 @@ static void say(const char *fmt, ...) {
 
 /* ---- the directory ------------------------------------------------------------------ */
 
-/* Makes dir ready for a new demo store: creates it, or reuses it when it
- * is empty, or removes a previous demo's store (marked by MARKER); refuses
- * anything else. */
-static int prepare_dir(const char *dir) {
+/* How the demo knows its own store: the file MARKER in the directory,
+ * holding MARKER_TEXT, written before the store. A directory is the
+ * demo's to remove and remake when it holds MARKER with that text and
+ * nothing but data.mdb and lock.mdb besides; an empty directory, or none,
+ * is fine too; anything else is refused, untouched.
+ *
+ * Two demos on one DIR: each takes an exclusive flock on the directory
+ * itself (an fd of it kept open until the process ends) before it looks
+ * inside, and holds it while it removes the old store, makes the new one
+ * and runs. The directory is never removed, so every demo locks the same
+ * inode; the second one fails at once with "in use". */
+#define MARKER_TEXT \
+    "This store was made by 'ostore demo', which removes and remakes it when run again.\n"
+
+static int g_dir_fd = -1; /* the locked directory, open for the life of the process */
+
+/* 1 when dir/MARKER holds MARKER_TEXT, 0 when it holds something else. */
+static int marker_is_ours(int dfd) {
+    int fd = openat(dfd, MARKER, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return 0;
+    char buf[sizeof MARKER_TEXT + 1];
     struct stat sb;
-    char p[PATH_MAX];
-    if (stat(dir, &sb) == 0) {
-        if (!S_ISDIR(sb.st_mode)) return fail("%s: exists and is not a directory; not touching it", dir);
-        snprintf(p, sizeof p, "%s/%s", dir, MARKER);
-        bool ours = access(p, F_OK) == 0;
-        if (ours) {
-            if (lock_store(dir)) return EXIT_FAIL; /* a demo still running there */
-            const char *files[] = {"data.mdb", "lock.mdb", MARKER};
-            for (size_t i = 0; i < NELEM(files); i++) {
-                snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-                if (unlink(p) != 0 && errno != ENOENT) return fail("%s: %s", p, strerror(errno));
-            }
-            if (rmdir(dir) != 0)
-                return fail("%s: cannot remove the previous demo store: %s", dir,
-                            errno == ENOTEMPTY ? "it holds other files too" : strerror(errno));
-            say("removed the previous demo store %s\n", dir);
-        } else {
-            if (rmdir(dir) != 0) /* only an empty directory goes */
-                return fail("%s: exists and is not a demo store (no %s file in it); choose "
-                            "another DIR or remove it yourself",
-                            dir, MARKER);
-        }
-    } else if (errno != ENOENT) {
-        return fail("%s: %s", dir, strerror(errno));
+    ssize_t n = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, buf, sizeof buf) : -1;
+    close(fd);
+    return n == (ssize_t)strlen(MARKER_TEXT) && memcmp(buf, MARKER_TEXT, (size_t)n) == 0;
+}
+
+/* Makes dir ready for a new demo store, under its lock (see above). */
+static int prepare_dir(const char *dir) {
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return fail("%s: cannot create: %s", shown(dir), strerror(errno));
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOTDIR
+                   ? fail("%s: exists and is not a directory; not touching it", shown(dir))
+                   : fail("%s: %s", shown(dir), strerror(errno));
+    if (flock(dfd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(dfd);
+        return e == EWOULDBLOCK
+                   ? fail("%s: in use by another 'ostore demo' (it holds the directory's lock); "
+                          "wait for it to end, or choose another DIR",
+                          shown(dir))
+                   : fail("%s: cannot lock: %s", shown(dir), strerror(e));
     }
-    if (mkdir(dir, 0755) != 0) return fail("%s: cannot create: %s", dir, strerror(errno));
-    snprintf(p, sizeof p, "%s/%s", dir, MARKER);
-    FILE *f = fopen(p, "w");
-    if (!f) return fail("%s: %s", p, strerror(errno));
-    fputs("This store was made by 'ostore demo', which removes and remakes it when run again.\n",
-          f);
-    if (fclose(f) != 0) return fail("%s: %s", p, strerror(errno));
+    g_dir_fd = dfd; /* the lock lasts until exit */
+    /* what is in it */
+    int lfd = dup(dfd);
+    DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
+    if (!d) {
+        if (lfd >= 0) close(lfd);
+        return fail("%s: %s", shown(dir), strerror(errno));
+    }
+    bool marker = false, store = false;
+    char other[256] = "";
+    size_t nother = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0) continue;
+        if (strcmp(n, MARKER) == 0) marker = true;
+        else if (strcmp(n, "data.mdb") == 0 || strcmp(n, "lock.mdb") == 0) store = true;
+        else if (nother++ < 3) {
+            size_t l = strlen(other);
+            snprintf(other + l, sizeof other - l, "%s%s", l ? ", " : "", shown(n));
+        }
+    }
+    closedir(d);
+    if (marker || store || nother) {
+        if (!marker)
+            return fail("%s: exists and is not a demo store (no %s file in it); choose another "
+                        "DIR or remove it yourself",
+                        shown(dir), MARKER);
+        if (!marker_is_ours(dfd))
+            return fail("%s: exists and is not a demo store (its %s file is not the demo's); "
+                        "choose another DIR or remove it yourself",
+                        shown(dir), MARKER);
+        if (nother)
+            return fail("%s: holds files a demo does not make (%s%s); not touching it: choose "
+                        "another DIR or remove them yourself",
+                        shown(dir), other, nother > 3 ? ", ..." : "");
+        if (store) {
+            if (lock_store(dir)) return EXIT_FAIL; /* a pack or import of it is running */
+            static const char *const files[] = {"data.mdb", "lock.mdb"};
+            for (size_t i = 0; i < NELEM(files); i++)
+                if (unlinkat(dfd, files[i], 0) != 0 && errno != ENOENT)
+                    return fail("%s: cannot remove the previous demo store: %s: %s", shown(dir),
+                                files[i], strerror(errno));
+            say("removed the previous demo store %s\n", shown(dir));
+        }
+    }
+    int fd = openat(dfd, MARKER, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return fail("%s: %s: %s", shown(dir), MARKER, strerror(errno));
+    ssize_t w = write(fd, MARKER_TEXT, strlen(MARKER_TEXT));
+    int c = close(fd);
+    if (w != (ssize_t)strlen(MARKER_TEXT) || c != 0)
+        return fail("%s: %s: %s", shown(dir), MARKER, w < 0 || c ? strerror(errno) : "short write");
     return EXIT_OK;
 }
 
@@ -411,7 +473,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     int rc = ost_conn_open(st, &c);
     if (rc) {
         ost_store_close(st);
-        return fail("%s: %s", dir, ost_strerror(rc));
+        return fail("%s: %s", shown(dir), ost_strerror(rc));
     }
     memset(k, 0, sizeof *k);
     rng r = {0x9E3779B97F4A7C15ULL};
@@ -432,24 +494,25 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     /* the maps first: the loader fills only maps that are stored */
     double t0 = now_s();
     if (!ost_conn_root(c)) {
-        err = fail("%s: the root: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
         goto out;
     }
     for (int i = 0; i < M_COUNT && !err; i++) {
         ost_value m;
         if ((rc = ost_map_new(c, maps_def[i].kind, &m))) {
-            err = fail("%s: a map of %s keys: %s", dir, maps_def[i].kind, ost_conn_errmsg(c));
+            err = fail("%s: a map of %s keys: %s", shown(dir), maps_def[i].kind,
+                       ost_conn_errmsg(c));
             break;
         }
         maps[i] = ost_incref(m); /* ours until the end of the load */
         moids[i] = ost_oid(c, m);
         if ((rc = ost_root_set(c, ost_str_c(maps_def[i].name), ost_incref(m))))
-            err = fail("%s: the root: %s", dir, ost_conn_errmsg(c));
+            err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
     }
     if (!err && (rc = ost_root_set(c, ost_str_c("name"), ost_str_c("ostore demo shop"))))
-        err = fail("%s: the root: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
     if (!err && (rc = ost_commit(c)))
-        err = fail("%s: committing the maps: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: committing the maps: %s", shown(dir), ost_conn_errmsg(c));
     if (err) goto out;
     say("maps:    customers {int: Customer} (oid %llu), orders {(int, int): Order} (oid %llu), "
         "products {str: Product} (oid %llu): made, linked into the root, committed in %.3f s\n",
@@ -464,7 +527,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     lo.ud = &ui;
     t0 = now_s();
     if ((rc = ost_loader_open(c, &lo, &l))) {
-        err = fail("%s: bulk loader: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: bulk loader: %s", shown(dir), ost_conn_errmsg(c));
         goto out;
     }
     /* the products: products[sku] = product (the entry's value pickle
@@ -479,7 +542,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         }
         rc = ost_loader_map_set(l, maps[M_PRODUCTS], ost_str_c(sku), ost_incref(products[i]));
         if (rc) {
-            err = fail("%s: %s", dir, ost_loader_errmsg(l));
+            err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
             goto out;
         }
         k->products++;
@@ -497,7 +560,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         }
         if ((rc = ost_loader_map_set(l, maps[M_CUSTOMERS], ost_int((int64_t)id), ost_incref(cu)))) {
             ost_decref(cu);
-            err = fail("%s: %s", dir, ost_loader_errmsg(l));
+            err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
             goto out;
         }
         k->customers++;
@@ -514,7 +577,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
                 ost_decref(o);
                 err = fail("out of memory");
             } else if ((rc = ost_loader_map_set(l, maps[M_ORDERS], key, o))) {
-                err = fail("%s: %s", dir, ost_loader_errmsg(l));
+                err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
             } else {
                 k->orders++;
                 k->lines += (uint64_t)nlines;
@@ -532,11 +595,12 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     double secs = now_s() - t0;
     progress_end(&ui.bar);
     if (rc) {
-        err = fail("%s: bulk load failed: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: bulk load failed: %s", shown(dir), ost_conn_errmsg(c));
         goto out;
     }
     if (ui.objects != k->objects + k->entries) {
-        err = fail("%s: the loader stored %llu objects and map entries, %llu were added", dir,
+        err = fail("%s: the loader stored %llu objects and map entries, %llu were added",
+                   shown(dir),
                    (unsigned long long)ui.objects, (unsigned long long)(k->objects + k->entries));
         goto out;
     }
@@ -566,7 +630,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     ost_dict_set(kd, ost_str_c("line_items"), ost_int((int64_t)k->lines));
     ost_dict_set(kd, ost_str_c("total_cents"), ost_int((int64_t)k->cents));
     if ((rc = ost_root_set(c, ost_str_c("counts"), kd)) || (rc = ost_commit(c))) {
-        err = fail("%s: committing the root: %s", dir, ost_conn_errmsg(c));
+        err = fail("%s: committing the root: %s", shown(dir), ost_conn_errmsg(c));
         goto out;
     }
     say("root:    name, the 3 maps and the expected counts; counts committed in %.3f s\n",
@@ -1253,7 +1317,7 @@ static int run_demo(int argc, char **argv) {
     g_out.tty = isatty(1);
     double start = now_s();
     char a[32], b[32], c[32];
-    say("ostore demo: a shop of %s objects in %s\n", fmt_count(a, sizeof a, target), dir);
+    say("ostore demo: a shop of %s objects in %s\n", fmt_count(a, sizeof a, target), shown(dir));
     if (prepare_dir(dir)) return EXIT_FAIL;
     shop s;
     if (shop_init(&s)) {
@@ -1306,7 +1370,8 @@ static int run_demo(int argc, char **argv) {
             fmt_bytes(b, sizeof b, (double)ss.bytes), fmt_bytes(c, sizeof c, (double)ss.map_size));
         say("done in %.1f s. Look around: ostore info %s; ostore cat %s 0; ostore cat %s %llu "
             "--limit 3\n",
-            now_s() - start, dir, dir, dir, (unsigned long long)k.moids[M_CUSTOMERS]);
+            now_s() - start, shown(dir), shown(dir), shown(dir),
+            (unsigned long long)k.moids[M_CUSTOMERS]);
     }
     ost_store_close(st);
     ost_registry_free(s.reg);
@@ -1339,8 +1404,10 @@ const cli_cmd cmd_demo = {
             "terminal, long steps show a progress bar.\n"
             "\n  --objects N   about N objects (1000 to 100000000; default 1000000)\n"
             "  --quiet       print nothing unless something fails\n"
-            "\nDIR is removed and made again if an earlier demo made it (it holds the\n"
-            "file ostore-demo); an empty directory is used; anything else is refused.\n"
+            "\nDIR is made when missing and used when empty. A store an earlier demo made\n"
+            "(DIR holds the demo's file ostore-demo and nothing but data.mdb and lock.mdb\n"
+            "besides) is removed and made again; anything else is refused, untouched.\n"
+            "A demo locks DIR while it runs: a second demo on it fails with 'in use'.\n"
             "Exit status 1 when any count is off or a step fails.\n",
     .run = run_demo,
 };

@@ -19,13 +19,16 @@
  * entries. An import rebuilds the same records, entries, serials, class
  * ids and counters, so exporting the imported store gives the same file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../serializer/internal.h"
 #include "../store/import.h"
+#include "../store/store_internal.h"
 #include "cli.h"
 
 #define DUMP_MAGIC "OSTDUMP\n"
@@ -190,7 +193,7 @@ static int export_map(void *ud, uint64_t map) {
     if (!d)
         return fail("%s: entries under oid %llu, which is not a map (no map record): cannot "
                     "export them (run 'ostore check %s')",
-                    x->db, (unsigned long long)map, x->db);
+                    shown(x->db), (unsigned long long)map, shown(x->db));
     raw_ents *c;
     if (raw_ents_open(x->t, map, NULL, 0, &c)) return EXIT_FAIL;
     raw_ent e;
@@ -207,8 +210,8 @@ static int export_map(void *ud, uint64_t map) {
         }
         const char *why = entry_problem(d, e.key, e.klen, e.vlen);
         if (why) {
-            rc = fail("%s: map %llu: %s: cannot export it (run 'ostore check %s')", x->db,
-                      (unsigned long long)map, why, x->db);
+            rc = fail("%s: map %llu: %s: cannot export it (run 'ostore check %s')", shown(x->db),
+                      (unsigned long long)map, why, shown(x->db));
             break;
         }
         d->seen++;
@@ -242,9 +245,22 @@ static int run_export(int argc, char **argv) {
     tmp[0] = 0;
     uint64_t next_oid = 0, last = 0, next_class = 0, format = 0, records = 0, bytes = 0;
     map_list maps = {0};
+    /* the output first: a path that cannot be written fails before the
+     * store is read, and the message names it */
+    if (!to_stdout) {
+        FILE *o = NULL;
+        int n = snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
+        errno = ENAMETOOLONG;
+        if (n < 0 || (size_t)n >= sizeof tmp || !(o = fopen(tmp, "wb"))) {
+            rc = fail("%s: cannot write the dump: %s", shown(file), strerror(errno));
+            tmp[0] = 0;
+            goto out;
+        }
+        f = o;
+    }
     if (raw_meta(t, "format", &format) || raw_meta(t, "next_oid", &next_oid) ||
         raw_meta(t, "last_serial", &last) || raw_meta(t, "next_class", &next_class)) {
-        rc = fail("%s: damaged meta (counters)", db);
+        rc = fail("%s: damaged meta (counters)", shown(db));
         goto out;
     }
     /* first pass: the sizes for the header, and records that cannot be
@@ -261,8 +277,9 @@ static int run_export(int argc, char **argv) {
             raw_map m;
             char why[200];
             if (raw_map_read(t, &r, &m, why, sizeof why)) {
-                rc = fail("%s: oid %llu: %s: cannot export the map (run 'ostore check %s')", db,
-                          (unsigned long long)r.oid, why, db);
+                rc = fail("%s: oid %llu: %s: cannot export the map (run 'ostore check %s')",
+                          shown(db),
+                          (unsigned long long)r.oid, why, shown(db));
                 break;
             }
             if ((rc = maps_add(&maps, r.oid, &m))) break;
@@ -270,11 +287,11 @@ static int run_export(int argc, char **argv) {
         if (r.bad_header) {
             rc = fail("%s: oid %llu: damaged record (%s): cannot export it ('ostore check %s' "
                       "lists the damage, 'ostore salvage' copies what is intact)",
-                      db, (unsigned long long)r.oid, r.damage, db);
+                      shown(db), (unsigned long long)r.oid, r.damage, shown(db));
             break;
         }
         if (r.len >= MAX_PICKLE) {
-            rc = fail("%s: oid %llu: a %zu-byte pickle is too large to export", db,
+            rc = fail("%s: oid %llu: a %zu-byte pickle is too large to export", shown(db),
                       (unsigned long long)r.oid, r.len);
             break;
         }
@@ -291,20 +308,11 @@ static int run_export(int argc, char **argv) {
     if (bad) {
         rc = fail("%s: map %llu: its record counts %llu entr%s, the store holds %llu: cannot "
                   "export it (run 'ostore check %s')",
-                  db, (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
-                  bad->m.count == 1 ? "y" : "ies", (unsigned long long)bad->seen, db);
+                  shown(db), (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
+                  bad->m.count == 1 ? "y" : "ies", (unsigned long long)bad->seen, shown(db));
         goto out;
     }
 
-    if (!to_stdout) {
-        snprintf(tmp, sizeof tmp, "%s.tmp%ld", file, (long)getpid());
-        f = fopen(tmp, "wb");
-        if (!f) {
-            rc = fail("%s: %s", tmp, strerror(errno));
-            tmp[0] = 0;
-            goto out;
-        }
-    }
     stream s = {.f = f, .name = file};
     put(&s, DUMP_MAGIC, 8);
     put_u32(&s, DUMP_VERSION);
@@ -351,14 +359,14 @@ static int run_export(int argc, char **argv) {
     put(&s, DUMP_END, 8);
     put_u32(&s, s.crc);
     if (s.err || fflush(f) != 0 || (!to_stdout && fsync(fileno(f)) != 0)) {
-        rc = fail("%s: write error: %s", file, strerror(errno));
+        rc = fail("%s: cannot write the dump: %s", shown(file), strerror(errno));
         goto out;
     }
     if (!to_stdout) {
         int cr = fclose(f);
         f = stdout;
         if (cr != 0 || rename(tmp, file) != 0) {
-            rc = fail("%s: %s", file, strerror(errno));
+            rc = fail("%s: cannot write the dump: %s", shown(file), strerror(errno));
             goto out;
         }
         tmp[0] = 0;
@@ -366,10 +374,10 @@ static int run_export(int argc, char **argv) {
         if (x.entries)
             printf("exported %s objects and %s map entries (%s) to %s\n",
                    fmt_count(a, sizeof a, written), fmt_count(c, sizeof c, x.entries),
-                   fmt_bytes(b, sizeof b, (double)s.off), file);
+                   fmt_bytes(b, sizeof b, (double)s.off), shown(file));
         else
             printf("exported %s objects (%s) to %s\n", fmt_count(a, sizeof a, written),
-                   fmt_bytes(b, sizeof b, (double)s.off), file);
+                   fmt_bytes(b, sizeof b, (double)s.off), shown(file));
     }
 out:
     free(maps.v);
@@ -398,19 +406,20 @@ const cli_cmd cmd_export = {
 
 static int bad_dump(const char *file, stream *s, const char *what) {
     if (s->err && feof(s->f))
-        return fail("%s: truncated export: the file ends at byte %llu, inside %s", file,
+        return fail("%s: truncated export: the file ends at byte %llu, inside %s", shown(file),
                     (unsigned long long)s->off, what);
-    if (s->err) return fail("%s: read error in %s: %s", file, what, strerror(errno));
-    return fail("%s: bad export: %s (at byte %llu)", file, what, (unsigned long long)s->off);
+    if (s->err) return fail("%s: read error in %s: %s", shown(file), what, strerror(errno));
+    return fail("%s: bad export: %s (at byte %llu)", shown(file), what, (unsigned long long)s->off);
 }
 
 /* Removes the store files (and the directory) that this import created. */
 static void remove_created(const char *db, bool dir) {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/data.mdb", db);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/lock.mdb", db);
-    unlink(p);
+    static const char *const files[] = {"data.mdb", "lock.mdb"};
+    for (int i = 0; i < 2; i++) {
+        char p[PATH_MAX];
+        int n = snprintf(p, sizeof p, "%s/%s", db, files[i]);
+        if (n > 0 && (size_t)n < sizeof p) unlink(p); /* never a cut name */
+    }
     if (dir) rmdir(db);
 }
 
@@ -420,32 +429,85 @@ typedef struct {
     uint32_t version, format;
 } dump_header;
 
+/* Reads up to n bytes (fewer at the end of input): how many. */
+static size_t get_some(stream *s, void *p, size_t n) {
+    size_t got = n ? fread(p, 1, n, s->f) : 0;
+    s->crc = crc_update(s->crc, p, got);
+    s->off += got;
+    if (got < n) s->err = true;
+    return got;
+}
+
+static uint64_t le64_at(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    return v;
+}
+
+#define HEADER_V1 56 /* bytes: magic, version, format, five u64 */
+#define HEADER_V2 72 /* and the two entry counters */
+
+/* Reads the header and checks its counters against each other and against
+ * the limits of a store (store/import.h): what the dump holds is checked
+ * against them as it is read. */
 static int read_header(const char *file, stream *s, dump_header *h) {
-    char magic[8];
-    if (!get(s, magic, 8)) {
-        if (s->off == 0 && feof(s->f) && s->err) return fail("%s: empty file, not an ostore export", file);
-        return bad_dump(file, s, "the header");
+    uint8_t b[HEADER_V2];
+    size_t got = get_some(s, b, 12);
+    if (got < 12 && ferror(s->f)) return fail("%s: read error: %s", shown(file), strerror(errno));
+    if (got == 0) return fail("%s: empty file, not an ostore export", shown(file));
+    if (memcmp(b, DUMP_MAGIC, got < 8 ? got : 8) != 0)
+        return fail("%s: not an ostore export (bad magic)", shown(file));
+    h->version = got < 12 ? 0 : (uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
+                                    (uint32_t)b[11] << 24;
+    if (got == 12 && (h->version < 1 || h->version > DUMP_VERSION))
+        return fail("%s: export version %u; this ostore reads versions 1 to %d", shown(file),
+                    h->version, DUMP_VERSION);
+    size_t need = h->version == 1 ? HEADER_V1 : HEADER_V2; /* unknown yet: this version's */
+    if (got == 12) got += get_some(s, b + 12, need - 12);
+    if (got < need) {
+        if (ferror(s->f)) return fail("%s: read error: %s", shown(file), strerror(errno));
+        return fail("%s: truncated dump: %zu byte%s, the header needs %zu", shown(file), got,
+                    got == 1 ? "" : "s", need);
     }
-    if (memcmp(magic, DUMP_MAGIC, 8) != 0) return fail("%s: not an ostore export (bad magic)", file);
-    if (!get_u32(s, &h->version)) return bad_dump(file, s, "the header");
-    if (h->version < 1 || h->version > DUMP_VERSION)
-        return fail("%s: export version %u; this ostore reads versions 1 to %d", file, h->version,
-                    DUMP_VERSION);
-    if (!get_u32(s, &h->format) || !get_u64(s, &h->records) || !get_u64(s, &h->bytes) ||
-        !get_u64(s, &h->next_oid) || !get_u64(s, &h->last) || !get_u64(s, &h->next_class) ||
-        (h->version >= 2 && (!get_u64(s, &h->entries) || !get_u64(s, &h->ebytes))))
-        return bad_dump(file, s, "the header");
+    h->format = (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 |
+                (uint32_t)b[15] << 24;
+    h->records = le64_at(b + 16);
+    h->bytes = le64_at(b + 24);
+    h->next_oid = le64_at(b + 32);
+    h->last = le64_at(b + 40);
+    h->next_class = le64_at(b + 48);
+    h->entries = h->version >= 2 ? le64_at(b + 56) : 0;
+    h->ebytes = h->version >= 2 ? le64_at(b + 64) : 0;
     if (h->format < 1 || h->format > OST_STORE_FORMAT)
-        return fail("%s: records of store format %u; this ostore reads formats 1 to %d", file,
+        return fail("%s: records of store format %u; this ostore reads formats 1 to %d",
+                    shown(file),
                     h->format, OST_STORE_FORMAT);
-    if (h->records == 0 || h->next_oid < h->records || h->last == 0 || h->next_class == 0 ||
-        h->records > (uint64_t)1 << 40 || h->bytes > (uint64_t)1 << 46 ||
+    /* counters a store cannot have: they would wrap when handed out */
+    if (h->next_oid > OST__OID_LIMIT)
+        return fail("%s: bad export: header next_oid %llu is past the largest a store has "
+                    "(2^63: oids are pickled as signed 64-bit ints)",
+                    shown(file), (unsigned long long)h->next_oid);
+    if (h->last == 0 || h->last >= OST__SERIAL_LIMIT)
+        return fail("%s: bad export: header last_serial %llu (a store's is 1 to 2^63 - 1)",
+                    shown(file), (unsigned long long)h->last);
+    if (h->next_class == 0 || h->next_class > OST__CLASS_LIMIT)
+        return fail("%s: bad export: header next_class %llu (class ids are 32-bit: 1 to %llu)",
+                    shown(file), (unsigned long long)h->next_class,
+                    (unsigned long long)OST__CLASS_LIMIT);
+    if (h->records == 0 || h->next_oid < h->records)
+        return fail("%s: bad export: header counts %llu records below next_oid %llu (there is "
+                    "always the root, and each record has an oid below next_oid)",
+                    shown(file), (unsigned long long)h->records, (unsigned long long)h->next_oid);
+    if (h->records > (uint64_t)1 << 40 || h->bytes > (uint64_t)1 << 46 ||
         h->entries > (uint64_t)1 << 40 || h->ebytes > (uint64_t)1 << 46)
-        return fail("%s: bad export: inconsistent header counters", file);
+        return fail("%s: bad export: header counts more records, entries or bytes than a store "
+                    "holds (%llu records of %llu bytes, %llu entries of %llu bytes)",
+                    shown(file), (unsigned long long)h->records, (unsigned long long)h->bytes,
+                    (unsigned long long)h->entries, (unsigned long long)h->ebytes);
     if (h->entries && h->format < 2)
         return fail("%s: bad export: %llu map entries in a dump of a format-%u store (maps came "
                     "with format 2)",
-                    file, (unsigned long long)h->entries, h->format);
+                    shown(file), (unsigned long long)h->entries, h->format);
     return EXIT_OK;
 }
 
@@ -475,46 +537,100 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
         if (!get_u64(s, &map) || !get_u16(s, &klen))
             return bad_dump(file, s, "a map entry");
         if (klen > OST_MAP_KEY_MAX)
-            return fail("%s: bad export: map %llu: a %u-byte key (the longest is %d bytes)", file,
+            return fail("%s: bad export: map %llu: a %u-byte key (the longest is %d bytes)",
+                        shown(file),
                         (unsigned long long)map, klen, OST_MAP_KEY_MAX);
         if (!get(s, key, klen) || !get_u64(s, &serial) || !get_u32(s, &vlen))
             return bad_dump(file, s, "a map entry");
         dump_map *d = maps_find(maps, map);
         if (!d)
-            return fail("%s: bad export: entries under oid %llu, which has no map record", file,
+            return fail("%s: bad export: entries under oid %llu, which has no map record",
+                        shown(file),
                         (unsigned long long)map);
         if (i && (map < prevmap || (map == prevmap && raw_key_cmp(key, klen, prev, prevlen) <= 0)))
             return fail("%s: bad export: map %llu: entries out of order or repeated (they ascend "
                         "by map oid, then by key)",
-                        file, (unsigned long long)map);
+                        shown(file), (unsigned long long)map);
         if (serial == 0 || serial > h->last)
             return fail("%s: bad export: map %llu: an entry with serial %llu (last commit %llu)",
-                        file, (unsigned long long)map, (unsigned long long)serial,
+                        shown(file), (unsigned long long)map, (unsigned long long)serial,
                         (unsigned long long)h->last);
         total += klen + (uint64_t)vlen;
         if (total > h->ebytes)
-            return fail("%s: bad export: map %llu: entry lengths do not fit the header", file,
+            return fail("%s: bad export: map %llu: entry lengths do not fit the header",
+                        shown(file),
                         (unsigned long long)map);
         if (!reserve(buf, cap, vlen ? vlen : 1)) return fail("out of memory");
         if (!get(s, *buf, vlen)) return bad_dump(file, s, "a map entry's value");
         const char *why = entry_problem(d, key, klen, vlen);
         if (why)
-            return fail("%s: bad export: map %llu: %s", file, (unsigned long long)map, why);
+            return fail("%s: bad export: map %llu: %s", shown(file), (unsigned long long)map, why);
         if (ost__import_ment(im, map, key, klen, serial, *buf, vlen))
-            return fail("%s: bad export: %s", file, ost_store_errmsg(st));
+            return fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
         d->seen++;
         prevmap = map;
         memcpy(prev, key, klen);
         prevlen = klen;
     }
     if (total != h->ebytes)
-        return fail("%s: bad export: the entries hold %llu bytes, the header says %llu", file,
+        return fail("%s: bad export: the entries hold %llu bytes, the header says %llu",
+                    shown(file),
                     (unsigned long long)total, (unsigned long long)h->ebytes);
     const dump_map *bad = count_mismatch(maps);
     if (bad)
         return fail("%s: bad export: map %llu: its record counts %llu entr%s, the dump has %llu",
-                    file, (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
+                    shown(file), (unsigned long long)bad->oid, (unsigned long long)bad->m.count,
                     bad->m.count == 1 ? "y" : "ies", (unsigned long long)bad->seen);
+    return EXIT_OK;
+}
+
+/* Opens the dump file for reading, never waiting: a regular file (or a
+ * symbolic link to one), or a FIFO or pipe that a process writes to
+ * (`ostore import DB <(zcat x.gz)`). A FIFO nobody writes to would block
+ * the open, and its reads, until a writer came: it is opened without
+ * blocking and refused when a first read finds no writer. Devices,
+ * directories and sockets are refused. EXIT_OK with *out, or EXIT_FAIL
+ * (message printed). */
+static int open_dump(const char *file, FILE **out) {
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) return fail("%s: %s", shown(file), strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fail("%s: %s", shown(file), strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
+        close(fd);
+        return fail("%s: %s, not a dump file (give - to read standard input)", shown(file),
+                    ost__file_kind(sb.st_mode));
+    }
+    int first = EOF; /* a byte the check below read */
+    if (S_ISFIFO(sb.st_mode)) {
+        uint8_t b;
+        ssize_t n = read(fd, &b, 1);
+        if (n == 0) { /* no writer: at end of input at once */
+            close(fd);
+            return fail("%s: a FIFO, and no process writes to it: nothing to import (start the "
+                        "writer first, or pipe the dump to 'ostore import DB -')",
+                        shown(file));
+        }
+        if (n < 0 && errno != EAGAIN) {
+            int e = errno;
+            close(fd);
+            return fail("%s: %s", shown(file), strerror(e));
+        }
+        if (n == 1) first = b;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return fail("%s: %s", shown(file), strerror(e));
+    }
+    if (first != EOF) ungetc(first, f);
+    *out = f;
     return EXIT_OK;
 }
 
@@ -525,8 +641,8 @@ static int run_import(int argc, char **argv) {
     const char *db = pos[0], *file = pos[1];
     bool from_stdin = strcmp(file, "-") == 0;
     crc_init();
-    FILE *f = from_stdin ? stdin : fopen(file, "rb");
-    if (!f) return fail("%s: %s", file, strerror(errno));
+    FILE *f = stdin;
+    if (!from_stdin && open_dump(file, &f)) return EXIT_FAIL;
     stream s = {.f = f, .name = file};
     dump_header h = {0};
     if (read_header(file, &s, &h)) {
@@ -537,17 +653,25 @@ static int run_import(int argc, char **argv) {
     struct stat sb;
     bool created = false, made_dir = false;
     char datafile[PATH_MAX];
-    snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
+    int dn = snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
+    if (dn < 0 || (size_t)dn >= sizeof datafile) {
+        if (!from_stdin) fclose(f);
+        return fail("%s: %s", shown(db), strerror(ENAMETOOLONG));
+    }
     if (stat(db, &sb) != 0) {
         if (errno != ENOENT) {
             if (!from_stdin) fclose(f);
-            return fail("%s: %s", db, strerror(errno));
+            return fail("%s: %s", shown(db), strerror(errno));
         }
         created = made_dir = true;
     } else if (!S_ISDIR(sb.st_mode)) {
         if (!from_stdin) fclose(f);
-        return fail("%s: not a directory (a store is a directory)", db);
+        return fail("%s: not a directory (a store is a directory)", shown(db));
     } else if (stat(datafile, &sb) != 0) {
+        if (errno != ENOENT) {
+            if (!from_stdin) fclose(f);
+            return fail("%s: data.mdb: %s", shown(db), strerror(errno));
+        }
         created = true; /* an empty directory: the store files are ours */
     }
     int rc = EXIT_OK;
@@ -610,17 +734,18 @@ static int run_import(int argc, char **argv) {
             goto out;
         }
         if (i && id <= ids[i - 1]) {
-            rc = fail("%s: bad export: class ids do not ascend (id %u)", file, id);
+            rc = fail("%s: bad export: class ids do not ascend (id %u)", shown(file), id);
             goto out;
         }
-        if ((uint64_t)id >= h.next_class) {
-            rc = fail("%s: bad export: class id %u is not below next_class %llu", file, id,
-                      (unsigned long long)h.next_class);
+        if (id == 0 || (uint64_t)id >= h.next_class) {
+            rc = fail("%s: bad export: class id %u is not between 1 and the header's next_class "
+                      "%llu",
+                      shown(file), id, (unsigned long long)h.next_class);
             goto out;
         }
         ids[i] = id;
         if (ost__import_class(im, id, mod, ml, name, nl)) {
-            rc = fail("%s: bad export: %s", file, ost_store_errmsg(st));
+            rc = fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
             goto out;
         }
         mod[ml] = 0;
@@ -649,22 +774,28 @@ static int run_import(int argc, char **argv) {
             goto out;
         }
         if (i == 0 && oid != 0) {
-            rc = fail("%s: bad export: the first record is oid %llu, not the root (oid 0)", file,
+            rc = fail("%s: bad export: the first record is oid %llu, not the root (oid 0)",
+                      shown(file),
                       (unsigned long long)oid);
             goto out;
         }
         if (i == 0 && (!have_root_class || cid != root_cid)) {
             rc = fail("%s: bad export: the root is not a persistent.mapping.PersistentMapping",
-                      file);
+                      shown(file));
             goto out;
         }
-        if ((i && oid <= prev) || oid >= h.next_oid) {
-            rc = fail("%s: bad export: oid %llu out of order or not below next_oid", file,
-                      (unsigned long long)oid);
+        if (i && oid <= prev) {
+            rc = fail("%s: bad export: oid %llu out of order (after oid %llu)", shown(file),
+                      (unsigned long long)oid, (unsigned long long)prev);
+            goto out;
+        }
+        if (oid >= h.next_oid) {
+            rc = fail("%s: bad export: oid %llu is not below the header's next_oid %llu",
+                      shown(file), (unsigned long long)oid, (unsigned long long)h.next_oid);
             goto out;
         }
         if (serial == 0 || serial > h.last) {
-            rc = fail("%s: bad export: oid %llu has serial %llu (last commit %llu)", file,
+            rc = fail("%s: bad export: oid %llu has serial %llu (last commit %llu)", shown(file),
                       (unsigned long long)oid, (unsigned long long)serial,
                       (unsigned long long)h.last);
             goto out;
@@ -676,13 +807,15 @@ static int run_import(int argc, char **argv) {
             else hi = mid;
         }
         if (lo == ncls || ids[lo] != cid) {
-            rc = fail("%s: bad export: oid %llu has class id %u, not in the class table", file,
+            rc = fail("%s: bad export: oid %llu has class id %u, not in the class table",
+                      shown(file),
                       (unsigned long long)oid, cid);
             goto out;
         }
         total += len;
         if (len < 2 || total > h.bytes) {
-            rc = fail("%s: bad export: oid %llu: pickle length %u does not fit the header", file,
+            rc = fail("%s: bad export: oid %llu: pickle length %u does not fit the header",
+                      shown(file),
                       (unsigned long long)oid, len);
             goto out;
         }
@@ -702,19 +835,20 @@ static int run_import(int argc, char **argv) {
                 goto out;
             }
             if (raw_map_parse(rd, buf, len, &m, why, sizeof why)) {
-                rc = fail("%s: bad export: oid %llu: %s", file, (unsigned long long)oid, why);
+                rc = fail("%s: bad export: oid %llu: %s", shown(file), (unsigned long long)oid,
+                          why);
                 goto out;
             }
             if ((rc = maps_add(&maps, oid, &m))) goto out;
         }
         if (ost__import_record(im, oid, serial, cid, buf, len)) {
-            rc = fail("%s: %s", file, ost_store_errmsg(st));
+            rc = fail("%s: %s", shown(file), ost_store_errmsg(st));
             goto out;
         }
         prev = oid;
     }
     if (total != h.bytes) {
-        rc = fail("%s: bad export: the pickles hold %llu bytes, the header says %llu", file,
+        rc = fail("%s: bad export: the pickles hold %llu bytes, the header says %llu", shown(file),
                   (unsigned long long)total, (unsigned long long)h.bytes);
         goto out;
     }
@@ -725,7 +859,7 @@ static int run_import(int argc, char **argv) {
         goto out;
     }
     if (memcmp(end, DUMP_END, 8) != 0) {
-        rc = fail("%s: bad export: no trailer after %llu records", file,
+        rc = fail("%s: bad export: no trailer after %llu records", shown(file),
                   (unsigned long long)h.records);
         goto out;
     }
@@ -737,11 +871,11 @@ static int run_import(int argc, char **argv) {
     if (got != want) {
         rc = fail("%s: bad export: CRC-32 mismatch (file says %08x, content gives %08x): the "
                   "file is damaged",
-                  file, got, want);
+                  shown(file), got, want);
         goto out;
     }
     if (fgetc(f) != EOF) {
-        rc = fail("%s: bad export: bytes after the trailer", file);
+        rc = fail("%s: bad export: bytes after the trailer", shown(file));
         goto out;
     }
     int crc = ost__import_commit(im, h.format, h.next_oid, h.last, h.next_class);
@@ -753,11 +887,11 @@ static int run_import(int argc, char **argv) {
     char a[32], b[32];
     if (h.entries)
         printf("imported %s objects and %s map entries into %s (last commit %llu, next oid %llu)\n",
-               fmt_count(a, sizeof a, h.records), fmt_count(b, sizeof b, h.entries), db,
+               fmt_count(a, sizeof a, h.records), fmt_count(b, sizeof b, h.entries), shown(db),
                (unsigned long long)h.last, (unsigned long long)h.next_oid);
     else
         printf("imported %s objects into %s (last commit %llu, next oid %llu)\n",
-               fmt_count(a, sizeof a, h.records), db, (unsigned long long)h.last,
+               fmt_count(a, sizeof a, h.records), shown(db), (unsigned long long)h.last,
                (unsigned long long)h.next_oid);
 out:
     free(maps.v);

@@ -55,7 +55,7 @@ static int run_info(int argc, char **argv) {
     if (!rc) rc = raw_meta(t, "next_class", &next_class);
     if (rc) {
         close_ro(st, t);
-        return fail("%s: damaged meta: %s", db, ost_strerror(rc));
+        return fail("%s: damaged meta: %s", shown(db), ost_strerror(rc));
     }
     size_t ncls = raw_class_count(t);
     uint64_t *counts = calloc(ncls + 1, sizeof *counts), *bytes = calloc(ncls + 1, sizeof *bytes);
@@ -97,7 +97,7 @@ static int run_info(int argc, char **argv) {
         uint64_t psize, used, map;
         raw_env(t, &psize, &used, &map);
         if (recorded_map_size()) map = recorded_map_size();
-        printf("store        %s\n", db);
+        printf("store        %s\n", shown(db));
         printf("format       %llu (this ostore reads formats 1 to %d)\n",
                (unsigned long long)format, OST_STORE_FORMAT);
         printf("objects      %s\n", fmt_count(a, sizeof a, n));
@@ -184,7 +184,8 @@ static int run_ls(int argc, char **argv) {
     uint32_t want = 0;
     if (cls && !raw_class_id(t, cls, &want)) {
         close_ro(st, t);
-        return fail("%s: no class %s in this store ('ostore info %s' lists them)", db, cls, db);
+        return fail("%s: no class %s in this store ('ostore info %s' lists them)", shown(db), cls,
+                    shown(db));
     }
     raw_iter *it;
     int rc = raw_iter_open(t, &it);
@@ -251,7 +252,8 @@ static int range_parse(const char *db, uint64_t oid, const raw_map *m, cat_range
         char why[300];
         if (r->text[i] && raw_key_parse(m->kind, r->text[i], true, &r->key[i], r->enc[i],
                                         &r->len[i], why, sizeof why))
-            return fail("%s: %s %llu has keys %s: bad %s '%s': %s (see 'ostore cat --help')", db,
+            return fail("%s: %s %llu has keys %s: bad %s '%s': %s (see 'ostore cat --help')",
+                        shown(db),
                         m->is_set ? "set" : "map", (unsigned long long)oid, m->kind, opt[i],
                         r->text[i], why);
     }
@@ -268,7 +270,7 @@ static int print_entry(const char *db, raw_txn *t, uint64_t oid, const raw_map *
     if (!k)
         return fail("%s: map %llu: a %zu-byte key that does not decode as %s "
                     "(run 'ostore check %s')",
-                    db, (unsigned long long)oid, e->klen, m->kind, db);
+                    shown(db), (unsigned long long)oid, e->klen, m->kind, shown(db));
     if (rc) return fail("out of memory");
     if (m->is_set) {
         printf("  %s\n", kb->data);
@@ -276,7 +278,7 @@ static int print_entry(const char *db, raw_txn *t, uint64_t oid, const raw_map *
     }
     char why[300];
     if (raw_value_repr(t, e->val, e->vlen, o, vb, why, sizeof why))
-        return fail("%s: map %llu, key %.200s: the value does not decode: %s", db,
+        return fail("%s: map %llu, key %.200s: the value does not decode: %s", shown(db),
                     (unsigned long long)oid, kb->data, why);
     printf("  %s: %s\n", kb->data, vb->data);
     return EXIT_OK;
@@ -371,18 +373,19 @@ static int run_cat(int argc, char **argv) {
     int rc = raw_get(t, oid, &r);
     if (rc) {
         close_ro(st, t);
-        if (rc == OST_ENOTFOUND) return fail("%s: oid %llu: no such object", db, (unsigned long long)oid);
-        return fail("%s: oid %llu: %s", db, (unsigned long long)oid, ost_strerror(rc));
+        if (rc == OST_ENOTFOUND) return fail("%s: oid %llu: no such object", shown(db),
+                                             (unsigned long long)oid);
+        return fail("%s: oid %llu: %s", shown(db), (unsigned long long)oid, ost_strerror(rc));
     }
     if (r.bad_header) {
         close_ro(st, t);
-        return fail("%s: oid %llu: damaged record (%s, %zu bytes)", db, (unsigned long long)oid,
+        return fail("%s: oid %llu: damaged record (%s, %zu bytes)", shown(db), (unsigned long long)oid,
                     r.damage, r.size);
     }
     bool is_map = raw_map_class(t, &r) != 0;
     if (entry_opts && !is_map) {
         rc = fail("%s: oid %llu is a %s, not a map or set: --from, --to and --limit are for maps",
-                  db, (unsigned long long)oid, raw_class_name(t, r.cid));
+                  shown(db), (unsigned long long)oid, raw_class_name(t, r.cid));
         close_ro(st, t);
         return rc;
     }
@@ -397,7 +400,7 @@ static int run_cat(int argc, char **argv) {
         if (drc == OST_EIO)
             rc = fail("write error: %s", strerror(errno));
         else if (drc)
-            rc = fail("%s: oid %llu: %s at offset %zu of the pickle", db, (unsigned long long)oid,
+            rc = fail("%s: oid %llu: %s at offset %zu of the pickle", shown(db), (unsigned long long)oid,
                       ost_strerror(drc), off);
     } else {
         ost_reader *rd = ost_reader_new();
@@ -410,12 +413,13 @@ static int run_cat(int argc, char **argv) {
         raw_map m;
         char why[200];
         if (lrc)
-            rc = fail("%s: oid %llu: record does not decode: %s", db, (unsigned long long)oid,
+            rc = fail("%s: oid %llu: record does not decode: %s", shown(db),
+                      (unsigned long long)oid,
                       rd ? ost_reader_errmsg(rd) : "out of memory");
         else if (ost_repr_ex(v, &out, &ro))
             rc = fail("out of memory");
         else if (is_map && raw_map_read(t, &r, &m, why, sizeof why))
-            rc = fail("%s: oid %llu: %s", db, (unsigned long long)oid, why);
+            rc = fail("%s: oid %llu: %s", shown(db), (unsigned long long)oid, why);
         else if (is_map && range_parse(db, oid, &m, &range))
             rc = EXIT_FAIL;
         else {
@@ -612,7 +616,7 @@ static int run_refs(int argc, char **argv) {
     int rc = raw_get(t, oid, &r);
     if (rc && rc != OST_ENOTFOUND) {
         close_ro(st, t);
-        return fail("%s: oid %llu: %s", db, (unsigned long long)oid, ost_strerror(rc));
+        return fail("%s: oid %llu: %s", shown(db), (unsigned long long)oid, ost_strerror(rc));
     }
     bool missing = rc == OST_ENOTFOUND;
     oidvec out = {0}, in = {0};
@@ -620,7 +624,8 @@ static int run_refs(int argc, char **argv) {
     if (src) {
         free(out.v);
         close_ro(st, t);
-        return fail("%s: oid %llu: record does not decode (%s): its references are unknown", db,
+        return fail("%s: oid %llu: record does not decode (%s): its references are unknown",
+                    shown(db),
                     (unsigned long long)oid, ost_strerror(src));
     }
     /* a map references what its entries' values reference */
@@ -642,7 +647,7 @@ static int run_refs(int argc, char **argv) {
             if (k == -2)
                 return fail("%s: map %llu: an entry's value does not decode: its references are "
                             "unknown (run 'ostore check %s')",
-                            db, (unsigned long long)oid, db);
+                            shown(db), (unsigned long long)oid, shown(db));
             return EXIT_FAIL;
         }
     }
@@ -678,7 +683,7 @@ static int run_refs(int argc, char **argv) {
         else i++, j++;
     }
     if (!rc && missing && nin == 0) {
-        rc = fail("%s: oid %llu: no such object", db, (unsigned long long)oid);
+        rc = fail("%s: oid %llu: no such object", shown(db), (unsigned long long)oid);
     } else if (!rc) {
         if (missing)
             printf("oid %llu: no such object\n", (unsigned long long)oid);
@@ -699,15 +704,16 @@ static int run_refs(int argc, char **argv) {
         }
         if (unscanned)
             printf("note: %llu record%s could not be scanned (damaged); run 'ostore check %s'\n",
-                   (unsigned long long)unscanned, unscanned == 1 ? "" : "s", db);
+                   (unsigned long long)unscanned, unscanned == 1 ? "" : "s", shown(db));
         if (hits.unscanned)
             printf("note: %llu map entr%s could not be scanned (damaged); run 'ostore check %s'\n",
-                   (unsigned long long)hits.unscanned, hits.unscanned == 1 ? "y" : "ies", db);
+                   (unsigned long long)hits.unscanned, hits.unscanned == 1 ? "y" : "ies",
+                   shown(db));
         if (missing)
             rc = fail("%s: oid %llu: no such object, yet %zu object%s it (dangling; "
                       "run 'ostore check %s')",
-                      db, (unsigned long long)oid, nin, nin == 1 ? " references" : "s reference",
-                      db);
+                      shown(db), (unsigned long long)oid, nin,
+                      nin == 1 ? " references" : "s reference", shown(db));
     }
     for (size_t j = 0; j < hits.n; j++) free(hits.v[j].key);
     free(hits.v);

@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../store/oidset.h"
+#include "../store/store_internal.h"
 #include "cli.h"
 #include "../store/salvage.h"
 
@@ -29,23 +31,23 @@ static void report(void *ud, uint64_t oid, uint64_t missing, int err, const char
     printf("problem: %s\n", msg);
 }
 
-/* Reachability from the root over the references of the records, with a
- * bitmap of one bit per oid below next_oid and an explicit stack. */
+/* Reachability from the root over the references of the records: a flag
+ * per record in an oid set sized by the records themselves (never by
+ * meta.next_oid, which damage can make anything), and an explicit stack. */
 typedef struct {
-    uint8_t *seen;
-    uint64_t limit;
-    uint64_t *stack;
+    ost__oidset oids; /* flag 0: reached */
+    size_t *stack;    /* places in oids */
     size_t len, cap;
     bool oom;
 } reach_ctx;
 
 static void reach_ref(void *ud, uint64_t oid) {
     reach_ctx *c = ud;
-    if (oid >= c->limit || (c->seen[oid >> 3] >> (oid & 7) & 1)) return;
-    c->seen[oid >> 3] |= (uint8_t)(1u << (oid & 7));
+    int64_t i = ost__oidset_index(&c->oids, oid);
+    if (i < 0 || ost__oidset_set(&c->oids, 0, (size_t)i)) return; /* no record, or seen */
     if (c->len == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 4096;
-        uint64_t *n = realloc(c->stack, cap * sizeof *n);
+        size_t *n = realloc(c->stack, cap * sizeof *n);
         if (!n) {
             c->oom = true;
             return;
@@ -53,7 +55,7 @@ static void reach_ref(void *ud, uint64_t oid) {
         c->stack = n;
         c->cap = cap;
     }
-    c->stack[c->len++] = oid;
+    c->stack[c->len++] = (size_t)i;
 }
 
 /* A map reaches what its entries' values reference. */
@@ -74,12 +76,34 @@ static int reach_entries(raw_txn *t, uint64_t map, reach_ctx *c) {
  * new object and overwritten; a serial past last_serial breaks conflict
  * detection). Returns EXIT_OK or EXIT_FAIL (message printed). */
 static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, uint64_t *records) {
-    uint64_t next_oid = 0, last = 0;
-    if (raw_meta(t, "next_oid", &next_oid) || raw_meta(t, "last_serial", &last))
-        return fail("%s: damaged meta (counters)", db);
-    reach_ctx c = {.limit = next_oid};
-    c.seen = calloc(next_oid / 8 + 1, 1);
-    if (!c.seen) return fail("out of memory for a %llu-byte bitmap", (unsigned long long)(next_oid / 8 + 1));
+    uint64_t next_oid = 0, last = 0, next_class = 0;
+    if (raw_meta(t, "next_oid", &next_oid) || raw_meta(t, "last_serial", &last) ||
+        raw_meta(t, "next_class", &next_class))
+        return fail("%s: damaged meta (counters)", shown(db));
+    /* counters past what a store can hold wrap when handed out */
+    if (next_oid > OST__OID_LIMIT) {
+        note_holder(o, 0);
+        printf("problem: meta next_oid %llu is past 2^63, the largest a store has (the next "
+               "new object's oid would wrap)\n",
+               (unsigned long long)next_oid);
+    }
+    if (last >= OST__SERIAL_LIMIT) {
+        note_holder(o, 0);
+        printf("problem: meta last_serial %llu is past 2^63 - 1, the largest a store has\n",
+               (unsigned long long)last);
+    }
+    if (next_class == 0 || next_class > OST__CLASS_LIMIT) {
+        note_holder(o, 0);
+        printf("problem: meta next_class %llu is not a 32-bit class id from 1 (the next class "
+               "would get a wrong id)\n",
+               (unsigned long long)next_class);
+    }
+    reach_ctx c = {0};
+    int orc = ost__oidset_init(&c.oids, raw_mdb_txn(t), raw_store(t)->recs);
+    if (orc)
+        return orc == OST_ENOMEM ? fail("%s: out of memory for the oids of the records", shown(db))
+                                 : fail("%s: reading the records: %s", shown(db),
+                                        mdb_strerror(orc));
     raw_iter *it;
     int rc = raw_iter_open(t, &it);
     if (!rc) {
@@ -106,7 +130,7 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
     if (!rc) {
         reach_ref(&c, 0);
         while (c.len && !c.oom) {
-            uint64_t oid = c.stack[--c.len];
+            uint64_t oid = ost__oidset_oid(&c.oids, c.stack[--c.len]);
             raw_rec r;
             if (raw_get(t, oid, &r) == 0) {
                 (*reachable)++;
@@ -119,7 +143,7 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
         }
         if (c.oom) rc = fail("out of memory");
     }
-    free(c.seen);
+    ost__oidset_free(&c.oids);
     free(c.stack);
     return rc;
 }
@@ -179,7 +203,7 @@ static int run_check(int argc, char **argv) {
         printf("%s problem%s in %s object%s\n", fmt_count(a, sizeof a, o.problems),
                o.problems == 1 ? "" : "s", fmt_count(b, sizeof b, o.holders),
                o.holders == 1 ? "" : "s");
-        return fail("%s: damaged: %llu problem%s found", db, (unsigned long long)o.problems,
+        return fail("%s: damaged: %llu problem%s found", shown(db), (unsigned long long)o.problems,
                     o.problems == 1 ? "" : "s");
     }
     printf(entries ? "no problems: every record and map entry decodes, every reference resolves, "
@@ -197,10 +221,11 @@ const cli_cmd cmd_check = {
             "(the oid must have a record); every map entry likewise (a key of its map's\n"
             "kind, its value, its references), and each map's count against its\n"
             "entries; also that every oid is below meta next_oid and every serial at\n"
-            "most the last commit. Each problem is printed as a line 'problem: ...'\n"
-            "naming the oid that holds it. Then it counts the objects reachable from the\n"
-            "root (oid 0), following the references of records and of map entries'\n"
-            "values; the others are garbage 'ostore pack' removes.\n"
+            "most the last commit, and that the counters of meta are within a store's\n"
+            "limits. Each problem is printed as a line 'problem: ...' naming the oid\n"
+            "that holds it. Then it counts the objects reachable from the root (oid 0),\n"
+            "following the references of records and of map entries' values; the\n"
+            "others are garbage 'ostore pack' removes.\n"
             "\nExit status: 0 when the store is sound, 1 when problems were found (or the\n"
             "store cannot be read), 2 bad usage.\n",
     .run = run_check,

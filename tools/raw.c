@@ -36,7 +36,7 @@ static int cmp_class(const void *a, const void *b) {
 }
 
 static int mdb_fail(raw_txn *t, int rc, const char *what) {
-    return fail("%s: %s: %s", t->st->path, what, mdb_strerror(rc));
+    return fail("%s: %s: %s", shown(t->st->path), what, mdb_strerror(rc));
 }
 
 int raw_begin(ost_store *st, raw_txn **out) {
@@ -49,7 +49,7 @@ int raw_begin(ost_store *st, raw_txn **out) {
     if (rc) {
         uv_rwlock_rdunlock(&st->maplock);
         free(t);
-        return fail("%s: cannot start a read transaction: %s", st->path, mdb_strerror(rc));
+        return fail("%s: cannot start a read transaction: %s", shown(st->path), mdb_strerror(rc));
     }
     ost__format_refresh(st, t->t);
     MDB_cursor *cur;

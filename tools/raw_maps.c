@@ -84,8 +84,8 @@ static int ent_fail(raw_txn *t, uint64_t map, int rc) {
     ost_store *st = raw_store(t);
     if (rc == OST_ECORRUPT)
         return fail("%s: map %llu: a damaged entry (its checksum does not match its bytes)",
-                    st->path, (unsigned long long)map);
-    return fail("%s: map %llu: reading its entries: %s", st->path, (unsigned long long)map,
+                    shown(st->path), (unsigned long long)map);
+    return fail("%s: map %llu: reading its entries: %s", shown(st->path), (unsigned long long)map,
                 rc > 0 ? mdb_strerror(rc) : ost_strerror(rc));
 }
 
@@ -190,7 +190,7 @@ int raw_each_map(raw_txn *t, int (*fn)(void *ud, uint64_t map), void *ud) {
     each_ctx x = {fn, ud, 0};
     int rc = ost__ent_each_map(raw_store(t), raw_mdb_txn(t), each_cb, &x);
     if (x.stopped) return x.stopped;
-    if (rc) return fail("%s: reading the map entries: %s", raw_store(t)->path,
+    if (rc) return fail("%s: reading the map entries: %s", shown(raw_store(t)->path),
                         rc > 0 ? mdb_strerror(rc) : ost_strerror(rc));
     return EXIT_OK;
 }

@@ -13,9 +13,16 @@
 #include <unistd.h>
 
 #include "../store/store_internal.h"
+#include "../serializer/internal.h"
 #include "cli.h"
 
 /* ---- messages and usage ---------------------------------------------------- */
+
+const char *shown(const char *path) {
+    static _Thread_local char ring[4][OST__PATH_SHOWN];
+    static _Thread_local unsigned next;
+    return ost__path_show(ring[next++ % 4], OST__PATH_SHOWN, path);
+}
 
 int fail(const char *fmt, ...) {
     va_list ap;
@@ -143,11 +150,12 @@ static int check_length(const char *dir) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/data.mdb", dir);
     struct stat sb;
-    if (stat(path, &sb) != 0) return 0; /* ost_store_open says what is wrong */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return 0; /* ost_store_open says what is wrong (and a FIFO would block LMDB here) */
     if (S_ISREG(sb.st_mode) && sb.st_size < 8192) /* two meta pages at least */
         return fail("%s: damaged store: data.mdb is only %lld bytes (an LMDB file starts with "
                     "two meta pages)",
-                    dir, (long long)sb.st_size);
+                    shown(dir), (long long)sb.st_size);
     MDB_env *env;
     if (mdb_env_create(&env)) return 0;
     mdb_env_set_maxdbs(env, 8);
@@ -155,7 +163,7 @@ static int check_length(const char *dir) {
     if (rc) {
         mdb_env_close(env);
         if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == EINVAL || rc == ENOENT)
-            return fail("%s: damaged store: data.mdb is not a readable LMDB file (%s)", dir,
+            return fail("%s: damaged store: data.mdb is not a readable LMDB file (%s)", shown(dir),
                         mdb_strerror(rc));
         return 0; /* ost_store_open reports it */
     }
@@ -168,7 +176,7 @@ static int check_length(const char *dir) {
         if ((uint64_t)sb.st_size < need)
             bad = fail("%s: damaged store: data.mdb has %llu bytes but its pages need %llu "
                        "(the file was truncated)",
-                       dir, (unsigned long long)sb.st_size, (unsigned long long)need);
+                       shown(dir), (unsigned long long)sb.st_size, (unsigned long long)need);
     }
     mdb_env_close(env);
     return bad;
@@ -188,14 +196,17 @@ void open_store_no_walk(void) { g_no_walk = true; }
 int open_store(const char *dir, bool write, ost_store **out) {
     *out = NULL;
     struct stat sb;
-    if (stat(dir, &sb) != 0) return fail("%s: %s", dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)", dir);
-    /* the meta pages first: liblmdb divides by their page size */
-    char why[400];
-    int mrc = ost__meta_check(dir, why, sizeof why);
-    if (mrc == OST_ENOTFOUND) return fail("%s: no store here (no data.mdb)", dir);
-    if (mrc)
-        return fail("%s: damaged store: %s", dir, why);
+    if (stat(dir, &sb) != 0) return fail("%s: %s", shown(dir), strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)",
+                                          shown(dir));
+    /* the meta pages first: liblmdb divides by their page size (what is
+     * not a regular file, ost_store_open names) */
+    char why[400], datafile[PATH_MAX];
+    snprintf(datafile, sizeof datafile, "%s/data.mdb", dir);
+    if (stat(datafile, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        int mrc = ost__meta_check(dir, why, sizeof why);
+        if (mrc) return fail("%s: damaged store: %s", shown(dir), why);
+    }
     if (check_length(dir)) return EXIT_FAIL;
     ost_store *st = ost_store_new();
     if (!st) return fail("out of memory");
@@ -205,7 +216,7 @@ int open_store(const char *dir, bool write, ost_store **out) {
     int rc = ost_store_open(st, dir, &o);
     if (rc) {
         int r = rc == OST_ENOTFOUND && strstr(ost_store_errmsg(st), "data.mdb")
-                    ? fail("%s: no store here (no data.mdb)", dir)
+                    ? fail("%s: no store here (no data.mdb)", shown(dir))
                     : fail("%s", ost_store_errmsg(st));
         ost_store_close(st);
         return r;
@@ -222,17 +233,30 @@ int open_store(const char *dir, bool write, ost_store **out) {
 int lock_store(const char *dir) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/data.mdb", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in data.mdb's place must not block the open */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) /* no store: the open that follows says so */
-        return errno == ENOENT || errno == ENOTDIR ? EXIT_OK : fail("%s: %s", path, strerror(errno));
+        return errno == ENOENT || errno == ENOTDIR ? EXIT_OK : fail("%s: %s", shown(path),
+                                                                    strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fail("%s: %s", shown(path), strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail("%s: data.mdb is not a regular file (%s)", shown(dir),
+                    ost__file_kind(sb.st_mode));
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         close(fd);
         if (e == EWOULDBLOCK)
             return fail("%s: store is locked: another ostore process (demo, pack or import) "
                         "is writing it",
-                        dir);
-        return fail("%s: cannot lock: %s", path, strerror(e));
+                        shown(dir));
+        return fail("%s: cannot lock: %s", shown(path), strerror(e));
     }
     return EXIT_OK; /* fd stays open: the lock lasts until exit */
 }
@@ -339,7 +363,7 @@ void guard_crashes(const char *dir) {
     int n = snprintf(g_crash_msg, sizeof g_crash_msg,
                      "ostore: %s: crashed while reading the store (the store may be damaged; "
                      "try 'ostore check')\n",
-                     dir);
+                     shown(dir));
     g_crash_len = n < 0 ? 0 : (size_t)n < sizeof g_crash_msg ? (size_t)n : sizeof g_crash_msg - 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

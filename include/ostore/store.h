@@ -29,7 +29,9 @@ typedef enum {
 
 typedef struct {
     bool create;               /* create the directory and store if missing */
-    bool read_only;            /* open read-only: commits fail with OST_EREADONLY */
+    bool read_only;            /* open read-only: commits fail with OST_EREADONLY;
+                                * see ost_store_open for a store whose lock.mdb
+                                * this user cannot write */
     size_t map_size;           /* initial LMDB map size; grows by itself */
     ost_durability durability;
     unsigned max_readers;      /* LMDB reader slots (connections + helpers) */
@@ -48,8 +50,22 @@ OST_EXTERN void ost_store_options_init(ost_store_options *o);
 OST_EXTERN ost_store *ost_store_new(void);
 /* Opens the store in directory path. Returns 0, or OST_ENOTFOUND (no
  * store and create is false), OST_EVERSION (another format), OST_ECORRUPT
- * (not an ostore store, damaged meta), OST_EIO, OST_EBUSY (already open),
- * OST_EINVAL; ost_store_errmsg names the path. */
+ * (not an ostore store, damaged meta, or data.mdb or lock.mdb is not a
+ * regular file: a FIFO, a directory or a device is refused before LMDB
+ * opens it, since a FIFO would block the open; symbolic links to regular
+ * files are followed), OST_EREADONLY (permission denied: the message says
+ * what access is needed), OST_EIO, OST_EBUSY (already open), OST_EINVAL;
+ * ost_store_errmsg names the path (and the file).
+ *
+ * Read-only opens need only read access. LMDB writes its reader table in
+ * lock.mdb even to read; when this user cannot write or create lock.mdb
+ * (EACCES, EPERM, or a read-only filesystem), a read-only open goes on
+ * without the lock file (MDB_NOLOCK). Caveat: then nothing protects this
+ * reader from a writer: a process that commits to the store at the same
+ * time may reuse pages this reader still reads, giving wrong data or
+ * OST_ECORRUPT. Such an open is meant for stores nobody writes (archives,
+ * another user's store, read-only media). A read-write open with no write
+ * access fails with OST_EREADONLY. */
 OST_EXTERN int ost_store_open(ost_store *st, const char *path,
                               const ost_store_options *o);
 /* Closes the connections still open, the store and frees the handle.
@@ -142,9 +158,11 @@ OST_EXTERN int ost_invalidate(ost_conn *c, ost_value obj);
  * transaction, then starts a new transaction. New persistent objects
  * reachable from written ones get oids. Fails with OST_ECONFLICT (naming
  * the oid) when another commit changed an object this transaction
- * changed, OST_EVETO when a before-commit hook refused; then nothing is
- * written and the transaction is poisoned: commits fail with OST_ETXN
- * until ost_abort. */
+ * changed, OST_EVETO when a before-commit hook refused, OST_EIO when the
+ * write failed (ost_conn_errmsg says "no space left on device" when the
+ * disk is full, not just "Input/output error"); then nothing is written
+ * and the transaction is poisoned: commits fail with OST_ETXN until
+ * ost_abort. */
 OST_EXTERN int ost_commit(ost_conn *c);
 /* Commits without waiting, for programs that run a libuv loop on the
  * connection's thread: the work is prepared now, written by the group

@@ -1,7 +1,8 @@
-"""Shared helpers of the CLI tests (test_cli.py, test_cli_maps.py): running
-the ostore tool as a process and checking its exit status and output,
-counting checks and failures, reading pickles with persistent references,
-decoding map keys (docs/format.md), and the export reader of docs/cli.md.
+"""Shared helpers of the CLI tests (test_cli.py, test_cli_maps.py,
+test_cli_robust.py): running the ostore tool as a process and checking its
+exit status and output, counting checks and failures, reading pickles with
+persistent references, decoding map keys (docs/format.md), taking dumps
+apart and building them (docs/cli.md), and the export reader of docs/cli.md.
 
 A script calls setup() with the tool's path and docs/cli.md's before any
 test, and exits with the status entry() gives.
@@ -13,6 +14,7 @@ import re
 import struct
 import subprocess
 import sys
+import zlib
 
 CLI = None   # the ostore tool
 DOCS = None  # docs/cli.md
@@ -39,10 +41,23 @@ def entry(name, nargs, doc, tests):
 
 # ---- running the tool -------------------------------------------------------------------
 
-def run(args, stdin=None, timeout=240):
-    p = subprocess.run([CLI] + args, input=stdin, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=timeout)
+TIMED_OUT = -1000  # run()'s exit status for a tool that did not end in time
+
+
+def run(args, stdin=None, timeout=240, prefix=()):
+    """(exit status, stdout, stderr) of the tool run with args (str or
+    bytes), after the command words prefix (such as runuser); a tool still
+    running after timeout seconds is killed, and gives TIMED_OUT."""
+    try:
+        p = subprocess.run(list(prefix) + [CLI] + list(args), input=stdin,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return TIMED_OUT, "", "(killed: still running after %s s)\n" % timeout
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def show(args):
+    return " ".join(a if isinstance(a, str) else repr(a) for a in args)
 
 
 def check(cond, what):
@@ -54,18 +69,18 @@ def check(cond, what):
     return cond
 
 
-def ok(args, what=None, stdin=None):
+def ok(args, what=None, stdin=None, timeout=240, prefix=()):
     """Runs a command that must succeed: exit 0, nothing on stderr."""
-    rc, out, err = run(args, stdin)
+    rc, out, err = run(args, stdin, timeout, prefix)
     check(rc == 0 and err == "", "%s: `ostore %s` exit %d, stderr %r"
-          % (what or args[0], " ".join(args), rc, err[:500]))
+          % (what or args[0], show(args), rc, err[:500]))
     return out
 
 
-def fails(args, needle, what=None, stdin=None):
+def fails(args, needle, what=None, stdin=None, timeout=240, prefix=()):
     """A failed operation: exit 1, one line on stderr holding `needle`."""
-    rc, out, err = run(args, stdin)
-    desc = "%s: `ostore %s`" % (what or args[0], " ".join(args))
+    rc, out, err = run(args, stdin, timeout, prefix)
+    desc = "%s: `ostore %s`" % (what or args[0], show(args))
     check(rc == 1, "%s: exit %d, want 1 (stderr %r)" % (desc, rc, err[:300]))
     check(err.count("\n") == 1 and err.startswith("ostore: ") and err.endswith("\n"),
           "%s: stderr is not one 'ostore: ...' line: %r" % (desc, err[:500]))
@@ -145,6 +160,69 @@ def decode_key(kind, b):
         out.append(raw.decode() if e == "str" else bytes(raw))
     assert i == len(b)
     return tuple(out)
+
+
+# ---- dumps, taken apart and put together again (docs/cli.md) ----------------------------
+
+def parse_dump(data):
+    """(version, store format, counters, classes, records, entries) of a dump:
+    counters [next_oid, last_serial, next_class]; classes [(id, module,
+    name)]; records [(oid, serial, cid, pickle)]; entries [(map, key,
+    serial, value)]."""
+    version, fmt = struct.unpack_from("<II", data, 8)
+    nrec, _, next_oid, last, next_class = struct.unpack_from("<QQQQQ", data, 16)
+    off = 56
+    nent = 0
+    if version >= 2:
+        nent, _ = struct.unpack_from("<QQ", data, off)
+        off += 16
+    classes = []
+    n, = struct.unpack_from("<I", data, off)
+    off += 4
+    for _ in range(n):
+        cid, ml = struct.unpack_from("<IH", data, off)
+        off += 6
+        mod = data[off:off + ml]
+        off += ml
+        nl, = struct.unpack_from("<H", data, off)
+        off += 2
+        classes.append((cid, mod, data[off:off + nl]))
+        off += nl
+    records = []
+    for _ in range(nrec):
+        oid, serial, cid, ln = struct.unpack_from("<QQII", data, off)
+        off += 24
+        records.append((oid, serial, cid, data[off:off + ln]))
+        off += ln
+    entries = []
+    for _ in range(nent):
+        m, kl = struct.unpack_from("<QH", data, off)
+        off += 10
+        key = data[off:off + kl]
+        off += kl
+        serial, vl = struct.unpack_from("<QI", data, off)
+        off += 12
+        entries.append((m, key, serial, data[off:off + vl]))
+        off += vl
+    assert data[off:off + 8] == b"OSTDEND\n" and off + 12 == len(data)
+    return version, fmt, [next_oid, last, next_class], classes, records, entries
+
+
+def build_dump(version, fmt, counters, classes, records, entries):
+    out = bytearray(b"OSTDUMP\n")
+    out += struct.pack("<II", version, fmt)
+    out += struct.pack("<QQQQQ", len(records), sum(len(r[3]) for r in records), *counters)
+    if version >= 2:
+        out += struct.pack("<QQ", len(entries), sum(len(e[1]) + len(e[3]) for e in entries))
+    out += struct.pack("<I", len(classes))
+    for cid, mod, name in classes:
+        out += struct.pack("<IH", cid, len(mod)) + mod + struct.pack("<H", len(name)) + name
+    for oid, serial, cid, p in records:
+        out += struct.pack("<QQII", oid, serial, cid, len(p)) + p
+    for m, key, serial, v in entries:
+        out += struct.pack("<QH", m, len(key)) + key + struct.pack("<QI", serial, len(v)) + v
+    out += b"OSTDEND\n"
+    return bytes(out + struct.pack("<I", zlib.crc32(out)))
 
 
 # ---- the export reader of docs/cli.md -------------------------------------------------

@@ -598,7 +598,7 @@ def put_record(path, oid, data):
     """Replaces the pickle of record oid (its header kept)."""
     def fn(t, db):
         v = t.get(key(oid), db=db)
-        t.put(key(oid), v[:16] + data, db=db)
+        t.put(key(oid), clilib.seal_record(key(oid), v[:16] + data), db=db)
     rewrite(path, fn)
 
 

@@ -35,15 +35,14 @@ import struct
 import subprocess
 import sys
 import tempfile
-import zlib
 
 import lmdb
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import clilib  # noqa: E402
-from clilib import (RefWriter, check, decode_key, doc_reader, fails, make_old_format, ok,  # noqa: E402
-                    refs_of, run, state_of, usage)
+from clilib import (RefWriter, build_dump, check, decode_key, doc_reader, fails,  # noqa: E402
+                    make_old_format, ok, parse_dump, refs_of, run, state_of, usage)
 
 CLI, DOCS, MAKE_MAPS = sys.argv[1:4] if len(sys.argv) == 4 else (None, None, None)
 clilib.setup(CLI, DOCS)
@@ -102,69 +101,6 @@ class Store:
 def python_key_text(key):
     """A key as text for --from: Python's repr, as cat prints it."""
     return repr(key)
-
-
-# ---- dumps, taken apart and put together again (docs/cli.md) ----------------------------
-
-def parse_dump(data):
-    """(version, store format, counters, classes, records, entries) of a dump:
-    counters [next_oid, last_serial, next_class]; classes [(id, module,
-    name)]; records [(oid, serial, cid, pickle)]; entries [(map, key,
-    serial, value)]."""
-    version, fmt = struct.unpack_from("<II", data, 8)
-    nrec, _, next_oid, last, next_class = struct.unpack_from("<QQQQQ", data, 16)
-    off = 56
-    nent = 0
-    if version >= 2:
-        nent, _ = struct.unpack_from("<QQ", data, off)
-        off += 16
-    classes = []
-    n, = struct.unpack_from("<I", data, off)
-    off += 4
-    for _ in range(n):
-        cid, ml = struct.unpack_from("<IH", data, off)
-        off += 6
-        mod = data[off:off + ml]
-        off += ml
-        nl, = struct.unpack_from("<H", data, off)
-        off += 2
-        classes.append((cid, mod, data[off:off + nl]))
-        off += nl
-    records = []
-    for _ in range(nrec):
-        oid, serial, cid, ln = struct.unpack_from("<QQII", data, off)
-        off += 24
-        records.append((oid, serial, cid, data[off:off + ln]))
-        off += ln
-    entries = []
-    for _ in range(nent):
-        m, kl = struct.unpack_from("<QH", data, off)
-        off += 10
-        key = data[off:off + kl]
-        off += kl
-        serial, vl = struct.unpack_from("<QI", data, off)
-        off += 12
-        entries.append((m, key, serial, data[off:off + vl]))
-        off += vl
-    assert data[off:off + 8] == b"OSTDEND\n" and off + 12 == len(data)
-    return version, fmt, [next_oid, last, next_class], classes, records, entries
-
-
-def build_dump(version, fmt, counters, classes, records, entries):
-    out = bytearray(b"OSTDUMP\n")
-    out += struct.pack("<II", version, fmt)
-    out += struct.pack("<QQQQQ", len(records), sum(len(r[3]) for r in records), *counters)
-    if version >= 2:
-        out += struct.pack("<QQ", len(entries), sum(len(e[1]) + len(e[3]) for e in entries))
-    out += struct.pack("<I", len(classes))
-    for cid, mod, name in classes:
-        out += struct.pack("<IH", cid, len(mod)) + mod + struct.pack("<H", len(name)) + name
-    for oid, serial, cid, p in records:
-        out += struct.pack("<QQII", oid, serial, cid, len(p)) + p
-    for m, key, serial, v in entries:
-        out += struct.pack("<QH", m, len(key)) + key + struct.pack("<QI", serial, len(v)) + v
-    out += b"OSTDEND\n"
-    return bytes(out + struct.pack("<I", zlib.crc32(out)))
 
 
 # ---- the tests ------------------------------------------------------------------------------

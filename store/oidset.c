@@ -1,0 +1,100 @@
+/* A set of flags per stored oid, sized by the records, not by meta (see
+ * oidset.h for the two layouts and why). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "oidset.h"
+#include "store_internal.h"
+
+#define DENSE_MIN_BYTES ((uint64_t)1 << 20) /* a dense bitmap this small is always fine */
+#define DENSE_BYTES_PER_RECORD 8            /* what the sparse array costs a record */
+
+static int alloc_bits(ost__oidset *s) {
+    size_t bytes = s->n / 8 + 1;
+    for (int f = 0; f < OST__OIDSET_FLAGS; f++)
+        if (!(s->bits[f] = calloc(bytes, 1))) return OST_ENOMEM;
+    return 0;
+}
+
+int ost__oidset_init(ost__oidset *s, MDB_txn *t, MDB_dbi dbi) {
+    memset(s, 0, sizeof *s);
+    MDB_stat ms;
+    MDB_cursor *cur;
+    int rc = mdb_stat(t, dbi, &ms);
+    if (!rc) rc = mdb_cursor_open(t, dbi, &cur);
+    if (rc) return rc;
+    MDB_val k, v;
+    uint64_t records = ms.ms_entries, highest = 0;
+    /* the highest oid: the last key (keys that are not 8 bytes are no
+     * oids and have no place; check reports them, pack removes them) */
+    rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+    while (rc == 0 && k.mv_size != 8) rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
+    if (rc == MDB_NOTFOUND) { /* no records: no places */
+        mdb_cursor_close(cur);
+        goto bits;
+    }
+    if (rc) {
+        mdb_cursor_close(cur);
+        return rc;
+    }
+    highest = ost__rd_be64(k.mv_data);
+    uint64_t dense_max = records * DENSE_BYTES_PER_RECORD;
+    if (dense_max < DENSE_MIN_BYTES) dense_max = DENSE_MIN_BYTES;
+    if (highest / 8 < dense_max && highest < SIZE_MAX - 8) {
+        mdb_cursor_close(cur);
+        s->n = (size_t)highest + 1;
+        goto bits;
+    }
+    /* sparse: every key, in B-tree order (ascending) */
+    if (records > SIZE_MAX / sizeof *s->oids || !(s->oids = malloc(records ? records * 8 : 8))) {
+        mdb_cursor_close(cur);
+        return OST_ENOMEM;
+    }
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 8) continue;
+        if (s->n == records) { /* more keys than counted: the B-tree is damaged */
+            rc = MDB_CORRUPTED;
+            break;
+        }
+        s->oids[s->n++] = ost__rd_be64(k.mv_data);
+    }
+    mdb_cursor_close(cur);
+    if (rc != MDB_NOTFOUND) {
+        ost__oidset_free(s);
+        return rc;
+    }
+bits:
+    rc = alloc_bits(s);
+    if (rc) ost__oidset_free(s);
+    return rc;
+}
+
+int64_t ost__oidset_index(const ost__oidset *s, uint64_t oid) {
+    if (!s->oids) return oid < s->n ? (int64_t)oid : -1;
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->oids[mid] < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < s->n && s->oids[lo] == oid ? (int64_t)lo : -1;
+}
+
+uint64_t ost__oidset_oid(const ost__oidset *s, size_t i) { return s->oids ? s->oids[i] : i; }
+
+bool ost__oidset_test(const ost__oidset *s, int f, size_t i) {
+    return s->bits[f][i >> 3] >> (i & 7) & 1;
+}
+
+bool ost__oidset_set(ost__oidset *s, int f, size_t i) {
+    bool was = ost__oidset_test(s, f, i);
+    s->bits[f][i >> 3] |= (uint8_t)(1u << (i & 7));
+    return was;
+}
+
+void ost__oidset_free(ost__oidset *s) {
+    free(s->oids);
+    for (int f = 0; f < OST__OIDSET_FLAGS; f++) free(s->bits[f]);
+    memset(s, 0, sizeof *s);
+}
