@@ -259,12 +259,14 @@ static int scan_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size
     return 0;
 }
 
-/* The newest serial a copy may carry: the last commit meta records, one
- * more when a meta page is damaged (its commit wrote its pages before its
- * meta page, which is what a damaged meta page loses). */
+/* The newest serial a copy may carry: the last commit meta records.
+ * With a meta page damaged, that record may be an older snapshot's and
+ * the newest commits' pages are intact (a commit writes its pages before
+ * its meta page): no bound then, the newest copy wins (and a commit whose
+ * meta page was never written may come back too; docs/recovery.md). */
 static uint64_t serial_bound(const salv *s) {
-    if (!s->have_meta[2]) return UINT64_MAX;
-    return s->meta[2] + (s->fallback ? 1 : 0);
+    if (!s->have_meta[2] || s->fallback) return UINT64_MAX;
+    return s->meta[2];
 }
 
 /* ---- pages too damaged to parse ------------------------------------------------ */
@@ -308,11 +310,24 @@ static bool in_sorted(const uint64_t *v, size_t n, uint64_t x) {
  * wanted oid is tried against the checksum), a page whose pointers or
  * header are gone. A node is [size u16 lo, u16 hi][flags u16][key size u16
  * = 8][the oid][the value, or the number of its first overflow page]. */
+/* Whether oid is among the first n records (sorted by oid). */
+static bool have_rec(const salv *s, size_t n, uint64_t oid) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->recs.v[mid].oid == oid) return true;
+        if (s->recs.v[mid].oid < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    return false;
+}
+
 static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
     const uint8_t *base;
     uint64_t size;
     unsigned ps;
-    if (!nwant || ost__pc_raw(s->pc, &base, &size, &ps) || ps < 512) return;
+    if (ost__pc_raw(s->pc, &base, &size, &ps) || ps < 512) return;
+    size_t known = s->recs.n; /* sorted (dedupe_recs): what is recovered so far */
     uint64_t last = serial_bound(s);
     /* the last page may be cut short (a truncated file): its bytes count */
     for (uint64_t pg = 2; pg * ps < size; pg++) {
@@ -352,7 +367,16 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
                 }
                 continue;
             }
-            if (rec_ok(3, oid, v, claimed <= room ? claimed : 0)) continue; /* a sound record */
+            if (rec_ok(3, oid, v, claimed <= room ? claimed : 0)) {
+                /* a sound record the scan of whole pages did not give (on
+                 * the cut last page of a truncated file, say) */
+                if (!have_rec(s, known, oid)) {
+                    srec r = {oid, serial, le32(v + 8), v + OST_HDR_SIZE, claimed - OST_HDR_SIZE,
+                              pg, true, 0};
+                    PUSH(s->recs, r);
+                }
+                continue;
+            }
             /* a damaged key: which wanted oid does the checksum hold? */
             if (nwant > 256) continue;
             for (size_t i = 0; i < nwant; i++) {
@@ -389,34 +413,74 @@ static size_t find_ent_len(const uint8_t *key, size_t klen, const uint8_t *v, si
 
 /* The same search for the entries of the maps in want (sorted): a node
  * whose key starts with a wanted map's oid. */
+/* The key sizes (with the map oid) the entries of map m found so far
+ * have, at most max of them, in klens; how many. s->ents sorted. */
+static size_t map_klens(const salv *s, uint64_t m, size_t *klens, size_t max) {
+    size_t n = 0;
+    for (size_t i = 0; i < s->ents.n; i++) {
+        if (be64(s->ents.v[i].key) != m) continue;
+        size_t kl = s->ents.v[i].klen, j = 0;
+        while (j < n && klens[j] != kl) j++;
+        if (j == n && n < max) klens[n++] = kl;
+    }
+    return n;
+}
+
 static void lenient_scan_entries(salv *s, const uint64_t *want, size_t nwant) {
     const uint8_t *base;
     uint64_t size;
     unsigned ps;
     if (!nwant || ost__pc_raw(s->pc, &base, &size, &ps) || ps < 512) return;
     uint64_t last = serial_bound(s);
+    /* a damaged key size: the sizes the map's other keys have are tried
+     * (one for an int map) */
+    enum { KL_MAX = 16 };
+    size_t (*klens)[KL_MAX] = calloc(nwant, sizeof *klens);
+    size_t *nkl = calloc(nwant, sizeof *nkl);
+    if (!klens || !nkl) {
+        free(klens);
+        free(nkl);
+        s->nomem = true;
+        return;
+    }
+    for (size_t i = 0; i < nwant; i++) nkl[i] = map_klens(s, want[i], klens[i], KL_MAX);
     for (uint64_t pg = 2; pg * ps < size; pg++) {
         const uint8_t *p = base + pg * ps;
         size_t ps_ = size - pg * ps < ps ? (size_t)(size - pg * ps) : ps; /* a cut last page */
         for (size_t o = 16; o + 8 + 8 + 12 <= ps_; o += 2) {
-            size_t klen = (size_t)p[o + 6] | (size_t)p[o + 7] << 8;
-            if (klen < 8 || klen > 8 + OST_MAP_KEY_MAX || o + 8 + klen + 12 > ps_) continue;
             const uint8_t *k = p + o + 8;
-            if (!in_sorted(want, nwant, be64(k))) continue;
-            const uint8_t *v = k + klen;
-            uint64_t serial = le64(v);
-            if (serial == 0 || serial > last) continue;
-            size_t room = ps_ - (size_t)(v - p);
+            size_t w = 0, lo = 0, hi = nwant;
+            uint64_t m = be64(k);
+            while (lo < hi) { /* want[w] == m */
+                w = (lo + hi) / 2;
+                if (want[w] == m) break;
+                if (want[w] < m) lo = w + 1;
+                else hi = w;
+            }
+            if (lo >= hi) continue;
+            size_t stated = (size_t)p[o + 6] | (size_t)p[o + 7] << 8;
             size_t claimed = (size_t)p[o] | (size_t)p[o + 1] << 8;
-            size_t len = 0, off;
-            if (claimed <= room && ent_ok(3, k, klen, v, claimed, &off)) len = claimed;
-            else len = find_ent_len(k, klen, v, room);
-            if (!len) continue;
-            sent e = {k, klen, serial, v + 12, len - 12, 2, 0};
-            PUSH(s->ents, e);
+            for (size_t t = 0; t <= nkl[w]; t++) {
+                size_t klen = t == 0 ? stated : klens[w][t - 1];
+                if (t && klen == stated) continue;
+                if (klen < 8 || klen > 8 + OST_MAP_KEY_MAX || o + 8 + klen + 12 > ps_) continue;
+                const uint8_t *v = k + klen;
+                uint64_t serial = le64(v);
+                if (serial == 0 || serial > last) continue;
+                size_t room = ps_ - (size_t)(v - p);
+                size_t len = 0, off;
+                if (claimed <= room && ent_ok(3, k, klen, v, claimed, &off)) len = claimed;
+                else len = find_ent_len(k, klen, v, room);
+                if (!len) continue;
+                sent e = {k, klen, serial, v + 12, len - 12, 2, 0};
+                PUSH(s->ents, e);
+                break;
+            }
         }
-        if (s->nomem) return;
+        if (s->nomem) break;
     }
+    free(klens);
+    free(nkl);
 }
 
 /* ---- choosing among copies ------------------------------------------------------ */
@@ -717,7 +781,9 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
             if (s->ents.v[i].vlen) ost__scan_pids(s->ents.v[i].val, s->ents.v[i].vlen, note_ref, &wx);
         for (size_t i = 0; i < wx.missing.n; i++) PUSH(want, wx.missing.v[i].oid);
         free(wx.missing.v);
-        if (!want.n || s->nomem) {
+        /* with nothing wanted, one search still looks for sound records the
+         * scan of whole pages missed (a cut last page) */
+        if ((!want.n && (round || !s->st->problems)) || s->nomem) {
             free(want.v);
             break;
         }

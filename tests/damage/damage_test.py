@@ -904,9 +904,18 @@ def run_trial(n):
     rc, out, err = run_cmd(t, "check", ["check", store], to)
     if rc == 0:
         got = dump_in_child(store, os.path.join(work, "check.pickle"), to)
-        if live_hit:
-            same = (not isinstance(got, str) and got["records"] == G["pristine"]["records"]
-                    and got["entries"] == G["pristine"]["entries"])
+        # A branch page's separator keys only bound its children: LMDB keeps
+        # a separator at or below its child's first key (deletions move the
+        # first key up, not the separator), so a separator changed within
+        # its bounds leaves a sound tree that reads the same, which no
+        # check can tell from the original. That, and only that, may pass.
+        benign = bool(live_hit) and all(
+            k == "key" and m.pages[a // m.psize][0] == "branch" for a, b, k in live_hit)
+        same = (not isinstance(got, str) and got["records"] == G["pristine"]["records"]
+                and got["entries"] == G["pristine"]["entries"])
+        if live_hit and benign and same and not page_walk(store)[0]:
+            pass  # a sound tree that reads the same: nothing to report
+        elif live_hit:
             walk = page_walk(store)
             t.fail("check-missed" if walk[0] else "check-missed-walk-clean", cmd,
                    "exit 0 though %d live bytes changed (%s; %s): %s" % (
