@@ -316,7 +316,6 @@ struct tree {
     uint64_t problems;
     const uint8_t *dupkey; /* a sub-database's key, for each */
     size_t dupklen;
-    dbslot *slot;        /* top-level trees: where the walk's counts go */
 };
 
 enum { C_MEM, C_REV, C_INT };

@@ -78,7 +78,7 @@ typedef struct {
 
 /* What one walk found in one database, as ost__pc_db gives it. */
 typedef struct {
-    const char *name;   /* as ost__pc_problem.db; valid until the next walk or close */
+    const char *name;   /* as ost__pc_problem.db; valid until the next walk, live or close */
     unsigned flags;     /* LMDB's database flags (MDB_DUPSORT ...) as recorded */
     uint64_t depth;     /* as recorded */
     uint64_t branch, leaf, overflow, entries; /* as walked */
@@ -137,8 +137,10 @@ int ost__pc_meta_txnid(ost__pc *pc, int which, uint64_t *txnid);
  * nothing was found, OST_ECORRUPT when something was, OST_ENOMEM. */
 int ost__pc_walk(ost__pc *pc, ost__pc_report report, void *ud, ost__pc_stats *stats);
 
-/* After ost__pc_walk: database i (0 the free list, 1 the main database,
- * then the named ones in key order) in *out; OST_ENOTFOUND past the last. */
+/* After ost__pc_walk (or ost__pc_live): database i (0 the free list, 1 the
+ * main database, then the named ones found in it, in key order; one whose
+ * record is damaged has nothing walked) in *out; OST_ENOTFOUND past the
+ * last. */
 int ost__pc_db(ost__pc *pc, size_t i, ost__pc_dbstat *out);
 
 /* Calls fn for each entry of database db (a name, NUL-terminated; NULL the
