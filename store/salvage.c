@@ -335,8 +335,10 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
         size_t avail = size - pg * ps < ps ? (size_t)(size - pg * ps) : ps;
         for (size_t o = 16; o + 16 + OST_HDR_SIZE + 2 <= avail; o += 2) { /* nodes are 2-aligned */
             uint64_t oid = be64(p + o + 8);
-            /* key size 8, or a wanted oid where a key would be (a damaged key size) */
-            if ((p[o + 6] != 8 || p[o + 7] != 0) && !in_sorted(want, nwant, oid)) continue;
+            /* key size 8 as a record's; else (a damaged key size) a wanted
+             * oid, or a sound record whose checksum says so */
+            bool ksize_ok = p[o + 6] == 8 && p[o + 7] == 0;
+            bool wanted = in_sorted(want, nwant, oid);
             const uint8_t *v = p + o + 16;
             size_t room = avail - (o + 16);
             size_t claimed = (size_t)p[o] | (size_t)p[o + 1] << 8 | (size_t)p[o + 2] << 16 |
@@ -345,8 +347,9 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
             /* an overflow value: its run of pages */
             if ((fl & 1) && claimed > room) {
                 uint64_t opg = le64(v);
-                if (opg >= 2 && opg < size / ps && claimed <= size - opg * ps - 16 &&
-                    in_sorted(want, nwant, oid) && rec_ok(3, oid, base + opg * ps + 16, claimed)) {
+                if ((ksize_ok || wanted) && opg >= 2 && opg < size / ps &&
+                    claimed <= size - opg * ps - 16 && (wanted || !have_rec(s, known, oid)) &&
+                    rec_ok(3, oid, base + opg * ps + 16, claimed)) {
                     const uint8_t *ov = base + opg * ps + 16;
                     srec r = {oid, le64(ov), le32(ov + 8), ov + OST_HDR_SIZE, claimed - OST_HDR_SIZE,
                               pg, true, 0};
@@ -357,7 +360,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
             /* inline: a plausible header first (serial, class), then the length */
             uint64_t serial = le64(v);
             if (serial == 0 || serial > last || !class_of(s, le32(v + 8))) continue;
-            if (in_sorted(want, nwant, oid)) {
+            if (wanted) {
                 size_t len = claimed <= room && rec_ok(3, oid, v, claimed) ? claimed
                                                                           : find_rec_len(oid, v, room);
                 if (len) {
@@ -367,7 +370,8 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
                 }
                 continue;
             }
-            if (rec_ok(3, oid, v, claimed <= room ? claimed : 0)) {
+            if (claimed <= room && claimed > OST_HDR_SIZE && v[claimed - 1] == '.' &&
+                rec_ok(3, oid, v, claimed)) {
                 /* a sound record the scan of whole pages did not give (on
                  * the cut last page of a truncated file, say) */
                 if (!have_rec(s, known, oid)) {
@@ -378,7 +382,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
                 continue;
             }
             /* a damaged key: which wanted oid does the checksum hold? */
-            if (nwant > 256) continue;
+            if (!ksize_ok || nwant > 256) continue;
             for (size_t i = 0; i < nwant; i++) {
                 size_t len = find_rec_len(want[i], v, room);
                 if (len) {
