@@ -305,6 +305,38 @@ def test_full_disk(tmp):
     check("failed: Input/output error" not in err, "full disk still reported as EIO: %r" % err)
 
 
+def test_full_disk_lock(tmp, db, dump):
+    """A store without lock.mdb on a full disk: liblmdb made lock.mdb sparse
+    and its first write to it faulted (SIGBUS in mdb_env_open); and an
+    import into a new directory on a full disk leaves nothing behind."""
+    if os.geteuid() != 0:
+        return skip("full disk, lock.mdb", "mounting a small tmpfs needs root")
+    mnt = os.path.join(tmp, "small2")
+    os.mkdir(mnt)
+    # mount, put data.mdb alone in a store directory, fill the disk, run
+    script = ('mount -t tmpfs -o size=%dk tmpfs "$1" || exit 77; mkdir "$1/st" && '
+              'cp "$2" "$1/st/" && dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null; '
+              'mnt=$1; shift 2; "$@"; rc=$?; ls "$mnt/st" "$mnt/new" 2>/dev/null | '
+              'sed "s/^/LS: /" >&2; exit $rc')
+    size_k = os.path.getsize(os.path.join(db, "data.mdb")) // 1024 + 64
+    prefix = ("unshare", "--mount", "--propagation", "private", "sh", "-c", script % size_k,
+              "sh", mnt, os.path.join(db, "data.mdb"))
+    p = subprocess.run(list(prefix) + ["true"], capture_output=True)
+    if p.returncode == 77 or (p.returncode and b"unshare" in p.stderr):
+        return skip("full disk, lock.mdb", "no tmpfs in a mount namespace: %r" % p.stderr[:200])
+    for args, what in ((["info", os.path.join(mnt, "st")], "info"),
+                       (["import", os.path.join(mnt, "new"), dump], "import")):
+        rc, out, err = clilib.run(args, prefix=prefix)
+        lines = [l for l in err.splitlines() if not l.startswith("LS: ")]
+        listed = [l[4:] for l in err.splitlines() if l.startswith("LS: ")]
+        check(rc == 1, "%s on a full disk: exit %d, %r" % (what, rc, err[:300]))
+        check(len(lines) == 1 and lines[0].startswith("ostore: ") and "space" in lines[0],
+              "%s on a full disk: %r" % (what, err[:300]))
+        check("crashed" not in err, "%s on a full disk crashed: %r" % (what, err[:300]))
+        check("lock.mdb" not in listed and "data.mdb" in listed,
+              "%s on a full disk left %r behind" % (what, listed))
+
+
 def test_read_only(tmp, db):
     ro = os.path.join(tmp, "ro.ostore")
     shutil.copytree(db, ro)
@@ -383,6 +415,7 @@ def main():
         test_demo_dir(tmp)
         test_not_regular(tmp, db, dump)
         test_full_disk(tmp)
+        test_full_disk_lock(tmp, db, dump)
         test_read_only(tmp, db)
         test_paths(tmp, db)
 
