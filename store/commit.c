@@ -363,7 +363,7 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
         p->rc = 0;
         return;
     }
-    if (rc < 0) { /* our code: message set by apply */
+    if (OST__OURS(rc)) { /* our code: message set by apply */
         p->rc = rc;
         return;
     }

@@ -10,9 +10,10 @@
  *
  * txn is the engine's transaction (an MDB_txn * here), read-only or
  * read-write as the call needs. Results: 0, OST_ENOTFOUND, another
- * negative OST_E* code, or a positive engine code (an LMDB error, which
- * the caller translates with ost__mdb_code and which may ask it to grow
- * the map and retry). */
+ * OST_E* code (-1 to -99: OST__OURS), or an engine code (an LMDB error:
+ * errno values and MDB_* codes, which are negative from -30799), which
+ * the caller translates with ost__ent_code and which may ask it to grow
+ * the map and retry. */
 #ifndef OST_STORE_ENTRIES_H
 #define OST_STORE_ENTRIES_H
 

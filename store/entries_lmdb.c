@@ -334,8 +334,8 @@ int ost__map_count_get(ost_store *st, void *txn, uint64_t map, uint64_t *count) 
     return rc ? rc : ost__map_record_count(p, n, count);
 }
 
-int ost__ent_code(int rc) { return rc < 0 ? rc : ost__mdb_code(rc); }
-const char *ost__ent_strerror(int rc) { return rc < 0 ? ost_strerror(rc) : mdb_strerror(rc); }
+int ost__ent_code(int rc) { return OST__OURS(rc) ? rc : ost__mdb_code(rc); }
+const char *ost__ent_strerror(int rc) { return OST__OURS(rc) ? ost_strerror(rc) : mdb_strerror(rc); }
 
 int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, uint64_t serial) {
     MDB_val v;

@@ -572,7 +572,7 @@ static int damaged_entry(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl) 
 }
 
 static int eng_fail(ost_conn *c, ost__map *m, int rc) {
-    if (rc < 0)
+    if (OST__OURS(rc))
         return c->msg[0] ? rc : ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
     return ost__c_fail(c, ost__ent_code(rc), "map %llu: %s", (unsigned long long)m->oid,
                        ost__ent_strerror(rc));

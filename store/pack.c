@@ -193,7 +193,7 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
             }
         if (!m.overflow) break;
     }
-    if (rc < 0) { /* ours, with its message */
+    if (OST__OURS(rc)) { /* ours, with its message */
         code = rc;
         goto out;
     }

@@ -381,6 +381,16 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
                 }
                 continue;
             }
+            /* a damaged size: every length, for a record not recovered */
+            if (ksize_ok && !have_rec(s, known, oid)) {
+                size_t len = find_rec_len(oid, v, room);
+                if (len) {
+                    srec r = {oid, serial, le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE, pg,
+                              true, 0};
+                    PUSH(s->recs, r);
+                    continue;
+                }
+            }
             /* a damaged key: which wanted oid does the checksum hold? */
             if (!ksize_ok || nwant > 256) continue;
             for (size_t i = 0; i < nwant; i++) {

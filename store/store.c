@@ -218,6 +218,12 @@ static int meta_put_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) 
     return mdb_put(t, dbi, &k, &v, 0);
 }
 
+/* dir/data.mdb in buf. */
+static const char *datafile_of(const char *dir, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/data.mdb", dir);
+    return buf;
+}
+
 /* Notes where LMDB maps the file and how big the file is (after the
  * environment opens and after each resize, under the maplock's write
  * lock or before any other thread uses the store). */
@@ -319,7 +325,8 @@ int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
                             "%s: cannot upgrade from format %llu: a damaged map entry; "
                             "'ostore check' says more",
                             st->path, (unsigned long long)from);
-    if (rc < 0) return ost__st_fail(st, rc, "%s: upgrading map entries: %s", st->path, ost_strerror(rc));
+    if (OST__OURS(rc))
+        return ost__st_fail(st, rc, "%s: upgrading map entries: %s", st->shown, ost_strerror(rc));
     if (rc) return rc;
     return meta_put_u64(t, st->meta, "format", OST_STORE_FORMAT);
 }
@@ -531,6 +538,16 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
                             shown, ost__mdb_strerror(st, rc), hint);
         goto fail;
     }
+    if (!opts->read_only) {
+        /* an upgrade (below, when the store is older) rewrites every page:
+         * room for the copy on write of all of them */
+        MDB_envinfo ei;
+        struct stat dsb;
+        char df[PATH_MAX + 16];
+        if (stat(datafile_of(real, df, sizeof df), &dsb) == 0 && mdb_env_info(st->env, &ei) == 0 &&
+            ei.me_mapsize < (uint64_t)dsb.st_size * 3 + ((uint64_t)64 << 20))
+            mdb_env_set_mapsize(st->env, (size_t)dsb.st_size * 3 + ((size_t)64 << 20));
+    }
     map_changed(st);
     st->read_only = opts->read_only;
     st->group_commit = opts->group_commit && !opts->read_only;
@@ -615,7 +632,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
         rc = ost__upgrade(st, t, fmt);
         if (rc) {
             mdb_txn_abort(t);
-            if (rc < 0) { /* st->msg says which record */
+            if (OST__OURS(rc)) { /* st->msg says which record */
                 code = rc;
                 goto fail;
             }

@@ -188,6 +188,10 @@ const char *ost__io_strerror(const char *dir, int rc);
 /* The same for the store st (st->path). */
 const char *ost__mdb_strerror(const ost_store *st, int rc);
 
+/* Whether rc is one of ours (an OST_E* code, -1 to -99), not liblmdb's
+ * (its MDB_* codes are negative too, from -30799; errno values positive). */
+#define OST__OURS(rc) ((rc) < 0 && (rc) > -100)
+
 int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
