@@ -73,6 +73,9 @@ import time
 import traceback
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
+from clilib import crc32c  # noqa: E402  (CRC-32C computed independently of ostore)
+
 # The damage kinds, used in turn: trial N is KINDS[N % len(KINDS)].
 KINDS = [
     "records-bytes",   # 1-4 bytes in records' values (header or pickle)
@@ -97,29 +100,7 @@ CAUGHT_CRASH = "crashed while reading the store"
 G = None  # the pristine store and the options, set before the workers fork
 
 
-# ---- CRC-32C and reading stores -----------------------------------------------------------
-
-def _crc_table():
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-CRC_TABLE = _crc_table()
-
-
-def crc32c(data, crc=0):
-    """CRC-32C (Castagnoli), as docs/format.md defines it."""
-    crc ^= 0xFFFFFFFF
-    t = CRC_TABLE
-    for b in data:
-        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
+# ---- reading stores ------------------------------------------------------------------------
 
 def record_ok(key, value):
     """A format-3 record's checksum verifies."""
