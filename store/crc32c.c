@@ -69,17 +69,23 @@ static void pick(void) {
 #ifdef HAVE_HW
     __builtin_cpu_init();
     if (__builtin_cpu_supports("sse4.2")) {
-        g_fn = crc_hw;
+        __atomic_store_n(&g_fn, crc_hw, __ATOMIC_RELEASE);
         return;
     }
 #endif
     uv_once(&g_tab_once, make_tables);
-    g_fn = crc_table;
+    __atomic_store_n(&g_fn, crc_table, __ATOMIC_RELEASE);
 }
 
 uint32_t ost__crc32c(uint32_t crc, const void *p, size_t n) {
-    uv_once(&g_fn_once, pick);
-    return ~g_fn(~crc, p, n);
+    /* every read of a record calls this three times: the once-guard only
+     * the first time */
+    uint32_t (*f)(uint32_t, const uint8_t *, size_t) = __atomic_load_n(&g_fn, __ATOMIC_ACQUIRE);
+    if (!f) {
+        uv_once(&g_fn_once, pick);
+        f = g_fn;
+    }
+    return ~f(~crc, p, n);
 }
 
 uint32_t ost__crc32c_soft(uint32_t crc, const void *p, size_t n) {
