@@ -359,7 +359,8 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
             }
             /* inline: a plausible header first (serial, class), then the length */
             uint64_t serial = le64(v);
-            if (serial == 0 || serial > last || !class_of(s, le32(v + 8))) continue;
+            uint32_t cid = le32(v + 8); /* a class id, in the table or not (it may be lost) */
+            if (serial == 0 || serial > last || cid == 0 || cid >= (1u << 24)) continue;
             if (wanted) {
                 size_t len = claimed <= room && rec_ok(3, oid, v, claimed) ? claimed
                                                                           : find_rec_len(oid, v, room);
@@ -610,7 +611,10 @@ static void dedupe_recs(salv *s) {
         srec *r = &s->recs.v[i];
         if (n && s->recs.v[n - 1].oid == r->oid) continue;
         if (r->scanned && r->serial > serial_bound(s)) continue;
-        if (!class_of(s, r->cid)) {
+        /* a verified record whose class entry is lost still comes back
+         * (under a stand-in name, ost__salvage); without checksums nothing
+         * says the record is one */
+        if (s->format < 3 && !class_of(s, r->cid)) {
             sbad b = {r->oid, r->cid, "its class id is not in the class table"};
             PUSH(s->bad, b);
             continue;
@@ -726,6 +730,8 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     if (!src || !dst) return fail(msg, cap, OST_EINVAL, "salvage: no path given");
     salv sv = {.report = report, .ud = ud, .st = stats};
     salv *s = &sv;
+    char (*stand)[40] = NULL; /* stand-in names of classes whose entries are lost */
+    size_t nstand = 0;
     int rc = ost__pc_open(src, &s->pc, msg, cap);
     if (rc) return rc;
     char why[256];
@@ -854,6 +860,38 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
             "found %zu map entr%s in nodes the page checks could not parse (each checked against "
             "its checksum)",
             searched, searched == 1 ? "y" : "ies");
+
+    /* classes whose entries are lost: their records keep their bytes under
+     * a stand-in name */
+    for (size_t i = 0; i < s->recs.n; i++) {
+        uint32_t cid = s->recs.v[i].cid;
+        if (class_of(s, cid)) continue;
+        char (*ns)[40] = realloc(stand, (nstand + 1) * sizeof *stand);
+        if (!ns) goto nomem;
+        stand = ns;
+        snprintf(stand[nstand], sizeof stand[0], "LostClass%u", cid);
+        scls c = {cid, "ostore.salvage", NULL, 14, strlen(stand[nstand])};
+        nstand++;
+        PUSH(s->cls, c);
+        if (s->nomem) goto nomem;
+        sort(s->cls.v, s->cls.n, sizeof *s->cls.v, cmp_cls);
+        size_t count = 0;
+        for (size_t j = 0; j < s->recs.n; j++) count += s->recs.v[j].cid == cid;
+        say(s, OST__SALV_LOST,
+            "class id %u: its name is lost; its %zu record%s keep their bytes under the name "
+            "ostore.salvage.LostClass%u",
+            cid, count, count == 1 ? "" : "s", cid);
+    }
+    for (size_t i = 0, k = 0; i < s->cls.n && k < nstand; i++) /* the names, now stand is fixed */
+        if (!s->cls.v[i].name) {
+            uint32_t id = s->cls.v[i].id;
+            for (size_t j = 0; j < nstand; j++) {
+                char want[40];
+                snprintf(want, sizeof want, "LostClass%u", id);
+                if (strcmp(want, stand[j]) == 0) s->cls.v[i].name = stand[j];
+            }
+            k++;
+        }
 
     /* the root */
     uint32_t root_cid = class_id(s, "persistent.mapping", "PersistentMapping");
@@ -1001,5 +1039,6 @@ out:
     free(s->ents.v);
     free(s->bad.v);
     free(s->cls.v);
+    free(stand);
     return rc;
 }
