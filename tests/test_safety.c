@@ -728,3 +728,43 @@ Test(safety, a_damaged_meta_page_is_refused_at_open_naming_page_and_field) {
     free(orig);
     ost_store_close(open_store(false));
 }
+
+/* A record whose class entry is lost (the class table cut off, here its
+ * two keys deleted) keeps its bytes under a stand-in name, reported. */
+Test(safety, salvage_keeps_records_whose_class_is_lost_under_a_stand_in_name) {
+    uint64_t oids[4];
+    make_store(4, 10, oids);
+    size_t n;
+    char nkey[64];
+    int nl = snprintf(nkey, sizeof nkey, "nsafety%cItem", 0);
+    uint8_t *idv = raw_get(F.dir, "classes", nkey, (size_t)nl, &n);
+    cr_assert(idv && n == 4);
+    uint32_t cid;
+    memcpy(&cid, idv, 4);
+    free(idv);
+    uint8_t ikey[5] = {'i'};
+    memcpy(ikey + 1, &cid, 4);
+    raw_put(F.dir, "classes", ikey, 5, NULL, 0);
+    raw_put(F.dir, "classes", nkey, (size_t)nl, NULL, 0);
+    char dst[200];
+    snprintf(dst, sizeof dst, "%s/new", F.tmp);
+    ost__salvage_stats s;
+    salv_lines l = {0};
+    char msg[512];
+    cr_assert_eq(ost__salvage(F.dir, dst, salv_line, &l, &s, msg, sizeof msg), 0, "%s", msg);
+    char want[64];
+    snprintf(want, sizeof want, "ostore.salvage.LostClass%u", cid);
+    cr_assert(strstr(l.first_lost, want) && strstr(l.first_lost, "4 records"), "%s", l.first_lost);
+    cr_assert_eq(s.lost_records, 0);
+    ost_store_options o = options_for(F.reg, false);
+    ost_store *st = open_with(dst, &o);
+    ost_conn *c = conn_of(st);
+    ost_value obj;
+    cr_assert_eq(ost_conn_get(c, oids[2], &obj), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_activate(c, obj), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_str_eq(ost_data(ost_global_name(ost_instance_class(obj)), NULL), want + 15);
+    int64_t x;
+    cr_assert_eq(ost_int_value(ost_instance_getattr(obj, "n"), &x), 0);
+    cr_assert_eq(x, 3, "the state is intact");
+    ost_store_close(st);
+}
