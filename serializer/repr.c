@@ -580,21 +580,14 @@ static void repr_reduce(repr_ctx *c, ost_value v, int depth) {
         repr_value(c, r->kwargs, depth + 1);
     }
     puts_(c, ")");
-    if (r->listitems) {
-        puts_(c, ".extend(");
-        repr_value(c, r->listitems, depth + 1);
-        puts_(c, ")");
-    }
-    if (r->dictitems) {
-        puts_(c, ".update(");
-        repr_value(c, r->dictitems, depth + 1);
-        puts_(c, ")");
-    }
-    if (r->state) {
-        puts_(c, ".__setstate__(");
-        repr_value(c, r->state, depth + 1);
-        puts_(c, ")");
-    }
+    static const char *const calls[3] = {".extend(", ".update(", ".__setstate__("};
+    ost_value after[3] = {r->listitems, r->dictitems, r->state};
+    for (int i = 0; i < 3; i++)
+        if (after[i]) {
+            puts_(c, calls[i]);
+            repr_value(c, after[i], depth + 1);
+            puts_(c, ")");
+        }
 }
 
 /* Prints v in full. */

@@ -83,6 +83,9 @@ int ost__map_count_get(ost_store *st, void *txn, uint64_t map, uint64_t *count);
  * salvage or check reads them) and fills e: 0 or OST_ECORRUPT. */
 int ost__ent_check(ost_store *st, const void *key, size_t klen, const void *val, size_t vlen,
                    ost__entry *e);
+/* Whether a format-3 entry value val[0, vlen) under the engine's key
+ * (map oid included) carries the checksum its bytes give. */
+bool ost__ent_crc_ok(const void *key, size_t klen, const void *val, size_t vlen);
 /* The size of the stored value of an entry whose pickle has len bytes,
  * and that value made in out (key: the engine's key, map oid included). */
 size_t ost__ent_vsize(size_t len);

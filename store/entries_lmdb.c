@@ -52,6 +52,14 @@ static void ent_fill(const MDB_val *k, MDB_val *v, uint64_t serial, const void *
     for (int i = 0; i < 4; i++) b[8 + i] = (uint8_t)(crc >> (8 * i));
 }
 
+bool ost__ent_crc_ok(const void *key, size_t klen, const void *val, size_t vlen) {
+    const uint8_t *b = val;
+    MDB_val k = {klen, (void *)key};
+    return vlen >= EHDR && ent_crc(&k, b, b + EHDR, vlen - EHDR) ==
+                               ((uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
+                                (uint32_t)b[11] << 24);
+}
+
 /* Checks entry (k, v) as read from the store and fills e: 0 or
  * OST_ECORRUPT (too short, past the end of the file, a wrong checksum;
  * e is then empty). */
@@ -60,11 +68,7 @@ static int to_entry(ost_store *st, const MDB_val *k, const MDB_val *v, ost__entr
     const uint8_t *b = v->mv_data;
     *e = (ost__entry){0, NULL, 0};
     if (v->mv_size < h || !ost__in_file(st, b, v->mv_size)) return OST_ECORRUPT;
-    if (h == EHDR) {
-        uint32_t want = (uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
-                        (uint32_t)b[11] << 24;
-        if (ent_crc(k, b, b + EHDR, v->mv_size - EHDR) != want) return OST_ECORRUPT;
-    }
+    if (h == EHDR && !ost__ent_crc_ok(k->mv_data, k->mv_size, b, v->mv_size)) return OST_ECORRUPT;
     e->serial = ost__rd_le64(b);
     e->data = b + h;
     e->len = v->mv_size - h;

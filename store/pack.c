@@ -25,18 +25,6 @@ static bool is_map_cid(const uint32_t ids[2], uint32_t cid) {
     return cid && (cid == ids[0] || cid == ids[1]);
 }
 
-/* ---- page problems ----------------------------------------------------------- */
-
-typedef struct {
-    char msg[256];
-    uint64_t n;
-} first_problem;
-
-static void note_first(void *ud, const ost__pc_problem *p) {
-    first_problem *f = ud;
-    if (!f->n++) snprintf(f->msg, sizeof f->msg, "%s", p->msg);
-}
-
 /* ---- pack ---------------------------------------------------------------- */
 
 enum { REACHED, SCANNED }; /* the flags of the oid set */
@@ -155,17 +143,17 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
     /* pack trusts what liblmdb reads, and deleting through damaged pages
      * makes the damage worse (liblmdb overflows its heap): the pages are
      * checked first, and damage stops the pack even when forced */
-    first_problem fp = {0};
-    rc = ost__walk_snapshot(st, t, true, note_first, &fp, NULL);
+    char first[400];
+    rc = ost__walk_first(st, t, true, first, sizeof first);
     if (rc) {
         mdb_txn_abort(t);
         uv_rwlock_rdunlock(&st->maplock);
         if (rc != OST_ECORRUPT) return rc;
         return ost__st_fail(st, OST_ECORRUPT,
-                            "%s: pack: the store's pages are damaged (%s%s); nothing was removed: "
+                            "%s: pack: the store's pages are damaged (%s); nothing was removed: "
                             "'ostore check' lists the damage, 'ostore salvage' copies what is "
                             "intact",
-                            st->shown, fp.msg, fp.n > 1 ? ", and more" : "");
+                            st->shown, first);
     }
     MDB_val k, v;
     int code = 0;
@@ -454,15 +442,7 @@ static void page_problem(void *ud, const ost__pc_problem *p) {
     pc->n++;
     if (!pc->report) return;
     char msg[400];
-    if (p->has_keys && p->db && strcmp(p->db, "records") == 0 && (!p->key_lo || p->klo_len == 8) &&
-        (!p->key_hi || p->khi_len == 8)) {
-        char lo[24] = "0", hi[24] = "the last";
-        if (p->key_lo) snprintf(lo, sizeof lo, "%llu", (unsigned long long)ost__rd_be64(p->key_lo));
-        if (p->key_hi) snprintf(hi, sizeof hi, "%llu", (unsigned long long)ost__rd_be64(p->key_hi));
-        snprintf(msg, sizeof msg, "%s (records from oid %s to %s are behind it)", p->msg, lo, hi);
-    } else {
-        snprintf(msg, sizeof msg, "%s", p->msg);
-    }
+    ost__problem_text(p, msg, sizeof msg);
     pc->report(pc->ud, UINT64_MAX, 0, OST_ECORRUPT, msg);
 }
 
@@ -475,13 +455,8 @@ static int each_record(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, 
     (void)pg;
     pc->records++;
     uint64_t oid = kl == 8 ? ost__rd_be64(k) : UINT64_MAX;
-    bool ok = kl == 8 && vl >= OST_HDR_SIZE + 2;
-    if (ok && pc->format >= 3) {
-        uint32_t crc = ost__crc32c(ost__crc32c(ost__crc32c(0, k, 8), v, 12), v + OST_HDR_SIZE,
-                                   vl - OST_HDR_SIZE);
-        ok = crc == ((uint32_t)v[12] | (uint32_t)v[13] << 8 | (uint32_t)v[14] << 16 |
-                     (uint32_t)v[15] << 24);
-    }
+    bool ok = kl == 8 && vl >= OST_HDR_SIZE + 2 &&
+              (pc->format < 3 || ost__rec_crc_ok(oid, v, vl));
     if (!ok) {
         pc->n++;
         char msg[160];
@@ -497,12 +472,7 @@ static int each_entry(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, s
     page_ctx *pc = ud;
     (void)pg;
     pc->entries++;
-    bool ok = kl >= 8 && vl >= (pc->format >= 3 ? 12u : 8u);
-    if (ok && pc->format >= 3) {
-        uint32_t crc = ost__crc32c(ost__crc32c(ost__crc32c(0, k, kl), v, 8), v + 12, vl - 12);
-        ok = crc == ((uint32_t)v[8] | (uint32_t)v[9] << 8 | (uint32_t)v[10] << 16 |
-                     (uint32_t)v[11] << 24);
-    }
+    bool ok = kl >= 8 && (pc->format >= 3 ? ost__ent_crc_ok(k, kl, v, vl) : vl >= 8);
     if (!ok) {
         pc->n++;
         char msg[160];

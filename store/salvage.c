@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "entries.h"
 #include "import.h"
 #include "pagecheck.h"
 #include "salvage.h"
@@ -124,13 +125,7 @@ static void ignore_pid(void *ud, uint64_t oid) {
 }
 static bool rec_ok(uint64_t format, uint64_t oid, const uint8_t *v, size_t n) {
     if (n < OST_HDR_SIZE + 2) return false;
-    if (format >= 3) {
-        uint8_t kb[8];
-        ost__be64(kb, oid);
-        uint32_t crc = ost__crc32c(ost__crc32c(ost__crc32c(0, kb, 8), v, 12), v + OST_HDR_SIZE,
-                                   n - OST_HDR_SIZE);
-        return crc == le32(v + 12);
-    }
+    if (format >= 3) return ost__rec_crc_ok(oid, v, n);
     if (le32(v + 12)) return false;
     return ost__scan_pids(v + OST_HDR_SIZE, n - OST_HDR_SIZE, ignore_pid, NULL) == 0;
 }
@@ -140,10 +135,8 @@ static bool ent_ok(uint64_t format, const uint8_t *key, size_t klen, const uint8
                    size_t *off) {
     if (klen < 8 || klen > 8 + OST_MAP_KEY_MAX) return false;
     if (format >= 3) {
-        if (n < 12) return false;
-        uint32_t crc = ost__crc32c(ost__crc32c(ost__crc32c(0, key, klen), v, 8), v + 12, n - 12);
         *off = 12;
-        return crc == le32(v + 8);
+        return ost__ent_crc_ok(key, klen, v, n);
     }
     if (n < 8) return false;
     *off = 8;
@@ -156,15 +149,9 @@ static void on_problem(void *ud, const ost__pc_problem *p) {
     salv *s = ud;
     s->damaged_db = true;
     s->st->problems++;
-    if (p->has_keys && p->db && strcmp(p->db, "records") == 0 && (!p->key_lo || p->klo_len == 8) &&
-        (!p->key_hi || p->khi_len == 8)) {
-        char lo[24] = "0", hi[24] = "the last";
-        if (p->key_lo) snprintf(lo, sizeof lo, "%llu", (unsigned long long)be64(p->key_lo));
-        if (p->key_hi) snprintf(hi, sizeof hi, "%llu", (unsigned long long)be64(p->key_hi));
-        say(s, OST__SALV_DAMAGE, "%s (records from oid %s to %s are behind it)", p->msg, lo, hi);
-    } else {
-        say(s, OST__SALV_DAMAGE, "%s", p->msg);
-    }
+    char line[400];
+    ost__problem_text(p, line, sizeof line);
+    say(s, OST__SALV_DAMAGE, "%s", line);
 }
 
 static int meta_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl, uint64_t pg) {

@@ -146,13 +146,25 @@ void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id) {
     memset(h + 12, 0, 4);
 }
 
-void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid) {
+/* The checksum record rec[0, n) of oid must carry (n >= OST_HDR_SIZE). */
+static uint32_t rec_crc(uint64_t oid, const uint8_t *rec, size_t n) {
     uint8_t kb[8];
     ost__be64(kb, oid);
     uint32_t crc = ost__crc32c(0, kb, 8);
     crc = ost__crc32c(crc, rec, 12);
-    crc = ost__crc32c(crc, rec + OST_HDR_SIZE, n - OST_HDR_SIZE);
+    return ost__crc32c(crc, rec + OST_HDR_SIZE, n - OST_HDR_SIZE);
+}
+
+void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid) {
+    uint32_t crc = rec_crc(oid, rec, n);
     for (int i = 0; i < 4; i++) rec[12 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+bool ost__rec_crc_ok(uint64_t oid, const void *rec, size_t n) {
+    const uint8_t *h = rec;
+    return n >= OST_HDR_SIZE + 2 &&
+           rec_crc(oid, h, n) == ((uint32_t)h[12] | (uint32_t)h[13] << 8 |
+                                  (uint32_t)h[14] << 16 | (uint32_t)h[15] << 24);
 }
 
 bool ost__in_file(ost_store *st, const void *p, size_t n) {
@@ -174,16 +186,9 @@ int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *seria
     const uint8_t *h = v->mv_data;
     if (v->mv_size < OST_HDR_SIZE + 2) return OST__DMG_SHORT;
     if (!ost__in_file(st, h, v->mv_size)) return OST__DMG_BEYOND;
-    uint32_t want = (uint32_t)h[12] | (uint32_t)h[13] << 8 | (uint32_t)h[14] << 16 |
-                    (uint32_t)h[15] << 24;
     if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 3) {
-        uint8_t kb[8];
-        ost__be64(kb, oid);
-        uint32_t crc = ost__crc32c(0, kb, 8);
-        crc = ost__crc32c(crc, h, 12);
-        crc = ost__crc32c(crc, h + OST_HDR_SIZE, v->mv_size - OST_HDR_SIZE);
-        if (crc != want) return OST__DMG_CRC;
-    } else if (want) {
+        if (!ost__rec_crc_ok(oid, h, v->mv_size)) return OST__DMG_CRC;
+    } else if (h[12] | h[13] | h[14] | h[15]) {
         return OST__DMG_RESERVED;
     }
     *serial = ost__rd_le64(h);
@@ -261,20 +266,15 @@ void ost__format_refresh(ost_store *st, MDB_txn *t) {
         __atomic_store_n(&st->format, f, __ATOMIC_RELAXED);
 }
 
-static void count_problem(void *ud, const ost__pc_problem *p) {
-    char *first = ud;
-    if (!first[0]) snprintf(first, 256, "%s", p->msg);
-}
-
 int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
     /* every record is rewritten through liblmdb, which trusts the pages */
-    char first[256] = "";
-    int rc = ost__walk_snapshot(st, t, true, count_problem, first, NULL);
+    char first[400];
+    int rc = ost__walk_first(st, t, true, first, sizeof first);
     if (rc == OST_ECORRUPT)
         return ost__st_fail(st, OST_ECORRUPT,
                             "%s: cannot upgrade from format %llu: the store's pages are damaged "
                             "(%s); 'ostore check' says more, 'ostore salvage' copies what is intact",
-                            st->path, (unsigned long long)from, first);
+                            st->shown, (unsigned long long)from, first);
     if (rc) return rc;
     MDB_cursor *cur;
     rc = mdb_cursor_open(t, st->recs, &cur);

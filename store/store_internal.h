@@ -210,6 +210,9 @@ uint32_t ost__crc32c_soft(uint32_t crc, const void *p, size_t n);
  * 12..15): the CRC-32C of the oid (8 bytes big-endian), the header's
  * first 12 bytes and the pickle. Call it after the pickle is in place. */
 void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid);
+/* Whether record rec[0, n) of oid carries the checksum its bytes give
+ * (format 3); false for one too short to hold a header and a pickle. */
+bool ost__rec_crc_ok(uint64_t oid, const void *rec, size_t n);
 /* Checks record v of oid as read from the store and reads its header:
  * 0, or one of OST__DMG_* (what is wrong; ost__damage_text says it in
  * words). Checksums are checked in format 3; in older formats the
@@ -237,6 +240,11 @@ void ost__format_refresh(ost_store *st, MDB_txn *t);
 int ost__meta_check(const char *dir, char *msg, size_t cap);
 int ost__walk_snapshot(ost_store *st, MDB_txn *t, bool write, ost__pc_report report, void *ud,
                        ost__pc **out);
+/* The same, keeping the first problem in first (", and N more" after it
+ * when there are others), for a one-line refusal. */
+int ost__walk_first(ost_store *st, MDB_txn *t, bool write, char *first, size_t cap);
+/* A problem in one line, with the oids behind it when it hides records. */
+void ost__problem_text(const ost__pc_problem *p, char *buf, size_t cap);
 /* Rewrites every record and map entry of an older store with checksums,
  * inside write transaction t, and sets the format to 3. */
 int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from);

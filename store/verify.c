@@ -48,3 +48,37 @@ int ost__walk_snapshot(ost_store *st, MDB_txn *t, bool write, ost__pc_report rep
     else ost__pc_close(pc);
     return rc;
 }
+
+void ost__problem_text(const ost__pc_problem *p, char *buf, size_t cap) {
+    if (p->has_keys && p->db && strcmp(p->db, "records") == 0 && (!p->key_lo || p->klo_len == 8) &&
+        (!p->key_hi || p->khi_len == 8)) {
+        char lo[24] = "0", hi[24] = "the last";
+        if (p->key_lo) snprintf(lo, sizeof lo, "%llu", (unsigned long long)ost__rd_be64(p->key_lo));
+        if (p->key_hi) snprintf(hi, sizeof hi, "%llu", (unsigned long long)ost__rd_be64(p->key_hi));
+        snprintf(buf, cap, "%s (records from oid %s to %s are behind it)", p->msg, lo, hi);
+    } else {
+        snprintf(buf, cap, "%s", p->msg);
+    }
+}
+
+typedef struct {
+    char *buf;
+    size_t cap;
+    uint64_t n;
+} first_ctx;
+
+static void note_first(void *ud, const ost__pc_problem *p) {
+    first_ctx *f = ud;
+    if (!f->n++) ost__problem_text(p, f->buf, f->cap);
+}
+
+int ost__walk_first(ost_store *st, MDB_txn *t, bool write, char *first, size_t cap) {
+    first_ctx f = {first, cap, 0};
+    first[0] = 0;
+    int rc = ost__walk_snapshot(st, t, write, note_first, &f, NULL);
+    if (f.n > 1) {
+        size_t len = strlen(first);
+        snprintf(first + len, cap - len, ", and %llu more", (unsigned long long)(f.n - 1));
+    }
+    return rc;
+}

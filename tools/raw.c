@@ -282,16 +282,6 @@ ost_store *raw_store(raw_txn *t) { return t->st; }
 
 /* ---- the page walk ----------------------------------------------------------------- */
 
-typedef struct {
-    char first[300];
-    uint64_t n;
-} first_page_problem;
-
-static void note_page_problem(void *ud, const ost__pc_problem *p) {
-    first_page_problem *f = ud;
-    if (!f->n++) snprintf(f->first, sizeof f->first, "%s", p->msg);
-}
-
 int raw_verify_pages(ost_store *st, const char *db) {
     uv_rwlock_rdlock(&st->maplock);
     MDB_txn *t;
@@ -300,14 +290,14 @@ int raw_verify_pages(ost_store *st, const char *db) {
         uv_rwlock_rdunlock(&st->maplock);
         return fail("%s: cannot start a read transaction: %s", db, mdb_strerror(rc));
     }
-    first_page_problem f = {0};
-    rc = ost__walk_snapshot(st, t, false, note_page_problem, &f, NULL);
+    char first[400];
+    rc = ost__walk_first(st, t, false, first, sizeof first);
     mdb_txn_abort(t);
     uv_rwlock_rdunlock(&st->maplock);
     if (rc == OST_ECORRUPT)
-        return fail("%s: damaged store: %s%s ('ostore check %s' lists the damage, 'ostore salvage "
+        return fail("%s: damaged store: %s ('ostore check %s' lists the damage, 'ostore salvage "
                     "%s NEWSTORE' copies what is intact)",
-                    db, f.first, f.n > 1 ? ", and more" : "", db, db);
+                    db, first, db, db);
     if (rc) return fail("%s: %s", db, ost_store_errmsg(st));
     return EXIT_OK;
 }
