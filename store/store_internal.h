@@ -44,6 +44,7 @@ typedef struct ost__pkg {
     int rc;          /* outcome */
     uint64_t serial; /* the commit's serial when it succeeded */
     bool done;
+    uv_sem_t sem;      /* posted once when done (a waited commit, not async) */
     uv_async_t *async; /* wakes a loop when done (async commit) */
     struct ost__pkg *next;
     /* stored objects the records refer to without writing them, and the
@@ -112,8 +113,14 @@ struct ost_store {
     ost__pkg *gc_queue, *gc_tail;
     size_t gc_qlen;     /* packages in the queue */
     size_t gc_want;     /* packages the next group waits a little for */
+    size_t gc_need;     /* queue length at which a submit wakes the committer */
+    size_t gc_cond_waiters; /* threads waiting on gc_done (async packages) */
     uint64_t gc_last_ns; /* how long the last group took to apply and sync */
     uint64_t gc_groups; /* groups committed (for tests and benchmarks) */
+    /* where the committer's time went, in ns (for benchmarks): waiting for
+     * a first package, gathering the rest of a group, applying the
+     * packages, committing (writing and syncing) */
+    uint64_t gc_idle_ns, gc_gather_ns, gc_apply_ns, gc_commit_ns;
     char msg[512];
 };
 
