@@ -169,7 +169,7 @@ static void cmd_load(const char *dir, uint64_t n) {
     CHECK(ost_loader_open(c, &lo, &l), "loader_open");
     size_t nmarks = (size_t)((n + MILLION - 1) / MILLION) + 1;
     double *marks = calloc(nmarks + 1, sizeof *marks);
-    uint64_t io0 = io_write_bytes();
+    uint64_t io0 = io_write_bytes(), apply0 = st->gc_apply_ns, commit0 = st->gc_commit_ns;
     double t0 = now(), cpu0 = thread_cpu();
     marks[0] = t0;
     ost_value prev = OST_NONE;
@@ -189,6 +189,9 @@ static void cmd_load(const char *dir, uint64_t n) {
     double t1 = now(), cpu1 = thread_cpu();
     marks[nmarks - 1] = t1; /* the last mark includes the final commit */
     uint64_t io1 = io_write_bytes();
+    /* the committer thread's time: applying the batches, committing them */
+    double capply = (double)(st->gc_apply_ns - apply0) / 1e9,
+           ccommit = (double)(st->gc_commit_ns - commit0) / 1e9;
     ost_store_stats s;
     CHECK(ost_store_stat(st, &s), "stat");
     ost_store_close(st);
@@ -266,8 +269,9 @@ static void cmd_load(const char *dir, uint64_t n) {
     mdb_env_close(src);
     mdb_env_close(dst);
 
-    printf("{\"objects\": %" PRIu64 ", \"batch\": %zu, \"seconds\": %.4f, \"caller_cpu\": %.4f, ", n,
-           batch, t1 - t0, cpu1 - cpu0);
+    printf("{\"objects\": %" PRIu64 ", \"batch\": %zu, \"seconds\": %.4f, \"caller_cpu\": %.4f, "
+           "\"committer_apply\": %.4f, \"committer_commit\": %.4f, ",
+           n, batch, t1 - t0, cpu1 - cpu0, capply, ccommit);
     print_rates("per_million", marks, nmarks, n);
     printf(", \"record_bytes\": %" PRIu64 ", \"map_size\": %" PRIu64 ", \"io_bytes\": %" PRIu64
            ", \"raw_seconds\": %.4f, \"raw_bytes\": %" PRIu64 ", \"raw_io_bytes\": %" PRIu64 ", ",
@@ -444,7 +448,8 @@ static void cmd_group(const char *dir, int nthreads, double secs, bool gc) {
         args[i] = (gc_arg){.st = st, .oid = oids[i], .start = &start};
         if (uv_thread_create(&th[i], gc_thread, &args[i])) DIE("thread");
     }
-    uint64_t groups0 = st->gc_groups;
+    uint64_t groups0 = st->gc_groups, idle0 = st->gc_idle_ns, gather0 = st->gc_gather_ns,
+             apply0 = st->gc_apply_ns, commit0 = st->gc_commit_ns;
     uv_barrier_wait(&start);
     double t0 = now();
     while (now() - t0 < secs) usleep(10000);
@@ -457,11 +462,16 @@ static void cmd_group(const char *dir, int nthreads, double secs, bool gc) {
     }
     double t1 = now();
     uint64_t groups = st->gc_groups - groups0;
+    /* the committer's time per group: idle, gathering, applying, committing */
+    double g = groups ? (double)groups * 1e3 : 1;
+    double idle = (double)(st->gc_idle_ns - idle0) / g, gather = (double)(st->gc_gather_ns - gather0) / g,
+           apply = (double)(st->gc_apply_ns - apply0) / g, commit = (double)(st->gc_commit_ns - commit0) / g;
     uv_barrier_destroy(&start);
     ost_store_close(st);
     printf("{\"threads\": %d, \"group_commit\": %s, \"seconds\": %.4f, \"commits\": %" PRIu64
-           ", \"groups\": %" PRIu64 "}\n",
-           nthreads, gc ? "true" : "false", t1 - t0, total, groups);
+           ", \"groups\": %" PRIu64 ", \"group_us\": {\"idle\": %.1f, \"gather\": %.1f, "
+           "\"apply\": %.1f, \"commit\": %.1f}}\n",
+           nthreads, gc ? "true" : "false", t1 - t0, total, groups, idle, gather, apply, commit);
     free(oids);
     free(ctrs);
     free(args);
