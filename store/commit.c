@@ -4,6 +4,7 @@
  * store's group committer thread, which applies many packages in nested
  * transactions and ends them with one commit (one fsync). The bulk loader
  * sends its batches the same way. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +436,9 @@ int ost__pkg_apply_direct(ost_store *st, ost__pkg *p) {
  * not once per package. */
 static void committer_main(void *arg) {
     ost_store *st = arg;
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), "ost-committer"); /* as top and perf show it */
+#endif
     uv_mutex_lock(&st->gc_lock);
     for (;;) {
         /* Gathering: the committers of the last group are woken together

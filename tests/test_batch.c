@@ -1003,3 +1003,78 @@ Test(batch, new_objects_below_stored_oids_are_stored_directly) { new_oids_below_
 Test(batch, new_objects_below_stored_oids_are_stored_by_the_committer) {
     new_oids_below_stored_ones(true);
 }
+
+/* Closing a connection whose asynchronous commit is still queued waits for
+ * the committer (on the store's condition variable, not the package's
+ * semaphore), the commit lands, and its callback never runs. A connection
+ * is closed on the thread that opened it: the closing one has its own. */
+typedef struct {
+    ost_store *st;
+    uint64_t oid;
+    cb_log log;
+    int rc, loop_rc, close_rc;
+} closer_arg;
+
+static void closer_thread(void *arg) {
+    closer_arg *a = arg;
+    uv_loop_t loop;
+    ost_conn *c;
+    ost_value o;
+    a->rc = uv_loop_init(&loop);
+    if (a->rc) return;
+    if (!(a->rc = ost_conn_open(a->st, &c))) {
+        if (!(a->rc = ost_conn_get(c, a->oid, &o)) &&
+            !(a->rc = ost_instance_setattr(o, "value", ost_int(7))))
+            a->rc = ost_commit_async(c, &loop, on_commit, &a->log);
+        ost_conn_close(c); /* waits for the queued commit */
+    }
+    a->loop_rc = uv_run(&loop, UV_RUN_DEFAULT);
+    a->close_rc = uv_loop_close(&loop);
+}
+
+static size_t cond_waiters(ost_store *st) {
+    uv_mutex_lock(&st->gc_lock);
+    size_t n = st->gc_cond_waiters;
+    uv_mutex_unlock(&st->gc_lock);
+    return n;
+}
+
+Test(batch, closing_a_connection_with_an_async_commit_pending_waits_for_it) {
+    ost_store *st = open_store(true, true);
+    uint64_t oid = make_counter(st, "counter"), stall_oid = make_counter(st, "stall");
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ost_conn *cstall = conn_of(st);
+    ost_value d;
+    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
+    set(d, "value", ost_int(1));
+    int release;
+    pid_t holder = hold_write_lock(F.dir, &release);
+    cb_log ls = {0};
+    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
+    while (!queue_empty(st)) uv_sleep(1); /* the committer is held up */
+    closer_arg a = {.st = st, .oid = oid};
+    uv_thread_t th;
+    cr_assert_eq(uv_thread_create(&th, closer_thread, &a), 0);
+    while (cond_waiters(st) < 1) uv_sleep(1); /* the close waits */
+    char go = 1;
+    cr_assert_eq(write(release, &go, 1), 1);
+    close(release);
+    int status;
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    uv_thread_join(&th);
+    cr_assert_eq(a.rc, 0, "%s", ost_err_name(a.rc));
+    cr_assert_eq(a.loop_rc, 0);
+    cr_assert_eq(a.close_rc, 0);
+    cr_assert_eq(a.log.calls, 0, "the closed connection's callback does not run");
+    cr_assert_eq(cond_waiters(st), 0);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(ls.calls, 1);
+    cr_assert_eq(ls.status, 0);
+    cr_assert_eq(read_counter(st, oid), 7, "its commit landed");
+    cr_assert_eq(read_counter(st, stall_oid), 1);
+    ost_conn_close(cstall);
+    ost_store_close(st);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
