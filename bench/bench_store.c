@@ -186,7 +186,7 @@ static void cmd_load(const char *dir, uint64_t n) {
     ost_loader_options_init(&lo); /* the defaults: batches of 100,000 */
     size_t batch = lo.batch_objects;
     size_t nmarks = (size_t)((n + MILLION - 1) / MILLION) + 1;
-    double *marks = calloc(nmarks + 1, sizeof *marks);
+    double *marks = calloc(nmarks + 1, sizeof *marks), *cpumarks = calloc(nmarks + 1, sizeof *marks);
     load_marks dm = {.st = st, .at = calloc(nmarks + 1, sizeof(double)),
                      .apply = calloc(nmarks + 1, sizeof(uint64_t)),
                      .commit = calloc(nmarks + 1, sizeof(uint64_t)), .n = n / MILLION};
@@ -197,6 +197,7 @@ static void cmd_load(const char *dir, uint64_t n) {
     uint64_t io0 = io_write_bytes(), apply0 = st->gc_apply_ns, commit0 = st->gc_commit_ns;
     double t0 = now(), cpu0 = thread_cpu();
     marks[0] = t0;
+    cpumarks[0] = cpu0;
     dm.at[0] = t0;
     dm.apply[0] = apply0;
     dm.commit[0] = commit0;
@@ -209,7 +210,10 @@ static void cmd_load(const char *dir, uint64_t n) {
          * previous item frees it, so memory stays flat */
         ost_instance_set_slot(it, 3, OST_NONE);
         prev = it;
-        if ((i + 1) % MILLION == 0) marks[(i + 1) / MILLION] = now();
+        if ((i + 1) % MILLION == 0) {
+            marks[(i + 1) / MILLION] = now();
+            cpumarks[(i + 1) / MILLION] = thread_cpu();
+        }
     }
     ost_decref(prev);
     int rc = ost_loader_close(l);
@@ -317,7 +321,11 @@ static void cmd_load(const char *dir, uint64_t n) {
     for (size_t i = 1; i <= dm.next; i++)
         printf("%s[%.1f, %.1f]", i > 1 ? ", " : "", (double)(dm.apply[i] - dm.apply[i - 1]) / 1e6,
                (double)(dm.commit[i] - dm.commit[i - 1]) / 1e6);
+    printf("], \"caller_cpu_ms_per_million\": [");
+    for (size_t i = 1; i * MILLION <= n; i++)
+        printf("%s%.1f", i > 1 ? ", " : "", (cpumarks[i] - cpumarks[i - 1]) * 1e3);
     printf("]}\n");
+    free(cpumarks);
     free(dm.at);
     free(dm.apply);
     free(dm.commit);

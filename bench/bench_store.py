@@ -198,6 +198,8 @@ def report(raw, args):
             cm = a.get("committer_ms_per_million") or []
             print("    committer ms per million (apply + commit): %s"
                   % ", ".join("%.0f+%.0f" % (x, y) for x, y in cm))
+            print("    caller thread CPU ms per million: %s"
+                  % ", ".join("%.0f" % x for x in a.get("caller_cpu_ms_per_million", [])))
         print()
         pm = a["per_million"]
         target(rate >= 2_000_000, "(a) loader >= 2,000,000 objects/s overall: %s" % num(rate))
