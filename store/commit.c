@@ -446,14 +446,18 @@ static void committer_main(void *arg) {
          * splits them into two groups that alternate, each half the size
          * (and twice the syncs). So the next group waits for as many
          * packages as the last group had plus those that queued while it
-         * was written, but at most half the time that group took, counted
-         * from the end of that group (the first arrival does not wake the
-         * committer: one wake-up per group, by the package that completes
-         * it or by the deadline). After the deadline with nothing queued,
-         * the first package wakes it. */
+         * was written. The first arrival does not wake the committer: one
+         * wake-up per group, by the package that completes it or by the
+         * deadline. The deadline, counted from the end of the last group,
+         * is the time that group took to apply and commit, or twice the
+         * time the last complete group took to gather if that is longer
+         * (with a fast sync the gathering is the longer part), and never
+         * more than 2 ms. With nothing queued by then, the first package
+         * wakes it. */
         uint64_t t_idle = uv_hrtime(), t_gather = 0;
         if (st->gc_want > 1 && st->gc_qlen < st->gc_want && !st->gc_stop) {
-            uint64_t wait = st->gc_last_ns / 2;
+            uint64_t wait = st->gc_last_ns;
+            if (wait < 2 * st->gc_last_gather_ns) wait = 2 * st->gc_last_gather_ns;
             if (wait > 2000000) wait = 2000000;
             uint64_t end = t_idle + wait;
             st->gc_need = st->gc_want;
@@ -463,6 +467,7 @@ static void committer_main(void *arg) {
                     break;
             }
             if (st->gc_queue) t_gather = t_idle; /* gathered from the start */
+            if (st->gc_qlen >= st->gc_want) st->gc_last_gather_ns = uv_hrtime() - t_idle;
         }
         while (!st->gc_queue && !st->gc_stop) {
             st->gc_need = 1;
@@ -544,20 +549,38 @@ static void committer_main(void *arg) {
         if (!applied) applied = ended;
         st->gc_apply_ns += applied - started;
         st->gc_commit_ns += ended - applied;
+        for (ost__pkg *p = group; rc && p; p = p->next) {
+            /* the group's commit failed: nothing of it is stored */
+            set_outcome(st, p, rc, "group commit");
+            p->serial = 0;
+        }
         uv_mutex_lock(&st->gc_lock);
         st->gc_last_ns = ended - started;
         st->gc_want = ngroup + st->gc_qlen;
+        /* async packages are done under the lock (ost__pkg_is_done); the
+         * waiting committers are posted after it is released: each post
+         * may hand the CPU to the committer it wakes, which would then
+         * block on gc_lock to submit its next package */
+        ost__pkg *wake = NULL, **wtail = &wake;
         for (ost__pkg *p = group, *next; p; p = next) {
-            next = p->next; /* p may be gone once its committer is woken */
-            if (rc) { /* the group's commit failed: nothing of it is stored */
-                set_outcome(st, p, rc, "group commit");
-                p->serial = 0;
+            next = p->next; /* an async package may be submitted again once done */
+            if (p->async) {
+                p->done = true;
+                uv_async_send(p->async);
+            } else {
+                *wtail = p;
+                wtail = &p->wnext;
             }
-            p->done = true;
-            if (p->async) uv_async_send(p->async);
-            else uv_sem_post(&p->sem);
         }
+        *wtail = NULL;
         if (st->gc_cond_waiters) uv_cond_broadcast(&st->gc_done);
+        uv_mutex_unlock(&st->gc_lock);
+        for (ost__pkg *p = wake, *next; p; p = next) {
+            next = p->wnext; /* p may be gone once its committer is woken */
+            p->done = true;
+            uv_sem_post(&p->sem);
+        }
+        uv_mutex_lock(&st->gc_lock);
     }
     uv_mutex_unlock(&st->gc_lock);
 }

@@ -47,6 +47,7 @@ typedef struct ost__pkg {
     uv_sem_t sem;      /* posted once when done (a waited commit, not async) */
     uv_async_t *async; /* wakes a loop when done (async commit) */
     struct ost__pkg *next;
+    struct ost__pkg *wnext; /* committers to wake after a group (committer only) */
     /* stored objects the records refer to without writing them, and the
      * meta.low (pack mark) the connection's cache was checked at: if a
      * pack ran since, apply checks that they still exist */
@@ -116,6 +117,7 @@ struct ost_store {
     size_t gc_need;     /* queue length at which a submit wakes the committer */
     size_t gc_cond_waiters; /* threads waiting on gc_done (async packages) */
     uint64_t gc_last_ns; /* how long the last group took to apply and sync */
+    uint64_t gc_last_gather_ns; /* how long the last complete group took to gather */
     uint64_t gc_groups; /* groups committed (for tests and benchmarks) */
     /* where the committer's time went, in ns (for benchmarks): waiting for
      * a first package, gathering the rest of a group, applying the
