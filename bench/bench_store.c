@@ -186,7 +186,8 @@ static void cmd_load(const char *dir, uint64_t n) {
     ost_loader_options_init(&lo); /* the defaults: batches of 100,000 */
     size_t batch = lo.batch_objects;
     size_t nmarks = (size_t)((n + MILLION - 1) / MILLION) + 1;
-    double *marks = calloc(nmarks + 1, sizeof *marks), *cpumarks = calloc(nmarks + 1, sizeof *marks);
+    double *marks = calloc(nmarks + 1, sizeof *marks);
+    double *cpumarks = calloc(nmarks + 1, sizeof *cpumarks);
     load_marks dm = {.st = st, .at = calloc(nmarks + 1, sizeof(double)),
                      .apply = calloc(nmarks + 1, sizeof(uint64_t)),
                      .commit = calloc(nmarks + 1, sizeof(uint64_t)), .n = n / MILLION};
@@ -515,8 +516,10 @@ static void cmd_group(const char *dir, int nthreads, double secs, bool gc) {
     uint64_t groups = st->gc_groups - groups0;
     /* the committer's time per group: idle, gathering, applying, committing */
     double g = groups ? (double)groups * 1e3 : 1;
-    double idle = (double)(st->gc_idle_ns - idle0) / g, gather = (double)(st->gc_gather_ns - gather0) / g,
-           apply = (double)(st->gc_apply_ns - apply0) / g, commit = (double)(st->gc_commit_ns - commit0) / g;
+    double idle = (double)(st->gc_idle_ns - idle0) / g;
+    double gather = (double)(st->gc_gather_ns - gather0) / g;
+    double apply = (double)(st->gc_apply_ns - apply0) / g;
+    double commit = (double)(st->gc_commit_ns - commit0) / g;
     uv_barrier_destroy(&start);
     ost_store_close(st);
     printf("{\"threads\": %d, \"group_commit\": %s, \"seconds\": %.4f, \"commits\": %" PRIu64

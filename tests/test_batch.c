@@ -932,7 +932,8 @@ Test(batch, a_group_of_waiting_commits_with_one_conflict_stores_the_others) {
         if (i == LOSER) {
             cr_assert_eq(a[i].rc, OST_ECONFLICT, "%s", ost_err_name(a[i].rc));
             cr_assert(strstr(a[i].msg, "conflict on oid"), "%s", a[i].msg);
-            cr_assert_eq(read_counter(st, oids[i]), 0, "nothing of the conflicting commit is stored");
+            cr_assert_eq(read_counter(st, oids[i]), 0,
+                         "nothing of the conflicting commit is stored");
         } else {
             cr_assert_eq(a[i].rc, 0, "commit %d: %s: %s", i, ost_err_name(a[i].rc), a[i].msg);
             cr_assert_eq(read_counter(st, oids[i]), 100 + i);
@@ -999,7 +1000,9 @@ static void new_oids_below_stored_ones(bool group_commit) {
     ost_store_close(st);
 }
 
-Test(batch, new_objects_below_stored_oids_are_stored_directly) { new_oids_below_stored_ones(false); }
+Test(batch, new_objects_below_stored_oids_are_stored_directly) {
+    new_oids_below_stored_ones(false);
+}
 Test(batch, new_objects_below_stored_oids_are_stored_by_the_committer) {
     new_oids_below_stored_ones(true);
 }
