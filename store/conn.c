@@ -294,6 +294,10 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     return 0;
 }
 
+int ost__conn_class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
+    return class_of(c, cid, cls);
+}
+
 int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     return get_locked(c, oid, obj);
 }

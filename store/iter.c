@@ -22,6 +22,7 @@ struct ost_iter {
     MDB_cursor *cur;   /* on c->rtxn as of snap_gen */
     MDB_txn *cur_txn;
     uint64_t snap_gen;
+    ost_value cls; /* the class last reported without an object (a reference) */
 };
 
 /* The class id of cls in snapshot t: 0 and *id, MDB_NOTFOUND when the
@@ -125,11 +126,29 @@ int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
             info->serial = dmg ? 0 : serial;
             info->damaged = dmg != 0;
         }
-        if (!dmg && (info || obj)) {
-            ost_value o;
-            rc = ost__conn_get_locked(c, oid, &o);
-            if (!rc && info) info->cls = ost_instance_class(o);
-            if (!rc && obj) *obj = o;
+        if (!dmg && obj) {
+            rc = ost__conn_get_locked(c, oid, obj);
+            if (!rc && info) info->cls = ost_instance_class(*obj);
+        } else if (!dmg && info) {
+            /* no object asked for: no ghost is made (a listing of a big
+             * store would fill the cache) */
+            ost_value k;
+            int crc = ost__conn_class_of(c, cid, &k);
+            if (!crc) {
+                ost_decref(it->cls);
+                it->cls = k; /* kept until the next call: info->cls is borrowed */
+                info->cls = k;
+            } else if (crc == MDB_CORRUPTED || crc == MDB_NOTFOUND)
+                rc = OST_ECORRUPT;
+            else
+                rc = ost__c_fail(c, ost__mdb_code(crc), "%s: reading the class table: %s",
+                                 c->st->shown, ost__mdb_strerror(c->st, crc));
+        }
+        if (rc == OST_ECORRUPT && info) { /* a class id not in the class table */
+            info->damaged = true;
+            info->cls = 0;
+            info->serial = 0;
+            rc = 0;
         }
         uv_rwlock_rdunlock(&c->st->maplock);
         return rc;
@@ -147,5 +166,6 @@ int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
 void ost_iter_close(ost_iter *it) {
     if (!it) return;
     if (it->cur) mdb_cursor_close(it->cur);
+    ost_decref(it->cls);
     free(it);
 }

@@ -293,6 +293,9 @@ int ost__conn_dead(ost_conn *c);
 /* The cached object of oid or a new ghost (borrowed), as ost_conn_get;
  * maplock held, snapshot open. */
 int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj);
+/* The class of class id cid (a new reference; the connection keeps one
+ * too for ids below 65536), or an LMDB code. maplock held. */
+int ost__conn_class_of(ost_conn *c, uint32_t cid, ost_value *cls);
 int ost__conn_new_oid(ost_conn *c, uint64_t *oid);
 int ost__conn_cache_add(ost_conn *c, ost_value obj, uint64_t oid);
 void ost__conn_forget(ost_conn *c, uint64_t oid);
