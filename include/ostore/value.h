@@ -313,7 +313,13 @@ OST_EXTERN bool ost_same_graph(ost_value a, ost_value b);
 /* Hash of a hashable value, consistent with ost_equal (equal values hash
  * equal; numbers hash as Python's do, so 1, 1.0 and True agree). Returns 0,
  * OST_ETYPE for unhashable values (list, dict, set, bytearray, or a tuple
- * holding one), or OST_ENOMEM for very large graphs of shared tuples. */
+ * holding one), or OST_ENOMEM for very large graphs of shared tuples.
+ * Stable: the hash of a value is the same in every process and run and
+ * on every platform (no per-process seed, unlike Python's str hash, so it
+ * is not equal to Python's hash() of a str or bytes), and it does not
+ * change within a major version (tests/test_api.c pins values), so a
+ * program may keep it in its own indexes. A str and the bytes of its
+ * UTF-8 text hash alike (they never compare equal). */
 OST_EXTERN int ost_hash(ost_value v, uint64_t *out);
 
 /* A growable byte buffer owned by the caller: zero-initialise it, free it
