@@ -2235,9 +2235,9 @@ static char *py_reader(const char *dir, int *status) {
 }
 
 static void expect_line(const char *out, const char *line) {
-    char *want = malloc(strlen(line) + 3);
+    char *want = malloc(strlen(line) + 3), *whole = malloc(strlen(out) + 3);
+    cr_assert(want && whole);
     sprintf(want, "\n%s\n", line);
-    char *whole = malloc(strlen(out) + 3);
     sprintf(whole, "\n%s", out);
     cr_expect(strstr(whole, want), "missing line:\n%s\nin:\n%s", line, out);
     free(want);
