@@ -459,7 +459,7 @@ int ost_invalidate(ost_conn *c, ost_value obj) {
 }
 
 uint64_t ost_oid(ost_conn *c, ost_value obj) {
-    ost__pent *e = c ? find_obj(c, obj) : NULL;
+    ost__pent *e = c && c->st ? find_obj(c, obj) : NULL;
     return e ? e->oid : UINT64_MAX;
 }
 
@@ -559,7 +559,9 @@ static void conn_release(ost_conn *c) {
     c->next = NULL;
 }
 
-static void conn_free(ost_conn *c) {
+/* Frees what the connection owns but the handle itself, leaving NULLs
+ * (so that it may run twice: a connection its store closed). */
+static void conn_free_parts(ost_conn *c) {
     ost__ptrtab_free(&c->by_oid);
     ost__ptrtab_free(&c->by_obj);
     free(c->ents);
@@ -570,11 +572,25 @@ static void conn_free(ost_conn *c) {
     ost__pkg_free(c->pkg);
     for (size_t i = 0; i < c->ncls_by_id; i++) ost_decref(c->cls_by_id[i]);
     free(c->cls_by_id);
+    c->ents = NULL;
+    c->changed = NULL;
+    c->nents = c->capents = c->nchanged = c->capchanged = 0;
+    c->w = NULL;
+    c->r = NULL;
+    c->hooks = NULL;
+    c->pkg = NULL;
+    c->cls_by_id = NULL;
+    c->ncls_by_id = 0;
+}
+
+static void conn_free(ost_conn *c) {
+    conn_free_parts(c);
     free(c);
 }
 
 void ost__conn_detach(ost_conn *c) {
     conn_release(c);
+    conn_free_parts(c); /* a handle never closed keeps only itself */
     thread_forget(c); /* when the store closes on the connection's thread */
     c->st = NULL;
     ost__fmt(c->msg, sizeof c->msg, "the connection's store is closed");

@@ -77,6 +77,11 @@ OST_TEST(api, conn_close_after_store_close_is_safe) {
     cr_assert_eq(ost_root_set_c(b, "k", ost_int(1)), OST_EINVAL);
     ost_iter *it;
     cr_assert_eq(ost_iter_open(a, 0, &it), OST_EINVAL);
+    ost_value m;
+    cr_assert_eq(ost_map_new(a, "int", &m), OST_EINVAL);
+    cr_assert_eq(ost_oid(a, held), UINT64_MAX);
+    size_t active;
+    cr_assert_eq(ost_conn_cache_count(a, &active), 0u);
     ost_abort(a);
     cr_assert_eq(ost_conn_hooks(a), NULL);
     /* what the caller held is a ghost that can no longer load */
