@@ -5,7 +5,9 @@ and builds a program against it the three ways docs/tutorial.md
 with ostore-static.pc; each must run. Also checks that the plain build's
 binary needs libostore.so.0 (what the rpath or ldconfig is for), and that
 pkg-config --static works for the shared library's .pc.
-Usage: install_test.py BUILD_DIR"""
+Usage: install_test.py BUILD_DIR [SANITIZE]: SANITIZE is the build's
+b_sanitize (the installed library of an ASan build needs the program built
+with the same -fsanitize, and cannot be linked statically)."""
 import glob
 import os
 import subprocess
@@ -13,6 +15,8 @@ import sys
 import tempfile
 
 build = sys.argv[1]
+sanitize = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] not in ("", "none") else None
+san_flags = ["-fsanitize=" + sanitize] if sanitize else []
 PROG = r'''
 #include <ostore.h>
 #include <stdio.h>
@@ -44,7 +48,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     def build_run(name, flags):
         exe = os.path.join(tmp, name)
-        subprocess.run(["cc", src, "-o", exe, *flags], check=True, capture_output=True)
+        subprocess.run(["cc", src, "-o", exe, *san_flags, *flags], check=True, capture_output=True)
         out = subprocess.run([exe], capture_output=True, text=True)
         assert out.returncode == 0, (name, out.stderr)
         assert out.stdout.strip().endswith("'installed'"), out.stdout
@@ -54,11 +58,13 @@ with tempfile.TemporaryDirectory() as tmp:
     flags = pc("--cflags", "--libs", "ostore")
     exe = build_run("rpath", flags + ["-Wl,-rpath," + libdir])
     plain = os.path.join(tmp, "plain")
-    subprocess.run(["cc", src, "-o", plain, *flags], check=True)
+    subprocess.run(["cc", src, "-o", plain, *san_flags, *flags], check=True)
     needed = subprocess.run(["readelf", "-d", plain], capture_output=True, text=True).stdout
     assert "libostore.so.0" in needed, needed
     pc("--static", "--libs", "ostore")  # must not fail
-    if os.path.exists(os.path.join(pcdir, "ostore-static.pc")):
+    if sanitize:
+        print("a -fsanitize=%s build: static link not tried" % sanitize)
+    elif os.path.exists(os.path.join(pcdir, "ostore-static.pc")):
         build_run("static", ["-static"] + pc("--static", "--cflags", "--libs", "ostore-static"))
     else:
         print("no ostore-static.pc (libuv-static not found): static link not tried")
