@@ -16,6 +16,7 @@ struct ost_reader {
     ost_persistent_load_fn pers_load;
     void *pl_ud;
     ost_value *stack;
+    uint32_t *dep; /* per stack slot: how deep its value nests (see nest) */
     size_t sp, stcap;
     size_t *marks;
     size_t nmarks, mcap;
@@ -28,13 +29,14 @@ struct ost_reader {
     size_t bytes;       /* bytes allocated for values so far */
     const uint8_t *base, *end;
     int proto; /* of the pickle being read: PROTO's, 0 without one */
+    ost_py2str py2str; /* what a Python 2 str becomes */
     int err;
     size_t erroff;
     char msg[320];
 };
 
 #define DEFAULT_LIMITS \
-    {100000, (size_t)1 << 26, (size_t)1 << 31, (size_t)4 << 30}
+    {10000000, (size_t)1 << 26, (size_t)1 << 31, (size_t)4 << 30}
 
 ost_reader *ost_reader_new(void) {
     ost_reader *r = calloc(1, sizeof *r);
@@ -51,6 +53,7 @@ void ost_reader_free(ost_reader *r) {
     ost__ptrtab_free(&r->sparse);
     free(r->memo);
     free(r->stack);
+    free(r->dep);
     free(r->marks);
     free(r);
 }
@@ -63,6 +66,14 @@ void ost_reader_set_limits(ost_reader *r, const ost_limits *l) {
     if (l->max_container) r->lim.max_container = l->max_container;
     if (l->max_bytes) r->lim.max_bytes = l->max_bytes;
 }
+
+int ost_reader_set_py2str(ost_reader *r, ost_py2str mode) {
+    if (!r || (unsigned)mode > OST_PY2STR_BYTES) return OST_EINVAL;
+    r->py2str = mode;
+    return 0;
+}
+
+ost_py2str ost_reader_get_py2str(const ost_reader *r) { return r->py2str; }
 
 void ost_reader_set_find_global(ost_reader *r, ost_find_global_fn fn, void *ud) {
     r->find_global = fn;
@@ -116,6 +127,7 @@ static int push_slow(ost_reader *r, const uint8_t *at, ost_value v);
  * fails exactly as before. */
 static inline int push(ost_reader *r, const uint8_t *at, ost_value v) {
     if (OST_LIKELY(v && r->sp < r->stcap && r->sp < r->lim.max_container)) {
+        r->dep[r->sp] = 0;
         r->stack[r->sp++] = v;
         return 0;
     }
@@ -135,14 +147,44 @@ static __attribute__((noinline)) int push_slow(ost_reader *r, const uint8_t *at,
     if (OST_UNLIKELY(r->sp == r->stcap)) {
         size_t cap = r->stcap ? r->stcap * 2 : 256;
         ost_value *s = realloc(r->stack, cap * sizeof *s);
-        if (!s) {
+        if (s) r->stack = s;
+        uint32_t *d = s ? realloc(r->dep, cap * sizeof *d) : NULL;
+        if (!d) {
             ost_decref(v);
             return NOMEM(at);
         }
-        r->stack = s;
+        r->dep = d;
         r->stcap = cap;
     }
+    r->dep[r->sp] = 0;
     r->stack[r->sp++] = v;
+    return 0;
+}
+
+/* ---- nesting ---------------------------------------------------------------
+ * One limit, max_depth, bounds how deep the pickle nests: open MARKs, and
+ * containers inside containers as the pickle builds them on the stack
+ * (dep[i] is the depth of the value in slot i: 0 for a scalar, 1 for a
+ * container with no container inside, 1 + its deepest item's otherwise).
+ * Siblings (items of one container) do not add up. A value fetched from
+ * the memo counts as a leaf: nothing in ostore recurses on the C stack, so
+ * deeper graphs made through the memo are safe too; the limit is there for
+ * the programs that walk what was read. */
+
+/* Deepest value in stack slots [from, to). */
+static inline uint32_t max_dep(const ost_reader *r, size_t from, size_t to) {
+    uint32_t m = 0;
+    for (size_t i = from; i < to; i++)
+        if (r->dep[i] > m) m = r->dep[i];
+    return m;
+}
+
+/* Slot i now holds a value nested d deep (at least what it had). */
+static int nest(ost_reader *r, const uint8_t *at, size_t i, uint64_t d) {
+    if (OST_UNLIKELY(d > r->lim.max_depth || d > UINT32_MAX))
+        return rfail(r, at, OST_ELIMIT, "containers nested deeper than %zu (limit max_depth)",
+                     r->lim.max_depth);
+    if (d > r->dep[i]) r->dep[i] = (uint32_t)d;
     return 0;
 }
 
@@ -356,6 +398,23 @@ static ost_value latin1_str(ost_reader *r, const uint8_t *at, const uint8_t *p, 
     return v;
 }
 
+/* A Python 2 str (STRING, BINSTRING, SHORT_BINSTRING; p[0..n) after
+ * escapes) as the reader's py2str mode says, as Python's Unpickler with
+ * that encoding and errors='strict'. */
+static ost_value py2_str(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
+    if (r->py2str == OST_PY2STR_BYTES) return new_bytes(r, at, OST_T_BYTES, p, n);
+    if (r->py2str == OST_PY2STR_ASCII)
+        for (size_t i = 0; i < n; i++)
+            if (OST_UNLIKELY(p[i] >= 0x80)) {
+                rfail(r, at, OST_EDECODE,
+                      "%s: byte 0x%02x at index %zu of a Python 2 str is not ASCII "
+                      "(Python's encoding='ASCII'; read it as latin1 or bytes)",
+                      op_name(*at), p[i], i);
+                return 0;
+            }
+    return latin1_str(r, at, p, n);
+}
+
 static size_t put_utf8(char *d, uint32_t u) {
     if (u < 0x80) {
         d[0] = (char)u;
@@ -438,9 +497,14 @@ static ost_value quoted_string(ost_reader *r, const uint8_t *at, const uint8_t *
     size_t j = 0;
     for (size_t i = 0; i < n;) {
         uint8_t c = p[i++];
-        if (c != '\\' || i == n) {
+        if (c != '\\') {
             tmp[j++] = c;
             continue;
+        }
+        if (i == n) { /* CPython: "Trailing \ in string" */
+            free(tmp);
+            rfail(r, at, OST_EBADPICKLE, "STRING ends in a trailing backslash");
+            return 0;
         }
         c = p[i++];
         switch (c) {
@@ -457,7 +521,8 @@ static ost_value quoted_string(ost_reader *r, const uint8_t *at, const uint8_t *
             int h1 = i < n ? hexval(p[i]) : -1, h2 = i + 1 < n ? hexval(p[i + 1]) : -1;
             if (h1 < 0 || h2 < 0) {
                 free(tmp);
-                rfail(r, at, OST_EBADPICKLE, "bad \\x escape in STRING");
+                rfail(r, at, OST_EBADPICKLE, "bad \\x escape at index %zu of the STRING text",
+                      i - 2);
                 return 0;
             }
             tmp[j++] = (uint8_t)(h1 << 4 | h2);
@@ -476,7 +541,7 @@ static ost_value quoted_string(ost_reader *r, const uint8_t *at, const uint8_t *
             }
         }
     }
-    ost_value v = latin1_str(r, at, tmp, j);
+    ost_value v = py2_str(r, at, tmp, j);
     free(tmp);
     return v;
 }
@@ -748,6 +813,9 @@ static ost_value make_global_as_is(ost_reader *r, const uint8_t *at, const uint8
 
 /* ---- building ----------------------------------------------------------- */
 
+static ost_value inst_items(ost_reader *r, const uint8_t *at, int op, ost_value inst,
+                            int want);
+
 static ost_value new_instance(ost_reader *r, const uint8_t *at, ost_value cls) {
     ost_value v = ost_instance_new(ost_incref(cls));
     if (!v) NOMEM(at);
@@ -837,6 +905,38 @@ static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
                 gl_is(ost_item(args, 1), "builtins", "object") &&
                 ost_item(args, 2) == OST_NONE)
                 return new_instance(r, at, a0);
+            if (gl_is(fn, "copyreg", "_reconstructor") && na == 3 &&
+                ost__type(a0) == OST_T_GLOBAL && !ost__klass_of(a0))
+                /* below protocol 2 an instance of a dict or list subclass
+                 * is _reconstructor(cls, dict, dict(self)) */
+                for (int k = 0; k < 2; k++) {
+                    int t = k ? OST_T_LIST : OST_T_DICT;
+                    ost_value st = ost_item(args, 2);
+                    if (!gl_is(ost_item(args, 1), "builtins", k ? "list" : "dict") ||
+                        (ost__type(st) != t && st != OST_NONE))
+                        continue;
+                    ost_value inst = new_instance(r, at, a0), items = 0;
+                    if (inst && st != OST_NONE && ost_len(st)) {
+                        items = inst_items(r, at, OP_REDUCE, inst, t);
+                        size_t pos = 0;
+                        ost_value key, val;
+                        int rc = !items ? r->err
+                                        : account(r, at, ost_len(st) * sizeof(ost_entry));
+                        for (size_t i = 0; !rc && t == OST_T_LIST && i < ost_len(st); i++)
+                            rc = ost_list_append(items, ost_incref(ost_item(st, i)));
+                        while (!rc && t == OST_T_DICT && ost_dict_next(st, &pos, &key, &val))
+                            rc = ost_dict_set(items, ost_incref(key), ost_incref(val));
+                        if (rc) {
+                            if (!r->err) NOMEM(at);
+                            items = 0;
+                        }
+                        if (!items) {
+                            trash(r, inst);
+                            inst = 0;
+                        }
+                    }
+                    return inst;
+                }
             if (gl_is(fn, "copyreg", "__newobj__") && na >= 1 &&
                 ost__type(a0) == OST_T_GLOBAL) {
                 if (na == 1) return new_instance(r, at, a0);
@@ -906,9 +1006,50 @@ static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
     return v;
 }
 
+/* The items of an instance of a list subclass (want OST_T_LIST) or dict
+ * subclass (OST_T_DICT) that APPENDS or SETITEMS fill, made on first use;
+ * 0 after a failure. */
+static ost_value inst_items(ost_reader *r, const uint8_t *at, int op, ost_value inst,
+                            int want) {
+    ost_inst_obj *in = (ost_inst_obj *)inst;
+    if (ost__slotted(inst) || (OST__O(inst)->flags & OST__F_PERSISTENT) ||
+        ost_class_is_persistent(in->cls)) {
+        ost_global_obj *g = (ost_global_obj *)in->cls;
+        rfail(r, at, OST_EUNSUPPORTED,
+              "%s on an instance of %s.%s: a class with fields or a persistent class "
+              "keeps no items", op_name(op), ((ost_str_obj *)g->module)->data,
+              ((ost_str_obj *)g->name)->data);
+        return 0;
+    }
+    if (!in->items) {
+        if (account(r, at, 64)) return 0;
+        in->items = want == OST_T_LIST ? ost_list_new(0) : ost_dict_new();
+        if (!in->items) NOMEM(at);
+    } else if (ost__type(in->items) != want) {
+        rfail(r, at, OST_EBADPICKLE, "%s on an instance that holds %s items", op_name(op),
+              want == OST_T_LIST ? "dict" : "list");
+        return 0;
+    }
+    return in->items;
+}
+
+static int add_items_(ost_reader *r, const uint8_t *at, int op, size_t base);
+
+/* Adds the values of slots [base, sp) to the list, set, reduce value or
+ * instance in slot base - 1, which nests one deeper than the deepest. */
 static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
+    uint32_t m = max_dep(r, base, r->sp);
+    int rc = add_items_(r, at, op, base);
+    return rc ? rc : nest(r, at, base - 1, (uint64_t)m + 1);
+}
+
+static int add_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
     ost_value target = r->stack[base - 1];
     int t = ost__type(target);
+    if (t == OST_T_INSTANCE && op != OP_ADDITEMS) { /* a list subclass's */
+        if (!(target = inst_items(r, at, op, target, OST_T_LIST))) return r->err;
+        t = OST_T_LIST;
+    }
     size_t n = r->sp - base;
     int rc = 0;
     if (t == OST_T_LIST && op != OP_ADDITEMS) {
@@ -958,10 +1099,21 @@ static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
         return rc ? NOMEM(at) : 0;
     }
     return rfail(r, at, OST_EBADPICKLE, "%s on a %s (only %s)", op_name(op),
-                 ost_type_name(t), op == OP_ADDITEMS ? "sets" : "lists and reduce values");
+                 ost_type_name(t),
+                 op == OP_ADDITEMS ? "sets" : "lists, list subclasses and reduce values");
 }
 
+static int set_items_(ost_reader *r, const uint8_t *at, int op, size_t base);
+
+/* Sets the key-value pairs of slots [base, sp) in the dict, reduce value or
+ * instance in slot base - 1, which nests one deeper than the deepest. */
 static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
+    uint32_t m = max_dep(r, base, r->sp);
+    int rc = set_items_(r, at, op, base);
+    return rc ? rc : nest(r, at, base - 1, (uint64_t)m + 1);
+}
+
+static int set_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
     ost_value target = r->stack[base - 1];
     int t = ost__type(target);
     size_t n = r->sp - base;
@@ -969,6 +1121,10 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
     if (n % 2)
         return rfail(r, at, OST_EBADPICKLE, "%s with an odd number of values (%zu)",
                      op_name(op), n);
+    if (t == OST_T_INSTANCE) { /* a dict subclass's */
+        if (!(target = inst_items(r, at, op, target, OST_T_DICT))) return r->err;
+        t = OST_T_DICT;
+    }
     if (t == OST_T_DICT) {
         if (ost_len(target) + n / 2 > r->lim.max_container)
             return rfail(r, at, OST_ELIMIT, "dict larger than %zu (limit max_container)",
@@ -1006,8 +1162,9 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
         r->sp = base;
         return rc ? NOMEM(at) : 0;
     }
-    return rfail(r, at, OST_EBADPICKLE, "%s on a %s (only dicts and reduce values)",
-                 op_name(op), ost_type_name(t));
+    return rfail(r, at, OST_EBADPICKLE,
+                 "%s on a %s (only dicts, dict subclasses and reduce values)", op_name(op),
+                 ost_type_name(t));
 }
 
 /* Fills the slots of an instance of a class with fields from a state dict
@@ -1165,7 +1322,14 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
     r->nmarks = 0;
     if (OST_UNLIKELY(!r->stack)) { /* never NULL: "(t" copies 0 items from it */
         r->stack = malloc(256 * sizeof *r->stack);
-        if (!r->stack) return NOMEM(p);
+        r->dep = malloc(256 * sizeof *r->dep);
+        if (!r->stack || !r->dep) {
+            free(r->stack);
+            free(r->dep);
+            r->stack = NULL;
+            r->dep = NULL;
+            return NOMEM(p);
+        }
         r->stcap = 256;
     }
     for (;;) {
@@ -1247,6 +1411,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         case OP_DUP:
             CHECK(need(r, at, 1, op));
             PUSH(ost_incref(r->stack[r->sp - 1]));
+            r->dep[r->sp - 1] = r->dep[r->sp - 2];
             break;
 
         /* scalars */
@@ -1372,7 +1537,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             if (op == OP_SHORT_BINUNICODE || op == OP_BINUNICODE || op == OP_BINUNICODE8)
                 v = new_str(r, at, p, (size_t)n);
             else if (op == OP_SHORT_BINSTRING || op == OP_BINSTRING)
-                v = latin1_str(r, at, p, (size_t)n);
+                v = py2_str(r, at, p, (size_t)n);
             else
                 v = new_bytes(r, at, op == OP_BYTEARRAY8 ? OST_T_BYTEARRAY : OST_T_BYTES,
                               p, (size_t)n);
@@ -1394,7 +1559,10 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         }
 
         /* tuples */
-        case OP_EMPTY_TUPLE: PUSH(ost_tuple_new(0)); break; /* len set to 0 */
+        case OP_EMPTY_TUPLE: /* len set to 0 */
+            PUSH(ost_tuple_new(0));
+            r->dep[r->sp - 1] = 1;
+            break;
         case OP_TUPLE1:
         case OP_TUPLE2:
         case OP_TUPLE3:
@@ -1409,6 +1577,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
                 base = r->sp - n;
             }
             CHECK(account(r, at, 16 + n * sizeof(ost_value)));
+            uint32_t d = max_dep(r, base, r->sp);
             ost_value t = ost__tuple_new_uninit(n);
             if (!t) {
                 NOMEM(at);
@@ -1418,6 +1587,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             memcpy(((ost_tuple_obj *)t)->items, r->stack + base, n * sizeof(ost_value));
             r->sp = base;
             PUSH(t);
+            CHECK(nest(r, at, r->sp - 1, (uint64_t)d + 1));
             break;
         }
 
@@ -1425,6 +1595,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         case OP_EMPTY_LIST:
             CHECK(account(r, at, 48));
             PUSH(ost_list_new(0));
+            r->dep[r->sp - 1] = 1;
             break;
         case OP_LIST: {
             size_t base;
@@ -1439,8 +1610,10 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             if (n) /* ost_list_new(0) has no items array */
                 memcpy(((ost_list_obj *)l)->items, r->stack + base, n * sizeof(ost_value));
             ((ost_list_obj *)l)->len = n;
+            uint32_t d = max_dep(r, base, r->sp);
             r->sp = base;
             PUSH(l);
+            CHECK(nest(r, at, r->sp - 1, (uint64_t)d + 1));
             break;
         }
         case OP_APPEND:
@@ -1463,6 +1636,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         case OP_EMPTY_DICT:
             CHECK(account(r, at, 64));
             PUSH(ost_dict_new());
+            r->dep[r->sp - 1] = 1;
             break;
         case OP_DICT: {
             size_t base;
@@ -1475,7 +1649,9 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             /* the dict goes under its items, then SETITEMS fills it */
             CHECK(push(r, at, d));
             memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
+            memmove(r->dep + base + 1, r->dep + base, (r->sp - 1 - base) * sizeof *r->dep);
             r->stack[base] = d;
+            r->dep[base] = 1;
             CHECK(set_items(r, at, op, base + 1));
             break;
         }
@@ -1496,6 +1672,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         case OP_EMPTY_SET:
             CHECK(account(r, at, 64));
             PUSH(ost_set_new());
+            r->dep[r->sp - 1] = 1;
             break;
         case OP_FROZENSET: {
             size_t base;
@@ -1507,7 +1684,9 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             }
             CHECK(push(r, at, s));
             memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
+            memmove(r->dep + base + 1, r->dep + base, (r->sp - 1 - base) * sizeof *r->dep);
             r->stack[base] = s;
+            r->dep[base] = 1;
             CHECK(add_items(r, at, OP_FROZENSET, base + 1));
             break;
         }
@@ -1594,6 +1773,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             ((ost_tuple_obj *)args)->len = r->sp - base;
             memcpy(((ost_tuple_obj *)args)->items, r->stack + base,
                    (r->sp - base) * sizeof(ost_value));
+            uint32_t d = max_dep(r, base, r->sp);
             r->sp = base;
             /* a find_global result that is not a global cannot be an
              * instance's class: keep the call as data, as OBJ does */
@@ -1604,6 +1784,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             ost_decref(args);
             if (!v) goto fail;
             PUSH(v);
+            CHECK(nest(r, at, r->sp - 1, (uint64_t)d + 1));
             break;
         }
         case OP_STACK_GLOBAL: {
@@ -1641,6 +1822,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             }
             ((ost_tuple_obj *)args)->len = na;
             memcpy(((ost_tuple_obj *)args)->items, r->stack + base + 1, na * sizeof(ost_value));
+            uint32_t d = max_dep(r, base, r->sp);
             r->sp = base;
             ost_value v = na ? build_call(r, at, OST_REDUCE_CALL, cls, args, 0)
                              : ost__type(cls) == OST_T_GLOBAL
@@ -1650,6 +1832,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
             ost_decref(args);
             if (!v) goto fail;
             PUSH(v);
+            CHECK(nest(r, at, r->sp - 1, (uint64_t)d + 1));
             break;
         }
         case OP_REDUCE:
@@ -1678,17 +1861,25 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
                                          : OST_REDUCE_NEWOBJ_EX;
             ost_value v = build_call(r, at, kind, fn, args, kw);
             if (!v) goto fail;
+            /* the object stands where its arguments' tuple stood */
+            uint32_t d = max_dep(r, r->sp - n, r->sp);
             r->sp -= n;
             ost_decref(fn);
             ost_decref(args);
             ost_decref(kw);
             PUSH(v);
+            CHECK(nest(r, at, r->sp - 1, d ? d : 1));
             break;
         }
-        case OP_BUILD:
+        case OP_BUILD: {
             CHECK(need(r, at, 2, op));
+            /* an instance's attributes are one level below it, as its
+             * state dict's values are below the dict */
+            uint32_t d = r->dep[r->sp - 1];
             CHECK(build(r, at));
+            CHECK(nest(r, at, r->sp - 1, d));
             break;
+        }
         case OP_PERSID: {
             const uint8_t *e;
             LINE(e);
