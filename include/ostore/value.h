@@ -263,7 +263,9 @@ OST_EXTERN ost_value ost_instance_items(ost_value inst);
  * them). 0, OST_ETYPE (items is neither a list nor a dict) or OST_EINVAL
  * (inst is not an instance, or is one of a class with fields or of a
  * persistent class: a store record keeps only the state). On failure
- * items is released and inst is unchanged. */
+ * items is released and inst is unchanged. The items are part of the
+ * instance, as in Python: another reference to the same list or dict in
+ * the graph pickles as a separate object. */
 OST_EXTERN int ost_instance_set_items(ost_value inst, ost_value items);
 
 /* New reduce value: what a pickle says to build with callable(*args)
