@@ -79,10 +79,15 @@ typedef struct {
 
 #define OST__DICT_LINEAR 8
 
+/* An instance with a state (a dict of attributes, or what BUILD gave).
+ * items is 0, or the list or dict of items of an instance of a list or dict
+ * subclass (what APPENDS or SETITEMS added after NEWOBJ). The object stays
+ * 32 bytes, the pool's size class of the 24 it had. */
 typedef struct {
     ost_obj h;
     ost_value cls;
     ost_value state;
+    ost_value items;
 } ost_inst_obj;
 
 /* What ost_class_new adds to a global. */
