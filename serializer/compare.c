@@ -19,15 +19,9 @@ typedef struct {
 } cmp_ctx;
 
 static void push(cmp_ctx *c, ost_value a, ost_value b) {
-    if (c->len == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        pair *n = realloc(c->items, cap * sizeof *n);
-        if (!n) {
-            c->oom = true;
-            return;
-        }
-        c->items = n;
-        c->cap = cap;
+    if (ost__reserve((void **)&c->items, &c->cap, c->len + 1, sizeof *c->items, 64)) {
+        c->oom = true;
+        return;
     }
     c->items[c->len++] = (pair){a, b};
 }

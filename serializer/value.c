@@ -248,15 +248,9 @@ static inline bool rel_boundary(ost_value ch) {
 }
 
 static void rel_push(rel_ctx *c, ost_value v) {
-    if (c->len == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 256;
-        ost_value *n = realloc(c->stack, cap * sizeof *n);
-        if (!n) {
-            c->err = OST_ENOMEM;
-            return;
-        }
-        c->stack = n;
-        c->cap = cap;
+    if (ost__reserve((void **)&c->stack, &c->cap, c->len + 1, sizeof *c->stack, 256)) {
+        c->err = OST_ENOMEM;
+        return;
     }
     c->stack[c->len++] = v;
 }
@@ -293,15 +287,8 @@ static void rel_unlink(ost_value ch, void *ud) {
     /* a reference from garbage to a live object is dropped */
     if (s->key && s->val == UINT64_MAX) OST__O(ch)->refcnt--;
     else if (!s->key) { /* a persistent object: dropped after the frees */
-        if (c->next == c->capext) {
-            size_t cap = c->capext ? c->capext * 2 : 16;
-            ost_value *n = realloc(c->ext, cap * sizeof *n);
-            if (!n) { /* keep the reference: a leak, never a crash */
-                return;
-            }
-            c->ext = n;
-            c->capext = cap;
-        }
+        if (ost__reserve((void **)&c->ext, &c->capext, c->next + 1, sizeof *c->ext, 16))
+            return; /* keep the reference: a leak, never a crash */
         c->ext[c->next++] = ch;
     }
 }
