@@ -29,7 +29,18 @@ typedef struct {
     bool half;       /* K_DICT/K_PAIRS/K_SLOTS: key written, value next */
     bool slots;      /* K_BUILD: the state is the instance's slots */
     bool win;        /* this frame opened a memo window (see tracked) */
+    bool names;      /* K_DICT: an instance's state: its str keys are names */
 } wframe;
+
+/* An attribute name met in this dump (see save_name): a reference to the
+ * str, and its memo index once memoized. */
+typedef struct {
+    ost_value s; /* 0: empty slot */
+    uint32_t idx; /* NAME_SEEN: written once in full, not memoized */
+    uint32_t hash;
+} wname;
+#define NAME_SEEN UINT32_MAX
+#define NAMES_MAX 1024 /* distinct names memoized per dump; more are written in full */
 
 #define OST__MEMO_RECENT 32
 
@@ -57,6 +68,8 @@ struct ost_writer {
     ost_value g_set, g_frozenset, g_bytes, g_bytearray, g_encode, g_newobj_ex;
     ost_value g_getattr;
     ost_value s_latin1;
+    wname *names; /* attribute names by content, open addressing */
+    size_t names_mask, names_count;
     int err;
     char msg[256];
 };
@@ -103,6 +116,7 @@ void ost_writer_free(ost_writer *w) {
     drop_cached(&w->g_getattr);
     drop_cached(&w->s_latin1);
     ost__ptrtab_free(&w->memo);
+    free(w->names);
     free(w->st);
     free(w->buf);
     free(w);
@@ -612,6 +626,81 @@ oom:
 }
 
 static int call_hook(ost_writer *w, ost_value v, bool *done);
+static int save(ost_writer *w, ost_value v, bool nohook);
+
+/* ---- attribute names -------------------------------------------------------
+ *
+ * Python interns attribute names, so its pickles memoize each name once and
+ * write a 2-byte GET for every later use. Our instances' names are often
+ * distinct str objects of the same text (each setattr makes its key), so
+ * names are memoized by content: an instance state's str keys and slotted
+ * fields' names. A name is written in full the first time, memoized the
+ * second time, fetched from the memo after that: a pickle with one instance
+ * (a store record) stays as it was, one with many gets Python's size. */
+
+/* The persistent_id hook sees every heap reference: names go through save. */
+static inline bool pid_all(const ost_writer *w) {
+    return w->pid_fn && w->pid_scope == OST_PID_ALL;
+}
+
+static wname *name_slot(ost_writer *w, const ost_str_obj *s, uint32_t h) {
+    size_t i = h & w->names_mask;
+    for (;;) {
+        wname *e = &w->names[i];
+        if (!e->s) return e;
+        const ost_str_obj *t = (const ost_str_obj *)e->s;
+        if (e->hash == h && t->len == s->len && memcmp(t->data, s->data, s->len) == 0)
+            return e;
+        i = (i + 1) & w->names_mask;
+    }
+}
+
+static void names_clear(ost_writer *w) {
+    if (!w->names_count) return;
+    for (size_t i = 0; i <= w->names_mask; i++) {
+        ost_decref(w->names[i].s);
+        w->names[i].s = 0;
+    }
+    w->names_count = 0;
+}
+
+/* Writes str name (under 256 bytes, protocol 4 or more or not) as an
+ * attribute name: a GET when memoized, else in full, memoized the second
+ * time it is met. Falls back to save() when out of names or memory. */
+static int save_name(ost_writer *w, ost_value name) {
+    ost_str_obj *s = (ost_str_obj *)name;
+    if (OST_UNLIKELY(!w->names)) {
+        w->names = calloc(2 * NAMES_MAX, sizeof *w->names);
+        if (!w->names) return save(w, name, false);
+        w->names_mask = 2 * NAMES_MAX - 1;
+    }
+    uint32_t h = (uint32_t)ost__fnv1a(OST__FNV_INIT, s->data, s->len);
+    wname *e = name_slot(w, s, h);
+    if (!e->s) {
+        if (w->names_count >= NAMES_MAX) return save(w, name, false);
+        e->s = ost_incref(name); /* kept: a temporary's text must stay */
+        e->idx = NAME_SEEN;
+        e->hash = h;
+        w->names_count++;
+    } else if (e->idx != NAME_SEEN) {
+        if (reserve(w, 5)) return w->err;
+        put_get(w, e->idx);
+        w->stats.memo_hits++;
+        return 0;
+    } else if (w->memo_next < UINT32_MAX - 1) {
+        e->idx = w->memo_next++; /* by content only: not in the identity memo */
+        if (reserve(w, s->len + 2 + 9 + 5)) return w->err;
+        if (put_text(w, OST_T_STR, s->data, s->len)) return w->err;
+        w->stats.objects++;
+        if (w->proto >= 4) put1(w, OP_MEMOIZE);
+        else if (e->idx < 256) put_op_le(w, OP_BINPUT, e->idx, 1);
+        else put_op_le(w, OP_LONG_BINPUT, e->idx, 4);
+        return 0;
+    }
+    if (reserve(w, s->len + 2 + 9 + 5)) return w->err;
+    w->stats.objects++;
+    return put_text(w, OST_T_STR, s->data, s->len);
+}
 
 /* True when boundary() would end the frame or flush: the fast loops in
  * step() stop there, so frames split where they would item by item. */
@@ -1181,8 +1270,12 @@ static int step(ost_writer *w) {
             f->cur = f->i;
             item = d->entries[f->i++].key;
             if (pairs) f->half = true;
+            /* an unshared name: by content (a shared one: by identity) */
+            if (f->names && ost__type(item) == OST_T_STR && !shared(item) && !pid_all(w) &&
+                ((ost_str_obj *)item)->len < 256)
+                return save_name(w, item);
             /* Fast path for dicts: keys and values, as above. */
-            while (f->kind == K_DICT && save_scalar(w, item)) {
+            while (f->kind == K_DICT && !f->names && save_scalar(w, item)) {
                 if (boundary_due(w)) return 0;
                 if (f->half) {
                     f->half = false;
@@ -1211,7 +1304,8 @@ static int step(ost_writer *w) {
             f->half = true;
             ost_str_obj *name = (ost_str_obj *)ost__klass_of(so->cls)->fields[f->i];
             if (f->slots && name->len < 256 && w->proto >= 4) {
-                /* a record's field names appear once: no memo entries */
+                if (!pid_all(w)) return save_name(w, (ost_value)name);
+                /* the hook sees every reference, but not field names */
                 if (reserve(w, name->len + 2)) return w->err;
                 put_short_str(w, name->data, name->len);
                 return 0;
@@ -1290,7 +1384,15 @@ static int step(ost_writer *w) {
                 if (!push(w, K_SLOTS, inst)) return w->err;
                 return 0;
             }
-            if (f->post_state) return save(w, f->post_state, false);
+            if (f->post_state) {
+                size_t at = w->nst;
+                ost_value st = f->post_state;
+                bool inst = ost__type(f->obj) == OST_T_INSTANCE;
+                if (save(w, st, false)) return w->err;
+                /* an instance's state dict: its keys are attribute names */
+                if (inst && w->nst == at + 1 && w->st[at].kind == K_DICT && w->st[at].obj == st)
+                    w->st[at].names = true;
+            }
             return 0;
         }
         if (f->post_state) {
@@ -1403,6 +1505,7 @@ out:
     ost_decref(tmp);
     ost_decref(w->dead);
     w->dead = 0;
+    names_clear(w); /* drops the references it took */
     if (w->err) {
         w->len = 0;
         return w->err;
