@@ -28,6 +28,7 @@ struct ost_reader {
     size_t bytes;       /* bytes allocated for values so far */
     const uint8_t *base, *end;
     int proto; /* of the pickle being read: PROTO's, 0 without one */
+    ost__lender *lender; /* ost_load_lent's buffer, NULL in ost_load */
     int err;
     size_t erroff;
     char msg[320];
@@ -327,6 +328,29 @@ static ost_value new_bytes(ost_reader *r, const uint8_t *at, int type,
     }
     if (p) memcpy(((ost_str_obj *)v)->data, p, n);
     return v;
+}
+
+/* A bytes value pointing into the lent input (ost_load_lent). */
+static ost_value lent_bytes(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
+    if (account(r, at, sizeof(ost_lent_obj))) return 0;
+    ost_lent_obj *o = (ost_lent_obj *)ost__obj_alloc(sizeof *o, OST_T_BYTES);
+    if (!o) {
+        NOMEM(at);
+        return 0;
+    }
+    o->h.flags |= OST__F_LENT;
+    o->hash = 0;
+    o->len = n;
+    o->ptr = (const char *)p;
+    o->lender = r->lender;
+    __atomic_fetch_add(&r->lender->refs, 1, __ATOMIC_RELAXED);
+    return (ost_value)o;
+}
+
+void ost__lender_drop(ost__lender *l) {
+    if (__atomic_sub_fetch(&l->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (l->release) l->release(l->ud, l->data, l->len);
+    free(l);
 }
 
 /* Latin-1 bytes (Python 2 str) to a str: ASCII stays, other bytes become
@@ -1313,6 +1337,8 @@ static int load_counted(ost_reader *r, const uint8_t *at, int op, const uint8_t 
         v = new_str(r, at, p, (size_t)n);
     else if (op == OP_SHORT_BINSTRING || op == OP_BINSTRING)
         v = latin1_str(r, at, p, (size_t)n);
+    else if (r->lender && n >= OST_LEND_MIN && op != OP_BYTEARRAY8)
+        v = lent_bytes(r, at, p, (size_t)n);
     else
         v = new_bytes(r, at, op == OP_BYTEARRAY8 ? OST_T_BYTEARRAY : OST_T_BYTES, p,
                       (size_t)n);
@@ -1719,6 +1745,23 @@ static const char *op_name(int op) {
 }
 
 const char *ost__op_name(int op) { return op_name(op); }
+
+int ost_load_lent(ost_reader *r, const void *data, size_t len, ost_release_fn release,
+                  void *ud, ost_value *out, size_t *consumed) {
+    ost__lender *l = r && out && (data || !len) ? malloc(sizeof *l) : NULL;
+    if (!l) {
+        if (out) *out = 0;
+        if (consumed) *consumed = 0;
+        if (release) release(ud, data, len);
+        return r && out && (data || !len) ? OST_ENOMEM : OST_EINVAL;
+    }
+    *l = (ost__lender){1, release, ud, data, len};
+    r->lender = l;
+    int rc = ost_load(r, data, len, out, consumed);
+    r->lender = NULL;
+    ost__lender_drop(l); /* the values that point into data hold it now */
+    return rc;
+}
 
 int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) {
     if (!r || ost__type(inst) != OST_T_INSTANCE) return OST_EINVAL;

@@ -34,6 +34,7 @@ size_t ost__obj_size(const ost_obj *o) {
     case OST_T_STR:
     case OST_T_BYTES:
     case OST_T_BYTEARRAY:
+        if (o->flags & OST__F_LENT) return sizeof(ost_lent_obj);
         return sizeof(ost_str_obj) + ((const ost_str_obj *)o)->len + 1;
     case OST_T_TUPLE:
         return sizeof(ost_tuple_obj) +
@@ -178,6 +179,9 @@ static void free_storage(ost_obj *o) {
         ost__arr_free(ost__pooled(o), ((ost_dict_obj *)o)->entries,
                       ((ost_dict_obj *)o)->cap * sizeof(ost_entry));
         ost__mem_free(((ost_dict_obj *)o)->index);
+        break;
+    case OST_T_BYTES:
+        if (o->flags & OST__F_LENT) ost__lender_drop(((ost_lent_obj *)o)->lender);
         break;
     case OST_T_GLOBAL: {
         ost__klass *k = ((ost_global_obj *)o)->k;
@@ -594,7 +598,7 @@ const char *ost_data(ost_value v, size_t *len) {
     }
     ost_str_obj *o = (ost_str_obj *)v;
     if (len) *len = o->len;
-    return o->data;
+    return ost__sdata(o);
 }
 
 size_t ost_len(ost_value v) {
@@ -795,7 +799,7 @@ static int hash_leaf(ost_value v, uint64_t *out) {
     case OST_T_STR:
     case OST_T_BYTES: {
         ost_str_obj *s = (ost_str_obj *)v;
-        if (!s->hash) s->hash = hash_bytes(s->data, s->len, 0x5bd1e995);
+        if (!s->hash) s->hash = hash_bytes(ost__sdata(s), s->len, 0x5bd1e995);
         *out = s->hash;
         return 0;
     }

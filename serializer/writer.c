@@ -774,7 +774,7 @@ static int save_bytes_as_call(ost_writer *w, ost_value v, const ost_str_obj *s, 
         } else {
             g = cached_global(w, &w->g_encode, "_codecs", "encode");
             /* latin-1 bytes as a str, and the codec name */
-            const uint8_t *b = (const uint8_t *)s->data;
+            const uint8_t *b = (const uint8_t *)ost__sdata(s);
             ost_value txt = ost__str_new_uninit(OST_T_STR, ost__latin1_utf8_len(b, s->len));
             args = ost_tuple_new(2);
             if (!w->s_latin1 && (w->s_latin1 = ost_str_c("latin1")))
@@ -794,7 +794,7 @@ static int save_bytes_as_call(ost_writer *w, ost_value v, const ost_str_obj *s, 
         else {
             args = ost_tuple_new(1);
             /* a failed copy must not leave bytearray(None) */
-            if (args && ost_tuple_set(args, 0, ost_bytes(s->data, s->len))) {
+            if (args && ost_tuple_set(args, 0, ost_bytes(ost__sdata(s), s->len))) {
                 ost_decref(args);
                 args = 0;
             }
@@ -948,7 +948,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         ost_str_obj *s = (ost_str_obj *)o;
         bool ba = o->type == OST_T_BYTEARRAY;
         if ((!ba && w->proto >= 3) || (ba && w->proto >= 5)) {
-            if (put_text(w, o->type, s->data, s->len)) return w->err;
+            if (put_text(w, o->type, ost__sdata(s), s->len)) return w->err;
             break;
         }
         return save_bytes_as_call(w, v, s, ba);
