@@ -301,21 +301,43 @@ static const uint8_t *line_end(const ost_reader *r, const uint8_t *p) {
     return memchr(p, '\n', (size_t)(r->end - p));
 }
 
+/* True when p[0..n) is ASCII. Text of up to 16 bytes with 16 bytes of
+ * input left from p is checked in two 8-byte loads, the bytes past n
+ * masked off; else one pass with no branch per byte. */
+static inline bool ascii(const ost_reader *r, const uint8_t *p, size_t n) {
+    const uint64_t hi = 0x8080808080808080ULL;
+    if (n <= 16 && has(r, p, 16)) {
+        uint64_t a, b;
+        memcpy(&a, p, 8);
+        memcpy(&b, p + 8, 8);
+        if (n < 8) a &= ((uint64_t)1 << (8 * n)) - 1, b = 0;
+        else if (n < 16) b &= ((uint64_t)1 << (8 * (n - 8))) - 1;
+        return ((a | b) & hi) == 0;
+    }
+    uint8_t acc = 0;
+    for (size_t i = 0; i < n; i++) acc |= p[i];
+    return acc < 0x80;
+}
+
 static ost_value new_str(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
     size_t bad;
-    if (OST_UNLIKELY(ost_utf8_check((const char *)p, n, &bad))) {
+    /* most text is short ASCII: no call to check it */
+    if (OST_UNLIKELY(!(n <= 64 && ascii(r, p, n)) && ost_utf8_check((const char *)p, n, &bad))) {
         rfail(r, at, OST_EUTF8, "invalid UTF-8 in %s at byte %zu of the text",
               op_name(*at), bad);
         return 0;
     }
     if (account(r, at, n + 32)) return 0;
-    ost_value v = ost__str_new_uninit(OST_T_STR, n);
-    if (!v) {
+    ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, OST_T_STR);
+    if (!o) {
         NOMEM(at);
         return 0;
     }
-    memcpy(((ost_str_obj *)v)->data, p, n);
-    return v;
+    o->hash = 0;
+    o->len = n;
+    memcpy(o->data, p, n);
+    o->data[n] = 0;
+    return (ost_value)o;
 }
 
 static ost_value new_bytes(ost_reader *r, const uint8_t *at, int type,

@@ -1772,3 +1772,29 @@ READER_TEST(lent_buffer_is_released_once_when_the_load_fails) {
     cr_assert_eq(c2.calls, 1);
     ost_reader_free(r);
 }
+
+READER_TEST(short_text_with_a_bad_byte_at_any_position_is_refused) {
+    /* short ASCII text skips the UTF-8 check: a bad byte anywhere in the
+     * first 16 must still be seen, whatever follows the text */
+    for (size_t n = 1; n <= 16; n++)
+        for (size_t bad = 0; bad < n; bad++) {
+            uint8_t p[64];
+            size_t k = 0;
+            p[k++] = 0x80;
+            p[k++] = 4;
+            p[k++] = 0x8c; /* SHORT_BINUNICODE */
+            p[k++] = (uint8_t)n;
+            for (size_t i = 0; i < n; i++) p[k++] = i == bad ? 0xff : 'a';
+            p[k++] = 0x94; /* MEMOIZE: a high byte right after the text */
+            p[k++] = '.';
+            for (int i = 0; i < 16; i++) p[k++] = 0x80;
+            ost_reader *r = ost_reader_new();
+            ost_value v;
+            cr_assert_eq(ost_load(r, p, k, &v, NULL), OST_EUTF8, "n %zu, bad byte %zu", n, bad);
+            p[4 + bad] = 'b';
+            cr_assert_eq(ost_load(r, p, k, &v, NULL), 0, "n %zu: %s", n, ost_reader_errmsg(r));
+            cr_assert_eq(ost_len(v), n);
+            ost_decref(v);
+            ost_reader_free(r);
+        }
+}
