@@ -176,7 +176,7 @@ static bool step_equal(cmp_ctx *c, ost_value a, ost_value b) {
             return true;
         }
         push(c, ((ost_inst_obj *)a)->state, ((ost_inst_obj *)b)->state);
-        return true;
+        return opt_push(c, ((ost_inst_obj *)a)->items, ((ost_inst_obj *)b)->items);
     case OST_T_GLOBAL:
         push(c, ((ost_global_obj *)a)->module, ((ost_global_obj *)b)->module);
         push(c, ((ost_global_obj *)a)->name, ((ost_global_obj *)b)->name);
@@ -294,7 +294,9 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
         /* same layout of child slots: walk them pairwise */
         ost_value *x = (ost_value *)((char *)a + sizeof(ost_obj));
         ost_value *y = (ost_value *)((char *)b + sizeof(ost_obj));
-        size_t n = ta == OST_T_REDUCE ? 6 : ta == OST_T_PERSREF ? 1 : 2;
+        size_t n = ta == OST_T_REDUCE ? 6 : ta == OST_T_PERSREF ? 1
+                   : ta == OST_T_INSTANCE ? 3 /* class, state, items */
+                                          : 2;
         if (ta == OST_T_REDUCE &&
             ((ost_reduce_obj *)a)->kind != ((ost_reduce_obj *)b)->kind)
             return false;

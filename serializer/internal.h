@@ -96,10 +96,15 @@ typedef struct {
 
 #define OST__DICT_LINEAR 8
 
+/* An instance with a state (a dict of attributes, or what BUILD gave).
+ * items is 0, or the list or dict of items of an instance of a list or dict
+ * subclass (what APPENDS or SETITEMS added after NEWOBJ). The object stays
+ * 32 bytes, the pool's size class of the 24 it had. */
 typedef struct {
     ost_obj h;
     ost_value cls;
     ost_value state;
+    ost_value items;
 } ost_inst_obj;
 
 /* What ost_class_new adds to a global. */
@@ -148,6 +153,11 @@ void ost__lender_drop(ost__lender *l);
 
 /* Set by the store: loads a ghost's state (event 0), records that a
  * persistent object changed (event 1), or that one is being freed (2). */
+/* attr.c: sets the calling thread's value message (ost_value_errmsg) and
+ * returns code; the message and OST_ENOTFOUND for a field that class cls
+ * does not declare. */
+int ost__value_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ost__field_missing(ost_value cls, const char *name);
 typedef int (*ost__pers_hook_fn)(ost_value obj, int event);
 extern ost__pers_hook_fn ost__pers_hook;
 int ost__activate(ost_value v);

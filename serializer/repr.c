@@ -549,6 +549,12 @@ static void repr_instance(repr_ctx *c, ost_value v, int depth) {
         repr_value(c, o->state, depth + 1);
     }
     puts_(c, ")");
+    /* the items of a list or dict subclass's instance, as a reduce value's */
+    if (!(o->h.flags & OST__F_GHOST) && !ost__slotted(v) && o->items) {
+        puts_(c, ost__type(o->items) == OST_T_LIST ? ".extend(" : ".update(");
+        repr_value(c, o->items, depth + 1);
+        puts_(c, ")");
+    }
 }
 
 static void repr_reduce(repr_ctx *c, ost_value v, int depth) {
@@ -714,6 +720,7 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
 void ost_repr_options_init(ost_repr_options *o) {
     o->int_digits = OST_REPR_INT_DIGITS;
     o->max_len = 0;
+    o->load_ghost = false;
 }
 
 int ost_repr_ex(ost_value v, ost_buf *out, const ost_repr_options *o) {
@@ -721,6 +728,16 @@ int ost_repr_ex(ost_value v, ost_buf *out, const ost_repr_options *o) {
     if (!o) {
         ost_repr_options_init(&def);
         o = &def;
+    }
+    if (o->load_ghost && ost__is_heap(v) && (OST__O(v)->flags & OST__F_GHOST)) {
+        ost__value_fail(0, "%s", "");
+        int rc = ost__activate(v);
+        if (rc) {
+            if (!ost_value_errmsg()[0])
+                ost__value_fail(rc, "repr: the ghost did not load (%s): its connection is closed "
+                                    "or belongs to another thread", ost_strerror(rc));
+            return rc;
+        }
     }
     repr_ctx c = {.out = out, .start = out->len, .max_len = o->max_len,
                   .int_digits = o->int_digits, .counting = true};

@@ -84,8 +84,10 @@ void ost__children(ost_value v, void (*fn)(ost_value, void *), void *ud) {
             ost_slots_obj *so = (ost_slots_obj *)o;
             for (size_t i = 0; i < so->n; i++)
                 if (so->slots[i]) fn(so->slots[i], ud);
-        } else
+        } else {
             fn(((ost_inst_obj *)o)->state, ud);
+            if (((ost_inst_obj *)o)->items) fn(((ost_inst_obj *)o)->items, ud);
+        }
         break;
     case OST_T_GLOBAL:
         fn(((ost_global_obj *)o)->module, ud);
@@ -1265,6 +1267,7 @@ ost_value ost_instance_new(ost_value cls) {
     }
     o->cls = cls;
     o->state = OST_NONE;
+    o->items = 0;
     return (ost_value)o;
 }
 
@@ -1347,7 +1350,7 @@ int ost_instance_setattr(ost_value v, const char *name, ost_value val) {
         ptrdiff_t i = ost_class_field(((ost_slots_obj *)v)->cls, name);
         if (i < 0) {
             ost_decref(val);
-            return OST_ENOTFOUND;
+            return ost__field_missing(((ost_slots_obj *)v)->cls, name);
         }
         return ost_instance_set_slot(v, (size_t)i, val);
     }
@@ -1383,6 +1386,30 @@ ost_value ost_instance_getattr(ost_value v, const char *name) {
     }
     ost_value st = ost_instance_state(v);
     return ost__type(st) == OST_T_DICT ? ost_dict_get_c(st, name) : 0;
+}
+
+ost_value ost_instance_items(ost_value v) {
+    if (ost__type(v) != OST_T_INSTANCE || ost__slotted(v)) return 0;
+    return ((ost_inst_obj *)v)->items;
+}
+
+int ost_instance_set_items(ost_value v, ost_value items) {
+    int t = ost__type(items);
+    if (ost__type(v) != OST_T_INSTANCE || ost__slotted(v) ||
+        (OST__O(v)->flags & OST__F_PERSISTENT) ||
+        ost_class_is_persistent(((ost_inst_obj *)v)->cls)) {
+        ost_decref(items);
+        return OST_EINVAL;
+    }
+    if (items && t != OST_T_LIST && t != OST_T_DICT) {
+        ost_decref(items);
+        return OST_ETYPE;
+    }
+    ost_inst_obj *o = (ost_inst_obj *)v;
+    ost_value old = o->items;
+    o->items = items;
+    ost_decref(old);
+    return 0;
 }
 
 ost_value ost_reduce_new(ost_reduce_kind kind, ost_value callable,

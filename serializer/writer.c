@@ -911,7 +911,7 @@ static inline size_t scalar_size(ost_writer *w, ost_value v) {
 static bool save_plain_instance(ost_writer *w, ost_value v, bool sh) {
     ost_inst_obj *in = (ost_inst_obj *)v;
     ost__klass *k = ost__klass_of(in->cls);
-    if ((k && (k->def.getnewargs || k->def.getstate)) || ost__slotted(v) || w->window ||
+    if ((k && (k->def.getnewargs || k->def.getstate)) || ost__slotted(v) || in->items || w->window ||
         pid_all(w) || ost__type(in->state) != OST_T_DICT || shared(in->state))
         return false;
     ost_dict_obj *d = (ost_dict_obj *)in->state;
@@ -1141,6 +1141,10 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
                 }
         } else if (in->state != OST_NONE)
             f->post_state = in->state;
+        if (!ost__slotted(v) && in->items) { /* a list or dict subclass's */
+            if (ost__type(in->items) == OST_T_LIST) f->post_list = in->items;
+            else f->post_dict = in->items;
+        }
         return 0;
     }
     case OST_T_GLOBAL: {
@@ -1440,7 +1444,9 @@ static int step(ost_writer *w) {
             f->phase++;
             ost_value l = f->post_dict;
             if (l && ost_len(l)) {
-                wframe *c = push(w, K_PAIRS, l);
+                /* a dict: an instance's items; a list of pairs: a reduce
+                 * value's */
+                wframe *c = push(w, ost__type(l) == OST_T_DICT ? K_DICT : K_PAIRS, l);
                 if (!c) return w->err;
                 c->op = OP_SETITEMS;
                 c->left = ost_len(l);
@@ -1545,6 +1551,9 @@ static int save_state(ost_writer *w, ost_value inst, ost_value *tmp) {
         f->slots = true; /* names inline: see K_SLOTS */
         return 0;
     }
+    if (in->items) /* ost_instance_set_items refuses persistent classes */
+        return fail(w, OST_EINVAL, "an instance with items (a list or dict subclass's) "
+                    "has no state-only pickle: use ost_dump");
     return save(w, in->state, false);
 }
 

@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(OSTORE_BUILDING) && defined(__GNUC__)
 #define OST_EXTERN __attribute__((visibility("default")))
 #else
@@ -47,7 +51,8 @@
     X(EREADONLY, -21, "store is read-only")                                 \
     X(EBUSY, -22, "resource busy")                                          \
     X(ETXN, -23, "transaction is not usable")                               \
-    X(EVETO, -24, "commit vetoed by a hook")
+    X(EVETO, -24, "commit vetoed by a hook")                                \
+    X(EDECODE, -25, "text cannot be decoded")
 
 typedef enum {
     OST_OK = 0,
@@ -69,5 +74,9 @@ OST_EXTERN unsigned ost_version(void);
 
 /* Returns the linked library's version as "major.minor.patch". */
 OST_EXTERN const char *ost_version_string(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
