@@ -348,12 +348,14 @@ static const uint8_t *line_end(const ost_reader *r, const uint8_t *p) {
     return memchr(p, '\n', (size_t)(r->end - p));
 }
 
-/* True when p[0..n) is ASCII. Text of up to 16 bytes with 16 bytes of
- * input left from p is checked in two 8-byte loads, the bytes past n
+/* True when p[0..n) is ASCII. Text of up to 16 bytes in the input with
+ * 16 bytes of it left from p is checked in two 8-byte loads, the bytes past n
  * masked off; else one pass with no branch per byte. */
 static inline bool ascii(const ost_reader *r, const uint8_t *p, size_t n) {
     const uint64_t hi = 0x8080808080808080ULL;
-    if (n <= 16 && has(r, p, 16)) {
+    /* p may be text from elsewhere (a global's name): loads past n only
+     * inside the input */
+    if (n <= 16 && p >= r->base && p < r->end && has(r, p, 16)) {
         uint64_t a, b;
         memcpy(&a, p, 8);
         memcpy(&b, p + 8, 8);
