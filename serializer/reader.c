@@ -1079,6 +1079,8 @@ static int add_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
     ost_value target = r->stack[base - 1];
     int t = ost__type(target);
     if (t == OST_T_INSTANCE && op != OP_ADDITEMS) { /* a list subclass's */
+        /* no items: none kept, as the writer writes none (Python too) */
+        if (r->sp == base) return 0;
         if (!(target = inst_items(r, at, op, target, OST_T_LIST))) return r->err;
         t = OST_T_LIST;
     }
@@ -1154,6 +1156,7 @@ static int set_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
         return rfail(r, at, OST_EBADPICKLE, "%s with an odd number of values (%zu)",
                      op_name(op), n);
     if (t == OST_T_INSTANCE) { /* a dict subclass's */
+        if (n == 0) return 0; /* no items: none kept, as for APPENDS */
         if (!(target = inst_items(r, at, op, target, OST_T_DICT))) return r->err;
         t = OST_T_DICT;
     }

@@ -1807,3 +1807,22 @@ READER_TEST(short_text_with_a_bad_byte_at_any_position_is_refused) {
             ost_reader_free(r);
         }
 }
+
+READER_TEST(empty_setitems_or_appends_on_an_instance_keep_no_items) {
+    /* found by the fuzzer: an instance given an empty items dict came back
+     * from a round trip without it (the writer writes no empty items) */
+    static const char *const in[] = {"(i_\np\n(u.", "(i_\np\n(e."};
+    for (int k = 0; k < 2; k++) {
+        ost_value v = load_ok(in[k], strlen(in[k]));
+        assert_repr(v, "_.p()");
+        ost_writer *w = ost_writer_new();
+        const void *d;
+        size_t n;
+        cr_assert_eq(ost_dump(w, v, &d, &n), 0);
+        ost_value back = load_ok((const char *)d, n);
+        cr_assert(ost_same_graph(v, back));
+        ost_decref(back);
+        ost_writer_free(w);
+        ost_decref(v);
+    }
+}
