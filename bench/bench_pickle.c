@@ -338,11 +338,13 @@ static void run_case(const bench_case *c, ost_writer *w, ost_reader *r, int reps
     /* loads: ost_load, then freeing the result, timed apart */
     ost_value out;
     size_t used;
-    check_rc(ost_load(r, pk, len, &out, &used), "ost_load");
+    /* the input is lent (ost_load_lent): pk outlives every value loaded,
+     * so a large bytes value may point into it instead of copying it */
+    check_rc(ost_load_lent(r, pk, len, NULL, NULL, &out, &used), "ost_load_lent");
     ost_decref(out);
     for (int i = 0; i < n; i++) {
         uint64_t a = now_ns();
-        int rc = ost_load(r, pk, len, &out, &used);
+        int rc = ost_load_lent(r, pk, len, NULL, NULL, &out, &used);
         uint64_t b = now_ns();
         if (rc) die("ost_load", rc, ost_reader_errmsg(r));
         if (i == 0 && (used != len || !ost_same_graph(out, v))) {

@@ -5,68 +5,29 @@
 #include "../serializer/internal.h"
 
 struct ost_registry {
-    ost_value *slots; /* class values (globals), 0 = empty */
-    size_t mask, count;
+    ost__nametab tab; /* module.name -> class value (a global) */
     ost_unknown_policy policy;
 };
 
-static uint64_t name_hash(const char *m, const char *n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *m; m++) h = (h ^ (uint8_t)*m) * 1099511628211ULL;
-    h = (h ^ 0xff) * 1099511628211ULL;
-    for (; *n; n++) h = (h ^ (uint8_t)*n) * 1099511628211ULL;
-    return h;
-}
+ost_registry *ost_registry_new(void) { return calloc(1, sizeof(ost_registry)); }
 
-static const char *gmod(ost_value g) { return ost_data(ost_global_module(g), NULL); }
-static const char *gname(ost_value g) { return ost_data(ost_global_name(g), NULL); }
-
-ost_registry *ost_registry_new(void) {
-    ost_registry *reg = calloc(1, sizeof *reg);
-    if (!reg) return NULL;
-    reg->slots = calloc(16, sizeof *reg->slots);
-    if (!reg->slots) {
-        free(reg);
-        return NULL;
-    }
-    reg->mask = 15;
-    return reg;
-}
+static void drop_class(uint64_t v) { ost_decref((ost_value)v); }
 
 void ost_registry_free(ost_registry *reg) {
     if (!reg) return;
-    for (size_t i = 0; i <= reg->mask; i++) ost_decref(reg->slots[i]);
-    free(reg->slots);
+    ost__nametab_free(&reg->tab, drop_class);
     free(reg);
 }
 
-static ost_value *find_slot(const ost_registry *reg, const char *m, const char *n) {
-    size_t i = (size_t)name_hash(m, n) & reg->mask;
-    for (;;) {
-        ost_value *s = &reg->slots[i];
-        if (!*s || (strcmp(gmod(*s), m) == 0 && strcmp(gname(*s), n) == 0)) return s;
-        i = (i + 1) & reg->mask;
-    }
-}
-
-static int grow(ost_registry *reg) {
-    size_t n = (reg->mask + 1) * 2;
-    ost_value *s = calloc(n, sizeof *s);
-    if (!s) return OST_ENOMEM;
-    ost_registry old = *reg;
-    reg->slots = s;
-    reg->mask = n - 1;
-    for (size_t i = 0; i <= old.mask; i++)
-        if (old.slots[i]) *find_slot(reg, gmod(old.slots[i]), gname(old.slots[i])) = old.slots[i];
-    free(old.slots);
-    return 0;
+static ost_value lookup(const ost_registry *reg, const char *m, const char *n) {
+    ost__name_slot *s = ost__nametab_get(&reg->tab, m, strlen(m), n, strlen(n));
+    return s ? (ost_value)s->val : 0;
 }
 
 int ost_registry_add(ost_registry *reg, const ost_class_def *def, ost_value *cls) {
     if (cls) *cls = 0;
     if (!reg || !def || !def->module || !def->name) return OST_EINVAL;
-    if (*find_slot(reg, def->module, def->name)) return OST_EEXIST;
-    if ((reg->count + 1) * 2 > reg->mask + 1 && grow(reg)) return OST_ENOMEM;
+    if (lookup(reg, def->module, def->name)) return OST_EEXIST;
     ost_value c = ost_class_new(def);
     if (c) OST__O(c)->flags |= OST__F_SHARED; /* readers of many threads use it */
     if (!c) {
@@ -81,18 +42,21 @@ int ost_registry_add(ost_registry *reg, const ost_class_def *def, ost_value *cls
             return OST_EINVAL;
         return OST_ENOMEM;
     }
-    *find_slot(reg, def->module, def->name) = c;
-    reg->count++;
+    if (ost__nametab_put(&reg->tab, def->module, strlen(def->module), def->name,
+                         strlen(def->name), (uint64_t)c)) {
+        ost_decref(c);
+        return OST_ENOMEM;
+    }
     if (cls) *cls = c;
     return 0;
 }
 
 ost_value ost_registry_get(const ost_registry *reg, const char *module, const char *name) {
     if (!reg || !module || !name) return 0;
-    return *find_slot(reg, module, name);
+    return lookup(reg, module, name);
 }
 
-size_t ost_registry_count(const ost_registry *reg) { return reg ? reg->count : 0; }
+size_t ost_registry_count(const ost_registry *reg) { return reg ? reg->tab.count : 0; }
 
 void ost_registry_set_policy(ost_registry *reg, ost_unknown_policy policy) {
     reg->policy = policy;
@@ -100,7 +64,7 @@ void ost_registry_set_policy(ost_registry *reg, ost_unknown_policy policy) {
 
 int ost_registry_find_global(void *ud, const char *module, const char *name, ost_value *cls) {
     ost_registry *reg = ud;
-    ost_value c = *find_slot(reg, module, name);
+    ost_value c = lookup(reg, module, name);
     if (c) {
         *cls = ost_incref(c);
         return 0;

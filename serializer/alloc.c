@@ -320,3 +320,65 @@ int ost__grow(void **arr, size_t *cap, size_t need, size_t elem, size_t min) {
     *cap = n;
     return 0;
 }
+
+/* ---- names table ---------------------------------------------------------- */
+
+static ost__name_slot *name_probe(const ost__nametab *t, uint64_t h, const char *m,
+                                  size_t ml, const char *n, size_t nl) {
+    size_t i = (size_t)h & t->mask;
+    for (;;) {
+        ost__name_slot *s = &t->slots[i];
+        if (!s->key || (s->hash == h && s->ml == ml && s->nl == nl &&
+                        memcmp(s->key, m, ml) == 0 && memcmp(s->key + ml + 1, n, nl) == 0))
+            return s;
+        i = (i + 1) & t->mask;
+    }
+}
+
+ost__name_slot *ost__nametab_get(const ost__nametab *t, const char *m, size_t ml,
+                                 const char *n, size_t nl) {
+    if (!t->slots) return NULL;
+    ost__name_slot *s = name_probe(t, ost__name_hash(m, ml, n, nl), m, ml, n, nl);
+    return s->key ? s : NULL;
+}
+
+int ost__nametab_put(ost__nametab *t, const char *m, size_t ml, const char *n, size_t nl,
+                     uint64_t val) {
+    if (!t->slots || (t->count + 1) * 2 > t->mask + 1) {
+        size_t size = t->slots ? (t->mask + 1) * 2 : 16;
+        ost__name_slot *ns = calloc(size, sizeof *ns);
+        if (!ns) return OST_ENOMEM;
+        for (size_t i = 0; t->slots && i <= t->mask; i++) {
+            if (!t->slots[i].key) continue;
+            size_t j = (size_t)t->slots[i].hash & (size - 1);
+            while (ns[j].key) j = (j + 1) & (size - 1);
+            ns[j] = t->slots[i];
+        }
+        free(t->slots);
+        t->slots = ns;
+        t->mask = size - 1;
+    }
+    if (ml > SIZE_MAX - nl - 2) return OST_ENOMEM;
+    char *key = malloc(ml + nl + 2);
+    if (!key) return OST_ENOMEM;
+    memcpy(key, m, ml);
+    key[ml] = 0;
+    memcpy(key + ml + 1, n, nl);
+    key[ml + 1 + nl] = 0;
+    uint64_t h = ost__name_hash(m, ml, n, nl);
+    ost__name_slot *s = name_probe(t, h, m, ml, n, nl);
+    *s = (ost__name_slot){key, ml, nl, h, val};
+    t->count++;
+    return 0;
+}
+
+void ost__nametab_free(ost__nametab *t, void (*drop)(uint64_t val)) {
+    for (size_t i = 0; t->slots && i <= t->mask; i++)
+        if (t->slots[i].key) {
+            if (drop) drop(t->slots[i].val);
+            free(t->slots[i].key);
+        }
+    free(t->slots);
+    t->slots = NULL;
+    t->mask = t->count = 0;
+}

@@ -19,15 +19,9 @@ typedef struct {
 } cmp_ctx;
 
 static void push(cmp_ctx *c, ost_value a, ost_value b) {
-    if (c->len == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        pair *n = realloc(c->items, cap * sizeof *n);
-        if (!n) {
-            c->oom = true;
-            return;
-        }
-        c->items = n;
-        c->cap = cap;
+    if (ost__reserve((void **)&c->items, &c->cap, c->len + 1, sizeof *c->items, 64)) {
+        c->oom = true;
+        return;
     }
     c->items[c->len++] = (pair){a, b};
 }
@@ -139,7 +133,7 @@ static bool step_equal(cmp_ctx *c, ost_value a, ost_value b) {
     case OST_T_BYTES:
     case OST_T_BYTEARRAY: {
         ost_str_obj *x = (ost_str_obj *)a, *y = (ost_str_obj *)b;
-        return x->len == y->len && memcmp(x->data, y->data, x->len) == 0;
+        return x->len == y->len && memcmp(ost__sdata(x), ost__sdata(y), x->len) == 0;
     }
     case OST_T_TUPLE:
     case OST_T_LIST: {
@@ -258,7 +252,7 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
     case OST_T_BYTES:
     case OST_T_BYTEARRAY: {
         ost_str_obj *x = (ost_str_obj *)a, *y = (ost_str_obj *)b;
-        return x->len == y->len && memcmp(x->data, y->data, x->len) == 0;
+        return x->len == y->len && memcmp(ost__sdata(x), ost__sdata(y), x->len) == 0;
     }
     case OST_T_TUPLE:
     case OST_T_LIST: {

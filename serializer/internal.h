@@ -47,6 +47,23 @@ typedef struct {
     char data[];
 } ost_str_obj;
 
+/* A bytes value with flag OST__F_LENT: ptr points into a lent buffer. */
+typedef struct ost__lender ost__lender;
+typedef struct {
+    ost_obj h;
+    uint64_t hash;
+    size_t len;
+    const char *ptr;
+    ost__lender *lender;
+} ost_lent_obj;
+
+/* The data of a str, bytes or bytearray value. */
+static inline char *ost__sdata(const ost_str_obj *s) {
+    if (__builtin_expect(s->h.flags & 32 /* OST__F_LENT */, 0))
+        return (char *)((const ost_lent_obj *)s)->ptr;
+    return (char *)s->data;
+}
+
 typedef struct {
     ost_obj h;
     size_t len;
@@ -118,6 +135,21 @@ typedef struct {
 /* Used by many threads at once (the classes of a registry, which every
  * connection's reader hands out): its count changes atomically. */
 #define OST__F_SHARED 16
+/* A bytes value whose data is in a buffer lent to ost_load_lent
+ * (ost_lent_obj): every reader of a str-like value's data goes through
+ * ost__sdata. */
+#define OST__F_LENT 32
+
+/* The buffer lent to ost_load_lent: one reference for the load, one per
+ * bytes value pointing into it; the last one calls release. */
+struct ost__lender {
+    uint64_t refs; /* atomic */
+    ost_release_fn release;
+    void *ud;
+    const void *data;
+    size_t len;
+};
+void ost__lender_drop(ost__lender *l);
 
 /* Set by the store: loads a ghost's state (event 0), records that a
  * persistent object changed (event 1), or that one is being freed (2). */

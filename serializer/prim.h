@@ -64,4 +64,33 @@ static inline ptrdiff_t ost__utf8_to_latin1(uint8_t *dst, const uint8_t *s, size
     return (ptrdiff_t)j;
 }
 
+/* A table keyed by a class's name (module and name as byte strings),
+ * open addressing with linear probing, power of two size, no deletion:
+ * the registry's classes and the store's class ids. Keys are copied. */
+typedef struct {
+    char *key; /* module, NUL, name (NULL: empty slot) */
+    size_t ml, nl;
+    uint64_t hash;
+    uint64_t val;
+} ost__name_slot;
+typedef struct {
+    ost__name_slot *slots;
+    size_t mask; /* size - 1; 0 when unallocated */
+    size_t count;
+} ost__nametab;
+
+static inline uint64_t ost__name_hash(const char *m, size_t ml, const char *n, size_t nl) {
+    return ost__fnv1a(ost__fnv1a(ost__fnv1a(OST__FNV_INIT, m, ml), "", 1), n, nl);
+}
+/* The slot of module.name (slot->key set) or NULL when absent. */
+ost__name_slot *ost__nametab_get(const ost__nametab *t, const char *m, size_t ml,
+                                 const char *n, size_t nl);
+/* Adds module.name -> val, copying the name; the name must be absent.
+ * 0 or OST_ENOMEM (the table unchanged). */
+int ost__nametab_put(ost__nametab *t, const char *m, size_t ml, const char *n, size_t nl,
+                     uint64_t val);
+/* Frees the table and its keys; drop (may be NULL) is called for each
+ * value first. */
+void ost__nametab_free(ost__nametab *t, void (*drop)(uint64_t val));
+
 #endif

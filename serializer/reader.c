@@ -29,6 +29,7 @@ struct ost_reader {
     size_t bytes;       /* bytes allocated for values so far */
     const uint8_t *base, *end;
     int proto; /* of the pickle being read: PROTO's, 0 without one */
+    ost__lender *lender; /* ost_load_lent's buffer, NULL in ost_load */
     ost_py2str py2str; /* what a Python 2 str becomes */
     int err;
     size_t erroff;
@@ -347,21 +348,45 @@ static const uint8_t *line_end(const ost_reader *r, const uint8_t *p) {
     return memchr(p, '\n', (size_t)(r->end - p));
 }
 
+/* True when p[0..n) is ASCII. Text of up to 16 bytes in the input with
+ * 16 bytes of it left from p is checked in two 8-byte loads, the bytes past n
+ * masked off; else one pass with no branch per byte. */
+static inline bool ascii(const ost_reader *r, const uint8_t *p, size_t n) {
+    const uint64_t hi = 0x8080808080808080ULL;
+    /* p may be text from elsewhere (a global's name): loads past n only
+     * inside the input */
+    if (n <= 16 && p >= r->base && p < r->end && has(r, p, 16)) {
+        uint64_t a, b;
+        memcpy(&a, p, 8);
+        memcpy(&b, p + 8, 8);
+        if (n < 8) a &= ((uint64_t)1 << (8 * n)) - 1, b = 0;
+        else if (n < 16) b &= ((uint64_t)1 << (8 * (n - 8))) - 1;
+        return ((a | b) & hi) == 0;
+    }
+    uint8_t acc = 0;
+    for (size_t i = 0; i < n; i++) acc |= p[i];
+    return acc < 0x80;
+}
+
 static ost_value new_str(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
     size_t bad;
-    if (OST_UNLIKELY(ost_utf8_check((const char *)p, n, &bad))) {
+    /* most text is short ASCII: no call to check it */
+    if (OST_UNLIKELY(!(n <= 64 && ascii(r, p, n)) && ost_utf8_check((const char *)p, n, &bad))) {
         rfail(r, at, OST_EUTF8, "invalid UTF-8 in %s at byte %zu of the text",
               op_name(*at), bad);
         return 0;
     }
     if (account(r, at, n + 32)) return 0;
-    ost_value v = ost__str_new_uninit(OST_T_STR, n);
-    if (!v) {
+    ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, OST_T_STR);
+    if (!o) {
         NOMEM(at);
         return 0;
     }
-    memcpy(((ost_str_obj *)v)->data, p, n);
-    return v;
+    o->hash = 0;
+    o->len = n;
+    memcpy(o->data, p, n);
+    o->data[n] = 0;
+    return (ost_value)o;
 }
 
 static ost_value new_bytes(ost_reader *r, const uint8_t *at, int type,
@@ -374,6 +399,29 @@ static ost_value new_bytes(ost_reader *r, const uint8_t *at, int type,
     }
     if (p) memcpy(((ost_str_obj *)v)->data, p, n);
     return v;
+}
+
+/* A bytes value pointing into the lent input (ost_load_lent). */
+static ost_value lent_bytes(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
+    if (account(r, at, sizeof(ost_lent_obj))) return 0;
+    ost_lent_obj *o = (ost_lent_obj *)ost__obj_alloc(sizeof *o, OST_T_BYTES);
+    if (!o) {
+        NOMEM(at);
+        return 0;
+    }
+    o->h.flags |= OST__F_LENT;
+    o->hash = 0;
+    o->len = n;
+    o->ptr = (const char *)p;
+    o->lender = r->lender;
+    __atomic_fetch_add(&r->lender->refs, 1, __ATOMIC_RELAXED);
+    return (ost_value)o;
+}
+
+void ost__lender_drop(ost__lender *l) {
+    if (__atomic_sub_fetch(&l->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (l->release) l->release(l->ud, l->data, l->len);
+    free(l);
 }
 
 /* Latin-1 bytes (Python 2 str) to a str: ASCII stays, other bytes become
@@ -1031,6 +1079,8 @@ static int add_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
     ost_value target = r->stack[base - 1];
     int t = ost__type(target);
     if (t == OST_T_INSTANCE && op != OP_ADDITEMS) { /* a list subclass's */
+        /* no items: none kept, as the writer writes none (Python too) */
+        if (r->sp == base) return 0;
         if (!(target = inst_items(r, at, op, target, OST_T_LIST))) return r->err;
         t = OST_T_LIST;
     }
@@ -1106,6 +1156,7 @@ static int set_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
         return rfail(r, at, OST_EBADPICKLE, "%s with an odd number of values (%zu)",
                      op_name(op), n);
     if (t == OST_T_INSTANCE) { /* a dict subclass's */
+        if (n == 0) return 0; /* no items: none kept, as for APPENDS */
         if (!(target = inst_items(r, at, op, target, OST_T_DICT))) return r->err;
         t = OST_T_DICT;
     }
@@ -1491,6 +1542,8 @@ static int load_counted(ost_reader *r, const uint8_t *at, int op, const uint8_t 
         v = new_str(r, at, p, (size_t)n);
     else if (op == OP_SHORT_BINSTRING || op == OP_BINSTRING)
         v = py2_str(r, at, p, (size_t)n);
+    else if (r->lender && n >= OST_LEND_MIN && op != OP_BYTEARRAY8)
+        v = lent_bytes(r, at, p, (size_t)n);
     else
         v = new_bytes(r, at, op == OP_BYTEARRAY8 ? OST_T_BYTEARRAY : OST_T_BYTES, p,
                       (size_t)n);
@@ -1912,6 +1965,23 @@ static const char *op_name(int op) {
 }
 
 const char *ost__op_name(int op) { return op_name(op); }
+
+int ost_load_lent(ost_reader *r, const void *data, size_t len, ost_release_fn release,
+                  void *ud, ost_value *out, size_t *consumed) {
+    ost__lender *l = r && out && (data || !len) ? malloc(sizeof *l) : NULL;
+    if (!l) {
+        if (out) *out = 0;
+        if (consumed) *consumed = 0;
+        if (release) release(ud, data, len);
+        return r && out && (data || !len) ? OST_ENOMEM : OST_EINVAL;
+    }
+    *l = (ost__lender){1, release, ud, data, len};
+    r->lender = l;
+    int rc = ost_load(r, data, len, out, consumed);
+    r->lender = NULL;
+    ost__lender_drop(l); /* the values that point into data hold it now */
+    return rc;
+}
 
 int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) {
     if (!r || ost__type(inst) != OST_T_INSTANCE) return OST_EINVAL;

@@ -387,7 +387,7 @@ static size_t scalar_bound(ost_value v) {
     case OST_T_BYTES: {
         const ost_str_obj *o = (const ost_str_obj *)v;
         if (o->len <= 15) return 4 * o->len + 3;
-        if (o->len <= REPR_SHORT - 3 && plain_ascii(o->data, o->len)) return o->len + 3;
+        if (o->len <= REPR_SHORT - 3 && plain_ascii(ost__sdata(o), o->len)) return o->len + 3;
         return SIZE_MAX / 4;
     }
     default: return SIZE_MAX / 4;
@@ -635,7 +635,7 @@ static void repr_body(repr_ctx *c, ost_value v, int depth) {
         ost_str_obj *s = (ost_str_obj *)v;
         bool ba = s->h.type == OST_T_BYTEARRAY;
         puts_(c, ba ? "bytearray(b" : "b");
-        repr_text(c, s->data, s->len, ba ? 2 : 1);
+        repr_text(c, ost__sdata(s), s->len, ba ? 2 : 1);
         if (ba) puts_(c, ")");
         return;
     }

@@ -34,6 +34,7 @@ size_t ost__obj_size(const ost_obj *o) {
     case OST_T_STR:
     case OST_T_BYTES:
     case OST_T_BYTEARRAY:
+        if (o->flags & OST__F_LENT) return sizeof(ost_lent_obj);
         return sizeof(ost_str_obj) + ((const ost_str_obj *)o)->len + 1;
     case OST_T_TUPLE:
         return sizeof(ost_tuple_obj) +
@@ -181,6 +182,9 @@ static void free_storage(ost_obj *o) {
                       ((ost_dict_obj *)o)->cap * sizeof(ost_entry));
         ost__mem_free(((ost_dict_obj *)o)->index);
         break;
+    case OST_T_BYTES:
+        if (o->flags & OST__F_LENT) ost__lender_drop(((ost_lent_obj *)o)->lender);
+        break;
     case OST_T_GLOBAL: {
         ost__klass *k = ((ost_global_obj *)o)->k;
         if (k) {
@@ -250,15 +254,9 @@ static inline bool rel_boundary(ost_value ch) {
 }
 
 static void rel_push(rel_ctx *c, ost_value v) {
-    if (c->len == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 256;
-        ost_value *n = realloc(c->stack, cap * sizeof *n);
-        if (!n) {
-            c->err = OST_ENOMEM;
-            return;
-        }
-        c->stack = n;
-        c->cap = cap;
+    if (ost__reserve((void **)&c->stack, &c->cap, c->len + 1, sizeof *c->stack, 256)) {
+        c->err = OST_ENOMEM;
+        return;
     }
     c->stack[c->len++] = v;
 }
@@ -295,15 +293,8 @@ static void rel_unlink(ost_value ch, void *ud) {
     /* a reference from garbage to a live object is dropped */
     if (s->key && s->val == UINT64_MAX) OST__O(ch)->refcnt--;
     else if (!s->key) { /* a persistent object: dropped after the frees */
-        if (c->next == c->capext) {
-            size_t cap = c->capext ? c->capext * 2 : 16;
-            ost_value *n = realloc(c->ext, cap * sizeof *n);
-            if (!n) { /* keep the reference: a leak, never a crash */
-                return;
-            }
-            c->ext = n;
-            c->capext = cap;
-        }
+        if (ost__reserve((void **)&c->ext, &c->capext, c->next + 1, sizeof *c->ext, 16))
+            return; /* keep the reference: a leak, never a crash */
         c->ext[c->next++] = ch;
     }
 }
@@ -609,7 +600,7 @@ const char *ost_data(ost_value v, size_t *len) {
     }
     ost_str_obj *o = (ost_str_obj *)v;
     if (len) *len = o->len;
-    return o->data;
+    return ost__sdata(o);
 }
 
 size_t ost_len(ost_value v) {
@@ -810,7 +801,7 @@ static int hash_leaf(ost_value v, uint64_t *out) {
     case OST_T_STR:
     case OST_T_BYTES: {
         ost_str_obj *s = (ost_str_obj *)v;
-        if (!s->hash) s->hash = hash_bytes(s->data, s->len, 0x5bd1e995);
+        if (!s->hash) s->hash = hash_bytes(ost__sdata(s), s->len, 0x5bd1e995);
         *out = s->hash;
         return 0;
     }

@@ -29,7 +29,19 @@ typedef struct {
     bool half;       /* K_DICT/K_PAIRS/K_SLOTS: key written, value next */
     bool slots;      /* K_BUILD: the state is the instance's slots */
     bool win;        /* this frame opened a memo window (see tracked) */
+    bool names;      /* K_DICT: an instance's state: its str keys are names */
 } wframe;
+
+/* An attribute name met in this dump (see save_name): a reference to the
+ * str, and its memo index once memoized. */
+typedef struct {
+    ost_value s; /* 0: empty slot */
+    uint32_t idx; /* NAME_SEEN: written once in full, not memoized */
+    uint32_t hash;
+    bool held; /* s is a reference of ours */
+} wname;
+#define NAME_SEEN UINT32_MAX
+#define NAMES_MAX 1024 /* distinct names memoized per dump; more are written in full */
 
 #define OST__MEMO_RECENT 32
 
@@ -57,6 +69,8 @@ struct ost_writer {
     ost_value g_set, g_frozenset, g_bytes, g_bytearray, g_encode, g_newobj_ex;
     ost_value g_getattr;
     ost_value s_latin1;
+    wname *names; /* attribute names by content, open addressing */
+    size_t names_mask, names_count;
     int err;
     char msg[256];
 };
@@ -103,6 +117,7 @@ void ost_writer_free(ost_writer *w) {
     drop_cached(&w->g_getattr);
     drop_cached(&w->s_latin1);
     ost__ptrtab_free(&w->memo);
+    free(w->names);
     free(w->st);
     free(w->buf);
     free(w);
@@ -612,6 +627,89 @@ oom:
 }
 
 static int call_hook(ost_writer *w, ost_value v, bool *done);
+static int save(ost_writer *w, ost_value v, bool nohook);
+
+/* ---- attribute names -------------------------------------------------------
+ *
+ * Python interns attribute names, so its pickles memoize each name once and
+ * write a 2-byte GET for every later use. Our instances' names are often
+ * distinct str objects of the same text (each setattr makes its key), so
+ * names are memoized by content: an instance state's str keys and slotted
+ * fields' names. A name is written in full the first time, memoized the
+ * second time, fetched from the memo after that: a pickle with one instance
+ * (a store record) stays as it was, one with many gets Python's size. */
+
+/* The persistent_id hook sees every heap reference: names go through save. */
+static inline bool pid_all(const ost_writer *w) {
+    return w->pid_fn && w->pid_scope == OST_PID_ALL;
+}
+
+static wname *name_slot(ost_writer *w, const ost_str_obj *s, uint32_t h) {
+    size_t i = h & w->names_mask;
+    for (;;) {
+        wname *e = &w->names[i];
+        if (!e->s) return e;
+        const ost_str_obj *t = (const ost_str_obj *)e->s;
+        if (e->hash == h && t->len == s->len) {
+            size_t k = 0; /* names are short: no call to memcmp */
+            while (k < s->len && t->data[k] == s->data[k]) k++;
+            if (k == s->len) return e;
+        }
+        i = (i + 1) & w->names_mask;
+    }
+}
+
+static void names_clear(ost_writer *w) {
+    if (!w->names_count) return;
+    for (size_t i = 0; i <= w->names_mask; i++) {
+        if (w->names[i].held) ost_decref(w->names[i].s);
+        w->names[i].s = 0;
+        w->names[i].held = false;
+    }
+    w->names_count = 0;
+}
+
+/* Writes str name (under 256 bytes) as an attribute name: a GET when
+ * memoized, else in full, memoized the second time it is met. Falls back
+ * to save() when out of names or memory. hold: the table takes a reference
+ * (a state's key, which may be a temporary); a class's field name is not
+ * held: its class outlives the dump, and other threads may be counting
+ * references to it (the classes of a registry are shared). */
+static int save_name(ost_writer *w, ost_value name, bool hold) {
+    ost_str_obj *s = (ost_str_obj *)name;
+    if (OST_UNLIKELY(!w->names)) {
+        w->names = calloc(2 * NAMES_MAX, sizeof *w->names);
+        if (!w->names) return save(w, name, false);
+        w->names_mask = 2 * NAMES_MAX - 1;
+    }
+    uint32_t h = (uint32_t)ost__fnv1a(OST__FNV_INIT, s->data, s->len);
+    wname *e = name_slot(w, s, h);
+    if (!e->s) {
+        if (w->names_count >= NAMES_MAX) return save(w, name, false);
+        e->s = hold ? ost_incref(name) : name; /* a temporary's text must stay */
+        e->held = hold;
+        e->idx = NAME_SEEN;
+        e->hash = h;
+        w->names_count++;
+    } else if (e->idx != NAME_SEEN) {
+        if (reserve(w, 5)) return w->err;
+        put_get(w, e->idx);
+        w->stats.memo_hits++;
+        return 0;
+    } else if (w->memo_next < UINT32_MAX - 1) {
+        e->idx = w->memo_next++; /* by content only: not in the identity memo */
+        if (reserve(w, s->len + 2 + 9 + 5)) return w->err;
+        if (put_text(w, OST_T_STR, s->data, s->len)) return w->err;
+        w->stats.objects++;
+        if (w->proto >= 4) put1(w, OP_MEMOIZE);
+        else if (e->idx < 256) put_op_le(w, OP_BINPUT, e->idx, 1);
+        else put_op_le(w, OP_LONG_BINPUT, e->idx, 4);
+        return 0;
+    }
+    if (reserve(w, s->len + 2 + 9 + 5)) return w->err;
+    w->stats.objects++;
+    return put_text(w, OST_T_STR, s->data, s->len);
+}
 
 /* True when boundary() would end the frame or flush: the fast loops in
  * step() stop there, so frames split where they would item by item. */
@@ -685,7 +783,7 @@ static int save_bytes_as_call(ost_writer *w, ost_value v, const ost_str_obj *s, 
         } else {
             g = cached_global(w, &w->g_encode, "_codecs", "encode");
             /* latin-1 bytes as a str, and the codec name */
-            const uint8_t *b = (const uint8_t *)s->data;
+            const uint8_t *b = (const uint8_t *)ost__sdata(s);
             ost_value txt = ost__str_new_uninit(OST_T_STR, ost__latin1_utf8_len(b, s->len));
             args = ost_tuple_new(2);
             if (!w->s_latin1 && (w->s_latin1 = ost_str_c("latin1")))
@@ -705,7 +803,7 @@ static int save_bytes_as_call(ost_writer *w, ost_value v, const ost_str_obj *s, 
         else {
             args = ost_tuple_new(1);
             /* a failed copy must not leave bytearray(None) */
-            if (args && ost_tuple_set(args, 0, ost_bytes(s->data, s->len))) {
+            if (args && ost_tuple_set(args, 0, ost_bytes(ost__sdata(s), s->len))) {
                 ost_decref(args);
                 args = 0;
             }
@@ -792,6 +890,69 @@ static int save_global_text(ost_writer *w, const ost_global_obj *g) {
     return 0;
 }
 
+/* The bytes save_scalar writes for v, or 0 when it would not write it. */
+static inline size_t scalar_size(ost_writer *w, ost_value v) {
+    if (ost__is_small(v)) return 10;
+    if (!ost__is_heap(v)) return v == OST_NONE || v == OST_TRUE || v == OST_FALSE;
+    ost_obj *o = OST__O(v);
+    if (o->refcnt > 1) return ost__ptrtab_find(&w->memo, v)->key ? 5 : 0;
+    if (o->type == OST_T_FLOAT) return 9;
+    if (o->type == OST_T_STR && w->proto >= 4 && ((ost_str_obj *)o)->len < 256)
+        return ((ost_str_obj *)o)->len + 2;
+    return 0;
+}
+
+/* The fast path of save() for the commonest instance: a plain class (no
+ * hooks, no slots) already in the memo, whose state is an unshared dict of
+ * up to OST_BATCH attributes named by unshared short str, each value one
+ * save_scalar writes, and room in the frame for all of it. Writes what
+ * the frames would (the same bytes and statistics) and returns true, or
+ * writes nothing and returns false. */
+static bool save_plain_instance(ost_writer *w, ost_value v, bool sh) {
+    ost_inst_obj *in = (ost_inst_obj *)v;
+    ost__klass *k = ost__klass_of(in->cls);
+    if ((k && (k->def.getnewargs || k->def.getstate)) || ost__slotted(v) || in->items || w->window ||
+        pid_all(w) || ost__type(in->state) != OST_T_DICT || shared(in->state))
+        return false;
+    ost_dict_obj *d = (ost_dict_obj *)in->state;
+    if (d->len == 0 || d->len > OST_BATCH || !ost__is_heap(in->cls) || !shared(in->cls))
+        return false;
+    ost__ptr_slot *cs = ost__ptrtab_find(&w->memo, in->cls);
+    if (!cs->key) return false;
+    uint64_t cls_idx = cs->val;
+    size_t need = 32;
+    for (size_t i = 0; i < d->used; i++) {
+        ost_value key = d->entries[i].key;
+        if (!key) continue;
+        if (ost__type(key) != OST_T_STR || shared(key) || ((ost_str_obj *)key)->len >= 256)
+            return false;
+        size_t vs = scalar_size(w, d->entries[i].val);
+        if (!vs) return false;
+        need += ((ost_str_obj *)key)->len + 16 + vs + 32;
+    }
+    size_t lim = boundary_at(w);
+    if (w->len >= lim || lim - w->len <= need) return false;
+    if (reserve(w, need)) return false; /* save() fails the same way */
+    put_get(w, cls_idx);
+    w->stats.memo_hits++;
+    put1(w, OP_EMPTY_TUPLE);
+    put1(w, OP_NEWOBJ);
+    if (sh && memoize(w, v)) return true; /* w->err is set */
+    put1(w, OP_EMPTY_DICT);
+    w->stats.objects++;
+    if (d->len > 1) put1(w, OP_MARK);
+    for (size_t i = 0; i < d->used; i++) {
+        if (!d->entries[i].key) continue;
+        if (save_name(w, d->entries[i].key, true)) return true;
+        if (reserve(w, 32)) return true;
+        save_scalar(w, d->entries[i].val);
+    }
+    if (reserve(w, 2)) return true;
+    put1(w, d->len > 1 ? OP_SETITEMS : OP_SETITEM);
+    put1(w, OP_BUILD);
+    return true;
+}
+
 /* Writes v, or pushes a frame that will. Sets w->err on failure. */
 static int save(ost_writer *w, ost_value v, bool nohook) {
     if (OST_UNLIKELY(reserve(w, 32))) return w->err;
@@ -859,7 +1020,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         ost_str_obj *s = (ost_str_obj *)o;
         bool ba = o->type == OST_T_BYTEARRAY;
         if ((!ba && w->proto >= 3) || (ba && w->proto >= 5)) {
-            if (put_text(w, o->type, s->data, s->len)) return w->err;
+            if (put_text(w, o->type, ost__sdata(s), s->len)) return w->err;
             break;
         }
         return save_bytes_as_call(w, v, s, ba);
@@ -932,6 +1093,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         return 0;
     }
     case OST_T_INSTANCE: {
+        if (save_plain_instance(w, v, sh)) return w->err;
         ost_inst_obj *in = (ost_inst_obj *)o;
         ost__klass *k = ost__klass_of(in->cls);
         ost_value args = 0, state = 0;
@@ -1185,8 +1347,12 @@ static int step(ost_writer *w) {
             f->cur = f->i;
             item = d->entries[f->i++].key;
             if (pairs) f->half = true;
+            /* an unshared name: by content (a shared one: by identity) */
+            if (f->names && ost__type(item) == OST_T_STR && !shared(item) && !pid_all(w) &&
+                ((ost_str_obj *)item)->len < 256)
+                return save_name(w, item, true);
             /* Fast path for dicts: keys and values, as above. */
-            while (f->kind == K_DICT && save_scalar(w, item)) {
+            while (f->kind == K_DICT && !f->names && save_scalar(w, item)) {
                 if (boundary_due(w)) return 0;
                 if (f->half) {
                     f->half = false;
@@ -1215,7 +1381,8 @@ static int step(ost_writer *w) {
             f->half = true;
             ost_str_obj *name = (ost_str_obj *)ost__klass_of(so->cls)->fields[f->i];
             if (f->slots && name->len < 256 && w->proto >= 4) {
-                /* a record's field names appear once: no memo entries */
+                if (!pid_all(w)) return save_name(w, (ost_value)name, false);
+                /* the hook sees every reference, but not field names */
                 if (reserve(w, name->len + 2)) return w->err;
                 put_short_str(w, name->data, name->len);
                 return 0;
@@ -1296,7 +1463,15 @@ static int step(ost_writer *w) {
                 if (!push(w, K_SLOTS, inst)) return w->err;
                 return 0;
             }
-            if (f->post_state) return save(w, f->post_state, false);
+            if (f->post_state) {
+                size_t at = w->nst;
+                ost_value st = f->post_state;
+                bool inst = ost__type(f->obj) == OST_T_INSTANCE;
+                if (save(w, st, false)) return w->err;
+                /* an instance's state dict: its keys are attribute names */
+                if (inst && w->nst == at + 1 && w->st[at].kind == K_DICT && w->st[at].obj == st)
+                    w->st[at].names = true;
+            }
             return 0;
         }
         if (f->post_state) {
@@ -1328,6 +1503,11 @@ static int step(ost_writer *w) {
     return 0;
 }
 
+/* Slots of the memo table a writer keeps between dumps (16 bytes each):
+ * a reused writer dumping big graphs does not grow it from 256 slots, and
+ * fault its pages in, every time. */
+#define MEMO_KEEP ((size_t)1 << 19)
+
 static void reset(ost_writer *w) {
     w->len = 0;
     w->flushed = 0;
@@ -1336,7 +1516,7 @@ static void reset(ost_writer *w) {
     w->msg[0] = 0;
     memset(&w->stats, 0, sizeof w->stats);
     w->window = 0;
-    if (w->memo.mask + 1 > 1024) { /* a big dump's table: start small again */
+    if (w->memo.mask + 1 > MEMO_KEEP) { /* a huge dump's table: start small again */
         ost__ptrtab_free(&w->memo);
         ost__ptrtab_init(&w->memo, 256);
     } else if (w->memo_next <= OST__MEMO_RECENT && w->memo.count == w->memo_next) {
@@ -1412,6 +1592,7 @@ out:
     ost_decref(tmp);
     ost_decref(w->dead);
     w->dead = 0;
+    names_clear(w); /* drops the references it took */
     if (w->err) {
         w->len = 0;
         return w->err;

@@ -13,12 +13,6 @@
 
 /* ---- class ids, cached per store -------------------------------------------- */
 
-static uint64_t str_hash(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ULL;
-    return h;
-}
-
 /* Returns the id of cls, creating it in a write transaction of its own
  * the first time a class is stored. Thread safe. */
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
@@ -26,21 +20,12 @@ int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
     const char *m = ost_data(ost_global_module(cls), &ml);
     const char *n = ost_data(ost_global_name(cls), &nl);
     if (!m || !n || ml + nl + 1 > 1000) return OST_EINVAL;
-    char key[1024];
-    memcpy(key, m, ml);
-    key[ml] = 0;
-    memcpy(key + ml + 1, n, nl);
-    size_t kl = ml + 1 + nl;
-    uint64_t h = str_hash(key, kl);
     uv_mutex_lock(&st->lock);
-    for (size_t i = 0; st->cmask && i <= st->cmask; i++) {
-        ost__cent *e = &st->ctab[(h + i) & st->cmask];
-        if (!e->key) break;
-        if (e->len == kl && memcmp(e->key, key, kl) == 0) {
-            *id = e->id;
-            uv_mutex_unlock(&st->lock);
-            return 0;
-        }
+    ost__name_slot *e = ost__nametab_get(&st->ctab, m, ml, n, nl);
+    if (e) {
+        *id = (uint32_t)e->val;
+        uv_mutex_unlock(&st->lock);
+        return 0;
     }
     uv_mutex_unlock(&st->lock);
     /* not cached: find or create it in LMDB */
@@ -65,46 +50,15 @@ int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
     uv_rwlock_rdunlock(&st->maplock);
     if (rc) return ost__mdb_code(rc);
     uv_mutex_lock(&st->lock);
-    if ((st->ccount + 1) * 2 > st->cmask + 1) {
-        size_t size = st->cmask ? (st->cmask + 1) * 2 : 64;
-        ost__cent *nt = calloc(size, sizeof *nt);
-        if (nt) {
-            for (size_t i = 0; st->cmask && i <= st->cmask; i++) {
-                ost__cent *e = &st->ctab[i];
-                if (!e->key) continue;
-                size_t j = str_hash(e->key, e->len) & (size - 1);
-                while (nt[j].key) j = (j + 1) & (size - 1);
-                nt[j] = *e;
-            }
-            free(st->ctab);
-            st->ctab = nt;
-            st->cmask = size - 1;
-        }
-    }
-    if ((st->ccount + 1) * 2 <= st->cmask + 1) {
-        size_t j = h & st->cmask;
-        bool found = false;
-        while (st->ctab[j].key) {
-            if (st->ctab[j].len == kl && memcmp(st->ctab[j].key, key, kl) == 0) found = true;
-            j = (j + 1) & st->cmask;
-        }
-        char *copy = found ? NULL : malloc(kl);
-        if (copy) {
-            memcpy(copy, key, kl);
-            st->ctab[j] = (ost__cent){copy, kl, *id};
-            st->ccount++;
-        }
-    }
+    /* another thread may have cached it meanwhile; a failure to cache
+     * costs a lookup next time, nothing else */
+    if (!ost__nametab_get(&st->ctab, m, ml, n, nl))
+        (void)ost__nametab_put(&st->ctab, m, ml, n, nl, *id);
     uv_mutex_unlock(&st->lock);
     return 0;
 }
 
-void ost__class_cache_free(ost_store *st) {
-    for (size_t i = 0; st->cmask && i <= st->cmask; i++) free(st->ctab[i].key);
-    free(st->ctab);
-    st->ctab = NULL;
-    st->cmask = st->ccount = 0;
-}
+void ost__class_cache_free(ost_store *st) { ost__nametab_free(&st->ctab, NULL); }
 
 /* ---- oid blocks ---------------------------------------------------------------- */
 
@@ -165,14 +119,8 @@ int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
 
 /* Makes room for n more bytes in p->bytes. 0 or OST_ENOMEM. */
 static int reserve_bytes(ost__pkg *p, size_t n) {
-    if (p->capbytes - p->nbytes >= n) return 0;
-    size_t cap = p->capbytes ? p->capbytes : 65536;
-    while (cap - p->nbytes < n) cap *= 2;
-    uint8_t *b = realloc(p->bytes, cap);
-    if (!b) return OST_ENOMEM;
-    p->bytes = b;
-    p->capbytes = cap;
-    return 0;
+    if (n > SIZE_MAX - p->nbytes) return OST_ENOMEM;
+    return ost__reserve((void **)&p->bytes, &p->capbytes, p->nbytes + n, 1, 65536);
 }
 
 ost__pkg *ost__pkg_new(void) {
@@ -209,13 +157,8 @@ void ost__pkg_free(ost__pkg *p) {
 /* Appends a map entry: its key and value bytes go after the records'. */
 int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, size_t klen,
                   const void *val, size_t vlen, uint8_t flags) {
-    if (p->nments == p->capments) {
-        size_t cap = p->capments ? p->capments * 2 : 64;
-        ost__ment *m = realloc(p->ments, cap * sizeof *m);
-        if (!m) return OST_ENOMEM;
-        p->ments = m;
-        p->capments = cap;
-    }
+    if (ost__reserve((void **)&p->ments, &p->capments, p->nments + 1, sizeof *p->ments, 64))
+        return OST_ENOMEM;
     size_t n = klen + vlen;
     if (reserve_bytes(p, n)) return OST_ENOMEM;
     ost__ment *m = &p->ments[p->nments++];
@@ -228,13 +171,8 @@ int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, 
 
 /* Notes that the records refer to stored object oid. */
 int ost__pkg_ref(ost__pkg *p, uint64_t oid) {
-    if (p->nrefs == p->caprefs) {
-        size_t cap = p->caprefs ? p->caprefs * 2 : 64;
-        uint64_t *r = realloc(p->refs, cap * sizeof *r);
-        if (!r) return OST_ENOMEM;
-        p->refs = r;
-        p->caprefs = cap;
-    }
+    if (ost__reserve((void **)&p->refs, &p->caprefs, p->nrefs + 1, sizeof *p->refs, 64))
+        return OST_ENOMEM;
     p->refs[p->nrefs++] = oid;
     return 0;
 }
@@ -242,13 +180,8 @@ int ost__pkg_ref(ost__pkg *p, uint64_t oid) {
 /* Appends a record: header room then the pickle. */
 int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
                  const void *pickle, size_t n) {
-    if (p->nrecs == p->caprecs) {
-        size_t cap = p->caprecs ? p->caprecs * 2 : 64;
-        ost__rec *r = realloc(p->recs, cap * sizeof *r);
-        if (!r) return OST_ENOMEM;
-        p->recs = r;
-        p->caprecs = cap;
-    }
+    if (ost__reserve((void **)&p->recs, &p->caprecs, p->nrecs + 1, sizeof *p->recs, 64))
+        return OST_ENOMEM;
     if (reserve_bytes(p, n)) return OST_ENOMEM;
     memcpy(p->bytes + p->nbytes, pickle, n);
     p->recs[p->nrecs++] = (ost__rec){oid, read_serial, p->nbytes, n, cid};

@@ -1291,14 +1291,7 @@ void ost__msort_free(ost__msort *ms) {
 
 /* Grows *p (of *cap elements of size sz) to hold n. */
 static int grow(void **p, size_t *cap, size_t n, size_t sz) {
-    if (n <= *cap) return 0;
-    size_t c = *cap ? *cap : 1024;
-    while (c < n) c *= 2;
-    void *q = realloc(*p, c * sz);
-    if (!q) return OST_ENOMEM;
-    *p = q;
-    *cap = c;
-    return 0;
+    return ost__reserve(p, cap, n, sz, 1024);
 }
 
 int ost__pkg_sort_ments(ost__pkg *p, ost__msort **msp) {

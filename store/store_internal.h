@@ -70,12 +70,6 @@ typedef struct {
 } ost__mkind;
 typedef struct ost__map ost__map;
 
-typedef struct {
-    char *key; /* module NUL name */
-    size_t len;
-    uint32_t id;
-} ost__cent;
-
 struct ost_store {
     MDB_env *env;
     MDB_dbi recs, meta, classes, txlog, ments;
@@ -104,8 +98,7 @@ struct ost_store {
     uv_rwlock_t maplock;  /* readers: any LMDB txn; writer: map resize */
     ost_conn *conns;
     ost_store *next_open; /* process-wide list of open stores */
-    ost__cent *ctab;      /* class ids by name (under lock) */
-    size_t cmask, ccount;
+    ost__nametab ctab;    /* class ids by name (under lock) */
     bool group_commit;
     /* the group committer thread */
     bool gc_running, gc_stop;

@@ -1674,3 +1674,155 @@ OST_TEST(reader, a_memo_index_put_before_the_dense_memo_grew_over_it_is_found) {
     }
     ost_reader_free(r);
 }
+
+/* ---- ost_load_lent ------------------------------------------------------------ */
+
+typedef struct {
+    int calls;
+    const void *data;
+    size_t len;
+} lend_ctx;
+
+static void lend_release(void *ud, const void *data, size_t len) {
+    lend_ctx *c = ud;
+    c->calls++;
+    c->data = data;
+    c->len = len;
+    free((void *)data);
+}
+
+/* A malloc'd pickle (protocol 4) of [bytes of n bytes, the same bytes]. */
+static uint8_t *pickle_bytes_pair(size_t n, size_t *len) {
+    char *payload = malloc(n);
+    for (size_t i = 0; i < n; i++) payload[i] = (char)(i * 7);
+    ost_value b = ost_bytes(payload, n);
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_incref(b));
+    ost_list_append(l, b);
+    free(payload);
+    ost_writer *w = ost_writer_new();
+    const void *d;
+    cr_assert_eq(ost_dump(w, l, &d, len), 0);
+    uint8_t *c = malloc(*len);
+    memcpy(c, d, *len);
+    ost_writer_free(w);
+    ost_decref(l);
+    return c;
+}
+
+READER_TEST(large_bytes_point_into_a_lent_buffer_released_with_the_last_value) {
+    size_t n = OST_LEND_MIN + 10, len;
+    uint8_t *p = pickle_bytes_pair(n, &len);
+    ost_reader *r = ost_reader_new();
+    lend_ctx c = {0};
+    ost_value v;
+    cr_assert_eq(ost_load_lent(r, p, len, lend_release, &c, &v, NULL), 0, "%s",
+                 ost_reader_errmsg(r));
+    cr_assert_eq(c.calls, 0, "the buffer is still in use");
+    size_t bl;
+    const char *d = ost_data(ost_item(v, 0), &bl);
+    cr_assert_eq(bl, n);
+    cr_assert(d >= (const char *)p && d + bl <= (const char *)p + len, "points into the input");
+    cr_assert_eq(d, ost_data(ost_item(v, 1), NULL), "memoized: one value");
+    cr_assert_eq((uint8_t)d[n - 1], (uint8_t)((n - 1) * 7));
+    ost_value b = ost_incref(ost_item(v, 0));
+    uint64_t h1, h2;
+    ost_value copy = ost_bytes(d, bl);
+    cr_assert_eq(ost_hash(b, &h1), 0);
+    cr_assert_eq(ost_hash(copy, &h2), 0);
+    cr_assert_eq(h1, h2);
+    cr_assert(ost_equal(b, copy));
+    ost_decref(copy);
+    ost_decref(v);
+    cr_assert_eq(c.calls, 0, "one value still points into it");
+    /* written back as any bytes value */
+    ost_writer *w = ost_writer_new();
+    const void *out;
+    size_t outlen;
+    cr_assert_eq(ost_dump(w, b, &out, &outlen), 0);
+    cr_assert(outlen > n);
+    cr_assert_eq(memcmp((const char *)out + outlen - n - 1, d, n), 0, "payload, then STOP");
+    ost_writer_free(w);
+    ost_decref(b);
+    cr_assert_eq(c.calls, 1);
+    cr_assert_eq(c.data, p);
+    cr_assert_eq(c.len, len);
+    ost_reader_free(r);
+}
+
+READER_TEST(lent_buffer_is_released_at_once_when_nothing_points_into_it) {
+    size_t len;
+    uint8_t *p = pickle_bytes_pair(100, &len); /* below OST_LEND_MIN: copied */
+    ost_reader *r = ost_reader_new();
+    lend_ctx c = {0};
+    ost_value v;
+    cr_assert_eq(ost_load_lent(r, p, len, lend_release, &c, &v, NULL), 0);
+    cr_assert_eq(c.calls, 1);
+    cr_assert_eq(ost_len(ost_item(v, 0)), 100);
+    ost_decref(v);
+    cr_assert_eq(c.calls, 1);
+    ost_reader_free(r);
+}
+
+READER_TEST(lent_buffer_is_released_once_when_the_load_fails) {
+    size_t n = OST_LEND_MIN * 2, len;
+    uint8_t *p = pickle_bytes_pair(n, &len);
+    ost_reader *r = ost_reader_new();
+    lend_ctx c = {0};
+    ost_value v;
+    /* cut before STOP: the bytes value was built, then dropped */
+    cr_assert_eq(ost_load_lent(r, p, len - 1, lend_release, &c, &v, NULL), OST_ETRUNCATED);
+    cr_assert_eq(v, 0);
+    cr_assert_eq(c.calls, 1);
+    cr_assert_eq(c.len, len - 1);
+    lend_ctx c2 = {0};
+    uint8_t *q = malloc(4);
+    cr_assert_eq(ost_load_lent(NULL, q, 4, lend_release, &c2, &v, NULL), OST_EINVAL);
+    cr_assert_eq(c2.calls, 1);
+    ost_reader_free(r);
+}
+
+READER_TEST(short_text_with_a_bad_byte_at_any_position_is_refused) {
+    /* short ASCII text skips the UTF-8 check: a bad byte anywhere in the
+     * first 16 must still be seen, whatever follows the text */
+    for (size_t n = 1; n <= 16; n++)
+        for (size_t bad = 0; bad < n; bad++) {
+            uint8_t p[64];
+            size_t k = 0;
+            p[k++] = 0x80;
+            p[k++] = 4;
+            p[k++] = 0x8c; /* SHORT_BINUNICODE */
+            p[k++] = (uint8_t)n;
+            for (size_t i = 0; i < n; i++) p[k++] = i == bad ? 0xff : 'a';
+            p[k++] = 0x94; /* MEMOIZE: a high byte right after the text */
+            p[k++] = '.';
+            for (int i = 0; i < 16; i++) p[k++] = 0x80;
+            ost_reader *r = ost_reader_new();
+            ost_value v;
+            cr_assert_eq(ost_load(r, p, k, &v, NULL), OST_EUTF8, "n %zu, bad byte %zu", n, bad);
+            p[4 + bad] = 'b';
+            cr_assert_eq(ost_load(r, p, k, &v, NULL), 0, "n %zu: %s", n, ost_reader_errmsg(r));
+            cr_assert_eq(ost_len(v), n);
+            ost_decref(v);
+            ost_reader_free(r);
+        }
+}
+
+READER_TEST(empty_setitems_or_appends_on_an_instance_keep_no_items) {
+    /* found by the fuzzer: an instance given an empty items dict came back
+     * from a round trip without it (the writer writes no empty items) */
+    static const char *const in[] = {"(i_\np\n(u.", "(i_\np\n(e."};
+    for (int k = 0; k < 2; k++) {
+        ost_value v = load_ok(in[k], strlen(in[k]));
+        assert_repr(v, "_.p()");
+        ost_writer *w = ost_writer_new();
+        const void *d;
+        size_t n;
+        cr_assert_eq(ost_dump(w, v, &d, &n), 0);
+        ost_value back = load_ok((const char *)d, n);
+        cr_assert(ost_same_graph(v, back));
+        ost_decref(back);
+        ost_writer_free(w);
+        ost_decref(v);
+    }
+}

@@ -1187,3 +1187,62 @@ OST_TEST(writer, a_shared_long_str_ending_at_the_buffer_end_is_memoized_within_i
         }
     }
 }
+
+/* Counts the occurrences of needle[0..nn) in hay[0..n). */
+static size_t count_bytes(const uint8_t *hay, size_t n, const void *needle, size_t nn) {
+    size_t c = 0;
+    for (size_t i = 0; i + nn <= n; i++)
+        if (memcmp(hay + i, needle, nn) == 0) c++;
+    return c;
+}
+
+/* A list of n instances of argparse.Namespace (a plain class Python can
+ * load), each with its own key strings, as ost_instance_setattr makes. */
+static ost_value rec_list(size_t n) {
+    ost_value cls = ost_global("argparse", "Namespace");
+    ost_value l = ost_list_new(0);
+    for (size_t i = 0; i < n; i++) {
+        ost_value o = ost_instance_new(ost_incref(cls));
+        cr_assert_eq(ost_instance_setattr(o, "ident", ost_int((int64_t)i)), 0);
+        cr_assert_eq(ost_instance_setattr(o, "label", ost_str_c("x")), 0);
+        ost_list_append(l, o);
+    }
+    ost_decref(cls);
+    return l;
+}
+
+OST_TEST(writer, attribute_names_are_memoized_by_content_as_python_does) {
+    for (int proto = 2; proto <= 5; proto++) {
+        ost_value l = rec_list(50);
+        size_t n;
+        uint8_t *p = dump_copy(l, proto, false, &n);
+        /* each name in full twice (first, then memoized), GETs after */
+        cr_assert_eq(count_bytes(p, n, "ident", 5), 2, "protocol %d", proto);
+        cr_assert_eq(count_bytes(p, n, "label", 5), 2, "protocol %d", proto);
+        ost_reader *r = ost_reader_new();
+        ost_value back;
+        cr_assert_eq(ost_load(r, p, n, &back, NULL), 0, "%s", ost_reader_errmsg(r));
+        cr_assert(ost_same_graph(back, l), "protocol %d", proto);
+        assert_py_load(p, n, "[(type(o).__name__, o.ident, o.label) for o in x][49]",
+                       "('Namespace', 49, 'x')");
+        ost_decref(back);
+        ost_reader_free(r);
+        free(p);
+        ost_decref(l);
+    }
+}
+
+OST_TEST(writer, one_instance_writes_its_names_once_with_no_memo_entry) {
+    /* a store record holds one instance: memoizing its names would only
+     * add bytes, so its pickle is what it was before names were memoized */
+    ost_value l = rec_list(1);
+    ost_value inst = ost_incref(ost_item(l, 0));
+    ost_decref(l);
+    size_t n;
+    uint8_t *p = dump_copy(inst, 4, false, &n);
+    static const uint8_t ident_memo[] = {OP_SHORT_BINUNICODE, 5, 'i', 'd', 'e', 'n', 't', OP_MEMOIZE};
+    cr_assert_eq(count_bytes(p, n, "ident", 5), 1);
+    cr_assert_eq(count_bytes(p, n, ident_memo, sizeof ident_memo), 0);
+    free(p);
+    ost_decref(inst);
+}

@@ -151,6 +151,23 @@ OST_EXTERN void ost_reader_set_persistent_load(ost_reader *r,
  * reader never executes anything a pickle names. */
 OST_EXTERN int ost_load(ost_reader *r, const void *data, size_t len,
                         ost_value *out, size_t *consumed);
+/* What ost_load_lent calls once the lent buffer is no longer used. */
+typedef void (*ost_release_fn)(void *ud, const void *data, size_t len);
+/* Bytes values of at least this many bytes share a lent buffer. */
+#define OST_LEND_MIN 65536
+/* ost_load, but the caller lends data[0..len) to the values loaded instead
+ * of having them copy it: each bytes value (not bytearray) of at least
+ * OST_LEND_MIN bytes points into data, so a large payload costs no copy.
+ * The caller must keep data valid and unchanged until release(ud, data,
+ * len) is called, which happens exactly once, on the thread that drops
+ * the last value pointing into data: when that value is freed, or before
+ * ost_load_lent returns if no value points into it (always on failure).
+ * release may be NULL when the caller knows that data outlives every
+ * value loaded. Such a bytes value's ost_data is not followed by a NUL.
+ * Ownership of *out and errors as ost_load. */
+OST_EXTERN int ost_load_lent(ost_reader *r, const void *data, size_t len,
+                             ost_release_fn release, void *ud, ost_value *out,
+                             size_t *consumed);
 /* Reads a pickle made by ost_dump_state and gives its value to inst as
  * BUILD would (fills slots, calls setstate, or replaces the state), without
  * marking inst changed. Errors as ost_load; inst is unchanged on failure. */
