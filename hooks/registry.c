@@ -1,13 +1,22 @@
-/* The class registry: module.name -> class value, open addressing. */
+/* The class registry: module.name -> class value, open addressing; and a
+ * short list of class aliases (former names of registered classes),
+ * searched after the table misses. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../serializer/internal.h"
 
+typedef struct {
+    char *module, *name; /* one block: module NUL name NUL */
+    ost_value cls;       /* a class of the table (borrowed from it) */
+} alias;
+
 struct ost_registry {
     ost_value *slots; /* class values (globals), 0 = empty */
     size_t mask, count;
     ost_unknown_policy policy;
+    alias *aliases;
+    size_t naliases, capaliases;
 };
 
 static uint64_t name_hash(const char *m, const char *n) {
@@ -36,6 +45,8 @@ ost_registry *ost_registry_new(void) {
 void ost_registry_free(ost_registry *reg) {
     if (!reg) return;
     for (size_t i = 0; i <= reg->mask; i++) ost_decref(reg->slots[i]);
+    for (size_t i = 0; i < reg->naliases; i++) free(reg->aliases[i].module);
+    free(reg->aliases);
     free(reg->slots);
     free(reg);
 }
@@ -47,6 +58,21 @@ static ost_value *find_slot(const ost_registry *reg, const char *m, const char *
         if (!*s || (strcmp(gmod(*s), m) == 0 && strcmp(gname(*s), n) == 0)) return s;
         i = (i + 1) & reg->mask;
     }
+}
+
+static const alias *find_alias(const ost_registry *reg, const char *m, const char *n) {
+    for (size_t i = 0; i < reg->naliases; i++)
+        if (strcmp(reg->aliases[i].module, m) == 0 && strcmp(reg->aliases[i].name, n) == 0)
+            return &reg->aliases[i];
+    return NULL;
+}
+
+/* The class module.name names, directly or as an alias (borrowed), or 0. */
+static ost_value lookup(const ost_registry *reg, const char *m, const char *n) {
+    ost_value c = *find_slot(reg, m, n);
+    if (c || !reg->naliases) return c;
+    const alias *a = find_alias(reg, m, n);
+    return a ? a->cls : 0;
 }
 
 static int grow(ost_registry *reg) {
@@ -65,22 +91,11 @@ static int grow(ost_registry *reg) {
 int ost_registry_add(ost_registry *reg, const ost_class_def *def, ost_value *cls) {
     if (cls) *cls = 0;
     if (!reg || !def || !def->module || !def->name) return OST_EINVAL;
-    if (*find_slot(reg, def->module, def->name)) return OST_EEXIST;
+    if (lookup(reg, def->module, def->name)) return OST_EEXIST;
     if ((reg->count + 1) * 2 > reg->mask + 1 && grow(reg)) return OST_ENOMEM;
     ost_value c = ost_class_new(def);
     if (c) OST__O(c)->flags |= OST__F_SHARED; /* readers of many threads use it */
-    if (!c) {
-        /* tell bad definitions from memory shortage */
-        for (size_t i = 0; i < def->nfields; i++) {
-            if (!def->fields || !def->fields[i]) return OST_EINVAL;
-            for (size_t j = 0; j < i; j++)
-                if (strcmp(def->fields[i], def->fields[j]) == 0) return OST_EINVAL;
-        }
-        if (ost_utf8_check(def->module, strlen(def->module), NULL) ||
-            ost_utf8_check(def->name, strlen(def->name), NULL))
-            return OST_EINVAL;
-        return OST_ENOMEM;
-    }
+    if (!c) return ost__class_def_ok(def) ? OST_ENOMEM : OST_EINVAL;
     *find_slot(reg, def->module, def->name) = c;
     reg->count++;
     if (cls) *cls = c;
@@ -89,7 +104,30 @@ int ost_registry_add(ost_registry *reg, const ost_class_def *def, ost_value *cls
 
 ost_value ost_registry_get(const ost_registry *reg, const char *module, const char *name) {
     if (!reg || !module || !name) return 0;
-    return *find_slot(reg, module, name);
+    return lookup(reg, module, name);
+}
+
+int ost_registry_alias(ost_registry *reg, const char *module, const char *name, ost_value cls) {
+    if (!reg || !module || !name || ost__type(cls) != OST_T_GLOBAL) return OST_EINVAL;
+    ost_value mine = *find_slot(reg, ost_data(ost_global_module(cls), NULL),
+                                ost_data(ost_global_name(cls), NULL));
+    if (mine != cls) return OST_EINVAL; /* not a class of this registry */
+    if (lookup(reg, module, name)) return OST_EEXIST;
+    size_t ml = strlen(module), nl = strlen(name);
+    if (ost_utf8_check(module, ml, NULL) || ost_utf8_check(name, nl, NULL)) return OST_EINVAL;
+    if (reg->naliases == reg->capaliases) {
+        size_t cap = reg->capaliases ? reg->capaliases * 2 : 4;
+        alias *a = realloc(reg->aliases, cap * sizeof *a);
+        if (!a) return OST_ENOMEM;
+        reg->aliases = a;
+        reg->capaliases = cap;
+    }
+    char *b = malloc(ml + nl + 2);
+    if (!b) return OST_ENOMEM;
+    memcpy(b, module, ml + 1);
+    memcpy(b + ml + 1, name, nl + 1);
+    reg->aliases[reg->naliases++] = (alias){b, b + ml + 1, cls};
+    return 0;
 }
 
 size_t ost_registry_count(const ost_registry *reg) { return reg ? reg->count : 0; }
@@ -100,7 +138,7 @@ void ost_registry_set_policy(ost_registry *reg, ost_unknown_policy policy) {
 
 int ost_registry_find_global(void *ud, const char *module, const char *name, ost_value *cls) {
     ost_registry *reg = ud;
-    ost_value c = *find_slot(reg, module, name);
+    ost_value c = lookup(reg, module, name);
     if (c) {
         *cls = ost_incref(c);
         return 0;

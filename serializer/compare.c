@@ -105,9 +105,9 @@ static bool int_eq_double(ost_value i, double d) {
 
 static bool num_eq(ost_value a, ost_value b, int ta, int tb) {
     if (ta == OST_T_FLOAT && tb == OST_T_FLOAT)
-        return ((ost_float_obj *)a)->d == ((ost_float_obj *)b)->d;
-    if (ta == OST_T_FLOAT) return int_eq_double(b, ((ost_float_obj *)a)->d);
-    if (tb == OST_T_FLOAT) return int_eq_double(a, ((ost_float_obj *)b)->d);
+        return ost__float_get(a) == ost__float_get(b);
+    if (ta == OST_T_FLOAT) return int_eq_double(b, ost__float_get(a));
+    if (tb == OST_T_FLOAT) return int_eq_double(a, ost__float_get(b));
     int64_t x, y;
     int ra = ost_int_value(a, &x), rb = ost_int_value(b, &y);
     if (ra == 0 && rb == 0) return x == y;
@@ -179,7 +179,7 @@ static bool step_equal(cmp_ctx *c, ost_value a, ost_value b) {
             if (x->n != y->n) return false;
             for (size_t i = 0; i < x->n; i++)
                 if (!opt_push(c, x->slots[i], y->slots[i])) return false;
-            return true;
+            return opt_push(c, x->extra, y->extra);
         }
         push(c, ((ost_inst_obj *)a)->state, ((ost_inst_obj *)b)->state);
         return true;
@@ -250,9 +250,10 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
         }
     }
     switch (ta) {
-    case OST_T_FLOAT:
-        return memcmp(&((ost_float_obj *)a)->d, &((ost_float_obj *)b)->d,
-                      sizeof(double)) == 0;
+    case OST_T_FLOAT: {
+        double x = ost__float_get(a), y = ost__float_get(b);
+        return memcmp(&x, &y, sizeof(double)) == 0;
+    }
     case OST_T_INT: return num_eq(a, b, ta, tb);
     case OST_T_STR:
     case OST_T_BYTES:
@@ -291,6 +292,8 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
                 }
                 push(c, x->slots[i], y->slots[i]);
             }
+            if (!x->extra || !y->extra) return x->extra == y->extra;
+            push(c, x->extra, y->extra);
             return true;
         }
         /* fall through */

@@ -1028,22 +1028,9 @@ static int fill_slots(ost_reader *r, const uint8_t *at, ost_value obj, ost_value
                          ost_type_name(ost__type(d)));
         size_t pos = 0;
         ost_value key, val;
-        while (ost_dict_next(d, &pos, &key, &val)) {
-            size_t n;
-            const char *name = ost_data(key, &n);
-            ptrdiff_t i = ost__type(key) == OST_T_STR ? ost__field_index(so->cls, name, n) : -1;
-            if (i < 0)
-                return rfail(r, at, OST_EBADPICKLE, "class %s.%s has no field %s%s%s",
-                             ost__klass_of(so->cls)->def.module,
-                             ost__klass_of(so->cls)->def.name,
-                             ost__type(key) == OST_T_STR ? "'" : "(a ",
-                             ost__type(key) == OST_T_STR ? name : ost_type_name(ost__type(key)),
-                             ost__type(key) == OST_T_STR ? "'" : " key)");
-            /* direct: no activation or change tracking while loading */
-            ost_value old = so->slots[i];
-            so->slots[i] = ost_incref(val);
-            ost_decref(old);
-        }
+        /* fields the class does not declare are kept (ost_instance_extra) */
+        while (ost_dict_next(d, &pos, &key, &val))
+            if (ost__slots_put(obj, key, val)) return NOMEM(at);
     }
     return 0;
 }
@@ -1763,7 +1750,9 @@ int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) 
         release_all(r, true);
         return r->err;
     }
-    rc = build(r, r->base);
+    /* the state applies after the pickle's last opcode, its STOP: an error
+     * in applying it names that offset */
+    rc = build(r, len ? r->end - 1 : r->base);
     while (r->sp) ost_decref(r->stack[--r->sp]);
     release_all(r, rc != 0);
     return rc;

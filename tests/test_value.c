@@ -247,8 +247,14 @@ OST_TEST(value, floats_hold_doubles_and_ints_convert) {
     uint64_t base = live();
     ost_value f = ost_float(1.5);
     cr_assert_eq(ost_typeof(f), OST_T_FLOAT);
-    cr_assert_eq(ost_refcount(f), 1);
+    cr_assert(ost_is_immediate(f), "1.5 is kept in the value word");
+    cr_assert_eq(ost_refcount(f), 0);
     cr_assert_eq(ost_float_value(f), 1.5);
+    ost_decref(f);
+    f = ost_float(1e300);
+    cr_assert_eq(ost_typeof(f), OST_T_FLOAT);
+    cr_assert_eq(ost_refcount(f), 1, "out of the immediate range: a heap float");
+    cr_assert_eq(ost_float_value(f), 1e300);
     ost_decref(f);
     f = ost_float(-0.0);
     cr_assert(signbit(ost_float_value(f)));
@@ -1324,7 +1330,7 @@ OST_TEST(value, release_frees_two_dicts_referencing_each_other) {
     ost_dict_set(d2, S("other"), ost_incref(d1));
     ost_dict_set(d2, S("data"), list_of(2, ost_float(1.5), dec("18446744073709551616")));
     ost_decref(d2); /* only d1's handle remains */
-    cr_assert_eq(live(), base + 8);
+    cr_assert_eq(live(), base + 7, "1.5 is an immediate");
     ost_release(d1);
     cr_assert_eq(live(), base);
 }

@@ -210,12 +210,25 @@ typedef struct {
     ost_getnewargs_fn getnewargs;
     ost_setnewargs_fn setnewargs;
     void *ud; /* passed to the callbacks */
+    /* Former names of fields, for states written before a field was
+     * renamed: nfield_aliases pairs {old name, declared field}, so
+     * field_aliases[2 * i] reads into the slot of field_aliases[2 * i + 1].
+     * Writing uses the declared name. NULL (0) for none. */
+    const char *const *field_aliases;
+    size_t nfield_aliases;
 } ost_class_def;
 
 /* New class: a global value (module.name) that also carries def, copied
  * (strings included). Instances made with it use its fields and callbacks,
  * and pickle as Python pickles an instance of a plain class with those
- * attributes. 0 on ENOMEM, or OST_NOVALUE for bad text or a repeated field. */
+ * attributes. 0 on ENOMEM, or OST_NOVALUE for bad text, a repeated field,
+ * more than UINT32_MAX fields, or a field alias that names no declared
+ * field or is itself a declared field or a repeated alias.
+ *
+ * A state read into an instance of a class with fields may name fields the
+ * class does not declare (written by a version of the program that had
+ * them): the instance keeps them, apart from its slots, and writes them
+ * back with its declared fields (see ost_instance_extra). */
 OST_EXTERN ost_value ost_class_new(const ost_class_def *def);
 /* True when cls is a class made by ost_class_new with persistent set. */
 OST_EXTERN bool ost_class_is_persistent(ost_value cls);
@@ -245,6 +258,11 @@ OST_EXTERN int ost_instance_setattr(ost_value inst, const char *name,
 /* Attribute name of an instance whose state is a dict, or slot name of an
  * instance of a class with fields (borrowed), or 0 when absent. */
 OST_EXTERN ost_value ost_instance_getattr(ost_value inst, const char *name);
+/* The attributes of an instance of a class with fields that its class
+ * does not declare, as read from its state: a dict (borrowed; the instance
+ * writes it back as part of its state), or 0 when there are none or inst
+ * has no fields. A store's ghost loads its state first. */
+OST_EXTERN ost_value ost_instance_extra(ost_value inst);
 /* Slot i of an instance of a class with fields (borrowed; 0 when unset or
  * out of range). */
 OST_EXTERN ost_value ost_instance_slot(ost_value inst, size_t i);
