@@ -304,3 +304,19 @@ void ost_buf_free(ost_buf *b) {
     b->data = NULL;
     b->len = b->cap = 0;
 }
+
+/* ---- arrays --------------------------------------------------------------- */
+
+int ost__grow(void **arr, size_t *cap, size_t need, size_t elem, size_t min) {
+    size_t n = *cap ? *cap : (min ? min : 1);
+    while (n < need) {
+        if (n > SIZE_MAX / 2) return OST_ENOMEM;
+        n *= 2;
+    }
+    if (elem && n > SIZE_MAX / elem) return OST_ENOMEM;
+    void *p = realloc(*arr, n * elem);
+    if (!p) return OST_ENOMEM;
+    *arr = p;
+    *cap = n;
+    return 0;
+}

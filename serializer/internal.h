@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ostore.h"
+#include "prim.h"
 
 #define OST_LIKELY(x) __builtin_expect(!!(x), 1)
 #define OST_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -132,15 +132,10 @@ static __attribute__((noinline)) int push_slow(ost_reader *r, const uint8_t *at,
         return rfail(r, at, OST_ELIMIT, "stack longer than %zu (limit max_container)",
                      r->lim.max_container);
     }
-    if (OST_UNLIKELY(r->sp == r->stcap)) {
-        size_t cap = r->stcap ? r->stcap * 2 : 256;
-        ost_value *s = realloc(r->stack, cap * sizeof *s);
-        if (!s) {
-            ost_decref(v);
-            return NOMEM(at);
-        }
-        r->stack = s;
-        r->stcap = cap;
+    if (OST_UNLIKELY(r->sp == r->stcap) &&
+        ost__grow((void **)&r->stack, &r->stcap, r->sp + 1, sizeof *r->stack, 256)) {
+        ost_decref(v);
+        return NOMEM(at);
     }
     r->stack[r->sp++] = v;
     return 0;
@@ -337,22 +332,14 @@ static ost_value new_bytes(ost_reader *r, const uint8_t *at, int type,
 /* Latin-1 bytes (Python 2 str) to a str: ASCII stays, other bytes become
  * U+0080..U+00FF. */
 static ost_value latin1_str(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
-    size_t extra = 0;
-    for (size_t i = 0; i < n; i++) extra += p[i] >> 7;
-    if (account(r, at, n + extra + 32)) return 0;
-    ost_value v = ost__str_new_uninit(OST_T_STR, n + extra);
+    size_t un = ost__latin1_utf8_len(p, n);
+    if (account(r, at, un + 32)) return 0;
+    ost_value v = ost__str_new_uninit(OST_T_STR, un);
     if (!v) {
         NOMEM(at);
         return 0;
     }
-    char *d = ((ost_str_obj *)v)->data;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < 0x80) *d++ = (char)p[i];
-        else {
-            *d++ = (char)(0xc0 | p[i] >> 6);
-            *d++ = (char)(0x80 | (p[i] & 0x3f));
-        }
-    }
+    ost__latin1_to_utf8(((ost_str_obj *)v)->data, p, n);
     return v;
 }
 
@@ -814,20 +801,14 @@ static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
                     ost_value b = new_bytes(r, at, ba2 ? OST_T_BYTEARRAY : OST_T_BYTES, NULL, n);
                     if (!b) return 0;
                     ost_str_obj *bo = (ost_str_obj *)b;
-                    size_t j = 0;
-                    for (size_t i = 0; i < n;) {
-                        if (s[i] < 0x80) bo->data[j++] = (char)s[i++];
-                        else if (s[i] == 0xc2 || s[i] == 0xc3) {
-                            bo->data[j++] = (char)((s[i] & 3) << 6 | (s[i + 1] & 0x3f));
-                            i += 2;
-                        } else {
-                            ost_decref(b);
-                            rfail(r, at, OST_EBADPICKLE,
-                                  "text has characters beyond Latin-1 for bytes");
-                            return 0;
-                        }
+                    ptrdiff_t j = ost__utf8_to_latin1((uint8_t *)bo->data, s, n);
+                    if (j < 0) {
+                        ost_decref(b);
+                        rfail(r, at, OST_EBADPICKLE,
+                              "text has characters beyond Latin-1 for bytes");
+                        return 0;
                     }
-                    bo->len = j;
+                    bo->len = (size_t)j;
                     bo->data[j] = 0;
                     return b;
                 }
@@ -1109,19 +1090,26 @@ static int line_index(ost_reader *r, const uint8_t *at, const uint8_t *p,
     return 0;
 }
 
-/* ---- the machine ------------------------------------------------------------ */
+/* ---- the machine ------------------------------------------------------------
+ *
+ * One load_ function per opcode family, as _pickle.c has. Each takes the
+ * opcode's offset (at, for messages), the opcode and the read position
+ * (*pp, just after the opcode, advanced over the arguments), and returns
+ * 0 or nonzero after a failure (the error is in r, or ost_load says
+ * "malformed pickle"). */
 
+#define FAIL return -1
 #define NEED(n)                                                 \
     do {                                                        \
         if (OST_UNLIKELY(!has(r, p, (n)))) {                    \
             truncated(r, at, op, (size_t)(n), p);               \
-            goto fail;                                          \
+            FAIL;                                               \
         }                                                       \
     } while (0)
 #define CHECK(x)                      \
     do {                              \
         if (OST_UNLIKELY((x) != 0)) { \
-            goto fail;                \
+            FAIL;                     \
         }                             \
     } while (0)
 #define PUSH(v) CHECK(push(r, at, (v)))
@@ -1130,9 +1118,464 @@ static int line_index(ost_reader *r, const uint8_t *at, const uint8_t *p,
         (e) = line_end(r, p);                                                 \
         if (!(e)) {                                                           \
             rfail(r, at, OST_ETRUNCATED, "%s: no end of line", op_name(op));  \
-            goto fail;                                                        \
+            FAIL;                                                             \
         }                                                                     \
     } while (0)
+
+/* The tuple of the values stack[base..sp), which it takes, leaving sp at
+ * base; 0 when out of memory (the stack unchanged). */
+static ost_value tuple_from_stack(ost_reader *r, size_t base) {
+    size_t n = r->sp - base;
+    ost_value t = ost__tuple_new_uninit(n);
+    if (!t) return 0;
+    ((ost_tuple_obj *)t)->len = n;
+    memcpy(((ost_tuple_obj *)t)->items, r->stack + base, n * sizeof(ost_value));
+    r->sp = base;
+    return t;
+}
+
+/* A new container c goes under the values above base, which then fill it
+ * (fill is add_items or set_items). */
+static int under_and_fill(ost_reader *r, const uint8_t *at, int op, size_t base,
+                          ost_value c, int (*fill)(ost_reader *, const uint8_t *, int, size_t)) {
+    CHECK(push(r, at, c));
+    memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
+    r->stack[base] = c;
+    return fill(r, at, op, base + 1);
+}
+
+/* PROTO, FRAME */
+static int load_proto(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp;
+    NEED(1);
+    if (*p > OST_PICKLE_HIGHEST_PROTOCOL)
+        return rfail(r, at, OST_EPROTOCOL, "unsupported protocol %u", *p);
+    r->proto = *p++;
+    *pp = p;
+    return 0;
+}
+
+static int load_frame(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp;
+    NEED(8);
+    uint64_t n = rd_le(p, 8);
+    p += 8;
+    if (n > (uint64_t)(r->end - p))
+        return rfail(r, at, OST_ETRUNCATED, "FRAME of %llu bytes, %zu left",
+                     (unsigned long long)n, (size_t)(r->end - p));
+    *pp = p;
+    return 0;
+}
+
+/* MARK, POP, POP_MARK, DUP */
+static int load_mark(ost_reader *r, const uint8_t *at) {
+    if (OST_UNLIKELY(r->nmarks == r->mcap)) {
+        if (r->nmarks >= r->lim.max_depth)
+            return rfail(r, at, OST_ELIMIT, "more than %zu nested MARKs (limit max_depth)",
+                         r->lim.max_depth);
+        if (ost__grow((void **)&r->marks, &r->mcap, r->nmarks + 1, sizeof *r->marks, 64))
+            return NOMEM(at);
+    }
+    if (r->nmarks >= r->lim.max_depth)
+        return rfail(r, at, OST_ELIMIT, "more than %zu nested MARKs (limit max_depth)",
+                     r->lim.max_depth);
+    r->marks[r->nmarks++] = r->sp;
+    return 0;
+}
+
+static int load_pop(ost_reader *r, const uint8_t *at, int op) {
+    if (op == OP_POP) {
+        if (above(r)) trash(r, r->stack[--r->sp]);
+        else if (r->nmarks) r->nmarks--;
+        else return rfail(r, at, OST_EBADPICKLE, "POP with an empty stack");
+        return 0;
+    }
+    size_t base;
+    CHECK(pop_mark(r, at, op, &base));
+    while (r->sp > base) trash(r, r->stack[--r->sp]);
+    return 0;
+}
+
+static int load_dup(ost_reader *r, const uint8_t *at, int op) {
+    CHECK(need(r, at, 1, op));
+    return push(r, at, ost_incref(r->stack[r->sp - 1]));
+}
+
+/* BININT1, BININT2, BININT */
+static inline int load_binint(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp;
+    int w = op == OP_BININT1 ? 1 : op == OP_BININT2 ? 2 : 4;
+    NEED(w);
+    int64_t v = op == OP_BININT ? (int64_t)(int32_t)(uint32_t)rd_le(p, 4)
+                                : (int64_t)rd_le(p, w);
+    *pp = p + w;
+    return push(r, at, ost__small(v));
+}
+
+/* LONG1, LONG4 */
+static int load_long_bin(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp;
+    int w = op == OP_LONG1 ? 1 : 4;
+    NEED(w);
+    uint64_t n = rd_le(p, w);
+    if (op == OP_LONG4 && (int32_t)(uint32_t)n < 0)
+        return rfail(r, at, OST_EBADPICKLE, "LONG4 with a negative length");
+    p += w;
+    NEED(n);
+    CHECK(account(r, at, n + 16));
+    PUSH(ost_int_from_bytes(p, (size_t)n));
+    *pp = p + n;
+    return 0;
+}
+
+static int load_binfloat(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp;
+    NEED(8);
+    uint64_t bits = 0;
+    for (int k = 0; k < 8; k++) bits = bits << 8 | p[k];
+    double d;
+    memcpy(&d, &bits, 8);
+    *pp = p + 8;
+    return push(r, at, ost_float(d));
+}
+
+/* INT, LONG: decimal text */
+static int load_int_text(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp, *e;
+    LINE(e);
+    size_t n = (size_t)(e - p);
+    if (op == OP_INT && n == 2 && p[0] == '0' && (p[1] == '0' || p[1] == '1')) {
+        PUSH(p[1] == '1' ? OST_TRUE : OST_FALSE);
+        *pp = e + 1;
+        return 0;
+    }
+    if (op == OP_LONG && n && p[n - 1] == 'L') n--;
+    CHECK(account(r, at, n / 2 + 16));
+    /* check the text first: ost_int_from_decimal returns 0 for bad text
+     * and for ENOMEM alike */
+    size_t d0 = n && (p[0] == '-' || p[0] == '+');
+    bool digits = n > d0;
+    for (size_t k = d0; k < n && digits; k++) digits = p[k] >= '0' && p[k] <= '9';
+    if (!digits) return rfail(r, at, OST_EBADPICKLE, "%s: bad integer text", op_name(op));
+    ost_value v = ost_int_from_decimal((const char *)p, n);
+    if (!v) return NOMEM(at);
+    PUSH(v);
+    *pp = e + 1;
+    return 0;
+}
+
+/* FLOAT: text */
+static int load_float_text(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp, *e;
+    LINE(e);
+    char buf[64];
+    size_t n = (size_t)(e - p);
+    if (n == 0 || n >= sizeof buf) return rfail(r, at, OST_EBADPICKLE, "FLOAT: bad text");
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    char *endp;
+    double d = strtod(buf, &endp);
+    if (endp != buf + n) return rfail(r, at, OST_EBADPICKLE, "FLOAT: bad text '%s'", buf);
+    PUSH(ost_float(d));
+    *pp = e + 1;
+    return 0;
+}
+
+/* The counted strings: [SHORT_]BINUNICODE[8], [SHORT_]BINBYTES[8],
+ * BYTEARRAY8, [SHORT_]BINSTRING */
+static int load_counted(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp;
+    int w = (op == OP_SHORT_BINUNICODE || op == OP_SHORT_BINBYTES ||
+             op == OP_SHORT_BINSTRING) ? 1
+            : (op == OP_BINUNICODE8 || op == OP_BINBYTES8 || op == OP_BYTEARRAY8) ? 8
+                                                                                   : 4;
+    NEED(w);
+    uint64_t n = rd_le(p, w);
+    if (op == OP_BINSTRING && (int32_t)(uint32_t)n < 0)
+        return rfail(r, at, OST_EBADPICKLE, "BINSTRING with a negative length");
+    p += w;
+    NEED(n);
+    ost_value v;
+    if (op == OP_SHORT_BINUNICODE || op == OP_BINUNICODE || op == OP_BINUNICODE8)
+        v = new_str(r, at, p, (size_t)n);
+    else if (op == OP_SHORT_BINSTRING || op == OP_BINSTRING)
+        v = latin1_str(r, at, p, (size_t)n);
+    else
+        v = new_bytes(r, at, op == OP_BYTEARRAY8 ? OST_T_BYTEARRAY : OST_T_BYTES, p,
+                      (size_t)n);
+    if (!v) FAIL;
+    *pp = p + n;
+    return push(r, at, v);
+}
+
+/* STRING, UNICODE: text lines */
+static int load_line_string(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp, *e;
+    LINE(e);
+    ost_value v = op == OP_STRING ? quoted_string(r, at, p, (size_t)(e - p))
+                                  : raw_unicode(r, at, p, (size_t)(e - p));
+    if (!v) FAIL;
+    *pp = e + 1;
+    return push(r, at, v);
+}
+
+/* EMPTY_TUPLE, TUPLE1, TUPLE2, TUPLE3, TUPLE */
+static int load_tuple(ost_reader *r, const uint8_t *at, int op) {
+    if (op == OP_EMPTY_TUPLE) return push(r, at, ost_tuple_new(0)); /* len set to 0 */
+    size_t base, n;
+    if (op == OP_TUPLE) {
+        CHECK(pop_mark(r, at, op, &base));
+        n = r->sp - base;
+    } else {
+        n = (size_t)(op - OP_TUPLE1 + 1);
+        CHECK(need(r, at, n, op));
+        base = r->sp - n;
+    }
+    CHECK(account(r, at, 16 + n * sizeof(ost_value)));
+    ost_value t = tuple_from_stack(r, base);
+    if (!t) return NOMEM(at);
+    return push(r, at, t);
+}
+
+/* EMPTY_LIST, LIST, APPEND, APPENDS, ADDITEMS */
+static int load_list(ost_reader *r, const uint8_t *at, int op) {
+    if (op == OP_EMPTY_LIST) {
+        CHECK(account(r, at, 48));
+        return push(r, at, ost_list_new(0));
+    }
+    size_t base;
+    CHECK(pop_mark(r, at, op, &base));
+    size_t n = r->sp - base;
+    CHECK(account(r, at, 48 + n * sizeof(ost_value)));
+    ost_value l = ost_list_new(n);
+    if (!l) return NOMEM(at);
+    if (n) /* ost_list_new(0) has no items array */
+        memcpy(((ost_list_obj *)l)->items, r->stack + base, n * sizeof(ost_value));
+    ((ost_list_obj *)l)->len = n;
+    r->sp = base;
+    return push(r, at, l);
+}
+
+static int load_append(ost_reader *r, const uint8_t *at, int op) {
+    if (op == OP_APPEND) {
+        CHECK(need(r, at, 2, op));
+        return add_items(r, at, op, r->sp - 1);
+    }
+    size_t base;
+    CHECK(pop_mark(r, at, op, &base));
+    if (base == 0 || (r->nmarks && r->marks[r->nmarks - 1] >= base))
+        return rfail(r, at, OST_EBADPICKLE, "%s with nothing to add to", op_name(op));
+    return add_items(r, at, op, base);
+}
+
+/* EMPTY_DICT, DICT, SETITEM, SETITEMS */
+static int load_dict(ost_reader *r, const uint8_t *at, int op) {
+    size_t base;
+    switch (op) {
+    case OP_EMPTY_DICT:
+        CHECK(account(r, at, 64));
+        return push(r, at, ost_dict_new());
+    case OP_DICT: {
+        CHECK(pop_mark(r, at, op, &base));
+        ost_value d = ost_dict_new();
+        if (!d) return NOMEM(at);
+        return under_and_fill(r, at, op, base, d, set_items);
+    }
+    case OP_SETITEM:
+        CHECK(need(r, at, 3, op));
+        return set_items(r, at, op, r->sp - 2);
+    default: /* SETITEMS */
+        CHECK(pop_mark(r, at, op, &base));
+        if (base == 0 || (r->nmarks && r->marks[r->nmarks - 1] >= base))
+            return rfail(r, at, OST_EBADPICKLE, "SETITEMS with no dict to fill");
+        return set_items(r, at, op, base);
+    }
+}
+
+/* EMPTY_SET, FROZENSET */
+static int load_set(ost_reader *r, const uint8_t *at, int op) {
+    if (op == OP_EMPTY_SET) {
+        CHECK(account(r, at, 64));
+        return push(r, at, ost_set_new());
+    }
+    size_t base;
+    CHECK(pop_mark(r, at, op, &base));
+    ost_value s = ost_frozenset_new();
+    if (!s) return NOMEM(at);
+    return under_and_fill(r, at, OP_FROZENSET, base, s, add_items);
+}
+
+/* The memo index argument of GET, BINGET, LONG_BINGET, PUT, BINPUT,
+ * LONG_BINPUT (MEMOIZE has none). */
+static inline int memo_index(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp,
+                             size_t *idx) {
+    const uint8_t *p = *pp;
+    if (op == OP_GET || op == OP_PUT) {
+        const uint8_t *e;
+        LINE(e);
+        CHECK(line_index(r, at, p, e, idx));
+        *pp = e + 1;
+        return 0;
+    }
+    int w = op == OP_BINGET || op == OP_BINPUT ? 1 : 4;
+    NEED(w);
+    *idx = (size_t)rd_le(p, w);
+    *pp = p + w;
+    return 0;
+}
+
+/* BINGET, LONG_BINGET, GET */
+static inline int load_get(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    size_t idx = 0;
+    CHECK(memo_index(r, at, op, pp, &idx));
+    ost_value v = memo_get(r, idx);
+    if (!v) return rfail(r, at, OST_EMEMO, "memo index %zu is not set", idx);
+    ost__incref(v); /* inline: ost_incref is a call */
+    return push(r, at, v);
+}
+
+/* BINPUT, LONG_BINPUT, PUT, MEMOIZE */
+static inline int load_put(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    size_t idx = 0;
+    if (op == OP_MEMOIZE) idx = r->memo_count;
+    else CHECK(memo_index(r, at, op, pp, &idx));
+    if (!above(r)) return rfail(r, at, OST_EBADPICKLE, "%s with an empty stack", op_name(op));
+    return memo_put(r, at, idx, r->stack[r->sp - 1]);
+}
+
+/* GLOBAL, INST: module and name on two lines */
+static int load_global(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    const uint8_t *p = *pp, *e1, *e2;
+    LINE(e1);
+    const uint8_t *n = e1 + 1;
+    e2 = memchr(n, '\n', (size_t)(r->end - n));
+    if (!e2) return rfail(r, at, OST_ETRUNCATED, "%s: no end of line", op_name(op));
+    ost_value g = make_global(r, at, p, (size_t)(e1 - p), n, (size_t)(e2 - n));
+    if (!g) FAIL;
+    *pp = e2 + 1;
+    if (op == OP_GLOBAL) return push(r, at, g);
+    size_t base;
+    if (pop_mark(r, at, op, &base)) {
+        ost_decref(g);
+        FAIL;
+    }
+    ost_value args = tuple_from_stack(r, base);
+    if (!args) {
+        ost_decref(g);
+        return NOMEM(at);
+    }
+    /* a find_global result that is not a global cannot be an instance's
+     * class: keep the call as data, as OBJ does */
+    ost_value v = ost_len(args) || ost__type(g) != OST_T_GLOBAL
+                      ? build_call(r, at, OST_REDUCE_CALL, g, args, 0)
+                      : new_instance(r, at, g);
+    ost_decref(g);
+    ost_decref(args);
+    if (!v) FAIL;
+    return push(r, at, v);
+}
+
+static int load_stack_global(ost_reader *r, const uint8_t *at, int op) {
+    CHECK(need(r, at, 2, op));
+    ost_value m = r->stack[r->sp - 2], n = r->stack[r->sp - 1];
+    if (ost__type(m) != OST_T_STR || ost__type(n) != OST_T_STR)
+        return rfail(r, at, OST_EBADPICKLE, "STACK_GLOBAL needs two str, got %s and %s",
+                     ost_type_name(ost__type(m)), ost_type_name(ost__type(n)));
+    ost_value g = make_global(r, at, (const uint8_t *)((ost_str_obj *)m)->data,
+                              ((ost_str_obj *)m)->len,
+                              (const uint8_t *)((ost_str_obj *)n)->data,
+                              ((ost_str_obj *)n)->len);
+    if (!g) FAIL;
+    r->sp -= 2;
+    ost_decref(m);
+    ost_decref(n);
+    return push(r, at, g);
+}
+
+static int load_obj(ost_reader *r, const uint8_t *at, int op) {
+    size_t base;
+    CHECK(pop_mark(r, at, op, &base));
+    if (r->sp == base) return rfail(r, at, OST_EBADPICKLE, "OBJ without a class");
+    ost_value cls = r->stack[base];
+    ost_value args = tuple_from_stack(r, base + 1);
+    if (!args) return NOMEM(at);
+    r->sp = base;
+    ost_value v = ost_len(args) ? build_call(r, at, OST_REDUCE_CALL, cls, args, 0)
+                  : ost__type(cls) == OST_T_GLOBAL
+                      ? new_instance(r, at, cls)
+                      : build_call(r, at, OST_REDUCE_CALL, cls, args, 0);
+    ost_decref(cls);
+    ost_decref(args);
+    if (!v) FAIL;
+    return push(r, at, v);
+}
+
+/* REDUCE, NEWOBJ, NEWOBJ_EX */
+static int load_reduce(ost_reader *r, const uint8_t *at, int op) {
+    size_t n = op == OP_NEWOBJ_EX ? 3 : 2;
+    CHECK(need(r, at, n, op));
+    ost_value fn = r->stack[r->sp - n], args = r->stack[r->sp - n + 1];
+    ost_value kw = op == OP_NEWOBJ_EX ? r->stack[r->sp - 1] : 0;
+    if (kw && ost__type(kw) != OST_T_DICT)
+        return rfail(r, at, OST_EBADPICKLE, "NEWOBJ_EX keyword arguments are not a dict");
+    if (op == OP_REDUCE && ost__type(args) != OST_T_TUPLE)
+        return rfail(r, at, OST_EBADPICKLE, "REDUCE arguments are a %s, not a tuple",
+                     ost_type_name(ost__type(args)));
+    if (op != OP_REDUCE && ost__type(fn) != OST_T_GLOBAL)
+        return rfail(r, at, OST_EBADPICKLE, "%s class is a %s, not a global", op_name(op),
+                     ost_type_name(ost__type(fn)));
+    int kind = op == OP_REDUCE   ? OST_REDUCE_CALL
+               : op == OP_NEWOBJ ? OST_REDUCE_NEWOBJ
+                                 : OST_REDUCE_NEWOBJ_EX;
+    ost_value v = build_call(r, at, kind, fn, args, kw);
+    if (!v) FAIL;
+    r->sp -= n;
+    ost_decref(fn);
+    ost_decref(args);
+    ost_decref(kw);
+    return push(r, at, v);
+}
+
+static int load_build(ost_reader *r, const uint8_t *at, int op) {
+    CHECK(need(r, at, 2, op));
+    return build(r, at);
+}
+
+/* PERSID, BINPERSID */
+static int load_persid(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
+    if (op == OP_BINPERSID) {
+        CHECK(need(r, at, 1, op));
+        return persistent(r, at, r->stack[--r->sp]);
+    }
+    const uint8_t *p = *pp, *e;
+    LINE(e);
+    ost_value pid = new_str(r, at, p, (size_t)(e - p));
+    if (!pid) FAIL;
+    *pp = e + 1;
+    return persistent(r, at, pid);
+}
+
+/* EXT1, EXT2, EXT4, NEXT_BUFFER, and unknown opcodes */
+static int load_unsupported(ost_reader *r, const uint8_t *at, int op) {
+    if (op == OP_EXT1 || op == OP_EXT2 || op == OP_EXT4)
+        return rfail(r, at, OST_EUNSUPPORTED, "%s: the extension registry is not supported",
+                     op_name(op));
+    if (op == OP_NEXT_BUFFER)
+        return rfail(r, at, OST_EUNSUPPORTED,
+                     "NEXT_BUFFER: out-of-band buffers are not supported");
+    return rfail(r, at, OST_EBADOPCODE, "unknown opcode 0x%02x", op);
+}
+
+/* STOP: the value on top is the result; anything under it is dropped. */
+static int load_stop(ost_reader *r, const uint8_t *at, ost_value *out) {
+    if (r->sp == 0 || above(r) == 0)
+        return rfail(r, at, OST_EBADPICKLE, "STOP with an empty stack");
+    ost_value v = r->stack[--r->sp];
+    while (r->sp) trash(r, r->stack[--r->sp]); /* extra values */
+    release_all(r, false);
+    *out = v;
+    return 0;
+}
 
 int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
              size_t *consumed) {
@@ -1140,7 +1583,6 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
     if (consumed) *consumed = 0;
     if (!r || !out || (!data && len)) return OST_EINVAL;
     const uint8_t *p = data, *at = p;
-    int op = 0;
     r->base = p;
     r->end = p + len;
     r->err = 0;
@@ -1159,181 +1601,32 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         at = p;
         if (OST_UNLIKELY(p >= r->end)) {
             rfail(r, at, OST_ETRUNCATED, "pickle ends without STOP");
-            goto fail;
+            break;
         }
-        op = *p++;
+        int op = *p++, rc;
         switch (op) {
-        case OP_PROTO:
-            NEED(1);
-            if (*p > OST_PICKLE_HIGHEST_PROTOCOL) {
-                rfail(r, at, OST_EPROTOCOL, "unsupported protocol %u", *p);
-                goto fail;
-            }
-            r->proto = *p++;
-            break;
-        case OP_FRAME: {
-            NEED(8);
-            uint64_t n = rd_le(p, 8);
-            p += 8;
-            if (n > (uint64_t)(r->end - p)) {
-                rfail(r, at, OST_ETRUNCATED, "FRAME of %llu bytes, %zu left",
-                      (unsigned long long)n, (size_t)(r->end - p));
-                goto fail;
-            }
-            break;
-        }
-        case OP_STOP: {
-            if (r->sp == 0 || above(r) == 0) {
-                rfail(r, at, OST_EBADPICKLE, "STOP with an empty stack");
-                goto fail;
-            }
-            ost_value v = r->stack[--r->sp];
-            while (r->sp) trash(r, r->stack[--r->sp]); /* extra values */
-            release_all(r, false);
-            *out = v;
+        case OP_STOP:
+            if (load_stop(r, at, out)) goto fail;
             if (consumed) *consumed = (size_t)(p - r->base);
             return 0;
-        }
-        case OP_MARK:
-            if (OST_UNLIKELY(r->nmarks == r->mcap)) {
-                if (r->nmarks >= r->lim.max_depth) {
-                    rfail(r, at, OST_ELIMIT, "more than %zu nested MARKs (limit max_depth)",
-                          r->lim.max_depth);
-                    goto fail;
-                }
-                size_t cap = r->mcap ? r->mcap * 2 : 64;
-                size_t *m = realloc(r->marks, cap * sizeof *m);
-                if (!m) {
-                    NOMEM(at);
-                    goto fail;
-                }
-                r->marks = m;
-                r->mcap = cap;
-            }
-            if (r->nmarks >= r->lim.max_depth) {
-                rfail(r, at, OST_ELIMIT, "more than %zu nested MARKs (limit max_depth)",
-                      r->lim.max_depth);
-                goto fail;
-            }
-            r->marks[r->nmarks++] = r->sp;
-            break;
+        case OP_PROTO: rc = load_proto(r, at, op, &p); break;
+        case OP_FRAME: rc = load_frame(r, at, op, &p); break;
+        case OP_MARK: rc = load_mark(r, at); break;
         case OP_POP:
-            if (above(r)) trash(r, r->stack[--r->sp]);
-            else if (r->nmarks) r->nmarks--;
-            else {
-                rfail(r, at, OST_EBADPICKLE, "POP with an empty stack");
-                goto fail;
-            }
-            break;
-        case OP_POP_MARK: {
-            size_t base;
-            CHECK(pop_mark(r, at, op, &base));
-            while (r->sp > base) trash(r, r->stack[--r->sp]);
-            break;
-        }
-        case OP_DUP:
-            CHECK(need(r, at, 1, op));
-            PUSH(ost_incref(r->stack[r->sp - 1]));
-            break;
-
-        /* scalars */
-        case OP_NONE: PUSH(OST_NONE); break;
-        case OP_NEWTRUE: PUSH(OST_TRUE); break;
-        case OP_NEWFALSE: PUSH(OST_FALSE); break;
+        case OP_POP_MARK: rc = load_pop(r, at, op); break;
+        case OP_DUP: rc = load_dup(r, at, op); break;
+        case OP_NONE: rc = push(r, at, OST_NONE); break;
+        case OP_NEWTRUE: rc = push(r, at, OST_TRUE); break;
+        case OP_NEWFALSE: rc = push(r, at, OST_FALSE); break;
         case OP_BININT1:
-            NEED(1);
-            PUSH(ost__small(*p));
-            p += 1;
-            break;
         case OP_BININT2:
-            NEED(2);
-            PUSH(ost__small((int64_t)rd_le(p, 2)));
-            p += 2;
-            break;
-        case OP_BININT:
-            NEED(4);
-            PUSH(ost__small((int32_t)(uint32_t)rd_le(p, 4)));
-            p += 4;
-            break;
+        case OP_BININT: rc = load_binint(r, at, op, &p); break;
         case OP_LONG1:
-        case OP_LONG4: {
-            int w = op == OP_LONG1 ? 1 : 4;
-            NEED(w);
-            uint64_t n = rd_le(p, w);
-            if (op == OP_LONG4 && (int32_t)(uint32_t)n < 0) {
-                rfail(r, at, OST_EBADPICKLE, "LONG4 with a negative length");
-                goto fail;
-            }
-            p += w;
-            NEED(n);
-            CHECK(account(r, at, n + 16));
-            PUSH(ost_int_from_bytes(p, (size_t)n));
-            p += n;
-            break;
-        }
-        case OP_BINFLOAT: {
-            NEED(8);
-            uint64_t bits = 0;
-            for (int k = 0; k < 8; k++) bits = bits << 8 | p[k];
-            double d;
-            memcpy(&d, &bits, 8);
-            p += 8;
-            PUSH(ost_float(d));
-            break;
-        }
+        case OP_LONG4: rc = load_long_bin(r, at, op, &p); break;
+        case OP_BINFLOAT: rc = load_binfloat(r, at, op, &p); break;
         case OP_INT:
-        case OP_LONG: {
-            const uint8_t *e;
-            LINE(e);
-            size_t n = (size_t)(e - p);
-            if (op == OP_INT && n == 2 && p[0] == '0' && (p[1] == '0' || p[1] == '1')) {
-                PUSH(p[1] == '1' ? OST_TRUE : OST_FALSE);
-                p = e + 1;
-                break;
-            }
-            if (op == OP_LONG && n && p[n - 1] == 'L') n--;
-            CHECK(account(r, at, n / 2 + 16));
-            /* check the text first: ost_int_from_decimal returns 0 for bad
-             * text and for ENOMEM alike */
-            size_t d0 = n && (p[0] == '-' || p[0] == '+');
-            bool digits = n > d0;
-            for (size_t k = d0; k < n && digits; k++) digits = p[k] >= '0' && p[k] <= '9';
-            if (!digits) {
-                rfail(r, at, OST_EBADPICKLE, "%s: bad integer text", op_name(op));
-                goto fail;
-            }
-            ost_value v = ost_int_from_decimal((const char *)p, n);
-            if (!v) {
-                NOMEM(at);
-                goto fail;
-            }
-            PUSH(v);
-            p = e + 1;
-            break;
-        }
-        case OP_FLOAT: {
-            const uint8_t *e;
-            LINE(e);
-            char buf[64];
-            size_t n = (size_t)(e - p);
-            if (n == 0 || n >= sizeof buf) {
-                rfail(r, at, OST_EBADPICKLE, "FLOAT: bad text");
-                goto fail;
-            }
-            memcpy(buf, p, n);
-            buf[n] = 0;
-            char *endp;
-            double d = strtod(buf, &endp);
-            if (endp != buf + n) {
-                rfail(r, at, OST_EBADPICKLE, "FLOAT: bad text '%s'", buf);
-                goto fail;
-            }
-            PUSH(ost_float(d));
-            p = e + 1;
-            break;
-        }
-
-        /* text and bytes */
+        case OP_LONG: rc = load_int_text(r, at, op, &p); break;
+        case OP_FLOAT: rc = load_float_text(r, at, op, &p); break;
         case OP_SHORT_BINUNICODE:
         case OP_BINUNICODE:
         case OP_BINUNICODE8:
@@ -1342,369 +1635,46 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         case OP_BINBYTES8:
         case OP_BYTEARRAY8:
         case OP_SHORT_BINSTRING:
-        case OP_BINSTRING: {
-            int w = (op == OP_SHORT_BINUNICODE || op == OP_SHORT_BINBYTES ||
-                     op == OP_SHORT_BINSTRING) ? 1
-                    : (op == OP_BINUNICODE8 || op == OP_BINBYTES8 || op == OP_BYTEARRAY8) ? 8
-                                                                                           : 4;
-            NEED(w);
-            uint64_t n = rd_le(p, w);
-            if (op == OP_BINSTRING && (int32_t)(uint32_t)n < 0) {
-                rfail(r, at, OST_EBADPICKLE, "BINSTRING with a negative length");
-                goto fail;
-            }
-            p += w;
-            NEED(n);
-            ost_value v;
-            if (op == OP_SHORT_BINUNICODE || op == OP_BINUNICODE || op == OP_BINUNICODE8)
-                v = new_str(r, at, p, (size_t)n);
-            else if (op == OP_SHORT_BINSTRING || op == OP_BINSTRING)
-                v = latin1_str(r, at, p, (size_t)n);
-            else
-                v = new_bytes(r, at, op == OP_BYTEARRAY8 ? OST_T_BYTEARRAY : OST_T_BYTES,
-                              p, (size_t)n);
-            if (!v) goto fail;
-            p += n;
-            PUSH(v);
-            break;
-        }
+        case OP_BINSTRING: rc = load_counted(r, at, op, &p); break;
         case OP_STRING:
-        case OP_UNICODE: {
-            const uint8_t *e;
-            LINE(e);
-            ost_value v = op == OP_STRING ? quoted_string(r, at, p, (size_t)(e - p))
-                                          : raw_unicode(r, at, p, (size_t)(e - p));
-            if (!v) goto fail;
-            p = e + 1;
-            PUSH(v);
-            break;
-        }
-
-        /* tuples */
-        case OP_EMPTY_TUPLE: PUSH(ost_tuple_new(0)); break; /* len set to 0 */
+        case OP_UNICODE: rc = load_line_string(r, at, op, &p); break;
+        case OP_EMPTY_TUPLE:
         case OP_TUPLE1:
         case OP_TUPLE2:
         case OP_TUPLE3:
-        case OP_TUPLE: {
-            size_t base, n;
-            if (op == OP_TUPLE) {
-                CHECK(pop_mark(r, at, op, &base));
-                n = r->sp - base;
-            } else {
-                n = (size_t)(op - OP_TUPLE1 + 1);
-                CHECK(need(r, at, n, op));
-                base = r->sp - n;
-            }
-            CHECK(account(r, at, 16 + n * sizeof(ost_value)));
-            ost_value t = ost__tuple_new_uninit(n);
-            if (!t) {
-                NOMEM(at);
-                goto fail;
-            }
-            ((ost_tuple_obj *)t)->len = n;
-            memcpy(((ost_tuple_obj *)t)->items, r->stack + base, n * sizeof(ost_value));
-            r->sp = base;
-            PUSH(t);
-            break;
-        }
-
-        /* lists */
+        case OP_TUPLE: rc = load_tuple(r, at, op); break;
         case OP_EMPTY_LIST:
-            CHECK(account(r, at, 48));
-            PUSH(ost_list_new(0));
-            break;
-        case OP_LIST: {
-            size_t base;
-            CHECK(pop_mark(r, at, op, &base));
-            size_t n = r->sp - base;
-            CHECK(account(r, at, 48 + n * sizeof(ost_value)));
-            ost_value l = ost_list_new(n);
-            if (!l) {
-                NOMEM(at);
-                goto fail;
-            }
-            if (n) /* ost_list_new(0) has no items array */
-                memcpy(((ost_list_obj *)l)->items, r->stack + base, n * sizeof(ost_value));
-            ((ost_list_obj *)l)->len = n;
-            r->sp = base;
-            PUSH(l);
-            break;
-        }
+        case OP_LIST: rc = load_list(r, at, op); break;
         case OP_APPEND:
-            CHECK(need(r, at, 2, op));
-            CHECK(add_items(r, at, op, r->sp - 1));
-            break;
         case OP_APPENDS:
-        case OP_ADDITEMS: {
-            size_t base;
-            CHECK(pop_mark(r, at, op, &base));
-            if (base == 0 || (r->nmarks && r->marks[r->nmarks - 1] >= base)) {
-                rfail(r, at, OST_EBADPICKLE, "%s with nothing to add to", op_name(op));
-                goto fail;
-            }
-            CHECK(add_items(r, at, op, base));
-            break;
-        }
-
-        /* dicts and sets */
+        case OP_ADDITEMS: rc = load_append(r, at, op); break;
         case OP_EMPTY_DICT:
-            CHECK(account(r, at, 64));
-            PUSH(ost_dict_new());
-            break;
-        case OP_DICT: {
-            size_t base;
-            CHECK(pop_mark(r, at, op, &base));
-            ost_value d = ost_dict_new();
-            if (!d) {
-                NOMEM(at);
-                goto fail;
-            }
-            /* the dict goes under its items, then SETITEMS fills it */
-            CHECK(push(r, at, d));
-            memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
-            r->stack[base] = d;
-            CHECK(set_items(r, at, op, base + 1));
-            break;
-        }
+        case OP_DICT:
         case OP_SETITEM:
-            CHECK(need(r, at, 3, op));
-            CHECK(set_items(r, at, op, r->sp - 2));
-            break;
-        case OP_SETITEMS: {
-            size_t base;
-            CHECK(pop_mark(r, at, op, &base));
-            if (base == 0 || (r->nmarks && r->marks[r->nmarks - 1] >= base)) {
-                rfail(r, at, OST_EBADPICKLE, "SETITEMS with no dict to fill");
-                goto fail;
-            }
-            CHECK(set_items(r, at, op, base));
-            break;
-        }
+        case OP_SETITEMS: rc = load_dict(r, at, op); break;
         case OP_EMPTY_SET:
-            CHECK(account(r, at, 64));
-            PUSH(ost_set_new());
-            break;
-        case OP_FROZENSET: {
-            size_t base;
-            CHECK(pop_mark(r, at, op, &base));
-            ost_value s = ost_frozenset_new();
-            if (!s) {
-                NOMEM(at);
-                goto fail;
-            }
-            CHECK(push(r, at, s));
-            memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
-            r->stack[base] = s;
-            CHECK(add_items(r, at, OP_FROZENSET, base + 1));
-            break;
-        }
-
-        /* memo */
+        case OP_FROZENSET: rc = load_set(r, at, op); break;
         case OP_BINGET:
         case OP_LONG_BINGET:
-        case OP_GET: {
-            size_t idx;
-            if (op == OP_GET) {
-                const uint8_t *e;
-                LINE(e);
-                CHECK(line_index(r, at, p, e, &idx));
-                p = e + 1;
-            } else {
-                int w = op == OP_BINGET ? 1 : 4;
-                NEED(w);
-                idx = (size_t)rd_le(p, w);
-                p += w;
-            }
-            ost_value v = memo_get(r, idx);
-            if (!v) {
-                rfail(r, at, OST_EMEMO, "memo index %zu is not set", idx);
-                goto fail;
-            }
-            ost__incref(v); /* inline: ost_incref is a call */
-            PUSH(v);
-            break;
-        }
+        case OP_GET: rc = load_get(r, at, op, &p); break;
         case OP_BINPUT:
         case OP_LONG_BINPUT:
         case OP_PUT:
-        case OP_MEMOIZE: {
-            size_t idx;
-            if (op == OP_MEMOIZE) idx = r->memo_count;
-            else if (op == OP_PUT) {
-                const uint8_t *e;
-                LINE(e);
-                CHECK(line_index(r, at, p, e, &idx));
-                p = e + 1;
-            } else {
-                int w = op == OP_BINPUT ? 1 : 4;
-                NEED(w);
-                idx = (size_t)rd_le(p, w);
-                p += w;
-            }
-            if (!above(r)) {
-                rfail(r, at, OST_EBADPICKLE, "%s with an empty stack", op_name(op));
-                goto fail;
-            }
-            CHECK(memo_put(r, at, idx, r->stack[r->sp - 1]));
-            break;
-        }
-
-        /* globals, objects, persistent ids */
+        case OP_MEMOIZE: rc = load_put(r, at, op, &p); break;
         case OP_GLOBAL:
-        case OP_INST: {
-            const uint8_t *e1, *e2;
-            LINE(e1);
-            const uint8_t *n = e1 + 1;
-            e2 = memchr(n, '\n', (size_t)(r->end - n));
-            if (!e2) {
-                rfail(r, at, OST_ETRUNCATED, "%s: no end of line", op_name(op));
-                goto fail;
-            }
-            ost_value g = make_global(r, at, p, (size_t)(e1 - p), n, (size_t)(e2 - n));
-            if (!g) goto fail;
-            p = e2 + 1;
-            if (op == OP_GLOBAL) {
-                PUSH(g);
-                break;
-            }
-            size_t base;
-            if (pop_mark(r, at, op, &base)) {
-                ost_decref(g);
-                goto fail;
-            }
-            ost_value args = ost__tuple_new_uninit(r->sp - base);
-            if (!args) {
-                ost_decref(g);
-                NOMEM(at);
-                goto fail;
-            }
-            ((ost_tuple_obj *)args)->len = r->sp - base;
-            memcpy(((ost_tuple_obj *)args)->items, r->stack + base,
-                   (r->sp - base) * sizeof(ost_value));
-            r->sp = base;
-            /* a find_global result that is not a global cannot be an
-             * instance's class: keep the call as data, as OBJ does */
-            ost_value v = ost_len(args) || ost__type(g) != OST_T_GLOBAL
-                              ? build_call(r, at, OST_REDUCE_CALL, g, args, 0)
-                              : new_instance(r, at, g);
-            ost_decref(g);
-            ost_decref(args);
-            if (!v) goto fail;
-            PUSH(v);
-            break;
-        }
-        case OP_STACK_GLOBAL: {
-            CHECK(need(r, at, 2, op));
-            ost_value m = r->stack[r->sp - 2], n = r->stack[r->sp - 1];
-            if (ost__type(m) != OST_T_STR || ost__type(n) != OST_T_STR) {
-                rfail(r, at, OST_EBADPICKLE, "STACK_GLOBAL needs two str, got %s and %s",
-                      ost_type_name(ost__type(m)), ost_type_name(ost__type(n)));
-                goto fail;
-            }
-            ost_value g = make_global(r, at, (const uint8_t *)((ost_str_obj *)m)->data,
-                                      ((ost_str_obj *)m)->len,
-                                      (const uint8_t *)((ost_str_obj *)n)->data,
-                                      ((ost_str_obj *)n)->len);
-            if (!g) goto fail;
-            r->sp -= 2;
-            ost_decref(m);
-            ost_decref(n);
-            PUSH(g);
-            break;
-        }
-        case OP_OBJ: {
-            size_t base;
-            CHECK(pop_mark(r, at, op, &base));
-            if (r->sp == base) {
-                rfail(r, at, OST_EBADPICKLE, "OBJ without a class");
-                goto fail;
-            }
-            ost_value cls = r->stack[base];
-            size_t na = r->sp - base - 1;
-            ost_value args = ost__tuple_new_uninit(na);
-            if (!args) {
-                NOMEM(at);
-                goto fail;
-            }
-            ((ost_tuple_obj *)args)->len = na;
-            memcpy(((ost_tuple_obj *)args)->items, r->stack + base + 1, na * sizeof(ost_value));
-            r->sp = base;
-            ost_value v = na ? build_call(r, at, OST_REDUCE_CALL, cls, args, 0)
-                             : ost__type(cls) == OST_T_GLOBAL
-                                   ? new_instance(r, at, cls)
-                                   : build_call(r, at, OST_REDUCE_CALL, cls, args, 0);
-            ost_decref(cls);
-            ost_decref(args);
-            if (!v) goto fail;
-            PUSH(v);
-            break;
-        }
+        case OP_INST: rc = load_global(r, at, op, &p); break;
+        case OP_STACK_GLOBAL: rc = load_stack_global(r, at, op); break;
+        case OP_OBJ: rc = load_obj(r, at, op); break;
         case OP_REDUCE:
         case OP_NEWOBJ:
-        case OP_NEWOBJ_EX: {
-            size_t n = op == OP_NEWOBJ_EX ? 3 : 2;
-            CHECK(need(r, at, n, op));
-            ost_value fn = r->stack[r->sp - n], args = r->stack[r->sp - n + 1];
-            ost_value kw = op == OP_NEWOBJ_EX ? r->stack[r->sp - 1] : 0;
-            if (kw && ost__type(kw) != OST_T_DICT) {
-                rfail(r, at, OST_EBADPICKLE, "NEWOBJ_EX keyword arguments are not a dict");
-                goto fail;
-            }
-            if (op == OP_REDUCE && ost__type(args) != OST_T_TUPLE) {
-                rfail(r, at, OST_EBADPICKLE, "REDUCE arguments are a %s, not a tuple",
-                      ost_type_name(ost__type(args)));
-                goto fail;
-            }
-            if (op != OP_REDUCE && ost__type(fn) != OST_T_GLOBAL) {
-                rfail(r, at, OST_EBADPICKLE, "%s class is a %s, not a global",
-                      op_name(op), ost_type_name(ost__type(fn)));
-                goto fail;
-            }
-            int kind = op == OP_REDUCE ? OST_REDUCE_CALL
-                       : op == OP_NEWOBJ ? OST_REDUCE_NEWOBJ
-                                         : OST_REDUCE_NEWOBJ_EX;
-            ost_value v = build_call(r, at, kind, fn, args, kw);
-            if (!v) goto fail;
-            r->sp -= n;
-            ost_decref(fn);
-            ost_decref(args);
-            ost_decref(kw);
-            PUSH(v);
-            break;
+        case OP_NEWOBJ_EX: rc = load_reduce(r, at, op); break;
+        case OP_BUILD: rc = load_build(r, at, op); break;
+        case OP_PERSID:
+        case OP_BINPERSID: rc = load_persid(r, at, op, &p); break;
+        case OP_READONLY_BUFFER: rc = need(r, at, 1, op); break;
+        default: rc = load_unsupported(r, at, op); break;
         }
-        case OP_BUILD:
-            CHECK(need(r, at, 2, op));
-            CHECK(build(r, at));
-            break;
-        case OP_PERSID: {
-            const uint8_t *e;
-            LINE(e);
-            ost_value pid = new_str(r, at, p, (size_t)(e - p));
-            if (!pid) goto fail;
-            p = e + 1;
-            CHECK(persistent(r, at, pid));
-            break;
-        }
-        case OP_BINPERSID:
-            CHECK(need(r, at, 1, op));
-            CHECK(persistent(r, at, r->stack[--r->sp]));
-            break;
-        case OP_READONLY_BUFFER:
-            CHECK(need(r, at, 1, op));
-            break;
-        case OP_EXT1:
-        case OP_EXT2:
-        case OP_EXT4:
-            rfail(r, at, OST_EUNSUPPORTED, "%s: the extension registry is not supported",
-                  op_name(op));
-            goto fail;
-        case OP_NEXT_BUFFER:
-            rfail(r, at, OST_EUNSUPPORTED, "NEXT_BUFFER: out-of-band buffers are not supported");
-            goto fail;
-        default:
-            rfail(r, at, OST_EBADOPCODE, "unknown opcode 0x%02x", op);
-            goto fail;
-        }
+        if (OST_UNLIKELY(rc)) break;
     }
 fail:
     if (!r->err) rfail(r, at, OST_EBADPICKLE, "malformed pickle");

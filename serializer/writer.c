@@ -143,12 +143,8 @@ static bool framed(const ost_writer *w) { return w->framing && w->proto >= 4; }
 static int grow(ost_writer *w, size_t n) {
     size_t need = w->len + n;
     if (need < w->len) return fail(w, OST_ENOMEM, "pickle too large");
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < need) cap *= 2;
-    unsigned char *b = realloc(w->buf, cap);
-    if (!b) return fail(w, OST_ENOMEM, "out of memory growing the output to %zu bytes", cap);
-    w->buf = b;
-    w->cap = cap;
+    if (ost__grow((void **)&w->buf, &w->cap, need, 1, 4096))
+        return fail(w, OST_ENOMEM, "out of memory growing the output to %zu bytes", need);
     return 0;
 }
 
@@ -175,6 +171,14 @@ static inline void put_op_le(ost_writer *w, unsigned op, uint64_t v, int n) {
 static inline void put_bytes(ost_writer *w, const void *p, size_t n) {
     memcpy(w->buf + w->len, p, n);
     w->len += n;
+}
+/* SHORT_BINUNICODE of n < 256 bytes; the caller reserved n + 2 bytes. */
+static inline void put_short_str(ost_writer *w, const char *p, size_t n) {
+    unsigned char *o = w->buf + w->len;
+    o[0] = OP_SHORT_BINUNICODE;
+    o[1] = (unsigned char)n;
+    memcpy(o + 2, p, n);
+    w->len += n + 2;
 }
 
 static int flush(ost_writer *w, size_t upto) {
@@ -523,8 +527,9 @@ static int put_text(ost_writer *w, int type, const char *p, size_t n) {
     if (reserve(w, 9 + 5)) return w->err;
     if (type == OST_T_STR) {
         if (n < 256 && w->proto >= 4) {
-            put1(w, OP_SHORT_BINUNICODE);
-            put1(w, (unsigned)n);
+            if (reserve(w, n + 2 + 5)) return w->err;
+            put_short_str(w, p, n);
+            return 0;
         } else if (n <= UINT32_MAX) {
             put1(w, OP_BINUNICODE);
             put_le(w, n, 4);
@@ -560,15 +565,9 @@ static int put_text(ost_writer *w, int type, const char *p, size_t n) {
 /* ---- frames ------------------------------------------------------------------ */
 
 static wframe *push(ost_writer *w, int kind, ost_value obj) {
-    if (w->nst == w->capst) {
-        size_t cap = w->capst ? w->capst * 2 : 64;
-        wframe *s = realloc(w->st, cap * sizeof *s);
-        if (!s) {
-            fail(w, OST_ENOMEM, "out of memory: object graph nested too deep");
-            return NULL;
-        }
-        w->st = s;
-        w->capst = cap;
+    if (ost__reserve((void **)&w->st, &w->capst, w->nst + 1, sizeof *w->st, 64)) {
+        fail(w, OST_ENOMEM, "out of memory: object graph nested too deep");
+        return NULL;
     }
     wframe *f = &w->st[w->nst++];
     memset(f, 0, sizeof *f);
@@ -673,13 +672,131 @@ static inline bool save_scalar(ost_writer *w, ost_value v) {
     if (o->type == OST_T_STR && w->proto >= 4) {
         ost_str_obj *s = (ost_str_obj *)o;
         if (s->len >= 256 || w->cap - w->len < s->len + 8) return false;
-        put1(w, OP_SHORT_BINUNICODE);
-        put1(w, (unsigned)s->len);
-        put_bytes(w, s->data, s->len);
+        put_short_str(w, s->data, s->len);
         w->stats.objects++;
         return true;
     }
     return false;
+}
+
+/* bytes below protocol 3 and bytearray below 5, spelt as calls as Python
+ * does: _codecs.encode(latin-1 text, 'latin1') (or bytes() when empty),
+ * bytearray(bytes). Pushes the frame that writes the call. */
+static int save_bytes_as_call(ost_writer *w, ost_value v, const ost_str_obj *s, bool ba) {
+    ost_value args;
+    ost_value g;
+    if (!ba && w->proto < 3) {
+        if (s->len == 0) {
+            g = cached_global(w, &w->g_bytes, "builtins", "bytes");
+            args = ost_tuple_new(0);
+        } else {
+            g = cached_global(w, &w->g_encode, "_codecs", "encode");
+            /* latin-1 bytes as a str, and the codec name */
+            const uint8_t *b = (const uint8_t *)s->data;
+            ost_value txt = ost__str_new_uninit(OST_T_STR, ost__latin1_utf8_len(b, s->len));
+            args = ost_tuple_new(2);
+            if (!w->s_latin1 && (w->s_latin1 = ost_str_c("latin1")))
+                ost_incref(w->s_latin1);
+            if (!txt || !args || !w->s_latin1) {
+                ost_decref(txt);
+                ost_decref(args);
+                return fail(w, OST_ENOMEM, "out of memory");
+            }
+            ost__latin1_to_utf8(((ost_str_obj *)txt)->data, b, s->len);
+            ost_tuple_set(args, 0, txt);
+            ost_tuple_set(args, 1, ost_incref(w->s_latin1));
+        }
+    } else {
+        g = cached_global(w, &w->g_bytearray, "builtins", "bytearray");
+        if (s->len == 0) args = ost_tuple_new(0);
+        else {
+            args = ost_tuple_new(1);
+            /* a failed copy must not leave bytearray(None) */
+            if (args && ost_tuple_set(args, 0, ost_bytes(s->data, s->len))) {
+                ost_decref(args);
+                args = 0;
+            }
+        }
+    }
+    if (!g || !args) {
+        ost_decref(args);
+        return fail(w, OST_ENOMEM, "out of memory");
+    }
+    wframe *f = push_build(w, v, OP_REDUCE, g, args, 0);
+    if (!f) {
+        ost_decref(args);
+        return w->err;
+    }
+    f->aux = args;
+    return 0;
+}
+
+/* A dotted global name (Outer.Inner) below protocol 4, where Python
+ * finds no dotted name in a GLOBAL: builtins.getattr(Outer, 'Inner'), as
+ * Python's own pickler spells it. Pushes the frame that writes the call. */
+static int save_dotted_global(ost_writer *w, ost_value v, const char *m, const char *n,
+                              const char *dot) {
+    ost_value ga = cached_global(w, &w->g_getattr, "builtins", "getattr");
+    char *pn = malloc((size_t)(dot - n) + 1);
+    ost_value args = ga && pn ? ost_tuple_new(2) : 0;
+    if (args) {
+        memcpy(pn, n, (size_t)(dot - n));
+        pn[dot - n] = 0;
+        ost_value parent = ost_global(m, pn), last = ost_str_c(dot + 1);
+        ost_tuple_set(args, 0, parent ? parent : OST_NONE); /* steals */
+        ost_tuple_set(args, 1, last ? last : OST_NONE);
+        if (!parent || !last) {
+            ost_decref(args);
+            args = 0;
+        }
+    }
+    free(pn);
+    wframe *f = args ? push_build(w, v, OP_REDUCE, ga, args, 0) : NULL;
+    if (!f) {
+        ost_decref(args);
+        return w->err ? w->err : fail(w, OST_ENOMEM, "out of memory");
+    }
+    f->aux = args;
+    return 0;
+}
+
+/* How a global is spelt below protocol 3: Python's fix_imports names
+ * (*m, *n become them). Fails for a name that reads back as a builtin the
+ * reader builds a value of its own from. */
+static int py2_global_name(ost_writer *w, const char **m, const char **n) {
+    const char *m3 = *m, *n3 = *n;
+    py2_spelling(m, n);
+    /* a few spellings read back as another name of the same object in
+     * Python (_functools.reduce -> functools.reduce) */
+    if (ost__py2_reads_as(*m, *n, m3, n3)) return 0;
+    /* but one that reads back as a builtin the reader builds a value of
+     * its own from (__builtin__.set -> a set) would come back as another
+     * kind of object */
+    if (ost__py2_reads_as_builtin(*m, *n))
+        return fail(w, OST_EUNSUPPORTED,
+                    "global %s.%s reads back as a builtin at protocol %d: "
+                    "use protocol 3 or higher",
+                    m3, n3, w->proto);
+    w->stats.renamed++;
+    return 0;
+}
+
+/* A global with no dot in its name below protocol 4: GLOBAL with the
+ * module and name as lines (save memoizes it when shared). */
+static int save_global_text(ost_writer *w, const ost_global_obj *g) {
+    const char *m = ((ost_str_obj *)g->module)->data;
+    const char *n = ((ost_str_obj *)g->name)->data;
+    if (w->proto < 3 && py2_global_name(w, &m, &n)) return w->err;
+    size_t ml = strlen(m), nl = strlen(n);
+    if (memchr(m, '\n', ml) || memchr(n, '\n', nl))
+        return fail(w, OST_EINVAL, "global name with a newline needs protocol 4");
+    if (reserve(w, ml + nl + 16)) return w->err;
+    put1(w, OP_GLOBAL);
+    put_bytes(w, m, ml);
+    put1(w, '\n');
+    put_bytes(w, n, nl);
+    put1(w, '\n');
+    return 0;
 }
 
 /* Writes v, or pushes a frame that will. Sets w->err on failure. */
@@ -737,9 +854,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         ost_str_obj *s = (ost_str_obj *)o;
         if (OST_LIKELY(s->len < 256 && w->proto >= 4)) { /* the common case */
             if (reserve(w, s->len + 8)) return w->err;
-            put1(w, OP_SHORT_BINUNICODE);
-            put1(w, (unsigned)s->len);
-            put_bytes(w, s->data, s->len);
+            put_short_str(w, s->data, s->len);
         } else if (put_text(w, OST_T_STR, s->data, s->len))
             return w->err;
         break;
@@ -752,63 +867,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             if (put_text(w, o->type, s->data, s->len)) return w->err;
             break;
         }
-        /* older protocols spell these as calls, as Python does */
-        ost_value args;
-        ost_value g;
-        if (!ba && w->proto < 3) {
-            if (s->len == 0) {
-                g = cached_global(w, &w->g_bytes, "builtins", "bytes");
-                args = ost_tuple_new(0);
-            } else {
-                g = cached_global(w, &w->g_encode, "_codecs", "encode");
-                /* latin-1 bytes as a str, and the codec name */
-                ost_value txt = ost__str_new_uninit(OST_T_STR, s->len * 2);
-                args = ost_tuple_new(2);
-                if (!w->s_latin1 && (w->s_latin1 = ost_str_c("latin1")))
-                    ost_incref(w->s_latin1);
-                if (!txt || !args || !w->s_latin1) {
-                    ost_decref(txt);
-                    ost_decref(args);
-                    return fail(w, OST_ENOMEM, "out of memory");
-                }
-                ost_str_obj *t = (ost_str_obj *)txt;
-                size_t j = 0;
-                for (size_t i = 0; i < s->len; i++) {
-                    uint8_t c = (uint8_t)s->data[i];
-                    if (c < 0x80) t->data[j++] = (char)c;
-                    else {
-                        t->data[j++] = (char)(0xc0 | c >> 6);
-                        t->data[j++] = (char)(0x80 | (c & 0x3f));
-                    }
-                }
-                t->len = j;
-                t->data[j] = 0;
-                ost_tuple_set(args, 0, txt);
-                ost_tuple_set(args, 1, ost_incref(w->s_latin1));
-            }
-        } else {
-            g = cached_global(w, &w->g_bytearray, "builtins", "bytearray");
-            if (s->len == 0) args = ost_tuple_new(0);
-            else {
-                args = ost_tuple_new(1);
-                /* a failed copy must not leave bytearray(None) */
-                if (args && ost_tuple_set(args, 0, ost_bytes(s->data, s->len))) {
-                    ost_decref(args);
-                    args = 0;
-                }
-            }
-        }
-        if (!g || !args) {
-            ost_decref(args);
-            return fail(w, OST_ENOMEM, "out of memory");
-        }
-        wframe *f = push_build(w, v, OP_REDUCE, g, args, 0);
-        if (!f) {
-            ost_decref(args);
-            return w->err;
-        }
-        f->aux = args;
-        return 0;
+        return save_bytes_as_call(w, v, s, ba);
     }
     case OST_T_TUPLE: {
         ost_tuple_obj *t = (ost_tuple_obj *)o;
@@ -938,62 +997,11 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
                 return w->err;
             return 0;
         }
-        const char *m = ((ost_str_obj *)g->module)->data;
-        const char *n = ((ost_str_obj *)g->name)->data;
-        const char *dot = strrchr(n, '.');
-        if (dot) {
-            /* Below protocol 4 Python finds no dotted name (Outer.Inner)
-             * in a GLOBAL: it is builtins.getattr(Outer, 'Inner'), as
-             * Python's own pickler spells it. */
-            ost_value ga = cached_global(w, &w->g_getattr, "builtins", "getattr");
-            char *pn = malloc((size_t)(dot - n) + 1);
-            ost_value args = ga && pn ? ost_tuple_new(2) : 0;
-            if (args) {
-                memcpy(pn, n, (size_t)(dot - n));
-                pn[dot - n] = 0;
-                ost_value parent = ost_global(m, pn), last = ost_str_c(dot + 1);
-                ost_tuple_set(args, 0, parent ? parent : OST_NONE); /* steals */
-                ost_tuple_set(args, 1, last ? last : OST_NONE);
-                if (!parent || !last) {
-                    ost_decref(args);
-                    args = 0;
-                }
-            }
-            free(pn);
-            wframe *f = args ? push_build(w, v, OP_REDUCE, ga, args, 0) : NULL;
-            if (!f) {
-                ost_decref(args);
-                return w->err ? w->err : fail(w, OST_ENOMEM, "out of memory");
-            }
-            f->aux = args;
-            return 0;
-        }
-        if (w->proto < 3) { /* Python's fix_imports spelling */
-            const char *m3 = m, *n3 = n;
-            py2_spelling(&m, &n);
-            /* a few spellings read back as another name of the same
-             * object in Python (_functools.reduce -> functools.reduce) */
-            if (!ost__py2_reads_as(m, n, m3, n3)) {
-                /* but one that reads back as a builtin the reader builds
-                 * a value of its own from (__builtin__.set -> a set)
-                 * would come back as another kind of object */
-                if (ost__py2_reads_as_builtin(m, n))
-                    return fail(w, OST_EUNSUPPORTED,
-                                "global %s.%s reads back as a builtin at protocol %d: "
-                                "use protocol 3 or higher",
-                                m3, n3, w->proto);
-                w->stats.renamed++;
-            }
-        }
-        size_t ml = strlen(m), nl = strlen(n);
-        if (memchr(m, '\n', ml) || memchr(n, '\n', nl))
-            return fail(w, OST_EINVAL, "global name with a newline needs protocol 4");
-        if (reserve(w, ml + nl + 16)) return w->err;
-        put1(w, OP_GLOBAL);
-        put_bytes(w, m, ml);
-        put1(w, '\n');
-        put_bytes(w, n, nl);
-        put1(w, '\n');
+        const char *dot = strrchr(((ost_str_obj *)g->name)->data, '.');
+        if (dot)
+            return save_dotted_global(w, v, ((ost_str_obj *)g->module)->data,
+                                      ((ost_str_obj *)g->name)->data, dot);
+        if (save_global_text(w, g)) return w->err;
         break;
     }
     case OST_T_REDUCE: {
@@ -1214,9 +1222,7 @@ static int step(ost_writer *w) {
             if (f->slots && name->len < 256 && w->proto >= 4) {
                 /* a record's field names appear once: no memo entries */
                 if (reserve(w, name->len + 2)) return w->err;
-                put1(w, OP_SHORT_BINUNICODE);
-                put1(w, (unsigned)name->len);
-                put_bytes(w, name->data, name->len);
+                put_short_str(w, name->data, name->len);
                 return 0;
             }
             return save(w, (ost_value)name, false);
