@@ -31,6 +31,14 @@ struct ost_reader {
     int err;
     size_t erroff;
     char msg[320];
+    /* ost_load_state's direct path: the pickle's outermost EMPTY_DICT is
+     * slot_target itself, and SETITEM(S) on it fill its slots, with no
+     * dict built, hashed and dropped. slot_used says it happened; slot_odd
+     * that the pickle reached the instance some other way (GET or DUP of
+     * the dict), which the direct path cannot honour: it then reads again
+     * the usual way. */
+    ost_value slot_target;
+    bool slot_used, slot_odd;
 };
 
 #define DEFAULT_LIMITS \
@@ -977,6 +985,22 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
             return rfail(r, at, OST_EBADPICKLE, "%s: unhashable key", op_name(op));
         return rc ? NOMEM(at) : 0;
     }
+    if (target == r->slot_target && target) { /* ost_load_state's direct path */
+        if (account(r, at, n / 2 * sizeof(ost_entry))) return r->err;
+        for (size_t i = base; i < r->sp; i += 2) {
+            if (!rc) rc = ost__slots_put(target, r->stack[i], r->stack[i + 1]);
+            if (rc) { /* cycles are collected */
+                trash(r, r->stack[i]);
+                trash(r, r->stack[i + 1]);
+            } else { /* the slots hold them now */
+                ost_decref(r->stack[i]);
+                ost_decref(r->stack[i + 1]);
+            }
+            r->stack[i] = r->stack[i + 1] = 0;
+        }
+        r->sp = base;
+        return rc ? NOMEM(at) : 0;
+    }
     if (t == OST_T_REDUCE) {
         size_t i;
         for (i = base; i < r->sp && !rc; i += 2) {
@@ -1198,6 +1222,7 @@ static int load_pop(ost_reader *r, const uint8_t *at, int op) {
 
 static int load_dup(ost_reader *r, const uint8_t *at, int op) {
     CHECK(need(r, at, 1, op));
+    if (OST_UNLIKELY(r->stack[r->sp - 1] == r->slot_target)) r->slot_odd = true;
     return push(r, at, ost_incref(r->stack[r->sp - 1]));
 }
 
@@ -1374,6 +1399,10 @@ static int load_dict(ost_reader *r, const uint8_t *at, int op) {
     switch (op) {
     case OP_EMPTY_DICT:
         CHECK(account(r, at, 64));
+        if (OST_UNLIKELY(r->slot_target != 0) && !r->slot_used && r->sp == 0 && !r->nmarks) {
+            r->slot_used = true;
+            return push(r, at, ost_incref(r->slot_target));
+        }
         return push(r, at, ost_dict_new());
     case OP_DICT: {
         CHECK(pop_mark(r, at, op, &base));
@@ -1430,6 +1459,7 @@ static inline int load_get(ost_reader *r, const uint8_t *at, int op, const uint8
     CHECK(memo_index(r, at, op, pp, &idx));
     ost_value v = memo_get(r, idx);
     if (!v) return rfail(r, at, OST_EMEMO, "memo index %zu is not set", idx);
+    if (OST_UNLIKELY(v == r->slot_target)) r->slot_odd = true;
     ost__incref(v); /* inline: ost_incref is a call */
     return push(r, at, v);
 }
@@ -1707,10 +1737,59 @@ static const char *op_name(int op) {
 
 const char *ost__op_name(int op) { return op_name(op); }
 
+/* Whether ost_load_state may fill inst's slots straight from the pickle:
+ * a slotted instance with nothing set (a store's ghost being loaded) whose
+ * class takes its state as a dict (no setstate). */
+static bool direct_ok(ost_value inst) {
+    if (!ost__slotted(inst)) return false;
+    ost_slots_obj *so = (ost_slots_obj *)inst;
+    ost__klass *k = ost__klass_of(so->cls);
+    if (!k || k->def.setstate || so->extra) return false;
+    for (size_t i = 0; i < so->n; i++)
+        if (so->slots[i]) return false;
+    return true;
+}
+
+/* Empties what the direct path put in inst's slots. */
+static void direct_undo(ost_value inst) {
+    ost_slots_obj *so = (ost_slots_obj *)inst;
+    for (size_t i = 0; i < so->n; i++) {
+        ost_value x = so->slots[i];
+        so->slots[i] = 0;
+        ost_release(x);
+    }
+    ost_value x = so->extra;
+    so->extra = 0;
+    ost_release(x);
+}
+
 int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) {
     if (!r || ost__type(inst) != OST_T_INSTANCE) return OST_EINVAL;
     ost_value v;
-    int rc = ost_load(r, data, len, &v, NULL);
+    int rc;
+    if (direct_ok(inst)) {
+        /* the state dict's items go straight to the slots (the record of
+         * an object is `{` MARK items SETITEMS STOP): no dict is built */
+        r->slot_target = inst;
+        r->slot_used = r->slot_odd = false;
+        rc = ost_load(r, data, len, &v, NULL);
+        bool used = r->slot_used, odd = r->slot_odd;
+        r->slot_target = 0;
+        r->slot_used = r->slot_odd = false;
+        if (!rc && used && !odd && v == inst) {
+            ost_decref(v);
+            return 0;
+        }
+        if (used) {
+            /* something else (an error, or a pickle that used the dict in
+             * another way): undo, and read it the usual way, which gives
+             * the usual result or error */
+            if (!rc) ost_release(v);
+            direct_undo(inst);
+            rc = ost_load(r, data, len, &v, NULL);
+        } /* else: not a dict state; v and rc are what the usual way gives */
+    } else
+        rc = ost_load(r, data, len, &v, NULL);
     if (rc) return rc;
     /* apply as BUILD does, with the instance and state on the stack */
     r->base = data;

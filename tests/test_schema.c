@@ -288,3 +288,73 @@ OST_TEST(schema, a_state_that_is_not_a_dict_names_the_offset_of_its_build) {
     ost_reader_free(r);
     ost_registry_free(reg);
 }
+
+/* ---- ost_load_state's direct path: slots filled without a dict ---------------- */
+
+static ost_value xy_class(void) {
+    static const char *xy[] = {"x", "y"};
+    static const char *al[] = {"old_x", "x"};
+    ost_class_def def = {.module = "m", .name = "XY", .fields = xy, .nfields = 2,
+                         .field_aliases = al, .nfield_aliases = 1};
+    ost_value cls = ost_class_new(&def);
+    cr_assert(cls);
+    return cls;
+}
+
+OST_TEST(load_state, fills_slots_aliases_and_extras_as_build_does) {
+    ost_value cls = xy_class();
+    /* {'old_x': 1, 'y': 'two', 'z': 2.5}, protocol 4, as Python writes it */
+    static const char p[] = "\x80\x04\x95\x1f\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x05old_x\x94"
+                            "K\x01\x8c\x01y\x94\x8c\x03two\x94\x8c\x01z\x94G@\x04\x00\x00\x00\x00"
+                            "\x00\x00u.";
+    ost_reader *r = ost_reader_new();
+    ost_value a = ost_instance_new(ost_incref(cls)); /* empty: the direct path */
+    cr_assert_eq(ost_load_state(r, a, p, sizeof p - 1), 0, "%s", ost_reader_errmsg(r));
+    cr_assert_eq(ost_instance_slot(a, 0), ost_int(1), "old_x reads into x");
+    cr_assert_eq(ost_len(ost_instance_slot(a, 1)), 3);
+    cr_assert_eq(ost_float_value(ost_dict_get_c(ost_instance_extra(a), "z")), 2.5);
+    /* an instance with a slot set takes the usual way: the same result */
+    ost_value b = ost_instance_new(ost_incref(cls));
+    ost_instance_set_slot(b, 1, ost_int(0));
+    cr_assert_eq(ost_load_state(r, b, p, sizeof p - 1), 0, "%s", ost_reader_errmsg(r));
+    cr_assert(ost_equal(a, b));
+    cr_assert(ost_same_graph(a, b));
+    ost_decref(a);
+    ost_decref(b);
+    ost_reader_free(r);
+    ost_decref(cls);
+}
+
+OST_TEST(load_state, a_dict_that_refers_to_itself_is_read_the_usual_way) {
+    ost_value cls = xy_class();
+    /* d = {}; d['x'] = d: the memoized dict fetched again by BINGET */
+    static const char p[] = "\x80\x04}\x94(\x8c\x01x\x94h\x00u.";
+    ost_reader *r = ost_reader_new();
+    ost_value a = ost_instance_new(ost_incref(cls));
+    cr_assert_eq(ost_load_state(r, a, p, sizeof p - 1), 0, "%s", ost_reader_errmsg(r));
+    ost_value d = ost_instance_slot(a, 0);
+    cr_assert_eq(ost_typeof(d), OST_T_DICT, "x holds the dict, not the instance");
+    cr_assert_eq(ost_dict_get_c(d, "x"), d);
+    ost_release(a);
+    ost_reader_free(r);
+    ost_decref(cls);
+}
+
+OST_TEST(load_state, a_failed_load_leaves_the_instance_unchanged) {
+    ost_value cls = xy_class();
+    ost_reader *r = ost_reader_new();
+    static const char trunc[] = "\x80\x04}\x94(\x8c\x01yK\x05\x8c\x01x"; /* cut short */
+    ost_value a = ost_instance_new(ost_incref(cls));
+    cr_assert_eq(ost_load_state(r, a, trunc, sizeof trunc - 1), OST_ETRUNCATED);
+    cr_assert_eq(ost_instance_slot(a, 1), 0, "y was set, then undone");
+    cr_assert_eq(ost_instance_extra(a), 0);
+    /* the dict inside a tuple: not a state dict, the usual error and offset */
+    static const char tup[] = "\x80\x04}(\x8c\x01yK\x05u\x85.";
+    cr_assert_eq(ost_load_state(r, a, tup, sizeof tup - 1), OST_EBADPICKLE);
+    cr_assert(strstr(ost_reader_errmsg(r), "is a tuple, not a dict"), "%s", ost_reader_errmsg(r));
+    cr_assert_eq(ost_reader_erroffset(r), sizeof tup - 2);
+    cr_assert_eq(ost_instance_slot(a, 1), 0);
+    ost_decref(a);
+    ost_reader_free(r);
+    ost_decref(cls);
+}
