@@ -283,7 +283,21 @@ static int get_record(ost_conn *c, uint64_t oid, MDB_val *v) {
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb};
-    int rc = mdb_get(c->rtxn, c->st->recs, &k, v);
+    int rc = MDB_NOTFOUND;
+    if (c->rcur && c->rcur_gen == c->snap_gen) {
+        rc = mdb_cursor_get(c->rcur, &k, v, MDB_SET);
+    } else {
+        int crc = c->rcur ? mdb_cursor_renew(c->rtxn, c->rcur)
+                          : mdb_cursor_open(c->rtxn, c->st->recs, &c->rcur);
+        if (crc == 0) {
+            c->rcur_gen = c->snap_gen;
+            rc = mdb_cursor_get(c->rcur, &k, v, MDB_SET);
+        } else {
+            if (c->rcur) mdb_cursor_close(c->rcur);
+            c->rcur = NULL;
+            rc = mdb_get(c->rtxn, c->st->recs, &k, v);
+        }
+    }
     if (rc == MDB_NOTFOUND)
         return ost__c_fail(c, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
     if (rc)
@@ -568,6 +582,8 @@ void ost_conn_close(ost_conn *c) {
     while (c->nents) cache_remove(c, c->nents - 1);
     ost_store *st = c->st;
     uv_rwlock_rdlock(&st->maplock); /* not while another thread resizes the map */
+    if (c->rcur) mdb_cursor_close(c->rcur); /* a read-only txn's: any order */
+    c->rcur = NULL;
     if (c->rtxn) mdb_txn_abort(c->rtxn);
     c->rtxn = NULL;
     c->rtxn_live = false;

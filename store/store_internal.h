@@ -138,6 +138,12 @@ struct ost_conn {
                            * (a map resize closed it): it holds newer data */
     uint64_t hint_oid, hint_gen; /* the record get_locked read last, */
     MDB_val hint_val;            /* valid while snap_gen == hint_gen */
+    /* a cursor on the records for get_record (NULL: none yet), bound to
+     * the snapshot of generation rcur_gen: an object's reference often
+     * names a record on the same leaf page, which a positioned cursor
+     * finds without descending the B-tree again */
+    MDB_cursor *rcur;
+    uint64_t rcur_gen;
     ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
     size_t ncls_by_id;
     uint64_t low_seen;    /* meta.low when the cache was last checked */
