@@ -38,11 +38,12 @@ typedef struct {
     uint8_t b[];
 } ost_int_obj;
 
-/* str, bytes and bytearray: inline data, NUL terminated. hash is cached for
- * str and bytes (0 = not computed yet). */
+/* str, bytes and bytearray: inline data, NUL terminated. The hash is not
+ * cached: most strs are short (a field's value, a dict's key, whose entry
+ * keeps its hash), and 8 bytes more each cost more than hashing them again
+ * (a 10-byte str takes 32 bytes, not 40). */
 typedef struct {
     ost_obj h;
-    uint64_t hash;
     size_t len;
     char data[];
 } ost_str_obj;

@@ -579,7 +579,6 @@ ost_value ost__str_new_uninit(int type, size_t n) {
     if (n > SIZE_MAX - sizeof(ost_str_obj) - 1) return 0;
     ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, type);
     if (!o) return 0;
-    o->hash = 0;
     o->len = n;
     o->data[n] = 0;
     return (ost_value)o;
@@ -812,8 +811,7 @@ static int hash_leaf(ost_value v, uint64_t *out) {
     case OST_T_STR:
     case OST_T_BYTES: {
         ost_str_obj *s = (ost_str_obj *)v;
-        if (!s->hash) s->hash = hash_bytes(s->data, s->len, 0x5bd1e995);
-        *out = s->hash;
+        *out = hash_bytes(s->data, s->len, 0x5bd1e995);
         return 0;
     }
     case OST_T_TUPLE: /* empty */

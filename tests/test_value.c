@@ -1635,3 +1635,29 @@ OST_TEST(value, a_long_message_keeps_its_end) {
     cr_assert_eq(ost_utf8_check(msg, strlen(msg), NULL), 0, "%s", msg);
     cr_assert_eq(msg[strlen(msg) - 1], '!');
 }
+
+/* Memory of small values, by the pools' own count (a chunk is 64 KiB): a
+ * float of ordinary magnitude takes none, a 10-byte str 32 bytes (header,
+ * length, text and NUL, in 8-byte size classes). */
+OST_TEST(value, small_floats_take_no_memory_and_short_strs_32_bytes) {
+    enum { N = 20000 };
+    static ost_value keep[N];
+    ost_alloc_stats a, b;
+    ost_alloc_stats_get(&a);
+    for (int i = 0; i < N; i++) keep[i] = ost_float(i * 0.5 + 1);
+    ost_alloc_stats_get(&b);
+    cr_assert_eq(b.live_objects, a.live_objects, "immediates");
+    cr_assert_eq(b.pool_bytes, a.pool_bytes);
+    for (int i = 0; i < N; i++) {
+        char s[16];
+        snprintf(s, sizeof s, "item%06d", i); /* 10 bytes */
+        keep[i] = ost_str_c(s);
+    }
+    ost_alloc_stats_get(&b);
+    cr_assert_eq(b.live_objects, a.live_objects + N);
+    if (b.pool_bytes) /* pooled (not under ASan, which sees every object) */
+        cr_assert_leq(b.pool_bytes - a.pool_bytes, (uint64_t)N * 32 + 64 * 1024,
+                      "%llu bytes for %d strs", (unsigned long long)(b.pool_bytes - a.pool_bytes),
+                      N);
+    for (int i = 0; i < N; i++) ost_decref(keep[i]);
+}
