@@ -2,7 +2,7 @@
 # Installs what a fresh Debian 12 machine lacks to build, test and benchmark
 # ostore. Run as root. Safe to run again.
 set -eu
-pkgs="build-essential meson ninja-build pkg-config liblmdb-dev libuv1-dev
+pkgs="build-essential g++ meson ninja-build pkg-config liblmdb-dev libuv1-dev
       libcriterion-dev libmsgpack-dev python3 python3-lmdb lmdb-utils
       clang libclang-rt-14-dev"
 missing=""

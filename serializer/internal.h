@@ -130,6 +130,11 @@ typedef struct {
 
 /* Set by the store: loads a ghost's state (event 0), records that a
  * persistent object changed (event 1), or that one is being freed (2). */
+/* attr.c: sets the calling thread's value message (ost_value_errmsg) and
+ * returns code; the message and OST_ENOTFOUND for a field that class cls
+ * does not declare. */
+int ost__value_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ost__field_missing(ost_value cls, const char *name);
 typedef int (*ost__pers_hook_fn)(ost_value obj, int event);
 extern ost__pers_hook_fn ost__pers_hook;
 int ost__activate(ost_value v);

@@ -723,6 +723,7 @@ static void repr_value(repr_ctx *c, ost_value v, int depth) {
 void ost_repr_options_init(ost_repr_options *o) {
     o->int_digits = OST_REPR_INT_DIGITS;
     o->max_len = 0;
+    o->load_ghost = false;
 }
 
 int ost_repr_ex(ost_value v, ost_buf *out, const ost_repr_options *o) {
@@ -730,6 +731,16 @@ int ost_repr_ex(ost_value v, ost_buf *out, const ost_repr_options *o) {
     if (!o) {
         ost_repr_options_init(&def);
         o = &def;
+    }
+    if (o->load_ghost && ost__is_heap(v) && (OST__O(v)->flags & OST__F_GHOST)) {
+        ost__value_fail(0, "%s", "");
+        int rc = ost__activate(v);
+        if (rc) {
+            if (!ost_value_errmsg()[0])
+                ost__value_fail(rc, "repr: the ghost did not load (%s): its connection is closed "
+                                    "or belongs to another thread", ost_strerror(rc));
+            return rc;
+        }
     }
     repr_ctx c = {.out = out, .start = out->len, .max_len = o->max_len,
                   .int_digits = o->int_digits, .counting = true};

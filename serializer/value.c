@@ -1436,7 +1436,7 @@ int ost_instance_setattr(ost_value v, const char *name, ost_value val) {
         ptrdiff_t i = ost_class_field(((ost_slots_obj *)v)->cls, name);
         if (i < 0) {
             ost_decref(val);
-            return OST_ENOTFOUND;
+            return ost__field_missing(((ost_slots_obj *)v)->cls, name);
         }
         return ost_instance_set_slot(v, (size_t)i, val);
     }

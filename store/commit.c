@@ -185,6 +185,7 @@ void ost__pkg_reset(ost__pkg *p) {
     p->msg[0] = 0;
     p->serial = 0;
     p->done = false;
+    p->conflict_oid = UINT64_MAX;
 }
 
 void ost__pkg_free(ost__pkg *p) {
@@ -276,6 +277,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
             ost__fmt(p->msg, sizeof p->msg,
                      "conflict on oid %llu: it was removed (pack) after this transaction read it",
                      (unsigned long long)r->oid);
+            p->conflict_oid = r->oid;
             return OST_ECONFLICT;
         }
         if (rc) return rc;
@@ -291,6 +293,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
                      "(at commit %llu)",
                      (unsigned long long)r->oid, (unsigned long long)cur,
                      (unsigned long long)r->read_serial);
+            p->conflict_oid = r->oid;
             return OST_ECONFLICT;
         }
     }
@@ -311,6 +314,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
                      "conflict on oid %llu: this commit refers to it, and pack removed it "
                      "after this transaction read it",
                      (unsigned long long)p->refs[i]);
+            p->conflict_oid = p->refs[i];
             return OST_ECONFLICT;
         }
         if (rc) return rc;

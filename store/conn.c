@@ -366,6 +366,14 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     return 0;
 }
 
+int ost__conn_class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
+    return class_of(c, cid, cls);
+}
+
+int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
+    return get_locked(c, oid, obj);
+}
+
 /* Takes a live object written by a bulk loader into the cache. */
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid) {
     int rc = lock_snapshot(c);
@@ -382,6 +390,7 @@ int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid) {
 int ost_conn_get(ost_conn *c, uint64_t oid, ost_value *obj) {
     if (obj) *obj = 0;
     if (!c || !obj) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
     int rc = lock_snapshot(c);
     if (!rc) rc = get_locked(c, oid, obj);
     uv_rwlock_rdunlock(&c->st->maplock);
@@ -448,6 +457,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
 
 int ost_activate(ost_conn *c, ost_value obj) {
     if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
     ost__pent *e = find_obj(c, obj);
     if (!e) return ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
     if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0;
@@ -485,6 +495,7 @@ static int pers_hook(ost_value obj, int event) {
     /* a map's record is the store's to write (its count changes by deltas) */
     if (event == 1 && ost__map_class(ost_instance_class(obj))) return 0;
     for (ost_conn *c = t_conns; c; c = c->tnext) {
+        if (!c->st) continue; /* its store closed */
         ost__pent *e = find_obj(c, obj);
         if (!e) continue;
         if (event == 0) {
@@ -492,6 +503,9 @@ static int pers_hook(ost_value obj, int event) {
             e = find_obj(c, obj);
             if (!rc && e) rc = activate_locked(c, e);
             uv_rwlock_rdunlock(&c->st->maplock);
+            /* accessors without a connection tell why through the value
+             * message (ost_instance_getattr_ex) */
+            if (rc) ost__value_fail(rc, "%s", c->msg);
             return rc;
         }
         return note_changed(c, obj);
@@ -506,6 +520,7 @@ void ost_changed(ost_value obj) {
 
 int ost_invalidate(ost_conn *c, ost_value obj) {
     if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
     ost__pent *e = find_obj(c, obj);
     if (!e) return ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
     if (OST__O(obj)->flags & OST__F_CHANGED)
@@ -516,7 +531,7 @@ int ost_invalidate(ost_conn *c, ost_value obj) {
 }
 
 uint64_t ost_oid(ost_conn *c, ost_value obj) {
-    ost__pent *e = c ? find_obj(c, obj) : NULL;
+    ost__pent *e = c && c->st ? find_obj(c, obj) : NULL;
     return e ? e->oid : UINT64_MAX;
 }
 
@@ -529,7 +544,7 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     if (!c) return OST_ENOMEM;
     c->st = st;
     c->at_boundary = true;
-    c->cache_max = 100000;
+    c->cache_max = OST_CACHE_SIZE_DEFAULT;
     c->cache_max_bytes = SIZE_MAX;
     c->w = ost_writer_new();
     c->r = ost_reader_new();
@@ -566,8 +581,26 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     return 0;
 }
 
-void ost_conn_close(ost_conn *c) {
-    if (!c) return;
+/* Connections whose store closed before them (ost_store_close): what is
+ * left of each is its handle, kept here so that a later ost_conn_close
+ * finds valid memory and frees it, as SQLite keeps a zombie handle. */
+static uv_mutex_t g_husk_lock;
+static uv_once_t g_husk_once = UV_ONCE_INIT;
+static ost_conn *g_husks;
+static void husk_init(void) { uv_mutex_init(&g_husk_lock); }
+
+/* Takes c out of the list of this thread's connections, if it is there. */
+static void thread_forget(ost_conn *c) {
+    for (ost_conn **pp = &t_conns; *pp; pp = &(*pp)->tnext)
+        if (*pp == c) {
+            *pp = c->tnext;
+            break;
+        }
+}
+
+/* Everything but the handle: the transaction (aborted), the cache, the
+ * snapshot, and the place in the store's list. The caller holds no lock. */
+static void conn_release(ost_conn *c) {
     if (c->async_pending) { /* wait for it; its callback will not run */
         ost__pkg_wait(c->st, c->pkg);
         ((async_req *)c->pkg->async->data)->c = NULL;
@@ -595,12 +628,15 @@ void ost_conn_close(ost_conn *c) {
             break;
         }
     uv_mutex_unlock(&st->lock);
-    for (ost_conn **pp = &t_conns; *pp; pp = &(*pp)->tnext)
-        if (*pp == c) {
-            *pp = c->tnext;
-            break;
-        }
+    c->next = NULL;
+}
+
+/* Frees what the connection owns but the handle itself, leaving NULLs
+ * (so that it may run twice: a connection its store closed). */
+static void conn_free_parts(ost_conn *c) {
     free(c->oidtab);
+    c->oidtab = NULL;
+    c->oidmask = 0;
     free(c->ents);
     free(c->changed);
     ost_writer_free(c->w);
@@ -609,10 +645,60 @@ void ost_conn_close(ost_conn *c) {
     ost__pkg_free(c->pkg);
     for (size_t i = 0; i < c->ncls_by_id; i++) ost_decref(c->cls_by_id[i]);
     free(c->cls_by_id);
+    c->ents = NULL;
+    c->changed = NULL;
+    c->nents = c->capents = c->nchanged = c->capchanged = 0;
+    c->w = NULL;
+    c->r = NULL;
+    c->hooks = NULL;
+    c->pkg = NULL;
+    c->cls_by_id = NULL;
+    c->ncls_by_id = 0;
+}
+
+static void conn_free(ost_conn *c) {
+    conn_free_parts(c);
     free(c);
 }
 
-ost_txn_hooks *ost_conn_hooks(ost_conn *c) { return c ? c->hooks : NULL; }
+void ost__conn_detach(ost_conn *c) {
+    conn_release(c);
+    conn_free_parts(c); /* a handle never closed keeps only itself */
+    thread_forget(c); /* when the store closes on the connection's thread */
+    c->st = NULL;
+    ost__fmt(c->msg, sizeof c->msg, "the connection's store is closed");
+    uv_once(&g_husk_once, husk_init);
+    uv_mutex_lock(&g_husk_lock);
+    c->next = g_husks;
+    g_husks = c;
+    uv_mutex_unlock(&g_husk_lock);
+}
+
+int ost__conn_dead(ost_conn *c) {
+    return ost__c_fail(c, OST_EINVAL, "the connection's store is closed: only ost_conn_close "
+                                      "and ost_conn_errmsg may be called on it");
+}
+
+void ost_conn_close(ost_conn *c) {
+    if (!c) return;
+    if (!c->st) { /* its store closed first: only the handle is left */
+        uv_mutex_lock(&g_husk_lock);
+        for (ost_conn **pp = &g_husks; *pp; pp = &(*pp)->next)
+            if (*pp == c) {
+                *pp = c->next;
+                break;
+            }
+        uv_mutex_unlock(&g_husk_lock);
+        thread_forget(c);
+        conn_free(c);
+        return;
+    }
+    conn_release(c);
+    thread_forget(c);
+    conn_free(c);
+}
+
+ost_txn_hooks *ost_conn_hooks(ost_conn *c) { return c && c->st ? c->hooks : NULL; }
 
 /* Starts the next transaction at once, so that objects other commits
  * changed become ghosts now, not when something happens to load: cached
@@ -704,7 +790,7 @@ int ost_root_set(ost_conn *c, ost_value key, ost_value val) {
     if (!d) {
         ost_decref(key);
         ost_decref(val);
-        return c ? OST_ECORRUPT : OST_EINVAL;
+        return !c ? OST_EINVAL : !c->st ? OST_EINVAL : OST_ECORRUPT;
     }
     int rc = ost_dict_set(d, key, val);
     if (!rc) ost_changed(root);
@@ -714,6 +800,24 @@ int ost_root_set(ost_conn *c, ost_value key, ost_value val) {
 ost_value ost_root_get(ost_conn *c, ost_value key) {
     ost_value root, d = c ? root_data(c, &root) : 0;
     return d ? ost_dict_get(d, key) : 0;
+}
+
+int ost_root_set_c(ost_conn *c, const char *key, ost_value val) {
+    if (!c || !key) {
+        ost_decref(val);
+        return c ? ost__c_fail(c, OST_EINVAL, "ost_root_set_c: NULL key") : OST_EINVAL;
+    }
+    ost_value k = ost_str_c(key);
+    if (!k) {
+        ost_decref(val);
+        return ost__c_fail(c, OST_EINVAL, "ost_root_set_c: the key is not UTF-8 (or no memory)");
+    }
+    return ost_root_set(c, k, val);
+}
+
+ost_value ost_root_get_c(ost_conn *c, const char *key) {
+    ost_value root, d = c && key ? root_data(c, &root) : 0;
+    return d ? ost_dict_get_c(d, key) : 0;
 }
 
 /* ---- commit ---------------------------------------------------------------- */
@@ -816,11 +920,29 @@ static int prepare(ost_conn *c) {
     return 0;
 }
 
+/* Appends to a conflict's message what the connection knows: the class
+ * of the object, and the commit the transaction's snapshot saw. */
+static void conflict_detail(ost_conn *c, uint64_t oid) {
+    char cls[160] = "";
+    ost__pent *e = oid != UINT64_MAX ? find_oid(c, oid) : NULL;
+    ost_value k = e ? ost_instance_class(e->obj) : 0;
+    if (k) {
+        ost_value m = ost_global_module(k), n = ost_global_name(k);
+        snprintf(cls, sizeof cls, "oid %llu is a %s.%s; ", (unsigned long long)oid,
+                 m ? ost_data(m, NULL) : "?", n ? ost_data(n, NULL) : "?");
+    }
+    size_t len = strlen(c->msg);
+    ost__fmt(c->msg + len, sizeof c->msg - len,
+             " (%sthis transaction's snapshot is commit %llu: abort and retry)", cls,
+             (unsigned long long)c->txn_serial);
+}
+
 static void commit_done(ost_conn *c, int rc) {
     ost__pkg *p = c->pkg;
     if (rc) c->poisoned = true;
     if (rc) {
         ost__fmt(c->msg, sizeof c->msg, "%s", p->msg[0] ? p->msg : ost_strerror(rc));
+        if (rc == OST_ECONFLICT) conflict_detail(c, p->conflict_oid);
         drop_new(c);
         ost_txn_hooks_run_after_commit(c->hooks, false);
         return;
@@ -860,13 +982,17 @@ static int begin_commit(ost_conn *c, bool *any) {
     if (rc) {
         ost_txn_hooks_run_after_commit(c->hooks, false);
         c->poisoned = true;
-        return ost__c_fail(c, rc, "commit vetoed by a hook: %s", ost_strerror(rc));
+        /* the commit's code is OST_EVETO whatever the hook returned; the
+         * hook's own code is in the message */
+        return ost__c_fail(c, OST_EVETO, "commit vetoed by a before-commit hook (it returned %s: %s)",
+                           ost_err_name(rc), ost_strerror(rc));
     }
     return 0;
 }
 
 int ost_commit(ost_conn *c) {
     if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
     bool any;
     int rc = begin_commit(c, &any);
     if (rc) return rc;
@@ -912,6 +1038,7 @@ static void async_fired(uv_async_t *h) {
 
 int ost_commit_async(ost_conn *c, uv_loop_t *loop, ost_commit_cb cb, void *ud) {
     if (!c || !loop || !cb) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
     if (!c->st->group_commit)
         return ost__c_fail(c, OST_EINVAL, "asynchronous commits need a store opened with group_commit");
     bool any;
@@ -948,7 +1075,7 @@ int ost_commit_async(ost_conn *c, uv_loop_t *loop, ost_commit_cb cb, void *ud) {
 }
 
 void ost_abort(ost_conn *c) {
-    if (!c || c->async_pending) return;
+    if (!c || c->async_pending || !c->st) return;
     c->poisoned = false;
     ost__maps_txn_end(c, false);
     for (size_t i = 0; i < c->nchanged; i++) {
@@ -992,4 +1119,39 @@ void ost__conn_refresh(ost_conn *c) {
     end_snapshot(c);
     if (clean) c->at_boundary = true;
     uv_rwlock_rdunlock(&c->st->maplock);
+}
+
+/* ---- running a function in a transaction, with retries ------------------- */
+
+int ost_txn_run(ost_conn *c, unsigned attempts, ost_txn_fn fn, void *ud, unsigned *tried) {
+    if (tried) *tried = 0;
+    if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
+    if (!fn || !attempts) return ost__c_fail(c, OST_EINVAL, "ost_txn_run: %s",
+                                             !fn ? "no function" : "attempts must be 1 or more");
+    if (c->async_pending) return ost__c_fail(c, OST_EBUSY, "an asynchronous commit is pending");
+    bool dirty = ost__maps_dirty(c);
+    for (size_t i = 0; i < c->nchanged && !dirty; i++) dirty = c->changed[i] != 0;
+    if (dirty || c->poisoned)
+        return ost__c_fail(c, OST_EBUSY, "ost_txn_run: the connection's transaction has %s: "
+                                         "commit or abort it first",
+                           dirty ? "uncommitted changes" : "a failed commit");
+    int rc = 0;
+    for (unsigned n = 1; n <= attempts; n++) {
+        if (tried) *tried = n;
+        ost_abort(c); /* each attempt starts from the newest commit */
+        c->msg[0] = 0;
+        rc = fn(ud, c);
+        if (!rc) rc = ost_commit(c);
+        if (!rc) return 0;
+        char keep[sizeof c->msg];
+        memcpy(keep, c->msg, sizeof keep);
+        ost_abort(c);
+        if (rc == OST_ECONFLICT && n < attempts) continue;
+        if (rc == OST_ECONFLICT)
+            return ost__c_fail(c, rc, "gave up after %u attempts: %s", attempts, keep);
+        memcpy(c->msg, keep, sizeof keep);
+        return rc;
+    }
+    return rc;
 }

@@ -72,6 +72,7 @@ void ost_loader_options_init(ost_loader_options *o) {
 int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **out) {
     if (out) *out = NULL;
     if (!c || !out) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
     if (c->st->read_only) return ost__c_fail(c, OST_EREADONLY, "%s: read-only", c->st->shown);
     if (ost__maps_touched(c))
         return ost__c_fail(c, OST_EBUSY,

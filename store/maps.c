@@ -461,6 +461,7 @@ static int busy(ost_conn *c, bool write) {
 static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
     if (out) *out = 0;
     if (!c || !out) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
     c->msg[0] = 0;
     ost__mkind k;
     if (ost__mkind_parse(kind, &k))
@@ -959,6 +960,7 @@ int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key, ost_value *val) {
     if (val) *val = 0;
     if (!cur) return OST_EINVAL;
     ost_conn *c = cur->c;
+    if (!c->st) return ost__conn_dead(c);
     if (cur->gen != c->txn_gen)
         return ost__c_fail(c, OST_ETXN, "map cursor: its transaction has ended");
     if (cur->done) return OST_ENOTFOUND;

@@ -265,7 +265,7 @@ int ost_store_pack_ex(ost_store *st, unsigned flags, uint64_t *removed) {
         if (grc)
             return ost__st_fail(st, ost__mdb_code(grc), "%s: pack: cannot grow the map: %s",
                                 st->shown, ost__mdb_strerror(st, grc));
-        st->msg[0] = 0;
+        ost__st_clear(st);
     }
 }
 

@@ -51,10 +51,40 @@ static void init_once(void) {
 
 /* ---- errors ---------------------------------------------------------------- */
 
+/* A store's message is per thread, as ost_store_errmsg promises: each
+ * thread keeps the messages of the last few stores it used, each under the
+ * store's uid (a number no other handle of the process gets, so a new
+ * handle at a freed one's address never shows the old one's message). */
+#define MSG_SLOTS 4
+static __thread struct {
+    uint64_t uid;
+    char text[512];
+} t_msgs[MSG_SLOTS];
+static __thread unsigned t_msg_next;
+static uint64_t g_store_uid;
+
+/* The calling thread's message buffer for st; a slot is taken (the oldest
+ * one) when make is true and st has none, else NULL. */
+static char *msg_slot(const ost_store *st, bool make) {
+    for (unsigned i = 0; i < MSG_SLOTS; i++)
+        if (t_msgs[i].uid == st->uid) return t_msgs[i].text;
+    if (!make) return NULL;
+    unsigned i = t_msg_next++ % MSG_SLOTS;
+    t_msgs[i].uid = st->uid;
+    t_msgs[i].text[0] = 0;
+    return t_msgs[i].text;
+}
+
+void ost__st_clear(ost_store *st) {
+    char *m = msg_slot(st, false);
+    if (m) m[0] = 0;
+}
+
 int ost__st_fail(ost_store *st, int code, const char *fmt, ...) {
+    char *m = msg_slot(st, true);
     va_list ap;
     va_start(ap, fmt);
-    ost__vfmt(st->msg, sizeof st->msg, fmt, ap);
+    ost__vfmt(m, sizeof t_msgs[0].text, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -118,7 +148,10 @@ const char *ost__mdb_strerror(const ost_store *st, int rc) {
     return ost__io_strerror(st ? st->path : NULL, rc);
 }
 
-const char *ost_store_errmsg(const ost_store *st) { return st ? st->msg : ""; }
+const char *ost_store_errmsg(const ost_store *st) {
+    const char *m = st ? msg_slot(st, false) : NULL;
+    return m ? m : "";
+}
 const char *ost_conn_errmsg(const ost_conn *c) { return c ? c->msg : ""; }
 
 /* ---- little helpers ---------------------------------------------------- */
@@ -344,6 +377,7 @@ ost_store *ost_store_new(void) {
     uv_once(&g_once, init_once);
     ost_store *st = calloc(1, sizeof *st);
     if (!st) return NULL;
+    st->uid = __atomic_add_fetch(&g_store_uid, 1, __ATOMIC_RELAXED);
     uv_mutex_init(&st->lock);
     if (uv_rwlock_init(&st->maplock)) {
         uv_mutex_destroy(&st->lock);
@@ -430,7 +464,7 @@ static unsigned env_flags(const ost_store_options *o) {
 int ost_store_open(ost_store *st, const char *path, const ost_store_options *opts) {
     ost_store_options def;
     if (!st) return OST_EINVAL;
-    st->msg[0] = 0;
+    ost__st_clear(st);
     if (!path) return ost__st_fail(st, OST_EINVAL, "no path given");
     char shown[OST__PATH_SHOWN]; /* path as messages show it */
     ost__path_show(shown, sizeof shown, path);
@@ -679,7 +713,7 @@ fail:
 
 void ost_store_close(ost_store *st) {
     if (!st) return;
-    while (st->conns) ost_conn_close(st->conns);
+    while (st->conns) ost__conn_detach(st->conns);
     ost__committer_stop(st);
     ost__class_cache_free(st);
     if (st->env) {

@@ -54,6 +54,7 @@ typedef struct ost__pkg {
     uint64_t low;
     ost__ment *ments; /* map entries, grouped by map, each map's in key order */
     size_t nments, capments;
+    uint64_t conflict_oid; /* the object of an OST_ECONFLICT (UINT64_MAX: none) */
     char msg[320];
 } ost__pkg;
 
@@ -114,7 +115,7 @@ struct ost_store {
     size_t gc_want;     /* packages the next group waits a little for */
     uint64_t gc_last_ns; /* how long the last group took to apply and sync */
     uint64_t gc_groups; /* groups committed (for tests and benchmarks) */
-    char msg[512];
+    uint64_t uid;       /* names the handle's messages (per thread: store.c) */
 };
 
 /* One cached persistent object. */
@@ -201,8 +202,11 @@ const char *ost__mdb_strerror(const ost_store *st, int rc);
  * (its MDB_* codes are negative too, from -30799; errno values positive). */
 #define OST__OURS(rc) ((rc) < 0 && (rc) > -100)
 
+/* Sets the calling thread's message of st (ost_store_errmsg) and returns
+ * code; ost__st_clear empties it. */
 int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+void ost__st_clear(ost_store *st);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int ost__mdb_code(int rc);
@@ -290,6 +294,17 @@ int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, 
 
 /* conn.c, for maps.c */
 int ost__conn_lock(ost_conn *c); /* maplock + snapshot; caller unlocks */
+/* ost_store_close: releases all of c but its handle, which stays valid
+ * (c->st becomes NULL) until ost_conn_close frees it. */
+void ost__conn_detach(ost_conn *c);
+/* The failure of a call on a connection whose store closed: OST_EINVAL. */
+int ost__conn_dead(ost_conn *c);
+/* The cached object of oid or a new ghost (borrowed), as ost_conn_get;
+ * maplock held, snapshot open. */
+int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj);
+/* The class of class id cid (a new reference; the connection keeps one
+ * too for ids below 65536), or an LMDB code. maplock held. */
+int ost__conn_class_of(ost_conn *c, uint32_t cid, ost_value *cls);
 int ost__conn_new_oid(ost_conn *c, uint64_t *oid);
 int ost__conn_cache_add(ost_conn *c, ost_value obj, uint64_t oid);
 void ost__conn_forget(ost_conn *c, uint64_t oid);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rmtree.h"
+
 #define CHECK(cond, c)                                                              \
     do {                                                                            \
         if (!(cond)) {                                                              \
@@ -132,10 +134,6 @@ int main(int argc, char **argv) {
     ost_conn_close(c);
     ost_store_close(st);
     ost_registry_free(reg);
-    if (argc == 1) {
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-        CHECK(system(cmd) == 0, NULL);
-    }
+    if (argc == 1) rmtree(path);
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ostore.h"
+#include "rmtree.h"
 
 #define CHECK(x)                                                        \
     do {                                                                \
@@ -114,10 +115,6 @@ int main(int argc, char **argv) {
     ost_conn_close(c);
     ost_store_close(st);
     ost_registry_free(reg);
-    if (argc == 1) {
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-        CHECK(system(cmd) == 0);
-    }
+    if (argc == 1) rmtree(path);
     return 0;
 }

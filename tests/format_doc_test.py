@@ -22,6 +22,21 @@ with tempfile.TemporaryDirectory() as tmp:
     subprocess.run([make_store, store], check=True)
     out = subprocess.run(["/usr/bin/python3", prog, store], check=True,
                          capture_output=True, text=True).stdout
+    # the same program while another process commits to the store: its
+    # locked read-only open (lock=True) reads one consistent snapshot
+    assert "readonly=True, lock=True" in m.group(1), "the reader must open LMDB with its lock"
+    subprocess.run([make_store, store + "-busy"], check=True)
+    writer = subprocess.Popen([make_store, store + "-busy", "--churn", "400"],
+                              stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline().strip() == "ready", "the writer did not start"
+    busy_runs = 0
+    while writer.poll() is None or busy_runs == 0:
+        busy = subprocess.run(["/usr/bin/python3", prog, store + "-busy"], check=True,
+                              capture_output=True, text=True).stdout.splitlines()
+        assert len(busy) == 14 and busy[0].startswith("oid 0 serial "), busy
+        busy_runs += 1
+    assert writer.wait() == 0, "the writer failed"
+    print("read %d times while a writer committed" % busy_runs)
 print(out)
 lines = out.splitlines()
 assert len(lines) == 14, "6 records, 5 map entries and 3 set entries expected, got %d lines" % len(lines)

@@ -1,9 +1,14 @@
 /* Writes a small store for the format test: python reads it with the
  * program of docs/format.md. The first commit stores the root and three
  * items; the second adds a map with composite keys (one value a reference
- * to an item) and a set. Usage: make_store DIR */
+ * to an item) and a set. Usage: make_store DIR
+ *
+ * make_store DIR --churn N: then commits N more times to the store (the
+ * root's key 'churn'), printing "ready" after the first, so that a
+ * reader can run while it writes. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "demostore.h"
 #include "ostore.h"
@@ -47,7 +52,32 @@ static int add_maps(ost_conn *c) {
     return ost_commit(c) ? fail(c, "second commit") : 0;
 }
 
+/* Commits root['churn'] = i for i in 1..n; "ready" after the first. */
+static int churn(ost_conn *c, long n) {
+    for (long i = 1; i <= n; i++) {
+        if (ost_root_set_c(c, "churn", ost_int(i)) || ost_commit(c)) return fail(c, "churn");
+        if (i == 1) {
+            printf("ready\n");
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[2], "--churn") == 0) {
+        static const char *const fields[] = {"n", "name", "score", "prev"};
+        ost_registry *reg;
+        ost_value cls;
+        ost_store *st = demo_store_open("make_store", argv[1], false, fields, 4, &reg, &cls);
+        if (!st) return 1;
+        ost_conn *c;
+        int rc = ost_conn_open(st, &c) ? 1 : churn(c, atol(argv[3]));
+        ost_conn_close(c);
+        ost_store_close(st);
+        ost_registry_free(reg);
+        return rc;
+    }
     if (argc != 2) return 2;
     static const char *const fields[] = {"n", "name", "score", "prev"};
     ost_registry *reg;

@@ -18,6 +18,7 @@
 
 #include "internal.h"
 #include "ostore.h"
+#include "leakcheck.h"
 #include "storetest.h"
 #include "../store/store_internal.h"
 
@@ -145,7 +146,7 @@ enum { LN = 5000, LBATCH = 1000 };
 
 static bool has_leaf(int64_t i) { return i > 0 && i % 5 == 0; }
 
-Test(batch, loader_stores_every_object_and_reference) {
+OST_TEST(batch, loader_stores_every_object_and_reference) {
     ost_store *st = open_store(true, false);
     ost_conn *c = conn_of(st);
     progress_log plog = {0};
@@ -263,7 +264,7 @@ Test(batch, loader_stores_every_object_and_reference) {
     ost_store_close(st);
 }
 
-Test(batch, loader_misuse) {
+OST_TEST(batch, loader_misuse) {
     ost_store *st = open_store(true, false);
     ost_conn *c = conn_of(st);
     ost_loader *l = (ost_loader *)1;
@@ -306,7 +307,7 @@ Test(batch, loader_misuse) {
 /* 2. a failure in the middle of a load                                     */
 /* ======================================================================= */
 
-Test(batch, getstate_failure_keeps_earlier_batches_only) {
+OST_TEST(batch, getstate_failure_keeps_earlier_batches_only) {
     enum { B = 100, N = 700 };
     ost_store *st = open_store(true, false);
     ost_conn *c = conn_of(st);
@@ -364,7 +365,7 @@ Test(batch, getstate_failure_keeps_earlier_batches_only) {
 
 /* A 1 MiB map and 200,000 objects: the map grows under the loader. Only
  * the last object is kept alive, so the loader forgets the others. */
-Test(batch, loader_grows_the_map_by_itself) {
+OST_TEST(batch, loader_grows_the_map_by_itself) {
     enum { N = 200000 };
     ost_store_options o = opts_for(true, false);
     o.map_size = 1u << 20;
@@ -442,7 +443,7 @@ static int load_child(kill_arg *ka) {
     return ost_loader_close(l) ? 6 : 0;
 }
 
-Test(batch, sigkill_during_a_load_keeps_whole_batches) {
+OST_TEST(batch, sigkill_during_a_load_keeps_whole_batches) {
     ost_store *st = open_store(true, false);
     ost_store_close(st);
     size_t maplen = KMAX * sizeof(uint64_t);
@@ -571,7 +572,7 @@ static void incr_thread(void *arg) {
     ost_conn_close(c);
 }
 
-Test(batch, eight_threads_increment_one_counter) {
+OST_TEST(batch, eight_threads_increment_one_counter) {
     enum { T = 8, R = 100 };
     ost_store *st = open_store(true, true);
     uint64_t oid = make_counter(st, "counter");
@@ -631,7 +632,7 @@ static void duel_thread(void *arg) {
     ost_conn_close(c);
 }
 
-Test(batch, concurrent_conflicting_commits_one_wins) {
+OST_TEST(batch, concurrent_conflicting_commits_one_wins) {
     enum { ROUNDS = 20 };
     ost_store *st = open_store(true, true);
     uint64_t oid = make_counter(st, "counter");
@@ -720,7 +721,7 @@ static bool queue_empty(ost_store *st) {
     return e;
 }
 
-Test(batch, async_commits_report_on_the_loop_thread) {
+OST_TEST(batch, async_commits_report_on_the_loop_thread) {
     ost_store *st = open_store(true, true);
     uint64_t oid = make_counter(st, "counter");
     uint64_t oid2 = make_counter(st, "other");
@@ -815,7 +816,7 @@ Test(batch, async_commits_report_on_the_loop_thread) {
 
 /* A package alone in its group is applied without a nested transaction:
  * a conflict there must store nothing of it either. */
-Test(batch, a_conflicting_package_alone_in_its_group_stores_nothing) {
+OST_TEST(batch, a_conflicting_package_alone_in_its_group_stores_nothing) {
     ost_store *st = open_store(true, true);
     uint64_t oid = make_counter(st, "counter");
     uint64_t oid2 = make_counter(st, "other");

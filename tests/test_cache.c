@@ -5,6 +5,7 @@
 
 #include "leakcheck.h"
 #include "ostore.h"
+#include "rmtree.h"
 
 static char dir[64];
 static ost_registry *reg;
@@ -22,9 +23,7 @@ static void setup(void) {
 
 static void teardown(void) {
     ost_registry_free(reg);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    rmtree(dir);
 }
 
 /* 200 objects of about 1 KiB each under the root, committed. */

@@ -26,6 +26,7 @@
 #include "../store/store_internal.h"
 #include "internal.h"
 #include "ostore.h"
+#include "leakcheck.h"
 #include "storetest.h"
 
 /* ---- fixture: a temporary directory and a registry ---------------------- */
@@ -133,7 +134,7 @@ static bool recv_byte(int fd) {
 /* 1. open                                                                  */
 /* ======================================================================= */
 
-Test(store, create_then_reopen) {
+OST_TEST(store, create_then_reopen) {
     ost_store *st = open_store(true);
     ost_store_stats s = stats(st);
     cr_assert_eq(s.records, 1, "a new store holds the root only");
@@ -171,7 +172,7 @@ Test(store, create_then_reopen) {
     ost_store_close(st);
 }
 
-Test(store, missing_directory_without_create) {
+OST_TEST(store, missing_directory_without_create) {
     ost_store_options o = opts_for(false);
     char msg[600];
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);
@@ -187,7 +188,7 @@ Test(store, missing_directory_without_create) {
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);
 }
 
-Test(store, junk_data_file_is_corrupt) {
+OST_TEST(store, junk_data_file_is_corrupt) {
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     char p[256];
     snprintf(p, sizeof p, "%s/data.mdb", F.dir);
@@ -210,7 +211,7 @@ Test(store, junk_data_file_is_corrupt) {
  * a directory or a device is refused before LMDB opens it, naming the
  * file. The suite's timeout makes a hang a failure (a timeout of the
  * test's own leaks in Criterion's runner under ASan). */
-Test(store, data_and_lock_files_that_are_not_regular_files_are_refused) {
+OST_TEST(store, data_and_lock_files_that_are_not_regular_files_are_refused) {
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     char p[256], msg[600];
     snprintf(p, sizeof p, "%s/data.mdb", F.dir);
@@ -260,7 +261,7 @@ Test(store, data_and_lock_files_that_are_not_regular_files_are_refused) {
 /* The raw import behind 'ostore import' (store/import.h) writes only
  * counters that fit what it imported and that cannot wrap when handed out,
  * and only class names the class table can give back. */
-Test(store, import_refuses_counters_and_class_names_that_cannot_be) {
+OST_TEST(store, import_refuses_counters_and_class_names_that_cannot_be) {
     ost_store *st = open_store(true);
     ost__import *im;
     const char *root_m = "persistent.mapping", *root_n = "PersistentMapping";
@@ -323,7 +324,7 @@ Test(store, import_refuses_counters_and_class_names_that_cannot_be) {
     ost_store_close(st);
 }
 
-Test(store, lmdb_env_without_meta_is_not_a_store) {
+OST_TEST(store, lmdb_env_without_meta_is_not_a_store) {
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     raw_put(F.dir, "other", "k", 1, "v", 1);
     ost_store_options o = opts_for(false);
@@ -341,7 +342,7 @@ Test(store, lmdb_env_without_meta_is_not_a_store) {
     cr_assert(strstr(msg, "not an ostore store"), "%s", msg);
 }
 
-Test(store, format_version_mismatch) {
+OST_TEST(store, format_version_mismatch) {
     ost_store_close(open_store(true));
     uint8_t v99[8] = {99};
     raw_put(F.dir, "meta", "format", 6, v99, 8);
@@ -366,7 +367,7 @@ Test(store, format_version_mismatch) {
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
 }
 
-Test(store, same_path_twice_is_busy) {
+OST_TEST(store, same_path_twice_is_busy) {
     ost_store *st = open_store(true);
     ost_store_options o = opts_for(false);
     char msg[600];
@@ -391,7 +392,7 @@ Test(store, same_path_twice_is_busy) {
     ost_store_close(st);
 }
 
-Test(store, read_only_reads_and_refuses_commits) {
+OST_TEST(store, read_only_reads_and_refuses_commits) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     root_set(c, "a", new_acct("ro", 5));
@@ -427,7 +428,7 @@ Test(store, read_only_reads_and_refuses_commits) {
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_EINVAL);
 }
 
-Test(store, bad_arguments) {
+OST_TEST(store, bad_arguments) {
     cr_assert_eq(ost_store_open(NULL, F.dir, NULL), OST_EINVAL);
     ost_store *st = ost_store_new();
     cr_assert(st);
@@ -508,7 +509,7 @@ static ost_value plain_graph(void) {
     return d;
 }
 
-Test(store, round_trip_of_a_graph) {
+OST_TEST(store, round_trip_of_a_graph) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value n1 = new_node(), n2 = new_node();
@@ -644,7 +645,7 @@ Test(store, round_trip_of_a_graph) {
     ost_decref(plain);
 }
 
-Test(store, root_values_and_replacing_keys) {
+OST_TEST(store, root_values_and_replacing_keys) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     cr_assert_eq(root_get(c, "missing"), 0);
@@ -696,7 +697,7 @@ static int pairs_setstate(void *ud, ost_value inst, ost_value state) {
     return 0;
 }
 
-Test(store, custom_state_callbacks_with_public_setters) {
+OST_TEST(store, custom_state_callbacks_with_public_setters) {
     ost_class_def def = {.module = "storetest", .name = "Pairs", .persistent = true,
                          .getstate = pairs_getstate, .setstate = pairs_setstate};
     ost_value cls;
@@ -748,7 +749,7 @@ static ost_store *store_with_account(int64_t balance) {
     return st;
 }
 
-Test(store, setattr_marks_changed_and_commit_writes) {
+OST_TEST(store, setattr_marks_changed_and_commit_writes) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     ost_value acct = root_get(a, "acct");
@@ -782,7 +783,7 @@ Test(store, setattr_marks_changed_and_commit_writes) {
     ost_store_close(st);
 }
 
-Test(store, plain_container_change_needs_changed) {
+OST_TEST(store, plain_container_change_needs_changed) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     ost_value acct = root_get(a, "acct");
@@ -820,7 +821,7 @@ Test(store, plain_container_change_needs_changed) {
 /* 4. abort                                                                 */
 /* ======================================================================= */
 
-Test(store, abort_drops_changes) {
+OST_TEST(store, abort_drops_changes) {
     ost_store *st = store_with_account(10);
     ost_conn *c = conn_of(st);
     ost_value acct = root_get(c, "acct");
@@ -850,7 +851,7 @@ Test(store, abort_drops_changes) {
     ost_store_close(st);
 }
 
-Test(store, abort_after_a_failed_commit_of_new_objects) {
+OST_TEST(store, abort_after_a_failed_commit_of_new_objects) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     ost_value node = root_get(a, "node");
@@ -879,7 +880,7 @@ Test(store, abort_after_a_failed_commit_of_new_objects) {
 /* 5. conflicts                                                             */
 /* ======================================================================= */
 
-Test(store, conflict_between_two_connections) {
+OST_TEST(store, conflict_between_two_connections) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     ost_value aa = root_get(a, "acct"), ba = root_get(b, "acct");
@@ -908,7 +909,7 @@ Test(store, conflict_between_two_connections) {
     ost_store_close(st);
 }
 
-Test(store, conflict_on_a_root_change) {
+OST_TEST(store, conflict_on_a_root_change) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     root_set(a, "x", ost_int(1));
@@ -965,7 +966,7 @@ static int conflict_child(void *arg) {
     return 0;
 }
 
-Test(store, conflict_between_two_processes) {
+OST_TEST(store, conflict_between_two_processes) {
     ost_store *st = store_with_account(10);
     two_proc tp = {.dir = F.dir, .reg = F.reg};
     cr_assert_eq(pipe(tp.up), 0);
@@ -1043,9 +1044,9 @@ static void counter_by_processes(bool group_commit) {
     ost_store_close(st);
 }
 
-Test(store, counter_incremented_by_four_processes) { counter_by_processes(false); }
+OST_TEST(store, counter_incremented_by_four_processes) { counter_by_processes(false); }
 
-Test(store, counter_incremented_by_four_processes_with_group_commit) {
+OST_TEST(store, counter_incremented_by_four_processes_with_group_commit) {
     counter_by_processes(true);
 }
 
@@ -1132,11 +1133,11 @@ static void counter_by_threads(bool group_commit) {
     ost_store_close(st);
 }
 
-Test(store, counter_raised_by_four_threads) { counter_by_threads(false); }
+OST_TEST(store, counter_raised_by_four_threads) { counter_by_threads(false); }
 
-Test(store, counter_raised_by_four_threads_with_group_commit) { counter_by_threads(true); }
+OST_TEST(store, counter_raised_by_four_threads_with_group_commit) { counter_by_threads(true); }
 
-Test(store, read_only_handle_sees_other_processes_commits) {
+OST_TEST(store, read_only_handle_sees_other_processes_commits) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value ctr = new_node();
@@ -1160,7 +1161,7 @@ Test(store, read_only_handle_sees_other_processes_commits) {
 /* 6. invalidation                                                          */
 /* ======================================================================= */
 
-Test(store, other_commits_are_seen_at_the_next_transaction) {
+OST_TEST(store, other_commits_are_seen_at_the_next_transaction) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     ost_value aacct = root_get(a, "acct");
@@ -1189,7 +1190,7 @@ Test(store, other_commits_are_seen_at_the_next_transaction) {
     ost_store_close(st);
 }
 
-Test(store, invalidation_across_processes) {
+OST_TEST(store, invalidation_across_processes) {
     ost_store *st = open_store(true);
     ost_conn *a = conn_of(st);
     ost_value ctr = new_node();
@@ -1236,7 +1237,7 @@ static ost_store *store_with_items(void) {
     return st;
 }
 
-Test(store, cache_is_bounded_at_transaction_boundaries) {
+OST_TEST(store, cache_is_bounded_at_transaction_boundaries) {
     ost_store *st = store_with_items();
     ost_conn *c = conn_of(st);
     ost_conn_set_cache_size(c, 50);
@@ -1263,7 +1264,7 @@ Test(store, cache_is_bounded_at_transaction_boundaries) {
     ost_store_close(st);
 }
 
-Test(store, cache_drops_objects_only_it_holds) {
+OST_TEST(store, cache_drops_objects_only_it_holds) {
     ost_store *st = store_with_items();
     ost_conn *c = conn_of(st);
     ost_conn_set_cache_size(c, 20);
@@ -1297,7 +1298,7 @@ Test(store, cache_drops_objects_only_it_holds) {
     ost_store_close(st);
 }
 
-Test(store, invalidate_makes_a_ghost) {
+OST_TEST(store, invalidate_makes_a_ghost) {
     ost_store *st = store_with_account(10);
     ost_conn *c = conn_of(st);
     ost_value acct = root_get(c, "acct");
@@ -1329,7 +1330,7 @@ Test(store, invalidate_makes_a_ghost) {
 /* 8. pack and check                                                        */
 /* ======================================================================= */
 
-Test(store, pack_removes_unreachable_keeps_reachable) {
+OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     /* reachable: n1 <-> n2 (a cycle), n3 only through a plain list in n2 */
@@ -1404,7 +1405,7 @@ Test(store, pack_removes_unreachable_keeps_reachable) {
     ost_store_close(st);
 }
 
-Test(store, linking_an_object_that_pack_removed_is_refused) {
+OST_TEST(store, linking_an_object_that_pack_removed_is_refused) {
     ost_store *st = open_store(true);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     ost_value g = new_node();
@@ -1452,7 +1453,7 @@ Test(store, linking_an_object_that_pack_removed_is_refused) {
     ost_store_close(st);
 }
 
-Test(store, pack_follows_references_with_wide_oids) {
+OST_TEST(store, pack_follows_references_with_wide_oids) {
     /* oids past 255 and 65535 are written with wider int opcodes */
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
@@ -1525,7 +1526,7 @@ static void put_meta_u64(const char *name, uint64_t v) {
  * 2^64 - 1 made (next_oid + 7) / 8 wrap to 0, and pack wrote far past a
  * one-byte bitmap; a record at oid 2^62 asked for a 2^59-byte bitmap. A
  * next_oid past 2^63 is damage that no new object may wrap around. */
-Test(store, pack_sizes_its_marks_by_the_records_not_by_meta) {
+OST_TEST(store, pack_sizes_its_marks_by_the_records_not_by_meta) {
     store_chain();
     put_meta_u64("next_oid", UINT64_MAX);
     ost_store *st = open_store(false);
@@ -1561,7 +1562,7 @@ Test(store, pack_sizes_its_marks_by_the_records_not_by_meta) {
 }
 
 
-Test(store, check_reports_a_record_that_does_not_decode) {
+OST_TEST(store, check_reports_a_record_that_does_not_decode) {
     store_chain();
     /* b: a valid header, garbage for a pickle */
     uint8_t k[8];
@@ -1629,7 +1630,7 @@ Test(store, check_reports_a_record_that_does_not_decode) {
     ost_store_close(st);
 }
 
-Test(store, check_reports_a_reference_to_a_missing_oid) {
+OST_TEST(store, check_reports_a_reference_to_a_missing_oid) {
     store_chain();
     uint8_t k[8];
     put_be64(k, chain.c); /* referenced by b */
@@ -1660,7 +1661,7 @@ Test(store, check_reports_a_reference_to_a_missing_oid) {
     ost_store_close(st);
 }
 
-Test(store, check_reports_an_unknown_class_id_and_a_missing_root) {
+OST_TEST(store, check_reports_an_unknown_class_id_and_a_missing_root) {
     store_chain();
     uint8_t k[8];
     put_be64(k, chain.d);
@@ -1705,7 +1706,7 @@ static void fill(uint8_t *p, size_t n, unsigned seed) {
     }
 }
 
-Test(store, map_grows_by_itself) {
+OST_TEST(store, map_grows_by_itself) {
     ost_store_options o = opts_for(true);
     o.map_size = 1u << 20;
     ost_store *st = open_with(F.dir, &o);
@@ -1773,7 +1774,7 @@ Test(store, map_grows_by_itself) {
     free(buf);
 }
 
-Test(store, map_growth_keeps_other_connections_transactions) {
+OST_TEST(store, map_growth_keeps_other_connections_transactions) {
     ost_store_options o = opts_for(true);
     o.map_size = 1u << 20;
     ost_store *st = open_with(F.dir, &o);
@@ -1845,7 +1846,7 @@ static int grow_child(void *arg) {
     return 0;
 }
 
-Test(store, map_grown_by_another_process) {
+OST_TEST(store, map_grown_by_another_process) {
     ost_store_options o = opts_for(true);
     o.map_size = 1u << 20;
     ost_store *st = open_with(F.dir, &o);
@@ -1891,7 +1892,34 @@ typedef struct {
     ost_registry *reg;
     ost_value node;
     int ack; /* write end: the count of each acknowledged commit */
+    /* where the child stops, inside ost_commit, to be killed there: in a
+     * before-commit hook (nothing written yet) or an after-commit hook
+     * (the commit is durable, its ost_commit has not returned), at the
+     * commit that makes the count stop_at; STOP_NONE: nowhere */
+    int stop_where;
+    int64_t stop_at;
 } crash_arg;
+#define STOP_NONE 0
+#define STOP_BEFORE 1 /* marker -1 on the pipe */
+#define STOP_AFTER 2  /* marker -2 */
+
+static int crash_fd = -1;
+/* A hook that tells the parent where the child is, then waits to be
+ * killed. */
+static void stop_here(int marker) {
+    int64_t m = marker;
+    if (write(crash_fd, &m, sizeof m) != sizeof m) _exit(3);
+    for (;;) pause();
+}
+static int stop_before(void *ud, ost_txn_hooks *h) {
+    (void)ud, (void)h;
+    stop_here(-1);
+    return 0;
+}
+static void stop_after(void *ud, bool committed, ost_txn_hooks *h) {
+    (void)ud, (void)h;
+    if (committed) stop_here(-2);
+}
 
 /* Commits forever: each commit adds a node that links to the previous
  * head and raises the root's count; after each commit returns, writes the
@@ -1906,9 +1934,14 @@ static int crash_child(void *arg) {
     int rc = child_open(ca->dir, &o, &st, &c);
     if (rc) return rc;
     ost_value kc = ost_str_c("count"), kh = ost_str_c("head");
+    crash_fd = ca->ack;
     for (;;) {
         int64_t n;
         CHILD_CHECK(ost_int_value(ost_root_get(c, kc), &n) == 0, "count");
+        if (n + 1 == ca->stop_at && ca->stop_where == STOP_BEFORE)
+            CHILD_CHECK(ost_txn_hooks_before_commit(ost_conn_hooks(c), stop_before, NULL) == 0, "hook");
+        if (n + 1 == ca->stop_at && ca->stop_where == STOP_AFTER)
+            CHILD_CHECK(ost_txn_hooks_after_commit(ost_conn_hooks(c), stop_after, NULL) == 0, "hook");
         ost_value head = ost_root_get(c, kh);
         ost_value node = ost_instance_new(ost_incref(ca->node));
         ost_instance_setattr(node, "n", ost_int(n + 1));
@@ -1923,7 +1956,7 @@ static int crash_child(void *arg) {
     }
 }
 
-Test(store, sigkill_during_commits_loses_nothing_acknowledged) {
+OST_TEST(store, sigkill_during_commits_loses_nothing_acknowledged) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     root_set(c, "count", ost_int(0));
@@ -1932,23 +1965,42 @@ Test(store, sigkill_during_commits_loses_nothing_acknowledged) {
     ost_store_close(st);
     srand(20240607);
     int64_t last_ack = 0;
-    int kills = 0, mid = 0;
+    int mid = 0, stopped_before = 0, stopped_after = 0;
     for (int round = 0; round < 60; round++) {
         int fds[2];
         cr_assert_eq(pipe(fds), 0);
-        crash_arg ca = {.dir = F.dir, .reg = F.reg, .node = F.node, .ack = fds[1]};
+        /* two rounds in three kill the child at a known point inside
+         * ost_commit (a hook stops it there); the third at a random time
+         * after a few acknowledged commits, mostly inside LMDB's write
+         * and fsync, where the child spends its time */
+        int want = 1 + rand() % 4;
+        crash_arg ca = {.dir = F.dir, .reg = F.reg, .node = F.node, .ack = fds[1],
+                        .stop_where = round % 3 == 2 ? STOP_NONE : 1 + round % 3,
+                        .stop_at = last_ack + want + 1};
         pid_t pid = spawn(crash_child, &ca);
         close(fds[1]);
-        /* let it acknowledge a few commits, then kill it somewhere in the
-         * next ones; acknowledged counts follow each other */
-        int want = 1 + rand() % 4;
-        unsigned pause = (unsigned)(rand() % 3000);
         uint64_t acked = (uint64_t)last_ack;
-        int status = kill_after_counts(pid, fds[0], want, 1, &acked, pause, round);
+        int status;
+        if (ca.stop_where == STOP_NONE) {
+            unsigned pause = (unsigned)(rand() % 3000);
+            status = kill_after_counts(pid, fds[0], want, 1, &acked, pause, round);
+        } else {
+            int64_t m;
+            for (int i = 0; i < want; i++) {
+                cr_assert_eq(read(fds[0], &m, sizeof m), (ssize_t)sizeof m, "round %d", round);
+                cr_assert_eq(m, (int64_t)acked + 1, "round %d: counts follow each other", round);
+                acked = (uint64_t)m;
+            }
+            cr_assert_eq(read(fds[0], &m, sizeof m), (ssize_t)sizeof m, "round %d", round);
+            cr_assert_eq(m, ca.stop_where == STOP_BEFORE ? -1 : -2,
+                         "round %d: the child stops inside its commit", round);
+            kill(pid, SIGKILL);
+            status = wait_child(pid);
+            cr_assert_eq(read(fds[0], &m, sizeof m), 0, "round %d: nothing after the stop", round);
+        }
         last_ack = (int64_t)acked;
         close(fds[0]);
-        if (status == 128 + SIGKILL) kills++;
-        else cr_assert_fail("the child exited with %d (see its stderr)", status);
+        cr_assert_eq(status, 128 + SIGKILL, "the child exited with %d (see its stderr)", status);
 
         st = open_store(false);
         uint64_t records;
@@ -1961,6 +2013,16 @@ Test(store, sigkill_during_commits_loses_nothing_acknowledged) {
         cr_assert_geq(count, last_ack, "round %d: acknowledged commit lost", round);
         cr_assert_leq(count, last_ack + 1, "at most the one commit being acknowledged");
         if (count == last_ack + 1) mid++;
+        /* killed in a before-commit hook: the commit wrote nothing; in an
+         * after-commit hook: it is durable though never acknowledged */
+        if (ca.stop_where == STOP_BEFORE) {
+            cr_assert_eq(count, last_ack, "round %d: killed before the write", round);
+            stopped_before++;
+        }
+        if (ca.stop_where == STOP_AFTER) {
+            cr_assert_eq(count, last_ack + 1, "round %d: a durable commit was lost", round);
+            stopped_after++;
+        }
         cr_assert_eq(records, (uint64_t)count + 1, "one record per commit, and the root");
         /* the chain from the head: count nodes, n descending */
         ost_value node = root_get(c, "head");
@@ -1975,8 +2037,11 @@ Test(store, sigkill_during_commits_loses_nothing_acknowledged) {
         ost_store_close(st);
         last_ack = count;
     }
-    cr_assert_geq(kills, 50);
-    cr_log_info("%d kills, %d with a commit done but not acknowledged, %lld commits", kills,
+    cr_assert_eq(stopped_before, 20);
+    cr_assert_eq(stopped_after, 20);
+    cr_assert_geq(mid, stopped_after, "every commit killed after it was durable was found");
+    cr_log_info("60 kills (20 before a write, 20 after, 20 at random), %d with a commit done but "
+                "not acknowledged, %lld commits",
                 mid, (long long)last_ack);
 }
 
@@ -1984,7 +2049,7 @@ Test(store, sigkill_during_commits_loses_nothing_acknowledged) {
 /* 11. API misuse                                                           */
 /* ======================================================================= */
 
-Test(store, null_and_wrong_values) {
+OST_TEST(store, null_and_wrong_values) {
     ost_store *st = store_with_account(10);
     ost_conn *c = conn_of(st);
     cr_assert_eq(ost_commit(NULL), OST_EINVAL);
@@ -2036,7 +2101,7 @@ Test(store, null_and_wrong_values) {
     ost_store_close(st);
 }
 
-Test(store, object_of_another_connection_is_refused_at_commit) {
+OST_TEST(store, object_of_another_connection_is_refused_at_commit) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     ost_value aacct = root_get(a, "acct");
@@ -2077,7 +2142,7 @@ Test(store, object_of_another_connection_is_refused_at_commit) {
     ost_store_close(st);
 }
 
-Test(store, objects_after_their_connection_closed) {
+OST_TEST(store, objects_after_their_connection_closed) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st);
     ost_value acct = root_get(a, "acct");
@@ -2113,7 +2178,7 @@ static int veto(void *ud, ost_txn_hooks *h) {
     return OST_EVETO;
 }
 
-Test(store, vetoed_commit_writes_nothing) {
+OST_TEST(store, vetoed_commit_writes_nothing) {
     ost_store *st = store_with_account(10);
     ost_conn *c = conn_of(st);
     uint64_t serial = stats(st).last_serial;
@@ -2128,7 +2193,7 @@ Test(store, vetoed_commit_writes_nothing) {
     ost_store_close(st);
 }
 
-Test(store, store_close_closes_connections) {
+OST_TEST(store, store_close_closes_connections) {
     ost_store *st = store_with_account(10);
     ost_conn *a = conn_of(st);
     conn_of(st);
@@ -2170,16 +2235,16 @@ static char *py_reader(const char *dir, int *status) {
 }
 
 static void expect_line(const char *out, const char *line) {
-    char *want = malloc(strlen(line) + 3);
+    char *want = malloc(strlen(line) + 3), *whole = malloc(strlen(out) + 3);
+    cr_assert(want && whole);
     sprintf(want, "\n%s\n", line);
-    char *whole = malloc(strlen(out) + 3);
     sprintf(whole, "\n%s", out);
     cr_expect(strstr(whole, want), "missing line:\n%s\nin:\n%s", line, out);
     free(want);
     free(whole);
 }
 
-Test(store, python_reads_what_c_wrote) {
+OST_TEST(store, python_reads_what_c_wrote) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value n1 = new_node(), n2 = new_node();
@@ -2251,7 +2316,7 @@ Test(store, python_reads_what_c_wrote) {
 /* Python, reading the store with python3-lmdb alone (tests/py_store_reader.py),
  * finds every map entry in sorted() order for keys of every kind, decodes
  * each key from its encoding, and finds each map's count right. */
-Test(store, python_reads_maps_in_sorted_order) {
+OST_TEST(store, python_reads_maps_in_sorted_order) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     static const char *const kinds[] = {"int", "str", "bytes", "(int, str)", "(str, bytes, int)"};
@@ -2324,7 +2389,7 @@ Test(store, python_reads_maps_in_sorted_order) {
 /* A failed write names a full disk: LMDB gives ENOSPC, or EIO when a write
  * was cut short (mdb_page_flush), which used to read "commit failed:
  * Input/output error". */
-Test(store, io_errors_name_a_full_disk) {
+OST_TEST(store, io_errors_name_a_full_disk) {
     cr_assert_str_eq(ost__io_strerror(F.tmp, ENOSPC), "no space left on device");
     cr_assert_str_eq(ost__io_strerror(NULL, ENOSPC), "no space left on device");
     cr_assert_str_eq(ost__io_strerror(F.tmp, EDQUOT), "disk quota exceeded");
@@ -2401,8 +2466,8 @@ static void full_disk(bool group) {
     cr_assert_eq(status, 0, "the child failed (its stderr says why)");
 }
 
-Test(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }
-Test(store, a_group_commit_on_a_full_disk_says_so) { full_disk(true); }
+OST_TEST(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }
+OST_TEST(store, a_group_commit_on_a_full_disk_says_so) { full_disk(true); }
 
 /* In a child, as a user who may read the store but not write its
  * directory or lock.mdb (nobody, when the test runs as root; else the
@@ -2443,7 +2508,7 @@ static int read_as_another_user(void *arg) {
     return 0;
 }
 
-Test(store, a_read_only_store_opens_for_a_user_who_cannot_write_its_lock_file) {
+OST_TEST(store, a_read_only_store_opens_for_a_user_who_cannot_write_its_lock_file) {
     store_chain();
     char lock[300];
     snprintf(lock, sizeof lock, "%s/lock.mdb", F.dir);

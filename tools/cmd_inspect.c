@@ -187,22 +187,42 @@ static int run_ls(int argc, char **argv) {
         return fail("%s: no class %s in this store ('ostore info %s' lists them)", shown(db), cls,
                     shown(db));
     }
-    raw_iter *it;
-    int rc = raw_iter_open(t, &it);
-    if (!rc) {
-        raw_rec r;
-        int k = 0;
-        uint64_t shown = 0;
-        while (shown < limit && (k = raw_iter_next(it, &r)) > 0) {
-            if (cls && (r.bad_header || r.cid != want)) continue;
-            printf("%llu %s %zu\n", (unsigned long long)r.oid,
-                   r.bad_header ? "?damaged" : raw_class_name(t, r.cid), r.size);
-            shown++;
-        }
-        if (shown < limit && k < 0) rc = EXIT_FAIL;
-        raw_iter_close(it);
+    raw_end(t); /* the listing reads through the public API */
+    int rc = EXIT_OK;
+    ost_conn *c = NULL;
+    ost_value klass = 0;
+    ost_iter *it = NULL;
+    if (cls) {
+        const char *dot = strrchr(cls, '.');
+        char module[512];
+        snprintf(module, sizeof module, "%.*s", (int)(dot - cls), cls);
+        klass = ost_global(module, dot + 1);
     }
-    close_ro(st, t);
+    int orc = ost_conn_open(st, &c);
+    if (!orc) orc = ost_iter_open(c, klass, &it);
+    if (orc) {
+        rc = fail("%s: %s", shown(db), c ? ost_conn_errmsg(c) : ost_strerror(orc));
+    } else {
+        ost_record_info r;
+        uint64_t n = 0;
+        int k = 0;
+        while (n < limit && (k = ost_iter_next(it, &r, NULL)) == 0) {
+            char name[600];
+            if (r.damaged || !r.cls)
+                snprintf(name, sizeof name, "?damaged");
+            else
+                snprintf(name, sizeof name, "%s.%s", ost_data(ost_global_module(r.cls), NULL),
+                         ost_data(ost_global_name(r.cls), NULL));
+            printf("%llu %s %zu\n", (unsigned long long)r.oid, name, r.size);
+            n++;
+        }
+        if (n < limit && k != OST_ENOTFOUND)
+            rc = fail("%s: %s", shown(db), ost_conn_errmsg(c));
+    }
+    ost_iter_close(it);
+    ost_conn_close(c);
+    ost_decref(klass);
+    ost_store_close(st);
     return rc;
 }
 

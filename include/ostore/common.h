@@ -9,6 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(OSTORE_BUILDING) && defined(__GNUC__)
 #define OST_EXTERN __attribute__((visibility("default")))
 #else
@@ -69,5 +73,9 @@ OST_EXTERN unsigned ost_version(void);
 
 /* Returns the linked library's version as "major.minor.patch". */
 OST_EXTERN const char *ost_version_string(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,6 +9,10 @@
 
 #include "pickle.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- class registry ---------------------------------------------------- */
 
 typedef struct ost_registry ost_registry;
@@ -99,5 +103,9 @@ OST_EXTERN void ost_txn_hooks_run_after_commit(ost_txn_hooks *h,
 OST_EXTERN void ost_txn_hooks_run_after_abort(ost_txn_hooks *h);
 /* Registrations waiting, of all kinds. */
 OST_EXTERN size_t ost_txn_hooks_pending(const ost_txn_hooks *h);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -52,6 +52,10 @@
 
 #include "store.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Longest encoded key: LMDB's 511-byte key limit less the 8-byte map oid. */
 #define OST_MAP_KEY_MAX 503
 
@@ -147,5 +151,9 @@ OST_EXTERN void ost_map_cursor_close(ost_map_cursor *cur);
  * objects. */
 OST_EXTERN int ost_loader_map_set(ost_loader *l, ost_value m, ost_value key,
                                   ost_value val);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

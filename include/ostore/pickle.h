@@ -9,6 +9,10 @@
 
 #include "value.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define OST_PICKLE_DEFAULT_PROTOCOL 4
 #define OST_PICKLE_HIGHEST_PROTOCOL 5
 
@@ -159,5 +163,9 @@ OST_EXTERN int ost_pickle_dis(const void *data, size_t len, ost_buf *out,
  * with OST_EIO). */
 OST_EXTERN int ost_pickle_dis_ex(const void *data, size_t len, const ost_repr_options *o,
                                  ost_write_fn fn, void *ud, size_t *erroff);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

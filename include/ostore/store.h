@@ -12,8 +12,15 @@
 
 #include "hooks.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct ost_store ost_store;
 typedef struct ost_conn ost_conn;
+
+/* Objects a new connection's cache keeps (ost_conn_set_cache_size). */
+#define OST_CACHE_SIZE_DEFAULT 100000
 
 /* Store format version (docs/format.md): 2 added the map entries, 3 a
  * checksum in every record and map entry. Stores of formats 1 and 2 open:
@@ -68,11 +75,21 @@ OST_EXTERN ost_store *ost_store_new(void);
  * access fails with OST_EREADONLY. */
 OST_EXTERN int ost_store_open(ost_store *st, const char *path,
                               const ost_store_options *o);
-/* Closes the connections still open, the store and frees the handle.
- * NULL is allowed. */
+/* Closes the store and frees the handle. NULL is allowed. Connections
+ * still open are closed first (their transactions aborted, their caches
+ * dropped: objects their holders keep become ghosts that cannot load),
+ * but their handles stay valid: the only calls allowed on them are
+ * ost_conn_errmsg and ost_conn_close, which frees the handle; other calls
+ * fail with OST_EINVAL. Close each connection yourself, before or after:
+ * a handle never closed stays allocated until the process ends. Iterators,
+ * map cursors and loaders of those connections must be closed before
+ * (docs/tutorial.md, "Lifetimes"). Call it on one thread, when no other
+ * thread uses the store or its connections. */
 OST_EXTERN void ost_store_close(ost_store *st);
-/* Message of the last failure on the store ("" if none). Per thread:
- * owned by the store, valid until the next call on it from this thread. */
+/* Message of the last failure on the store ("" if none). Per thread: a
+ * failure on one thread never shows in another thread's message. Owned by
+ * the library, valid until the next call on the store from this thread
+ * (each thread keeps the messages of the last 4 stores it used). */
 OST_EXTERN const char *ost_store_errmsg(const ost_store *st);
 
 typedef struct {
@@ -122,7 +139,9 @@ OST_EXTERN int ost_store_check(ost_store *st, ost_check_fn report, void *ud,
 OST_EXTERN int ost_conn_open(ost_store *st, ost_conn **out);
 /* Aborts the connection's transaction, frees its cache (objects still
  * referenced by the caller stay valid as ghosts that can no longer load)
- * and the connection. NULL is allowed. */
+ * and the connection. NULL is allowed. Safe after ost_store_close of its
+ * store (it then only frees the handle). Close its iterators, map cursors
+ * and loaders first. */
 OST_EXTERN void ost_conn_close(ost_conn *c);
 /* Message of the last failure on the connection ("" if none). */
 OST_EXTERN const char *ost_conn_errmsg(const ost_conn *c);
@@ -134,6 +153,12 @@ OST_EXTERN ost_value ost_conn_root(ost_conn *c);
 OST_EXTERN int ost_root_set(ost_conn *c, ost_value key, ost_value val);
 /* root['data'][key] (borrowed), or 0. key is borrowed. */
 OST_EXTERN ost_value ost_root_get(ost_conn *c, ost_value key);
+/* ost_root_get with a NUL-terminated UTF-8 key: root['data'][key]
+ * (borrowed), or 0 (also for NULL c or key). No value to make or free. */
+OST_EXTERN ost_value ost_root_get_c(ost_conn *c, const char *key);
+/* ost_root_set with a NUL-terminated UTF-8 key; steals val. 0, OST_EINVAL
+ * (NULL key, text not UTF-8), or what ost_root_set returns. */
+OST_EXTERN int ost_root_set_c(ost_conn *c, const char *key, ost_value val);
 
 /* The object stored under oid (borrowed; a ghost until used). 0,
  * OST_ENOTFOUND, OST_ECORRUPT (record damaged), OST_EIO. */
@@ -142,7 +167,7 @@ OST_EXTERN int ost_conn_get(ost_conn *c, uint64_t oid, ost_value *obj);
 OST_EXTERN uint64_t ost_oid(ost_conn *c, ost_value obj);
 /* Loads a ghost's state now. 0 or the code that loading it failed with
  * (accessors such as ost_instance_getattr load ghosts by themselves and
- * return 0 when that fails). */
+ * return 0 when that fails; ost_instance_getattr_ex returns the code). */
 OST_EXTERN int ost_activate(ost_conn *c, ost_value obj);
 /* True while obj is a ghost. */
 OST_EXTERN bool ost_is_ghost(ost_value obj);
@@ -156,9 +181,11 @@ OST_EXTERN int ost_invalidate(ost_conn *c, ost_value obj);
 
 /* Writes every new or changed persistent object in one LMDB write
  * transaction, then starts a new transaction. New persistent objects
- * reachable from written ones get oids. Fails with OST_ECONFLICT (naming
- * the oid) when another commit changed an object this transaction
- * changed, OST_EVETO when a before-commit hook refused, OST_EIO when the
+ * reachable from written ones get oids. Fails with OST_ECONFLICT when
+ * another commit changed an object this transaction changed (the message
+ * names the oid, its class, the commit that changed it and the commit the
+ * transaction's snapshot saw), OST_EVETO when a before-commit hook refused
+ * (whatever code the hook returned: the message names it), OST_EIO when the
  * write failed (ost_conn_errmsg says "no space left on device" when the
  * disk is full, not just "Input/output error"); then nothing is written
  * and the transaction is poisoned: commits fail with OST_ETXN until
@@ -179,6 +206,59 @@ OST_EXTERN int ost_commit_async(ost_conn *c, struct uv_loop_s *loop,
 OST_EXTERN void ost_abort(ost_conn *c);
 /* The transaction hooks of the connection (fired by commit and abort). */
 OST_EXTERN ost_txn_hooks *ost_conn_hooks(ost_conn *c);
+
+/* The work of one attempt of ost_txn_run: change objects through c and
+ * return 0 to commit, or a negative code to give up (OST_ECONFLICT: try
+ * again). */
+typedef int (*ost_txn_fn)(void *ud, ost_conn *c);
+/* Runs fn in a transaction and commits, retrying on conflict, as ZODB's
+ * transaction.attempts(): each attempt starts a new transaction on the
+ * newest commit (ost_abort), calls fn, then ost_commit; when fn or the
+ * commit returns OST_ECONFLICT, the attempt is aborted and the next one
+ * runs, up to attempts in all. Any other failure aborts and is returned
+ * at once (fn is not run again). *tried (if not NULL) gets the number of
+ * attempts run. Returns 0 when an attempt committed; OST_ECONFLICT when
+ * every attempt conflicted (the message says how many, and the last
+ * conflict); fn's or the commit's code; OST_EINVAL (NULL fn, attempts 0);
+ * OST_EBUSY when the connection's transaction has uncommitted changes or
+ * a failed commit (commit or abort it first: they are not dropped). On
+ * failure nothing of the attempts is written. */
+OST_EXTERN int ost_txn_run(ost_conn *c, unsigned attempts, ost_txn_fn fn, void *ud,
+                           unsigned *tried);
+
+/* ---- iterating over the stored objects ---------------------------------- */
+
+typedef struct ost_iter ost_iter;
+
+/* What ost_iter_next tells of a record. */
+typedef struct {
+    uint64_t oid;
+    uint64_t serial; /* the commit that wrote it (0 when damaged) */
+    size_t size;     /* bytes of the record: 16-byte header and state pickle */
+    ost_value cls;   /* its class (borrowed from the object; 0 when damaged) */
+    bool damaged;    /* its header does not check: no object is made */
+} ost_record_info;
+
+/* Opens an iterator over the records of c's transaction, in oid order,
+ * from the transaction's snapshot (it starts the transaction if none);
+ * with cls (a class, borrowed: compared by module and name), over the
+ * instances of that class only. Oids are handed out in blocks, so the
+ * stored oids have gaps: walk them with this, not with 1..next_oid.
+ * Objects made or changed in the transaction but not committed are not
+ * seen. 0, OST_EINVAL, OST_ETYPE (cls is not a class), OST_ENOMEM, or a
+ * code of the snapshot; *out is NULL on failure. The iterator belongs to
+ * c's thread and ends with the transaction. */
+OST_EXTERN int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out);
+/* The next record: info (if not NULL) gets what it is, obj (if not NULL)
+ * the object (borrowed from the connection's cache: a ghost until used,
+ * as ost_conn_get gives it; 0 for a damaged record). Returns 0,
+ * OST_ENOTFOUND after the last one, OST_ETXN once the transaction ended
+ * (commit or abort), or the code of a failed read (ost_conn_errmsg). A
+ * damaged record is returned (info->damaged) by an iterator over all
+ * records and skipped by one over a class. */
+OST_EXTERN int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj);
+/* Frees the iterator. NULL is allowed. Close it before its connection. */
+OST_EXTERN void ost_iter_close(ost_iter *it);
 
 /* ---- bulk loader ------------------------------------------------------------ */
 
@@ -223,7 +303,9 @@ OST_EXTERN void ost_loader_stats(const ost_loader *l, uint64_t *objects,
 OST_EXTERN const char *ost_loader_errmsg(const ost_loader *l);
 
 /* Cache size: unchanged objects beyond max_objects are made ghosts (or
- * dropped when nothing else holds them) at transaction boundaries. */
+ * dropped when nothing else holds them) at transaction boundaries. The
+ * default, for a new connection, is OST_CACHE_SIZE_DEFAULT objects and
+ * no byte limit. */
 OST_EXTERN void ost_conn_set_cache_size(ost_conn *c, size_t max_objects);
 /* Cache size in bytes: unchanged objects are also made ghosts while the
  * records of the objects holding state add up to more than max_bytes (0:
@@ -231,5 +313,9 @@ OST_EXTERN void ost_conn_set_cache_size(ost_conn *c, size_t max_objects);
 OST_EXTERN void ost_conn_set_cache_bytes(ost_conn *c, size_t max_bytes);
 /* Objects in the cache, and how many of them hold state. */
 OST_EXTERN size_t ost_conn_cache_count(const ost_conn *c, size_t *active);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

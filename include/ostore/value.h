@@ -23,6 +23,10 @@
 
 #include "common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef uintptr_t ost_value;
 
 #define OST_NOVALUE ((ost_value)0)
@@ -251,13 +255,25 @@ OST_EXTERN ost_value ost_instance_state(ost_value inst);
 OST_EXTERN int ost_instance_set_state(ost_value inst, ost_value state);
 /* Sets attribute name (the state becomes a dict if it is None; for a class
  * with fields, the slot of that name); steals val. 0, OST_ENOMEM, OST_ETYPE
- * (state is not a dict), OST_ENOTFOUND (no such field), or the code
- * loading a store's ghost failed with. */
+ * (state is not a dict), OST_ENOTFOUND (no such field: ost_value_errmsg
+ * names the field and the class), or the code loading a store's ghost
+ * failed with. */
 OST_EXTERN int ost_instance_setattr(ost_value inst, const char *name,
                                     ost_value val);
 /* Attribute name of an instance whose state is a dict, or slot name of an
- * instance of a class with fields (borrowed), or 0 when absent. */
+ * instance of a class with fields (borrowed), or 0 when absent, also when
+ * name is no field of the class or a ghost failed to load:
+ * ost_instance_getattr_ex tells these apart. */
 OST_EXTERN ost_value ost_instance_getattr(ost_value inst, const char *name);
+/* Attribute name of an instance, telling "unset" from "failed" in one
+ * call: returns 0 with *out the attribute (borrowed) or 0 when it is not
+ * set; or OST_ENOTFOUND when inst's class declares fields and name is not
+ * one of them, OST_ETYPE when inst is not an instance (or its state is not
+ * a dict of attributes), OST_EINVAL for NULL name or out, or the code
+ * loading a store's ghost failed with. On failure ost_value_errmsg says
+ * why (the field and the class; for a ghost, the oid and the reason). */
+OST_EXTERN int ost_instance_getattr_ex(ost_value inst, const char *name,
+                                       ost_value *out);
 /* The attributes of an instance of a class with fields that its class
  * does not declare, as read from its state: a dict (borrowed; the instance
  * writes it back as part of its state), or 0 when there are none or inst
@@ -295,6 +311,12 @@ OST_EXTERN ost_value ost_persref(ost_value pid);
 /* The pid of a persistent reference (borrowed), 0 for others. */
 OST_EXTERN ost_value ost_persref_pid(ost_value p);
 
+/* Message of the last failure of a value function on this thread ("" if
+ * none yet): ost_instance_getattr_ex, ost_instance_setattr (a field the
+ * class does not declare). Owned by the library, valid until the next
+ * such failure on this thread. Never NULL. */
+OST_EXTERN const char *ost_value_errmsg(void);
+
 /* ---- comparison, hashing, repr ------------------------------------------ */
 
 /* Python's ==, deep, safe on cycles: 1 == 1.0 == True, nan != nan (but an
@@ -309,7 +331,13 @@ OST_EXTERN bool ost_same_graph(ost_value a, ost_value b);
 /* Hash of a hashable value, consistent with ost_equal (equal values hash
  * equal; numbers hash as Python's do, so 1, 1.0 and True agree). Returns 0,
  * OST_ETYPE for unhashable values (list, dict, set, bytearray, or a tuple
- * holding one), or OST_ENOMEM for very large graphs of shared tuples. */
+ * holding one), or OST_ENOMEM for very large graphs of shared tuples.
+ * Stable: the hash of a value is the same in every process and run and
+ * on every platform (no per-process seed, unlike Python's str hash, so it
+ * is not equal to Python's hash() of a str or bytes), and it does not
+ * change within a major version (tests/test_api.c pins values), so a
+ * program may keep it in its own indexes. A str and the bytes of its
+ * UTF-8 text hash alike (they never compare equal). */
 OST_EXTERN int ost_hash(ost_value v, uint64_t *out);
 
 /* A growable byte buffer owned by the caller: zero-initialise it, free it
@@ -352,14 +380,21 @@ typedef struct {
      * character boundary) and followed by the marker
      * "... (output truncated at N bytes)". 0: no limit. */
     size_t max_len;
+    /* v itself, when it is a store's ghost, is loaded first and prints
+     * with its state (repr never loads otherwise: a ghost prints as
+     * module.Name(<ghost>), and so do the ghosts v refers to, which are
+     * other records). If the load fails, ost_repr_ex returns its code and
+     * appends nothing. false by default. */
+    bool load_ghost;
 } ost_repr_options;
 
-/* Fills *o with the defaults: int_digits OST_REPR_INT_DIGITS, max_len 0
- * (what ost_repr uses). */
+/* Fills *o with the defaults: int_digits OST_REPR_INT_DIGITS, max_len 0,
+ * load_ghost false (what ost_repr uses). */
 OST_EXTERN void ost_repr_options_init(ost_repr_options *o);
 /* ost_repr with options o (NULL: the defaults). Returns 0, also when the
- * text was cut at o->max_len (it then ends with the marker), or
- * OST_ENOMEM (out then holds part of the text). */
+ * text was cut at o->max_len (it then ends with the marker), OST_ENOMEM
+ * (out then holds part of the text), or with o->load_ghost the code a
+ * ghost's load failed with (ost_value_errmsg says why). */
 OST_EXTERN int ost_repr_ex(ost_value v, ost_buf *out, const ost_repr_options *o);
 
 /* ---- allocator ------------------------------------------------------------ */
@@ -382,5 +417,9 @@ typedef struct {
 } ost_alloc_stats;
 /* Fills *st with this thread's counts. */
 OST_EXTERN void ost_alloc_stats_get(ost_alloc_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
