@@ -1661,3 +1661,63 @@ OST_TEST(value, small_floats_take_no_memory_and_short_strs_32_bytes) {
                       N);
     for (int i = 0; i < N; i++) ost_decref(keep[i]);
 }
+
+/* Immediate floats: which doubles are immediates, and that every path that
+ * looks at a float (value, compare, hash, repr, writer, reader) treats an
+ * immediate and a heap float alike. */
+OST_TEST(value, immediate_floats_keep_their_bits_through_every_path) {
+    static const double imm[] = {0.0, 1.0, -1.0, 0.5, 2.5, -1234.5678, 1e-18, 3.6e19,
+                                 ldexp(1, -62), ldexp(1.999, 64), -ldexp(1, 64)};
+    static const double heap[] = {-0.0, ldexp(1, -63), ldexp(1, 65), 1e300, -1e-300, 5e-324,
+                                  INFINITY, -INFINITY, NAN};
+    ost_writer *w = ost_writer_new();
+    ost_reader *r = ost_reader_new();
+    for (int k = 0; k < 2; k++) {
+        const double *ds = k ? heap : imm;
+        size_t n = k ? sizeof heap / sizeof *heap : sizeof imm / sizeof *imm;
+        for (size_t i = 0; i < n; i++) {
+            ost_value f = ost_float(ds[i]);
+            cr_assert(f);
+            cr_assert_eq(ost_is_immediate(f), k == 0, "%g", ds[i]);
+            cr_assert_eq(ost_typeof(f), OST_T_FLOAT);
+            double back = ost_float_value(f);
+            cr_assert_eq(memcmp(&back, &ds[i], 8), 0, "bits of %g", ds[i]);
+            /* through a pickle: BINFLOAT, and back to the same kind */
+            const void *d;
+            size_t len;
+            cr_assert_eq(ost_dump(w, f, &d, &len), 0);
+            ost_value g;
+            cr_assert_eq(ost_load(r, d, len, &g, NULL), 0);
+            cr_assert(ost_same_graph(f, g), "%g", ds[i]);
+            cr_assert_eq(ost_is_immediate(g), k == 0);
+            if (!isnan(ds[i])) cr_assert(ost_equal(f, g));
+            ost_decref(g);
+            /* numbers compare and hash as in Python */
+            if (ds[i] == floor(ds[i]) && fabs(ds[i]) < 1e15) {
+                ost_value iv = ost_int((int64_t)ds[i]);
+                uint64_t hf, hi;
+                cr_assert(ost_equal(f, iv));
+                cr_assert_eq(ost_hash(f, &hf), 0);
+                cr_assert_eq(ost_hash(iv, &hi), 0);
+                cr_assert_eq(hf, hi, "hash(%g) == hash(int)", ds[i]);
+            }
+            ost_decref(f);
+        }
+    }
+    /* repr and dict keys */
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_float(2.5));
+    ost_list_append(l, ost_float(1e300));
+    ost_list_append(l, ost_float(-0.0));
+    ost_buf b = {0};
+    cr_assert_eq(ost_repr(l, &b), 0);
+    cr_assert_str_eq(b.data, "[2.5, 1e+300, -0.0]");
+    ost_buf_free(&b);
+    ost_value dct = ost_dict_new();
+    cr_assert_eq(ost_dict_set(dct, ost_float(3.0), ost_int(1)), 0);
+    cr_assert_eq(ost_dict_get(dct, ost_int(3)), ost_int(1), "3.0 and 3 are one key");
+    ost_decref(dct);
+    ost_decref(l);
+    ost_reader_free(r);
+    ost_writer_free(w);
+}

@@ -1,8 +1,10 @@
 /* ostore values: the in-memory object graph that pickles are made of.
  *
  * An ost_value is one machine word. Small integers (62 bits and a sign), None,
- * True and False are immediates: no allocation, no reference count, never
- * memoized. Everything else is a pointer to a reference-counted heap object.
+ * True, False and floats of ordinary magnitude (a binary exponent from -62 to
+ * 64, about 2.2e-19 to 3.7e19 either sign, and +0.0) are immediates: no
+ * allocation, no reference count, never memoized. Everything else is a
+ * pointer to a reference-counted heap object.
  * The value 0 (OST_NOVALUE) means "no value" and is what constructors return
  * when they fail (out of memory, or invalid text for strings).
  *
@@ -73,7 +75,8 @@ typedef enum {
 OST_EXTERN ost_type ost_typeof(ost_value v);
 /* Returns the Python name of a type ("int", "dict", "instance", ...). */
 OST_EXTERN const char *ost_type_name(ost_type t);
-/* True when v carries no heap object (small int, None, True, False). */
+/* True when v carries no heap object (small int, None, True, False, a float
+ * in the immediate range). */
 static inline bool ost_is_immediate(ost_value v) { return (v & 3) != 0; }
 
 /* Adds a reference to v and returns v. No-op for immediates. */
@@ -106,7 +109,8 @@ OST_EXTERN int ost_int_value(ost_value v, int64_t *out);
  * large enough) and returns how many bytes it needs (0 for zero). */
 OST_EXTERN size_t ost_int_to_bytes(ost_value v, uint8_t *buf, size_t cap);
 
-/* New float. 0 on ENOMEM. */
+/* New float: an immediate when d is in the immediate range (see the top of
+ * this file), else a heap float; either keeps d's bits exactly. 0 on ENOMEM. */
 OST_EXTERN ost_value ost_float(double d);
 /* Returns the double held by a float (or an int converted), NAN otherwise. */
 OST_EXTERN double ost_float_value(ost_value v);
