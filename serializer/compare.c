@@ -182,7 +182,7 @@ static bool step_equal(cmp_ctx *c, ost_value a, ost_value b) {
             return opt_push(c, x->extra, y->extra);
         }
         push(c, ((ost_inst_obj *)a)->state, ((ost_inst_obj *)b)->state);
-        return true;
+        return opt_push(c, ((ost_inst_obj *)a)->items, ((ost_inst_obj *)b)->items);
     case OST_T_GLOBAL:
         push(c, ((ost_global_obj *)a)->module, ((ost_global_obj *)b)->module);
         push(c, ((ost_global_obj *)a)->name, ((ost_global_obj *)b)->name);
@@ -296,7 +296,18 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
             push(c, x->extra, y->extra);
             return true;
         }
-        /* fall through */
+        {
+            ost_inst_obj *x = (ost_inst_obj *)a, *y = (ost_inst_obj *)b;
+            ost_value xs[3] = {x->cls, x->state, x->items}, ys[3] = {y->cls, y->state, y->items};
+            for (int i = 0; i < 3; i++) {
+                if (!xs[i] || !ys[i]) {
+                    if (xs[i] != ys[i]) return false;
+                    continue;
+                }
+                push(c, xs[i], ys[i]);
+            }
+            return true;
+        }
     case OST_T_GLOBAL:
     case OST_T_REDUCE:
     case OST_T_PERSREF: {

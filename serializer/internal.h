@@ -82,13 +82,17 @@ typedef struct {
 
 /* Instances. Both kinds begin alike: pidx, then cls at the same offset.
  * pidx is for the store: a persistent object's entry in its connection's
- * cache is ents[pidx - 1] (0: none), so that finding it needs no table. */
+ * cache is ents[pidx - 1] (0: none), so that finding it needs no table.
+ * An instance with a state (a dict of attributes, or what BUILD gave):
+ * items is 0, or the list or dict of items of an instance of a list or dict
+ * subclass (what APPENDS or SETITEMS added after NEWOBJ). */
 typedef struct {
     ost_obj h;
     uint32_t pidx;
     uint32_t n_; /* unused: the slot count of a slotted instance */
     ost_value cls;
     ost_value state;
+    ost_value items;
 } ost_inst_obj;
 
 /* What ost_class_new adds to a global. */

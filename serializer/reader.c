@@ -16,7 +16,8 @@ struct ost_reader {
     ost_persistent_load_fn pers_load;
     void *pl_ud;
     ost_value *stack;
-    size_t sp, stcap;
+    uint32_t *dep; /* per stack slot: how deep its value nests (see nest) */
+    size_t sp, stcap, dcap; /* dcap >= stcap */
     size_t *marks;
     size_t nmarks, mcap;
     ost_value *memo; /* dense part: index -> value (0 = unset) */
@@ -28,6 +29,7 @@ struct ost_reader {
     size_t bytes;       /* bytes allocated for values so far */
     const uint8_t *base, *end;
     int proto; /* of the pickle being read: PROTO's, 0 without one */
+    ost_py2str py2str; /* what a Python 2 str becomes */
     int err;
     size_t erroff;
     char msg[320];
@@ -42,7 +44,7 @@ struct ost_reader {
 };
 
 #define DEFAULT_LIMITS \
-    {100000, (size_t)1 << 26, (size_t)1 << 31, (size_t)4 << 30}
+    {10000000, (size_t)1 << 26, (size_t)1 << 31, (size_t)4 << 30}
 
 ost_reader *ost_reader_new(void) {
     ost_reader *r = calloc(1, sizeof *r);
@@ -59,6 +61,7 @@ void ost_reader_free(ost_reader *r) {
     ost__ptrtab_free(&r->sparse);
     free(r->memo);
     free(r->stack);
+    free(r->dep);
     free(r->marks);
     free(r);
 }
@@ -71,6 +74,14 @@ void ost_reader_set_limits(ost_reader *r, const ost_limits *l) {
     if (l->max_container) r->lim.max_container = l->max_container;
     if (l->max_bytes) r->lim.max_bytes = l->max_bytes;
 }
+
+int ost_reader_set_py2str(ost_reader *r, ost_py2str mode) {
+    if (!r || (unsigned)mode > OST_PY2STR_BYTES) return OST_EINVAL;
+    r->py2str = mode;
+    return 0;
+}
+
+ost_py2str ost_reader_get_py2str(const ost_reader *r) { return r->py2str; }
 
 void ost_reader_set_find_global(ost_reader *r, ost_find_global_fn fn, void *ud) {
     r->find_global = fn;
@@ -124,6 +135,7 @@ static int push_slow(ost_reader *r, const uint8_t *at, ost_value v);
  * fails exactly as before. */
 static inline int push(ost_reader *r, const uint8_t *at, ost_value v) {
     if (OST_LIKELY(v && r->sp < r->stcap && r->sp < r->lim.max_container)) {
+        r->dep[r->sp] = 0;
         r->stack[r->sp++] = v;
         return 0;
     }
@@ -140,12 +152,47 @@ static __attribute__((noinline)) int push_slow(ost_reader *r, const uint8_t *at,
         return rfail(r, at, OST_ELIMIT, "stack longer than %zu (limit max_container)",
                      r->lim.max_container);
     }
-    if (OST_UNLIKELY(r->sp == r->stcap) &&
-        ost__grow((void **)&r->stack, &r->stcap, r->sp + 1, sizeof *r->stack, 256)) {
-        ost_decref(v);
-        return NOMEM(at);
+    if (OST_UNLIKELY(r->sp == r->stcap)) {
+        if (ost__grow((void **)&r->stack, &r->stcap, r->sp + 1, sizeof *r->stack, 256)) {
+            ost_decref(v);
+            return NOMEM(at);
+        }
+        if (ost__reserve((void **)&r->dep, &r->dcap, r->stcap, sizeof *r->dep, 256)) {
+            r->stcap = r->dcap; /* the stack has room for that many at least */
+            ost_decref(v);
+            return NOMEM(at);
+        }
     }
+    r->dep[r->sp] = 0;
     r->stack[r->sp++] = v;
+    return 0;
+}
+
+/* ---- nesting ---------------------------------------------------------------
+ * One limit, max_depth, bounds how deep a pickle nests: open MARKs (each
+ * counts one level, load_mark), and containers inside containers as the
+ * pickle builds them on the stack. dep[i] is the depth of the value in
+ * slot i: 0 for a scalar, 1 for a container with no container inside, one
+ * more than its deepest item otherwise. Siblings (the items of one
+ * container) do not add up. A value fetched from the memo counts 0: a
+ * graph made deeper through the memo is safe too, since nothing in ostore
+ * recurses on the C stack; the limit is for programs that walk what they
+ * read. */
+
+/* The deepest value in stack slots [from, to). */
+static inline uint32_t max_dep(const ost_reader *r, size_t from, size_t to) {
+    uint32_t m = 0;
+    for (size_t i = from; i < to; i++)
+        if (r->dep[i] > m) m = r->dep[i];
+    return m;
+}
+
+/* Slot i now holds a value nested d deep (or what it had, if deeper). */
+static int nest(ost_reader *r, const uint8_t *at, size_t i, uint64_t d) {
+    if (OST_UNLIKELY(d > r->lim.max_depth || d > UINT32_MAX))
+        return rfail(r, at, OST_ELIMIT, "containers nested deeper than %zu (limit max_depth)",
+                     r->lim.max_depth);
+    if (d > r->dep[i]) r->dep[i] = (uint32_t)d;
     return 0;
 }
 
@@ -351,6 +398,23 @@ static ost_value latin1_str(ost_reader *r, const uint8_t *at, const uint8_t *p, 
     return v;
 }
 
+/* A Python 2 str (STRING, BINSTRING, SHORT_BINSTRING; p[0..n) after
+ * escapes) as the reader's py2str mode says, as Python's Unpickler with
+ * that encoding and errors='strict'. */
+static ost_value py2_str(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
+    if (r->py2str == OST_PY2STR_BYTES) return new_bytes(r, at, OST_T_BYTES, p, n);
+    if (r->py2str == OST_PY2STR_ASCII)
+        for (size_t i = 0; i < n; i++)
+            if (OST_UNLIKELY(p[i] >= 0x80)) {
+                rfail(r, at, OST_EDECODE,
+                      "%s: byte 0x%02x at index %zu of a Python 2 str is not ASCII "
+                      "(Python's encoding='ASCII'; read it as latin1 or bytes)",
+                      op_name(*at), p[i], i);
+                return 0;
+            }
+    return latin1_str(r, at, p, n);
+}
+
 static size_t put_utf8(char *d, uint32_t u) {
     if (u < 0x80) {
         d[0] = (char)u;
@@ -433,9 +497,14 @@ static ost_value quoted_string(ost_reader *r, const uint8_t *at, const uint8_t *
     size_t j = 0;
     for (size_t i = 0; i < n;) {
         uint8_t c = p[i++];
-        if (c != '\\' || i == n) {
+        if (c != '\\') {
             tmp[j++] = c;
             continue;
+        }
+        if (i == n) { /* CPython: "Trailing \\ in string" */
+            free(tmp);
+            rfail(r, at, OST_EBADPICKLE, "STRING ends in a trailing backslash");
+            return 0;
         }
         c = p[i++];
         switch (c) {
@@ -452,7 +521,8 @@ static ost_value quoted_string(ost_reader *r, const uint8_t *at, const uint8_t *
             int h1 = i < n ? hexval(p[i]) : -1, h2 = i + 1 < n ? hexval(p[i + 1]) : -1;
             if (h1 < 0 || h2 < 0) {
                 free(tmp);
-                rfail(r, at, OST_EBADPICKLE, "bad \\x escape in STRING");
+                rfail(r, at, OST_EBADPICKLE, "bad \\x escape at index %zu of the STRING text",
+                      i - 2);
                 return 0;
             }
             tmp[j++] = (uint8_t)(h1 << 4 | h2);
@@ -471,7 +541,7 @@ static ost_value quoted_string(ost_reader *r, const uint8_t *at, const uint8_t *
             }
         }
     }
-    ost_value v = latin1_str(r, at, tmp, j);
+    ost_value v = py2_str(r, at, tmp, j);
     free(tmp);
     return v;
 }
@@ -743,6 +813,9 @@ static ost_value make_global_as_is(ost_reader *r, const uint8_t *at, const uint8
 
 /* ---- building ----------------------------------------------------------- */
 
+static ost_value inst_items(ost_reader *r, const uint8_t *at, int op, ost_value inst,
+                            int want);
+
 static ost_value new_instance(ost_reader *r, const uint8_t *at, ost_value cls) {
     ost_value v = ost_instance_new(ost_incref(cls));
     if (!v) NOMEM(at);
@@ -826,6 +899,36 @@ static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
                 gl_is(ost_item(args, 1), "builtins", "object") &&
                 ost_item(args, 2) == OST_NONE)
                 return new_instance(r, at, a0);
+            ost__klass *k0 = ost__type(a0) == OST_T_GLOBAL ? ost__klass_of(a0) : NULL;
+            if (gl_is(fn, "copyreg", "_reconstructor") && na == 3 &&
+                ost__type(a0) == OST_T_GLOBAL && (!k0 || (!k0->nfields && !k0->def.persistent)))
+                /* below protocol 2 an instance of a dict or list subclass
+                 * is _reconstructor(cls, dict, dict(self)) */
+                for (int k = 0; k < 2; k++) {
+                    int t = k ? OST_T_LIST : OST_T_DICT;
+                    ost_value st = ost_item(args, 2);
+                    if (!gl_is(ost_item(args, 1), "builtins", k ? "list" : "dict") ||
+                        (ost__type(st) != t && st != OST_NONE))
+                        continue;
+                    ost_value inst = new_instance(r, at, a0), items = 0;
+                    if (inst && st != OST_NONE && ost_len(st)) {
+                        items = inst_items(r, at, OP_REDUCE, inst, t);
+                        size_t pos = 0;
+                        ost_value key, val;
+                        int rc = !items ? r->err
+                                        : account(r, at, ost_len(st) * sizeof(ost_entry));
+                        for (size_t i = 0; !rc && t == OST_T_LIST && i < ost_len(st); i++)
+                            rc = ost_list_append(items, ost_incref(ost_item(st, i)));
+                        while (!rc && t == OST_T_DICT && ost_dict_next(st, &pos, &key, &val))
+                            rc = ost_dict_set(items, ost_incref(key), ost_incref(val));
+                        if (rc) {
+                            if (!r->err) NOMEM(at);
+                            trash(r, inst);
+                            inst = 0;
+                        }
+                    }
+                    return inst;
+                }
             if (gl_is(fn, "copyreg", "__newobj__") && na >= 1 &&
                 ost__type(a0) == OST_T_GLOBAL) {
                 if (na == 1) return new_instance(r, at, a0);
@@ -895,9 +998,50 @@ static ost_value build_call(ost_reader *r, const uint8_t *at, int kind,
     return v;
 }
 
+/* The items of an instance of a list subclass (want OST_T_LIST) or dict
+ * subclass (OST_T_DICT) that APPENDS or SETITEMS fill, made on first use;
+ * 0 after a failure. */
+static ost_value inst_items(ost_reader *r, const uint8_t *at, int op, ost_value inst,
+                            int want) {
+    ost_inst_obj *in = (ost_inst_obj *)inst;
+    if (ost__slotted(inst) || (OST__O(inst)->flags & OST__F_PERSISTENT) ||
+        ost_class_is_persistent(in->cls)) {
+        ost_global_obj *g = (ost_global_obj *)in->cls;
+        rfail(r, at, OST_EUNSUPPORTED,
+              "%s on an instance of %s.%s: a class with fields or a persistent class "
+              "keeps no items", op_name(op), ((ost_str_obj *)g->module)->data,
+              ((ost_str_obj *)g->name)->data);
+        return 0;
+    }
+    if (!in->items) {
+        if (account(r, at, 64)) return 0;
+        in->items = want == OST_T_LIST ? ost_list_new(0) : ost_dict_new();
+        if (!in->items) NOMEM(at);
+    } else if (ost__type(in->items) != want) {
+        rfail(r, at, OST_EBADPICKLE, "%s on an instance that holds %s items", op_name(op),
+              want == OST_T_LIST ? "dict" : "list");
+        return 0;
+    }
+    return in->items;
+}
+
+static int add_items_(ost_reader *r, const uint8_t *at, int op, size_t base);
+
+/* Adds the values of slots [base, sp) to the list, set, reduce value or
+ * instance in slot base - 1, which nests one deeper than the deepest. */
 static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
+    uint32_t m = max_dep(r, base, r->sp);
+    int rc = add_items_(r, at, op, base);
+    return rc ? rc : nest(r, at, base - 1, (uint64_t)m + 1);
+}
+
+static int add_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
     ost_value target = r->stack[base - 1];
     int t = ost__type(target);
+    if (t == OST_T_INSTANCE && op != OP_ADDITEMS) { /* a list subclass's */
+        if (!(target = inst_items(r, at, op, target, OST_T_LIST))) return r->err;
+        t = OST_T_LIST;
+    }
     size_t n = r->sp - base;
     int rc = 0;
     if (t == OST_T_LIST && op != OP_ADDITEMS) {
@@ -947,10 +1091,21 @@ static int add_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
         return rc ? NOMEM(at) : 0;
     }
     return rfail(r, at, OST_EBADPICKLE, "%s on a %s (only %s)", op_name(op),
-                 ost_type_name(t), op == OP_ADDITEMS ? "sets" : "lists and reduce values");
+                 ost_type_name(t),
+                 op == OP_ADDITEMS ? "sets" : "lists, list subclasses and reduce values");
 }
 
+static int set_items_(ost_reader *r, const uint8_t *at, int op, size_t base);
+
+/* Sets the key-value pairs of slots [base, sp) in the dict, reduce value or
+ * instance in slot base - 1, which nests one deeper than the deepest. */
 static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
+    uint32_t m = max_dep(r, base, r->sp);
+    int rc = set_items_(r, at, op, base);
+    return rc ? rc : nest(r, at, base - 1, (uint64_t)m + 1);
+}
+
+static int set_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
     ost_value target = r->stack[base - 1];
     int t = ost__type(target);
     size_t n = r->sp - base;
@@ -958,6 +1113,26 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
     if (n % 2)
         return rfail(r, at, OST_EBADPICKLE, "%s with an odd number of values (%zu)",
                      op_name(op), n);
+    if (target == r->slot_target && target) { /* ost_load_state's direct path */
+        if (account(r, at, n / 2 * sizeof(ost_entry))) return r->err;
+        for (size_t i = base; i < r->sp; i += 2) {
+            if (!rc) rc = ost__slots_put(target, r->stack[i], r->stack[i + 1]);
+            if (rc) { /* cycles are collected */
+                trash(r, r->stack[i]);
+                trash(r, r->stack[i + 1]);
+            } else { /* the slots hold them now */
+                ost_decref(r->stack[i]);
+                ost_decref(r->stack[i + 1]);
+            }
+            r->stack[i] = r->stack[i + 1] = 0;
+        }
+        r->sp = base;
+        return rc ? NOMEM(at) : 0;
+    }
+    if (t == OST_T_INSTANCE) { /* a dict subclass's */
+        if (!(target = inst_items(r, at, op, target, OST_T_DICT))) return r->err;
+        t = OST_T_DICT;
+    }
     if (t == OST_T_DICT) {
         if (ost_len(target) + n / 2 > r->lim.max_container)
             return rfail(r, at, OST_ELIMIT, "dict larger than %zu (limit max_container)",
@@ -985,22 +1160,6 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
             return rfail(r, at, OST_EBADPICKLE, "%s: unhashable key", op_name(op));
         return rc ? NOMEM(at) : 0;
     }
-    if (target == r->slot_target && target) { /* ost_load_state's direct path */
-        if (account(r, at, n / 2 * sizeof(ost_entry))) return r->err;
-        for (size_t i = base; i < r->sp; i += 2) {
-            if (!rc) rc = ost__slots_put(target, r->stack[i], r->stack[i + 1]);
-            if (rc) { /* cycles are collected */
-                trash(r, r->stack[i]);
-                trash(r, r->stack[i + 1]);
-            } else { /* the slots hold them now */
-                ost_decref(r->stack[i]);
-                ost_decref(r->stack[i + 1]);
-            }
-            r->stack[i] = r->stack[i + 1] = 0;
-        }
-        r->sp = base;
-        return rc ? NOMEM(at) : 0;
-    }
     if (t == OST_T_REDUCE) {
         size_t i;
         for (i = base; i < r->sp && !rc; i += 2) {
@@ -1011,8 +1170,9 @@ static int set_items(ost_reader *r, const uint8_t *at, int op, size_t base) {
         r->sp = base;
         return rc ? NOMEM(at) : 0;
     }
-    return rfail(r, at, OST_EBADPICKLE, "%s on a %s (only dicts and reduce values)",
-                 op_name(op), ost_type_name(t));
+    return rfail(r, at, OST_EBADPICKLE,
+                 "%s on a %s (only dicts, dict subclasses and reduce values)", op_name(op),
+                 ost_type_name(t));
 }
 
 /* Fills the slots of an instance of a class with fields from a state dict
@@ -1164,7 +1324,9 @@ static int under_and_fill(ost_reader *r, const uint8_t *at, int op, size_t base,
                           ost_value c, int (*fill)(ost_reader *, const uint8_t *, int, size_t)) {
     CHECK(push(r, at, c));
     memmove(r->stack + base + 1, r->stack + base, (r->sp - 1 - base) * sizeof(ost_value));
+    memmove(r->dep + base + 1, r->dep + base, (r->sp - 1 - base) * sizeof *r->dep);
     r->stack[base] = c;
+    r->dep[base] = 1;
     return fill(r, at, op, base + 1);
 }
 
@@ -1223,7 +1385,23 @@ static int load_pop(ost_reader *r, const uint8_t *at, int op) {
 static int load_dup(ost_reader *r, const uint8_t *at, int op) {
     CHECK(need(r, at, 1, op));
     if (OST_UNLIKELY(r->stack[r->sp - 1] == r->slot_target)) r->slot_odd = true;
-    return push(r, at, ost_incref(r->stack[r->sp - 1]));
+    CHECK(push(r, at, ost_incref(r->stack[r->sp - 1])));
+    r->dep[r->sp - 1] = r->dep[r->sp - 2];
+    return 0;
+}
+
+/* Pushes a new empty container (level 1). */
+static int push_empty(ost_reader *r, const uint8_t *at, ost_value c) {
+    CHECK(push(r, at, c));
+    r->dep[r->sp - 1] = 1;
+    return 0;
+}
+
+/* Pushes v, made of the values that were in slots [base, sp) before they
+ * went into it, one level deeper than the deepest of them (d). */
+static int push_made(ost_reader *r, const uint8_t *at, ost_value v, uint32_t d) {
+    CHECK(push(r, at, v));
+    return nest(r, at, r->sp - 1, (uint64_t)d + 1);
 }
 
 /* BININT1, BININT2, BININT */
@@ -1324,7 +1502,7 @@ static int load_counted(ost_reader *r, const uint8_t *at, int op, const uint8_t 
     if (op == OP_SHORT_BINUNICODE || op == OP_BINUNICODE || op == OP_BINUNICODE8)
         v = new_str(r, at, p, (size_t)n);
     else if (op == OP_SHORT_BINSTRING || op == OP_BINSTRING)
-        v = latin1_str(r, at, p, (size_t)n);
+        v = py2_str(r, at, p, (size_t)n);
     else
         v = new_bytes(r, at, op == OP_BYTEARRAY8 ? OST_T_BYTEARRAY : OST_T_BYTES, p,
                       (size_t)n);
@@ -1346,7 +1524,7 @@ static int load_line_string(ost_reader *r, const uint8_t *at, int op, const uint
 
 /* EMPTY_TUPLE, TUPLE1, TUPLE2, TUPLE3, TUPLE */
 static int load_tuple(ost_reader *r, const uint8_t *at, int op) {
-    if (op == OP_EMPTY_TUPLE) return push(r, at, ost_tuple_new(0)); /* len set to 0 */
+    if (op == OP_EMPTY_TUPLE) return push_empty(r, at, ost_tuple_new(0)); /* len set to 0 */
     size_t base, n;
     if (op == OP_TUPLE) {
         CHECK(pop_mark(r, at, op, &base));
@@ -1357,16 +1535,17 @@ static int load_tuple(ost_reader *r, const uint8_t *at, int op) {
         base = r->sp - n;
     }
     CHECK(account(r, at, 16 + n * sizeof(ost_value)));
+    uint32_t d = max_dep(r, base, r->sp);
     ost_value t = tuple_from_stack(r, base);
     if (!t) return NOMEM(at);
-    return push(r, at, t);
+    return push_made(r, at, t, d);
 }
 
 /* EMPTY_LIST, LIST, APPEND, APPENDS, ADDITEMS */
 static int load_list(ost_reader *r, const uint8_t *at, int op) {
     if (op == OP_EMPTY_LIST) {
         CHECK(account(r, at, 48));
-        return push(r, at, ost_list_new(0));
+        return push_empty(r, at, ost_list_new(0));
     }
     size_t base;
     CHECK(pop_mark(r, at, op, &base));
@@ -1377,8 +1556,9 @@ static int load_list(ost_reader *r, const uint8_t *at, int op) {
     if (n) /* ost_list_new(0) has no items array */
         memcpy(((ost_list_obj *)l)->items, r->stack + base, n * sizeof(ost_value));
     ((ost_list_obj *)l)->len = n;
+    uint32_t d = max_dep(r, base, r->sp);
     r->sp = base;
-    return push(r, at, l);
+    return push_made(r, at, l, d);
 }
 
 static int load_append(ost_reader *r, const uint8_t *at, int op) {
@@ -1401,9 +1581,9 @@ static int load_dict(ost_reader *r, const uint8_t *at, int op) {
         CHECK(account(r, at, 64));
         if (OST_UNLIKELY(r->slot_target != 0) && !r->slot_used && r->sp == 0 && !r->nmarks) {
             r->slot_used = true;
-            return push(r, at, ost_incref(r->slot_target));
+            return push_empty(r, at, ost_incref(r->slot_target));
         }
-        return push(r, at, ost_dict_new());
+        return push_empty(r, at, ost_dict_new());
     case OP_DICT: {
         CHECK(pop_mark(r, at, op, &base));
         ost_value d = ost_dict_new();
@@ -1425,7 +1605,7 @@ static int load_dict(ost_reader *r, const uint8_t *at, int op) {
 static int load_set(ost_reader *r, const uint8_t *at, int op) {
     if (op == OP_EMPTY_SET) {
         CHECK(account(r, at, 64));
-        return push(r, at, ost_set_new());
+        return push_empty(r, at, ost_set_new());
     }
     size_t base;
     CHECK(pop_mark(r, at, op, &base));
@@ -1489,6 +1669,7 @@ static int load_global(ost_reader *r, const uint8_t *at, int op, const uint8_t *
         ost_decref(g);
         FAIL;
     }
+    uint32_t d = max_dep(r, base, r->sp);
     ost_value args = tuple_from_stack(r, base);
     if (!args) {
         ost_decref(g);
@@ -1502,7 +1683,7 @@ static int load_global(ost_reader *r, const uint8_t *at, int op, const uint8_t *
     ost_decref(g);
     ost_decref(args);
     if (!v) FAIL;
-    return push(r, at, v);
+    return push_made(r, at, v, d);
 }
 
 static int load_stack_global(ost_reader *r, const uint8_t *at, int op) {
@@ -1527,6 +1708,7 @@ static int load_obj(ost_reader *r, const uint8_t *at, int op) {
     CHECK(pop_mark(r, at, op, &base));
     if (r->sp == base) return rfail(r, at, OST_EBADPICKLE, "OBJ without a class");
     ost_value cls = r->stack[base];
+    uint32_t d = max_dep(r, base, r->sp);
     ost_value args = tuple_from_stack(r, base + 1);
     if (!args) return NOMEM(at);
     r->sp = base;
@@ -1537,7 +1719,7 @@ static int load_obj(ost_reader *r, const uint8_t *at, int op) {
     ost_decref(cls);
     ost_decref(args);
     if (!v) FAIL;
-    return push(r, at, v);
+    return push_made(r, at, v, d);
 }
 
 /* REDUCE, NEWOBJ, NEWOBJ_EX */
@@ -1559,16 +1741,22 @@ static int load_reduce(ost_reader *r, const uint8_t *at, int op) {
                                  : OST_REDUCE_NEWOBJ_EX;
     ost_value v = build_call(r, at, kind, fn, args, kw);
     if (!v) FAIL;
+    /* the object stands where its arguments' tuple stood */
+    uint32_t d = max_dep(r, r->sp - n, r->sp);
     r->sp -= n;
     ost_decref(fn);
     ost_decref(args);
     ost_decref(kw);
-    return push(r, at, v);
+    return push_made(r, at, v, d ? d - 1 : 0);
 }
 
 static int load_build(ost_reader *r, const uint8_t *at, int op) {
     CHECK(need(r, at, 2, op));
-    return build(r, at);
+    /* an instance's attributes are one level below it, as its state
+     * dict's values are below the dict */
+    uint32_t d = r->dep[r->sp - 1];
+    CHECK(build(r, at));
+    return nest(r, at, r->sp - 1, d);
 }
 
 /* PERSID, BINPERSID */
@@ -1624,8 +1812,13 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
     r->nmarks = 0;
     if (OST_UNLIKELY(!r->stack)) { /* never NULL: "(t" copies 0 items from it */
         r->stack = malloc(256 * sizeof *r->stack);
-        if (!r->stack) return NOMEM(p);
-        r->stcap = 256;
+        r->dep = r->stack ? malloc(256 * sizeof *r->dep) : NULL;
+        if (!r->dep) {
+            free(r->stack);
+            r->stack = NULL;
+            return NOMEM(p);
+        }
+        r->stcap = r->dcap = 256;
     }
     for (;;) {
         at = p;

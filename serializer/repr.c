@@ -558,6 +558,12 @@ static void repr_instance(repr_ctx *c, ost_value v, int depth) {
         repr_value(c, o->state, depth + 1);
     }
     puts_(c, ")");
+    /* the items of a list or dict subclass's instance, as a reduce value's */
+    if (!(o->h.flags & OST__F_GHOST) && !ost__slotted(v) && o->items) {
+        puts_(c, ost__type(o->items) == OST_T_LIST ? ".extend(" : ".update(");
+        repr_value(c, o->items, depth + 1);
+        puts_(c, ")");
+    }
 }
 
 static void repr_reduce(repr_ctx *c, ost_value v, int depth) {

@@ -84,8 +84,10 @@ void ost__children(ost_value v, void (*fn)(ost_value, void *), void *ud) {
             for (size_t i = 0; i < so->n; i++)
                 if (so->slots[i]) fn(so->slots[i], ud);
             if (so->extra) fn(so->extra, ud);
-        } else
+        } else {
             fn(((ost_inst_obj *)o)->state, ud);
+            if (((ost_inst_obj *)o)->items) fn(((ost_inst_obj *)o)->items, ud);
+        }
         break;
     case OST_T_GLOBAL:
         fn(((ost_global_obj *)o)->module, ud);
@@ -1354,6 +1356,7 @@ ost_value ost_instance_new(ost_value cls) {
     o->n_ = 0;
     o->cls = cls;
     o->state = OST_NONE;
+    o->items = 0;
     return (ost_value)o;
 }
 
@@ -1472,6 +1475,30 @@ ost_value ost_instance_getattr(ost_value v, const char *name) {
     }
     ost_value st = ost_instance_state(v);
     return ost__type(st) == OST_T_DICT ? ost_dict_get_c(st, name) : 0;
+}
+
+ost_value ost_instance_items(ost_value v) {
+    if (ost__type(v) != OST_T_INSTANCE || ost__slotted(v)) return 0;
+    return ((ost_inst_obj *)v)->items;
+}
+
+int ost_instance_set_items(ost_value v, ost_value items) {
+    int t = ost__type(items);
+    if (ost__type(v) != OST_T_INSTANCE || ost__slotted(v) ||
+        (OST__O(v)->flags & OST__F_PERSISTENT) ||
+        ost_class_is_persistent(((ost_inst_obj *)v)->cls)) {
+        ost_decref(items);
+        return OST_EINVAL;
+    }
+    if (items && t != OST_T_LIST && t != OST_T_DICT) {
+        ost_decref(items);
+        return OST_ETYPE;
+    }
+    ost_inst_obj *o = (ost_inst_obj *)v;
+    ost_value old = o->items;
+    o->items = items;
+    ost_decref(old);
+    return 0;
 }
 
 ost_value ost_reduce_new(ost_reduce_kind kind, ost_value callable,

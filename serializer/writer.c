@@ -988,6 +988,10 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
                 }
         } else if (in->state != OST_NONE)
             f->post_state = in->state;
+        if (!ost__slotted(v) && in->items) { /* a list or dict subclass's */
+            if (ost__type(in->items) == OST_T_LIST) f->post_list = in->items;
+            else f->post_dict = in->items;
+        }
         return 0;
     }
     case OST_T_GLOBAL: {
@@ -1298,7 +1302,9 @@ static int step(ost_writer *w) {
             f->phase++;
             ost_value l = f->post_dict;
             if (l && ost_len(l)) {
-                wframe *c = push(w, K_PAIRS, l);
+                /* a dict: an instance's items; a list of pairs: a reduce
+                 * value's */
+                wframe *c = push(w, ost__type(l) == OST_T_DICT ? K_DICT : K_PAIRS, l);
                 if (!c) return w->err;
                 c->op = OP_SETITEMS;
                 c->left = ost_len(l);
@@ -1390,6 +1396,9 @@ static int save_state(ost_writer *w, ost_value inst, ost_value *tmp) {
         f->slots = true; /* names inline: see K_SLOTS */
         return 0;
     }
+    if (in->items) /* ost_instance_set_items refuses persistent classes */
+        return fail(w, OST_EINVAL, "an instance with items (a list or dict subclass's) "
+                    "has no state-only pickle: use ost_dump");
     return save(w, in->state, false);
 }
 

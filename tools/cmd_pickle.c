@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -55,7 +56,18 @@ static int keep_pid(void *ud, ost_value pid, ost_value *obj) {
     return *obj ? 0 : OST_ENOMEM;
 }
 
-static int load(const char *path, ost_value *v) {
+/* The --encoding choices: Python's Unpickler(encoding=...) for Python 2
+ * str. Returns 0 and sets *mode, or -1 for an unknown name. */
+static int py2str_mode(const char *name, ost_py2str *mode) {
+    if (!strcasecmp(name, "ascii")) *mode = OST_PY2STR_ASCII;
+    else if (!strcasecmp(name, "latin1") || !strcasecmp(name, "latin-1"))
+        *mode = OST_PY2STR_LATIN1;
+    else if (!strcmp(name, "bytes")) *mode = OST_PY2STR_BYTES;
+    else return -1;
+    return 0;
+}
+
+static int load(const char *path, ost_py2str py2str, ost_value *v) {
     unsigned char *buf;
     size_t len;
     if (slurp(path, &buf, &len)) return 1;
@@ -66,6 +78,7 @@ static int load(const char *path, ost_value *v) {
         return 1;
     }
     ost_reader_set_persistent_load(r, keep_pid, NULL);
+    ost_reader_set_py2str(r, py2str);
     int rc = ost_load(r, buf, len, v, NULL);
     if (rc) fprintf(stderr, "ostore: %s: %s\n", path, ost_reader_errmsg(r));
     ost_reader_free(r);
@@ -93,9 +106,9 @@ static int cmd_dis(const char *path, const ost_repr_options *o) {
     return rc ? 1 : 0;
 }
 
-static int cmd_show(const char *path, const ost_repr_options *o) {
+static int cmd_show(const char *path, ost_py2str py2str, const ost_repr_options *o) {
     ost_value v;
-    if (load(path, &v)) return 1;
+    if (load(path, py2str, &v)) return 1;
     ost_buf out = {0};
     int rc = ost_repr_ex(v, &out, o);
     ost_release(v);
@@ -110,9 +123,9 @@ static int cmd_show(const char *path, const ost_repr_options *o) {
     return 0;
 }
 
-static int cmd_repickle(int protocol, bool frame, const char *path) {
+static int cmd_repickle(int protocol, bool frame, ost_py2str py2str, const char *path) {
     ost_value v;
-    if (load(path, &v)) return 1;
+    if (load(path, py2str, &v)) return 1;
     ost_writer *w = ost_writer_new();
     const void *data;
     size_t len;
@@ -135,6 +148,7 @@ static int run_pickle(int argc, char **argv) {
     const char *sub = argv[0];
     int protocol = OST_PICKLE_DEFAULT_PROTOCOL;
     bool frame = true;
+    ost_py2str py2str = OST_PY2STR_ASCII;
     const char *path = NULL, *digits = NULL, *max_out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -155,6 +169,10 @@ static int run_pickle(int argc, char **argv) {
             protocol = (int)n;
         } else if (strcmp(sub, "repickle") == 0 && strcmp(a, "--no-frame") == 0) {
             frame = false;
+        } else if (strcmp(sub, "dis") != 0 && strcmp(a, "--encoding") == 0) {
+            if (++i == argc) return usage("--encoding needs a value");
+            if (py2str_mode(argv[i], &py2str))
+                return usage("--encoding must be ascii, latin1 or bytes");
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "ostore: unknown option %s\n", a);
             return usage(NULL);
@@ -167,8 +185,8 @@ static int run_pickle(int argc, char **argv) {
     ost_repr_options ro;
     if (repr_options(&cmd_pickle, digits, max_out, &ro)) return EXIT_USAGE;
     if (strcmp(sub, "dis") == 0) return cmd_dis(path, &ro);
-    if (strcmp(sub, "show") == 0) return cmd_show(path, &ro);
-    if (strcmp(sub, "repickle") == 0) return cmd_repickle(protocol, frame, path);
+    if (strcmp(sub, "show") == 0) return cmd_show(path, py2str, &ro);
+    if (strcmp(sub, "repickle") == 0) return cmd_repickle(protocol, frame, py2str, path);
     fprintf(stderr, "ostore: unknown pickle subcommand '%s'\n", sub);
     return usage(NULL);
 }
@@ -177,8 +195,8 @@ const cli_cmd cmd_pickle = {
     .name = "pickle",
     .summary = "Disassemble, print or rewrite a Python pickle (a file, or - for stdin).",
     .usage = "usage: ostore pickle dis [--int-digits N] FILE|-\n"
-             "       ostore pickle show [--int-digits N] [--max-output N] FILE|-\n"
-             "       ostore pickle repickle [--protocol N] [--no-frame] FILE|-\n",
+             "       ostore pickle show [--int-digits N] [--max-output N] [--encoding E] FILE|-\n"
+             "       ostore pickle repickle [--protocol N] [--no-frame] [--encoding E] FILE|-\n",
     .help = "  dis       list the pickle's opcodes, one a line, with offsets, indentation\n"
             "            by MARK depth (up to 32 levels, then the depth as [N]) and\n"
             "            arguments; --int-digits N as for show\n"
@@ -193,6 +211,10 @@ const cli_cmd cmd_pickle = {
             "                            truncated at N bytes)' (default 64 MiB; 0: no limit)\n"
             "  repickle  load it and write it again to stdout with protocol N (2-5,\n"
             "            default 4); --no-frame leaves out FRAME opcodes\n"
+            "  --encoding E  (show, repickle) what a Python 2 str becomes, as Python's\n"
+            "            Unpickler(encoding=E): ascii (the default; a byte above 0x7f\n"
+            "            is an error naming its offset), latin1 (each byte one\n"
+            "            character) or bytes\n"
             "\nExit status: 0 ok, 1 bad pickle or unreadable file, 2 bad usage.\n",
     .run = run_pickle,
 };

@@ -44,8 +44,8 @@ static const char usage_text[] =
     "       ostore export DB FILE|-\n"
     "       ostore import DB FILE|-\n"
     "       ostore pickle dis FILE|-\n"
-    "       ostore pickle show FILE|-\n"
-    "       ostore pickle repickle [--protocol N] [--no-frame] FILE|-\n"
+    "       ostore pickle show [--encoding E] FILE|-\n"
+    "       ostore pickle repickle [--protocol N] [--no-frame] [--encoding E] FILE|-\n"
     "       ostore version\n"
     "       ostore help [COMMAND]\n";
 

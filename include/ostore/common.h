@@ -51,7 +51,8 @@ extern "C" {
     X(EREADONLY, -21, "store is read-only")                                 \
     X(EBUSY, -22, "resource busy")                                          \
     X(ETXN, -23, "transaction is not usable")                               \
-    X(EVETO, -24, "commit vetoed by a hook")
+    X(EVETO, -24, "commit vetoed by a hook")                                \
+    X(EDECODE, -25, "text cannot be decoded")
 
 typedef enum {
     OST_OK = 0,

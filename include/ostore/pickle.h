@@ -72,7 +72,8 @@ OST_EXTERN int ost_dump(ost_writer *w, ost_value v, const void **data,
                         size_t *len);
 /* Pickles only the state of instance inst: what BUILD gives it (its
  * attribute dict, its slots as a dict, or its class's getstate result).
- * This is a store record's body. Same ownership and errors as ost_dump. */
+ * This is a store record's body. Same ownership and errors as ost_dump;
+ * OST_EINVAL for an instance with items (ost_instance_items). */
 OST_EXTERN int ost_dump_state(ost_writer *w, ost_value inst, const void **data,
                               size_t *len);
 /* Statistics of the last dump. */
@@ -98,14 +99,17 @@ typedef int (*ost_persistent_load_fn)(void *ud, ost_value pid,
                                       ost_value *obj);
 
 typedef struct {
-    size_t max_depth;     /* nesting of MARKs (unfinished containers) */
+    size_t max_depth;     /* nesting: containers inside containers as the
+                           * pickle builds them, and open MARKs (each
+                           * counts one level); docs/pickle.md#limits */
     size_t max_memo;      /* memo entries */
     size_t max_container; /* items of one container, and stack length */
     size_t max_bytes;     /* bytes allocated for values in one load */
 } ost_limits;
 
-/* New reader with default limits (depth 100000, memo 2^26 entries,
- * container 2^31 items, 4 GiB). NULL on ENOMEM. */
+/* New reader with default limits (depth 10000000, memo 2^26 entries,
+ * container 2^31 items, 4 GiB) and Python 2 str read as ASCII. NULL on
+ * ENOMEM. */
 OST_EXTERN ost_reader *ost_reader_new(void);
 /* Frees the reader. NULL is allowed. */
 OST_EXTERN void ost_reader_free(ost_reader *r);
@@ -113,6 +117,23 @@ OST_EXTERN void ost_reader_free(ost_reader *r);
 OST_EXTERN void ost_reader_get_limits(const ost_reader *r, ost_limits *l);
 /* Sets the limits; a zero field keeps its current value. */
 OST_EXTERN void ost_reader_set_limits(ost_reader *r, const ost_limits *l);
+/* What a Python 2 str (STRING, BINSTRING, SHORT_BINSTRING) becomes: the
+ * choices of Python's Unpickler(encoding=...), with errors='strict'. */
+typedef enum {
+    /* a str; a byte above 0x7f fails the load with OST_EDECODE (the
+     * default, as Python's encoding='ASCII') */
+    OST_PY2STR_ASCII = 0,
+    /* a str, each byte one character U+0000..U+00FF (encoding='latin1') */
+    OST_PY2STR_LATIN1 = 1,
+    /* a bytes value (encoding='bytes') */
+    OST_PY2STR_BYTES = 2
+} ost_py2str;
+
+/* Sets how Python 2 str is read, for this and later loads. 0, or
+ * OST_EINVAL for a value not in ost_py2str (nothing changes then). */
+OST_EXTERN int ost_reader_set_py2str(ost_reader *r, ost_py2str mode);
+/* Returns how Python 2 str is read. */
+OST_EXTERN ost_py2str ost_reader_get_py2str(const ost_reader *r);
 /* Installs the global resolver (NULL: every global is generic). */
 OST_EXTERN void ost_reader_set_find_global(ost_reader *r,
                                            ost_find_global_fn fn, void *ud);

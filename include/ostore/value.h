@@ -290,6 +290,22 @@ OST_EXTERN ost_value ost_instance_slot(ost_value inst, size_t i);
  * ghost failed with. */
 OST_EXTERN int ost_instance_set_slot(ost_value inst, size_t i, ost_value val);
 
+/* Items of an instance of a list or dict subclass (Python's class L(list)
+ * or class D(dict)): a list or a dict kept beside the instance's state.
+ * They pickle as Python pickles such an instance: NEWOBJ, then APPENDS or
+ * SETITEMS, then BUILD with the state; ost_load keeps them the same way
+ * (docs/pickle.md). Returns the list or dict (borrowed), or 0 when inst
+ * has none or is not an instance. */
+OST_EXTERN ost_value ost_instance_items(ost_value inst);
+/* Gives inst its items, a list or a dict (stolen; OST_NOVALUE removes
+ * them). 0, OST_ETYPE (items is neither a list nor a dict) or OST_EINVAL
+ * (inst is not an instance, or is one of a class with fields or of a
+ * persistent class: a store record keeps only the state). On failure
+ * items is released and inst is unchanged. The items are part of the
+ * instance, as in Python: another reference to the same list or dict in
+ * the graph pickles as a separate object. */
+OST_EXTERN int ost_instance_set_items(ost_value inst, ost_value items);
+
 /* New reduce value: what a pickle says to build with callable(*args)
  * (or cls.__new__), kept as data and never executed; steals both. */
 OST_EXTERN ost_value ost_reduce_new(ost_reduce_kind kind, ost_value callable,

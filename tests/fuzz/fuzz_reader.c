@@ -13,7 +13,9 @@
  * with one reader must give the same result, and no value may outlive the
  * pass (ost_alloc_stats). A second pass does it all again with a
  * find_global hook that turns some globals into classes with declared
- * fields, for the slot paths of reader and writer.
+ * fields, for the slot paths of reader and writer, reading Python 2 str as
+ * latin1; an input the first pass refuses for a Python 2 str that is not
+ * ASCII (OST_EDECODE) goes through a third pass that reads it as bytes.
  *
  * Built two ways: with OST_LIBFUZZER, for clang's -fsanitize=fuzzer
  * (tests/fuzz/run_fuzz.sh), and without, linked into the plain smoke
@@ -62,7 +64,7 @@ static int find_global(void *ud, const char *module, const char *name,
     return *cls ? 0 : OST_ENOMEM;
 }
 
-static ost_reader *new_reader(bool classes) {
+static ost_reader *new_reader(bool classes, ost_py2str py2str) {
     ost_reader *r = ost_reader_new();
     if (!r) bug("ost_reader_new failed", NULL);
     ost_limits lim = {
@@ -74,6 +76,7 @@ static ost_reader *new_reader(bool classes) {
     ost_reader_set_limits(r, &lim);
     ost_reader_set_persistent_load(r, pers_load, NULL);
     if (classes) ost_reader_set_find_global(r, find_global, NULL);
+    if (ost_reader_set_py2str(r, py2str)) bug("ost_reader_set_py2str refused a mode", NULL);
     return r;
 }
 
@@ -185,16 +188,20 @@ static void round_trip(ost_reader *r, ost_writer *w, ost_value v, int proto,
     ost_release(v2);
 }
 
-/* One pass over the input; classes: with the find_global hook. */
-static int run(const uint8_t *data, size_t len, bool classes) {
+/* One pass over the input; classes: with the find_global hook; py2str:
+ * how Python 2 str is read. *code gets the load's result. */
+static int run(const uint8_t *data, size_t len, bool classes, ost_py2str py2str, int *code) {
     ost_alloc_stats before, after;
     ost_alloc_stats_get(&before);
-    g_pass = classes ? " [pass 2: find_global makes classes]" : "";
+    g_pass = classes ? " [pass 2: find_global makes classes, latin1]"
+             : py2str == OST_PY2STR_BYTES ? " [pass 3: Python 2 str as bytes]"
+                                          : "";
 
-    ost_reader *r = new_reader(classes);
+    ost_reader *r = new_reader(classes, py2str);
     ost_value v;
     size_t used;
     int rc = ost_load(r, data, len, &v, &used);
+    *code = rc;
     int drc = dis(data, len);
     if (rc) {
         check_refusal(r, rc, v, len);
@@ -245,8 +252,10 @@ static int run(const uint8_t *data, size_t len, bool classes) {
 int ost_fuzz_reader_one(const uint8_t *data, size_t len) {
     g_data = data;
     g_len = len;
-    int loaded = run(data, len, false);
-    run(data, len, true);
+    int rc, rc2;
+    int loaded = run(data, len, false, OST_PY2STR_ASCII, &rc);
+    run(data, len, true, OST_PY2STR_LATIN1, &rc2);
+    if (rc == OST_EDECODE) loaded = run(data, len, false, OST_PY2STR_BYTES, &rc2);
     return loaded;
 }
 

@@ -140,3 +140,20 @@ class Outer:
         @reprlib.recursive_repr()
         def __repr__(self):
             return "Outer.Inner(%r)" % (self.__dict__,)
+
+
+class DictSub(dict):
+    """A dict subclass with attributes: pickled (protocol 2 and later) as
+    NEWOBJ, SETITEMS on the instance, then BUILD with its __dict__; below
+    protocol 2 as copyreg._reconstructor(cls, dict, dict(self))."""
+
+
+class ListSub(list):
+    """A list subclass with attributes: NEWOBJ, APPENDS, BUILD."""
+
+
+def same_subclass_object(a, b):
+    """True when a and b are of the same class, equal as dicts or lists,
+    and have equal attributes."""
+    return (type(a) is type(b) and a == b and
+            getattr(a, "__dict__", None) == getattr(b, "__dict__", None))
