@@ -1721,3 +1721,17 @@ OST_TEST(value, immediate_floats_keep_their_bits_through_every_path) {
     ost_reader_free(r);
     ost_writer_free(w);
 }
+
+/* ost_same_graph looks at an instance's state and extra fields, not only
+ * its class (an instance's fields are not right after its header). */
+OST_TEST(value, same_graph_compares_instance_states) {
+    ost_value a = ost_instance_new(ost_global("m", "C")), b = ost_instance_new(ost_global("m", "C"));
+    ost_instance_setattr(a, "x", ost_int(1));
+    ost_instance_setattr(b, "x", ost_int(2));
+    cr_assert(!ost_same_graph(a, b));
+    cr_assert(!ost_equal(a, b));
+    ost_instance_setattr(b, "x", ost_int(1));
+    cr_assert(ost_same_graph(a, b));
+    ost_decref(a);
+    ost_decref(b);
+}
