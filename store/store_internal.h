@@ -44,8 +44,10 @@ typedef struct ost__pkg {
     int rc;          /* outcome */
     uint64_t serial; /* the commit's serial when it succeeded */
     bool done;
+    uv_sem_t sem;      /* posted once when done (a waited commit, not async) */
     uv_async_t *async; /* wakes a loop when done (async commit) */
     struct ost__pkg *next;
+    struct ost__pkg *wnext; /* committers to wake after a group (committer only) */
     /* stored objects the records refer to without writing them, and the
      * meta.low (pack mark) the connection's cache was checked at: if a
      * pack ran since, apply checks that they still exist */
@@ -113,8 +115,15 @@ struct ost_store {
     ost__pkg *gc_queue, *gc_tail;
     size_t gc_qlen;     /* packages in the queue */
     size_t gc_want;     /* packages the next group waits a little for */
+    size_t gc_need;     /* queue length at which a submit wakes the committer */
+    size_t gc_cond_waiters; /* threads waiting on gc_done (async packages) */
     uint64_t gc_last_ns; /* how long the last group took to apply and sync */
+    uint64_t gc_last_gather_ns; /* how long the last complete group took to gather */
     uint64_t gc_groups; /* groups committed (for tests and benchmarks) */
+    /* where the committer's time went, in ns (for benchmarks): waiting for
+     * a first package, gathering the rest of a group, applying the
+     * packages, committing (writing and syncing) */
+    uint64_t gc_idle_ns, gc_gather_ns, gc_apply_ns, gc_commit_ns;
     uint64_t uid;       /* names the handle's messages (per thread: store.c) */
 };
 

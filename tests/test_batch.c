@@ -845,3 +845,240 @@ OST_TEST(batch, a_conflicting_package_alone_in_its_group_stores_nothing) {
     check_clean(st, 3);
     ost_store_close(st);
 }
+
+/* ---- a group of waiting committers --------------------------------------- */
+
+typedef struct {
+    ost_conn *c;
+    int rc;
+    char msg[400];
+} sync_commit_arg;
+
+static void sync_commit_thread(void *arg) {
+    sync_commit_arg *a = arg;
+    a->rc = ost_commit(a->c);
+    snprintf(a->msg, sizeof a->msg, "%s", ost_conn_errmsg(a->c));
+}
+
+static size_t queued(ost_store *st) {
+    uv_mutex_lock(&st->gc_lock);
+    size_t n = st->gc_qlen;
+    uv_mutex_unlock(&st->gc_lock);
+    return n;
+}
+
+/* N threads commit at once (ost_commit, each waiting on its own package)
+ * and are applied in one group; one of them changed a counter that a
+ * commit outside the group changed after it read it. That one gets
+ * OST_ECONFLICT and stores nothing; the others land, each with its own
+ * serial, and every waiter is woken. */
+Test(batch, a_group_of_waiting_commits_with_one_conflict_stores_the_others) {
+    enum { N = 6, LOSER = 2 };
+    ost_store *st = open_store(true, true);
+    uint64_t oids[N], shared = make_counter(st, "shared"), stall_oid = make_counter(st, "stall");
+    for (int i = 0; i < N; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "c%d", i);
+        oids[i] = make_counter(st, key);
+    }
+    ost_conn *cs[N];
+    ost_value objs[N], lost;
+    for (int i = 0; i < N; i++) {
+        cs[i] = conn_of(st);
+        cr_assert_eq(ost_conn_get(cs[i], oids[i], &objs[i]), 0);
+        set(objs[i], "value", ost_int(100 + i));
+    }
+    /* the loser read the shared counter, then another commit changed it */
+    cr_assert_eq(ost_conn_get(cs[LOSER], shared, &lost), 0);
+    cr_assert_eq(iattr(lost, "value"), 0);
+    ost_conn *other = conn_of(st);
+    ost_value o;
+    cr_assert_eq(ost_conn_get(other, shared, &o), 0);
+    set(o, "value", ost_int(41));
+    commit_ok(other);
+    set(lost, "value", ost_int(99));
+
+    /* stall the committer behind an async commit, queue the N commits */
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ost_conn *cstall = conn_of(st);
+    ost_value d;
+    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
+    set(d, "value", ost_int(1));
+    int release;
+    pid_t holder = hold_write_lock(F.dir, &release);
+    uint64_t groups0 = st->gc_groups;
+    cb_log ls = {0};
+    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
+    while (!queue_empty(st)) uv_sleep(1);
+    uv_thread_t th[N];
+    sync_commit_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (sync_commit_arg){.c = cs[i]};
+        cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
+    }
+    while (queued(st) < N) uv_sleep(1);
+    char go = 1;
+    cr_assert_eq(write(release, &go, 1), 1);
+    close(release);
+    int status;
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    for (int i = 0; i < N; i++) uv_thread_join(&th[i]);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(ls.calls, 1);
+    cr_assert_eq(ls.status, 0);
+    cr_assert_eq(st->gc_groups - groups0, 2, "the stalled group, then the %d commits in one", N);
+    for (int i = 0; i < N; i++) {
+        if (i == LOSER) {
+            cr_assert_eq(a[i].rc, OST_ECONFLICT, "%s", ost_err_name(a[i].rc));
+            cr_assert(strstr(a[i].msg, "conflict on oid"), "%s", a[i].msg);
+            cr_assert_eq(read_counter(st, oids[i]), 0,
+                         "nothing of the conflicting commit is stored");
+        } else {
+            cr_assert_eq(a[i].rc, 0, "commit %d: %s: %s", i, ost_err_name(a[i].rc), a[i].msg);
+            cr_assert_eq(read_counter(st, oids[i]), 100 + i);
+        }
+    }
+    cr_assert_eq(read_counter(st, shared), 41, "the commit outside the group stands");
+    cr_assert_eq(read_counter(st, stall_oid), 1);
+    /* the loser aborts, re-reads and commits */
+    ost_abort(cs[LOSER]);
+    set(objs[LOSER], "value", ost_int(100 + LOSER));
+    set(lost, "value", ost_int(iattr(lost, "value") + 1));
+    commit_ok(cs[LOSER]);
+    cr_assert_eq(read_counter(st, shared), 42);
+    cr_assert_eq(read_counter(st, oids[LOSER]), 100 + LOSER);
+    for (int i = 0; i < N; i++) ost_conn_close(cs[i]);
+    ost_conn_close(other);
+    ost_conn_close(cstall);
+    ost_store_close(st);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* New objects are appended through a cursor; a commit whose new oids lie
+ * below oids another connection stored meanwhile (each connection takes
+ * oids from its own block, and the later block was committed first) falls
+ * back to plain puts, and every record is stored. */
+static void new_oids_below_stored_ones(bool group_commit) {
+    enum { M = 12 }; /* c1's first block holds 16 oids: x and these */
+    ost_store *st = open_store(true, group_commit);
+    uint64_t h1 = make_counter(st, "h1"), h2 = make_counter(st, "h2");
+    ost_conn *c1 = conn_of(st), *c2 = conn_of(st);
+    ost_value a, b;
+    cr_assert_eq(ost_conn_get(c1, h1, &a), 0);
+    cr_assert_eq(ost_conn_get(c2, h2, &b), 0);
+    /* c1 takes its block, then c2 a higher one, and stores from it */
+    ost_value x = ost_instance_new(ost_incref(F.counter));
+    set(x, "value", ost_int(1));
+    set(a, "value", x);
+    commit_ok(c1);
+    ost_value y = ost_instance_new(ost_incref(F.counter));
+    set(y, "value", ost_int(2));
+    set(b, "value", y);
+    commit_ok(c2);
+    uint64_t xo = ost_oid(c1, x), yo = ost_oid(c2, y);
+    cr_assert_lt(xo, yo, "c1's block is below c2's");
+    /* now c1 stores M new objects from its block, below y */
+    ost_value list = ost_list_new(M), objs[M];
+    for (int i = 0; i < M; i++) {
+        objs[i] = ost_instance_new(ost_incref(F.counter));
+        set(objs[i], "value", ost_int(10 + i));
+        cr_assert_eq(ost_list_append(list, ost_incref(objs[i])), 0);
+    }
+    set(a, "value", list);
+    commit_ok(c1);
+    for (int i = 0; i < M; i++) {
+        uint64_t oid = ost_oid(c1, objs[i]);
+        cr_assert_lt(oid, yo);
+        cr_assert_eq(read_counter(st, oid), 10 + i);
+        ost_decref(objs[i]);
+    }
+    cr_assert_eq(read_counter(st, yo), 2);
+    check_clean(st, 5 + M); /* the root, h1, h2, x, y and the M */
+    ost_conn_close(c1);
+    ost_conn_close(c2);
+    ost_store_close(st);
+}
+
+Test(batch, new_objects_below_stored_oids_are_stored_directly) {
+    new_oids_below_stored_ones(false);
+}
+Test(batch, new_objects_below_stored_oids_are_stored_by_the_committer) {
+    new_oids_below_stored_ones(true);
+}
+
+/* Closing a connection whose asynchronous commit is still queued waits for
+ * the committer (on the store's condition variable, not the package's
+ * semaphore), the commit lands, and its callback never runs. A connection
+ * is closed on the thread that opened it: the closing one has its own. */
+typedef struct {
+    ost_store *st;
+    uint64_t oid;
+    cb_log log;
+    int rc, loop_rc, close_rc;
+} closer_arg;
+
+static void closer_thread(void *arg) {
+    closer_arg *a = arg;
+    uv_loop_t loop;
+    ost_conn *c;
+    ost_value o;
+    a->rc = uv_loop_init(&loop);
+    if (a->rc) return;
+    if (!(a->rc = ost_conn_open(a->st, &c))) {
+        if (!(a->rc = ost_conn_get(c, a->oid, &o)) &&
+            !(a->rc = ost_instance_setattr(o, "value", ost_int(7))))
+            a->rc = ost_commit_async(c, &loop, on_commit, &a->log);
+        ost_conn_close(c); /* waits for the queued commit */
+    }
+    a->loop_rc = uv_run(&loop, UV_RUN_DEFAULT);
+    a->close_rc = uv_loop_close(&loop);
+}
+
+static size_t cond_waiters(ost_store *st) {
+    uv_mutex_lock(&st->gc_lock);
+    size_t n = st->gc_cond_waiters;
+    uv_mutex_unlock(&st->gc_lock);
+    return n;
+}
+
+Test(batch, closing_a_connection_with_an_async_commit_pending_waits_for_it) {
+    ost_store *st = open_store(true, true);
+    uint64_t oid = make_counter(st, "counter"), stall_oid = make_counter(st, "stall");
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ost_conn *cstall = conn_of(st);
+    ost_value d;
+    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
+    set(d, "value", ost_int(1));
+    int release;
+    pid_t holder = hold_write_lock(F.dir, &release);
+    cb_log ls = {0};
+    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
+    while (!queue_empty(st)) uv_sleep(1); /* the committer is held up */
+    closer_arg a = {.st = st, .oid = oid};
+    uv_thread_t th;
+    cr_assert_eq(uv_thread_create(&th, closer_thread, &a), 0);
+    while (cond_waiters(st) < 1) uv_sleep(1); /* the close waits */
+    char go = 1;
+    cr_assert_eq(write(release, &go, 1), 1);
+    close(release);
+    int status;
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    uv_thread_join(&th);
+    cr_assert_eq(a.rc, 0, "%s", ost_err_name(a.rc));
+    cr_assert_eq(a.loop_rc, 0);
+    cr_assert_eq(a.close_rc, 0);
+    cr_assert_eq(a.log.calls, 0, "the closed connection's callback does not run");
+    cr_assert_eq(cond_waiters(st), 0);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(ls.calls, 1);
+    cr_assert_eq(ls.status, 0);
+    cr_assert_eq(read_counter(st, oid), 7, "its commit landed");
+    cr_assert_eq(read_counter(st, stall_oid), 1);
+    ost_conn_close(cstall);
+    ost_store_close(st);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
