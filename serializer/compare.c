@@ -99,9 +99,9 @@ static bool int_eq_double(ost_value i, double d) {
 
 static bool num_eq(ost_value a, ost_value b, int ta, int tb) {
     if (ta == OST_T_FLOAT && tb == OST_T_FLOAT)
-        return ((ost_float_obj *)a)->d == ((ost_float_obj *)b)->d;
-    if (ta == OST_T_FLOAT) return int_eq_double(b, ((ost_float_obj *)a)->d);
-    if (tb == OST_T_FLOAT) return int_eq_double(a, ((ost_float_obj *)b)->d);
+        return ost__float_get(a) == ost__float_get(b);
+    if (ta == OST_T_FLOAT) return int_eq_double(b, ost__float_get(a));
+    if (tb == OST_T_FLOAT) return int_eq_double(a, ost__float_get(b));
     int64_t x, y;
     int ra = ost_int_value(a, &x), rb = ost_int_value(b, &y);
     if (ra == 0 && rb == 0) return x == y;
@@ -173,7 +173,7 @@ static bool step_equal(cmp_ctx *c, ost_value a, ost_value b) {
             if (x->n != y->n) return false;
             for (size_t i = 0; i < x->n; i++)
                 if (!opt_push(c, x->slots[i], y->slots[i])) return false;
-            return true;
+            return opt_push(c, x->extra, y->extra);
         }
         push(c, ((ost_inst_obj *)a)->state, ((ost_inst_obj *)b)->state);
         return opt_push(c, ((ost_inst_obj *)a)->items, ((ost_inst_obj *)b)->items);
@@ -244,9 +244,10 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
         }
     }
     switch (ta) {
-    case OST_T_FLOAT:
-        return memcmp(&((ost_float_obj *)a)->d, &((ost_float_obj *)b)->d,
-                      sizeof(double)) == 0;
+    case OST_T_FLOAT: {
+        double x = ost__float_get(a), y = ost__float_get(b);
+        return memcmp(&x, &y, sizeof(double)) == 0;
+    }
     case OST_T_INT: return num_eq(a, b, ta, tb);
     case OST_T_STR:
     case OST_T_BYTES:
@@ -285,18 +286,29 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
                 }
                 push(c, x->slots[i], y->slots[i]);
             }
+            if (!x->extra || !y->extra) return x->extra == y->extra;
+            push(c, x->extra, y->extra);
             return true;
         }
-        /* fall through */
+        {
+            ost_inst_obj *x = (ost_inst_obj *)a, *y = (ost_inst_obj *)b;
+            ost_value xs[3] = {x->cls, x->state, x->items}, ys[3] = {y->cls, y->state, y->items};
+            for (int i = 0; i < 3; i++) {
+                if (!xs[i] || !ys[i]) {
+                    if (xs[i] != ys[i]) return false;
+                    continue;
+                }
+                push(c, xs[i], ys[i]);
+            }
+            return true;
+        }
     case OST_T_GLOBAL:
     case OST_T_REDUCE:
     case OST_T_PERSREF: {
         /* same layout of child slots: walk them pairwise */
         ost_value *x = (ost_value *)((char *)a + sizeof(ost_obj));
         ost_value *y = (ost_value *)((char *)b + sizeof(ost_obj));
-        size_t n = ta == OST_T_REDUCE ? 6 : ta == OST_T_PERSREF ? 1
-                   : ta == OST_T_INSTANCE ? 3 /* class, state, items */
-                                          : 2;
+        size_t n = ta == OST_T_REDUCE ? 6 : ta == OST_T_PERSREF ? 1 : 2;
         if (ta == OST_T_REDUCE &&
             ((ost_reduce_obj *)a)->kind != ((ost_reduce_obj *)b)->kind)
             return false;

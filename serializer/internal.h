@@ -38,11 +38,12 @@ typedef struct {
     uint8_t b[];
 } ost_int_obj;
 
-/* str, bytes and bytearray: inline data, NUL terminated. hash is cached for
- * str and bytes (0 = not computed yet). */
+/* str, bytes and bytearray: inline data, NUL terminated. The hash is not
+ * cached: most strs are short (a field's value, a dict's key, whose entry
+ * keeps its hash), and 8 bytes more each cost more than hashing them again
+ * (a 10-byte str takes 32 bytes, not 40). */
 typedef struct {
     ost_obj h;
-    uint64_t hash;
     size_t len;
     char data[];
 } ost_str_obj;
@@ -51,8 +52,7 @@ typedef struct {
 typedef struct ost__lender ost__lender;
 typedef struct {
     ost_obj h;
-    uint64_t hash;
-    size_t len;
+    size_t len; /* where ost_str_obj has its len */
     const char *ptr;
     ost__lender *lender;
 } ost_lent_obj;
@@ -96,12 +96,16 @@ typedef struct {
 
 #define OST__DICT_LINEAR 8
 
-/* An instance with a state (a dict of attributes, or what BUILD gave).
+/* Instances. Both kinds begin alike: pidx, then cls at the same offset.
+ * pidx is for the store: a persistent object's entry in its connection's
+ * cache is ents[pidx - 1] (0: none), so that finding it needs no table.
+ * An instance with a state (a dict of attributes, or what BUILD gave):
  * items is 0, or the list or dict of items of an instance of a list or dict
- * subclass (what APPENDS or SETITEMS added after NEWOBJ). The object stays
- * 32 bytes, the pool's size class of the 24 it had. */
+ * subclass (what APPENDS or SETITEMS added after NEWOBJ). */
 typedef struct {
     ost_obj h;
+    uint32_t pidx;
+    uint32_t n_; /* unused: the slot count of a slotted instance */
     ost_value cls;
     ost_value state;
     ost_value items;
@@ -112,6 +116,9 @@ typedef struct {
     ost_class_def def;  /* strings point into this block or the global */
     size_t nfields;
     ost_value *fields;  /* str values, one per field */
+    size_t naliases;
+    ost_value *alias_names; /* str values: former names of fields */
+    uint32_t *alias_to;     /* the field each former name reads into */
 } ost__klass;
 
 typedef struct {
@@ -123,8 +130,13 @@ typedef struct {
 /* Instance of a class with fields (flag OST__F_SLOTS): no state, slots. */
 typedef struct {
     ost_obj h;
+    uint32_t pidx;
+    uint32_t n;    /* the class's fields when made */
     ost_value cls;
-    size_t n;
+    /* Fields the state had that the class does not declare (a dict, or 0),
+     * kept so that code built without a field can load a record that has
+     * it and write it back unchanged (docs/hooks.md, "Changing a class"). */
+    ost_value extra;
     ost_value slots[]; /* 0 = unset */
 } ost_slots_obj;
 
@@ -197,8 +209,45 @@ static inline ost_value ost__small(int64_t i) {
     return (ost_value)(((uint64_t)i << 1) | 1);
 }
 static inline bool ost__is_heap(ost_value v) { return v && (v & 3) == 0; }
+
+/* Immediate floats: a double whose binary exponent lies in [-62, 64]
+ * (magnitudes from about 2.2e-19 to 3.7e19), and +0.0, is kept in the
+ * value word itself, tagged 0xE in the low four bits (None, False and True
+ * are 0x2, 0x6 and 0xA): sign in bit 63, the biased exponent less 960 (1
+ * to 127) in bits 56..62, the 52 mantissa bits in 4..55; all zero above
+ * the tag is +0.0. Every other double (-0.0, subnormals, tiny, huge, inf,
+ * nan) is a heap float. The bits round-trip
+ * exactly, so an immediate float and a heap float of the same value are
+ * never both made: ost_float picks one by the value alone. */
+#define OST__FLOAT_TAG 0xEu
+#define OST__FLOAT_EBASE 960u
+static inline bool ost__is_ifloat(ost_value v) { return (v & 0xF) == OST__FLOAT_TAG; }
+/* Encodes d as an immediate float; 0 when it does not fit. */
+static inline ost_value ost__ifloat(double d) {
+    uint64_t b;
+    memcpy(&b, &d, 8);
+    if (b == 0) return (ost_value)OST__FLOAT_TAG;
+    uint64_t e = (b >> 52) & 0x7ff, m = b & (((uint64_t)1 << 52) - 1);
+    if (e <= OST__FLOAT_EBASE || e > OST__FLOAT_EBASE + 127) return 0;
+    return (ost_value)((b & ((uint64_t)1 << 63)) | (e - OST__FLOAT_EBASE) << 56 | m << 4 |
+                       OST__FLOAT_TAG);
+}
+static inline double ost__ifloat_val(ost_value v) {
+    uint64_t x = (uint64_t)v, e = (x >> 56) & 0x7f, b;
+    if (e == 0) b = 0;
+    else b = (x & ((uint64_t)1 << 63)) | (e + OST__FLOAT_EBASE) << 52 | ((x >> 4) & (((uint64_t)1 << 52) - 1));
+    double d;
+    memcpy(&d, &b, 8);
+    return d;
+}
+/* The double of a float value, immediate or heap. */
+static inline double ost__float_get(ost_value v) {
+    return ost__is_ifloat(v) ? ost__ifloat_val(v) : ((const ost_float_obj *)v)->d;
+}
+
 static inline int ost__type(ost_value v) {
     if (ost__is_small(v)) return OST_T_INT;
+    if (ost__is_ifloat(v)) return OST_T_FLOAT;
     if (v == OST_NONE) return OST_T_NONE;
     if (v == OST_TRUE || v == OST_FALSE) return OST_T_BOOL;
     if (!v) return OST_T_INVALID;
@@ -324,6 +373,12 @@ int ost__list_reserve(ost_list_obj *l, size_t extra);
  * approximately): false for controls, separators, surrogates... */
 bool ost__printable(uint32_t u);
 ptrdiff_t ost__field_index(ost_value cls, const char *name, size_t n);
+/* value.c: puts one item of a state dict into slotted instance obj: the
+ * slot of a declared field or of a field alias when key names one, else
+ * the instance's extra dict. key and val are borrowed. 0 or OST_ENOMEM. */
+int ost__slots_put(ost_value obj, ost_value key, ost_value val);
+/* value.c: whether ost_class_new accepts def (else it fails for memory). */
+bool ost__class_def_ok(const ost_class_def *def);
 
 /* error.c */
 /* Formats a message into dst[0..cap). A message longer than cap - 1 bytes

@@ -34,6 +34,14 @@ struct ost_reader {
     int err;
     size_t erroff;
     char msg[320];
+    /* ost_load_state's direct path: the pickle's outermost EMPTY_DICT is
+     * slot_target itself, and SETITEM(S) on it fill its slots, with no
+     * dict built, hashed and dropped. slot_used says it happened; slot_odd
+     * that the pickle reached the instance some other way (GET or DUP of
+     * the dict), which the direct path cannot honour: it then reads again
+     * the usual way. */
+    ost_value slot_target;
+    bool slot_used, slot_odd;
 };
 
 #define DEFAULT_LIMITS \
@@ -382,7 +390,6 @@ static ost_value new_str(ost_reader *r, const uint8_t *at, const uint8_t *p, siz
         NOMEM(at);
         return 0;
     }
-    o->hash = 0;
     o->len = n;
     memcpy(o->data, p, n);
     o->data[n] = 0;
@@ -410,7 +417,6 @@ static ost_value lent_bytes(ost_reader *r, const uint8_t *at, const uint8_t *p, 
         return 0;
     }
     o->h.flags |= OST__F_LENT;
-    o->hash = 0;
     o->len = n;
     o->ptr = (const char *)p;
     o->lender = r->lender;
@@ -1155,6 +1161,22 @@ static int set_items_(ost_reader *r, const uint8_t *at, int op, size_t base) {
     if (n % 2)
         return rfail(r, at, OST_EBADPICKLE, "%s with an odd number of values (%zu)",
                      op_name(op), n);
+    if (target == r->slot_target && target) { /* ost_load_state's direct path */
+        if (account(r, at, n / 2 * sizeof(ost_entry))) return r->err;
+        for (size_t i = base; i < r->sp; i += 2) {
+            if (!rc) rc = ost__slots_put(target, r->stack[i], r->stack[i + 1]);
+            if (rc) { /* cycles are collected */
+                trash(r, r->stack[i]);
+                trash(r, r->stack[i + 1]);
+            } else { /* the slots hold them now */
+                ost_decref(r->stack[i]);
+                ost_decref(r->stack[i + 1]);
+            }
+            r->stack[i] = r->stack[i + 1] = 0;
+        }
+        r->sp = base;
+        return rc ? NOMEM(at) : 0;
+    }
     if (t == OST_T_INSTANCE) { /* a dict subclass's */
         if (n == 0) return 0; /* no items: none kept, as for APPENDS */
         if (!(target = inst_items(r, at, op, target, OST_T_DICT))) return r->err;
@@ -1220,22 +1242,9 @@ static int fill_slots(ost_reader *r, const uint8_t *at, ost_value obj, ost_value
                          ost_type_name(ost__type(d)));
         size_t pos = 0;
         ost_value key, val;
-        while (ost_dict_next(d, &pos, &key, &val)) {
-            size_t n;
-            const char *name = ost_data(key, &n);
-            ptrdiff_t i = ost__type(key) == OST_T_STR ? ost__field_index(so->cls, name, n) : -1;
-            if (i < 0)
-                return rfail(r, at, OST_EBADPICKLE, "class %s.%s has no field %s%s%s",
-                             ost__klass_of(so->cls)->def.module,
-                             ost__klass_of(so->cls)->def.name,
-                             ost__type(key) == OST_T_STR ? "'" : "(a ",
-                             ost__type(key) == OST_T_STR ? name : ost_type_name(ost__type(key)),
-                             ost__type(key) == OST_T_STR ? "'" : " key)");
-            /* direct: no activation or change tracking while loading */
-            ost_value old = so->slots[i];
-            so->slots[i] = ost_incref(val);
-            ost_decref(old);
-        }
+        /* fields the class does not declare are kept (ost_instance_extra) */
+        while (ost_dict_next(d, &pos, &key, &val))
+            if (ost__slots_put(obj, key, val)) return NOMEM(at);
     }
     return 0;
 }
@@ -1424,6 +1433,7 @@ static int load_pop(ost_reader *r, const uint8_t *at, int op) {
 
 static int load_dup(ost_reader *r, const uint8_t *at, int op) {
     CHECK(need(r, at, 1, op));
+    if (OST_UNLIKELY(r->stack[r->sp - 1] == r->slot_target)) r->slot_odd = true;
     CHECK(push(r, at, ost_incref(r->stack[r->sp - 1])));
     r->dep[r->sp - 1] = r->dep[r->sp - 2];
     return 0;
@@ -1620,6 +1630,10 @@ static int load_dict(ost_reader *r, const uint8_t *at, int op) {
     switch (op) {
     case OP_EMPTY_DICT:
         CHECK(account(r, at, 64));
+        if (OST_UNLIKELY(r->slot_target != 0) && !r->slot_used && r->sp == 0 && !r->nmarks) {
+            r->slot_used = true;
+            return push_empty(r, at, ost_incref(r->slot_target));
+        }
         return push_empty(r, at, ost_dict_new());
     case OP_DICT: {
         CHECK(pop_mark(r, at, op, &base));
@@ -1676,6 +1690,7 @@ static inline int load_get(ost_reader *r, const uint8_t *at, int op, const uint8
     CHECK(memo_index(r, at, op, pp, &idx));
     ost_value v = memo_get(r, idx);
     if (!v) return rfail(r, at, OST_EMEMO, "memo index %zu is not set", idx);
+    if (OST_UNLIKELY(v == r->slot_target)) r->slot_odd = true;
     ost__incref(v); /* inline: ost_incref is a call */
     return push(r, at, v);
 }
@@ -1983,10 +1998,59 @@ int ost_load_lent(ost_reader *r, const void *data, size_t len, ost_release_fn re
     return rc;
 }
 
+/* Whether ost_load_state may fill inst's slots straight from the pickle:
+ * a slotted instance with nothing set (a store's ghost being loaded) whose
+ * class takes its state as a dict (no setstate). */
+static bool direct_ok(ost_value inst) {
+    if (!ost__slotted(inst)) return false;
+    ost_slots_obj *so = (ost_slots_obj *)inst;
+    ost__klass *k = ost__klass_of(so->cls);
+    if (!k || k->def.setstate || so->extra) return false;
+    for (size_t i = 0; i < so->n; i++)
+        if (so->slots[i]) return false;
+    return true;
+}
+
+/* Empties what the direct path put in inst's slots. */
+static void direct_undo(ost_value inst) {
+    ost_slots_obj *so = (ost_slots_obj *)inst;
+    for (size_t i = 0; i < so->n; i++) {
+        ost_value x = so->slots[i];
+        so->slots[i] = 0;
+        ost_release(x);
+    }
+    ost_value x = so->extra;
+    so->extra = 0;
+    ost_release(x);
+}
+
 int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) {
     if (!r || ost__type(inst) != OST_T_INSTANCE) return OST_EINVAL;
     ost_value v;
-    int rc = ost_load(r, data, len, &v, NULL);
+    int rc;
+    if (direct_ok(inst)) {
+        /* the state dict's items go straight to the slots (the record of
+         * an object is `{` MARK items SETITEMS STOP): no dict is built */
+        r->slot_target = inst;
+        r->slot_used = r->slot_odd = false;
+        rc = ost_load(r, data, len, &v, NULL);
+        bool used = r->slot_used, odd = r->slot_odd;
+        r->slot_target = 0;
+        r->slot_used = r->slot_odd = false;
+        if (!rc && used && !odd && v == inst) {
+            ost_decref(v);
+            return 0;
+        }
+        if (used) {
+            /* something else (an error, or a pickle that used the dict in
+             * another way): undo, and read it the usual way, which gives
+             * the usual result or error */
+            if (!rc) ost_release(v);
+            direct_undo(inst);
+            rc = ost_load(r, data, len, &v, NULL);
+        } /* else: not a dict state; v and rc are what the usual way gives */
+    } else
+        rc = ost_load(r, data, len, &v, NULL);
     if (rc) return rc;
     /* apply as BUILD does, with the instance and state on the stack */
     r->base = data;
@@ -1996,7 +2060,9 @@ int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) 
         release_all(r, true);
         return r->err;
     }
-    rc = build(r, r->base);
+    /* the state applies after the pickle's last opcode, its STOP: an error
+     * in applying it names that offset */
+    rc = build(r, len ? r->end - 1 : r->base);
     while (r->sp) ost_decref(r->stack[--r->sp]);
     release_all(r, rc != 0);
     return rc;

@@ -527,6 +527,15 @@ static void repr_instance(repr_ctx *c, ost_value v, int depth) {
             puts_(c, "=");
             repr_value(c, so->slots[i], depth + 1);
         }
+        /* fields the class does not declare, kept from the state read */
+        size_t pos = 0;
+        ost_value key, val;
+        while (so->extra && ost_dict_next(so->extra, &pos, &key, &val) && !c->err) {
+            if (shown++) puts_(c, ", ");
+            repr_attr(c, key, depth);
+            puts_(c, "=");
+            repr_value(c, val, depth + 1);
+        }
     } else if (ost__type(o->state) == OST_T_DICT && !shared(c, o->state)) {
         /* inline: the dict is reached here, one level down, as its items;
          * a shared one prints whole, as __state__=#N={...} */
@@ -620,7 +629,7 @@ static void repr_body(repr_ctx *c, ost_value v, int depth) {
     }
     case OST_T_FLOAT:
         if (c->counting) return;
-        ost__float_repr(((ost_float_obj *)v)->d, tmp, sizeof tmp);
+        ost__float_repr(ost__float_get(v), tmp, sizeof tmp);
         puts_(c, tmp);
         return;
     case OST_T_STR: {

@@ -84,6 +84,7 @@ void ost__children(ost_value v, void (*fn)(ost_value, void *), void *ud) {
             ost_slots_obj *so = (ost_slots_obj *)o;
             for (size_t i = 0; i < so->n; i++)
                 if (so->slots[i]) fn(so->slots[i], ud);
+            if (so->extra) fn(so->extra, ud);
         } else {
             fn(((ost_inst_obj *)o)->state, ud);
             if (((ost_inst_obj *)o)->items) fn(((ost_inst_obj *)o)->items, ud);
@@ -192,6 +193,7 @@ static void free_storage(ost_obj *o) {
                 ost_decref(k->fields[i]);
                 ost_decref(k->fields[i]);
             }
+            for (size_t i = 0; i < k->naliases; i++) ost_decref(k->alias_names[i]);
             ost__mem_free(k);
         }
         break;
@@ -497,6 +499,8 @@ ost_value ost_int_from_decimal(const char *s, size_t n) {
 }
 
 ost_value ost_float(double d) {
+    ost_value iv = ost__ifloat(d);
+    if (iv) return iv;
     ost_float_obj *o = (ost_float_obj *)ost__obj_alloc(sizeof *o, OST_T_FLOAT);
     if (!o) return 0;
     o->d = d;
@@ -505,7 +509,7 @@ ost_value ost_float(double d) {
 
 double ost_float_value(ost_value v) {
     int t = ost__type(v);
-    if (t == OST_T_FLOAT) return ((ost_float_obj *)v)->d;
+    if (t == OST_T_FLOAT) return ost__float_get(v);
     if (t == OST_T_INT || t == OST_T_BOOL) {
         int64_t i;
         if (ost_int_value(v, &i) == 0) return (double)i;
@@ -568,7 +572,6 @@ ost_value ost__str_new_uninit(int type, size_t n) {
     if (n > SIZE_MAX - sizeof(ost_str_obj) - 1) return 0;
     ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, type);
     if (!o) return 0;
-    o->hash = 0;
     o->len = n;
     o->data[n] = 0;
     return (ost_value)o;
@@ -797,12 +800,11 @@ static int hash_leaf(ost_value v, uint64_t *out) {
     case OST_T_NONE: *out = 0x1234567; return 0;
     case OST_T_BOOL: *out = v == OST_TRUE; return 0;
     case OST_T_INT: *out = hash_int(v); return 0;
-    case OST_T_FLOAT: *out = hash_double(((ost_float_obj *)v)->d); return 0;
+    case OST_T_FLOAT: *out = hash_double(ost__float_get(v)); return 0;
     case OST_T_STR:
     case OST_T_BYTES: {
         ost_str_obj *s = (ost_str_obj *)v;
-        if (!s->hash) s->hash = hash_bytes(ost__sdata(s), s->len, 0x5bd1e995);
-        *out = s->hash;
+        *out = hash_bytes(ost__sdata(s), s->len, 0x5bd1e995);
         return 0;
     }
     case OST_T_TUPLE: /* empty */
@@ -1174,15 +1176,46 @@ ost_value ost_global(const char *module, const char *name) {
     return (ost_value)g;
 }
 
-ost_value ost_class_new(const ost_class_def *def) {
-    if (!def || !def->module || !def->name || (def->nfields && !def->fields)) return 0;
+/* Index of field name in def's fields, or -1. */
+static ptrdiff_t def_field(const ost_class_def *def, const char *name) {
+    for (size_t i = 0; i < def->nfields; i++)
+        if (strcmp(def->fields[i], name) == 0) return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Whether def's field aliases are sound: each names a declared field, is
+ * not a declared field itself, and is not repeated. */
+static bool def_aliases_ok(const ost_class_def *def) {
+    if (def->nfield_aliases && (!def->field_aliases || !def->nfields)) return false;
+    if (def->nfield_aliases > SIZE_MAX / 2 / sizeof(ost_value)) return false;
+    for (size_t i = 0; i < def->nfield_aliases; i++) {
+        const char *old = def->field_aliases[2 * i], *to = def->field_aliases[2 * i + 1];
+        if (!old || !to || def_field(def, old) >= 0 || def_field(def, to) < 0) return false;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(def->field_aliases[2 * j], old) == 0) return false;
+    }
+    return true;
+}
+
+bool ost__class_def_ok(const ost_class_def *def) {
+    if (!def || !def->module || !def->name || (def->nfields && !def->fields)) return false;
+    if (def->nfields > UINT32_MAX) return false; /* an instance counts its slots in 32 bits */
     for (size_t i = 0; i < def->nfields; i++)
         for (size_t j = 0; j < i; j++)
-            if (!def->fields[i] || strcmp(def->fields[i], def->fields[j]) == 0) return 0;
-    if (def->nfields && !def->fields[0]) return 0;
+            if (!def->fields[i] || strcmp(def->fields[i], def->fields[j]) == 0) return false;
+    if (def->nfields && !def->fields[0]) return false;
+    if (!def_aliases_ok(def)) return false;
+    return ost_utf8_check(def->module, strlen(def->module), NULL) == 0 &&
+           ost_utf8_check(def->name, strlen(def->name), NULL) == 0;
+}
+
+ost_value ost_class_new(const ost_class_def *def) {
+    if (!ost__class_def_ok(def)) return 0;
     ost_value g = ost_global(def->module, def->name);
     if (!g) return 0;
-    ost__klass *k = ost__mem_alloc(sizeof *k + def->nfields * sizeof(ost_value));
+    size_t na = def->nfield_aliases;
+    ost__klass *k = ost__mem_alloc(sizeof *k + (def->nfields + na) * sizeof(ost_value) +
+                                   na * sizeof(uint32_t));
     if (!k) {
         ost_decref(g);
         return 0;
@@ -1191,9 +1224,22 @@ ost_value ost_class_new(const ost_class_def *def) {
     k->def.module = ((ost_str_obj *)((ost_global_obj *)g)->module)->data;
     k->def.name = ((ost_str_obj *)((ost_global_obj *)g)->name)->data;
     k->def.fields = NULL;
+    k->def.field_aliases = NULL;
     k->fields = (ost_value *)(k + 1);
     k->nfields = 0;
+    k->alias_names = k->fields + def->nfields;
+    k->alias_to = (uint32_t *)(k->alias_names + na);
+    k->naliases = 0;
     ((ost_global_obj *)g)->k = k;
+    for (size_t i = 0; i < na; i++) {
+        ost_value a = ost_str_c(def->field_aliases[2 * i]);
+        if (!a) {
+            ost_decref(g);
+            return 0;
+        }
+        k->alias_to[i] = (uint32_t)def_field(def, def->field_aliases[2 * i + 1]);
+        k->alias_names[k->naliases++] = a;
+    }
     for (size_t i = 0; i < def->nfields; i++) {
         ost_value f = ost_str_c(def->fields[i]);
         if (!f) {
@@ -1234,6 +1280,36 @@ ptrdiff_t ost__field_index(ost_value cls, const char *name, size_t n) {
     return field_index(ost__klass_of(cls), name, n);
 }
 
+int ost__slots_put(ost_value obj, ost_value key, ost_value val) {
+    ost_slots_obj *so = (ost_slots_obj *)obj;
+    ptrdiff_t i = -1;
+    if (ost__type(key) == OST_T_STR) {
+        ost__klass *k = ost__klass_of(so->cls);
+        ost_str_obj *s = (ost_str_obj *)key;
+        i = field_index(k, s->data, s->len);
+        for (size_t a = 0; i < 0 && a < k->naliases; a++) {
+            ost_str_obj *f = (ost_str_obj *)k->alias_names[a];
+            if (f->len == s->len && memcmp(f->data, s->data, s->len) == 0)
+                i = (ptrdiff_t)k->alias_to[a];
+        }
+    }
+    if (i >= 0 && (size_t)i < so->n) {
+        /* direct: no activation or change tracking while loading */
+        ost_value old = so->slots[i];
+        so->slots[i] = ost_incref(val);
+        ost_decref(old);
+        return 0;
+    }
+    if (!so->extra && !(so->extra = ost_dict_new())) return OST_ENOMEM;
+    return ost_dict_set(so->extra, ost_incref(key), ost_incref(val));
+}
+
+ost_value ost_instance_extra(ost_value v) {
+    if (ost__type(v) != OST_T_INSTANCE || !ost__slotted(v)) return 0;
+    OST__UNGHOST(v);
+    return ((ost_slots_obj *)v)->extra;
+}
+
 ost_value ost_global_module(ost_value g) {
     return ost__type(g) == OST_T_GLOBAL ? ((ost_global_obj *)g)->module : 0;
 }
@@ -1255,8 +1331,10 @@ ost_value ost_instance_new(ost_value cls) {
             return 0;
         }
         so->h.flags |= OST__F_SLOTS;
+        so->pidx = 0;
         so->cls = cls;
-        so->n = nf;
+        so->extra = 0;
+        so->n = (uint32_t)nf;
         memset(so->slots, 0, nf * sizeof(ost_value));
         return (ost_value)so;
     }
@@ -1265,6 +1343,8 @@ ost_value ost_instance_new(ost_value cls) {
         ost_decref(cls);
         return 0;
     }
+    o->pidx = 0;
+    o->n_ = 0;
     o->cls = cls;
     o->state = OST_NONE;
     o->items = 0;

@@ -528,6 +528,14 @@ static inline void put_int64(ost_writer *w, int64_t i) {
     w->len = (size_t)(enc_int64(w->buf + w->len, i) - w->buf);
 }
 
+/* BINFLOAT of float v (immediate or heap); 9 bytes reserved. */
+static inline void put_float(ost_writer *w, ost_value v) {
+    double d = ost__float_get(v);
+    uint64_t bits;
+    memcpy(&bits, &d, 8);
+    put_op_le(w, OP_BINFLOAT, __builtin_bswap64(bits), 8); /* big-endian */
+}
+
 static int put_text(ost_writer *w, int type, const char *p, size_t n) {
     /* a large payload and its header go outside frames, as CPython does */
     if (framed(w) && n >= OST_FRAME_TARGET) close_frame(w);
@@ -741,6 +749,7 @@ static inline bool save_scalar(ost_writer *w, ost_value v) {
         if (v == OST_NONE) put1(w, OP_NONE);
         else if (v == OST_TRUE) put1(w, OP_NEWTRUE);
         else if (v == OST_FALSE) put1(w, OP_NEWFALSE);
+        else if (ost__is_ifloat(v)) put_float(w, v), w->stats.objects++;
         else return false;
         return true;
     }
@@ -754,9 +763,7 @@ static inline bool save_scalar(ost_writer *w, ost_value v) {
         return true;
     }
     if (o->type == OST_T_FLOAT) {
-        uint64_t bits;
-        memcpy(&bits, &((ost_float_obj *)o)->d, 8);
-        put_op_le(w, OP_BINFLOAT, __builtin_bswap64(bits), 8); /* big-endian */
+        put_float(w, v);
         w->stats.objects++;
         return true;
     }
@@ -964,6 +971,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         if (v == OST_NONE) put1(w, OP_NONE);
         else if (v == OST_TRUE) put1(w, OP_NEWTRUE);
         else if (v == OST_FALSE) put1(w, OP_NEWFALSE);
+        else if (ost__is_ifloat(v)) put_float(w, v), w->stats.objects++;
         else return fail(w, OST_EINVAL, "no value (OST_NOVALUE) in the graph");
         return 0;
     }
@@ -987,12 +995,9 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
     }
     w->stats.objects++;
     switch (o->type) {
-    case OST_T_FLOAT: {
-        uint64_t bits;
-        memcpy(&bits, &((ost_float_obj *)o)->d, 8);
-        put_op_le(w, OP_BINFLOAT, __builtin_bswap64(bits), 8); /* big-endian */
+    case OST_T_FLOAT:
+        put_float(w, v);
         break;
-    }
     case OST_T_INT: {
         ost_int_obj *io = (ost_int_obj *)o;
         if (reserve(w, io->n + 16)) return w->err;
@@ -1133,7 +1138,11 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             if (state != OST_NONE) f->post_state = state;
         } else if (ost__slotted(v)) {
             ost_slots_obj *so = (ost_slots_obj *)o;
-            for (size_t i = 0; i < so->n; i++)
+            if (so->extra && ost_len(so->extra)) {
+                f->slots = true;
+                f->post_state = v;
+            }
+            for (size_t i = 0; i < so->n && !f->slots; i++)
                 if (so->slots[i]) { /* an instance with no attributes has no state */
                     f->slots = true;
                     f->post_state = v;
@@ -1372,7 +1381,7 @@ static int step(ost_writer *w) {
     }
     case K_SLOTS: {
         ost_slots_obj *so = (ost_slots_obj *)f->obj;
-        if (f->half) {
+        if (f->half && f->i < so->n) {
             f->half = false;
             return save(w, so->slots[f->i++], false);
         }
@@ -1388,6 +1397,22 @@ static int step(ost_writer *w) {
                 return 0;
             }
             return save(w, (ost_value)name, false);
+        }
+        if (so->extra) {
+            /* then the fields the class does not declare, as they were read;
+             * f->i - n counts the extra dict's entries */
+            ost_dict_obj *d = (ost_dict_obj *)so->extra;
+            size_t j = f->i - so->n;
+            if (f->half) {
+                f->half = false;
+                f->i++;
+                return save(w, d->entries[j].val, false);
+            }
+            while (j < d->used && !d->entries[j].key) j++, f->i++;
+            if (j < d->used) {
+                f->half = true;
+                return save(w, d->entries[j].key, false);
+            }
         }
         if (reserve(w, 1)) return w->err;
         put1(w, OP_SETITEMS);

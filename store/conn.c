@@ -22,19 +22,56 @@ static void commit_done(ost_conn *c, int rc);
 
 /* ---- the cache -------------------------------------------------------------- */
 
-static ost__pent *find_oid(ost_conn *c, uint64_t oid) {
-    ost__ptr_slot *s = ost__ptrtab_find(&c->by_oid, (uintptr_t)(oid + 1));
-    return s->key ? &c->ents[s->val] : NULL;
+/* The oid table: linear probing over entry indexes (+ 1), a Fibonacci
+ * hash of the oid (oids are dense and sequential, so the multiply spreads
+ * neighbours apart); deletion shifts the rest of the cluster back. Kept at
+ * most half full. An index costs 4 bytes, and an object finds its own
+ * entry through its pidx: 8 to 16 bytes per cached object for lookups,
+ * where two pointer tables took 64. */
+static inline size_t oid_home(const ost_conn *c, uint64_t oid) {
+    return (size_t)((oid * 0x9E3779B97F4A7C15ULL) >> 32) & c->oidmask;
 }
 
+static uint32_t *oid_slot(ost_conn *c, uint64_t oid) {
+    size_t i = oid_home(c, oid);
+    for (;;) {
+        uint32_t *s = &c->oidtab[i];
+        if (!*s || c->ents[*s - 1].oid == oid) return s;
+        i = (i + 1) & c->oidmask;
+    }
+}
+
+static int oidtab_grow(ost_conn *c) {
+    size_t n = c->oidtab ? (c->oidmask + 1) * 2 : 512;
+    uint32_t *t = calloc(n, sizeof *t);
+    if (!t) return OST_ENOMEM;
+    free(c->oidtab);
+    c->oidtab = t;
+    c->oidmask = n - 1;
+    for (size_t i = 0; i < c->nents; i++) *oid_slot(c, c->ents[i].oid) = (uint32_t)(i + 1);
+    return 0;
+}
+
+static ost__pent *find_oid(ost_conn *c, uint64_t oid) {
+    uint32_t s = *oid_slot(c, oid);
+    return s ? &c->ents[s - 1] : NULL;
+}
+
+static inline uint32_t *pidx_of(ost_value obj) { return &((ost_inst_obj *)obj)->pidx; }
+
 static ost__pent *find_obj(ost_conn *c, ost_value obj) {
-    if (!ost__is_heap(obj) || !(OST__O(obj)->flags & OST__F_PERSISTENT)) return NULL;
-    ost__ptr_slot *s = ost__ptrtab_find(&c->by_obj, obj);
-    return s->key ? &c->ents[s->val] : NULL;
+    if (!ost__is_heap(obj) || !(OST__O(obj)->flags & OST__F_PERSISTENT) ||
+        OST__O(obj)->type != OST_T_INSTANCE)
+        return NULL;
+    uint32_t p = *pidx_of(obj);
+    /* an object of another connection has no entry here at its index */
+    return p && p <= c->nents && c->ents[p - 1].obj == obj ? &c->ents[p - 1] : NULL;
 }
 
 /* Adds obj (a new reference is taken) under oid. */
 static int cache_add(ost_conn *c, ost_value obj, uint64_t oid, uint64_t serial) {
+    if (ost__type(obj) != OST_T_INSTANCE) return OST_EINVAL;
+    if (c->nents >= UINT32_MAX - 1) return OST_ENOMEM; /* pidx is 32 bits */
     if (c->nents == c->capents) {
         size_t cap = c->capents ? c->capents * 2 : 256;
         ost__pent *e = realloc(c->ents, cap * sizeof *e);
@@ -42,30 +79,48 @@ static int cache_add(ost_conn *c, ost_value obj, uint64_t oid, uint64_t serial) 
         c->ents = e;
         c->capents = cap;
     }
+    if ((c->nents + 1) * 2 > c->oidmask + 1 && oidtab_grow(c)) return OST_ENOMEM;
     size_t i = c->nents;
-    if (ost__ptrtab_put(&c->by_oid, (uintptr_t)(oid + 1), i)) return OST_ENOMEM;
-    if (ost__ptrtab_put(&c->by_obj, obj, i)) {
-        ost__ptrtab_del(&c->by_oid, (uintptr_t)(oid + 1));
-        return OST_ENOMEM;
-    }
     c->ents[i] = (ost__pent){oid, serial, ost_incref(obj), 0};
     c->nents++;
+    *oid_slot(c, oid) = (uint32_t)(i + 1);
+    *pidx_of(obj) = (uint32_t)(i + 1);
     OST__O(obj)->flags |= OST__F_PERSISTENT;
     return 0;
+}
+
+/* Removes oid's slot from the oid table, moving back what follows it in
+ * its cluster. */
+static void oidtab_del(ost_conn *c, uint64_t oid) {
+    uint32_t *s = oid_slot(c, oid);
+    if (!*s) return;
+    size_t i = (size_t)(s - c->oidtab), j = i;
+    *s = 0;
+    for (;;) {
+        j = (j + 1) & c->oidmask;
+        uint32_t v = c->oidtab[j];
+        if (!v) return;
+        size_t h = oid_home(c, c->ents[v - 1].oid);
+        /* v may fill the hole at i unless its home lies cyclically in (i, j] */
+        if (i <= j ? (h > i && h <= j) : (h > i || h <= j)) continue;
+        c->oidtab[i] = v;
+        c->oidtab[j] = 0;
+        i = j;
+    }
 }
 
 /* Removes entry i (swapping the last one in) and drops the cache's
  * reference. */
 static void cache_remove(ost_conn *c, size_t i) {
     ost__pent e = c->ents[i];
-    ost__ptrtab_del(&c->by_oid, (uintptr_t)(e.oid + 1));
-    ost__ptrtab_del(&c->by_obj, e.obj);
+    oidtab_del(c, e.oid);
     size_t last = --c->nents;
     if (i != last) {
         c->ents[i] = c->ents[last];
-        ost__ptrtab_find(&c->by_oid, (uintptr_t)(c->ents[i].oid + 1))->val = i;
-        ost__ptrtab_find(&c->by_obj, c->ents[i].obj)->val = i;
+        *oid_slot(c, c->ents[i].oid) = (uint32_t)(i + 1);
+        *pidx_of(c->ents[i].obj) = (uint32_t)(i + 1);
     }
+    *pidx_of(e.obj) = 0;
     /* a ghost stays one: it can no longer load, and no connection may
      * store it as a new object with an empty state */
     OST__O(e.obj)->flags &= (uint8_t)~(OST__F_PERSISTENT | OST__F_CHANGED);
@@ -84,6 +139,9 @@ static void ghostify(ost_value obj) {
             so->slots[i] = 0;
             ost_release(v);
         }
+        ost_value x = so->extra;
+        so->extra = 0;
+        ost_release(x);
     } else {
         ost_inst_obj *in = (ost_inst_obj *)obj;
         ost_value v = in->state;
@@ -225,7 +283,21 @@ static int get_record(ost_conn *c, uint64_t oid, MDB_val *v) {
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb};
-    int rc = mdb_get(c->rtxn, c->st->recs, &k, v);
+    int rc = MDB_NOTFOUND;
+    if (c->rcur && c->rcur_gen == c->snap_gen) {
+        rc = mdb_cursor_get(c->rcur, &k, v, MDB_SET);
+    } else {
+        int crc = c->rcur ? mdb_cursor_renew(c->rtxn, c->rcur)
+                          : mdb_cursor_open(c->rtxn, c->st->recs, &c->rcur);
+        if (crc == 0) {
+            c->rcur_gen = c->snap_gen;
+            rc = mdb_cursor_get(c->rcur, &k, v, MDB_SET);
+        } else {
+            if (c->rcur) mdb_cursor_close(c->rcur);
+            c->rcur = NULL;
+            rc = mdb_get(c->rtxn, c->st->recs, &k, v);
+        }
+    }
     if (rc == MDB_NOTFOUND)
         return ost__c_fail(c, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
     if (rc)
@@ -477,13 +549,11 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     c->w = ost_writer_new();
     c->r = ost_reader_new();
     c->hooks = ost_txn_hooks_new();
-    if (!c->w || !c->r || !c->hooks || ost__ptrtab_init(&c->by_oid, 256) ||
-        ost__ptrtab_init(&c->by_obj, 256) || ost__ptrtab_init(&c->maps, 16)) {
+    if (!c->w || !c->r || !c->hooks || oidtab_grow(c) || ost__ptrtab_init(&c->maps, 16)) {
         ost_writer_free(c->w);
         ost_reader_free(c->r);
         ost_txn_hooks_free(c->hooks);
-        ost__ptrtab_free(&c->by_oid);
-        ost__ptrtab_free(&c->by_obj);
+        free(c->oidtab);
         ost__ptrtab_free(&c->maps);
         free(c);
         return OST_ENOMEM;
@@ -545,6 +615,8 @@ static void conn_release(ost_conn *c) {
     while (c->nents) cache_remove(c, c->nents - 1);
     ost_store *st = c->st;
     uv_rwlock_rdlock(&st->maplock); /* not while another thread resizes the map */
+    if (c->rcur) mdb_cursor_close(c->rcur); /* a read-only txn's: any order */
+    c->rcur = NULL;
     if (c->rtxn) mdb_txn_abort(c->rtxn);
     c->rtxn = NULL;
     c->rtxn_live = false;
@@ -562,8 +634,9 @@ static void conn_release(ost_conn *c) {
 /* Frees what the connection owns but the handle itself, leaving NULLs
  * (so that it may run twice: a connection its store closed). */
 static void conn_free_parts(ost_conn *c) {
-    ost__ptrtab_free(&c->by_oid);
-    ost__ptrtab_free(&c->by_obj);
+    free(c->oidtab);
+    c->oidtab = NULL;
+    c->oidmask = 0;
     free(c->ents);
     free(c->changed);
     ost_writer_free(c->w);
@@ -1033,8 +1106,8 @@ int ost__conn_cache_add(ost_conn *c, ost_value obj, uint64_t oid) {
 
 /* Drops oid from the cache (a new map that abort undoes). */
 void ost__conn_forget(ost_conn *c, uint64_t oid) {
-    ost__ptr_slot *s = ost__ptrtab_find(&c->by_oid, (uintptr_t)(oid + 1));
-    if (s->key) cache_remove(c, s->val);
+    ost__pent *e = find_oid(c, oid);
+    if (e) cache_remove(c, (size_t)(e - c->ents));
 }
 
 /* After a bulk load: the next read takes a new snapshot, which sees the

@@ -141,14 +141,23 @@ struct ost_conn {
                            * (a map resize closed it): it holds newer data */
     uint64_t hint_oid, hint_gen; /* the record get_locked read last, */
     MDB_val hint_val;            /* valid while snap_gen == hint_gen */
+    /* a cursor on the records for get_record (NULL: none yet), bound to
+     * the snapshot of generation rcur_gen: an object's reference often
+     * names a record on the same leaf page, which a positioned cursor
+     * finds without descending the B-tree again */
+    MDB_cursor *rcur;
+    uint64_t rcur_gen;
     ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
     size_t ncls_by_id;
     uint64_t low_seen;    /* meta.low when the cache was last checked */
     uint64_t seen_serial; /* invalidations applied up to this commit */
+    /* The cache: one entry per object in ents; an object finds its entry
+     * through its own pidx (ents[pidx - 1]), and an oid through oidtab,
+     * open addressing of entry index + 1 (0: empty), hashed by oid. */
     ost__pent *ents;
     size_t nents, capents;
-    ost__ptrtab by_oid; /* oid + 1 -> index in ents */
-    ost__ptrtab by_obj; /* object -> index in ents */
+    uint32_t *oidtab;
+    size_t oidmask; /* oidtab size - 1 */
     ost_value *changed; /* objects changed in this transaction */
     size_t nchanged, capchanged;
     size_t cache_max;       /* objects with state kept at transaction ends */

@@ -100,3 +100,48 @@ OST_TEST(cache, object_limit_and_no_limit, .init = setup, .fini = teardown) {
     ost_conn_close(c);
     ost_store_close(st);
 }
+
+/* The cache's oid table under churn (entries added, evicted, swapped), and
+ * reads through the connection's record cursor across snapshots. */
+OST_TEST(cache, oids_find_their_objects_through_eviction_and_new_snapshots, .init = setup,
+         .fini = teardown) {
+    ost_store *st = filled_store();
+    ost_conn *a, *b;
+    cr_assert_eq(ost_conn_open(st, &a), 0);
+    cr_assert_eq(ost_conn_open(st, &b), 0);
+    ost_value key = ost_str_c("blobs");
+    ost_value l = ost_root_get(a, key);
+    uint64_t oids[200];
+    for (size_t i = 0; i < 200; i++) oids[i] = ost_oid(a, ost_item(l, i));
+    ost_conn_set_cache_size(a, 7);
+    uint64_t x = 12345;
+    for (int round = 0; round < 30; round++) {
+        for (int k = 0; k < 40; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t i = (size_t)(x % 200);
+            ost_value o;
+            cr_assert_eq(ost_conn_get(a, oids[i], &o), 0, "%s", ost_conn_errmsg(a));
+            cr_assert_eq(ost_oid(a, o), oids[i]);
+            ost_value again;
+            cr_assert_eq(ost_conn_get(a, oids[i], &again), 0);
+            cr_assert_eq(again, o, "one object per oid while it is cached");
+            cr_assert_eq(ost_activate(a, o), 0, "%s", ost_conn_errmsg(a));
+            cr_assert_eq(ost_len(ost_instance_slot(o, 0)), round == 0 ? 1000 : 10,
+                         "round %d", round);
+        }
+        /* b rewrites every blob; a sees it at its next transaction */
+        if (round == 0) {
+            ost_value lb = ost_root_get(b, key);
+            for (size_t i = 0; i < 200; i++)
+                ost_instance_set_slot(ost_item(lb, i), 0, ost_bytes("0123456789", 10));
+            cr_assert_eq(ost_commit(b), 0, "%s", ost_conn_errmsg(b));
+        }
+        ost_abort(a);
+        size_t n = ost_conn_cache_count(a, NULL);
+        cr_assert_leq(n, 201);
+    }
+    ost_decref(key);
+    ost_conn_close(b);
+    ost_conn_close(a);
+    ost_store_close(st);
+}

@@ -247,8 +247,14 @@ OST_TEST(value, floats_hold_doubles_and_ints_convert) {
     uint64_t base = live();
     ost_value f = ost_float(1.5);
     cr_assert_eq(ost_typeof(f), OST_T_FLOAT);
-    cr_assert_eq(ost_refcount(f), 1);
+    cr_assert(ost_is_immediate(f), "1.5 is kept in the value word");
+    cr_assert_eq(ost_refcount(f), 0);
     cr_assert_eq(ost_float_value(f), 1.5);
+    ost_decref(f);
+    f = ost_float(1e300);
+    cr_assert_eq(ost_typeof(f), OST_T_FLOAT);
+    cr_assert_eq(ost_refcount(f), 1, "out of the immediate range: a heap float");
+    cr_assert_eq(ost_float_value(f), 1e300);
     ost_decref(f);
     f = ost_float(-0.0);
     cr_assert(signbit(ost_float_value(f)));
@@ -1324,7 +1330,7 @@ OST_TEST(value, release_frees_two_dicts_referencing_each_other) {
     ost_dict_set(d2, S("other"), ost_incref(d1));
     ost_dict_set(d2, S("data"), list_of(2, ost_float(1.5), dec("18446744073709551616")));
     ost_decref(d2); /* only d1's handle remains */
-    cr_assert_eq(live(), base + 8);
+    cr_assert_eq(live(), base + 7, "1.5 is an immediate");
     ost_release(d1);
     cr_assert_eq(live(), base);
 }
@@ -1628,4 +1634,104 @@ OST_TEST(value, a_long_message_keeps_its_end) {
     fmt_into(msg, sizeof msg, "%s!", big);
     cr_assert_eq(ost_utf8_check(msg, strlen(msg), NULL), 0, "%s", msg);
     cr_assert_eq(msg[strlen(msg) - 1], '!');
+}
+
+/* Memory of small values, by the pools' own count (a chunk is 64 KiB): a
+ * float of ordinary magnitude takes none, a 10-byte str 32 bytes (header,
+ * length, text and NUL, in 8-byte size classes). */
+OST_TEST(value, small_floats_take_no_memory_and_short_strs_32_bytes) {
+    enum { N = 20000 };
+    static ost_value keep[N];
+    ost_alloc_stats a, b;
+    ost_alloc_stats_get(&a);
+    for (int i = 0; i < N; i++) keep[i] = ost_float(i * 0.5 + 1);
+    ost_alloc_stats_get(&b);
+    cr_assert_eq(b.live_objects, a.live_objects, "immediates");
+    cr_assert_eq(b.pool_bytes, a.pool_bytes);
+    for (int i = 0; i < N; i++) {
+        char s[16];
+        snprintf(s, sizeof s, "item%06d", i); /* 10 bytes */
+        keep[i] = ost_str_c(s);
+    }
+    ost_alloc_stats_get(&b);
+    cr_assert_eq(b.live_objects, a.live_objects + N);
+    if (b.pool_bytes) /* pooled (not under ASan, which sees every object) */
+        cr_assert_leq(b.pool_bytes - a.pool_bytes, (uint64_t)N * 32 + 64 * 1024,
+                      "%llu bytes for %d strs", (unsigned long long)(b.pool_bytes - a.pool_bytes),
+                      N);
+    for (int i = 0; i < N; i++) ost_decref(keep[i]);
+}
+
+/* Immediate floats: which doubles are immediates, and that every path that
+ * looks at a float (value, compare, hash, repr, writer, reader) treats an
+ * immediate and a heap float alike. */
+OST_TEST(value, immediate_floats_keep_their_bits_through_every_path) {
+    static const double imm[] = {0.0, 1.0, -1.0, 0.5, 2.5, -1234.5678, 1e-18, 3.6e19,
+                                 ldexp(1, -62), ldexp(1.999, 64), -ldexp(1, 64)};
+    static const double heap[] = {-0.0, ldexp(1, -63), ldexp(1, 65), 1e300, -1e-300, 5e-324,
+                                  INFINITY, -INFINITY, NAN};
+    ost_writer *w = ost_writer_new();
+    ost_reader *r = ost_reader_new();
+    for (int k = 0; k < 2; k++) {
+        const double *ds = k ? heap : imm;
+        size_t n = k ? sizeof heap / sizeof *heap : sizeof imm / sizeof *imm;
+        for (size_t i = 0; i < n; i++) {
+            ost_value f = ost_float(ds[i]);
+            cr_assert(f);
+            cr_assert_eq(ost_is_immediate(f), k == 0, "%g", ds[i]);
+            cr_assert_eq(ost_typeof(f), OST_T_FLOAT);
+            double back = ost_float_value(f);
+            cr_assert_eq(memcmp(&back, &ds[i], 8), 0, "bits of %g", ds[i]);
+            /* through a pickle: BINFLOAT, and back to the same kind */
+            const void *d;
+            size_t len;
+            cr_assert_eq(ost_dump(w, f, &d, &len), 0);
+            ost_value g;
+            cr_assert_eq(ost_load(r, d, len, &g, NULL), 0);
+            cr_assert(ost_same_graph(f, g), "%g", ds[i]);
+            cr_assert_eq(ost_is_immediate(g), k == 0);
+            if (!isnan(ds[i])) cr_assert(ost_equal(f, g));
+            ost_decref(g);
+            /* numbers compare and hash as in Python */
+            if (ds[i] == floor(ds[i]) && fabs(ds[i]) < 1e15) {
+                ost_value iv = ost_int((int64_t)ds[i]);
+                uint64_t hf, hi;
+                cr_assert(ost_equal(f, iv));
+                cr_assert_eq(ost_hash(f, &hf), 0);
+                cr_assert_eq(ost_hash(iv, &hi), 0);
+                cr_assert_eq(hf, hi, "hash(%g) == hash(int)", ds[i]);
+            }
+            ost_decref(f);
+        }
+    }
+    /* repr and dict keys */
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_float(2.5));
+    ost_list_append(l, ost_float(1e300));
+    ost_list_append(l, ost_float(-0.0));
+    ost_buf b = {0};
+    cr_assert_eq(ost_repr(l, &b), 0);
+    cr_assert_str_eq(b.data, "[2.5, 1e+300, -0.0]");
+    ost_buf_free(&b);
+    ost_value dct = ost_dict_new();
+    cr_assert_eq(ost_dict_set(dct, ost_float(3.0), ost_int(1)), 0);
+    cr_assert_eq(ost_dict_get(dct, ost_int(3)), ost_int(1), "3.0 and 3 are one key");
+    ost_decref(dct);
+    ost_decref(l);
+    ost_reader_free(r);
+    ost_writer_free(w);
+}
+
+/* ost_same_graph looks at an instance's state and extra fields, not only
+ * its class (an instance's fields are not right after its header). */
+OST_TEST(value, same_graph_compares_instance_states) {
+    ost_value a = ost_instance_new(ost_global("m", "C")), b = ost_instance_new(ost_global("m", "C"));
+    ost_instance_setattr(a, "x", ost_int(1));
+    ost_instance_setattr(b, "x", ost_int(2));
+    cr_assert(!ost_same_graph(a, b));
+    cr_assert(!ost_equal(a, b));
+    ost_instance_setattr(b, "x", ost_int(1));
+    cr_assert(ost_same_graph(a, b));
+    ost_decref(a);
+    ost_decref(b);
 }

@@ -775,8 +775,10 @@ OST_TEST(writer, persistent_id_sees_each_instance_once) {
 
 OST_TEST(writer, persistent_id_scope_all_sees_every_heap_object) {
     ost_value s = list_of(1, ost_int(1));
-    ost_value x = S("x"), f = ost_float(2.5);
-    ost_value root = list_of(5, s, ost_incref(s), ost_incref(x), ost_int(7), ost_incref(f));
+    /* 1e300 is a heap float; 2.5, like 7, an immediate: no call */
+    ost_value x = S("x"), f = ost_float(1e300);
+    ost_value root = list_of(6, s, ost_incref(s), ost_incref(x), ost_int(7), ost_incref(f),
+                             ost_float(2.5));
     hook_ctx h = {0};
     ost_writer *w = ost_writer_new();
     ost_writer_set_persistent_id(w, hook, &h, OST_PID_ALL);
@@ -800,7 +802,7 @@ OST_TEST(writer, persistent_id_scope_all_sees_every_heap_object) {
                      "    def persistent_load(self, pid): return ('PID', pid)\n"
                      "print(U(open(sys.argv[1], 'rb')).load())\n",
                      d, n);
-    cr_assert_str_eq(o, "[[1], [1], ('PID', 'oid-2'), 7, 2.5]\n", "%s", o);
+    cr_assert_str_eq(o, "[[1], [1], ('PID', 'oid-2'), 7, 1e+300, 2.5]\n", "%s", o);
     free(o);
     ost_writer_free(w);
     ost_decref(x);

@@ -35,10 +35,22 @@ OST_EXTERN void ost_registry_free(ost_registry *reg);
  * def, OST_ENOMEM. */
 OST_EXTERN int ost_registry_add(ost_registry *reg, const ost_class_def *def,
                                 ost_value *cls);
-/* The class registered as module.name (borrowed), or 0. */
+/* The class registered as module.name, or that module.name is an alias of
+ * (borrowed), or 0. */
 OST_EXTERN ost_value ost_registry_get(const ost_registry *reg,
                                       const char *module, const char *name);
-/* Number of registered classes. */
+/* Makes module.name, a former name of class cls, read as cls: a pickle or
+ * a store's record that names module.name gets an instance of cls, as
+ * ZODB programs do with class aliases after renaming a class. Writing
+ * uses cls's own name, so a record moves to the new name when it is next
+ * stored. cls must be a class of reg (borrowed; ost_registry_add gives
+ * it). Returns 0, OST_EINVAL (NULL names, text that is not UTF-8, cls not
+ * a class of reg), OST_EEXIST (module.name is a class or an alias
+ * already), OST_ENOMEM. Not thread-safe: make aliases before readers use
+ * the registry. */
+OST_EXTERN int ost_registry_alias(ost_registry *reg, const char *module,
+                                  const char *name, ost_value cls);
+/* Number of registered classes (aliases not counted). */
 OST_EXTERN size_t ost_registry_count(const ost_registry *reg);
 /* What the reader does with globals not registered. */
 OST_EXTERN void ost_registry_set_policy(ost_registry *reg,

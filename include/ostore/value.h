@@ -1,8 +1,10 @@
 /* ostore values: the in-memory object graph that pickles are made of.
  *
  * An ost_value is one machine word. Small integers (62 bits and a sign), None,
- * True and False are immediates: no allocation, no reference count, never
- * memoized. Everything else is a pointer to a reference-counted heap object.
+ * True, False and floats of ordinary magnitude (a binary exponent from -62 to
+ * 64, about 2.2e-19 to 3.7e19 either sign, and +0.0) are immediates: no
+ * allocation, no reference count, never memoized. Everything else is a
+ * pointer to a reference-counted heap object.
  * The value 0 (OST_NOVALUE) means "no value" and is what constructors return
  * when they fail (out of memory, or invalid text for strings).
  *
@@ -73,7 +75,8 @@ typedef enum {
 OST_EXTERN ost_type ost_typeof(ost_value v);
 /* Returns the Python name of a type ("int", "dict", "instance", ...). */
 OST_EXTERN const char *ost_type_name(ost_type t);
-/* True when v carries no heap object (small int, None, True, False). */
+/* True when v carries no heap object (small int, None, True, False, a float
+ * in the immediate range). */
 static inline bool ost_is_immediate(ost_value v) { return (v & 3) != 0; }
 
 /* Adds a reference to v and returns v. No-op for immediates. */
@@ -106,7 +109,8 @@ OST_EXTERN int ost_int_value(ost_value v, int64_t *out);
  * large enough) and returns how many bytes it needs (0 for zero). */
 OST_EXTERN size_t ost_int_to_bytes(ost_value v, uint8_t *buf, size_t cap);
 
-/* New float. 0 on ENOMEM. */
+/* New float: an immediate when d is in the immediate range (see the top of
+ * this file), else a heap float; either keeps d's bits exactly. 0 on ENOMEM. */
 OST_EXTERN ost_value ost_float(double d);
 /* Returns the double held by a float (or an int converted), NAN otherwise. */
 OST_EXTERN double ost_float_value(ost_value v);
@@ -214,12 +218,25 @@ typedef struct {
     ost_getnewargs_fn getnewargs;
     ost_setnewargs_fn setnewargs;
     void *ud; /* passed to the callbacks */
+    /* Former names of fields, for states written before a field was
+     * renamed: nfield_aliases pairs {old name, declared field}, so
+     * field_aliases[2 * i] reads into the slot of field_aliases[2 * i + 1].
+     * Writing uses the declared name. NULL (0) for none. */
+    const char *const *field_aliases;
+    size_t nfield_aliases;
 } ost_class_def;
 
 /* New class: a global value (module.name) that also carries def, copied
  * (strings included). Instances made with it use its fields and callbacks,
  * and pickle as Python pickles an instance of a plain class with those
- * attributes. 0 on ENOMEM, or OST_NOVALUE for bad text or a repeated field. */
+ * attributes. 0 on ENOMEM, or OST_NOVALUE for bad text, a repeated field,
+ * more than UINT32_MAX fields, or a field alias that names no declared
+ * field or is itself a declared field or a repeated alias.
+ *
+ * A state read into an instance of a class with fields may name fields the
+ * class does not declare (written by a version of the program that had
+ * them): the instance keeps them, apart from its slots, and writes them
+ * back with its declared fields (see ost_instance_extra). */
 OST_EXTERN ost_value ost_class_new(const ost_class_def *def);
 /* True when cls is a class made by ost_class_new with persistent set. */
 OST_EXTERN bool ost_class_is_persistent(ost_value cls);
@@ -261,6 +278,11 @@ OST_EXTERN ost_value ost_instance_getattr(ost_value inst, const char *name);
  * why (the field and the class; for a ghost, the oid and the reason). */
 OST_EXTERN int ost_instance_getattr_ex(ost_value inst, const char *name,
                                        ost_value *out);
+/* The attributes of an instance of a class with fields that its class
+ * does not declare, as read from its state: a dict (borrowed; the instance
+ * writes it back as part of its state), or 0 when there are none or inst
+ * has no fields. A store's ghost loads its state first. */
+OST_EXTERN ost_value ost_instance_extra(ost_value inst);
 /* Slot i of an instance of a class with fields (borrowed; 0 when unset or
  * out of range). */
 OST_EXTERN ost_value ost_instance_slot(ost_value inst, size_t i);

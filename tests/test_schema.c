@@ -1,0 +1,360 @@
+/* Changing a class under a store: fields added, removed and renamed, and a
+ * class renamed (docs/hooks.md, "Changing a class"). Each test writes with
+ * one version of a class and reads with another, through a store, as two
+ * builds of a program would. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "leakcheck.h"
+#include "ostore.h"
+#include "rmtree.h"
+
+static char dir[64];
+
+static void setup(void) {
+    strcpy(dir, "/tmp/ostore-schema-XXXXXX");
+    cr_assert(mkdtemp(dir));
+}
+
+static void teardown(void) { rmtree(dir); }
+
+/* A registry with one persistent class inventory.<name> of the given
+ * fields and field aliases (pairs). */
+static ost_registry *reg_of(const char *name, const char *const *fields, size_t n,
+                            const char *const *aliases, size_t naliases, ost_value *cls) {
+    ost_registry *reg = ost_registry_new();
+    cr_assert(reg);
+    ost_class_def def = {.module = "inventory", .name = name, .fields = fields, .nfields = n,
+                         .persistent = true, .field_aliases = aliases,
+                         .nfield_aliases = naliases};
+    cr_assert_eq(ost_registry_add(reg, &def, cls), 0);
+    return reg;
+}
+
+static ost_store *open_with(ost_registry *reg, ost_conn **c) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = true;
+    o.registry = reg;
+    ost_store *st = ost_store_new();
+    cr_assert_eq(ost_store_open(st, dir, &o), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(ost_conn_open(st, c), 0);
+    return st;
+}
+
+static void close_store(ost_store *st, ost_conn *c) {
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
+/* The item under root["item"], loaded. */
+static ost_value root_item(ost_conn *c) {
+    ost_value key = ost_str_c("item");
+    ost_value it = ost_root_get(c, key);
+    ost_decref(key);
+    cr_assert(it);
+    cr_assert_eq(ost_activate(c, it), 0, "%s", ost_conn_errmsg(c));
+    return it;
+}
+
+static bool str_is(ost_value v, const char *s) {
+    size_t n;
+    const char *d = ost_data(v, &n);
+    return d && ost_typeof(v) == OST_T_STR && n == strlen(s) && memcmp(d, s, n) == 0;
+}
+
+static const char *abc[] = {"a", "b", "c"};
+
+/* Writes inventory.Item(a=1, b="two", c=[3.5]) under root["item"]. */
+static void write_abc(void) {
+    ost_value Item;
+    ost_registry *reg = reg_of("Item", abc, 3, NULL, 0, &Item);
+    ost_conn *c;
+    ost_store *st = open_with(reg, &c);
+    ost_value it = ost_instance_new(ost_incref(Item));
+    ost_instance_set_slot(it, 0, ost_int(1));
+    ost_instance_set_slot(it, 1, ost_str_c("two"));
+    ost_value l = ost_list_new(1);
+    ost_list_append(l, ost_float(3.5));
+    ost_instance_set_slot(it, 2, l);
+    cr_assert_eq(ost_root_set(c, ost_str_c("item"), it), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    close_store(st, c);
+    ost_registry_free(reg);
+}
+
+OST_TEST(schema, old_code_keeps_a_field_it_does_not_know_through_a_store_round_trip,
+         .init = setup, .fini = teardown) {
+    write_abc();
+    /* a build whose Item has a and b only: loads, changes a, stores */
+    ost_value Item;
+    const char *ab[] = {"a", "b"};
+    ost_registry *reg = reg_of("Item", ab, 2, NULL, 0, &Item);
+    ost_conn *c;
+    ost_store *st = open_with(reg, &c);
+    ost_value it = root_item(c);
+    cr_assert_eq(ost_instance_slot(it, 0), ost_int(1));
+    cr_assert(str_is(ost_instance_slot(it, 1), "two"));
+    ost_value extra = ost_instance_extra(it);
+    cr_assert_eq(ost_len(extra), 1, "c is kept apart from the slots");
+    cr_assert_eq(ost_len(ost_dict_get_c(extra, "c")), 1);
+    cr_assert_eq(ost_instance_set_slot(it, 0, ost_int(10)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    close_store(st, c);
+    ost_registry_free(reg);
+    /* the build with a, b and c reads c intact, and a as changed */
+    reg = reg_of("Item", abc, 3, NULL, 0, &Item);
+    st = open_with(reg, &c);
+    it = root_item(c);
+    cr_assert_eq(ost_instance_slot(it, 0), ost_int(10));
+    cr_assert(str_is(ost_instance_slot(it, 1), "two"));
+    ost_value cv = ost_instance_slot(it, 2);
+    cr_assert_eq(ost_typeof(cv), OST_T_LIST);
+    cr_assert_eq(ost_len(cv), 1);
+    cr_assert_eq(ost_float_value(ost_item(cv, 0)), 3.5);
+    cr_assert_eq(ost_instance_extra(it), 0, "nothing unknown to this build");
+    close_store(st, c);
+    ost_registry_free(reg);
+}
+
+OST_TEST(schema, a_removed_field_is_kept_after_a_ghost_reloads, .init = setup,
+         .fini = teardown) {
+    write_abc();
+    const char *a_only[] = {"a"};
+    ost_value Item;
+    ost_registry *reg = reg_of("Item", a_only, 1, NULL, 0, &Item);
+    ost_conn *c;
+    ost_store *st = open_with(reg, &c);
+    ost_value it = root_item(c);
+    cr_assert_eq(ost_len(ost_instance_extra(it)), 2);
+    cr_assert_eq(ost_invalidate(c, it), 0);
+    cr_assert(ost_is_ghost(it));
+    cr_assert_eq(ost_len(ost_instance_extra(it)), 2, "the ghost loads again, extras too");
+    close_store(st, c);
+    ost_registry_free(reg);
+}
+
+OST_TEST(schema, an_added_field_is_unset_in_old_records, .init = setup, .fini = teardown) {
+    write_abc();
+    const char *abcd[] = {"a", "b", "c", "d"};
+    ost_value Item;
+    ost_registry *reg = reg_of("Item", abcd, 4, NULL, 0, &Item);
+    ost_conn *c;
+    ost_store *st = open_with(reg, &c);
+    ost_value it = root_item(c);
+    cr_assert_eq(ost_instance_slot(it, 0), ost_int(1));
+    cr_assert_eq(ost_instance_slot(it, 3), 0, "unset: the record has no d");
+    cr_assert_eq(ost_instance_extra(it), 0);
+    close_store(st, c);
+    ost_registry_free(reg);
+}
+
+OST_TEST(schema, a_renamed_field_reads_through_its_alias_and_writes_its_new_name,
+         .init = setup, .fini = teardown) {
+    write_abc();
+    /* b was renamed to title */
+    const char *renamed[] = {"a", "title", "c"};
+    const char *aliases[] = {"b", "title"};
+    ost_value Item;
+    ost_registry *reg = reg_of("Item", renamed, 3, aliases, 1, &Item);
+    ost_conn *c;
+    ost_store *st = open_with(reg, &c);
+    ost_value it = root_item(c);
+    cr_assert(str_is(ost_instance_getattr(it, "title"), "two"));
+    cr_assert_eq(ost_instance_extra(it), 0, "b is not unknown: it is title");
+    cr_assert_eq(ost_instance_set_slot(it, 0, ost_int(2)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_writer *w = ost_writer_new();
+    const void *d;
+    size_t n;
+    cr_assert_eq(ost_dump_state(w, it, &d, &n), 0);
+    cr_assert(memmem(d, n, "title", 5), "written under its new name");
+    cr_assert(!memmem(d, n, "\x8c\x01" "b", 3), "and not the old one");
+    ost_writer_free(w);
+    close_store(st, c);
+    ost_registry_free(reg);
+}
+
+OST_TEST(schema, bad_field_aliases_are_refused) {
+    const char *f[] = {"a", "b"};
+    const char *to_nothing[] = {"x", "nope"};
+    const char *is_field[] = {"a", "b"};
+    const char *twice[] = {"x", "a", "x", "b"};
+    const char *null_name[] = {NULL, "a"};
+    const char *const *bad[] = {to_nothing, is_field, twice, null_name};
+    size_t nbad[] = {1, 1, 2, 1};
+    ost_registry *reg = ost_registry_new();
+    for (int i = 0; i < 4; i++) {
+        ost_class_def def = {.module = "m", .name = "C", .fields = f, .nfields = 2,
+                             .field_aliases = bad[i], .nfield_aliases = nbad[i]};
+        cr_assert_eq(ost_class_new(&def), 0, "case %d", i);
+        cr_assert_eq(ost_registry_add(reg, &def, NULL), OST_EINVAL, "case %d", i);
+    }
+    ost_class_def no_fields = {.module = "m", .name = "C", .field_aliases = to_nothing,
+                               .nfield_aliases = 1};
+    cr_assert_eq(ost_registry_add(reg, &no_fields, NULL), OST_EINVAL);
+    cr_assert_eq(ost_registry_count(reg), 0, "nothing registered");
+    ost_registry_free(reg);
+}
+
+OST_TEST(schema, a_renamed_class_reads_through_a_class_alias_and_moves_when_stored,
+         .init = setup, .fini = teardown) {
+    write_abc();
+    /* inventory.Item became stock.Article */
+    ost_registry *reg = ost_registry_new();
+    ost_value Article;
+    ost_class_def def = {.module = "stock", .name = "Article", .fields = abc, .nfields = 3,
+                         .persistent = true};
+    cr_assert_eq(ost_registry_add(reg, &def, &Article), 0);
+    cr_assert_eq(ost_registry_alias(reg, "inventory", "Item", Article), 0);
+    cr_assert_eq(ost_registry_get(reg, "inventory", "Item"), Article);
+    cr_assert_eq(ost_registry_count(reg), 1, "an alias is no class");
+    ost_conn *c;
+    ost_store *st = open_with(reg, &c);
+    ost_value it = root_item(c);
+    cr_assert_eq(ost_instance_class(it), Article);
+    cr_assert(str_is(ost_instance_slot(it, 1), "two"));
+    cr_assert_eq(ost_instance_set_slot(it, 0, ost_int(5)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    close_store(st, c);
+    ost_registry_free(reg);
+    /* the record now names stock.Article: a registry without the alias
+     * reads it as that class */
+    reg = ost_registry_new();
+    cr_assert_eq(ost_registry_add(reg, &def, &Article), 0);
+    st = open_with(reg, &c);
+    it = root_item(c);
+    cr_assert_eq(ost_instance_class(it), Article);
+    cr_assert_eq(ost_instance_slot(it, 0), ost_int(5));
+    close_store(st, c);
+    ost_registry_free(reg);
+}
+
+OST_TEST(schema, class_aliases_refuse_misuse) {
+    ost_registry *reg = ost_registry_new(), *other = ost_registry_new();
+    ost_value A, B;
+    ost_class_def da = {.module = "m", .name = "A"}, db = {.module = "m", .name = "B"};
+    cr_assert_eq(ost_registry_add(reg, &da, &A), 0);
+    cr_assert_eq(ost_registry_add(other, &db, &B), 0);
+    cr_assert_eq(ost_registry_alias(reg, "m", "Old", B), OST_EINVAL, "B is not reg's");
+    cr_assert_eq(ost_registry_alias(reg, "m", "A", A), OST_EEXIST, "a class's own name");
+    cr_assert_eq(ost_registry_alias(reg, NULL, "x", A), OST_EINVAL);
+    cr_assert_eq(ost_registry_alias(reg, "m", "\xff", A), OST_EINVAL);
+    cr_assert_eq(ost_registry_alias(reg, "m", "Old", A), 0);
+    cr_assert_eq(ost_registry_alias(reg, "m", "Old", A), OST_EEXIST);
+    ost_class_def dold = {.module = "m", .name = "Old"};
+    cr_assert_eq(ost_registry_add(reg, &dold, NULL), OST_EEXIST, "the alias holds the name");
+    /* the reader resolves aliases too */
+    ost_value inst = ost_instance_new(ost_global("m", "Old"));
+    ost_instance_setattr(inst, "x", ost_int(1));
+    ost_writer *w = ost_writer_new();
+    const void *d;
+    size_t n;
+    cr_assert_eq(ost_dump(w, inst, &d, &n), 0);
+    ost_reader *r = ost_reader_new();
+    ost_reader_set_registry(r, reg);
+    ost_value back;
+    cr_assert_eq(ost_load(r, d, n, &back, NULL), 0, "%s", ost_reader_errmsg(r));
+    cr_assert_eq(ost_instance_class(back), A);
+    ost_decref(back);
+    ost_reader_free(r);
+    ost_writer_free(w);
+    ost_decref(inst);
+    ost_registry_free(reg);
+    ost_registry_free(other);
+}
+
+OST_TEST(schema, a_state_that_is_not_a_dict_names_the_offset_of_its_build) {
+    /* protocol 2: NEWOBJ of hookless class m.P, then BUILD with state 5 */
+    static const char p[] = "\x80\x02" "cm\nP\n" ")\x81" "K\x05" "b.";
+    const char *f[] = {"x"};
+    ost_registry *reg = ost_registry_new();
+    ost_class_def def = {.module = "m", .name = "P", .fields = f, .nfields = 1};
+    cr_assert_eq(ost_registry_add(reg, &def, NULL), 0);
+    ost_reader *r = ost_reader_new();
+    ost_reader_set_registry(r, reg);
+    ost_value v;
+    cr_assert_eq(ost_load(r, p, sizeof p - 1, &v, NULL), OST_EBADPICKLE);
+    cr_assert_eq(ost_reader_erroffset(r), sizeof p - 3, "the BUILD opcode: %s",
+                 ost_reader_errmsg(r));
+    /* a record's state applied by ost_load_state: the offset is its STOP */
+    static const char st5[] = "\x80\x02" "K\x05" ".";
+    ost_value inst = ost_instance_new(ost_incref(ost_registry_get(reg, "m", "P")));
+    cr_assert_eq(ost_load_state(r, inst, st5, sizeof st5 - 1), OST_EBADPICKLE);
+    cr_assert_eq(ost_reader_erroffset(r), sizeof st5 - 2, "%s", ost_reader_errmsg(r));
+    cr_assert(strstr(ost_reader_errmsg(r), "is a int, not a dict"), "%s", ost_reader_errmsg(r));
+    ost_decref(inst);
+    ost_reader_free(r);
+    ost_registry_free(reg);
+}
+
+/* ---- ost_load_state's direct path: slots filled without a dict ---------------- */
+
+static ost_value xy_class(void) {
+    static const char *xy[] = {"x", "y"};
+    static const char *al[] = {"old_x", "x"};
+    ost_class_def def = {.module = "m", .name = "XY", .fields = xy, .nfields = 2,
+                         .field_aliases = al, .nfield_aliases = 1};
+    ost_value cls = ost_class_new(&def);
+    cr_assert(cls);
+    return cls;
+}
+
+OST_TEST(load_state, fills_slots_aliases_and_extras_as_build_does) {
+    ost_value cls = xy_class();
+    /* {'old_x': 1, 'y': 'two', 'z': 2.5}, protocol 4, as Python writes it */
+    static const char p[] = "\x80\x04\x95\x1f\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x05old_x\x94"
+                            "K\x01\x8c\x01y\x94\x8c\x03two\x94\x8c\x01z\x94G@\x04\x00\x00\x00\x00"
+                            "\x00\x00u.";
+    ost_reader *r = ost_reader_new();
+    ost_value a = ost_instance_new(ost_incref(cls)); /* empty: the direct path */
+    cr_assert_eq(ost_load_state(r, a, p, sizeof p - 1), 0, "%s", ost_reader_errmsg(r));
+    cr_assert_eq(ost_instance_slot(a, 0), ost_int(1), "old_x reads into x");
+    cr_assert_eq(ost_len(ost_instance_slot(a, 1)), 3);
+    cr_assert_eq(ost_float_value(ost_dict_get_c(ost_instance_extra(a), "z")), 2.5);
+    /* an instance with a slot set takes the usual way: the same result */
+    ost_value b = ost_instance_new(ost_incref(cls));
+    ost_instance_set_slot(b, 1, ost_int(0));
+    cr_assert_eq(ost_load_state(r, b, p, sizeof p - 1), 0, "%s", ost_reader_errmsg(r));
+    cr_assert(ost_equal(a, b));
+    cr_assert(ost_same_graph(a, b));
+    ost_decref(a);
+    ost_decref(b);
+    ost_reader_free(r);
+    ost_decref(cls);
+}
+
+OST_TEST(load_state, a_dict_that_refers_to_itself_is_read_the_usual_way) {
+    ost_value cls = xy_class();
+    /* d = {}; d['x'] = d: the memoized dict fetched again by BINGET */
+    static const char p[] = "\x80\x04}\x94(\x8c\x01x\x94h\x00u.";
+    ost_reader *r = ost_reader_new();
+    ost_value a = ost_instance_new(ost_incref(cls));
+    cr_assert_eq(ost_load_state(r, a, p, sizeof p - 1), 0, "%s", ost_reader_errmsg(r));
+    ost_value d = ost_instance_slot(a, 0);
+    cr_assert_eq(ost_typeof(d), OST_T_DICT, "x holds the dict, not the instance");
+    cr_assert_eq(ost_dict_get_c(d, "x"), d);
+    ost_release(a);
+    ost_reader_free(r);
+    ost_decref(cls);
+}
+
+OST_TEST(load_state, a_failed_load_leaves_the_instance_unchanged) {
+    ost_value cls = xy_class();
+    ost_reader *r = ost_reader_new();
+    static const char trunc[] = "\x80\x04}\x94(\x8c\x01yK\x05\x8c\x01x"; /* cut short */
+    ost_value a = ost_instance_new(ost_incref(cls));
+    cr_assert_eq(ost_load_state(r, a, trunc, sizeof trunc - 1), OST_ETRUNCATED);
+    cr_assert_eq(ost_instance_slot(a, 1), 0, "y was set, then undone");
+    cr_assert_eq(ost_instance_extra(a), 0);
+    /* the dict inside a tuple: not a state dict, the usual error and offset */
+    static const char tup[] = "\x80\x04}(\x8c\x01yK\x05u\x85.";
+    cr_assert_eq(ost_load_state(r, a, tup, sizeof tup - 1), OST_EBADPICKLE);
+    cr_assert(strstr(ost_reader_errmsg(r), "is a tuple, not a dict"), "%s", ost_reader_errmsg(r));
+    cr_assert_eq(ost_reader_erroffset(r), sizeof tup - 2);
+    cr_assert_eq(ost_instance_slot(a, 1), 0);
+    ost_decref(a);
+    ost_reader_free(r);
+    ost_decref(cls);
+}
