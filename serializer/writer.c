@@ -70,6 +70,7 @@ struct ost_writer {
     ost_value g_getattr;
     ost_value s_latin1;
     wname *names; /* attribute names by content, open addressing */
+    uint32_t *names_used; /* the slots in use, so a dump clears only those */
     size_t names_mask, names_count;
     int err;
     char msg[256];
@@ -118,6 +119,7 @@ void ost_writer_free(ost_writer *w) {
     drop_cached(&w->s_latin1);
     ost__ptrtab_free(&w->memo);
     free(w->names);
+    free(w->names_used);
     free(w->st);
     free(w->buf);
     free(w);
@@ -669,10 +671,11 @@ static wname *name_slot(ost_writer *w, const ost_str_obj *s, uint32_t h) {
 
 static void names_clear(ost_writer *w) {
     if (!w->names_count) return;
-    for (size_t i = 0; i <= w->names_mask; i++) {
-        if (w->names[i].held) ost_decref(w->names[i].s);
-        w->names[i].s = 0;
-        w->names[i].held = false;
+    for (size_t k = 0; k < w->names_count; k++) { /* not the whole table: a dump */
+        wname *e = &w->names[w->names_used[k]]; /* uses a few of its 2048 slots */
+        if (e->held) ost_decref(e->s);
+        e->s = 0;
+        e->held = false;
     }
     w->names_count = 0;
 }
@@ -687,7 +690,14 @@ static int save_name(ost_writer *w, ost_value name, bool hold) {
     ost_str_obj *s = (ost_str_obj *)name;
     if (OST_UNLIKELY(!w->names)) {
         w->names = calloc(2 * NAMES_MAX, sizeof *w->names);
-        if (!w->names) return save(w, name, false);
+        w->names_used = malloc(NAMES_MAX * sizeof *w->names_used);
+        if (!w->names || !w->names_used) {
+            free(w->names);
+            free(w->names_used);
+            w->names = NULL;
+            w->names_used = NULL;
+            return save(w, name, false);
+        }
         w->names_mask = 2 * NAMES_MAX - 1;
     }
     uint32_t h = (uint32_t)ost__fnv1a(OST__FNV_INIT, s->data, s->len);
@@ -698,7 +708,7 @@ static int save_name(ost_writer *w, ost_value name, bool hold) {
         e->held = hold;
         e->idx = NAME_SEEN;
         e->hash = h;
-        w->names_count++;
+        w->names_used[w->names_count++] = (uint32_t)(e - w->names);
     } else if (e->idx != NAME_SEEN) {
         if (reserve(w, 5)) return w->err;
         put_get(w, e->idx);
