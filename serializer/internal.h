@@ -140,6 +140,10 @@ typedef struct {
     ost_value slots[]; /* 0 = unset */
 } ost_slots_obj;
 
+/* Unsets every slot and the kept unknown fields of a slotted instance,
+ * releasing what they held. */
+void ost__slots_clear(ost_value inst);
+
 #define OST__F_SLOTS 1
 #define OST__F_PERSISTENT 2 /* has an oid in a connection (store/) */
 #define OST__F_GHOST 4      /* persistent, state not loaded yet */

@@ -2011,18 +2011,6 @@ static bool direct_ok(ost_value inst) {
     return true;
 }
 
-/* Empties what the direct path put in inst's slots. */
-static void direct_undo(ost_value inst) {
-    ost_slots_obj *so = (ost_slots_obj *)inst;
-    for (size_t i = 0; i < so->n; i++) {
-        ost_value x = so->slots[i];
-        so->slots[i] = 0;
-        ost_release(x);
-    }
-    ost_value x = so->extra;
-    so->extra = 0;
-    ost_release(x);
-}
 
 int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) {
     if (!r || ost__type(inst) != OST_T_INSTANCE) return OST_EINVAL;
@@ -2046,7 +2034,7 @@ int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) 
              * another way): undo, and read it the usual way, which gives
              * the usual result or error */
             if (!rc) ost_release(v);
-            direct_undo(inst);
+            ost__slots_clear(inst);
             rc = ost_load(r, data, len, &v, NULL);
         } /* else: not a dict state; v and rc are what the usual way gives */
     } else

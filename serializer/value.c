@@ -1596,3 +1596,15 @@ ost_value ost_persref(ost_value pid) {
 ost_value ost_persref_pid(ost_value p) {
     return ost__type(p) == OST_T_PERSREF ? ((ost_persref_obj *)p)->pid : 0;
 }
+
+void ost__slots_clear(ost_value inst) {
+    ost_slots_obj *so = (ost_slots_obj *)inst;
+    for (size_t i = 0; i < so->n; i++) {
+        ost_value x = so->slots[i];
+        so->slots[i] = 0; /* unset before release: a cycle may come back here */
+        ost_release(x);
+    }
+    ost_value x = so->extra;
+    so->extra = 0;
+    ost_release(x);
+}

@@ -133,15 +133,7 @@ static void ghostify(ost_value obj) {
     if (o->flags & OST__F_GHOST) return;
     o->flags = (uint8_t)((o->flags | OST__F_GHOST) & ~OST__F_CHANGED);
     if (ost__slotted(obj)) {
-        ost_slots_obj *so = (ost_slots_obj *)obj;
-        for (size_t i = 0; i < so->n; i++) {
-            ost_value v = so->slots[i];
-            so->slots[i] = 0;
-            ost_release(v);
-        }
-        ost_value x = so->extra;
-        so->extra = 0;
-        ost_release(x);
+        ost__slots_clear(obj);
     } else {
         ost_inst_obj *in = (ost_inst_obj *)obj;
         ost_value v = in->state;

@@ -25,26 +25,6 @@ struct ost_iter {
     ost_value cls; /* the class last reported without an object (a reference) */
 };
 
-/* The class id of cls in snapshot t: 0 and *id, MDB_NOTFOUND when the
- * store has no instance of it yet, or another LMDB code. */
-static int find_cid(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
-    size_t ml, nl;
-    const char *m = ost_data(ost_global_module(cls), &ml);
-    const char *n = ost_data(ost_global_name(cls), &nl);
-    char key[1024];
-    if (!m || !n || ml + nl + 2 > sizeof key) return MDB_NOTFOUND;
-    key[0] = 'n';
-    memcpy(key + 1, m, ml);
-    key[1 + ml] = 0;
-    memcpy(key + 2 + ml, n, nl);
-    MDB_val k = {ml + nl + 2, key}, v;
-    int rc = mdb_get(t, st->classes, &k, &v);
-    if (rc) return rc;
-    if (v.mv_size != 4) return MDB_CORRUPTED;
-    memcpy(id, v.mv_data, 4);
-    return 0;
-}
-
 int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
     if (out) *out = NULL;
     if (!c || !out) return OST_EINVAL;
@@ -58,7 +38,7 @@ int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
     int rc = ost__conn_lock(c); /* the transaction starts here if it has not */
     if (!rc && cls) {
         it->by_class = true;
-        int mrc = find_cid(c->st, c->rtxn, cls, &it->cid);
+        int mrc = ost__class_find(c->st, c->rtxn, cls, &it->cid);
         if (mrc == MDB_NOTFOUND) it->no_such = true;
         else if (mrc)
             rc = ost__c_fail(c, ost__mdb_code(mrc), "%s: reading the class table: %s",

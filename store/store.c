@@ -831,25 +831,37 @@ int ost__ensure_room(ost_store *st, size_t bytes, size_t items) {
 
 /* ---- classes ------------------------------------------------------------------ */
 
-/* Finds or creates the id of class cls inside write transaction t. */
-int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+/* The classes table's key of cls, 'n' module NUL name, in key (cap bytes):
+ * its length, or 0 when cls has no names or they do not fit. */
+static size_t class_key(ost_value cls, char *key, size_t cap) {
     size_t ml, nl;
     const char *m = ost_data(ost_global_module(cls), &ml);
     const char *n = ost_data(ost_global_name(cls), &nl);
-    if (!m || !n) return EINVAL;
-    char key[1024];
-    if (ml + nl + 2 > sizeof key) return EINVAL;
+    if (!m || !n || ml + nl + 2 > cap) return 0;
     key[0] = 'n';
     memcpy(key + 1, m, ml);
     key[1 + ml] = 0;
     memcpy(key + 2 + ml, n, nl);
-    MDB_val k = {ml + nl + 2, key}, v;
+    return ml + nl + 2;
+}
+
+int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+    char key[1024];
+    MDB_val k = {class_key(cls, key, sizeof key), key}, v;
+    if (!k.mv_size) return MDB_NOTFOUND; /* no such name can be stored */
     int rc = mdb_get(t, st->classes, &k, &v);
-    if (rc == 0) {
-        if (v.mv_size != 4) return MDB_CORRUPTED;
-        memcpy(id, v.mv_data, 4);
-        return 0;
-    }
+    if (rc) return rc;
+    if (v.mv_size != 4) return MDB_CORRUPTED;
+    memcpy(id, v.mv_data, 4);
+    return 0;
+}
+
+/* Finds or creates the id of class cls inside write transaction t. */
+int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+    char key[1024];
+    MDB_val k = {class_key(cls, key, sizeof key), key};
+    if (!k.mv_size) return EINVAL;
+    int rc = ost__class_find(st, t, cls, id);
     if (rc != MDB_NOTFOUND) return rc;
     uint64_t next;
     rc = meta_get_u64(t, st->meta, "next_class", &next);
@@ -862,7 +874,7 @@ int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
     char ikey[5];
     ikey[0] = 'i';
     memcpy(ikey + 1, &nid, 4);
-    MDB_val ik = {5, ikey}, iv = {ml + nl + 1, key + 1};
+    MDB_val ik = {5, ikey}, iv = {k.mv_size - 1, key + 1};
     rc = mdb_put(t, st->classes, &ik, &iv, 0);
     if (!rc) rc = meta_put_u64(t, st->meta, "next_class", next + 1);
     if (!rc) *id = nid;

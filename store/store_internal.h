@@ -263,6 +263,9 @@ void ost__problem_text(const ost__pc_problem *p, char *buf, size_t cap);
 /* Rewrites every record and map entry of an older store with checksums,
  * inside write transaction t, and sets the format to 3. */
 int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from);
+/* The id of class cls in transaction t (any): 0 and *id, MDB_NOTFOUND
+ * when the store has none for it, or another LMDB code. */
+int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 int ost__grow_map(ost_store *st);
