@@ -1,0 +1,202 @@
+/* The one interface between the engine-independent store and a storage
+ * engine, as SQLite's sqlite3_vfs / sqlite3_io_methods: store/lmdb/ holds
+ * every LMDB call, store/pg/ every libpq call, and the rest of store/
+ * (connections, the object cache and its ghosts, commit preparation, the
+ * bulk loader's pipeline, the group committer, check and pack logic,
+ * ordered maps) calls only the operations below. docs/engines.md says how
+ * to add an engine.
+ *
+ * Objects of the interface:
+ * - ost__engine: one per open store, made by open, freed by close. Its
+ *   operations are thread safe unless said otherwise.
+ * - ost__sess: an engine session, one per user at a time (a connection, a
+ *   loader, the group committer, a pack or a check). Not thread safe: one
+ *   thread uses a session at a time. A session has at most one read
+ *   snapshot and at most one write transaction open, never both.
+ *
+ * What is stored, in every engine (docs/format.md for LMDB's bytes):
+ * - records: oid -> (serial, class id, state pickle);
+ * - classes: class id (u32, from 1) <-> (module, name);
+ * - meta: next oid, last serial, low (the serial at which the last pack
+ *   removed records), root oid (0), format;
+ * - a commit log: serial -> oids of existing objects the commit changed,
+ *   which other sessions read as invalidations;
+ * - map entries (store/entries.h semantics): (map oid, encoded key) ->
+ *   (serial, value pickle), keys compared bytewise.
+ * The state pickle is byte-identical in every engine: a store copied from
+ * one engine to another holds the same pickles.
+ *
+ * Errors, one convention: every operation returns 0 or a negative OST_E*
+ * code (include/ostore/errors.h), never an errno or an engine's own code.
+ * On failure it has set the calling thread's message of the store
+ * (ost__st_fail) to one line that names the store (its shown address) and
+ * the cause, except where a package's own outcome is said to carry it. */
+#ifndef OST_STORE_ENGINE_H
+#define OST_STORE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ostore/store.h"
+
+typedef struct ost__engine ost__engine;
+typedef struct ost__sess ost__sess;
+typedef struct ost__pkg ost__pkg;
+typedef struct ost__ecur ost__ecur;
+/* an entry as entries.h defines it */
+#include "entries.h"
+
+/* What a read snapshot sees of the store's counters. */
+typedef struct {
+    uint64_t last_serial; /* the last commit the snapshot holds */
+    uint64_t low;         /* meta.low: moves when a pack removes records */
+    uint64_t next_oid;    /* first oid not yet handed out */
+} ost__snapinfo;
+
+/* One record as a snapshot holds it. The pickle stays valid until the
+ * session's snapshot ends (LMDB: it points into the map; PostgreSQL: into
+ * the session's result buffers, which the engine keeps until then). */
+typedef struct {
+    uint64_t serial;       /* the commit that wrote it */
+    uint32_t cid;          /* its class id */
+    const uint8_t *pickle; /* the state pickle, without any header */
+    size_t len;
+} ost__recview;
+
+/* A class of the class table: module and name, not NUL-terminated, valid
+ * until the snapshot ends. */
+typedef struct {
+    uint32_t id;
+    const char *module, *name;
+    size_t mlen, nlen;
+} ost__classview;
+
+/* Called per record by get_many and scan: 0 goes on, anything else stops
+ * the walk and is returned. */
+typedef int (*ost__rec_fn)(void *ud, uint64_t oid, const ost__recview *r);
+
+typedef struct ost__engine_ops {
+    const char *name; /* "lmdb", "postgresql": as ost_store_stat shows it */
+    /* Engine properties (OST__ENG_*). */
+    unsigned flags;
+
+    /* Whether addr (a path or a URI, as given to ost_store_open) is this
+     * engine's. The first engine that claims it opens it; LMDB claims the
+     * rest (a path). */
+    bool (*claims)(const char *addr);
+    /* Opens (creating it when o->create) the store at addr for st, checks
+     * its schema and format version, and fills st->shown. On failure
+     * nothing is left open. */
+    int (*open)(ost_store *st, const char *addr, const ost_store_options *o, ost__engine **out);
+    /* Closes what open made. Every session is closed before. */
+    void (*close)(ost__engine *e);
+    /* Counts of ost_store_stat (records, bytes, ...) in one snapshot. */
+    int (*stat)(ost__engine *e, ost_store_stats *out);
+
+    int (*sess_open)(ost__engine *e, ost__sess **out);
+    void (*sess_close)(ost__sess *s);
+
+    /* ---- reads, in the session's snapshot -------------------------------- */
+
+    /* Begins a read snapshot (REPEATABLE READ on PostgreSQL) and says what
+     * it sees. An engine that must drop snapshots (LMDB when the map grows)
+     * reopens it by itself at the next read; snap_moved then tells. */
+    int (*snap_begin)(ost__sess *s, ost__snapinfo *info);
+    void (*snap_end)(ost__sess *s);
+    /* Whether the snapshot was reopened since snap_begin (it holds newer
+     * data: the store then applies invalidations at the next boundary
+     * only). Clears the flag. */
+    bool (*snap_moved)(ost__sess *s);
+    /* The record of oid: 0, OST_ENOTFOUND (message "oid N: no such
+     * object"), OST_ECORRUPT (its checksum or header is wrong). */
+    int (*get)(ost__sess *s, uint64_t oid, ost__recview *r);
+    /* The records of oids[0, n) in one round trip where the engine can:
+     * fn for each one found, in any order; missing oids are skipped. */
+    int (*get_many)(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn fn, void *ud);
+    /* The records with from <= oid < to in oid order (to 0: no end),
+     * fn for each. Damaged records reach fn with r->len 0 and the
+     * message of the store set, when fn must know (check, salvage). */
+    int (*scan)(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, void *ud);
+    /* The oids of existing objects changed by commits after..upto (both
+     * from the snapshot's view): fn per oid (repeats allowed). *gap is set
+     * when the log no longer reaches back to after + 1 (a pack trimmed it):
+     * the caller then invalidates everything it holds. */
+    int (*changes)(ost__sess *s, uint64_t after, uint64_t upto, void (*fn)(void *ud, uint64_t oid),
+                   void *ud, bool *gap);
+    /* The class of id: OST_ENOTFOUND when the table has none. */
+    int (*class_get)(ost__sess *s, uint32_t id, ost__classview *out);
+    /* Every class of the table, in id order. */
+    int (*class_each)(ost__sess *s, int (*fn)(void *ud, const ost__classview *c), void *ud);
+
+    /* ---- writes ---------------------------------------------------------- */
+
+    /* The id of class (module, name); when the table has none and create,
+     * adds it in a durable transaction of its own (OST_EREADONLY on a
+     * read-only store), else OST_ENOTFOUND. Thread safe; ids never change
+     * meaning. */
+    int (*class_id)(ost__engine *e, const char *module, size_t mlen, const char *name,
+                    size_t nlen, bool create, uint32_t *id);
+    /* Reserves want new oids: the caller owns [*first, *first + want).
+     * Durable and thread safe; never hands out an oid twice. OST_ELIMIT
+     * past 2^63. */
+    int (*reserve_oids)(ost__engine *e, uint64_t want, uint64_t *first);
+    /* Commits packages pkgs[0, n): each one atomically and on its own (a
+     * conflict in one drops that one alone), each with the next serial in
+     * commit order. Per package it sets p->rc (0, OST_ECONFLICT with
+     * p->conflict_oid, or another code) with p->msg, and p->serial; all of
+     * them are durable (per the store's durability) when it returns. The
+     * checks, exactly as docs/tutorial.md states them: a record whose
+     * read_serial is not 0 must still have that serial (else OST_ECONFLICT
+     * "conflict on oid N: commit S changed it after this transaction read
+     * it (at commit R)"); when meta.low differs from p->low, every oid of
+     * p->refs must still exist; map entries as store/maps.c checks them.
+     * Returns 0, or a code for a failure of the whole call (the disk, the
+     * server), which every package then carries too. */
+    int (*commit)(ost__sess *s, ost__pkg *const *pkgs, size_t n);
+
+    /* ---- pack and maintenance -------------------------------------------- */
+
+    /* Removes, in one durable transaction, every record whose oid keep(ud,
+     * oid) refuses and that no commit after serial `mark` wrote, with its
+     * map entries; sets meta.low to the new last serial and trims the
+     * commit log below it. *removed gets the count. */
+    int (*sweep)(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,
+                 uint64_t *removed);
+
+    /* ---- map entries (store/entries.h says what each does) ------------------
+     * In the session's snapshot, or, called from inside commit (by
+     * ost__maps_apply), in the commit's write transaction. */
+    int (*ent_get)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e);
+    int (*ent_put)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, uint64_t serial,
+                   const void *data, size_t len, bool *existed, bool *append);
+    int (*ent_del)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen);
+    int (*ent_drop_map)(ost__sess *s, uint64_t map, uint64_t *n);
+    int (*ecur_open)(ost__sess *s, uint64_t map, ost__ecur **out);
+    int (*ecur_seek)(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse);
+    int (*ecur_step)(ost__ecur *ec, bool reverse);
+    int (*ecur_get)(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *e);
+    void (*ecur_close)(ost__ecur *ec);
+    int (*ent_each_map)(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud);
+    /* The map's record: its count (add with serial inside commit) and its
+     * state pickle, as entries.h's ost__map_count_* say. */
+    int (*map_count_add)(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial);
+} ost__engine_ops;
+
+/* The engine serializes writers itself (LMDB: one write transaction at a
+ * time): the store sends commits through one committer thread, which
+ * gives each group of packages to one commit call (one fsync). Without
+ * it (PostgreSQL), every connection commits on its own session and the
+ * server merges the flushes (its own group commit). */
+#define OST__ENG_ONE_WRITER 1u
+/* Snapshots may close by themselves (LMDB's map resize): see snap_moved. */
+#define OST__ENG_SNAP_MAY_MOVE 2u
+
+/* The engines built in, in the order they are asked to claim an address;
+ * the last one (LMDB) claims every path. */
+extern const ost__engine_ops ost__lmdb_engine;
+#ifdef OST_HAVE_POSTGRESQL
+extern const ost__engine_ops ost__pg_engine;
+#endif
+
+#endif
