@@ -1,4 +1,4 @@
-/* The page walker's speed (store/pagecheck.c), and a look at what it finds.
+/* The page walker's speed (store/lmdb/pagecheck.c), and a look at what it finds.
  *
  *     bench_pagecheck DIR [REPEAT]
  *
@@ -12,7 +12,7 @@
  * problem. */
 #define BENCH_NAME "bench_pagecheck"
 #include "benchlib.h"
-#include "pagecheck.h"
+#include "lmdb/pagecheck.h"
 
 static int nprob;
 

@@ -1,6 +1,6 @@
 /* The ordered entries of maps, behind a small engine-neutral interface:
  * store/maps.c (the map logic: keys, pending changes, cursors, conflict
- * checks, counts) calls only these, and store/entries_lmdb.c implements
+ * checks, counts) calls only these, and store/lmdb/entries.c implements
  * them on LMDB. A second engine implements the same functions.
  *
  * An entry is (map oid, encoded key) -> (serial, value bytes): serial is

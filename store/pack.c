@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "entries.h"
-#include "oidset.h"
+#include "lmdb/oidset.h"
 #include "store_internal.h"
 
 /* The class ids of ostore.maps.OrderedMap and OrderedSet in t (0 when the

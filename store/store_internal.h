@@ -6,7 +6,7 @@
 #include <uv.h>
 
 #include "../serializer/internal.h"
-#include "pagecheck.h"
+#include "lmdb/pagecheck.h"
 #include "ostore/maps.h"
 
 #define OST_HDR_SIZE 16

@@ -1,4 +1,4 @@
-/* Page walker (store/pagecheck.c): a clean store walks clean with the
+/* Page walker (store/lmdb/pagecheck.c): a clean store walks clean with the
  * counts liblmdb keeps; targeted damage (meta pages, branch pointers, node
  * offsets, key order, overflow runs, cycles, truncation, the free list) is
  * reported naming the database and the page; each and scan deliver what
@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "ostore.h"
-#include "pagecheck.h"
+#include "lmdb/pagecheck.h"
 #include "storetest.h"
 
 #define NITEMS 6000 /* records: enough for a tree of depth 3 */

@@ -546,7 +546,7 @@ Test(safety, pack_refuses_when_a_reference_dangles_and_force_packs_anyway) {
 
 /* ---- salvage --------------------------------------------------------------------------- */
 
-#include "../store/salvage.h"
+#include "../store/lmdb/salvage.h"
 
 typedef struct {
     int n[3];

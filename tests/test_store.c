@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../store/import.h"
+#include "../store/lmdb/import.h"
 #include "../store/store_internal.h"
 #include "internal.h"
 #include "ostore.h"
@@ -258,7 +258,7 @@ OST_TEST(store, data_and_lock_files_that_are_not_regular_files_are_refused) {
     ost_store_close(st);
 }
 
-/* The raw import behind 'ostore import' (store/import.h) writes only
+/* The raw import behind 'ostore import' (store/lmdb/import.h) writes only
  * counters that fit what it imported and that cannot wrap when handed out,
  * and only class names the class table can give back. */
 OST_TEST(store, import_refuses_counters_and_class_names_that_cannot_be) {

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "../serializer/internal.h"
-#include "../store/import.h"
+#include "../store/lmdb/import.h"
 #include "../store/store_internal.h"
 #include "cli.h"
 
@@ -448,7 +448,7 @@ static uint64_t le64_at(const uint8_t *b) {
 #define HEADER_V2 72 /* and the two entry counters */
 
 /* Reads the header and checks its counters against each other and against
- * the limits of a store (store/import.h): what the dump holds is checked
+ * the limits of a store (store/lmdb/import.h): what the dump holds is checked
  * against them as it is read. */
 static int read_header(const char *file, stream *s, dump_header *h) {
     uint8_t b[HEADER_V2];

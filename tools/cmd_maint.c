@@ -2,10 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/oidset.h"
+#include "../store/lmdb/oidset.h"
 #include "../store/store_internal.h"
 #include "cli.h"
-#include "../store/salvage.h"
+#include "../store/lmdb/salvage.h"
 
 /* ---- check ------------------------------------------------------------------- */
 

@@ -6,7 +6,7 @@
  * header, unused space), so it can say what each command must still do.
  *
  * Usage: damage_map STORE_DIR. The file is read into memory and opened
- * with ost__pc_open_mem (store/pagecheck.h), so every key and value
+ * with ost__pc_open_mem (store/lmdb/pagecheck.h), so every key and value
  * pointer ost__pc_each gives lies in that buffer and its offset is a file
  * offset; the program checks that each does and exits 1 if one does not
  * (or if the store is damaged: the map is of a pristine store only).
@@ -59,7 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../store/pagecheck.h"
+#include "../../store/lmdb/pagecheck.h"
 #include "ostore.h"
 
 static const uint8_t *buf;

@@ -1,4 +1,4 @@
-/* Fuzz target of the page walker (store/pagecheck.c): the input is a whole
+/* Fuzz target of the page walker (store/lmdb/pagecheck.c): the input is a whole
  * data.mdb file.
  *
  * Every entry point runs on it through ost__pc_open_mem: the meta check,
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "ostore.h"
-#include "pagecheck.h"
+#include "lmdb/pagecheck.h"
 
 static const uint8_t *g_data;
 static size_t g_len;

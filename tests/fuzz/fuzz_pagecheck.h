@@ -1,4 +1,4 @@
-/* The page walker's fuzz target (store/pagecheck.c), shared by the
+/* The page walker's fuzz target (store/lmdb/pagecheck.c), shared by the
  * libFuzzer build (fuzz_pagecheck.c with OST_LIBFUZZER), the plain smoke
  * driver (pc_smoke.c) and the seed maker (make_pc_seeds.c). */
 #ifndef OST_FUZZ_PAGECHECK_H

@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "entries.h"
+#include "../entries.h"
 #include "import.h"
 #include "pagecheck.h"
 #include "salvage.h"
-#include "store_internal.h"
+#include "../store_internal.h"
 
 /* A record found: pickle points into the damaged file's mapping, which
  * stays until the end. */

@@ -115,7 +115,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../serializer/internal.h"
+#include "../../serializer/internal.h"
 
 /* ---- format constants --------------------------------------------------- */
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "entries.h"
-#include "store_internal.h"
+#include "../entries.h"
+#include "../store_internal.h"
 
 #define KEYMAX (8 + OST_MAP_KEY_MAX)
 

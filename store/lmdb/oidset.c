@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "oidset.h"
-#include "store_internal.h"
+#include "../store_internal.h"
 
 #define DENSE_MIN_BYTES ((uint64_t)1 << 20) /* a dense bitmap this small is always fine */
 #define DENSE_BYTES_PER_RECORD 8            /* what the sparse array costs a record */

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "entries.h"
+#include "../entries.h"
 #include "import.h"
-#include "store_internal.h"
+#include "../store_internal.h"
 
 struct ost__import {
     ost_store *st;
@@ -32,7 +32,7 @@ static void put_le64(uint8_t *b, uint64_t v) {
 
 static uint64_t get_le64(const MDB_val *v) {
     uint64_t x = 0;
-    for (int i = 7; i >= 0; i--) x = x << 8 | ((uint8_t *)v->mv_data)[i];
+    x = ost__rd_le64(v->mv_data);
     return x;
 }
 

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "pagecheck.h"
-#include "store_internal.h"
+#include "../store_internal.h"
 
 int ost__meta_check(const char *dir, char *msg, size_t cap) {
     /* a writer of another process may be writing a meta page as it is
