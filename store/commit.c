@@ -13,6 +13,16 @@
 
 /* ---- class ids, cached per store -------------------------------------------- */
 
+struct class_try {
+    ost_value cls;
+    uint32_t *id;
+};
+
+static int class_try(ost_store *st, MDB_txn *t, void *ud) {
+    struct class_try *ct = ud;
+    return ost__class_id(st, t, ct->cls, ct->id);
+}
+
 /* Returns the id of cls, creating it in a write transaction of its own
  * the first time a class is stored. Thread safe. */
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
@@ -29,25 +39,8 @@ int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
     }
     uv_mutex_unlock(&st->lock);
     /* not cached: find or create it in LMDB */
-    uv_rwlock_rdlock(&st->maplock);
-    MDB_txn *t;
-    int rc;
-    for (;;) {
-        rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
-        if (!rc) {
-            rc = ost__class_id(st, t, cls, id);
-            if (rc) {
-                mdb_txn_abort(t);
-            } else
-                rc = mdb_txn_commit(t);
-        }
-        if (!OST__REMAP(rc)) break;
-        uv_rwlock_rdunlock(&st->maplock);
-        rc = ost__grow_map(st);
-        uv_rwlock_rdlock(&st->maplock);
-        if (rc) break;
-    }
-    uv_rwlock_rdunlock(&st->maplock);
+    struct class_try ct = {cls, id};
+    int rc = ost__lmdb_txn_retry(st, st->read_only ? MDB_RDONLY : 0, class_try, &ct);
     if (rc) return ost__mdb_code(rc);
     uv_mutex_lock(&st->lock);
     /* another thread may have cached it meanwhile; a failure to cache
@@ -67,52 +60,37 @@ void ost__class_cache_free(ost_store *st) { ost__nametab_free(&st->ctab, NULL); 
  * when meta.next_oid is past OST__OID_LIMIT (damage: the block would wrap
  * to oids in use), OST_ELIMIT when the block would pass it; or the code of
  * an LMDB error. */
+struct oid_try {
+    uint64_t want, first;
+};
+
+/* Moves meta.next_oid on by want in t: 0, OST_ECORRUPT, OST_ELIMIT (as
+ * ost__reserve_oids says) or an LMDB code. */
+static int oid_try(ost_store *st, MDB_txn *t, void *ud) {
+    struct oid_try *ot = ud;
+    MDB_val k = {8, "next_oid"}, v;
+    int rc = mdb_get(t, st->meta, &k, &v);
+    if (!rc && v.mv_size != 8) rc = MDB_CORRUPTED;
+    if (rc) return rc;
+    uint64_t next = ost__rd_le64(v.mv_data);
+    /* damaged meta (or 2^63 oids): the block would wrap to oids in use */
+    if (next > OST__OID_LIMIT) return OST_ECORRUPT;
+    if (ot->want > OST__OID_LIMIT - next) return OST_ELIMIT;
+    uint8_t b[8];
+    ost__le64(b, next + ot->want);
+    MDB_val nv = {8, b};
+    rc = mdb_put(t, st->meta, &k, &nv, 0);
+    if (!rc) ot->first = next;
+    return rc;
+}
+
 int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
     if (st->read_only) return OST_EREADONLY;
-    uv_rwlock_rdlock(&st->maplock);
-    int rc;
-    for (;;) {
-        MDB_txn *t;
-        rc = mdb_txn_begin(st->env, NULL, 0, &t);
-        if (rc) {
-            if (!OST__REMAP(rc)) break;
-            uv_rwlock_rdunlock(&st->maplock);
-            rc = ost__grow_map(st);
-            uv_rwlock_rdlock(&st->maplock);
-            if (rc) break;
-            continue;
-        }
-        MDB_val k = {8, "next_oid"}, v;
-        rc = mdb_get(t, st->meta, &k, &v);
-        if (!rc && v.mv_size != 8) rc = MDB_CORRUPTED;
-        if (!rc) {
-            uint64_t next = 0;
-            for (int i = 7; i >= 0; i--) next = next << 8 | ((uint8_t *)v.mv_data)[i];
-            if (next > OST__OID_LIMIT || want > OST__OID_LIMIT - next) {
-                /* damaged meta (or 2^63 oids): the block would wrap to oids in use */
-                mdb_txn_abort(t);
-                uv_rwlock_rdunlock(&st->maplock);
-                return next > OST__OID_LIMIT ? OST_ECORRUPT : OST_ELIMIT;
-            }
-            uint8_t b[8];
-            for (int i = 0; i < 8; i++) b[i] = (uint8_t)((next + want) >> (8 * i));
-            MDB_val nv = {8, b};
-            rc = mdb_put(t, st->meta, &k, &nv, 0);
-            if (!rc) {
-                rc = mdb_txn_commit(t);
-                if (!rc) *first = next;
-            } else
-                mdb_txn_abort(t);
-        } else
-            mdb_txn_abort(t);
-        if (rc != MDB_MAP_FULL) break;
-        uv_rwlock_rdunlock(&st->maplock);
-        rc = ost__grow_map(st);
-        uv_rwlock_rdlock(&st->maplock);
-        if (rc) break;
-    }
-    uv_rwlock_rdunlock(&st->maplock);
-    return rc ? ost__mdb_code(rc) : 0;
+    struct oid_try ot = {want, 0};
+    int rc = ost__lmdb_txn_retry(st, 0, oid_try, &ot);
+    if (rc) return OST__OURS(rc) ? rc : ost__mdb_code(rc);
+    *first = ot.first;
+    return 0;
 }
 
 /* ---- packages ---------------------------------------------------------------- */
@@ -239,7 +217,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
     if (rc) return rc;
     if (v.mv_size != 8) return MDB_CORRUPTED;
     uint64_t last = 0;
-    for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
+    last = ost__rd_le64(v.mv_data);
     if (last >= OST__SERIAL_LIMIT - 1) return MDB_CORRUPTED; /* damaged meta: it would wrap */
     uint64_t serial = last + 1;
     for (size_t i = 0; i < p->nrecs; i++) {
@@ -281,7 +259,7 @@ static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
     MDB_val lk = {3, "low"}, lv;
     uint64_t low = 0;
     if (mdb_get(t, st->meta, &lk, &lv) == 0 && lv.mv_size == 8)
-        for (int i = 7; i >= 0; i--) low = low << 8 | ((uint8_t *)lv.mv_data)[i];
+        low = ost__rd_le64(lv.mv_data);
     for (size_t i = 0; low != p->low && i < p->nrefs; i++) {
         uint8_t kb[8];
         ost__be64(kb, p->refs[i]);

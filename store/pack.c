@@ -221,7 +221,7 @@ static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_
         rc = mdb_get(t, st->meta, &lk, &lv);
         if (!rc && lv.mv_size == 8) {
             uint64_t last = 0;
-            for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)lv.mv_data)[i];
+            last = ost__rd_le64(lv.mv_data);
             uint8_t b[8];
             for (int i = 0; i < 8; i++) b[i] = (uint8_t)((last + 1) >> (8 * i));
             MDB_val key = {3, "low"}, val = {8, b};

@@ -211,6 +211,8 @@ int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
 void ost__st_clear(ost_store *st);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The OST_E* code of an LMDB or errno result rc (0 stays 0):
+ * store/lmdb/errors.c, the engine's boundary. */
 int ost__mdb_code(int rc);
 void ost__be64(uint8_t *b, uint64_t v);
 uint64_t ost__rd_be64(const uint8_t *b);
@@ -269,6 +271,14 @@ int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 int ost__grow_map(ost_store *st);
+/* Runs fn(st, t, ud) in a top-level LMDB transaction of its own (flags:
+ * 0 or MDB_RDONLY) with st's maplock held for reading; commits t when fn
+ * returns 0, aborts it otherwise. When the map is full or another process
+ * grew it (OST__REMAP), grows it and runs fn again from the start, so fn
+ * must not keep anything of a failed try. Returns 0, fn's result, or an
+ * LMDB code (the caller translates it). store/lmdb/txn.c. */
+int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
+                        int (*fn)(ost_store *st, MDB_txn *t, void *ud), void *ud);
 int ost__ensure_room(ost_store *st, size_t bytes, size_t items);
 /* An LMDB result that ost__grow_map cures: the map is full, or another
  * process grew it past this process's mapping (MDB_MAP_RESIZED). */

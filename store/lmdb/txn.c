@@ -1,0 +1,32 @@
+/* The one grow-the-map-and-retry loop of the LMDB engine: a write that
+ * meets a full map (MDB_MAP_FULL), or a begin that meets a map another
+ * process grew (MDB_MAP_RESIZED), grows the map under the maplock's write
+ * lock and runs the whole transaction again from its start. */
+#include <lmdb.h>
+
+#include "../store_internal.h"
+
+int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
+                        int (*fn)(ost_store *st, MDB_txn *t, void *ud), void *ud) {
+    uv_rwlock_rdlock(&st->maplock);
+    int rc;
+    for (;;) {
+        MDB_txn *t;
+        rc = mdb_txn_begin(st->env, NULL, flags, &t);
+        if (!rc) {
+            rc = fn(st, t, ud);
+            if (rc)
+                mdb_txn_abort(t);
+            else
+                rc = mdb_txn_commit(t);
+        }
+        if (!OST__REMAP(rc)) break;
+        /* the map grows under the write lock, which waits for every reader */
+        uv_rwlock_rdunlock(&st->maplock);
+        rc = ost__grow_map(st);
+        uv_rwlock_rdlock(&st->maplock);
+        if (rc) break;
+    }
+    uv_rwlock_rdunlock(&st->maplock);
+    return rc;
+}
