@@ -167,15 +167,34 @@ struct ost__lender {
 };
 void ost__lender_drop(ost__lender *l);
 
-/* Set by the store: loads a ghost's state (event 0), records that a
- * persistent object changed (event 1), or that one is being freed (2). */
 /* attr.c: sets the calling thread's value message (ost_value_errmsg) and
  * returns code; the message and OST_ENOTFOUND for a field that class cls
  * does not declare. */
 int ost__value_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int ost__field_missing(ost_value cls, const char *name);
-typedef int (*ost__pers_hook_fn)(ost_value obj, int event);
-extern ost__pers_hook_fn ost__pers_hook;
+/* How the value layer reaches the store that owns its persistent objects
+ * (those with OST__F_PERSISTENT set): the only way up from serializer/ to
+ * store/. The store registers one table, once, before it makes its first
+ * persistent object (ost__pers_register; a later call with the same table
+ * changes nothing); the table is static and never changes after. Each
+ * operation runs on the thread that uses the object, is handed a borrowed
+ * reference, and is on a hot path (ost_changed, the free of an object):
+ * one load of ost__pers and one indirect call.
+ * - activate(obj): obj is a ghost (OST__F_GHOST): load its state. 0, or an
+ *   OST_E* code with the value message set (ost_value_errmsg).
+ * - changed(obj): obj, persistent and not yet OST__F_CHANGED, was changed:
+ *   the store records it in its connection's transaction (and sets
+ *   OST__F_CHANGED). 0, or OST_EINVAL when no open connection holds obj.
+ * - freed(obj): obj is being freed (its last reference went): the store
+ *   forgets it (a bulk loader's queued object). */
+typedef struct {
+    int (*activate)(ost_value obj);
+    int (*changed)(ost_value obj);
+    void (*freed)(ost_value obj);
+} ost__pers_ops;
+/* NULL until the store registers its table. */
+extern const ost__pers_ops *ost__pers;
+void ost__pers_register(const ost__pers_ops *ops);
 int ost__activate(ost_value v);
 void ost__touch(ost_value v);
 #define OST__UNGHOST(v)                                                  \

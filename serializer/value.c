@@ -109,7 +109,11 @@ void ost__children(ost_value v, void (*fn)(ost_value, void *), void *ud) {
     }
 }
 
-ost__pers_hook_fn ost__pers_hook;
+const ost__pers_ops *ost__pers;
+
+void ost__pers_register(const ost__pers_ops *ops) {
+    __atomic_store_n(&ost__pers, ops, __ATOMIC_RELEASE);
+}
 
 /* ---- freeing ---------------------------------------------------------------- */
 
@@ -168,8 +172,8 @@ static void child_dead(ost_value c, void *ud) {
 
 /* Frees what an object owns besides its child references, then it. */
 static void free_storage(ost_obj *o) {
-    if (OST_UNLIKELY(o->flags & OST__F_PERSISTENT) && ost__pers_hook)
-        ost__pers_hook((ost_value)o, 2); /* a bulk loader forgets it */
+    if (OST_UNLIKELY(o->flags & OST__F_PERSISTENT) && ost__pers)
+        ost__pers->freed((ost_value)o); /* a bulk loader forgets it */
     size_t n = ost__obj_size(o);
     switch (o->type) {
     case OST_T_LIST:
@@ -1354,14 +1358,14 @@ ost_value ost_instance_new(ost_value cls) {
 
 int ost__activate(ost_value v) {
     if (!(OST__O(v)->flags & OST__F_GHOST)) return 0;
-    return ost__pers_hook ? ost__pers_hook(v, 0) : OST_EINVAL;
+    return ost__pers ? ost__pers->activate(v) : OST_EINVAL;
 }
 
 void ost__touch(ost_value v) {
     ost_obj *o = OST__O(v);
     if ((o->flags & (OST__F_PERSISTENT | OST__F_CHANGED)) == OST__F_PERSISTENT &&
-        ost__pers_hook)
-        ost__pers_hook(v, 1);
+        ost__pers)
+        ost__pers->changed(v);
 }
 
 ost_value ost_instance_slot(ost_value v, size_t i) {

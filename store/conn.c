@@ -8,8 +8,12 @@
 
 static __thread ost_conn *t_conns; /* connections opened by this thread */
 static uv_once_t g_hook_once = UV_ONCE_INIT;
-static int pers_hook(ost_value obj, int event);
-static void set_hook(void) { ost__pers_hook = pers_hook; } /* once: no data race */
+static int pers_activate(ost_value obj);
+static int pers_changed(ost_value obj);
+static void pers_freed(ost_value obj);
+/* the store's side of serializer/internal.h's ost__pers_ops */
+static const ost__pers_ops g_pers = {pers_activate, pers_changed, pers_freed};
+static void set_hook(void) { ost__pers_register(&g_pers); } /* once: no data race */
 
 typedef struct {
     uv_async_t async;
@@ -168,7 +172,7 @@ static int apply_invalidations(ost_conn *c, uint64_t last) {
     MDB_val lk = {3, "low"}, lv;
     if (mdb_get(c->rtxn, c->st->meta, &lk, &lv) == 0 && lv.mv_size == 8) {
         uint64_t low = 0;
-        for (int i = 7; i >= 0; i--) low = low << 8 | ((uint8_t *)lv.mv_data)[i];
+        low = ost__rd_le64(lv.mv_data);
         if (low > expect) gap = true;
     }
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !gap && rc == 0;
@@ -195,7 +199,7 @@ static void drop_packed(ost_conn *c) {
     MDB_val lk = {3, "low"}, lv;
     uint64_t low = 0;
     if (mdb_get(c->rtxn, c->st->meta, &lk, &lv) == 0 && lv.mv_size == 8)
-        for (int i = 7; i >= 0; i--) low = low << 8 | ((uint8_t *)lv.mv_data)[i];
+        low = ost__rd_le64(lv.mv_data);
     if (low == c->low_seen) return;
     c->low_seen = low;
     for (size_t i = c->nents; i-- > 0;) {
@@ -239,7 +243,7 @@ static int snapshot(ost_conn *c) {
     uint64_t last = 0;
     MDB_val k = {11, "last_serial"}, v;
     if (mdb_get(c->rtxn, c->st->meta, &k, &v) == 0 && v.mv_size == 8)
-        for (int i = 7; i >= 0; i--) last = last << 8 | ((uint8_t *)v.mv_data)[i];
+        last = ost__rd_le64(v.mv_data);
     c->txn_serial = last;
     c->snap_moved = false;
     rc = apply_invalidations(c, last);
@@ -478,29 +482,34 @@ static int note_changed(ost_conn *c, ost_value obj) {
     return 0;
 }
 
-/* Called by the value layer: event 0 loads a ghost, 1 marks a change. */
-static int pers_hook(ost_value obj, int event) {
-    if (event == 2) {
-        ost__loader_forget(obj);
-        return 0;
-    }
-    /* a map's record is the store's to write (its count changes by deltas) */
-    if (event == 1 && ost__map_class(ost_instance_class(obj))) return 0;
+/* The value layer's calls (ost__pers_ops): a freed persistent object
+ * leaves a bulk loader's queue; a ghost loads its state in the connection
+ * that holds it; a change joins that connection's transaction. */
+static void pers_freed(ost_value obj) { ost__loader_forget(obj); }
+
+static int pers_activate(ost_value obj) {
     for (ost_conn *c = t_conns; c; c = c->tnext) {
         if (!c->st) continue; /* its store closed */
         ost__pent *e = find_obj(c, obj);
         if (!e) continue;
-        if (event == 0) {
-            int rc = lock_snapshot(c);
-            e = find_obj(c, obj);
-            if (!rc && e) rc = activate_locked(c, e);
-            uv_rwlock_rdunlock(&c->st->maplock);
-            /* accessors without a connection tell why through the value
-             * message (ost_instance_getattr_ex) */
-            if (rc) ost__value_fail(rc, "%s", c->msg);
-            return rc;
-        }
-        return note_changed(c, obj);
+        int rc = lock_snapshot(c);
+        e = find_obj(c, obj);
+        if (!rc && e) rc = activate_locked(c, e);
+        uv_rwlock_rdunlock(&c->st->maplock);
+        /* accessors without a connection tell why through the value
+         * message (ost_instance_getattr_ex) */
+        if (rc) ost__value_fail(rc, "%s", c->msg);
+        return rc;
+    }
+    return OST_EINVAL;
+}
+
+static int pers_changed(ost_value obj) {
+    /* a map's record is the store's to write (its count changes by deltas) */
+    if (ost__map_class(ost_instance_class(obj))) return 0;
+    for (ost_conn *c = t_conns; c; c = c->tnext) {
+        if (!c->st) continue; /* its store closed */
+        if (find_obj(c, obj)) return note_changed(c, obj);
     }
     return OST_EINVAL;
 }
@@ -565,7 +574,7 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     if (ost__locked_txn_begin(st, MDB_RDONLY, &t) == 0) {
         MDB_val k = {11, "last_serial"}, v;
         if (mdb_get(t, st->meta, &k, &v) == 0 && v.mv_size == 8)
-            for (int i = 7; i >= 0; i--) c->seen_serial = c->seen_serial << 8 | ((uint8_t *)v.mv_data)[i];
+            c->seen_serial = ost__rd_le64(v.mv_data);
         mdb_txn_abort(t);
     }
     uv_rwlock_rdunlock(&st->maplock);
