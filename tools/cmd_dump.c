@@ -26,9 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../serializer/internal.h"
-#include "../store/import.h"
-#include "../store/store_internal.h"
 #include "cli.h"
 
 #define DUMP_MAGIC "OSTDUMP\n"
@@ -258,11 +255,15 @@ static int run_export(int argc, char **argv) {
         }
         f = o;
     }
-    if (raw_meta(t, "format", &format) || raw_meta(t, "next_oid", &next_oid) ||
-        raw_meta(t, "last_serial", &last) || raw_meta(t, "next_class", &next_class)) {
+    ost_snap_stats si;
+    if (ost_snap_stat(raw_snap(t), &si)) {
         rc = fail("%s: damaged meta (counters)", shown(db));
         goto out;
     }
+    format = si.format;
+    next_oid = si.next_oid;
+    last = si.last_serial;
+    next_class = si.next_class;
     /* first pass: the sizes for the header, and records that cannot be
      * exported (a damaged header has no class or serial to write) */
     raw_iter *it;
@@ -483,17 +484,17 @@ static int read_header(const char *file, stream *s, dump_header *h) {
                     shown(file),
                     h->format, OST_STORE_FORMAT);
     /* counters a store cannot have: they would wrap when handed out */
-    if (h->next_oid > OST__OID_LIMIT)
+    if (h->next_oid > OST_OID_LIMIT)
         return fail("%s: bad export: header next_oid %llu is past the largest a store has "
                     "(2^63: oids are pickled as signed 64-bit ints)",
                     shown(file), (unsigned long long)h->next_oid);
-    if (h->last == 0 || h->last >= OST__SERIAL_LIMIT)
+    if (h->last == 0 || h->last >= OST_SERIAL_LIMIT)
         return fail("%s: bad export: header last_serial %llu (a store's is 1 to 2^63 - 1)",
                     shown(file), (unsigned long long)h->last);
-    if (h->next_class == 0 || h->next_class > OST__CLASS_LIMIT)
+    if (h->next_class == 0 || h->next_class > OST_CLASS_LIMIT)
         return fail("%s: bad export: header next_class %llu (class ids are 32-bit: 1 to %llu)",
                     shown(file), (unsigned long long)h->next_class,
-                    (unsigned long long)OST__CLASS_LIMIT);
+                    (unsigned long long)OST_CLASS_LIMIT);
     if (h->records == 0 || h->next_oid < h->records)
         return fail("%s: bad export: header counts %llu records below next_oid %llu (there is "
                     "always the root, and each record has an oid below next_oid)",
@@ -526,7 +527,7 @@ static bool reserve(uint8_t **buf, size_t *cap, size_t n) {
 /* Reads and imports the entries section of a version-2 dump, checked as
  * export checks a store (see export_map). */
 static int import_entries(const char *file, stream *s, const dump_header *h, ost_store *st,
-                          ost__import *im, map_list *maps, uint8_t **buf, size_t *cap) {
+                          ost_import *im, map_list *maps, uint8_t **buf, size_t *cap) {
     uint8_t key[OST_MAP_KEY_MAX], prev[OST_MAP_KEY_MAX];
     size_t prevlen = 0;
     uint64_t prevmap = 0, total = 0;
@@ -565,7 +566,7 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
         const char *why = entry_problem(d, key, klen, vlen);
         if (why)
             return fail("%s: bad export: map %llu: %s", shown(file), (unsigned long long)map, why);
-        if (ost__import_ment(im, map, key, klen, serial, *buf, vlen))
+        if (ost_import_entry(im, map, key, klen, serial, *buf, vlen))
             return fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
         d->seen++;
         prevmap = map;
@@ -603,7 +604,7 @@ static int open_dump(const char *file, FILE **out) {
     if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
         close(fd);
         return fail("%s: %s, not a dump file (give - to read standard input)", shown(file),
-                    ost__file_kind(sb.st_mode));
+                    ost_file_kind(sb.st_mode));
     }
     int first = EOF; /* a byte the check below read */
     if (S_ISFIFO(sb.st_mode)) {
@@ -676,7 +677,7 @@ static int run_import(int argc, char **argv) {
     }
     int rc = EXIT_OK;
     ost_store *st = ost_store_new();
-    ost__import *im = NULL;
+    ost_import *im = NULL;
     uint8_t *buf = NULL;
     size_t cap = 0;
     char *mod = NULL, *name = NULL;
@@ -706,7 +707,7 @@ static int run_import(int argc, char **argv) {
     }
     /* room for the records and entries, their B-tree pages and some slack */
     uint64_t need = (h.bytes + h.records * 96) * 2 + (h.ebytes + h.entries * 64) * 2 + (64u << 20);
-    if (ost__import_begin(st, need, &im)) {
+    if (ost_import_begin(st, need, &im)) {
         rc = fail("%s", ost_store_errmsg(st));
         goto out;
     }
@@ -744,7 +745,7 @@ static int run_import(int argc, char **argv) {
             goto out;
         }
         ids[i] = id;
-        if (ost__import_class(im, id, mod, ml, name, nl)) {
+        if (ost_import_class(im, id, mod, ml, name, nl)) {
             rc = fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
             goto out;
         }
@@ -841,7 +842,7 @@ static int run_import(int argc, char **argv) {
             }
             if ((rc = maps_add(&maps, oid, &m))) goto out;
         }
-        if (ost__import_record(im, oid, serial, cid, buf, len)) {
+        if (ost_import_record(im, oid, serial, cid, buf, len)) {
             rc = fail("%s: %s", shown(file), ost_store_errmsg(st));
             goto out;
         }
@@ -878,7 +879,7 @@ static int run_import(int argc, char **argv) {
         rc = fail("%s: bad export: bytes after the trailer", shown(file));
         goto out;
     }
-    int crc = ost__import_commit(im, h.format, h.next_oid, h.last, h.next_class);
+    int crc = ost_import_commit(im, h.format, h.next_oid, h.last, h.next_class);
     im = NULL;
     if (crc) {
         rc = fail("%s", ost_store_errmsg(st));
@@ -896,7 +897,7 @@ static int run_import(int argc, char **argv) {
 out:
     free(maps.v);
     ost_reader_free(rd);
-    ost__import_abort(im);
+    ost_import_abort(im);
     ost_store_close(st);
     if (rc && created) remove_created(db, made_dir);
     if (!from_stdin) fclose(f);
