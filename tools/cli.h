@@ -30,7 +30,8 @@ typedef struct {
 } cli_cmd;
 
 extern const cli_cmd cmd_pickle, cmd_version, cmd_demo, cmd_info, cmd_ls, cmd_cat,
-    cmd_refs, cmd_check, cmd_pack, cmd_upgrade, cmd_salvage, cmd_export, cmd_import, cmd_help;
+    cmd_refs, cmd_check, cmd_pack, cmd_upgrade, cmd_salvage, cmd_export, cmd_import, cmd_copy,
+    cmd_help;
 
 /* ---- messages and usage ---------------------------------------------------- */
 
