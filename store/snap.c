@@ -141,6 +141,14 @@ void ost_snap_close(ost_snap *s) {
 
 const char *ost_snap_errmsg(const ost_snap *s) { return s ? s->msg : ""; }
 
+bool ost_store_addr_is_path(const char *addr) {
+    static const char *const uri[] = {"postgresql://", "postgres://", "postgres:"};
+    if (!addr) return false;
+    for (size_t i = 0; i < sizeof uri / sizeof *uri; i++)
+        if (!strncmp(addr, uri[i], strlen(uri[i]))) return false;
+    return true;
+}
+
 const char *ost_store_path(const ost_store *st) { return st && st->path ? st->path : ""; }
 
 static int meta_u64(ost_snap *s, const char *key, uint64_t *out) {

@@ -85,12 +85,13 @@ int write_stdout(void *ud, const void *data, size_t len);
 
 /* ---- stores --------------------------------------------------------------- */
 
-/* Opens the store in dir read-only (or read-write), with a message naming
- * dir on failure. Checks first that data.mdb is not shorter than the
- * pages LMDB says it has, since reading past its end would crash. */
+/* Opens the store at dir (a directory, or a database URI such as
+ * postgresql://...) read-only (or read-write), with a message naming dir
+ * on failure; a directory must exist and be one. */
 int open_store(const char *dir, bool write, ost_store **out);
 /* Takes an exclusive, non-blocking flock on dir/data.mdb for the life of
- * the process (fd kept open). EXIT_OK or EXIT_FAIL with the message. */
+ * the process (fd kept open). EXIT_OK or EXIT_FAIL with the message.
+ * Nothing for a database URI (the server has its own locks). */
 int lock_store(const char *dir);
 /* open_store runs ostore's own walk of every page of the store (liblmdb
  * trusts its file, and damage makes it crash) and refuses a damaged store

@@ -434,10 +434,13 @@ static int open_target(const char *db, ost_store **out, bool *created, bool *mad
     *created = *made_dir = false;
     struct stat sb;
     char datafile[PATH_MAX];
+    bool path = ost_store_addr_is_path(db);
     int dn = snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
-    if (dn < 0 || (size_t)dn >= sizeof datafile)
+    if (path && (dn < 0 || (size_t)dn >= sizeof datafile))
         return fail("%s: %s", shown(db), strerror(ENAMETOOLONG));
-    if (stat(db, &sb) != 0) {
+    if (!path) {
+        /* a database: its schema is made when missing; nothing to remove */
+    } else if (stat(db, &sb) != 0) {
         if (errno != ENOENT) return fail("%s: %s", shown(db), strerror(errno));
         *created = *made_dir = true;
     } else if (!S_ISDIR(sb.st_mode)) {
@@ -450,7 +453,7 @@ static int open_target(const char *db, ost_store **out, bool *created, bool *mad
     if (!st) return fail("out of memory");
     ost_store_options o;
     ost_store_options_init(&o);
-    o.create = *created;
+    o.create = *created || !path;
     int rc = EXIT_OK;
     if (!*created && lock_store(db)) {
         rc = EXIT_FAIL;
