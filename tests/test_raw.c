@@ -424,6 +424,12 @@ OST_TEST(raw, store_path_and_path_show) {
     cr_assert_eq(strlen(buf), OST_PATH_SHOWN - 1);
     cr_assert(strstr(buf, "..."));
     cr_assert_str_eq(ost_file_kind(S_IFIFO), "a FIFO");
+    cr_assert(ost_store_addr_is_path("/tmp/x"));
+    cr_assert(ost_store_addr_is_path("relative/postgres:"));
+    cr_assert(!ost_store_addr_is_path("postgresql:///db?host=/tmp"));
+    cr_assert(!ost_store_addr_is_path("postgres://u@h/db"));
+    cr_assert(!ost_store_addr_is_path("postgres:dbname=x"));
+    cr_assert(!ost_store_addr_is_path(NULL));
 }
 
 OST_TEST(raw, truncated_file_is_refused_at_open) {
