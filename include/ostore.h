@@ -9,5 +9,6 @@
 #include "ostore/hooks.h"
 #include "ostore/store.h"
 #include "ostore/maps.h"
+#include "ostore/raw.h"
 
 #endif

@@ -307,3 +307,7 @@ int ost__scan_pids(const void *data, size_t len, void (*fn)(void *ud, uint64_t o
     }
     return OST_ETRUNCATED;
 }
+
+int ost_pickle_refs(const void *data, size_t len, void (*fn)(void *ud, uint64_t oid), void *ud) {
+    return ost__scan_pids(data, len, fn, ud);
+}

@@ -199,3 +199,9 @@ const char *ost__file_kind(unsigned mode) {
     default: return "not a regular file";
     }
 }
+
+char *ost_path_show(char *dst, size_t cap, const char *path) {
+    return ost__path_show(dst, cap, path);
+}
+
+const char *ost_file_kind(unsigned mode) { return ost__file_kind(mode); }

@@ -30,14 +30,15 @@ typedef struct {
 } cli_cmd;
 
 extern const cli_cmd cmd_pickle, cmd_version, cmd_demo, cmd_info, cmd_ls, cmd_cat,
-    cmd_refs, cmd_check, cmd_pack, cmd_upgrade, cmd_salvage, cmd_export, cmd_import, cmd_help;
+    cmd_refs, cmd_check, cmd_pack, cmd_upgrade, cmd_salvage, cmd_export, cmd_import, cmd_copy,
+    cmd_help;
 
 /* ---- messages and usage ---------------------------------------------------- */
 
 /* A path as messages show it, for every message and output line that names
  * a file or directory: control characters, backslashes and bytes that are
  * not UTF-8 escaped as Python's repr would (\n, \x1b, \xff), a path of
- * more than 200 bytes shortened in the middle with "..." (ost__path_show).
+ * more than 200 bytes shortened in the middle with "..." (ost_path_show).
  * The string lives in one of four per-thread buffers, valid until the
  * fourth call after this one on the same thread. */
 const char *shown(const char *path);
@@ -84,15 +85,13 @@ int write_stdout(void *ud, const void *data, size_t len);
 
 /* ---- stores --------------------------------------------------------------- */
 
-/* Opens the store in dir read-only (or read-write), with a message naming
- * dir on failure. Checks first that data.mdb is not shorter than the
- * pages LMDB says it has, since reading past its end would crash. */
+/* Opens the store at dir (a directory, or a database URI such as
+ * postgresql://...) read-only (or read-write), with a message naming dir
+ * on failure; a directory must exist and be one. */
 int open_store(const char *dir, bool write, ost_store **out);
-/* The map size the store's meta page records (the writer's setting), as
- * seen by the last open_store; 0 if unknown. */
-uint64_t recorded_map_size(void);
 /* Takes an exclusive, non-blocking flock on dir/data.mdb for the life of
- * the process (fd kept open). EXIT_OK or EXIT_FAIL with the message. */
+ * the process (fd kept open). EXIT_OK or EXIT_FAIL with the message.
+ * Nothing for a database URI (the server has its own locks). */
 int lock_store(const char *dir);
 /* open_store runs ostore's own walk of every page of the store (liblmdb
  * trusts its file, and damage makes it crash) and refuses a damaged store
@@ -103,7 +102,7 @@ void open_store_no_walk(void);
  * the first problem. */
 int raw_verify_pages(ost_store *st, const char *db);
 
-/* ---- raw records (through the store's internals, read-only) ------------ */
+/* ---- raw records (through a snapshot of include/ostore/raw.h) ---------- */
 
 typedef struct raw_txn raw_txn;
 /* A read transaction on an open store, with the class table loaded. */
@@ -125,7 +124,7 @@ typedef struct {
     uint64_t serial;
     uint32_t cid;
     bool bad_header; /* key malformed or record damaged: serial and cid are 0 */
-    const char *damage; /* what is wrong then (ost__damage_text) */
+    const char *damage; /* what is wrong then (static text) */
     const uint8_t *pickle; /* valid until the next raw call */
     size_t len;            /* pickle length */
     size_t size;           /* whole record: header + pickle */
@@ -144,19 +143,13 @@ int raw_get(raw_txn *t, uint64_t oid, raw_rec *r);
 int raw_scan_refs(const raw_rec *r, void (*fn)(void *ud, uint64_t oid), void *ud);
 /* The same for any pickle (a map entry's value). */
 int raw_scan_pickle_refs(const uint8_t *p, size_t n, void (*fn)(void *ud, uint64_t oid), void *ud);
-/* Meta counters. */
-int raw_meta(raw_txn *t, const char *key, uint64_t *out);
-/* Records in the store (LMDB's count). */
-uint64_t raw_count(raw_txn *t);
-/* LMDB figures: page size, pages used, map size. */
-void raw_env(raw_txn *t, uint64_t *psize, uint64_t *pages_used, uint64_t *map_size);
 
 /* A reader whose persistent_load keeps references as persistent(OID)
  * values (ost_persref), owned by t; NULL on ENOMEM. */
 ost_reader *raw_reader(raw_txn *t);
-/* The store and the LMDB transaction under t (for tools/raw_maps.c). */
+/* The store and the snapshot under t (for tools/raw_maps.c). */
 ost_store *raw_store(raw_txn *t);
-void *raw_mdb_txn(raw_txn *t);
+ost_snap *raw_snap(raw_txn *t);
 
 /* ---- maps (tools/raw.c and tools/raw_maps.c) ------------------------------ */
 
@@ -202,8 +195,6 @@ void raw_ents_close(raw_ents *c);
  * until fn returns nonzero (then returns that). EXIT_FAIL after printing
  * a message when the entries cannot be read. */
 int raw_each_map(raw_txn *t, int (*fn)(void *ud, uint64_t map), void *ud);
-/* All maps' entries (LMDB's count) and the bytes of their pages. */
-void raw_ents_stat(raw_txn *t, uint64_t *entries, uint64_t *bytes);
 
 /* Keys. raw_key_decode gives the key of encoded bytes as a new value, or 0
  * when they are not a key of that kind. raw_key_parse reads the text of a

@@ -26,9 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../serializer/internal.h"
-#include "../store/lmdb/import.h"
-#include "../store/store_internal.h"
 #include "cli.h"
 
 #define DUMP_MAGIC "OSTDUMP\n"
@@ -258,11 +255,15 @@ static int run_export(int argc, char **argv) {
         }
         f = o;
     }
-    if (raw_meta(t, "format", &format) || raw_meta(t, "next_oid", &next_oid) ||
-        raw_meta(t, "last_serial", &last) || raw_meta(t, "next_class", &next_class)) {
+    ost_snap_stats si;
+    if (ost_snap_stat(raw_snap(t), &si)) {
         rc = fail("%s: damaged meta (counters)", shown(db));
         goto out;
     }
+    format = si.format;
+    next_oid = si.next_oid;
+    last = si.last_serial;
+    next_class = si.next_class;
     /* first pass: the sizes for the header, and records that cannot be
      * exported (a damaged header has no class or serial to write) */
     raw_iter *it;
@@ -423,6 +424,54 @@ static void remove_created(const char *db, bool dir) {
     if (dir) rmdir(db);
 }
 
+/* A destination store for import and copy, at db: created when missing
+ * (or an empty directory), else opened (ost_import_begin then refuses it
+ * unless it is new), and locked. *created and *made_dir say what to
+ * remove again on failure (remove_created). EXIT_OK with *out, or
+ * EXIT_FAIL after the message. */
+static int open_target(const char *db, ost_store **out, bool *created, bool *made_dir) {
+    *out = NULL;
+    *created = *made_dir = false;
+    struct stat sb;
+    char datafile[PATH_MAX];
+    bool path = ost_store_addr_is_path(db);
+    int dn = snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
+    if (path && (dn < 0 || (size_t)dn >= sizeof datafile))
+        return fail("%s: %s", shown(db), strerror(ENAMETOOLONG));
+    if (!path) {
+        /* a database: its schema is made when missing; nothing to remove */
+    } else if (stat(db, &sb) != 0) {
+        if (errno != ENOENT) return fail("%s: %s", shown(db), strerror(errno));
+        *created = *made_dir = true;
+    } else if (!S_ISDIR(sb.st_mode)) {
+        return fail("%s: not a directory (a store is a directory)", shown(db));
+    } else if (stat(datafile, &sb) != 0) {
+        if (errno != ENOENT) return fail("%s: data.mdb: %s", shown(db), strerror(errno));
+        *created = true; /* an empty directory: the store files are ours */
+    }
+    ost_store *st = ost_store_new();
+    if (!st) return fail("out of memory");
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = *created || !path;
+    int rc = EXIT_OK;
+    if (!*created && lock_store(db)) {
+        rc = EXIT_FAIL;
+    } else if (ost_store_open(st, db, &o)) {
+        rc = fail("%s", ost_store_errmsg(st));
+    } else if (*created && lock_store(db)) {
+        rc = EXIT_FAIL;
+    }
+    if (rc) {
+        ost_store_close(st);
+        if (*created) remove_created(db, *made_dir);
+        *created = *made_dir = false;
+        return rc;
+    }
+    *out = st;
+    return EXIT_OK;
+}
+
 typedef struct {
     uint64_t records, bytes, next_oid, last, next_class;
     uint64_t entries, ebytes; /* version 2 */
@@ -483,17 +532,17 @@ static int read_header(const char *file, stream *s, dump_header *h) {
                     shown(file),
                     h->format, OST_STORE_FORMAT);
     /* counters a store cannot have: they would wrap when handed out */
-    if (h->next_oid > OST__OID_LIMIT)
+    if (h->next_oid > OST_OID_LIMIT)
         return fail("%s: bad export: header next_oid %llu is past the largest a store has "
                     "(2^63: oids are pickled as signed 64-bit ints)",
                     shown(file), (unsigned long long)h->next_oid);
-    if (h->last == 0 || h->last >= OST__SERIAL_LIMIT)
+    if (h->last == 0 || h->last >= OST_SERIAL_LIMIT)
         return fail("%s: bad export: header last_serial %llu (a store's is 1 to 2^63 - 1)",
                     shown(file), (unsigned long long)h->last);
-    if (h->next_class == 0 || h->next_class > OST__CLASS_LIMIT)
+    if (h->next_class == 0 || h->next_class > OST_CLASS_LIMIT)
         return fail("%s: bad export: header next_class %llu (class ids are 32-bit: 1 to %llu)",
                     shown(file), (unsigned long long)h->next_class,
-                    (unsigned long long)OST__CLASS_LIMIT);
+                    (unsigned long long)OST_CLASS_LIMIT);
     if (h->records == 0 || h->next_oid < h->records)
         return fail("%s: bad export: header counts %llu records below next_oid %llu (there is "
                     "always the root, and each record has an oid below next_oid)",
@@ -526,7 +575,7 @@ static bool reserve(uint8_t **buf, size_t *cap, size_t n) {
 /* Reads and imports the entries section of a version-2 dump, checked as
  * export checks a store (see export_map). */
 static int import_entries(const char *file, stream *s, const dump_header *h, ost_store *st,
-                          ost__import *im, map_list *maps, uint8_t **buf, size_t *cap) {
+                          ost_import *im, map_list *maps, uint8_t **buf, size_t *cap) {
     uint8_t key[OST_MAP_KEY_MAX], prev[OST_MAP_KEY_MAX];
     size_t prevlen = 0;
     uint64_t prevmap = 0, total = 0;
@@ -565,7 +614,7 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
         const char *why = entry_problem(d, key, klen, vlen);
         if (why)
             return fail("%s: bad export: map %llu: %s", shown(file), (unsigned long long)map, why);
-        if (ost__import_ment(im, map, key, klen, serial, *buf, vlen))
+        if (ost_import_entry(im, map, key, klen, serial, *buf, vlen))
             return fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
         d->seen++;
         prevmap = map;
@@ -603,7 +652,7 @@ static int open_dump(const char *file, FILE **out) {
     if (!S_ISREG(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
         close(fd);
         return fail("%s: %s, not a dump file (give - to read standard input)", shown(file),
-                    ost__file_kind(sb.st_mode));
+                    ost_file_kind(sb.st_mode));
     }
     int first = EOF; /* a byte the check below read */
     if (S_ISFIFO(sb.st_mode)) {
@@ -650,63 +699,24 @@ static int run_import(int argc, char **argv) {
         return EXIT_FAIL;
     }
     /* the store: created when missing; an existing one must be new */
-    struct stat sb;
     bool created = false, made_dir = false;
-    char datafile[PATH_MAX];
-    int dn = snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
-    if (dn < 0 || (size_t)dn >= sizeof datafile) {
+    ost_store *st = NULL;
+    guard_crashes(db);
+    if (open_target(db, &st, &created, &made_dir)) {
         if (!from_stdin) fclose(f);
-        return fail("%s: %s", shown(db), strerror(ENAMETOOLONG));
-    }
-    if (stat(db, &sb) != 0) {
-        if (errno != ENOENT) {
-            if (!from_stdin) fclose(f);
-            return fail("%s: %s", shown(db), strerror(errno));
-        }
-        created = made_dir = true;
-    } else if (!S_ISDIR(sb.st_mode)) {
-        if (!from_stdin) fclose(f);
-        return fail("%s: not a directory (a store is a directory)", shown(db));
-    } else if (stat(datafile, &sb) != 0) {
-        if (errno != ENOENT) {
-            if (!from_stdin) fclose(f);
-            return fail("%s: data.mdb: %s", shown(db), strerror(errno));
-        }
-        created = true; /* an empty directory: the store files are ours */
+        return EXIT_FAIL;
     }
     int rc = EXIT_OK;
-    ost_store *st = ost_store_new();
-    ost__import *im = NULL;
+    ost_import *im = NULL;
     uint8_t *buf = NULL;
     size_t cap = 0;
     char *mod = NULL, *name = NULL;
     uint32_t *ids = NULL;
     map_list maps = {0};
     ost_reader *rd = NULL; /* decodes map records */
-    if (!st) {
-        rc = fail("out of memory");
-        goto out;
-    }
-    ost_store_options o;
-    ost_store_options_init(&o);
-    o.create = created;
-    if (!created && lock_store(db)) {
-        rc = EXIT_FAIL;
-        goto out;
-    }
-    guard_crashes(db);
-    int orc = ost_store_open(st, db, &o);
-    if (orc) {
-        rc = fail("%s", ost_store_errmsg(st));
-        goto out;
-    }
-    if (created && lock_store(db)) {
-        rc = EXIT_FAIL;
-        goto out;
-    }
     /* room for the records and entries, their B-tree pages and some slack */
     uint64_t need = (h.bytes + h.records * 96) * 2 + (h.ebytes + h.entries * 64) * 2 + (64u << 20);
-    if (ost__import_begin(st, need, &im)) {
+    if (ost_import_begin(st, need, &im)) {
         rc = fail("%s", ost_store_errmsg(st));
         goto out;
     }
@@ -744,7 +754,7 @@ static int run_import(int argc, char **argv) {
             goto out;
         }
         ids[i] = id;
-        if (ost__import_class(im, id, mod, ml, name, nl)) {
+        if (ost_import_class(im, id, mod, ml, name, nl)) {
             rc = fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
             goto out;
         }
@@ -841,7 +851,7 @@ static int run_import(int argc, char **argv) {
             }
             if ((rc = maps_add(&maps, oid, &m))) goto out;
         }
-        if (ost__import_record(im, oid, serial, cid, buf, len)) {
+        if (ost_import_record(im, oid, serial, cid, buf, len)) {
             rc = fail("%s: %s", shown(file), ost_store_errmsg(st));
             goto out;
         }
@@ -878,7 +888,7 @@ static int run_import(int argc, char **argv) {
         rc = fail("%s: bad export: bytes after the trailer", shown(file));
         goto out;
     }
-    int crc = ost__import_commit(im, h.format, h.next_oid, h.last, h.next_class);
+    int crc = ost_import_commit(im, h.format, h.next_oid, h.last, h.next_class);
     im = NULL;
     if (crc) {
         rc = fail("%s", ost_store_errmsg(st));
@@ -896,7 +906,7 @@ static int run_import(int argc, char **argv) {
 out:
     free(maps.v);
     ost_reader_free(rd);
-    ost__import_abort(im);
+    ost_import_abort(im);
     ost_store_close(st);
     if (rc && created) remove_created(db, made_dir);
     if (!from_stdin) fclose(f);
@@ -920,4 +930,189 @@ const cli_cmd cmd_import = {
             "its map's record, the CRC-32): on any error nothing is written, and a store\n"
             "directory made by the import is removed again.\n",
     .run = run_import,
+};
+
+/* ---- copy ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t problems;
+    char first[300];
+} copy_check;
+
+static void copy_problem(void *ud, uint64_t oid, uint64_t missing, int err, const char *msg) {
+    (void)oid;
+    (void)missing;
+    (void)err;
+    copy_check *c = ud;
+    if (!c->problems++) snprintf(c->first, sizeof c->first, "%s", msg);
+}
+
+/* One record or entry that cannot be copied as it is. */
+static int copy_damaged(const char *src, const char *what) {
+    return fail("%s: %s is damaged: nothing was copied ('ostore check %s' lists the damage, "
+                "'ostore salvage' copies what is intact)",
+                shown(src), what, src);
+}
+
+static int run_copy(int argc, char **argv) {
+    const char *pos[2];
+    int prc = parse_args(&cmd_copy, argc, argv, NULL, 0, pos, 2, 2, NULL);
+    if (prc) return prc < 0 ? EXIT_OK : prc;
+    const char *src = pos[0], *dst = pos[1];
+    guard_crashes(src);
+    ost_store *sst = NULL, *dst_st = NULL;
+    raw_txn *t = NULL;
+    ost_import *im = NULL;
+    ost_snap_cursor *cur = NULL;
+    ost_entry_cursor *ec = NULL;
+    bool created = false, made_dir = false;
+    int rc = EXIT_OK;
+    double t0 = now_s();
+    if (open_store(src, false, &sst)) return EXIT_FAIL;
+    if (raw_begin(sst, &t)) {
+        ost_store_close(sst);
+        return EXIT_FAIL;
+    }
+    ost_snap *s = raw_snap(t);
+    ost_snap_stats si;
+    if (ost_snap_stat(s, &si)) {
+        rc = fail("%s", ost_snap_errmsg(s));
+        goto out;
+    }
+    if (open_target(dst, &dst_st, &created, &made_dir)) {
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    uint64_t hint = si.pages_used * si.page_size * 2 + (64u << 20);
+    if (ost_import_begin(dst_st, hint, &im)) {
+        rc = fail("%s", ost_store_errmsg(dst_st));
+        goto out;
+    }
+    uint32_t id;
+    const char *m, *n;
+    for (size_t i = 0; ost_snap_class(s, i, &id, &m, &n) == 0; i++)
+        if (ost_import_class(im, id, m, strlen(m), n, strlen(n))) {
+            rc = fail("%s", ost_store_errmsg(dst_st));
+            goto out;
+        }
+    progress bar;
+    progress_start(&bar, isatty(2), "copying", si.records + si.entries);
+    uint64_t done = 0, records = 0, entries = 0;
+    if (ost_snap_records(s, 0, &cur)) {
+        rc = fail("%s", ost_snap_errmsg(s));
+        goto out_bar;
+    }
+    ost_raw_record r;
+    int k;
+    while ((k = ost_snap_next(cur, &r)) == 0) {
+        if (r.damage) {
+            char what[96];
+            snprintf(what, sizeof what, "the record of oid %llu (%s)", (unsigned long long)r.oid,
+                     r.damage);
+            rc = copy_damaged(src, what);
+            goto out_bar;
+        }
+        if (ost_import_record(im, r.oid, r.serial, r.class_id, r.pickle, r.len)) {
+            rc = fail("%s", ost_store_errmsg(dst_st));
+            goto out_bar;
+        }
+        records++;
+        if (++done % 8192 == 0) progress_update(&bar, done, "records");
+    }
+    if (k != OST_ENOTFOUND) {
+        rc = fail("%s", ost_snap_errmsg(s));
+        goto out_bar;
+    }
+    uint64_t map = 0;
+    while ((k = ost_snap_next_map(s, map, &map)) == 0) {
+        if (ost_snap_entries(s, map, NULL, 0, &ec)) {
+            rc = fail("%s", ost_snap_errmsg(s));
+            goto out_bar;
+        }
+        ost_raw_entry e;
+        while ((k = ost_raw_entry_next(ec, &e)) == 0) {
+            if (e.damage) {
+                char what[96];
+                snprintf(what, sizeof what, "an entry of map %llu (%s)", (unsigned long long)map,
+                         e.damage);
+                rc = copy_damaged(src, what);
+                goto out_bar;
+            }
+            if (ost_import_entry(im, map, e.key, e.klen, e.serial, e.value, e.vlen)) {
+                rc = fail("%s", ost_store_errmsg(dst_st));
+                goto out_bar;
+            }
+            entries++;
+            if (++done % 8192 == 0) progress_update(&bar, done, "records");
+        }
+        ost_entry_cursor_close(ec);
+        ec = NULL;
+        if (k != OST_ENOTFOUND) {
+            rc = fail("%s", ost_snap_errmsg(s));
+            goto out_bar;
+        }
+    }
+    if (k != OST_ENOTFOUND) {
+        rc = fail("%s", ost_snap_errmsg(s));
+        goto out_bar;
+    }
+    progress_note(&bar, "committing");
+    int crc = ost_import_commit(im, si.format, si.next_oid, si.last_serial, si.next_class);
+    im = NULL;
+    if (crc) {
+        rc = fail("%s", ost_store_errmsg(dst_st));
+        goto out_bar;
+    }
+    double copied = now_s() - t0;
+    /* the final check, as zodbconvert's users run fsrefs: every record of
+     * the copy decodes and every reference resolves */
+    progress_note(&bar, "checking");
+    copy_check cc = {0};
+    uint64_t checked = 0;
+    int chk = ost_store_check(dst_st, copy_problem, &cc, &checked);
+    progress_end(&bar);
+    if (chk == OST_ECORRUPT || (chk == 0 && checked != records)) {
+        rc = fail("%s: the copy does not check: %llu problem%s, the first: %s", shown(dst),
+                  (unsigned long long)cc.problems, cc.problems == 1 ? "" : "s",
+                  cc.problems ? cc.first : "a count differs");
+        goto out;
+    }
+    if (chk) {
+        rc = fail("%s: checking the copy: %s", shown(dst), ost_store_errmsg(dst_st));
+        goto out;
+    }
+    char a[32], b[32], c[32];
+    printf("copied %s objects and %s map entries from %s to %s in %.2f s (%s objects/s)\n",
+           fmt_count(a, sizeof a, records), fmt_count(b, sizeof b, entries), shown(src), shown(dst),
+           copied, fmt_count(c, sizeof c, (uint64_t)((double)records / (copied > 0 ? copied : 1e-9))));
+    printf("checked the copy: %s records decode and every reference resolves (%.2f s)\n",
+           fmt_count(a, sizeof a, checked), now_s() - t0 - copied);
+    goto out;
+out_bar:
+    progress_end(&bar);
+out:
+    ost_entry_cursor_close(ec);
+    ost_snap_cursor_close(cur);
+    ost_import_abort(im);
+    ost_store_close(dst_st);
+    if (rc && created) remove_created(dst, made_dir);
+    raw_end(t);
+    ost_store_close(sst);
+    return rc;
+}
+
+const cli_cmd cmd_copy = {
+    .name = "copy",
+    .summary = "Copy a whole store into a new one, record for record, then check the copy.",
+    .usage = "usage: ostore copy SRC DST\n",
+    .help = "Reads one snapshot of SRC (opened read-only; commits made meanwhile are\n"
+            "not copied) and writes every class, record and map entry into DST as it\n"
+            "is: the same oids, serials, class ids, pickles (byte for byte), keys and\n"
+            "counters, in one transaction, with a progress bar on a terminal. DST must\n"
+            "not exist, be an empty directory, or be a new store. Then it checks DST\n"
+            "as 'ostore check' does. A damaged record or entry in SRC stops the copy\n"
+            "before anything is written ('ostore salvage' copies what is intact). On\n"
+            "any failure DST is left as it was, and a store directory the copy made is\n"
+            "removed again.\n",
+    .run = run_copy,
 };

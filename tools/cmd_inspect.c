@@ -48,11 +48,9 @@ static int run_info(int argc, char **argv) {
     ost_store *st;
     raw_txn *t;
     if (open_ro(db, &st, &t)) return EXIT_FAIL;
-    uint64_t format = 0, next_oid = 0, last = 0, next_class = 0;
-    int rc = raw_meta(t, "format", &format);
-    if (!rc) rc = raw_meta(t, "next_oid", &next_oid);
-    if (!rc) rc = raw_meta(t, "last_serial", &last);
-    if (!rc) rc = raw_meta(t, "next_class", &next_class);
+    ost_snap_stats si;
+    int rc = ost_snap_stat(raw_snap(t), &si);
+    uint64_t format = si.format, next_oid = si.next_oid, last = si.last_serial;
     if (rc) {
         close_ro(st, t);
         return fail("%s: damaged meta: %s", shown(db), ost_strerror(rc));
@@ -94,9 +92,7 @@ static int run_info(int argc, char **argv) {
     }
     if (!rc) {
         char a[32], b[32], c[32];
-        uint64_t psize, used, map;
-        raw_env(t, &psize, &used, &map);
-        if (recorded_map_size()) map = recorded_map_size();
+        uint64_t psize = si.page_size, used = si.pages_used, map = si.map_size;
         printf("store        %s\n", shown(db));
         printf("format       %llu (this ostore reads formats 1 to %d)\n",
                (unsigned long long)format, OST_STORE_FORMAT);
@@ -125,8 +121,7 @@ static int run_info(int argc, char **argv) {
             printf("  %-36s %12s objects %12s\n",
                    damaged ? "(damaged headers, unknown classes)" : "(unknown classes)",
                    fmt_count(a, sizeof a, counts[ncls]), fmt_bytes(b, sizeof b, (double)bytes[ncls]));
-        uint64_t ents, ebytes;
-        raw_ents_stat(t, &ents, &ebytes);
+        uint64_t ents = si.entries, ebytes = si.entry_bytes;
         printf("maps         %s", fmt_count(a, sizeof a, nmaps));
         if (nmaps || ents)
             printf(" (%s entries in all, %s of pages)", fmt_count(b, sizeof b, ents),

@@ -2,10 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/lmdb/oidset.h"
-#include "../store/store_internal.h"
 #include "cli.h"
-#include "../store/lmdb/salvage.h"
 
 /* ---- check ------------------------------------------------------------------- */
 
@@ -32,19 +29,34 @@ static void report(void *ud, uint64_t oid, uint64_t missing, int err, const char
 }
 
 /* Reachability from the root over the references of the records: a flag
- * per record in an oid set sized by the records themselves (never by
- * meta.next_oid, which damage can make anything), and an explicit stack. */
+ * per record, by the record's place among the oids present (sized by the
+ * records themselves, never by meta.next_oid, which damage can make
+ * anything), and an explicit stack. */
 typedef struct {
-    ost__oidset oids; /* flag 0: reached */
+    uint64_t *oids; /* the oids of the records, ascending */
+    size_t n, capn;
+    uint8_t *reached; /* a bit per place */
     size_t *stack;    /* places in oids */
     size_t len, cap;
     bool oom;
 } reach_ctx;
 
+/* The place of oid among the records, or -1 when it has no record. */
+static int64_t oid_place(const reach_ctx *c, uint64_t oid) {
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->oids[mid] < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->n && c->oids[lo] == oid ? (int64_t)lo : -1;
+}
+
 static void reach_ref(void *ud, uint64_t oid) {
     reach_ctx *c = ud;
-    int64_t i = ost__oidset_index(&c->oids, oid);
-    if (i < 0 || ost__oidset_set(&c->oids, 0, (size_t)i)) return; /* no record, or seen */
+    int64_t i = oid_place(c, oid);
+    if (i < 0 || (c->reached[i / 8] >> (i % 8) & 1)) return; /* no record, or seen */
+    c->reached[i / 8] |= (uint8_t)(1u << (i % 8));
     if (c->len == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 4096;
         size_t *n = realloc(c->stack, cap * sizeof *n);
@@ -76,34 +88,28 @@ static int reach_entries(raw_txn *t, uint64_t map, reach_ctx *c) {
  * new object and overwritten; a serial past last_serial breaks conflict
  * detection). Returns EXIT_OK or EXIT_FAIL (message printed). */
 static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, uint64_t *records) {
-    uint64_t next_oid = 0, last = 0, next_class = 0;
-    if (raw_meta(t, "next_oid", &next_oid) || raw_meta(t, "last_serial", &last) ||
-        raw_meta(t, "next_class", &next_class))
-        return fail("%s: damaged meta (counters)", shown(db));
+    ost_snap_stats si;
+    if (ost_snap_stat(raw_snap(t), &si)) return fail("%s: damaged meta (counters)", shown(db));
+    uint64_t next_oid = si.next_oid, last = si.last_serial, next_class = si.next_class;
     /* counters past what a store can hold wrap when handed out */
-    if (next_oid > OST__OID_LIMIT) {
+    if (next_oid > OST_OID_LIMIT) {
         note_holder(o, 0);
         printf("problem: meta next_oid %llu is past 2^63, the largest a store has (the next "
                "new object's oid would wrap)\n",
                (unsigned long long)next_oid);
     }
-    if (last >= OST__SERIAL_LIMIT) {
+    if (last >= OST_SERIAL_LIMIT) {
         note_holder(o, 0);
         printf("problem: meta last_serial %llu is past 2^63 - 1, the largest a store has\n",
                (unsigned long long)last);
     }
-    if (next_class == 0 || next_class > OST__CLASS_LIMIT) {
+    if (next_class == 0 || next_class > OST_CLASS_LIMIT) {
         note_holder(o, 0);
         printf("problem: meta next_class %llu is not a 32-bit class id from 1 (the next class "
                "would get a wrong id)\n",
                (unsigned long long)next_class);
     }
     reach_ctx c = {0};
-    int orc = ost__oidset_init(&c.oids, raw_mdb_txn(t), raw_store(t)->recs);
-    if (orc)
-        return orc == OST_ENOMEM ? fail("%s: out of memory for the oids of the records", shown(db))
-                                 : fail("%s: reading the records: %s", shown(db),
-                                        mdb_strerror(orc));
     raw_iter *it;
     int rc = raw_iter_open(t, &it);
     if (!rc) {
@@ -111,6 +117,19 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
         int k;
         while ((k = raw_iter_next(it, &r)) > 0) {
             (*records)++;
+            /* in ascending order; a key that is not an oid has no place */
+            if (r.oid != UINT64_MAX && !c.oom) {
+                if (c.n == c.capn) {
+                    size_t capn = c.capn ? c.capn * 2 : 4096;
+                    uint64_t *no = realloc(c.oids, capn * sizeof *no);
+                    if (no) {
+                        c.oids = no;
+                        c.capn = capn;
+                    } else
+                        c.oom = true;
+                }
+                if (!c.oom) c.oids[c.n++] = r.oid;
+            }
             if (r.oid >= next_oid) {
                 note_holder(o, r.oid);
                 printf("problem: oid %llu is not below meta next_oid %llu (a new object would "
@@ -127,10 +146,12 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
         if (k < 0) rc = EXIT_FAIL;
         raw_iter_close(it);
     }
+    if (!rc && !c.oom && !(c.reached = calloc(c.n / 8 + 1, 1))) c.oom = true;
+    if (!rc && c.oom) rc = fail("%s: out of memory for the oids of the records", shown(db));
     if (!rc) {
         reach_ref(&c, 0);
         while (c.len && !c.oom) {
-            uint64_t oid = ost__oidset_oid(&c.oids, c.stack[--c.len]);
+            uint64_t oid = c.oids[c.stack[--c.len]];
             raw_rec r;
             if (raw_get(t, oid, &r) == 0) {
                 (*reachable)++;
@@ -143,7 +164,8 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
         }
         if (c.oom) rc = fail("out of memory");
     }
-    ost__oidset_free(&c.oids);
+    free(c.oids);
+    free(c.reached);
     free(c.stack);
     return rc;
 }
@@ -179,13 +201,14 @@ static int run_check(int argc, char **argv) {
                     db, (unsigned long long)o.problems, o.problems == 1 ? "" : "s", db);
     }
     raw_txn *t;
-    uint64_t reachable = 0, counted = 0, entries, entry_bytes;
+    uint64_t reachable = 0, counted = 0, entries;
     if (raw_begin(st, &t)) {
         ost_store_close(st);
         return EXIT_FAIL;
     }
     rc = reach(db, t, &o, &reachable, &counted);
-    raw_ents_stat(t, &entries, &entry_bytes);
+    ost_snap_stats si;
+    entries = ost_snap_stat(raw_snap(t), &si) ? 0 : si.entries;
     raw_end(t);
     ost_store_close(st);
     if (rc) return rc;
@@ -237,9 +260,9 @@ const cli_cmd cmd_check = {
  * message. */
 static int map_entries(ost_store *st, uint64_t *n) {
     raw_txn *t;
-    uint64_t bytes;
     if (raw_begin(st, &t)) return EXIT_FAIL;
-    raw_ents_stat(t, n, &bytes);
+    ost_snap_stats si;
+    *n = ost_snap_stat(raw_snap(t), &si) ? 0 : si.entries;
     raw_end(t);
     return EXIT_OK;
 }
@@ -320,11 +343,14 @@ const cli_cmd cmd_pack = {
  * after a message. */
 static int store_format(const char *db, uint64_t *format) {
     ost_store *st;
+    *format = 0;
     if (open_store(db, false, &st)) return EXIT_FAIL;
     raw_txn *t;
     int rc = raw_begin(st, &t);
     if (!rc) {
-        if (raw_meta(t, "format", format)) rc = fail("%s: damaged meta (format)", db);
+        ost_snap_stats si;
+        if (ost_snap_stat(raw_snap(t), &si)) rc = fail("%s: damaged meta (format)", db);
+        else *format = si.format;
         raw_end(t);
     }
     ost_store_close(st);
@@ -391,9 +417,9 @@ static int run_salvage(int argc, char **argv) {
     const char *src = pos[0], *dst = pos[1];
     guard_crashes(src);
     double t0 = now_s();
-    ost__salvage_stats s;
+    ost_salvage_stats s;
     char msg[768];
-    int rc = ost__salvage(src, dst, salvage_line, NULL, &s, msg, sizeof msg);
+    int rc = ost_salvage(src, dst, salvage_line, NULL, &s, msg, sizeof msg);
     if (rc) return fail("%s", msg);
     char a[32], b[32], c[32], d[32];
     printf("salvaged %s records (%s of them found outside the B-trees) and %s map entries "

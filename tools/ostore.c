@@ -25,7 +25,7 @@
 
 static const cli_cmd *const commands[] = {
     &cmd_demo, &cmd_info, &cmd_ls,     &cmd_cat,    &cmd_refs,    &cmd_check,
-    &cmd_pack, &cmd_upgrade, &cmd_salvage, &cmd_export, &cmd_import, &cmd_pickle, &cmd_version, &cmd_help,
+    &cmd_pack, &cmd_upgrade, &cmd_salvage, &cmd_export, &cmd_import, &cmd_copy, &cmd_pickle, &cmd_version, &cmd_help,
 };
 #define NCOMMANDS (sizeof commands / sizeof *commands)
 

@@ -1,5 +1,5 @@
-/* ostore CLI: maps seen through the store's internals, read-only: map
- * records, cursors over map entries (store/entries.h), and keys, decoded
+/* ostore CLI: maps seen through a snapshot (include/ostore/raw.h),
+ * read-only: map records, cursors over map entries, and keys, decoded
  * for printing and parsed from the text of --from and --to.
  *
  * Key text (the syntax 'ostore cat --help' and docs/cli.md describe): an
@@ -15,9 +15,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store/entries.h"
-#include "../store/store_internal.h"
 #include "cli.h"
+
+/* A key kind, read from its canonical text ("int", "(int, str)"): up to
+ * 8 elements 'i', 's', 'b'. */
+typedef struct {
+    int n;
+    bool tuple;
+    char el[8];
+    char canon[64];
+} key_kind;
+
+static int kind_parse(const char *kind, key_kind *k) {
+    memset(k, 0, sizeof *k);
+    if (!kind || ost_map_kind_canon(kind, k->canon, sizeof k->canon)) return -1;
+    const char *p = k->canon;
+    k->tuple = *p == '(';
+    while (*p) {
+        if (*p == '(' || *p == ')' || *p == ',' || *p == ' ') {
+            p++;
+            continue;
+        }
+        if (k->n == 8) return -1;
+        k->el[k->n++] = *p == 'i' ? 'i' : *p == 's' ? 's' : 'b';
+        while (*p >= 'a' && *p <= 'z') p++;
+    }
+    return k->n ? 0 : -1;
+}
 
 /* ---- map records ----------------------------------------------------------- */
 
@@ -35,8 +59,8 @@ int raw_map_parse(ost_reader *rd, const uint8_t *p, size_t n, raw_map *m, char *
     ost_value cv = ost_typeof(v) == OST_T_DICT ? ost_dict_get_c(v, "count") : 0;
     const char *ks = ost_typeof(kv) == OST_T_STR ? ost_data(kv, NULL) : NULL;
     int64_t count = -1;
-    ost__mkind k;
-    if (!ks || ost__mkind_parse(ks, &k)) {
+    key_kind k;
+    if (!ks || kind_parse(ks, &k)) {
         snprintf(err, cap, "the map's record has no valid key kind");
         rc = OST_ECORRUPT;
     } else if (ost_typeof(cv) != OST_T_INT || ost_int_value(cv, &count) || count < 0) {
@@ -69,25 +93,12 @@ int raw_map_read(raw_txn *t, const raw_rec *r, raw_map *m, char *err, size_t cap
 
 struct raw_ents {
     raw_txn *t;
-    ost__ecur *ec; /* NULL: the store has no entries at all */
+    ost_entry_cursor *ec;
     uint64_t map;
-    bool started, done;
-    uint8_t from[OST_MAP_KEY_MAX];
-    size_t fromlen;
-    bool has_from;
+    bool done;
     bool skip_damaged; /* step past entries whose checksum fails */
     uint64_t skipped;  /* ... how many */
 };
-
-/* An engine result as one line naming the map. */
-static int ent_fail(raw_txn *t, uint64_t map, int rc) {
-    ost_store *st = raw_store(t);
-    if (rc == OST_ECORRUPT)
-        return fail("%s: map %llu: a damaged entry (its checksum does not match its bytes)",
-                    shown(st->path), (unsigned long long)map);
-    return fail("%s: map %llu: reading its entries: %s", shown(st->path), (unsigned long long)map,
-                rc > 0 ? mdb_strerror(rc) : ost_strerror(rc));
-}
 
 int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen, raw_ents **out) {
     *out = NULL;
@@ -95,19 +106,10 @@ int raw_ents_open(raw_txn *t, uint64_t map, const uint8_t *from, size_t fromlen,
     if (!c) return fail("out of memory");
     c->t = t;
     c->map = map;
-    if (from) {
-        if (fromlen > OST_MAP_KEY_MAX) fromlen = OST_MAP_KEY_MAX;
-        memcpy(c->from, from, fromlen);
-        c->fromlen = fromlen;
-        c->has_from = true;
-    }
-    int rc = ost__ecur_open(raw_store(t), raw_mdb_txn(t), map, &c->ec);
-    if (rc == OST_ENOTFOUND) { /* a format-1 store opened read-only: no entries */
-        c->ec = NULL;
-        c->done = true;
-    } else if (rc) {
+    if (from && fromlen > OST_MAP_KEY_MAX) fromlen = OST_MAP_KEY_MAX;
+    if (ost_snap_entries(raw_snap(t), map, from, fromlen, &c->ec)) {
         free(c);
-        return ent_fail(t, map, rc);
+        return fail("%s", ost_snap_errmsg(raw_snap(t)));
     }
     *out = c;
     return EXIT_OK;
@@ -118,22 +120,22 @@ uint64_t raw_ents_skipped(const raw_ents *c) { return c->skipped; }
 
 int raw_ents_next(raw_ents *c, raw_ent *e) {
     if (c->done) return 0;
+    ost_raw_entry en;
     int rc;
-    ost__entry en;
-again:
-    rc = c->started ? ost__ecur_step(c->ec, false)
-                    : ost__ecur_seek(c->ec, c->has_from ? c->from : NULL, c->fromlen, false);
-    c->started = true;
+    while ((rc = ost_raw_entry_next(c->ec, &en)) == 0 && en.damage && c->skip_damaged)
+        c->skipped++; /* check reports it */
     if (rc == OST_ENOTFOUND) {
         c->done = true;
         return 0;
     }
-    if (!rc) rc = ost__ecur_get(c->ec, &e->key, &e->klen, &en);
-    if (rc == OST_ECORRUPT && c->skip_damaged) { /* check reports it */
-        c->skipped++;
-        goto again;
+    if (rc) {
+        c->done = true;
+        fail("%s", ost_snap_errmsg(raw_snap(c->t)));
+        return -1;
     }
-    if (rc == OST_ECORRUPT) {
+    e->key = en.key;
+    e->klen = en.klen;
+    if (en.damage) {
         char text[160];
         size_t i;
         for (i = 0; i < e->klen && i < 24; i++) snprintf(text + 2 * i, 3, "%02x", e->key[i]);
@@ -152,46 +154,31 @@ again:
         c->done = true;
         fail("%s: map %llu: the entry of key %s is damaged (its checksum does not match its "
              "bytes; 'ostore check' lists the damage)",
-             raw_store(c->t)->path, (unsigned long long)c->map, text);
-        return -1;
-    }
-    if (rc) {
-        c->done = true;
-        ent_fail(c->t, c->map, rc);
+             ost_store_path(raw_store(c->t)), (unsigned long long)c->map, text);
         return -1;
     }
     e->serial = en.serial;
-    e->val = en.data;
-    e->vlen = en.len;
+    e->val = en.value;
+    e->vlen = en.vlen;
     return 1;
 }
 
 void raw_ents_close(raw_ents *c) {
     if (!c) return;
-    ost__ecur_close(c->ec);
+    ost_entry_cursor_close(c->ec);
     free(c);
 }
 
-typedef struct {
-    int (*fn)(void *ud, uint64_t map);
-    void *ud;
-    int stopped; /* what fn returned to stop */
-} each_ctx;
-
-static int each_cb(void *ud, uint64_t map) {
-    each_ctx *x = ud;
-    int r = x->fn(x->ud, map);
-    if (!r) return 0;
-    x->stopped = r;
-    return OST_EHOOK; /* any negative code stops ost__ent_each_map */
-}
-
 int raw_each_map(raw_txn *t, int (*fn)(void *ud, uint64_t map), void *ud) {
-    each_ctx x = {fn, ud, 0};
-    int rc = ost__ent_each_map(raw_store(t), raw_mdb_txn(t), each_cb, &x);
-    if (x.stopped) return x.stopped;
-    if (rc) return fail("%s: reading the map entries: %s", shown(raw_store(t)->path),
-                        rc > 0 ? mdb_strerror(rc) : ost_strerror(rc));
+    uint64_t map = 0;
+    int rc;
+    while ((rc = ost_snap_next_map(raw_snap(t), map, &map)) == 0) {
+        int r = fn(ud, map);
+        if (r) return r;
+    }
+    if (rc != OST_ENOTFOUND)
+        return fail("%s: reading the map entries: %s", shown(ost_store_path(raw_store(t))),
+                    ost_snap_errmsg(raw_snap(t)));
     return EXIT_OK;
 }
 
@@ -219,9 +206,7 @@ int raw_value_repr(raw_txn *t, const uint8_t *p, size_t n, const ost_repr_option
 /* ---- keys ------------------------------------------------------------------- */
 
 ost_value raw_key_decode(const char *kind, const uint8_t *k, size_t n) {
-    ost__mkind mk;
-    if (ost__mkind_parse(kind, &mk)) return 0;
-    return ost__mkey_decode(&mk, k, n);
+    return ost_map_key_decode(kind, k, n);
 }
 
 int raw_key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl) {
@@ -428,8 +413,8 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
                   size_t *enclen, char *err, size_t cap) {
     *out = 0;
     *enclen = 0;
-    ost__mkind k;
-    if (ost__mkind_parse(kind, &k)) {
+    key_kind k;
+    if (kind_parse(kind, &k)) {
         snprintf(err, cap, "unknown key kind %s", kind);
         return -1;
     }
@@ -442,7 +427,7 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
             return -1;
         }
         if (!v) return -1;
-        if (ost__mkey_encode(&k, v, prefix, enc, enclen, err, cap)) {
+        if (ost_map_key_encode(kind, v, prefix, enc, enclen, err, cap)) {
             ost_decref(v);
             return -1;
         }
@@ -472,14 +457,14 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
         *--end = 0;
         p++;
     }
-    ost_value items[OST__MKIND_MAX];
+    ost_value items[8];
     size_t n = 0;
     int rc = 0;
     const char *q = p;
     for (;;) {
         while (*q == ' ') q++;
         if (!*q) break; /* the end, possibly after a trailing comma */
-        if (n == k.n) {
+        if (n == (size_t)k.n) {
             snprintf(err, cap, "more than the %d element%s of a %s key", k.n, k.n == 1 ? "" : "s",
                      k.canon);
             rc = -1;
@@ -511,7 +496,7 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
         snprintf(err, cap, "an empty key");
         rc = -1;
     }
-    if (!rc && n < k.n && !prefix) {
+    if (!rc && n < (size_t)k.n && !prefix) {
         snprintf(err, cap, "%zu element%s, a %s key has %d", n, n == 1 ? "" : "s", k.canon, k.n);
         rc = -1;
     }
@@ -524,7 +509,7 @@ int raw_key_parse(const char *kind, const char *text, bool prefix, ost_value *ou
         if (t) ost_tuple_set(t, i, items[i]);
         else ost_decref(items[i]);
     }
-    if (!rc && ost__mkey_encode(&k, t, prefix, enc, enclen, err, cap)) rc = -1;
+    if (!rc && ost_map_key_encode(kind, t, prefix, enc, enclen, err, cap)) rc = -1;
     if (rc) {
         ost_decref(t);
         *enclen = 0;

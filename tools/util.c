@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <lmdb.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -12,16 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../store/store_internal.h"
-#include "../serializer/internal.h"
 #include "cli.h"
 
 /* ---- messages and usage ---------------------------------------------------- */
 
 const char *shown(const char *path) {
-    static _Thread_local char ring[4][OST__PATH_SHOWN];
+    static _Thread_local char ring[4][OST_PATH_SHOWN];
     static _Thread_local unsigned next;
-    return ost__path_show(ring[next++ % 4], OST__PATH_SHOWN, path);
+    return ost_path_show(ring[next++ % 4], OST_PATH_SHOWN, path);
 }
 
 int fail(const char *fmt, ...) {
@@ -139,75 +136,19 @@ int write_stdout(void *ud, const void *data, size_t len) {
 
 /* ---- stores --------------------------------------------------------------- */
 
-static uint64_t g_map_size;
-
-uint64_t recorded_map_size(void) { return g_map_size; }
-
-/* LMDB maps data.mdb and would crash (SIGBUS) reading a page past a
- * truncated file's end. The meta pages are read with read(), so LMDB can
- * tell, without touching the map, how many pages the file should have. */
-static int check_length(const char *dir) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/data.mdb", dir);
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return 0; /* ost_store_open says what is wrong (and a FIFO would block LMDB here) */
-    if (S_ISREG(sb.st_mode) && sb.st_size < 8192) /* two meta pages at least */
-        return fail("%s: damaged store: data.mdb is only %lld bytes (an LMDB file starts with "
-                    "two meta pages)",
-                    shown(dir), (long long)sb.st_size);
-    MDB_env *env;
-    if (mdb_env_create(&env)) return 0;
-    mdb_env_set_maxdbs(env, 8);
-    int rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0644);
-    if (rc) {
-        mdb_env_close(env);
-        if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == EINVAL || rc == ENOENT)
-            return fail("%s: damaged store: data.mdb is not a readable LMDB file (%s)", shown(dir),
-                        mdb_strerror(rc));
-        return 0; /* ost_store_open reports it */
-    }
-    MDB_envinfo ei;
-    MDB_stat ms;
-    int bad = 0;
-    if (mdb_env_info(env, &ei) == 0 && mdb_env_stat(env, &ms) == 0) {
-        g_map_size = ei.me_mapsize;
-        uint64_t need = ((uint64_t)ei.me_last_pgno + 1) * ms.ms_psize;
-        if ((uint64_t)sb.st_size < need)
-            bad = fail("%s: damaged store: data.mdb has %llu bytes but its pages need %llu "
-                       "(the file was truncated)",
-                       shown(dir), (unsigned long long)sb.st_size, (unsigned long long)need);
-    }
-    mdb_env_close(env);
-    return bad;
-}
-
 static bool g_no_walk;
-
-/* liblmdb prints a failed assertion, then aborts: the crash guard says it
- * in one line instead. */
-static void quiet_assert(MDB_env *env, const char *msg) {
-    (void)env;
-    (void)msg;
-}
 
 void open_store_no_walk(void) { g_no_walk = true; }
 
 int open_store(const char *dir, bool write, ost_store **out) {
     *out = NULL;
     struct stat sb;
-    if (stat(dir, &sb) != 0) return fail("%s: %s", shown(dir), strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return fail("%s: not a directory (a store is a directory)",
-                                          shown(dir));
-    /* the meta pages first: liblmdb divides by their page size (what is
-     * not a regular file, ost_store_open names) */
-    char why[400], datafile[PATH_MAX];
-    snprintf(datafile, sizeof datafile, "%s/data.mdb", dir);
-    if (stat(datafile, &sb) == 0 && S_ISREG(sb.st_mode)) {
-        int mrc = ost__meta_check(dir, why, sizeof why);
-        if (mrc) return fail("%s: damaged store: %s", shown(dir), why);
-    }
-    if (check_length(dir)) return EXIT_FAIL;
+    if (ost_store_addr_is_path(dir) && stat(dir, &sb) != 0)
+        return fail("%s: %s", shown(dir), strerror(errno));
+    if (ost_store_addr_is_path(dir) && !S_ISDIR(sb.st_mode))
+        return fail("%s: not a directory (a store is a directory)", shown(dir));
+    /* ost_store_open checks the meta pages and the file's length before
+     * liblmdb maps it, and names what is not a regular file */
     ost_store *st = ost_store_new();
     if (!st) return fail("out of memory");
     ost_store_options o;
@@ -221,7 +162,6 @@ int open_store(const char *dir, bool write, ost_store **out) {
         ost_store_close(st);
         return r;
     }
-    mdb_env_set_assert(st->env, quiet_assert);
     if (!g_no_walk && raw_verify_pages(st, dir)) {
         ost_store_close(st);
         return EXIT_FAIL;
@@ -231,6 +171,9 @@ int open_store(const char *dir, bool write, ost_store **out) {
 }
 
 int lock_store(const char *dir) {
+    /* a database server keeps its own locks and checks serials: two
+     * writers there conflict, they do not corrupt */
+    if (!ost_store_addr_is_path(dir)) return EXIT_OK;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/data.mdb", dir);
     /* O_NONBLOCK: a FIFO in data.mdb's place must not block the open */
@@ -247,7 +190,7 @@ int lock_store(const char *dir) {
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
         return fail("%s: data.mdb is not a regular file (%s)", shown(dir),
-                    ost__file_kind(sb.st_mode));
+                    ost_file_kind(sb.st_mode));
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;

@@ -69,6 +69,19 @@ OST_EXTERN const char *ost_strerror(int err);
  * "OST_UNKNOWN". Never NULL. */
 OST_EXTERN const char *ost_err_name(int err);
 
+/* The size of a buffer for ost_path_show: a path is shown in at most
+ * OST_PATH_SHOWN - 1 bytes. */
+#define OST_PATH_SHOWN 201
+/* Writes path into dst[0, cap) as ostore's messages show paths, and
+ * returns dst: control characters, backslashes and bytes that are not
+ * UTF-8 escaped as Python's repr would (\n, \x1b, \xff); a path longer
+ * than cap - 1 bytes loses its middle ("..."), keeping its start and its
+ * file name. cap must be at least 8. NULL shows as "(null)". */
+OST_EXTERN char *ost_path_show(char *dst, size_t cap, const char *path);
+/* What a file of st_mode mode is, for messages: "a regular file", "a
+ * directory", "a FIFO", "a character device"... (a static string). */
+OST_EXTERN const char *ost_file_kind(unsigned mode);
+
 /* Returns OST_VERSION_HEX of the library actually linked. */
 OST_EXTERN unsigned ost_version(void);
 

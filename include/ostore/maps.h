@@ -138,6 +138,23 @@ OST_EXTERN int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key,
 /* Frees the cursor. NULL is allowed. */
 OST_EXTERN void ost_map_cursor_close(ost_map_cursor *cur);
 
+/* ---- keys as stored ------------------------------------------------------------ */
+
+/* The canonical form of key kind `kind` ("int", "(int, str)": the form
+ * ost_map_kind gives) into out[0, cap): 0, or OST_EINVAL when kind is not
+ * a kind (cap of 64 holds every canonical kind). */
+OST_EXTERN int ost_map_kind_canon(const char *kind, char *out, size_t cap);
+/* Encodes key (borrowed) for a map of kind `kind` into out (room for
+ * OST_MAP_KEY_MAX bytes), in the order-preserving form the store keeps
+ * (docs/format.md); with prefix, a tuple kind also takes a shorter tuple
+ * (a bound for a range). 0 with *n set, or OST_EINVAL / OST_ETYPE /
+ * OST_ELIMIT with the reason in err[0, cap). */
+OST_EXTERN int ost_map_key_encode(const char *kind, ost_value key, bool prefix, uint8_t *out,
+                                  size_t *n, char *err, size_t cap);
+/* The key that encoded bytes p[0, n) hold for kind `kind`: a new
+ * reference, or 0 when they are not a key of that kind (or on ENOMEM). */
+OST_EXTERN ost_value ost_map_key_decode(const char *kind, const uint8_t *p, size_t n);
+
 /* ---- bulk loading ------------------------------------------------------------ */
 
 /* Adds m[key] = val to the loader's current batch; steals key and val.

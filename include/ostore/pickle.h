@@ -202,6 +202,14 @@ OST_EXTERN int ost_pickle_dis(const void *data, size_t len, ost_buf *out,
 OST_EXTERN int ost_pickle_dis_ex(const void *data, size_t len, const ost_repr_options *o,
                                  ost_write_fn fn, void *ud, size_t *erroff);
 
+/* Calls fn(ud, oid) for each persistent reference of the pickle
+ * data[0, len) whose pid is an int (an oid, as the store writes them), by
+ * walking the opcodes without building values: what pack and check follow.
+ * 0, or a reader code (OST_EBADOPCODE, OST_ETRUNCATED) for a malformed
+ * pickle, after the references before the fault were given to fn. */
+OST_EXTERN int ost_pickle_refs(const void *data, size_t len, void (*fn)(void *ud, uint64_t oid),
+                               void *ud);
+
 #ifdef __cplusplus
 }
 #endif

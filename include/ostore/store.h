@@ -86,6 +86,15 @@ OST_EXTERN int ost_store_open(ost_store *st, const char *path,
  * (docs/tutorial.md, "Lifetimes"). Call it on one thread, when no other
  * thread uses the store or its connections. */
 OST_EXTERN void ost_store_close(ost_store *st);
+/* Whether addr names a store directory, opened by the embedded LMDB
+ * engine, rather than a database on a server (a "postgresql://",
+ * "postgres://" or "postgres:" address): what tools check before they
+ * treat an address as a path (stat it, lock its files). */
+OST_EXTERN bool ost_store_addr_is_path(const char *addr);
+/* The address of the open store: the real path of its directory (symbolic
+ * links resolved), owned by st, valid until it closes; "" when st is not
+ * open. */
+OST_EXTERN const char *ost_store_path(const ost_store *st);
 /* Message of the last failure on the store ("" if none). Per thread: a
  * failure on one thread never shows in another thread's message. Owned by
  * the library, valid until the next call on the store from this thread

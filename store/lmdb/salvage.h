@@ -24,30 +24,19 @@
 #include <stdint.h>
 
 #include "ostore.h"
+#include "ostore/raw.h"
 
-typedef struct {
-    uint64_t records;           /* records copied */
-    uint64_t records_scanned;   /* ... of them found by the scan, not in the tree */
-    uint64_t entries;           /* map entries copied */
-    uint64_t entries_scanned;   /* ... found by the scan */
-    uint64_t classes;           /* classes copied */
-    uint64_t lost_records;      /* oids known to have had a record, not recovered */
-    uint64_t lost_entries;      /* entries a map's count says it had, not recovered */
-    uint64_t dropped_entries;   /* entries of maps whose record is lost */
-    uint64_t problems;          /* page-level problems the walk reported */
-    uint64_t damaged;           /* records and entries in the trees that failed their checks */
-    uint64_t format;            /* the damaged store's format (0: unknown) */
-    uint64_t last_serial;       /* the new store's last commit */
-    int root_lost;              /* the root was replaced by an empty one */
-} ost__salvage_stats;
+typedef ost_salvage_stats ost__salvage_stats; /* include/ostore/raw.h */
 
 /* What salvage tells as it goes: kind OST__SALV_DAMAGE (a page-level
  * problem of the damaged file), OST__SALV_LOST (a record or entry not
  * recovered: the oid, its class when known, why), OST__SALV_NOTE (how
  * something was recovered). line is one line, no newline; valid during
  * the call. */
-enum { OST__SALV_DAMAGE, OST__SALV_LOST, OST__SALV_NOTE };
-typedef void (*ost__salvage_fn)(void *ud, int kind, const char *line);
+#define OST__SALV_DAMAGE OST_SALVAGE_DAMAGE
+#define OST__SALV_LOST OST_SALVAGE_LOST
+#define OST__SALV_NOTE OST_SALVAGE_NOTE
+typedef ost_salvage_fn ost__salvage_fn;
 
 /* Salvages the store in directory src into a new store in directory dst
  * (which must not hold a store; it is made, and removed again when

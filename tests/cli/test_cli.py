@@ -703,6 +703,52 @@ def test_locked(tmp, copy):
     ok(["pack", copy], "pack after the lock went")
 
 
+def test_copy(tmp, db, recs, meta):
+    """ostore copy: the same records byte for byte, counters and entries;
+    a target that holds a store, a missing source and a damaged source
+    change nothing."""
+    dst = os.path.join(tmp, "copied")
+    out = ok(["copy", db, dst])
+    check(out.startswith("copied %s objects" % format(len(recs), ",")), "copy: %r" % out)
+    check("checked the copy" in out, "copy does not say it checked: %r" % out)
+    recs2, meta2, _ = read_store(dst)
+    check(recs2 == recs, "copy: the records differ (oids, serials, classes or pickles)")
+    for k in ("next_oid", "last_serial", "next_class", "format"):
+        check(meta2[k] == meta[k], "copy: meta %s %r != %r" % (k, meta2[k], meta[k]))
+    check(read_entries(dst) == read_entries(db), "copy: the map entries differ")
+    # export of the copy gives the same bytes as export of the original
+    a, b = os.path.join(tmp, "orig.dump"), os.path.join(tmp, "copy.dump")
+    ok(["export", db, a])
+    ok(["export", dst, b])
+    check(open(a, "rb").read() == open(b, "rb").read(), "copy: exports differ")
+    os.unlink(a)
+    os.unlink(b)
+    # a store that is not new is refused and left as it was
+    before = read_store(dst)[0]
+    fails(["copy", db, dst], "not a new store", "copy onto a store")
+    check(read_store(dst)[0] == before, "a refused copy changed the target")
+    # a missing source: nothing made
+    gone = os.path.join(tmp, "copy-never")
+    fails(["copy", os.path.join(tmp, "no-such-store"), gone], "No such file", "copy of nothing")
+    check(not os.path.exists(gone), "a failed copy left its target directory")
+    # a damaged record: refused before anything is written, target removed
+    bad = os.path.join(tmp, "copy-bad-src")
+    shutil.copytree(db, bad)
+    oid = sorted(recs)[len(recs) // 2]
+    env = lmdb.open(bad, max_dbs=8)
+    with env.begin(write=True) as t:
+        rdb = env.open_db(b"records", txn=t)
+        v = bytearray(t.get(struct.pack(">Q", oid), db=rdb))
+        v[-2] ^= 0xFF
+        t.put(struct.pack(">Q", oid), bytes(v), db=rdb)
+    env.close()
+    fails(["copy", bad, gone], "oid %d" % oid, "copy of a damaged store")
+    check(not os.path.exists(gone), "a refused copy left its target directory")
+    shutil.rmtree(bad)
+    usage(["copy", db], "missing arguments")
+    shutil.rmtree(dst)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="ostore-cli-") as tmp:
         test_help()
@@ -712,6 +758,7 @@ def main():
         test_cat(db, recs)
         test_refs(db, recs)
         test_check(db, recs)
+        test_copy(tmp, db, recs, meta)
         copy, dump = test_export_import(tmp, db, recs, meta)
         test_pack(tmp, dump, recs)
         test_damage(tmp, db, recs)
