@@ -295,7 +295,7 @@ int ost_loader_map_set(ost_loader *l, ost_value m, ost_value key, ost_value val)
         l->c->msg[0] = 0;
         rc = ost__map_encode_for(l->c, m, key, &moid, &is_set, kb, &kl);
         if (rc) lfail(l, rc, "%s", l->c->msg);
-        if (l->c->rtxn_live) ost__conn_refresh(l->c); /* the first use of a map reads it */
+        if (l->c->snap_open) ost__conn_refresh(l->c); /* the first use of a map reads it */
     }
     if (!rc && is_set && val && val != OST_NONE)
         rc = lfail(l, OST_ETYPE, "map %llu is a set: its entries have no value",
