@@ -762,9 +762,8 @@ ost_value ost_root_get_c(ost_conn *c, const char *key) {
 static int new_oid(ost_conn *c, uint64_t *oid) {
     if (c->oid_next == c->oid_end) {
         uint64_t want = c->oid_block ? c->oid_block : 16, first;
-        int rc = ost__reserve_oids(c->st, want, &first);
-        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->shown,
-                                   ost_strerror(rc));
+        int rc = c->st->ops->reserve_oids(c->st->eng, want, &first);
+        if (rc) return ost__c_fail(c, rc, "cannot reserve oids: %s", ost_store_errmsg(c->st));
         c->oid_next = first;
         c->oid_end = first + want;
         c->oid_block = want < 65536 ? want * 2 : want;
@@ -947,8 +946,13 @@ int ost_commit(ost_conn *c) {
     if (c->st->group_commit) {
         ost__pkg_submit(c->st, c->pkg);
         rc = ost__pkg_wait(c->st, c->pkg);
-    } else
-        rc = ost__pkg_apply_direct(c->st, c->pkg);
+    } else {
+        /* the session commits in a transaction of its own: the snapshot
+         * ends (after a commit, or a failed one, only abort goes on, and
+         * both start a new one) */
+        end_snapshot(c);
+        rc = ost__pkg_apply_direct(c->st, c->sess, c->pkg);
+    }
     commit_done(c, rc);
     return rc;
 }

@@ -123,8 +123,8 @@ static int next_oid(ost_loader *l, uint64_t *oid) {
         uint64_t first, want = l->oid_block;
         if (!want) want = l->o.batch_objects < 1024 ? 1024 : l->o.batch_objects;
         l->oid_block = want < ((uint64_t)1 << 24) ? want * 2 : want;
-        int rc = ost__reserve_oids(l->st, want, &first);
-        if (rc) return lfail(l, rc, "%s: cannot reserve oids: %s", l->st->shown, ost_strerror(rc));
+        int rc = l->st->ops->reserve_oids(l->st->eng, want, &first);
+        if (rc) return lfail(l, rc, "cannot reserve oids: %s", ost_store_errmsg(l->st));
         l->oid_next = first;
         l->oid_end = first + want;
     }

@@ -311,7 +311,7 @@ void ost__pkg_free(ost__pkg *p);
 int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
                  const void *pickle, size_t n);
 int ost__pkg_ref(ost__pkg *p, uint64_t oid);
-int ost__pkg_apply_direct(ost_store *st, ost__pkg *p);
+int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p);
 int ost__committer_start(ost_store *st);
 void ost__committer_stop(ost_store *st);
 void ost__pkg_submit(ost_store *st, ost__pkg *p);
