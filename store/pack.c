@@ -128,7 +128,8 @@ static int sweep_map(void *ud, uint64_t map) {
  * the caller can grow the map after MDB_MAP_FULL and try again. */
 static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_rc) {
     if (removed) *removed = 0;
-    if (!st || !st->env) return OST_EINVAL;
+    if (!st || !st->eng) return OST_EINVAL;
+    if (!st->env) return ost__lmdb_only(st, "pack");
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->shown);
     MDB_txn *t;
     int rc = ost__locked_txn_begin(st, 0, &t);
@@ -540,7 +541,8 @@ static int check_previous(ost_store *st, ost__pc *pc, uint64_t txnid, page_ctx *
 
 int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *records) {
     if (records) *records = 0;
-    if (!st || !st->env) return OST_EINVAL;
+    if (!st || !st->eng) return OST_EINVAL;
+    if (!st->env) return ost__lmdb_only(st, "check");
     ost_reader *r = ost_reader_new();
     if (!r) return OST_ENOMEM;
     check_ctx c = {.st = st, .report = report, .ud = ud};

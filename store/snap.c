@@ -105,7 +105,8 @@ static int load_classes(ost_snap *s) {
 
 int ost_snap_open(ost_store *st, ost_snap **out) {
     *out = NULL;
-    if (!st || !st->env) return OST_EINVAL;
+    if (!st || !st->eng) return OST_EINVAL;
+    if (!st->env) return ost__lmdb_only(st, "raw snapshots");
     ost_snap *s = calloc(1, sizeof *s);
     if (!s) return ost__st_fail(st, OST_ENOMEM, "out of memory");
     s->st = st;
@@ -383,7 +384,8 @@ struct ost_import {
 
 int ost_import_begin(ost_store *st, uint64_t size_hint, ost_import **out) {
     *out = NULL;
-    if (!st || !st->env) return OST_EINVAL;
+    if (!st || !st->eng) return OST_EINVAL;
+    if (!st->env) return ost__lmdb_only(st, "imports");
     ost_import *im = malloc(sizeof *im);
     if (!im) return ost__st_fail(st, OST_ENOMEM, "out of memory");
     int rc = ost__import_begin(st, size_hint, &im->im);

@@ -411,18 +411,85 @@ static unsigned env_flags(const ost_store_options *o) {
     return f;
 }
 
-int ost_store_open(ost_store *st, const char *path, const ost_store_options *opts) {
+/* The engines built in, in the order they are asked to claim an address
+ * (store/engine.h): LMDB last, it claims every path. */
+static const ost__engine_ops *const g_engines[] = {
+#ifdef OST_HAVE_POSTGRESQL
+    &ost__pg_engine,
+#endif
+    &ost__lmdb_engine,
+};
+
+/* What every engine's store needs once the engine is open: the classes the
+ * store itself knows (the root, maps and sets), the registry, durability
+ * and the group committer. 0 or a code with the message set. */
+static int store_setup(ost_store *st, const ost_store_options *opts) {
+    st->read_only = opts->read_only;
+    st->group_commit = opts->group_commit && !opts->read_only;
+    st->durability = opts->durability;
+    st->registry = opts->registry;
+    ost_class_def rdef = {.module = "persistent.mapping", .name = "PersistentMapping",
+                          .persistent = true};
+    ost_value rc_cls = st->registry ? ost_registry_get(st->registry, rdef.module, rdef.name) : 0;
+    st->root_cls = rc_cls ? ost_incref(rc_cls) : ost_class_new(&rdef);
+    if (st->root_cls) OST__O(st->root_cls)->flags |= OST__F_SHARED; /* all connections' */
+    ost_class_def mdef = {.module = "ostore.maps", .name = "OrderedMap", .persistent = true};
+    st->map_cls = ost_class_new(&mdef);
+    mdef.name = "OrderedSet";
+    st->set_cls = ost_class_new(&mdef);
+    if (st->map_cls) OST__O(st->map_cls)->flags |= OST__F_SHARED;
+    if (st->set_cls) OST__O(st->set_cls)->flags |= OST__F_SHARED;
+    if (!st->root_cls || !st->map_cls || !st->set_cls)
+        return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    if (st->group_commit && ost__committer_start(st))
+        return ost__st_fail(st, OST_ENOMEM, "cannot start the group committer thread");
+    return 0;
+}
+
+static int lmdb_store_open(ost_store *st, const char *path, const ost_store_options *opts);
+
+int ost__lmdb_only(ost_store *st, const char *what) {
+    return ost__st_fail(st, OST_EINVAL, "%s: %s: not available on the %s engine yet (LMDB only)",
+                        st->shown, what, st->ops ? st->ops->name : "?");
+}
+
+int ost_store_open(ost_store *st, const char *addr, const ost_store_options *opts) {
     ost_store_options def;
     if (!st) return OST_EINVAL;
     ost__st_clear(st);
-    if (!path) return ost__st_fail(st, OST_EINVAL, "no path given");
-    char shown[OST__PATH_SHOWN]; /* path as messages show it */
-    ost__path_show(shown, sizeof shown, path);
-    if (st->env) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", shown);
+    if (!addr) return ost__st_fail(st, OST_EINVAL, "no path given");
     if (!opts) {
         ost_store_options_init(&def);
         opts = &def;
     }
+    const ost__engine_ops *ops = &ost__lmdb_engine;
+    for (size_t i = 0; i < sizeof g_engines / sizeof *g_engines; i++)
+        if (g_engines[i]->claims(addr)) {
+            ops = g_engines[i];
+            break;
+        }
+    if (ops == &ost__lmdb_engine) return lmdb_store_open(st, addr, opts);
+    /* the address may hold a password: the engine makes st->shown */
+    if (st->eng || st->env)
+        return ost__st_fail(st, OST_EINVAL, "%s store: this handle is open already", ops->name);
+    if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
+        return ost__st_fail(st, OST_EINVAL, "%s store: bad options", ops->name);
+    ost__engine *e;
+    int rc = ops->open(st, addr, opts, &e); /* fills st->shown */
+    if (rc) return rc;
+    st->ops = ops;
+    st->eng = e;
+    if ((rc = store_setup(st, opts))) {
+        ost__store_shut(st);
+        return rc;
+    }
+    return 0;
+}
+
+static int lmdb_store_open(ost_store *st, const char *path, const ost_store_options *opts) {
+    char shown[OST__PATH_SHOWN]; /* path as messages show it */
+    ost__path_show(shown, sizeof shown, path);
+    if (st->env || st->eng) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", shown);
     if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
         return ost__st_fail(st, OST_EINVAL, "%s: bad options", shown);
     struct stat sb;
@@ -533,34 +600,12 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
             mdb_env_set_mapsize(st->env, (size_t)dsb.st_size * 3 + ((size_t)64 << 20));
     }
     map_changed(st);
-    st->read_only = opts->read_only;
-    st->group_commit = opts->group_commit && !opts->read_only;
     st->ops = &ost__lmdb_engine;
     if (ost__lmdb_engine_attach(st)) {
         code = ost__st_fail(st, OST_ENOMEM, "%s: out of memory", shown);
         goto fail;
     }
-    if (st->group_commit && ost__committer_start(st)) {
-        code = ost__st_fail(st, OST_ENOMEM, "cannot start the group committer thread");
-        goto fail;
-    }
-    st->durability = opts->durability;
-    st->registry = opts->registry;
-    ost_class_def rdef = {.module = "persistent.mapping", .name = "PersistentMapping",
-                          .persistent = true};
-    ost_value rc_cls = st->registry ? ost_registry_get(st->registry, rdef.module, rdef.name) : 0;
-    st->root_cls = rc_cls ? ost_incref(rc_cls) : ost_class_new(&rdef);
-    if (st->root_cls) OST__O(st->root_cls)->flags |= OST__F_SHARED; /* all connections' */
-    ost_class_def mdef = {.module = "ostore.maps", .name = "OrderedMap", .persistent = true};
-    st->map_cls = ost_class_new(&mdef);
-    mdef.name = "OrderedSet";
-    st->set_cls = ost_class_new(&mdef);
-    if (st->map_cls) OST__O(st->map_cls)->flags |= OST__F_SHARED;
-    if (st->set_cls) OST__O(st->set_cls)->flags |= OST__F_SHARED;
-    if (!st->root_cls || !st->map_cls || !st->set_cls) {
-        code = ost__st_fail(st, OST_ENOMEM, "out of memory");
-        goto fail;
-    }
+    if ((code = store_setup(st, opts))) goto fail;
 
     MDB_txn *t;
     rc = mdb_txn_begin(st->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
@@ -670,6 +715,11 @@ fail:
 void ost__store_shut(ost_store *st) {
     while (st->conns) ost__conn_detach(st->conns);
     ost__committer_stop(st);
+    if (st->ops && st->ops != &ost__lmdb_engine) {
+        ost__engine *e = st->eng;
+        st->eng = NULL;
+        if (e) st->ops->close(e);
+    }
     ost__lmdb_engine_detach(st);
     ost__class_cache_free(st);
     if (st->env) {
@@ -714,7 +764,11 @@ int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t) {
 }
 
 int ost_store_stat(ost_store *st, ost_store_stats *out) {
-    if (!st || !st->env || !out) return OST_EINVAL;
+    if (!st || !st->eng || !out) return OST_EINVAL;
+    if (st->ops != &ost__lmdb_engine) {
+        memset(out, 0, sizeof *out);
+        return st->ops->stat(st->eng, out);
+    }
     memset(out, 0, sizeof *out);
     MDB_txn *t;
     int rc = ost__locked_txn_begin(st, MDB_RDONLY, &t);

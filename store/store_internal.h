@@ -300,6 +300,9 @@ int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t);
  * stopped, environment closed) and keeps the handle for another open or
  * ost_store_close. */
 void ost__store_shut(ost_store *st);
+/* The refusal of an operation the store's engine does not have yet:
+ * OST_EINVAL, "ADDR: WHAT: not available on the ENGINE engine yet". */
+int ost__lmdb_only(ost_store *st, const char *what);
 void ost__loader_forget(ost_value obj);
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);
