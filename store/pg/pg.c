@@ -518,7 +518,7 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
 
 static void pg_close(ost__engine *e) { eng_free(e); }
 
-static int pg_stat(ost__engine *e, ost_store_stats *out) {
+static int stat_once(ost__engine *e, ost_store_stats *out) {
     pthread_mutex_lock(&e->lock);
     PGconn *c;
     int rc = eng_conn(e, &c);
@@ -785,8 +785,8 @@ static int class_find(ost__engine *e, PGconn *c, const char *m, size_t ml, const
     return rc;
 }
 
-static int pg_class_id(ost__engine *e, const char *module, size_t mlen, const char *name,
-                       size_t nlen, bool create, uint32_t *id) {
+static int class_id_once(ost__engine *e, const char *module, size_t mlen, const char *name,
+                         size_t nlen, bool create, uint32_t *id) {
     pthread_mutex_lock(&e->lock);
     PGconn *c;
     int rc = eng_conn(e, &c);
@@ -859,7 +859,7 @@ static int pg_class_id(ost__engine *e, const char *module, size_t mlen, const ch
     return rc;
 }
 
-static int pg_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
+static int reserve_once(ost__engine *e, uint64_t want, uint64_t *first) {
     if (e->read_only)
         return ost__st_fail(e->st, OST_EREADONLY, "%s: cannot reserve oids: the store is read-only",
                             e->shown);
@@ -892,6 +892,34 @@ static int pg_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
     PQclear(r);
     if (rc && PQstatus(c) == CONNECTION_OK) PQclear(PQexec(c, "ROLLBACK"));
     pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+/* Whether the engine's connection broke in its last statement (the server
+ * restarted): its operations then run once more on a new one. */
+static bool eng_lost(ost__engine *e) {
+    pthread_mutex_lock(&e->lock);
+    bool lost = e->conn && PQstatus(e->conn) != CONNECTION_OK;
+    pthread_mutex_unlock(&e->lock);
+    return lost;
+}
+
+static int pg_stat(ost__engine *e, ost_store_stats *out) {
+    int rc = stat_once(e, out);
+    if (rc == OST_EIO && eng_lost(e)) rc = stat_once(e, out);
+    return rc;
+}
+
+static int pg_class_id(ost__engine *e, const char *module, size_t mlen, const char *name,
+                       size_t nlen, bool create, uint32_t *id) {
+    int rc = class_id_once(e, module, mlen, name, nlen, create, id);
+    if (rc == OST_EIO && eng_lost(e)) rc = class_id_once(e, module, mlen, name, nlen, create, id);
+    return rc;
+}
+
+static int pg_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
+    int rc = reserve_once(e, want, first);
+    if (rc == OST_EIO && eng_lost(e)) rc = reserve_once(e, want, first);
     return rc;
 }
 
