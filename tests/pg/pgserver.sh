@@ -42,14 +42,16 @@ trap 'exit 130' INT TERM
 "${as[@]}" "$BIN/initdb" -D "$data" -A trust -U postgres --no-sync -E UTF8 --locale=C \
   >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
 # Only a unix socket in $dir (listen_addresses empty); fsync off keeps the
-# tests quick (a crash of the test machine loses nothing of value).
+# tests quick (a crash of the test machine loses nothing of value), and
+# PGSERVER_FSYNC=on (benchmarks) flushes as a production server does.
+sync=${PGSERVER_FSYNC:-off}
 cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = ''
 unix_socket_directories = '$dir'
 unix_socket_permissions = 0777
-fsync = off
-synchronous_commit = off
-full_page_writes = off
+fsync = $sync
+synchronous_commit = $sync
+full_page_writes = $sync
 max_connections = 60
 shared_buffers = 32MB
 CONF
