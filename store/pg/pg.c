@@ -250,6 +250,15 @@ static int run0(ost__engine *e, PGconn *c, const char *what, const char *sql, co
     return r ? 0 : rc;
 }
 
+/* The same, saying whether a failure is worth a new try. */
+static int run0r(ost__engine *e, PGconn *c, const char *what, const char *sql, const params *p,
+                 bool *retry) {
+    int rc = 0;
+    PGresult *r = run(e, c, what, sql, p, &rc, retry);
+    PQclear(r);
+    return r ? 0 : rc;
+}
+
 /* ---- addresses ----------------------------------------------------------------- */
 
 static bool pg_claims(const char *addr) {
@@ -1478,11 +1487,11 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
         if (a.count) {
             params d = {0};
             p_bytes(&d, a.b, a.n);
-            rc = run0(e, s->conn, "sweep: removing records",
-                      "DELETE FROM ost_records WHERE oid = ANY($1::bigint[])", &d);
+            rc = run0r(e, s->conn, "sweep: removing records",
+                       "DELETE FROM ost_records WHERE oid = ANY($1::bigint[])", &d, retry);
             if (!rc)
-                rc = run0(e, s->conn, "sweep: removing map entries",
-                          "DELETE FROM ost_ments WHERE map = ANY($1::bigint[])", &d);
+                rc = run0r(e, s->conn, "sweep: removing map entries",
+                           "DELETE FROM ost_ments WHERE map = ANY($1::bigint[])", &d, retry);
             if (rc) break;
             gone += a.count;
         }
