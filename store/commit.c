@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lmdb/engine.h"
 #include "store_internal.h"
 
 /* ---- class ids, cached per store -------------------------------------------- */
@@ -167,175 +168,17 @@ int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
     return 0;
 }
 
-/* Writes p's records under commit serial in t; *nlog counts those that
- * replace a stored record (they go to the txlog). New objects' oids ascend
- * past every stored one (oid blocks are handed out in order), so they are
- * appended through one cursor that stays on the last leaf: mdb_put would
- * descend the tree from the root for each (a third of a loader batch's
- * apply time at 100,000 records). Returns an LMDB code. */
-static int put_records(ost_store *st, MDB_txn *t, ost__pkg *p, uint64_t serial, size_t *nlog) {
-    MDB_cursor *cur = NULL;
-    bool append = true;
-    int rc = 0;
-    for (size_t i = 0; i < p->nrecs; i++) {
-        ost__rec *r = &p->recs[i];
-        uint8_t kb[8];
-        ost__be64(kb, r->oid);
-        MDB_val rk = {8, kb}, rv = {r->len + OST_HDR_SIZE, NULL};
-        if (!r->read_serial && append) {
-            if (!cur && (rc = mdb_cursor_open(t, st->recs, &cur))) break;
-            rc = mdb_cursor_put(cur, &rk, &rv, MDB_RESERVE | MDB_APPEND);
-            if (rc == MDB_KEYEXIST) {
-                /* another writer's oids are above ours: plain puts from now */
-                append = false;
-                rv = (MDB_val){r->len + OST_HDR_SIZE, NULL};
-                rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE);
-            }
-        } else
-            rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE);
-        if (rc) break;
-        ost__hdr_write(rv.mv_data, serial, r->cid);
-        memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p->bytes + r->off, r->len);
-        ost__rec_seal(rv.mv_data, rv.mv_size, r->oid);
-        if (r->read_serial) (*nlog)++;
-    }
-    if (cur) mdb_cursor_close(cur);
-    return rc;
-}
-
-/* Applies package p inside write transaction t (itself nested or not):
- * conflict checks, records, txlog, last_serial. Returns an LMDB code or a
- * negative ost code with p->msg set. */
-static int apply(ost_store *st, MDB_txn *t, ost__pkg *p) {
-    /* nothing to write (changed ghosts only): no commit, no serial */
-    if (!p->nrecs && !p->nments) {
-        p->serial = 0;
-        return 0;
-    }
-    MDB_val k = {11, "last_serial"}, v;
-    int rc = mdb_get(t, st->meta, &k, &v);
-    if (rc) return rc;
-    if (v.mv_size != 8) return MDB_CORRUPTED;
-    uint64_t last = 0;
-    last = ost__rd_le64(v.mv_data);
-    if (last >= OST__SERIAL_LIMIT - 1) return MDB_CORRUPTED; /* damaged meta: it would wrap */
-    uint64_t serial = last + 1;
-    for (size_t i = 0; i < p->nrecs; i++) {
-        ost__rec *r = &p->recs[i];
-        if (!r->read_serial) continue;
-        uint8_t kb[8];
-        ost__be64(kb, r->oid);
-        MDB_val rk = {8, kb}, rv;
-        rc = mdb_get(t, st->recs, &rk, &rv);
-        uint64_t cur = 0;
-        uint32_t cid;
-        if (rc == MDB_NOTFOUND) {
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on oid %llu: it was removed (pack) after this transaction read it",
-                     (unsigned long long)r->oid);
-            p->conflict_oid = r->oid;
-            return OST_ECONFLICT;
-        }
-        if (rc) return rc;
-        int dmg = ost__rec_open(st, r->oid, &rv, &cur, &cid);
-        if (dmg) {
-            snprintf(p->msg, sizeof p->msg, "oid %llu: damaged record (%s): not overwritten",
-                     (unsigned long long)r->oid, ost__damage_text(dmg));
-            return OST_ECORRUPT;
-        }
-        if (cur != r->read_serial) {
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on oid %llu: commit %llu changed it after this transaction read it "
-                     "(at commit %llu)",
-                     (unsigned long long)r->oid, (unsigned long long)cur,
-                     (unsigned long long)r->read_serial);
-            p->conflict_oid = r->oid;
-            return OST_ECONFLICT;
-        }
-    }
-    /* a pack since the connection checked its cache may have removed an
-     * object that the records refer to (one made unreachable, then linked
-     * again): storing the reference would leave it dangling */
-    MDB_val lk = {3, "low"}, lv;
-    uint64_t low = 0;
-    if (mdb_get(t, st->meta, &lk, &lv) == 0 && lv.mv_size == 8)
-        low = ost__rd_le64(lv.mv_data);
-    for (size_t i = 0; low != p->low && i < p->nrefs; i++) {
-        uint8_t kb[8];
-        ost__be64(kb, p->refs[i]);
-        MDB_val rk = {8, kb}, rv;
-        rc = mdb_get(t, st->recs, &rk, &rv);
-        if (rc == MDB_NOTFOUND) {
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on oid %llu: this commit refers to it, and pack removed it "
-                     "after this transaction read it",
-                     (unsigned long long)p->refs[i]);
-            p->conflict_oid = p->refs[i];
-            return OST_ECONFLICT;
-        }
-        if (rc) return rc;
-    }
-    size_t nlog = 0;
-    if ((rc = put_records(st, t, p, serial, &nlog))) return rc;
-    if (p->nments && (rc = ost__maps_apply(st, t, p, serial))) return rc;
-    if (nlog) {
-        uint8_t kb[8];
-        ost__be64(kb, serial);
-        MDB_val lk = {8, kb}, lv = {nlog * 8, NULL};
-        rc = mdb_put(t, st->txlog, &lk, &lv, MDB_RESERVE);
-        if (rc) return rc;
-        uint8_t *out = lv.mv_data;
-        for (size_t i = 0; i < p->nrecs; i++)
-            if (p->recs[i].read_serial) {
-                ost__be64(out, p->recs[i].oid);
-                out += 8;
-            }
-    }
-    uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(serial >> (8 * i));
-    v = (MDB_val){8, b};
-    rc = mdb_put(t, st->meta, &k, &v, 0);
-    if (!rc) p->serial = serial;
-    return rc;
-}
-
-static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
-    if (rc == 0) {
-        p->rc = 0;
-        return;
-    }
-    if (OST__OURS(rc)) { /* our code: message set by apply */
-        p->rc = rc;
-        return;
-    }
-    p->rc = ost__mdb_code(rc);
-    if (rc == MDB_MAP_FULL) p->rc = OST_ENOMEM;
-    ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what,
-             ost__mdb_strerror(st, rc));
-}
-
-/* Applies one package on the calling thread. */
+/* Applies one package on the calling thread, in a session of its own. */
 int ost__pkg_apply_direct(ost_store *st, ost__pkg *p) {
-    int rc;
-    ost__ensure_room(st, p->nbytes, p->nrecs + p->nments);
-    for (;;) {
-        uv_rwlock_rdlock(&st->maplock);
-        MDB_txn *t;
-        rc = mdb_txn_begin(st->env, NULL, 0, &t);
-        if (!rc) {
-            rc = apply(st, t, p);
-            if (rc) mdb_txn_abort(t);
-            else rc = mdb_txn_commit(t);
-        }
-        uv_rwlock_rdunlock(&st->maplock);
-        if (!OST__REMAP(rc)) break;
-        int grc = ost__grow_map(st);
-        if (grc) {
-            rc = grc;
-            break;
-        }
+    ost__sess *s;
+    int rc = ost__lmdb_engine.sess_open(st->eng, &s);
+    if (rc) {
+        p->rc = rc;
+        ost__fmt(p->msg, sizeof p->msg, "%s: commit failed: %s", st->shown, ost_strerror(rc));
+    } else {
+        (void)ost__lmdb_engine.commit(s, &p, 1); /* the outcome is p's */
+        ost__lmdb_engine.sess_close(s);
     }
-    set_outcome(st, p, rc, "commit");
     p->done = true;
     return p->rc;
 }
@@ -397,78 +240,30 @@ static void committer_main(void *arg) {
         st->gc_queue = st->gc_tail = NULL;
         st->gc_qlen = 0;
         uv_mutex_unlock(&st->gc_lock);
-        uint64_t started = uv_hrtime(), applied = 0;
+        uint64_t started = uv_hrtime();
         st->gc_gather_ns += started - t_gather;
-        size_t gbytes = 0, gitems = 0;
-        for (ost__pkg *p = group; p; p = p->next) {
-            gbytes += p->nbytes;
-            gitems += p->nrecs + p->nments;
-        }
-        ost__ensure_room(st, gbytes, gitems); /* else MDB_MAP_FULL, grown below */
-
-        int rc;
-        for (;;) {
-            uv_rwlock_rdlock(&st->maplock);
-            MDB_txn *parent;
-            rc = mdb_txn_begin(st->env, NULL, 0, &parent);
-            if (!rc && !group->next) {
-                /* one package (a loader's batch, a lone commit): applied in
-                 * the group's transaction itself, without the cost of a
-                 * nested one (pages copied from the parent, dirty lists
-                 * merged); a failure aborts it, which stores nothing, as
-                 * an aborted child would */
-                ost__pkg *p = group;
-                p->rc = 0;
-                p->msg[0] = 0;
-                int prc = apply(st, parent, p);
-                if (prc) {
-                    mdb_txn_abort(parent);
-                    if (prc == MDB_MAP_FULL) rc = prc;
-                    else {
-                        set_outcome(st, p, prc, "commit");
-                        p->serial = 0;
-                    }
-                } else {
-                    set_outcome(st, p, 0, "commit");
-                    applied = uv_hrtime();
-                    rc = mdb_txn_commit(parent);
-                }
-            } else if (!rc) {
-                for (ost__pkg *p = group; p; p = p->next) {
-                    MDB_txn *child;
-                    p->rc = 0;
-                    p->msg[0] = 0;
-                    int prc = mdb_txn_begin(st->env, parent, 0, &child);
-                    if (!prc) {
-                        prc = apply(st, child, p);
-                        if (prc) mdb_txn_abort(child);
-                        else prc = mdb_txn_commit(child);
-                    }
-                    if (prc == MDB_MAP_FULL) {
-                        rc = prc;
-                        break;
-                    }
-                    set_outcome(st, p, prc, "commit");
-                    if (prc) p->serial = 0;
-                }
-                applied = uv_hrtime();
-                if (rc) mdb_txn_abort(parent);
-                else rc = mdb_txn_commit(parent);
+        /* the engine applies the group in one write transaction, each
+         * package nested in it, and ends it with one commit (one fsync) */
+        if (ngroup > st->gc_cap) {
+            ost__pkg **na = realloc(st->gc_arr, ngroup * sizeof *na);
+            if (na) {
+                st->gc_arr = na;
+                st->gc_cap = ngroup;
             }
-            uv_rwlock_rdunlock(&st->maplock);
-            if (!OST__REMAP(rc)) break;
-            if ((rc = ost__grow_map(st))) break;
         }
+        size_t i = 0;
+        for (ost__pkg *p = group; p; p = p->next) {
+            if (i == st->gc_cap) { /* no memory for the array: one by one */
+                ost__lmdb_engine.commit(st->gc_sess, &p, 1);
+                continue;
+            }
+            st->gc_arr[i++] = p;
+        }
+        if (i) ost__lmdb_engine.commit(st->gc_sess, st->gc_arr, i);
         st->gc_groups++;
         uint64_t ended = uv_hrtime();
-        if (!applied) applied = ended;
-        st->gc_apply_ns += applied - started;
-        st->gc_commit_ns += ended - applied;
-        for (ost__pkg *p = group; rc && p; p = p->next) {
-            /* the group's commit failed: nothing of it is stored */
-            set_outcome(st, p, rc, "group commit");
-            p->serial = 0;
-        }
+        st->gc_apply_ns = st->gc_sess->apply_ns;
+        st->gc_commit_ns = st->gc_sess->commit_ns;
         uv_mutex_lock(&st->gc_lock);
         st->gc_last_ns = ended - started;
         st->gc_want = ngroup + st->gc_qlen;
@@ -507,10 +302,18 @@ int ost__committer_start(ost_store *st) {
         uv_mutex_destroy(&st->gc_lock);
         return OST_ENOMEM;
     }
+    if (ost__lmdb_engine.sess_open(st->eng, &st->gc_sess)) {
+        uv_cond_destroy(&st->gc_cond);
+        uv_cond_destroy(&st->gc_done);
+        uv_mutex_destroy(&st->gc_lock);
+        return OST_ENOMEM;
+    }
     st->gc_stop = false;
     st->gc_need = 1;
     st->gc_cond_waiters = 0;
     if (uv_thread_create(&st->gc_thread, committer_main, st)) {
+        ost__lmdb_engine.sess_close(st->gc_sess);
+        st->gc_sess = NULL;
         uv_cond_destroy(&st->gc_cond);
         uv_cond_destroy(&st->gc_done);
         uv_mutex_destroy(&st->gc_lock);
@@ -527,6 +330,11 @@ void ost__committer_stop(ost_store *st) {
     uv_cond_signal(&st->gc_cond);
     uv_mutex_unlock(&st->gc_lock);
     uv_thread_join(&st->gc_thread);
+    ost__lmdb_engine.sess_close(st->gc_sess);
+    st->gc_sess = NULL;
+    free(st->gc_arr);
+    st->gc_arr = NULL;
+    st->gc_cap = 0;
     uv_cond_destroy(&st->gc_cond);
     uv_cond_destroy(&st->gc_done);
     uv_mutex_destroy(&st->gc_lock);

@@ -58,6 +58,8 @@ int ost__ecur_step(ost__ecur *ec, bool reverse);
  * checksum fails); *key and *klen are set all the same, e is empty. */
 int ost__ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *e);
 void ost__ecur_close(ost__ecur *ec);
+/* The store a cursor reads. */
+ost_store *ost__ecur_store(ost__ecur *ec);
 
 /* Scans the maps that have entries: calls fn(ud, map oid) once per map
  * in oid order; fn returns 0 to go on, 1 to remove all of that map's

@@ -1075,12 +1075,14 @@ void ost__maps_free(ost_conn *c) {
 /* ---- apply (in the engine's write transaction) -------------------------------- */
 
 /* The key's repr for a message, from its encoding. */
-static void key_text(ost_store *st, void *txn, uint64_t map, const uint8_t *k, size_t kl, char *out,
-                     size_t cap) {
+static void key_text(const ost__engine_ops *ops, ost__sess *s, uint64_t map, const uint8_t *k,
+                     size_t kl, char *out, size_t cap) {
     snprintf(out, cap, "(%zu encoded bytes)", kl);
-    const uint8_t *p;
-    size_t n, off = 4 + 5 + 4;
-    if (ost__map_record_get(st, txn, map, &p, &n)) return;
+    ost__recview r;
+    size_t off = 4 + 5 + 4;
+    if (ops->get(s, map, &r)) return;
+    const uint8_t *p = r.pickle;
+    size_t n = r.len;
     /* the kind is the record's second string: 'kind', then the kind */
     if (n < off + 5 || p[off] != 'X') return;
     uint32_t l = (uint32_t)p[off + 1] | (uint32_t)p[off + 2] << 8 | (uint32_t)p[off + 3] << 16 |
@@ -1103,7 +1105,7 @@ typedef struct {
     int64_t delta;
 } mdelta;
 
-int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
+int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t serial) {
     mdelta small[8], *d = small;
     size_t nd = 0, capd = 8;
     int rc = 0;
@@ -1114,17 +1116,17 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
         int64_t dl = 0;
         if (me->flags & OST__MENT_BLIND) {
             bool existed;
-            rc = ost__ent_put(st, txn, me->map, k, me->klen, serial, p->bytes + me->voff, me->vlen,
+            rc = ops->ent_put(s, me->map, k, me->klen, serial, p->bytes + me->voff, me->vlen,
                               &existed, &append);
             dl = !existed;
         } else {
             ost__entry e;
-            rc = ost__ent_get(st, txn, me->map, k, me->klen, &e);
+            rc = ops->ent_get(s, me->map, k, me->klen, &e);
             uint64_t cur = rc == 0 ? e.serial : 0;
             if (rc == OST_ENOTFOUND) rc = 0;
             if (rc == OST_ECORRUPT) {
                 char kt[160];
-                key_text(st, txn, me->map, k, me->klen, kt, sizeof kt);
+                key_text(ops, s, me->map, k, me->klen, kt, sizeof kt);
                 snprintf(p->msg, sizeof p->msg,
                          "map %llu, key %.120s: the stored entry is damaged (its checksum does not "
                          "match); nothing was written ('ostore check', 'ostore salvage')",
@@ -1133,7 +1135,7 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
             if (rc) break;
             if (cur != me->base) {
                 char kt[200];
-                key_text(st, txn, me->map, k, me->klen, kt, sizeof kt);
+                key_text(ops, s, me->map, k, me->klen, kt, sizeof kt);
                 if (me->base == OST__BASE_MOVED)
                     ost__fmt(p->msg, sizeof p->msg,
                              "conflict on map %llu, key %s: a commit changed it after this "
@@ -1155,11 +1157,11 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
             }
             if (me->flags & OST__MENT_DEL) {
                 if (cur) {
-                    rc = ost__ent_del(st, txn, me->map, k, me->klen);
+                    rc = ops->ent_del(s, me->map, k, me->klen);
                     dl = -1;
                 }
             } else {
-                rc = ost__ent_put(st, txn, me->map, k, me->klen, serial, p->bytes + me->voff,
+                rc = ops->ent_put(s, me->map, k, me->klen, serial, p->bytes + me->voff,
                                   me->vlen, NULL, NULL);
                 dl = !cur;
             }
@@ -1190,7 +1192,7 @@ int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial) {
         d[nd - 1].delta += dl;
     }
     for (size_t j = 0; j < nd && !rc; j++) {
-        rc = ost__map_count_add(st, txn, d[j].map, d[j].delta, serial);
+        rc = ops->map_count_add(s, d[j].map, d[j].delta, serial);
         if (rc == OST_ECONFLICT)
             ost__fmt(p->msg, sizeof p->msg,
                      "conflict on map %llu: it was removed (pack) after this transaction read it",

@@ -22,6 +22,7 @@
 
 #include "../serializer/internal.h"
 #include "entries.h"
+#include "lmdb/engine.h"
 #include "store_internal.h"
 
 #define META_MAGIC "ostore"
@@ -534,6 +535,10 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     map_changed(st);
     st->read_only = opts->read_only;
     st->group_commit = opts->group_commit && !opts->read_only;
+    if (ost__lmdb_engine_attach(st)) {
+        code = ost__st_fail(st, OST_ENOMEM, "%s: out of memory", shown);
+        goto fail;
+    }
     if (st->group_commit && ost__committer_start(st)) {
         code = ost__st_fail(st, OST_ENOMEM, "cannot start the group committer thread");
         goto fail;
@@ -641,6 +646,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     return 0;
 fail:
     ost__committer_stop(st);
+    ost__lmdb_engine_detach(st);
     if (st->env) mdb_env_close(st->env);
     st->env = NULL;
     st->no_lock = false;
@@ -660,10 +666,10 @@ fail:
     return code;
 }
 
-void ost_store_close(ost_store *st) {
-    if (!st) return;
+void ost__store_shut(ost_store *st) {
     while (st->conns) ost__conn_detach(st->conns);
     ost__committer_stop(st);
+    ost__lmdb_engine_detach(st);
     ost__class_cache_free(st);
     if (st->env) {
         mdb_env_close(st->env);
@@ -679,7 +685,14 @@ void ost_store_close(ost_store *st) {
     ost_decref(st->root_cls);
     ost_decref(st->map_cls);
     ost_decref(st->set_cls);
+    st->root_cls = st->map_cls = st->set_cls = 0;
     free(st->path);
+    st->path = NULL;
+}
+
+void ost_store_close(ost_store *st) {
+    if (!st) return;
+    ost__store_shut(st);
     uv_rwlock_destroy(&st->maplock);
     uv_mutex_destroy(&st->lock);
     free(st);
@@ -744,6 +757,7 @@ static int resize_map(ost_store *st, uint64_t at_least) {
             c->rtxn_live = false;
         }
     uv_mutex_unlock(&st->lock);
+    ost__lmdb_sess_reset_all(st);
     MDB_envinfo ei;
     mdb_env_info(st->env, &ei);
     uint64_t size = ei.me_mapsize * 2;
@@ -780,12 +794,10 @@ int ost__ensure_room(ost_store *st, size_t bytes, size_t items) {
 
 /* ---- classes ------------------------------------------------------------------ */
 
-/* The classes table's key of cls, 'n' module NUL name, in key (cap bytes):
- * its length, or 0 when cls has no names or they do not fit. */
-static size_t class_key(ost_value cls, char *key, size_t cap) {
-    size_t ml, nl;
-    const char *m = ost_data(ost_global_module(cls), &ml);
-    const char *n = ost_data(ost_global_name(cls), &nl);
+/* The classes table's key of class (module, name), 'n' module NUL name, in
+ * key (cap bytes): its length, or 0 when the names do not fit. */
+static size_t class_key(const char *m, size_t ml, const char *n, size_t nl, char *key,
+                        size_t cap) {
     if (!m || !n || ml + nl + 2 > cap) return 0;
     key[0] = 'n';
     memcpy(key + 1, m, ml);
@@ -794,9 +806,10 @@ static size_t class_key(ost_value cls, char *key, size_t cap) {
     return ml + nl + 2;
 }
 
-int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+int ost__class_find_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+                         size_t nl, uint32_t *id) {
     char key[1024];
-    MDB_val k = {class_key(cls, key, sizeof key), key}, v;
+    MDB_val k = {class_key(m, ml, n, nl, key, sizeof key), key}, v;
     if (!k.mv_size) return MDB_NOTFOUND; /* no such name can be stored */
     int rc = mdb_get(t, st->classes, &k, &v);
     if (rc) return rc;
@@ -805,12 +818,12 @@ int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
     return 0;
 }
 
-/* Finds or creates the id of class cls inside write transaction t. */
-int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+                       size_t nl, uint32_t *id) {
     char key[1024];
-    MDB_val k = {class_key(cls, key, sizeof key), key};
+    MDB_val k = {class_key(m, ml, n, nl, key, sizeof key), key};
     if (!k.mv_size) return EINVAL;
-    int rc = ost__class_find(st, t, cls, id);
+    int rc = ost__class_find_name(st, t, m, ml, n, nl, id);
     if (rc != MDB_NOTFOUND) return rc;
     uint64_t next;
     rc = meta_get_u64(t, st->meta, "next_class", &next);
@@ -828,6 +841,21 @@ int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
     if (!rc) rc = meta_put_u64(t, st->meta, "next_class", next + 1);
     if (!rc) *id = nid;
     return rc;
+}
+
+int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+    size_t ml, nl;
+    const char *m = ost_data(ost_global_module(cls), &ml);
+    const char *n = ost_data(ost_global_name(cls), &nl);
+    return ost__class_find_name(st, t, m, ml, n, nl, id);
+}
+
+/* Finds or creates the id of class cls inside write transaction t. */
+int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+    size_t ml, nl;
+    const char *m = ost_data(ost_global_module(cls), &ml);
+    const char *n = ost_data(ost_global_name(cls), &nl);
+    return ost__class_id_name(st, t, m, ml, n, nl, id);
 }
 
 /* The class value of an id (new reference), through the registry. */

@@ -6,6 +6,7 @@
 #include <uv.h>
 
 #include "../serializer/internal.h"
+#include "engine.h"
 #include "lmdb/pagecheck.h"
 #include "ostore/maps.h"
 
@@ -118,6 +119,10 @@ struct ost_store {
      * packages, committing (writing and syncing) */
     uint64_t gc_idle_ns, gc_gather_ns, gc_apply_ns, gc_commit_ns;
     uint64_t uid;       /* names the handle's messages (per thread: store.c) */
+    ost__engine *eng;   /* the LMDB engine's object (store/lmdb/engine.h) */
+    ost__sess *gc_sess; /* the committer's engine session */
+    ost__pkg **gc_arr;  /* the committer's group as an array */
+    size_t gc_cap;
 };
 
 /* One cached persistent object. */
@@ -268,6 +273,12 @@ int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from);
 /* The id of class cls in transaction t (any): 0 and *id, MDB_NOTFOUND
  * when the store has none for it, or another LMDB code. */
 int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
+/* The same by names: ost__class_find_name finds, ost__class_id_name finds
+ * or adds (t writable). LMDB codes; EINVAL when the names are too long. */
+int ost__class_find_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+                         size_t nl, uint32_t *id);
+int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+                       size_t nl, uint32_t *id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 int ost__grow_map(ost_store *st);
@@ -287,6 +298,10 @@ int ost__ensure_room(ost_store *st, size_t bytes, size_t items);
  * result) and begins a top-level LMDB transaction, adopting a map that
  * another process grew. Returns an LMDB code. */
 int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t);
+/* Closes what ost_store_open opened (connections detached, committer
+ * stopped, environment closed) and keeps the handle for another open or
+ * ost_store_close. */
+void ost__store_shut(ost_store *st);
 void ost__loader_forget(ost_value obj);
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);
@@ -342,7 +357,11 @@ int ost__maps_prepare(ost_conn *c, ost__pkg *p);
 bool ost__maps_touched(const ost_conn *c);
 void ost__maps_txn_end(ost_conn *c, bool committed);
 void ost__maps_free(ost_conn *c);
-int ost__maps_apply(ost_store *st, void *txn, ost__pkg *p, uint64_t serial);
+/* Applies p's map entries under commit serial through engine ops, in
+ * session s's write transaction (inside ops->commit): conflict checks
+ * against each key's serial, puts and deletes, the maps' counts. 0, or
+ * OST_ECONFLICT / OST_ECORRUPT with p->msg set, or another code. */
+int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t serial);
 int ost__map_encode_for(ost_conn *c, ost_value m, ost_value key, uint64_t *oid, bool *is_set,
                         uint8_t *kb, size_t *kl);
 /* Sorts a loader batch's map entries by (map, key), keeping the order of

@@ -269,6 +269,8 @@ int ost__ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *
     return to_entry(ec->st, &ec->k, &ec->v, e);
 }
 
+ost_store *ost__ecur_store(ost__ecur *ec) { return ec->st; }
+
 void ost__ecur_close(ost__ecur *ec) {
     if (!ec) return;
     mdb_cursor_close(ec->cur);

@@ -1,0 +1,872 @@
+/* The LMDB engine's table of operations (store/engine.h): snapshots,
+ * reads, class ids, oid blocks, commits of packages (moved here from
+ * store/commit.c: conflict checks, records, the txlog, last_serial), the
+ * sweep of a pack and map entries, all on the environment the store opens
+ * in store/store.c. Every result leaves here as an OST_E* code. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../store_internal.h"
+#include "engine.h"
+
+/* ---- the engine object ------------------------------------------------------------ */
+
+ost__engine *ost__lmdb_engine_of(ost_store *st) { return st->eng; }
+
+int ost__lmdb_engine_attach(ost_store *st) {
+    if (st->eng) return 0;
+    ost__engine *e = calloc(1, sizeof *e);
+    if (!e) return OST_ENOMEM;
+    e->st = st;
+    st->eng = e;
+    return 0;
+}
+
+void ost__lmdb_engine_detach(ost_store *st) {
+    ost__engine *e = st->eng;
+    if (!e) return;
+    /* sessions left open are the caller's bug; they are cut loose */
+    for (ost__sess *s = e->sessions; s; s = s->next) s->listed = false;
+    st->eng = NULL;
+    free(e);
+}
+
+/* A path (anything that is not a server's address) is LMDB's. */
+static bool lmdb_claims(const char *addr) { return ost_store_addr_is_path(addr); }
+
+static int lmdb_open(ost_store *st, const char *addr, const ost_store_options *o,
+                     ost__engine **out) {
+    *out = NULL;
+    bool opened = false;
+    if (!st->env) {
+        int rc = ost_store_open(st, addr, o);
+        if (rc) return rc;
+        opened = true;
+    }
+    if (!st->eng && ost__lmdb_engine_attach(st)) {
+        if (opened) ost__store_shut(st);
+        return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
+    }
+    st->eng->owns_store = opened;
+    *out = st->eng;
+    return 0;
+}
+
+static void lmdb_close(ost__engine *e) {
+    if (!e) return;
+    ost_store *st = e->st;
+    if (e->owns_store) ost__store_shut(st); /* detaches e */
+}
+
+static int lmdb_stat(ost__engine *e, ost_store_stats *out) { return ost_store_stat(e->st, out); }
+
+/* ---- sessions and snapshots --------------------------------------------------------- */
+
+static int lmdb_sess_open(ost__engine *e, ost__sess **out) {
+    ost__sess *s = calloc(1, sizeof *s);
+    if (!s) return ost__st_fail(e->st, OST_ENOMEM, "%s: out of memory", e->st->shown);
+    s->e = e;
+    s->st = e->st;
+    *out = s;
+    return 0;
+}
+
+static void unlist(ost__sess *s) {
+    if (!s->listed) return;
+    uv_mutex_lock(&s->st->lock);
+    for (ost__sess **pp = &s->e->sessions; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    s->listed = false;
+    uv_mutex_unlock(&s->st->lock);
+}
+
+static void lmdb_sess_close(ost__sess *s) {
+    if (!s) return;
+    uv_rwlock_rdlock(&s->st->maplock);
+    if (s->rtxn) mdb_txn_abort(s->rtxn);
+    s->rtxn = NULL;
+    s->live = false;
+    uv_rwlock_rdunlock(&s->st->maplock);
+    unlist(s);
+    free(s);
+}
+
+void ost__lmdb_sess_reset_all(ost_store *st) {
+    if (!st->eng) return;
+    uv_mutex_lock(&st->lock);
+    for (ost__sess *s = st->eng->sessions; s; s = s->next)
+        if (s->live) {
+            mdb_txn_reset(s->rtxn);
+            s->live = false;
+        }
+    uv_mutex_unlock(&st->lock);
+}
+
+static int fail_mdb(ost__sess *s, int rc, const char *what) {
+    s->mdb_rc = rc;
+    return ost__st_fail(s->st, ost__mdb_code(rc), "%s: %s: %s", s->st->shown, what,
+                        ost__mdb_strerror(s->st, rc));
+}
+
+/* Takes the maplock for reading with the snapshot open (reopened when a
+ * resize closed it). The caller unlocks whatever the result. */
+static int lock_snap(ost__sess *s) {
+    ost_store *st = s->st;
+    if (s->wtxn) return 0; /* inside commit: the maplock is held */
+    for (int tries = 0;; tries++) {
+        uv_rwlock_rdlock(&st->maplock);
+        if (s->live) return 0;
+        if (!s->in_snap) return ost__st_fail(st, OST_EINVAL, "%s: no snapshot is open", st->shown);
+        int rc = s->rtxn ? mdb_txn_renew(s->rtxn) : mdb_txn_begin(st->env, NULL, MDB_RDONLY, &s->rtxn);
+        if (!rc) {
+            s->live = true;
+            if (s->began) s->moved = true; /* reopened inside the snapshot */
+            s->began = true;
+            if (!s->listed) {
+                uv_mutex_lock(&st->lock);
+                s->next = s->e->sessions;
+                s->e->sessions = s;
+                s->listed = true;
+                uv_mutex_unlock(&st->lock);
+            }
+            ost__format_refresh(st, s->rtxn);
+            return 0;
+        }
+        if (s->rtxn) {
+            mdb_txn_abort(s->rtxn);
+            s->rtxn = NULL;
+        }
+        if (rc != MDB_MAP_RESIZED || tries == 8) return fail_mdb(s, rc, "cannot start a read transaction");
+        uv_rwlock_rdunlock(&st->maplock);
+        if ((rc = ost__grow_map(st))) {
+            uv_rwlock_rdlock(&st->maplock);
+            return fail_mdb(s, rc, "adopting the map another process grew");
+        }
+    }
+}
+
+static void unlock(ost__sess *s) {
+    if (!s->wtxn) uv_rwlock_rdunlock(&s->st->maplock);
+}
+
+static MDB_txn *txn_of(ost__sess *s) { return s->wtxn ? s->wtxn : s->rtxn; }
+
+static uint64_t meta_u64(ost__sess *s, const char *key) {
+    MDB_val k = {strlen(key), (void *)key}, v;
+    if (mdb_get(txn_of(s), s->st->meta, &k, &v) || v.mv_size != 8) return 0;
+    return ost__rd_le64(v.mv_data);
+}
+
+static int lmdb_snap_begin(ost__sess *s, ost__snapinfo *info) {
+    if (s->in_snap || s->wtxn)
+        return ost__st_fail(s->st, OST_EINVAL, "%s: the session has a snapshot or a write open",
+                            s->st->shown);
+    s->in_snap = true;
+    s->moved = false;
+    s->began = false;
+    int rc = lock_snap(s);
+    if (!rc && info) {
+        info->last_serial = meta_u64(s, "last_serial");
+        info->low = meta_u64(s, "low");
+        info->next_oid = meta_u64(s, "next_oid");
+    }
+    unlock(s);
+    if (rc) s->in_snap = false;
+    return rc;
+}
+
+static void lmdb_snap_end(ost__sess *s) {
+    uv_rwlock_rdlock(&s->st->maplock);
+    if (s->live) mdb_txn_reset(s->rtxn);
+    s->live = false;
+    s->in_snap = false;
+    uv_rwlock_rdunlock(&s->st->maplock);
+}
+
+static bool lmdb_snap_moved(ost__sess *s) {
+    bool m = s->moved;
+    s->moved = false;
+    return m;
+}
+
+/* ---- reads ------------------------------------------------------------------------ */
+
+/* Reads oid's record in the session's transaction into r. */
+static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
+    uint8_t kb[8];
+    ost__be64(kb, oid);
+    MDB_val k = {8, kb}, v;
+    int rc = mdb_get(txn_of(s), s->st->recs, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return ost__st_fail(s->st, OST_ENOTFOUND, "oid %llu: no such object",
+                            (unsigned long long)oid);
+    if (rc) return fail_mdb(s, rc, "reading a record");
+    int dmg = ost__rec_open(s->st, oid, &v, &r->serial, &r->cid);
+    if (dmg)
+        return ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
+                            s->st->shown, (unsigned long long)oid, ost__damage_text(dmg));
+    r->pickle = (const uint8_t *)v.mv_data + OST_HDR_SIZE;
+    r->len = v.mv_size - OST_HDR_SIZE;
+    return 0;
+}
+
+static int lmdb_get(ost__sess *s, uint64_t oid, ost__recview *r) {
+    int rc = lock_snap(s);
+    if (!rc) rc = get_in(s, oid, r);
+    unlock(s);
+    return rc;
+}
+
+static int lmdb_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn fn, void *ud) {
+    int rc = lock_snap(s);
+    for (size_t i = 0; !rc && i < n; i++) {
+        ost__recview r;
+        rc = get_in(s, oids[i], &r);
+        if (rc == OST_ENOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        if (!rc) rc = fn(ud, oids[i], &r);
+    }
+    unlock(s);
+    return rc;
+}
+
+static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, void *ud) {
+    int rc = lock_snap(s);
+    MDB_cursor *cur = NULL;
+    if (!rc && (rc = mdb_cursor_open(txn_of(s), s->st->recs, &cur))) rc = fail_mdb(s, rc, "scan");
+    if (!rc) {
+        uint8_t kb[8];
+        ost__be64(kb, from);
+        MDB_val k = {8, kb}, v;
+        int mrc;
+        for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc;
+             mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            if (k.mv_size != 8) continue;
+            uint64_t oid = ost__rd_be64(k.mv_data);
+            if (to && oid >= to) break;
+            ost__recview r = {0};
+            int dmg = ost__rec_open(s->st, oid, &v, &r.serial, &r.cid);
+            if (dmg) {
+                ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
+                             s->st->shown, (unsigned long long)oid, ost__damage_text(dmg));
+                r = (ost__recview){0};
+            } else {
+                r.pickle = (const uint8_t *)v.mv_data + OST_HDR_SIZE;
+                r.len = v.mv_size - OST_HDR_SIZE;
+            }
+            rc = fn(ud, oid, &r);
+        }
+        if (!rc && mrc && mrc != MDB_NOTFOUND) rc = fail_mdb(s, mrc, "scan");
+        mdb_cursor_close(cur);
+    }
+    unlock(s);
+    return rc;
+}
+
+static int lmdb_changes(ost__sess *s, uint64_t after, uint64_t upto,
+                        void (*fn)(void *ud, uint64_t oid), void *ud, bool *gap) {
+    *gap = false;
+    if (upto <= after) return 0;
+    int rc = lock_snap(s);
+    if (rc) {
+        unlock(s);
+        return rc;
+    }
+    /* serials of commits that changed no existing object have no entry,
+     * so a gap is told by the log's low-water mark */
+    if (meta_u64(s, "low") > after + 1) {
+        *gap = true;
+        unlock(s);
+        return 0;
+    }
+    MDB_cursor *cur;
+    if ((rc = mdb_cursor_open(txn_of(s), s->st->txlog, &cur))) {
+        rc = fail_mdb(s, rc, "reading the txlog");
+        unlock(s);
+        return rc;
+    }
+    uint8_t kb[8];
+    ost__be64(kb, after + 1);
+    MDB_val k = {8, kb}, v;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 8) continue;
+        if (ost__rd_be64(k.mv_data) > upto) break;
+        for (size_t off = 0; off + 8 <= v.mv_size; off += 8)
+            fn(ud, ost__rd_be64((uint8_t *)v.mv_data + off));
+    }
+    mdb_cursor_close(cur);
+    rc = rc && rc != MDB_NOTFOUND ? fail_mdb(s, rc, "reading the txlog") : 0;
+    unlock(s);
+    return rc;
+}
+
+/* A class table value (module NUL name) as a view; false when damaged. */
+static bool class_view(uint32_t id, const MDB_val *v, ost__classview *out) {
+    const char *m = v->mv_data;
+    const char *z = memchr(m, 0, v->mv_size);
+    if (!z || z == m || (size_t)(z - m) + 1 >= v->mv_size) return false;
+    *out = (ost__classview){id, m, z + 1, (size_t)(z - m), v->mv_size - (size_t)(z - m) - 1};
+    return true;
+}
+
+static int lmdb_class_get(ost__sess *s, uint32_t id, ost__classview *out) {
+    int rc = lock_snap(s);
+    if (!rc) {
+        char ikey[5] = {'i'};
+        memcpy(ikey + 1, &id, 4);
+        MDB_val k = {5, ikey}, v;
+        rc = mdb_get(txn_of(s), s->st->classes, &k, &v);
+        if (rc == MDB_NOTFOUND)
+            rc = ost__st_fail(s->st, OST_ENOTFOUND, "%s: no class %u", s->st->shown, id);
+        else if (rc)
+            rc = fail_mdb(s, rc, "reading the class table");
+        else if (!class_view(id, &v, out))
+            rc = ost__st_fail(s->st, OST_ECORRUPT, "%s: class %u: damaged entry", s->st->shown,
+                              id);
+    }
+    unlock(s);
+    return rc;
+}
+
+static int cmp_classview(const void *a, const void *b) {
+    uint32_t x = ((const ost__classview *)a)->id, y = ((const ost__classview *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static int lmdb_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classview *c), void *ud) {
+    int rc = lock_snap(s);
+    MDB_cursor *cur = NULL;
+    ost__classview *all = NULL;
+    size_t n = 0, cap = 0;
+    if (!rc && (rc = mdb_cursor_open(txn_of(s), s->st->classes, &cur)))
+        rc = fail_mdb(s, rc, "reading the class table");
+    if (!rc) {
+        /* keys 'i' + the id in host order, which is not id order: the views
+         * (into the snapshot) are gathered and sorted */
+        char ikey[1] = {'i'};
+        MDB_val k = {1, ikey}, v;
+        int mrc;
+        for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc;
+             mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            if (k.mv_size != 5 || ((char *)k.mv_data)[0] != 'i') break;
+            uint32_t id;
+            memcpy(&id, (char *)k.mv_data + 1, 4);
+            if (ost__reserve((void **)&all, &cap, n + 1, sizeof *all, 16)) {
+                rc = ost__st_fail(s->st, OST_ENOMEM, "%s: out of memory", s->st->shown);
+                break;
+            }
+            if (class_view(id, &v, &all[n])) n++;
+        }
+        if (!rc && mrc && mrc != MDB_NOTFOUND) rc = fail_mdb(s, mrc, "reading the class table");
+        mdb_cursor_close(cur);
+    }
+    if (!rc && n) qsort(all, n, sizeof *all, cmp_classview);
+    for (size_t i = 0; !rc && i < n; i++) rc = fn(ud, &all[i]);
+    free(all);
+    unlock(s);
+    return rc;
+}
+
+/* ---- class ids and oid blocks ------------------------------------------------------ */
+
+struct class_try {
+    const char *m, *n;
+    size_t ml, nl;
+    bool create;
+    uint32_t *id;
+};
+
+static int class_try(ost_store *st, MDB_txn *t, void *ud) {
+    struct class_try *ct = ud;
+    if (!ct->create) return ost__class_find_name(st, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
+    return ost__class_id_name(st, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
+}
+
+static int lmdb_class_id(ost__engine *e, const char *module, size_t mlen, const char *name,
+                         size_t nlen, bool create, uint32_t *id) {
+    ost_store *st = e->st;
+    if (!module || !name || !mlen || !nlen || mlen + nlen + 2 > 1000)
+        return ost__st_fail(st, OST_EINVAL, "%s: bad class name", st->shown);
+    if (create && st->read_only)
+        return ost__st_fail(st, OST_EREADONLY, "%s: read-only: cannot add class %.*s.%.*s",
+                            st->shown, (int)mlen, module, (int)nlen, name);
+    struct class_try ct = {module, name, mlen, nlen, create, id};
+    int rc = ost__lmdb_txn_retry(st, create ? 0 : MDB_RDONLY, class_try, &ct);
+    if (rc == MDB_NOTFOUND)
+        return ost__st_fail(st, OST_ENOTFOUND, "%s: no class %.*s.%.*s", st->shown, (int)mlen,
+                            module, (int)nlen, name);
+    if (rc)
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: class %.*s.%.*s: %s", st->shown,
+                            (int)mlen, module, (int)nlen, name, ost__mdb_strerror(st, rc));
+    return 0;
+}
+
+static int lmdb_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
+    int rc = ost__reserve_oids(e->st, want, first);
+    if (!rc) return 0;
+    if (rc == OST_ELIMIT)
+        return ost__st_fail(e->st, rc, "%s: no %llu more oids below 2^63", e->st->shown,
+                            (unsigned long long)want);
+    return ost__st_fail(e->st, rc, "%s: reserving oids: %s", e->st->shown, ost_strerror(rc));
+}
+
+/* ---- commits ------------------------------------------------------------------------ */
+
+/* Writes p's records under commit serial in t; *nlog counts those that
+ * replace a stored record (they go to the txlog). New objects' oids ascend
+ * past every stored one (oid blocks are handed out in order), so they are
+ * appended through one cursor that stays on the last leaf: mdb_put would
+ * descend the tree from the root for each (a third of a loader batch's
+ * apply time at 100,000 records). Returns an LMDB code. */
+static int put_records(ost_store *st, MDB_txn *t, ost__pkg *p, uint64_t serial, size_t *nlog) {
+    MDB_cursor *cur = NULL;
+    bool append = true;
+    int rc = 0;
+    for (size_t i = 0; i < p->nrecs; i++) {
+        ost__rec *r = &p->recs[i];
+        uint8_t kb[8];
+        ost__be64(kb, r->oid);
+        MDB_val rk = {8, kb}, rv = {r->len + OST_HDR_SIZE, NULL};
+        if (!r->read_serial && append) {
+            if (!cur && (rc = mdb_cursor_open(t, st->recs, &cur))) break;
+            rc = mdb_cursor_put(cur, &rk, &rv, MDB_RESERVE | MDB_APPEND);
+            if (rc == MDB_KEYEXIST) {
+                /* another writer's oids are above ours: plain puts from now */
+                append = false;
+                rv = (MDB_val){r->len + OST_HDR_SIZE, NULL};
+                rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE);
+            }
+        } else
+            rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE);
+        if (rc) break;
+        ost__hdr_write(rv.mv_data, serial, r->cid);
+        memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p->bytes + r->off, r->len);
+        ost__rec_seal(rv.mv_data, rv.mv_size, r->oid);
+        if (r->read_serial) (*nlog)++;
+    }
+    if (cur) mdb_cursor_close(cur);
+    return rc;
+}
+
+/* Applies package p inside s's write transaction (itself nested or not):
+ * conflict checks, records, map entries, txlog, last_serial. Returns an
+ * LMDB code or a negative ost code with p->msg set. */
+static int apply(ost__sess *s, ost__pkg *p) {
+    ost_store *st = s->st;
+    MDB_txn *t = s->wtxn;
+    /* nothing to write (changed ghosts only): no commit, no serial */
+    if (!p->nrecs && !p->nments) {
+        p->serial = 0;
+        return 0;
+    }
+    MDB_val k = {11, "last_serial"}, v;
+    int rc = mdb_get(t, st->meta, &k, &v);
+    if (rc) return rc;
+    if (v.mv_size != 8) return MDB_CORRUPTED;
+    uint64_t last = ost__rd_le64(v.mv_data);
+    if (last >= OST__SERIAL_LIMIT - 1) return MDB_CORRUPTED; /* damaged meta: it would wrap */
+    uint64_t serial = last + 1;
+    for (size_t i = 0; i < p->nrecs; i++) {
+        ost__rec *r = &p->recs[i];
+        if (!r->read_serial) continue;
+        uint8_t kb[8];
+        ost__be64(kb, r->oid);
+        MDB_val rk = {8, kb}, rv;
+        rc = mdb_get(t, st->recs, &rk, &rv);
+        uint64_t cur = 0;
+        uint32_t cid;
+        if (rc == MDB_NOTFOUND) {
+            ost__fmt(p->msg, sizeof p->msg,
+                     "conflict on oid %llu: it was removed (pack) after this transaction read it",
+                     (unsigned long long)r->oid);
+            p->conflict_oid = r->oid;
+            return OST_ECONFLICT;
+        }
+        if (rc) return rc;
+        int dmg = ost__rec_open(st, r->oid, &rv, &cur, &cid);
+        if (dmg) {
+            snprintf(p->msg, sizeof p->msg, "oid %llu: damaged record (%s): not overwritten",
+                     (unsigned long long)r->oid, ost__damage_text(dmg));
+            return OST_ECORRUPT;
+        }
+        if (cur != r->read_serial) {
+            ost__fmt(p->msg, sizeof p->msg,
+                     "conflict on oid %llu: commit %llu changed it after this transaction read it "
+                     "(at commit %llu)",
+                     (unsigned long long)r->oid, (unsigned long long)cur,
+                     (unsigned long long)r->read_serial);
+            p->conflict_oid = r->oid;
+            return OST_ECONFLICT;
+        }
+    }
+    /* a pack since the connection checked its cache may have removed an
+     * object that the records refer to (one made unreachable, then linked
+     * again): storing the reference would leave it dangling */
+    uint64_t low = meta_u64(s, "low");
+    for (size_t i = 0; low != p->low && i < p->nrefs; i++) {
+        uint8_t kb[8];
+        ost__be64(kb, p->refs[i]);
+        MDB_val rk = {8, kb}, rv;
+        rc = mdb_get(t, st->recs, &rk, &rv);
+        if (rc == MDB_NOTFOUND) {
+            ost__fmt(p->msg, sizeof p->msg,
+                     "conflict on oid %llu: this commit refers to it, and pack removed it "
+                     "after this transaction read it",
+                     (unsigned long long)p->refs[i]);
+            p->conflict_oid = p->refs[i];
+            return OST_ECONFLICT;
+        }
+        if (rc) return rc;
+    }
+    size_t nlog = 0;
+    if ((rc = put_records(st, t, p, serial, &nlog))) return rc;
+    if (p->nments) {
+        s->mdb_rc = 0;
+        rc = ost__maps_apply(&ost__lmdb_engine, s, p, serial);
+        /* a full map comes back as the LMDB code, which the caller cures */
+        if (rc && OST__REMAP(s->mdb_rc)) return s->mdb_rc;
+        if (rc) return rc;
+    }
+    if (nlog) {
+        uint8_t kb[8];
+        ost__be64(kb, serial);
+        MDB_val lk = {8, kb}, lv = {nlog * 8, NULL};
+        rc = mdb_put(t, st->txlog, &lk, &lv, MDB_RESERVE);
+        if (rc) return rc;
+        uint8_t *out = lv.mv_data;
+        for (size_t i = 0; i < p->nrecs; i++)
+            if (p->recs[i].read_serial) {
+                ost__be64(out, p->recs[i].oid);
+                out += 8;
+            }
+    }
+    uint8_t b[8];
+    ost__le64(b, serial);
+    v = (MDB_val){8, b};
+    rc = mdb_put(t, st->meta, &k, &v, 0);
+    if (!rc) p->serial = serial;
+    return rc;
+}
+
+static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
+    if (rc == 0) {
+        p->rc = 0;
+        return;
+    }
+    if (OST__OURS(rc)) { /* our code: message set by apply */
+        p->rc = rc;
+        if (!p->msg[0]) ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what,
+                                 ost_strerror(rc));
+        return;
+    }
+    p->rc = ost__mdb_code(rc);
+    if (rc == MDB_MAP_FULL) p->rc = OST_ENOMEM;
+    ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what,
+             ost__mdb_strerror(st, rc));
+}
+
+/* One try of a group: 0, or the LMDB code of a failure of the whole group
+ * (MDB_MAP_FULL and MDB_MAP_RESIZED: grow the map and try again). A
+ * package's own failure is its outcome, not the group's. */
+static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
+    ost_store *st = s->st;
+    uint64_t started = uv_hrtime(), applied = 0;
+    MDB_txn *parent;
+    int rc = mdb_txn_begin(st->env, NULL, 0, &parent);
+    if (rc) return rc;
+    if (n == 1) {
+        /* one package (a loader's batch, a lone commit): applied in the
+         * transaction itself, without the cost of a nested one (pages
+         * copied from the parent, dirty lists merged); a failure aborts
+         * it, which stores nothing, as an aborted child would */
+        ost__pkg *p = pkgs[0];
+        p->rc = 0;
+        p->msg[0] = 0;
+        s->wtxn = parent;
+        int prc = apply(s, p);
+        s->wtxn = NULL;
+        if (prc) {
+            mdb_txn_abort(parent);
+            if (OST__REMAP(prc)) return prc;
+            set_outcome(st, p, prc, "commit");
+            p->serial = 0;
+            rc = 0;
+        } else {
+            set_outcome(st, p, 0, "commit");
+            applied = uv_hrtime();
+            rc = mdb_txn_commit(parent);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            ost__pkg *p = pkgs[i];
+            MDB_txn *child;
+            p->rc = 0;
+            p->msg[0] = 0;
+            int prc = mdb_txn_begin(st->env, parent, 0, &child);
+            if (!prc) {
+                s->wtxn = child;
+                prc = apply(s, p);
+                s->wtxn = NULL;
+                if (prc) mdb_txn_abort(child);
+                else prc = mdb_txn_commit(child);
+            }
+            if (OST__REMAP(prc)) {
+                rc = prc;
+                break;
+            }
+            set_outcome(st, p, prc, "commit");
+            if (prc) p->serial = 0;
+        }
+        applied = uv_hrtime();
+        if (rc) mdb_txn_abort(parent);
+        else rc = mdb_txn_commit(parent);
+    }
+    uint64_t ended = uv_hrtime();
+    if (!applied) applied = ended;
+    s->apply_ns += applied - started;
+    s->commit_ns += ended - applied;
+    return rc;
+}
+
+static int lmdb_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
+    ost_store *st = s->st;
+    if (!n) return 0;
+    if (s->in_snap || s->wtxn)
+        return ost__st_fail(st, OST_EINVAL, "%s: commit with a snapshot open", st->shown);
+    size_t bytes = 0, items = 0;
+    for (size_t i = 0; i < n; i++) {
+        bytes += pkgs[i]->nbytes;
+        items += pkgs[i]->nrecs + pkgs[i]->nments;
+    }
+    ost__ensure_room(st, bytes, items); /* else MDB_MAP_FULL, grown below */
+    int rc;
+    for (;;) {
+        uv_rwlock_rdlock(&st->maplock);
+        rc = commit_once(s, pkgs, n);
+        uv_rwlock_rdunlock(&st->maplock);
+        if (!OST__REMAP(rc)) break;
+        if ((rc = ost__grow_map(st))) break;
+    }
+    if (!rc) return 0;
+    for (size_t i = 0; i < n; i++) {
+        /* the group's commit failed: nothing of it is stored */
+        set_outcome(st, pkgs[i], rc, n > 1 ? "group commit" : "commit");
+        pkgs[i]->serial = 0;
+    }
+    return ost__st_fail(st, pkgs[0]->rc, "%s", pkgs[0]->msg);
+}
+
+/* ---- pack --------------------------------------------------------------------------- */
+
+struct sweep_ctx {
+    bool (*keep)(void *ud, uint64_t oid);
+    void *ud;
+};
+
+static int sweep_map(void *ud, uint64_t map) {
+    struct sweep_ctx *sc = ud;
+    return sc->keep(sc->ud, map) ? 0 : 1;
+}
+
+static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,
+                      uint64_t *removed) {
+    ost_store *st = s->st;
+    MDB_txn *t;
+    int rc = mdb_txn_begin(st->env, NULL, 0, &t);
+    if (rc) return rc;
+    MDB_cursor *cur;
+    uint64_t gone = 0;
+    rc = mdb_cursor_open(t, st->recs, &cur);
+    if (!rc) {
+        MDB_val k, v;
+        while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+            if (k.mv_size != 8) continue;
+            uint64_t oid = ost__rd_be64(k.mv_data), serial;
+            uint32_t cid;
+            if (keep(ud, oid)) continue;
+            /* written after the mark: the mark could not see what it links */
+            if (ost__rec_open(st, oid, &v, &serial, &cid) || serial > mark) continue;
+            if ((rc = mdb_cursor_del(cur, 0))) break;
+            gone++;
+        }
+        mdb_cursor_close(cur);
+        if (rc == MDB_NOTFOUND) rc = 0;
+    }
+    struct sweep_ctx sc = {keep, ud};
+    if (!rc) rc = ost__ent_each_map(st, t, sweep_map, &sc);
+    if (!rc) rc = mdb_drop(t, st->txlog, 0);
+    if (!rc) {
+        s->wtxn = t;
+        uint64_t last = meta_u64(s, "last_serial");
+        s->wtxn = NULL;
+        uint8_t b[8];
+        ost__le64(b, last + 1);
+        MDB_val key = {3, "low"}, val = {8, b};
+        rc = mdb_put(t, st->meta, &key, &val, 0);
+    }
+    if (rc) {
+        mdb_txn_abort(t);
+        return rc;
+    }
+    rc = mdb_txn_commit(t);
+    if (!rc) *removed = gone;
+    return rc;
+}
+
+static int lmdb_sweep(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,
+                      uint64_t *removed) {
+    ost_store *st = s->st;
+    *removed = 0;
+    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->shown);
+    int rc;
+    for (;;) {
+        uv_rwlock_rdlock(&st->maplock);
+        rc = sweep_once(s, mark, keep, ud, removed);
+        uv_rwlock_rdunlock(&st->maplock);
+        if (!OST__REMAP(rc)) break;
+        if ((rc = ost__grow_map(st))) break;
+    }
+    if (OST__OURS(rc)) return ost__st_fail(st, rc, "%s: pack: %s", st->shown, ost_strerror(rc));
+    return rc ? fail_mdb(s, rc, "pack") : 0;
+}
+
+/* ---- map entries ---------------------------------------------------------------------- */
+
+/* An entries.h result as an OST_E* code, keeping the LMDB code for commit. */
+static int ent_rc(ost__sess *s, int rc) {
+    if (!rc || OST__OURS(rc)) {
+        if (rc == OST_ECORRUPT)
+            ost__st_fail(s->st, rc, "%s: a damaged map entry", s->st->shown);
+        return rc;
+    }
+    return fail_mdb(s, rc, "map entries");
+}
+
+/* Inside commit the write transaction is open and the maplock held;
+ * otherwise the snapshot is reopened as reads do. */
+#define ENT_CALL(s, expr)                                                                          \
+    do {                                                                                           \
+        if ((s)->wtxn) return ent_rc((s), (expr));                                                 \
+        int rc_ = lock_snap(s);                                                                    \
+        if (!rc_) rc_ = ent_rc((s), (expr));                                                       \
+        unlock(s);                                                                                 \
+        return rc_;                                                                                \
+    } while (0)
+
+static int lmdb_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
+                        ost__entry *e) {
+    ENT_CALL(s, ost__ent_get(s->st, txn_of(s), map, key, klen, e));
+}
+
+static int need_write(ost__sess *s) {
+    return ost__st_fail(s->st, OST_EINVAL, "%s: a write outside a commit", s->st->shown);
+}
+
+static int lmdb_ent_put(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
+                        uint64_t serial, const void *data, size_t len, bool *existed,
+                        bool *append) {
+    if (!s->wtxn) return need_write(s);
+    return ent_rc(s, ost__ent_put(s->st, s->wtxn, map, key, klen, serial, data, len, existed,
+                                  append));
+}
+
+static int lmdb_ent_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen) {
+    if (!s->wtxn) return need_write(s);
+    return ent_rc(s, ost__ent_del(s->st, s->wtxn, map, key, klen));
+}
+
+static int lmdb_ent_drop_map(ost__sess *s, uint64_t map, uint64_t *n) {
+    if (!s->wtxn) return need_write(s);
+    return ent_rc(s, ost__ent_drop_map(s->st, s->wtxn, map, n));
+}
+
+static int lmdb_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial) {
+    if (!s->wtxn) return need_write(s);
+    return ent_rc(s, ost__map_count_add(s->st, s->wtxn, map, delta, serial));
+}
+
+/* Cursors live in the snapshot (the maplock is not held between calls: a
+ * resize that closes the snapshot invalidates them, as it does a
+ * connection's map cursors, which check the snapshot generation). */
+static int lmdb_ecur_open(ost__sess *s, uint64_t map, ost__ecur **out) {
+    ENT_CALL(s, ost__ecur_open(s->st, txn_of(s), map, out));
+}
+
+/* A resize between calls resets the cursor's transaction, and liblmdb
+ * then refuses the cursor (MDB_BAD_TXN): OST_EBUSY, reopen it. */
+static int ecur_rc(int rc) {
+    if (!rc || OST__OURS(rc)) return rc;
+    return rc == MDB_BAD_TXN ? OST_EBUSY : ost__mdb_code(rc);
+}
+
+static int lmdb_ecur_seek(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse) {
+    ost_store *st = ost__ecur_store(ec);
+    uv_rwlock_rdlock(&st->maplock);
+    int rc = ecur_rc(ost__ecur_seek(ec, key, klen, reverse));
+    uv_rwlock_rdunlock(&st->maplock);
+    return rc;
+}
+
+static int lmdb_ecur_step(ost__ecur *ec, bool reverse) {
+    ost_store *st = ost__ecur_store(ec);
+    uv_rwlock_rdlock(&st->maplock);
+    int rc = ecur_rc(ost__ecur_step(ec, reverse));
+    uv_rwlock_rdunlock(&st->maplock);
+    return rc;
+}
+
+static int lmdb_ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *e) {
+    ost_store *st = ost__ecur_store(ec);
+    uv_rwlock_rdlock(&st->maplock);
+    int rc = ecur_rc(ost__ecur_get(ec, key, klen, e));
+    uv_rwlock_rdunlock(&st->maplock);
+    return rc;
+}
+
+static void lmdb_ecur_close(ost__ecur *ec) { ost__ecur_close(ec); }
+
+static int lmdb_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud) {
+    ENT_CALL(s, ost__ent_each_map(s->st, txn_of(s), fn, ud));
+}
+
+const ost__engine_ops ost__lmdb_engine = {
+    .name = "lmdb",
+    .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE,
+    .claims = lmdb_claims,
+    .open = lmdb_open,
+    .close = lmdb_close,
+    .stat = lmdb_stat,
+    .sess_open = lmdb_sess_open,
+    .sess_close = lmdb_sess_close,
+    .snap_begin = lmdb_snap_begin,
+    .snap_end = lmdb_snap_end,
+    .snap_moved = lmdb_snap_moved,
+    .get = lmdb_get,
+    .get_many = lmdb_get_many,
+    .scan = lmdb_scan,
+    .changes = lmdb_changes,
+    .class_get = lmdb_class_get,
+    .class_each = lmdb_class_each,
+    .class_id = lmdb_class_id,
+    .reserve_oids = lmdb_reserve_oids,
+    .commit = lmdb_commit,
+    .sweep = lmdb_sweep,
+    .ent_get = lmdb_ent_get,
+    .ent_put = lmdb_ent_put,
+    .ent_del = lmdb_ent_del,
+    .ent_drop_map = lmdb_ent_drop_map,
+    .ecur_open = lmdb_ecur_open,
+    .ecur_seek = lmdb_ecur_seek,
+    .ecur_step = lmdb_ecur_step,
+    .ecur_get = lmdb_ecur_get,
+    .ecur_close = lmdb_ecur_close,
+    .ent_each_map = lmdb_ent_each_map,
+    .map_count_add = lmdb_map_count_add,
+};
