@@ -1172,7 +1172,6 @@ static void pg_ecur_close(ost__ecur *ec) {
 
 /* ---- commit ------------------------------------------------------------------------ */
 
-#include "pg_maps_apply.h"
 
 /* Sorts oids ascending (the order rows are locked in). */
 static int u64cmp(const void *a, const void *b) {
@@ -1347,7 +1346,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     }
     if (p->nrecs && (rc = put_records(s, p, serial))) return pkg_fail(s, p, rc);
     if (p->nments) {
-        rc = PG_MAPS_APPLY(s, p, serial);
+        rc = ost__maps_apply(&ost__pg_engine, s, p, serial);
         if (rc) {
             if (!p->msg[0]) pkg_fail(s, p, rc);
             return rc;
