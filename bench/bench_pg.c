@@ -48,9 +48,10 @@ static void *commit_worker(void *arg) {
     CHECK(E->sess_open(eng, &s), "sess_open");
     ost__pkg *p = ost__pkg_new();
     uint8_t b[PICKLE];
+    uint64_t base; /* one block: reserve_oids commits (and flushes) itself */
+    CHECK(E->reserve_oids(eng, (uint64_t)w->n, &base), "reserve_oids");
     for (int i = 0; i < w->n; i++) {
-        uint64_t oid;
-        CHECK(E->reserve_oids(eng, 1, &oid), "reserve_oids");
+        uint64_t oid = base + (uint64_t)i;
         ost__pkg_reset(p);
         make_pickle(b, oid);
         ost__pkg_add(p, oid, 0, 1, b, PICKLE);

@@ -1296,8 +1296,11 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     }
     PQclear(r);
     /* the serial: the meta row stays locked until the commit */
+    /* taking the serial locks the row until the commit */
     r = run(e, s->conn, "commit: locking meta",
-            "SELECT last_serial, low FROM ost_meta WHERE id = 1 FOR UPDATE", NULL, &rc, retry);
+            "UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 RETURNING "
+            "last_serial - 1, low",
+            NULL, &rc, retry);
     if (!r) return pkg_fail(s, p, rc);
     if (PQntuples(r) != 1) {
         PQclear(r);
@@ -1371,11 +1374,6 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         free(b);
         if (rc) return pkg_fail(s, p, rc);
     }
-    params q = {0};
-    p_i64(&q, serial);
-    if ((rc = run0(e, s->conn, "commit: writing meta",
-                   "UPDATE ost_meta SET last_serial = $1::bigint WHERE id = 1", &q)))
-        return pkg_fail(s, p, rc);
     p->serial = serial;
     return 0;
 }
@@ -1407,7 +1405,15 @@ static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
                 pkg_fail(s, p, rc);
                 break;
             }
-            if ((rc = run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL))) {
+            /* The commit itself does not wait for the flush: the meta row
+             * lock is released at COMMIT, and holding it through a flush
+             * would serialize the flushes of all sessions. The flush is
+             * waited for after it (see below). */
+            rc = run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
+            if (!rc && !e->sync_off)
+                rc = run0(e, s->conn, "commit: begin", "SET LOCAL synchronous_commit TO off", NULL);
+            if (rc) {
+                if (PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
                 pkg_fail(s, p, rc);
                 break;
             }
@@ -1420,6 +1426,14 @@ static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
                 bool r2 = false;
                 PGresult *r = run(e, s->conn, "commit", "COMMIT", NULL, &rc, &r2);
                 PQclear(r);
+                /* Durability: a transaction of its own that takes an xid
+                 * commits synchronously, so it returns once the WAL is
+                 * flushed past its commit record, hence past ours. Other
+                 * sessions' flushes merge with it (group commit), since
+                 * no lock is held. */
+                if (!rc && !e->sync_off)
+                    rc = run0(e, s->conn, "commit: waiting for the flush", "SELECT txid_current()",
+                              NULL);
                 if (rc) {
                     retry = r2;
                     pkg_fail(s, p, rc);
