@@ -361,7 +361,7 @@ static int connect_db(ost__engine *e, PGconn **out) {
     /* quiet notices; the store's durability */
     PQsetNoticeProcessor(c, NULL, NULL);
     PGresult *r = PQexec(c, e->sync_off ? "SET synchronous_commit TO off; SET client_min_messages TO warning"
-                                        : "SET client_min_messages TO warning");
+                                        : "SET synchronous_commit TO on; SET client_min_messages TO warning");
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     if (!ok) {
@@ -1187,37 +1187,47 @@ static int pkg_fail(ost__sess *s, ost__pkg *p, int rc) {
     return rc;
 }
 
-/* Writes p's records under serial, in chunks of a bounded size. */
-static int put_records(ost__sess *s, ost__pkg *p, uint64_t serial) {
+/* The records of p from *i on that go in one statement (at most 20,000
+ * and 64 MiB), as three array parameters; *i moves past them. 0 or
+ * OST_ENOMEM. */
+static int records_chunk(ost__pkg *p, size_t *i, arr *ao, arr *ac, arr *as) {
+    arr_begin(ao, OIDTYPE_INT8);
+    arr_begin(ac, OIDTYPE_INT4);
+    arr_begin(as, OIDTYPE_BYTEA);
+    size_t bytes = 0;
+    for (; *i < p->nrecs && bytes < (64u << 20) && ao->count < 20000; (*i)++) {
+        ost__rec *r = &p->recs[*i];
+        arr_add_i64(ao, r->oid);
+        arr_add_i32(ac, r->cid);
+        arr_add(as, p->bytes + r->off, r->len);
+        bytes += r->len + 16;
+    }
+    if (arr_end(ao) || arr_end(ac) || arr_end(as)) return OST_ENOMEM;
+    return 0;
+}
+
+#define UPSERT_RECORDS                                                                         \
+    "INSERT INTO ost_records (oid, serial, cid, state) SELECT o, %s, c, st FROM "             \
+    "unnest($1::bigint[], $2::int[], $3::bytea[]) AS u(o, c, st) ON CONFLICT (oid) DO UPDATE " \
+    "SET serial = EXCLUDED.serial, cid = EXCLUDED.cid, state = EXCLUDED.state"
+
+/* Writes p's records from index i on under serial, a chunk a statement. */
+static int put_records(ost__sess *s, ost__pkg *p, size_t i, uint64_t serial) {
     arr ao = {0}, ac = {0}, as = {0};
     int rc = 0;
-    for (size_t i = 0; i < p->nrecs && !rc;) {
-        arr_begin(&ao, OIDTYPE_INT8);
-        arr_begin(&ac, OIDTYPE_INT4);
-        arr_begin(&as, OIDTYPE_BYTEA);
-        size_t bytes = 0;
-        for (; i < p->nrecs && bytes < (64u << 20) && ao.count < 20000; i++) {
-            ost__rec *r = &p->recs[i];
-            arr_add_i64(&ao, r->oid);
-            arr_add_i32(&ac, r->cid);
-            arr_add(&as, p->bytes + r->off, r->len);
-            bytes += r->len + 16;
-        }
-        if (arr_end(&ao) || arr_end(&ac) || arr_end(&as)) {
+    char sql[512];
+    snprintf(sql, sizeof sql, UPSERT_RECORDS, "$4::bigint");
+    while (i < p->nrecs && !rc) {
+        if (records_chunk(p, &i, &ao, &ac, &as)) {
             rc = ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
             break;
         }
         params q = {0};
         p_bytes(&q, ao.b, ao.n);
-        p_i64(&q, serial);
         p_bytes(&q, ac.b, ac.n);
         p_bytes(&q, as.b, as.n);
-        rc = run0(s->e, s->conn, "commit: writing records",
-                  "INSERT INTO ost_records (oid, serial, cid, state) SELECT o, $2::bigint, c, st "
-                  "FROM unnest($1::bigint[], $3::int[], $4::bytea[]) AS u(o, c, st) ON CONFLICT "
-                  "(oid) DO UPDATE SET serial = EXCLUDED.serial, cid = EXCLUDED.cid, state = "
-                  "EXCLUDED.state",
-                  &q);
+        p_i64(&q, serial);
+        rc = run0(s->e, s->conn, "commit: writing records", sql, &q);
     }
     arr_free(&ao);
     arr_free(&ac);
@@ -1296,16 +1306,40 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     }
     PQclear(r);
     /* the serial: the meta row stays locked until the commit */
-    /* taking the serial locks the row until the commit */
-    r = run(e, s->conn, "commit: locking meta",
-            "UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 RETURNING "
-            "last_serial - 1, low",
-            NULL, &rc, retry);
-    if (!r) return pkg_fail(s, p, rc);
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        return pkg_fail(s, p, ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown));
+    /* One statement takes the serial (which locks the meta row until the
+     * commit), writes the first chunk of records and the commit log row:
+     * the fewer round trips under the lock, the more commits a second. */
+    size_t nlog = 0;
+    for (size_t i = 0; i < p->nrecs; i++) nlog += p->recs[i].read_serial != 0;
+    uint8_t *logb = malloc(nlog * 8 + 1), *o = logb;
+    arr ao = {0}, ac = {0}, as = {0};
+    size_t next = 0;
+    if (!logb || records_chunk(p, &next, &ao, &ac, &as))
+        rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+    for (size_t i = 0; logb && i < p->nrecs; i++)
+        if (p->recs[i].read_serial) {
+            ost__be64(o, p->recs[i].oid);
+            o += 8;
+        }
+    if (!rc) {
+        params q = {0};
+        p_bytes(&q, ao.b, ao.n);
+        p_bytes(&q, ac.b, ac.n);
+        p_bytes(&q, as.b, as.n);
+        p_bytes(&q, logb, nlog * 8);
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "WITH m AS (UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 "
+                 "RETURNING last_serial, low), r AS (" UPSERT_RECORDS "), l AS (INSERT INTO "
+                 "ost_txlog SELECT last_serial, $4::bytea FROM m WHERE octet_length($4::bytea) > "
+                 "0) SELECT last_serial - 1, low FROM m",
+                 "(SELECT last_serial FROM m)");
+        r = run(e, s->conn, "commit: writing records", sql, &q, &rc, retry);
     }
+    free(logb);
+    arr_free(&ao);
+    arr_free(&ac);
+    arr_free(&as);
     uint64_t last = rd64(PQgetvalue(r, 0, 0)), low = rd64(PQgetvalue(r, 0, 1));
     PQclear(r);
     if (last >= OST__SERIAL_LIMIT - 1)
@@ -1347,32 +1381,13 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         }
         PQclear(r);
     }
-    if (p->nrecs && (rc = put_records(s, p, serial))) return pkg_fail(s, p, rc);
+    if (next < p->nrecs && (rc = put_records(s, p, next, serial))) return pkg_fail(s, p, rc);
     if (p->nments) {
         rc = ost__maps_apply(&ost__pg_engine, s, p, serial);
         if (rc) {
             if (!p->msg[0]) pkg_fail(s, p, rc);
             return rc;
         }
-    }
-    /* the commit log: the existing objects it changed */
-    size_t nlog = 0;
-    for (size_t i = 0; i < p->nrecs; i++) nlog += p->recs[i].read_serial != 0;
-    if (nlog) {
-        uint8_t *b = malloc(nlog * 8), *o = b;
-        if (!b) return pkg_fail(s, p, ost__st_fail(e->st, OST_ENOMEM, "out of memory"));
-        for (size_t i = 0; i < p->nrecs; i++)
-            if (p->recs[i].read_serial) {
-                ost__be64(o, p->recs[i].oid);
-                o += 8;
-            }
-        params q = {0};
-        p_i64(&q, serial);
-        p_bytes(&q, b, nlog * 8);
-        rc = run0(e, s->conn, "commit: writing the commit log",
-                  "INSERT INTO ost_txlog VALUES ($1::bigint, $2::bytea)", &q);
-        free(b);
-        if (rc) return pkg_fail(s, p, rc);
     }
     p->serial = serial;
     return 0;
