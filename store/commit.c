@@ -14,18 +14,8 @@
 
 /* ---- class ids, cached per store -------------------------------------------- */
 
-struct class_try {
-    ost_value cls;
-    uint32_t *id;
-};
-
-static int class_try(ost_store *st, MDB_txn *t, void *ud) {
-    struct class_try *ct = ud;
-    return ost__class_id(st, t, ct->cls, ct->id);
-}
-
-/* Returns the id of cls, creating it in a write transaction of its own
- * the first time a class is stored. Thread safe. */
+/* Returns the id of cls, creating it (ops->class_id: a durable transaction
+ * of its own) the first time a class is stored. Thread safe. */
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
     size_t ml, nl;
     const char *m = ost_data(ost_global_module(cls), &ml);
@@ -39,10 +29,9 @@ int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
         return 0;
     }
     uv_mutex_unlock(&st->lock);
-    /* not cached: find or create it in LMDB */
-    struct class_try ct = {cls, id};
-    int rc = ost__lmdb_txn_retry(st, st->read_only ? MDB_RDONLY : 0, class_try, &ct);
-    if (rc) return ost__mdb_code(rc);
+    /* not cached: find or create it in the engine */
+    int rc = st->ops->class_id(st->eng, m, ml, n, nl, !st->read_only, id);
+    if (rc) return rc;
     uv_mutex_lock(&st->lock);
     /* another thread may have cached it meanwhile; a failure to cache
      * costs a lookup next time, nothing else */
@@ -168,17 +157,10 @@ int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
     return 0;
 }
 
-/* Applies one package on the calling thread, in a session of its own. */
-int ost__pkg_apply_direct(ost_store *st, ost__pkg *p) {
-    ost__sess *s;
-    int rc = ost__lmdb_engine.sess_open(st->eng, &s);
-    if (rc) {
-        p->rc = rc;
-        ost__fmt(p->msg, sizeof p->msg, "%s: commit failed: %s", st->shown, ost_strerror(rc));
-    } else {
-        (void)ost__lmdb_engine.commit(s, &p, 1); /* the outcome is p's */
-        ost__lmdb_engine.sess_close(s);
-    }
+/* Applies one package on the calling thread, in session s (whose
+ * snapshot is closed). */
+int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p) {
+    (void)st->ops->commit(s, &p, 1); /* the outcome is p's */
     p->done = true;
     return p->rc;
 }
@@ -254,16 +236,18 @@ static void committer_main(void *arg) {
         size_t i = 0;
         for (ost__pkg *p = group; p; p = p->next) {
             if (i == st->gc_cap) { /* no memory for the array: one by one */
-                ost__lmdb_engine.commit(st->gc_sess, &p, 1);
+                st->ops->commit(st->gc_sess, &p, 1);
                 continue;
             }
             st->gc_arr[i++] = p;
         }
-        if (i) ost__lmdb_engine.commit(st->gc_sess, st->gc_arr, i);
+        if (i) st->ops->commit(st->gc_sess, st->gc_arr, i);
         st->gc_groups++;
         uint64_t ended = uv_hrtime();
-        st->gc_apply_ns = st->gc_sess->apply_ns;
-        st->gc_commit_ns = st->gc_sess->commit_ns;
+        if (st->ops == &ost__lmdb_engine) { /* the split of its time (benchmarks) */
+            st->gc_apply_ns = st->gc_sess->apply_ns;
+            st->gc_commit_ns = st->gc_sess->commit_ns;
+        }
         uv_mutex_lock(&st->gc_lock);
         st->gc_last_ns = ended - started;
         st->gc_want = ngroup + st->gc_qlen;
@@ -302,7 +286,7 @@ int ost__committer_start(ost_store *st) {
         uv_mutex_destroy(&st->gc_lock);
         return OST_ENOMEM;
     }
-    if (ost__lmdb_engine.sess_open(st->eng, &st->gc_sess)) {
+    if (st->ops->sess_open(st->eng, &st->gc_sess)) {
         uv_cond_destroy(&st->gc_cond);
         uv_cond_destroy(&st->gc_done);
         uv_mutex_destroy(&st->gc_lock);
@@ -312,7 +296,7 @@ int ost__committer_start(ost_store *st) {
     st->gc_need = 1;
     st->gc_cond_waiters = 0;
     if (uv_thread_create(&st->gc_thread, committer_main, st)) {
-        ost__lmdb_engine.sess_close(st->gc_sess);
+        st->ops->sess_close(st->gc_sess);
         st->gc_sess = NULL;
         uv_cond_destroy(&st->gc_cond);
         uv_cond_destroy(&st->gc_done);
@@ -330,7 +314,7 @@ void ost__committer_stop(ost_store *st) {
     uv_cond_signal(&st->gc_cond);
     uv_mutex_unlock(&st->gc_lock);
     uv_thread_join(&st->gc_thread);
-    ost__lmdb_engine.sess_close(st->gc_sess);
+    st->ops->sess_close(st->gc_sess);
     st->gc_sess = NULL;
     free(st->gc_arr);
     st->gc_arr = NULL;

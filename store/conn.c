@@ -148,43 +148,33 @@ static void ghostify(ost_value obj) {
 
 /* ---- snapshots -------------------------------------------------------------- */
 
+/* The store's failure, as the engine said it in the store's message, as
+ * the connection's. */
+static int sfail(ost_conn *c, int rc) {
+    return ost__c_fail(c, rc, "%s", ost_store_errmsg(c->st));
+}
+
 static void end_snapshot(ost_conn *c) {
-    if (c->rtxn_live) {
-        mdb_txn_reset(c->rtxn);
-        c->rtxn_live = false;
+    if (c->snap_open) {
+        c->st->ops->snap_end(c->sess);
+        c->snap_open = false;
     }
 }
 
+static void invalidate_one(void *ud, uint64_t oid) {
+    ost_conn *c = ud;
+    ost__pent *e = find_oid(c, oid);
+    if (e && !(OST__O(e->obj)->flags & OST__F_CHANGED)) ghostify(e->obj);
+}
+
 /* Makes the connection forget objects other commits changed since it last
- * looked, using the txlog; all unchanged objects if the log has a gap. */
+ * looked, using the engine's commit log; all unchanged objects if the log
+ * has a gap (a pack trimmed it). */
 static int apply_invalidations(ost_conn *c, uint64_t last) {
     if (last <= c->seen_serial) return 0;
-    MDB_cursor *cur;
-    int rc = mdb_cursor_open(c->rtxn, c->st->txlog, &cur);
-    if (rc) return rc;
-    uint8_t kb[8];
-    ost__be64(kb, c->seen_serial + 1);
-    MDB_val k = {8, kb}, v;
-    uint64_t expect = c->seen_serial + 1;
     bool gap = false;
-    /* serials of commits that changed no existing object have no entry,
-     * so a gap is found by the log's low-water mark instead */
-    MDB_val lk = {3, "low"}, lv;
-    if (mdb_get(c->rtxn, c->st->meta, &lk, &lv) == 0 && lv.mv_size == 8) {
-        uint64_t low = 0;
-        low = ost__rd_le64(lv.mv_data);
-        if (low > expect) gap = true;
-    }
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); !gap && rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size != 8) continue;
-        if (ost__rd_be64(k.mv_data) > last) break;
-        for (size_t off = 0; off + 8 <= v.mv_size; off += 8) {
-            ost__pent *e = find_oid(c, ost__rd_be64((uint8_t *)v.mv_data + off));
-            if (e && !(OST__O(e->obj)->flags & OST__F_CHANGED)) ghostify(e->obj);
-        }
-    }
-    mdb_cursor_close(cur);
+    int rc = c->st->ops->changes(c->sess, c->seen_serial, last, invalidate_one, c, &gap);
+    if (rc) return rc;
     if (gap)
         for (size_t i = 0; i < c->nents; i++)
             if (!(OST__O(c->ents[i].obj)->flags & OST__F_CHANGED)) ghostify(c->ents[i].obj);
@@ -194,112 +184,68 @@ static int apply_invalidations(ost_conn *c, uint64_t last) {
 
 /* After a pack (meta.low moved): objects of the cache whose record pack
  * removed leave the cache as ghosts, which commits refuse to refer to
- * rather than store a dangling reference. */
-static void drop_packed(ost_conn *c) {
-    MDB_val lk = {3, "low"}, lv;
-    uint64_t low = 0;
-    if (mdb_get(c->rtxn, c->st->meta, &lk, &lv) == 0 && lv.mv_size == 8)
-        low = ost__rd_le64(lv.mv_data);
+ * rather than store a dangling reference. Snapshot pinned. */
+static void drop_packed(ost_conn *c, uint64_t low) {
     if (low == c->low_seen) return;
     c->low_seen = low;
     for (size_t i = c->nents; i-- > 0;) {
         ost__pent *e = &c->ents[i];
         if (!e->serial || (OST__O(e->obj)->flags & OST__F_CHANGED)) continue;
-        uint8_t kb[8];
-        ost__be64(kb, e->oid);
-        MDB_val k = {8, kb}, v;
-        if (mdb_get(c->rtxn, c->st->recs, &k, &v) != MDB_NOTFOUND) continue;
+        ost__recview r;
+        if (c->st->ops->get(c->sess, e->oid, &r) != OST_ENOTFOUND) continue;
         ghostify(e->obj);
         cache_remove(c, i);
     }
 }
 
-/* Opens the transaction's read snapshot if it is not open. Callers hold
- * the store's maplock for reading. Invalidations are applied only when the
- * snapshot starts a transaction: a snapshot reopened inside one (after a
- * map resize closed it) must not turn objects the caller is using into
- * ghosts; the next boundary applies them. */
-static int snapshot(ost_conn *c) {
-    if (c->rtxn_live) return 0;
-    int rc = c->rtxn ? mdb_txn_renew(c->rtxn)
-                     : mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &c->rtxn);
-    if (rc) {
-        if (!c->rtxn_live && c->rtxn && rc) {
-            mdb_txn_abort(c->rtxn);
-            c->rtxn = NULL;
+/* Pins the transaction's snapshot, opening it first if it is not open.
+ * Invalidations are applied only when the snapshot starts a transaction:
+ * a snapshot reopened inside one (after a loader, or when the engine
+ * reopened it: LMDB's map resize) must not turn objects the caller is
+ * using into ghosts; the next boundary applies them. On success the
+ * caller unpins; on failure nothing is pinned. */
+static int pin(ost_conn *c) {
+    const ost__engine_ops *ops = c->st->ops;
+    if (c->snap_open) {
+        int rc = ops->pin(c->sess);
+        if (rc) return sfail(c, rc);
+        if (ops->snap_moved(c->sess)) {
+            c->snap_moved = true; /* newer data; views read before are gone */
+            c->snap_gen++;
         }
-        if (rc == MDB_MAP_RESIZED) return rc; /* lock_snapshot adopts the map */
-        return ost__c_fail(c, ost__mdb_code(rc), "%s: cannot start a read transaction: %s",
-                           c->st->shown, ost__mdb_strerror(c->st, rc));
+        return 0;
     }
-    c->rtxn_live = true;
+    ost__snapinfo si;
+    int rc = ops->snap_begin(c->sess, &si);
+    if (rc) return ost__c_fail(c, rc, "cannot start a read transaction: %s",
+                               ost_store_errmsg(c->st));
+    c->snap_open = true;
     c->snap_gen++; /* data read from earlier snapshots is gone */
-    ost__format_refresh(c->st, c->rtxn);
+    if ((rc = ops->pin(c->sess))) return sfail(c, rc);
+    (void)ops->snap_moved(c->sess);
     if (!c->at_boundary) {
         c->snap_moved = true; /* reopened inside a transaction: newer data */
         return 0;
     }
     c->at_boundary = false;
-    uint64_t last = 0;
-    MDB_val k = {11, "last_serial"}, v;
-    if (mdb_get(c->rtxn, c->st->meta, &k, &v) == 0 && v.mv_size == 8)
-        last = ost__rd_le64(v.mv_data);
-    c->txn_serial = last;
+    c->txn_serial = si.last_serial;
     c->snap_moved = false;
-    rc = apply_invalidations(c, last);
-    if (rc)
-        return ost__c_fail(c, ost__mdb_code(rc), "%s: reading the txlog: %s", c->st->shown,
-                           ost__mdb_strerror(c->st, rc));
-    drop_packed(c);
+    rc = apply_invalidations(c, si.last_serial);
+    if (rc) {
+        ops->unpin(c->sess);
+        return ost__c_fail(c, rc, "reading the commit log: %s", ost_store_errmsg(c->st));
+    }
+    drop_packed(c, si.low);
     return 0;
 }
 
-/* Takes the store's maplock for reading with the connection's snapshot
- * open. When another process has grown the map past this process's
- * mapping, adopts the new size (every snapshot of the process is closed
- * for that) and tries again. The caller unlocks, whatever the result. */
-static int lock_snapshot(ost_conn *c) {
-    for (int tries = 0;; tries++) {
-        uv_rwlock_rdlock(&c->st->maplock);
-        int rc = snapshot(c);
-        if (rc != MDB_MAP_RESIZED) return rc;
-        uv_rwlock_rdunlock(&c->st->maplock);
-        int grc = tries < 8 ? ost__grow_map(c->st) : rc;
-        if (grc) {
-            uv_rwlock_rdlock(&c->st->maplock);
-            return ost__c_fail(c, ost__mdb_code(grc), "%s: cannot map what another process added: %s",
-                               c->st->shown, ost__mdb_strerror(c->st, grc));
-        }
-    }
-}
+static void unpin(ost_conn *c) { c->st->ops->unpin(c->sess); }
 
 /* ---- loading ---------------------------------------------------------------- */
 
-static int get_record(ost_conn *c, uint64_t oid, MDB_val *v) {
-    uint8_t kb[8];
-    ost__be64(kb, oid);
-    MDB_val k = {8, kb};
-    int rc = MDB_NOTFOUND;
-    if (c->rcur && c->rcur_gen == c->snap_gen) {
-        rc = mdb_cursor_get(c->rcur, &k, v, MDB_SET);
-    } else {
-        int crc = c->rcur ? mdb_cursor_renew(c->rtxn, c->rcur)
-                          : mdb_cursor_open(c->rtxn, c->st->recs, &c->rcur);
-        if (crc == 0) {
-            c->rcur_gen = c->snap_gen;
-            rc = mdb_cursor_get(c->rcur, &k, v, MDB_SET);
-        } else {
-            if (c->rcur) mdb_cursor_close(c->rcur);
-            c->rcur = NULL;
-            rc = mdb_get(c->rtxn, c->st->recs, &k, v);
-        }
-    }
-    if (rc == MDB_NOTFOUND)
-        return ost__c_fail(c, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
-    if (rc)
-        return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: %s", (unsigned long long)oid,
-                           ost__mdb_strerror(c->st, rc));
-    return 0;
+static int get_record(ost_conn *c, uint64_t oid, ost__recview *r) {
+    int rc = c->st->ops->get(c->sess, oid, r);
+    return rc ? sfail(c, rc) : 0;
 }
 
 /* The class of class id cid (a new reference). An id never changes its
@@ -310,8 +256,12 @@ static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
         *cls = ost_incref(c->cls_by_id[cid]);
         return 0;
     }
-    int rc = ost__class_of_id(c->st, c->rtxn, cid, cls);
-    if (rc || cid >= 65536) return rc;
+    ost__classview cv;
+    int rc = c->st->ops->class_get(c->sess, cid, &cv);
+    if (rc == OST_ENOTFOUND) return ost__c_fail(c, OST_ECORRUPT, "class id %u: not in the class table", cid);
+    if (rc) return sfail(c, rc);
+    if ((rc = ost__class_value(c->st, &cv, cls))) return ost__c_fail(c, rc, "out of memory");
+    if (cid >= 65536) return 0;
     if (cid >= c->ncls_by_id) {
         size_t n = (size_t)cid + 16;
         ost_value *t = realloc(c->cls_by_id, n * sizeof *t);
@@ -331,27 +281,21 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
         *obj = e->obj;
         return 0;
     }
-    int rc = snapshot(c);
+    ost__recview v;
+    int rc = get_record(c, oid, &v);
     if (rc) return rc;
-    MDB_val v;
-    if ((rc = get_record(c, oid, &v))) return rc;
     /* a get is often followed by the activation of the same object */
     c->hint_oid = oid;
-    c->hint_val = v;
+    c->hint = v;
     c->hint_gen = c->snap_gen;
-    uint64_t serial;
-    uint32_t cid;
-    int dmg = ost__rec_open(c->st, oid, &v, &serial, &cid);
-    if (dmg)
-        return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record (%s)",
-                           (unsigned long long)oid, ost__damage_text(dmg));
     ost_value cls;
-    rc = class_of(c, cid, &cls);
-    if (rc)
-        return ost__c_fail(c, ost__mdb_code(rc), "oid %llu: class id %u: %s",
-                           (unsigned long long)oid, cid,
-                           rc == MDB_CORRUPTED ? "not in the class table"
-                                               : ost__mdb_strerror(c->st, rc));
+    rc = class_of(c, v.cid, &cls);
+    if (rc) {
+        char inner[sizeof c->msg];
+        ost__fmt(inner, sizeof inner, "%s", c->msg);
+        return ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, inner);
+    }
+    uint64_t serial = v.serial;
     ost_value inst = ost_instance_new(cls);
     if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     OST__O(inst)->flags |= OST__F_GHOST;
@@ -372,14 +316,12 @@ int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
 
 /* Takes a live object written by a bulk loader into the cache. */
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid) {
-    int rc = lock_snapshot(c);
-    MDB_val v;
-    uint64_t serial = 0;
-    uint32_t cid;
-    if (!rc) rc = get_record(c, oid, &v);
-    if (!rc && ost__rec_open(c->st, oid, &v, &serial, &cid)) rc = OST_ECORRUPT;
-    if (!rc && !find_oid(c, oid)) rc = cache_add(c, obj, oid, serial);
-    uv_rwlock_rdunlock(&c->st->maplock);
+    int rc = pin(c);
+    if (rc) return rc;
+    ost__recview v;
+    rc = get_record(c, oid, &v);
+    if (!rc && !find_oid(c, oid)) rc = cache_add(c, obj, oid, v.serial);
+    unpin(c);
     return rc;
 }
 
@@ -387,9 +329,10 @@ int ost_conn_get(ost_conn *c, uint64_t oid, ost_value *obj) {
     if (obj) *obj = 0;
     if (!c || !obj) return OST_EINVAL;
     if (!c->st) return ost__conn_dead(c);
-    int rc = lock_snapshot(c);
-    if (!rc) rc = get_locked(c, oid, obj);
-    uv_rwlock_rdunlock(&c->st->maplock);
+    int rc = pin(c);
+    if (rc) return rc;
+    rc = get_locked(c, oid, obj);
+    unpin(c);
     return rc;
 }
 
@@ -410,22 +353,14 @@ static int pers_load(void *ud, ost_value pid, ost_value *obj) {
 /* Loads the state of ghost e->obj from the snapshot. maplock held. */
 static int activate_locked(ost_conn *c, ost__pent *e) {
     ost_value obj = e->obj;
-    int rc = snapshot(c);
-    if (rc) return rc;
-    if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0; /* snapshot() may not ghostify it */
-    MDB_val v;
-    uint64_t serial;
-    uint32_t cid;
+    int rc;
+    if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0; /* pin() may not ghostify it */
+    ost__recview v;
     if (c->hint_gen == c->snap_gen && c->hint_oid == e->oid) {
-        v = c->hint_val; /* read and checked by get_locked in this snapshot */
-        serial = ost__rd_le64(v.mv_data);
-    } else {
-        if ((rc = get_record(c, e->oid, &v))) return rc;
-        int dmg = ost__rec_open(c->st, e->oid, &v, &serial, &cid);
-        if (dmg)
-            return ost__c_fail(c, OST_ECORRUPT, "oid %llu: damaged record (%s)",
-                               (unsigned long long)e->oid, ost__damage_text(dmg));
-    }
+        v = c->hint; /* read and checked by get_locked in this snapshot */
+    } else if ((rc = get_record(c, e->oid, &v)))
+        return rc;
+    uint64_t serial = v.serial;
     uint64_t oid = e->oid;
     c->msg[0] = 0;
     /* While its state loads, the object is no ghost (a setstate callback
@@ -434,7 +369,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
      * flag keeps the setters from reporting to the connection. */
     uint8_t was_changed = OST__O(obj)->flags & OST__F_CHANGED;
     OST__O(obj)->flags = (uint8_t)((OST__O(obj)->flags & ~OST__F_GHOST) | OST__F_CHANGED);
-    rc = ost_load_state(c->r, obj, (uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE);
+    rc = ost_load_state(c->r, obj, v.pickle, v.len);
     OST__O(obj)->flags = (uint8_t)((OST__O(obj)->flags & ~OST__F_CHANGED) | was_changed);
     if (rc) {
         ghostify(obj); /* drops what a callback set before failing */
@@ -447,7 +382,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
     }
     e = find_oid(c, oid); /* loading may have grown the cache */
     e->serial = serial;
-    e->bytes = v.mv_size;
+    e->bytes = v.len + OST_HDR_SIZE;
     return 0;
 }
 
@@ -457,10 +392,11 @@ int ost_activate(ost_conn *c, ost_value obj) {
     ost__pent *e = find_obj(c, obj);
     if (!e) return ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
     if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0;
-    int rc = lock_snapshot(c);
+    int rc = pin(c);
+    if (rc) return rc;
     e = find_obj(c, obj);
-    if (!rc && e) rc = activate_locked(c, e);
-    uv_rwlock_rdunlock(&c->st->maplock);
+    if (e) rc = activate_locked(c, e);
+    unpin(c);
     return rc;
 }
 
@@ -492,10 +428,12 @@ static int pers_activate(ost_value obj) {
         if (!c->st) continue; /* its store closed */
         ost__pent *e = find_obj(c, obj);
         if (!e) continue;
-        int rc = lock_snapshot(c);
-        e = find_obj(c, obj);
-        if (!rc && e) rc = activate_locked(c, e);
-        uv_rwlock_rdunlock(&c->st->maplock);
+        int rc = pin(c);
+        if (!rc) {
+            e = find_obj(c, obj);
+            if (e) rc = activate_locked(c, e);
+            unpin(c);
+        }
         /* accessors without a connection tell why through the value
          * message (ost_instance_getattr_ex) */
         if (rc) ost__value_fail(rc, "%s", c->msg);
@@ -540,9 +478,13 @@ uint64_t ost_oid(ost_conn *c, ost_value obj) {
 
 int ost_conn_open(ost_store *st, ost_conn **out) {
     if (out) *out = NULL;
-    if (!st || !out || !st->env) return OST_EINVAL;
+    if (!st || !out || !st->eng) return OST_EINVAL;
     ost_conn *c = calloc(1, sizeof *c);
     if (!c) return OST_ENOMEM;
+    if (st->ops->sess_open(st->eng, &c->sess)) {
+        free(c);
+        return OST_ENOMEM;
+    }
     c->st = st;
     c->at_boundary = true;
     c->cache_max = OST_CACHE_SIZE_DEFAULT;
@@ -556,6 +498,7 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
         ost_txn_hooks_free(c->hooks);
         free(c->oidtab);
         ost__ptrtab_free(&c->maps);
+        st->ops->sess_close(c->sess);
         free(c);
         return OST_ENOMEM;
     }
@@ -570,14 +513,11 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     c->tnext = t_conns;
     t_conns = c;
     /* invalidations before this connection existed do not concern it */
-    MDB_txn *t;
-    if (ost__locked_txn_begin(st, MDB_RDONLY, &t) == 0) {
-        MDB_val k = {11, "last_serial"}, v;
-        if (mdb_get(t, st->meta, &k, &v) == 0 && v.mv_size == 8)
-            c->seen_serial = ost__rd_le64(v.mv_data);
-        mdb_txn_abort(t);
+    ost__snapinfo si;
+    if (st->ops->snap_begin(c->sess, &si) == 0) {
+        c->seen_serial = si.last_serial;
+        st->ops->snap_end(c->sess);
     }
-    uv_rwlock_rdunlock(&st->maplock);
     *out = c;
     return 0;
 }
@@ -615,13 +555,9 @@ static void conn_release(ost_conn *c) {
     for (size_t i = 0; i < c->nents; i++) ghostify(c->ents[i].obj);
     while (c->nents) cache_remove(c, c->nents - 1);
     ost_store *st = c->st;
-    uv_rwlock_rdlock(&st->maplock); /* not while another thread resizes the map */
-    if (c->rcur) mdb_cursor_close(c->rcur); /* a read-only txn's: any order */
-    c->rcur = NULL;
-    if (c->rtxn) mdb_txn_abort(c->rtxn);
-    c->rtxn = NULL;
-    c->rtxn_live = false;
-    uv_rwlock_rdunlock(&st->maplock);
+    end_snapshot(c);
+    st->ops->sess_close(c->sess);
+    c->sess = NULL;
     uv_mutex_lock(&st->lock);
     for (ost_conn **pp = &st->conns; *pp; pp = &(*pp)->next)
         if (*pp == c) {
@@ -706,14 +642,12 @@ ost_txn_hooks *ost_conn_hooks(ost_conn *c) { return c && c->st ? c->hooks : NULL
  * objects are used without the connection seeing it. If the snapshot
  * cannot open now, the next one applies the invalidations. */
 static void begin_txn(ost_conn *c) {
-    uv_rwlock_rdlock(&c->st->maplock);
     end_snapshot(c);
     c->at_boundary = true;
-    uv_rwlock_rdunlock(&c->st->maplock);
     char keep[sizeof c->msg];
     memcpy(keep, c->msg, sizeof keep);
-    if (lock_snapshot(c)) memcpy(c->msg, keep, sizeof keep);
-    uv_rwlock_rdunlock(&c->st->maplock);
+    if (pin(c)) memcpy(c->msg, keep, sizeof keep);
+    else unpin(c);
 }
 
 void ost_conn_set_cache_size(ost_conn *c, size_t max_objects) {
@@ -828,9 +762,8 @@ ost_value ost_root_get_c(ost_conn *c, const char *key) {
 static int new_oid(ost_conn *c, uint64_t *oid) {
     if (c->oid_next == c->oid_end) {
         uint64_t want = c->oid_block ? c->oid_block : 16, first;
-        int rc = ost__reserve_oids(c->st, want, &first);
-        if (rc) return ost__c_fail(c, rc, "%s: cannot reserve oids: %s", c->st->shown,
-                                   ost_strerror(rc));
+        int rc = c->st->ops->reserve_oids(c->st->eng, want, &first);
+        if (rc) return ost__c_fail(c, rc, "cannot reserve oids: %s", ost_store_errmsg(c->st));
         c->oid_next = first;
         c->oid_end = first + want;
         c->oid_block = want < 65536 ? want * 2 : want;
@@ -1013,8 +946,13 @@ int ost_commit(ost_conn *c) {
     if (c->st->group_commit) {
         ost__pkg_submit(c->st, c->pkg);
         rc = ost__pkg_wait(c->st, c->pkg);
-    } else
-        rc = ost__pkg_apply_direct(c->st, c->pkg);
+    } else {
+        /* the session commits in a transaction of its own: the snapshot
+         * ends (after a commit, or a failed one, only abort goes on, and
+         * both start a new one) */
+        end_snapshot(c);
+        rc = ost__pkg_apply_direct(c->st, c->sess, c->pkg);
+    }
     commit_done(c, rc);
     return rc;
 }
@@ -1095,7 +1033,8 @@ void ost_abort(ost_conn *c) {
 
 /* ---- for maps.c --------------------------------------------------------------- */
 
-int ost__conn_lock(ost_conn *c) { return lock_snapshot(c); }
+int ost__conn_pin(ost_conn *c) { return pin(c); }
+void ost__conn_unpin(ost_conn *c) { unpin(c); }
 
 int ost__conn_new_oid(ost_conn *c, uint64_t *oid) { return new_oid(c, oid); }
 
@@ -1116,10 +1055,8 @@ void ost__conn_forget(ost_conn *c, uint64_t oid) {
 void ost__conn_refresh(ost_conn *c) {
     bool clean = true; /* no changed object: this is a transaction boundary */
     for (size_t i = 0; i < c->nchanged && clean; i++) clean = !c->changed[i];
-    uv_rwlock_rdlock(&c->st->maplock);
     end_snapshot(c);
     if (clean) c->at_boundary = true;
-    uv_rwlock_rdunlock(&c->st->maplock);
 }
 
 /* ---- running a function in a transaction, with retries ------------------- */

@@ -108,6 +108,15 @@ typedef struct ost__engine_ops {
      * data: the store then applies invalidations at the next boundary
      * only). Clears the flag. */
     bool (*snap_moved)(ost__sess *s);
+    /* Pins the snapshot: what reads return (record and class views, entry
+     * bytes) stays valid until the matching unpin, and nothing reopens the
+     * snapshot meanwhile. Pins nest. A read outside a pin pins for its own
+     * duration only: its views are then valid until the next call on the
+     * session (LMDB: a map resize may unmap them; PostgreSQL keeps them
+     * until snap_end). pin reopens a snapshot closed since (snap_moved
+     * then tells); on failure nothing is pinned. */
+    int (*pin)(ost__sess *s);
+    void (*unpin)(ost__sess *s);
     /* The record of oid: 0, OST_ENOTFOUND (message "oid N: no such
      * object"), OST_ECORRUPT (its checksum or header is wrong). */
     int (*get)(ost__sess *s, uint64_t oid, ost__recview *r);
@@ -166,7 +175,10 @@ typedef struct ost__engine_ops {
 
     /* ---- map entries (store/entries.h says what each does) ------------------
      * In the session's snapshot, or, called from inside commit (by
-     * ost__maps_apply), in the commit's write transaction. */
+     * ost__maps_apply), in the commit's write transaction. An entry
+     * cursor is used while its session is pinned (pin): after an unpin the
+     * engine may have reopened the snapshot, and the cursor must be
+     * reopened (LMDB then answers OST_EBUSY). */
     int (*ent_get)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e);
     int (*ent_put)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, uint64_t serial,
                    const void *data, size_t len, bool *existed, bool *append);

@@ -1,11 +1,10 @@
 /* Iterators over the records of a connection's snapshot, in oid order,
  * all of them or the instances of one class (ost_iter_open).
  *
- * The iterator keeps an LMDB cursor on the connection's read transaction
- * while that snapshot lives; between calls the store's maplock is
- * released, so a map resize may close the snapshot: the iterator then
- * opens a cursor on the new one and seeks to the first oid it has not
- * returned (the key order is the oid order: oids are big-endian). */
+ * Each step asks the engine for the first record at or after the first oid
+ * not returned yet (ops->scan, stopped at the first match), so nothing is
+ * held between calls: an engine that reopens its snapshot meanwhile
+ * (LMDB's map resize) needs no repair here. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,9 +18,6 @@ struct ost_iter {
     bool by_class;     /* instances of class id cid only */
     bool no_such;      /* the class has no id in the store: nothing matches */
     uint32_t cid;
-    MDB_cursor *cur;   /* on c->rtxn as of snap_gen */
-    MDB_txn *cur_txn;
-    uint64_t snap_gen;
     ost_value cls; /* the class last reported without an object (a reference) */
 };
 
@@ -35,17 +31,19 @@ int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
     ost_iter *it = calloc(1, sizeof *it);
     if (!it) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     it->c = c;
-    int rc = ost__conn_lock(c); /* the transaction starts here if it has not */
+    int rc = ost__conn_pin(c); /* the transaction starts here if it has not */
+    if (!rc) ost__conn_unpin(c);
     if (!rc && cls) {
         it->by_class = true;
-        int mrc = ost__class_find(c->st, c->rtxn, cls, &it->cid);
-        if (mrc == MDB_NOTFOUND) it->no_such = true;
+        size_t ml, nl;
+        const char *m = ost_data(ost_global_module(cls), &ml);
+        const char *n = ost_data(ost_global_name(cls), &nl);
+        int mrc = c->st->ops->class_id(c->st->eng, m, ml, n, nl, false, &it->cid);
+        if (mrc == OST_ENOTFOUND || mrc == OST_EINVAL) it->no_such = true;
         else if (mrc)
-            rc = ost__c_fail(c, ost__mdb_code(mrc), "%s: reading the class table: %s",
-                             c->st->shown, ost__mdb_strerror(c->st, mrc));
+            rc = ost__c_fail(c, mrc, "reading the class table: %s", ost_store_errmsg(c->st));
     }
     it->txn_gen = c->txn_gen;
-    uv_rwlock_rdunlock(&c->st->maplock);
     if (rc) {
         free(it);
         return rc;
@@ -54,29 +52,22 @@ int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
     return 0;
 }
 
-/* Positions the cursor at the first record at or after it->next on the
- * live snapshot. maplock held. */
-static int seek(ost_iter *it, MDB_val *k, MDB_val *v) {
-    ost_conn *c = it->c;
-    if (it->cur && (it->cur_txn != c->rtxn || it->snap_gen != c->snap_gen)) {
-        mdb_cursor_close(it->cur); /* its snapshot ended (a map resize) */
-        it->cur = NULL;
-    }
-    int rc = 0;
-    if (!it->cur) {
-        rc = mdb_cursor_open(c->rtxn, c->st->recs, &it->cur);
-        if (rc) {
-            it->cur = NULL;
-            return rc;
-        }
-        it->cur_txn = c->rtxn;
-        it->snap_gen = c->snap_gen;
-    }
-    uint8_t kb[8];
-    ost__be64(kb, it->next);
-    k->mv_size = 8;
-    k->mv_data = kb;
-    return mdb_cursor_get(it->cur, k, v, MDB_SET_RANGE);
+/* The first record the iterator matches, as the scan meets it. */
+typedef struct {
+    ost_iter *it;
+    bool found;
+    uint64_t oid;
+    ost__recview r;
+} first_match;
+
+static int match_fn(void *ud, uint64_t oid, const ost__recview *r) {
+    first_match *fm = ud;
+    bool dmg = r->len == 0 && !r->pickle;
+    if (fm->it->by_class && (dmg || r->cid != fm->it->cid)) return 0;
+    fm->found = true;
+    fm->oid = oid;
+    fm->r = *r;
+    return 1; /* stop */
 }
 
 int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
@@ -89,22 +80,26 @@ int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
         return ost__c_fail(c, OST_ETXN, "iterator: its transaction has ended (commit or abort): "
                                         "open a new one");
     if (it->done || it->no_such) return OST_ENOTFOUND;
-    int rc = ost__conn_lock(c);
-    MDB_val k, v;
-    int mrc = rc ? 0 : seek(it, &k, &v);
-    for (; !rc && mrc == 0; mrc = mdb_cursor_get(it->cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size != 8) continue; /* not an oid: damage that check reports */
-        uint64_t oid = ost__rd_be64(k.mv_data), serial = 0;
-        uint32_t cid = 0;
-        int dmg = ost__rec_open(c->st, oid, &v, &serial, &cid);
-        if (it->by_class && (dmg || cid != it->cid)) continue;
+    int rc = ost__conn_pin(c);
+    if (rc) return rc;
+    first_match fm = {it, false, 0, {0}};
+    rc = c->st->ops->scan(c->sess, it->next, 0, match_fn, &fm);
+    if (rc == 1) rc = 0;
+    else if (rc) rc = ost__c_fail(c, rc, "reading the records: %s", ost_store_errmsg(c->st));
+    if (!rc && !fm.found) {
+        it->done = true;
+        rc = OST_ENOTFOUND;
+    }
+    if (!rc) {
+        uint64_t oid = fm.oid;
+        bool dmg = fm.r.len == 0 && !fm.r.pickle;
         it->next = oid + 1;
         if (oid == UINT64_MAX) it->done = true;
         if (info) {
             info->oid = oid;
-            info->size = v.mv_size;
-            info->serial = dmg ? 0 : serial;
-            info->damaged = dmg != 0;
+            info->size = dmg ? 0 : fm.r.len + OST_HDR_SIZE;
+            info->serial = dmg ? 0 : fm.r.serial;
+            info->damaged = dmg;
         }
         if (!dmg && obj) {
             rc = ost__conn_get_locked(c, oid, obj);
@@ -113,16 +108,13 @@ int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
             /* no object asked for: no ghost is made (a listing of a big
              * store would fill the cache) */
             ost_value k;
-            int crc = ost__conn_class_of(c, cid, &k);
+            int crc = ost__conn_class_of(c, fm.r.cid, &k);
             if (!crc) {
                 ost_decref(it->cls);
                 it->cls = k; /* kept until the next call: info->cls is borrowed */
                 info->cls = k;
-            } else if (crc == MDB_CORRUPTED || crc == MDB_NOTFOUND)
-                rc = OST_ECORRUPT;
-            else
-                rc = ost__c_fail(c, ost__mdb_code(crc), "%s: reading the class table: %s",
-                                 c->st->shown, ost__mdb_strerror(c->st, crc));
+            } else
+                rc = crc;
         }
         if (rc == OST_ECORRUPT && info) { /* a class id not in the class table */
             info->damaged = true;
@@ -130,22 +122,13 @@ int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
             info->serial = 0;
             rc = 0;
         }
-        uv_rwlock_rdunlock(&c->st->maplock);
-        return rc;
     }
-    if (!rc && mrc == MDB_NOTFOUND) {
-        it->done = true;
-        rc = OST_ENOTFOUND;
-    } else if (!rc)
-        rc = ost__c_fail(c, ost__mdb_code(mrc), "%s: reading the records: %s", c->st->shown,
-                         ost__mdb_strerror(c->st, mrc));
-    uv_rwlock_rdunlock(&c->st->maplock);
+    ost__conn_unpin(c);
     return rc;
 }
 
 void ost_iter_close(ost_iter *it) {
     if (!it) return;
-    if (it->cur) mdb_cursor_close(it->cur);
     ost_decref(it->cls);
     free(it);
 }

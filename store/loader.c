@@ -123,8 +123,8 @@ static int next_oid(ost_loader *l, uint64_t *oid) {
         uint64_t first, want = l->oid_block;
         if (!want) want = l->o.batch_objects < 1024 ? 1024 : l->o.batch_objects;
         l->oid_block = want < ((uint64_t)1 << 24) ? want * 2 : want;
-        int rc = ost__reserve_oids(l->st, want, &first);
-        if (rc) return lfail(l, rc, "%s: cannot reserve oids: %s", l->st->shown, ost_strerror(rc));
+        int rc = l->st->ops->reserve_oids(l->st->eng, want, &first);
+        if (rc) return lfail(l, rc, "cannot reserve oids: %s", ost_store_errmsg(l->st));
         l->oid_next = first;
         l->oid_end = first + want;
     }
@@ -295,7 +295,7 @@ int ost_loader_map_set(ost_loader *l, ost_value m, ost_value key, ost_value val)
         l->c->msg[0] = 0;
         rc = ost__map_encode_for(l->c, m, key, &moid, &is_set, kb, &kl);
         if (rc) lfail(l, rc, "%s", l->c->msg);
-        if (l->c->rtxn_live) ost__conn_refresh(l->c); /* the first use of a map reads it */
+        if (l->c->snap_open) ost__conn_refresh(l->c); /* the first use of a map reads it */
     }
     if (!rc && is_set && val && val != OST_NONE)
         rc = lfail(l, OST_ETYPE, "map %llu is a set: its entries have no value",

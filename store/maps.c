@@ -598,7 +598,7 @@ static int lookup(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode *
     *found = false;
     *node = sl_find(m, k, kl);
     if (*node) return 0;
-    int rc = ost__ent_get(c->st, c->rtxn, m->oid, k, kl, e);
+    int rc = c->st->ops->ent_get(c->sess, m->oid, k, kl, e);
     if (rc == OST_ENOTFOUND) return 0;
     if (rc == OST_ECORRUPT) return damaged_entry(c, m, k, kl);
     if (rc) return eng_fail(c, m, rc);
@@ -615,10 +615,7 @@ static int begin_op(ost_conn *c, ost_value v, ost_value key, bool write, ost__ma
     ost__map *m = map_of(c, v, &rc);
     if (!m) return rc;
     if (kb && (rc = encode_key(c, m->oid, &m->kind, key, false, kb, kl))) return rc;
-    if ((rc = ost__conn_lock(c))) {
-        uv_rwlock_rdunlock(&c->st->maplock);
-        return rc;
-    }
+    if ((rc = ost__conn_pin(c))) return rc;
     *mp = m;
     return 0;
 }
@@ -661,7 +658,7 @@ int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
         }
         if (!rc) *val = x;
     }
-    uv_rwlock_rdunlock(&c->st->maplock);
+    ost__conn_unpin(c);
     if (rc == OST_ENOTFOUND) c->msg[0] = 0;
     return rc;
 }
@@ -676,7 +673,7 @@ int ost_map_contains(ost_conn *c, ost_value v, ost_value key) {
     ost__entry e;
     bool found;
     rc = lookup(c, m, kb, kl, &n, &e, &found);
-    uv_rwlock_rdunlock(&c->st->maplock);
+    ost__conn_unpin(c);
     if (rc) return rc;
     return n ? node_present(n) : found;
 }
@@ -689,14 +686,16 @@ int ost_map_len(ost_conn *c, ost_value v, uint64_t *out) {
     if (rc) return rc;
     uint64_t n = 0;
     if (!m->is_new) {
-        rc = ost__map_count_get(c->st, c->rtxn, m->oid, &n);
+        ost__recview r;
+        rc = c->st->ops->get(c->sess, m->oid, &r);
+        if (!rc) rc = ost__map_record_count(r.pickle, r.len, &n);
         if (rc == OST_ENOTFOUND)
             rc = ost__c_fail(c, OST_ENOTFOUND, "map %llu: no record (removed by pack?)",
                              (unsigned long long)m->oid);
         else if (rc)
             rc = eng_fail(c, m, rc);
     }
-    uv_rwlock_rdunlock(&c->st->maplock);
+    ost__conn_unpin(c);
     if (!rc) *out = n + (uint64_t)m->delta;
     return rc;
 }
@@ -758,7 +757,7 @@ int ost_map_set(ost_conn *c, ost_value v, ost_value key, ost_value val) {
             rc = write_key(c, m, kb, kl, val ? val : OST_NONE);
             val = 0;
         }
-        uv_rwlock_rdunlock(&c->st->maplock);
+        ost__conn_unpin(c);
     }
     ost_decref(key);
     ost_release(val);
@@ -775,7 +774,7 @@ int ost_map_del(ost_conn *c, ost_value v, ost_value key) {
     if (!rc) rc = begin_op(c, v, key, true, &m, kb, &kl);
     if (rc) return rc;
     rc = write_key(c, m, kb, kl, 0);
-    uv_rwlock_rdunlock(&c->st->maplock);
+    ost__conn_unpin(c);
     if (rc == OST_ENOTFOUND) {
         ost_buf b = {0};
         ost_repr(key, &b);
@@ -796,6 +795,7 @@ struct ost_map_cursor {
     size_t lol, hil, lastl;
     uint8_t lo[KMAX], hi[KMAX], last[KMAX];
     ost__ecur *ec;    /* the snapshot's next candidate */
+    const ost__engine_ops *ops; /* whose cursor ec is */
     uint64_t ec_gen;  /* snapshot the ecur belongs to */
     ost_value key, val;
 };
@@ -831,13 +831,14 @@ int ost_map_cursor_open(ost_conn *c, ost_value v, const ost_map_range *r, ost_ma
     }
     /* a cursor never outlives its transaction's map state: its steps check
      * the transaction first (abort frees a new map's state) */
+    cur->ops = c->st->ops;
     *out = cur;
     return 0;
 }
 
 void ost_map_cursor_close(ost_map_cursor *cur) {
     if (!cur) return;
-    ost__ecur_close(cur->ec);
+    if (cur->ec) cur->ops->ecur_close(cur->ec);
     ost_decref(cur->key);
     ost_release(cur->val);
     free(cur);
@@ -871,22 +872,23 @@ static void start_point(const ost_map_cursor *cur, const uint8_t **t, size_t *tl
  * the start of the range). */
 static int ec_position(ost_map_cursor *cur) {
     ost_conn *c = cur->c;
-    ost__ecur_close(cur->ec);
+    const ost__engine_ops *ops = c->st->ops;
+    if (cur->ec) ops->ecur_close(cur->ec);
     cur->ec = NULL;
-    int rc = ost__ecur_open(c->st, c->rtxn, cur->m->oid, &cur->ec);
+    int rc = ops->ecur_open(c->sess, cur->m->oid, &cur->ec);
     if (rc) return rc;
     cur->ec_gen = c->snap_gen;
     const uint8_t *t;
     size_t tl;
     bool ex;
     start_point(cur, &t, &tl, &ex);
-    rc = ost__ecur_seek(cur->ec, t, tl, cur->reverse);
+    rc = ops->ecur_seek(cur->ec, t, tl, cur->reverse);
     if (rc == 0 && ex) {
         const uint8_t *k;
         size_t kl;
         ost__entry e;
-        if ((rc = ost__ecur_get(cur->ec, &k, &kl, &e)) && rc != OST_ECORRUPT) return rc;
-        if (kcmp(k, kl, t, tl) == 0) rc = ost__ecur_step(cur->ec, cur->reverse);
+        if ((rc = ops->ecur_get(cur->ec, &k, &kl, &e)) && rc != OST_ECORRUPT) return rc;
+        if (kcmp(k, kl, t, tl) == 0) rc = ops->ecur_step(cur->ec, cur->reverse);
     }
     return rc == OST_ENOTFOUND ? 0 : rc;
 }
@@ -914,7 +916,7 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
         const uint8_t *dk = NULL, *k;
         size_t dkl = 0, kl;
         ost__entry e;
-        rc = ost__ecur_get(cur->ec, &dk, &dkl, &e);
+        rc = c->st->ops->ecur_get(cur->ec, &dk, &dkl, &e);
         bool damaged = rc == OST_ECORRUPT;
         if (rc == OST_ENOTFOUND) dk = NULL;
         else if (rc && !damaged) return eng_fail(c, m, rc);
@@ -935,7 +937,7 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
             drc = damaged ? damaged_entry(c, m, cur->last, kl) : decode_val(c, m, cur->last, kl, &e, &v);
         else if (node_present(n)) v = ost_incref(n->val);
         /* past a damaged entry too: the next step goes on after it */
-        if (r <= 0 && (rc = ost__ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND)
+        if (r <= 0 && (rc = c->st->ops->ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND)
             return eng_fail(c, m, rc);
         if (drc) return drc;
         if (!v) continue; /* deleted in this transaction */
@@ -964,9 +966,10 @@ int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key, ost_value *val) {
     if (cur->gen != c->txn_gen)
         return ost__c_fail(c, OST_ETXN, "map cursor: its transaction has ended");
     if (cur->done) return OST_ENOTFOUND;
-    int rc = ost__conn_lock(c);
-    if (!rc) rc = cursor_step(cur, key, val);
-    uv_rwlock_rdunlock(&c->st->maplock);
+    int rc = ost__conn_pin(c);
+    if (rc) return rc;
+    rc = cursor_step(cur, key, val);
+    ost__conn_unpin(c);
     if (rc == OST_ENOTFOUND) cur->done = true;
     return rc;
 }

@@ -535,6 +535,7 @@ int ost_store_open(ost_store *st, const char *path, const ost_store_options *opt
     map_changed(st);
     st->read_only = opts->read_only;
     st->group_commit = opts->group_commit && !opts->read_only;
+    st->ops = &ost__lmdb_engine;
     if (ost__lmdb_engine_attach(st)) {
         code = ost__st_fail(st, OST_ENOMEM, "%s: out of memory", shown);
         goto fail;
@@ -750,13 +751,6 @@ static int resize_map(ost_store *st, uint64_t at_least) {
      * that closes aborts its snapshot under the read lock, then leaves the
      * list (ost_conn_close), so the list holds no aborted snapshot here */
     uv_rwlock_wrlock(&st->maplock);
-    uv_mutex_lock(&st->lock);
-    for (ost_conn *c = st->conns; c; c = c->next)
-        if (c->rtxn_live) {
-            mdb_txn_reset(c->rtxn);
-            c->rtxn_live = false;
-        }
-    uv_mutex_unlock(&st->lock);
     ost__lmdb_sess_reset_all(st);
     MDB_envinfo ei;
     mdb_env_info(st->env, &ei);
@@ -869,11 +863,19 @@ int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls) {
     const char *m = v.mv_data;
     const char *z = memchr(m, 0, v.mv_size);
     if (!z || z == m || (size_t)(z - m) + 1 >= v.mv_size) return MDB_CORRUPTED;
-    char buf[1024];
-    if (v.mv_size + 1 > sizeof buf) return MDB_CORRUPTED;
-    memcpy(buf, m, v.mv_size);
-    buf[v.mv_size] = 0;
-    const char *mod = buf, *name = buf + (z - m) + 1;
+    ost__classview cv = {id, m, z + 1, (size_t)(z - m), v.mv_size - (size_t)(z - m) - 1};
+    rc = ost__class_value(st, &cv, cls);
+    return rc == OST_ENOMEM ? ENOMEM : rc ? MDB_CORRUPTED : 0;
+}
+
+int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls) {
+    char buf[1024]; /* class_id refuses longer names */
+    if (cv->mlen + cv->nlen + 2 > sizeof buf) return OST_ECORRUPT;
+    char *mod = buf, *name = buf + cv->mlen + 1;
+    memcpy(mod, cv->module, cv->mlen);
+    mod[cv->mlen] = 0;
+    memcpy(name, cv->name, cv->nlen);
+    name[cv->nlen] = 0;
     if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
         *cls = ost_incref(st->root_cls);
         return 0;
@@ -885,5 +887,5 @@ int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls) {
     }
     ost_value c = st->registry ? ost_registry_get(st->registry, mod, name) : 0;
     *cls = c ? ost_incref(c) : ost_global(mod, name);
-    return *cls ? 0 : ENOMEM;
+    return *cls ? 0 : OST_ENOMEM;
 }

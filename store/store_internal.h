@@ -119,7 +119,8 @@ struct ost_store {
      * packages, committing (writing and syncing) */
     uint64_t gc_idle_ns, gc_gather_ns, gc_apply_ns, gc_commit_ns;
     uint64_t uid;       /* names the handle's messages (per thread: store.c) */
-    ost__engine *eng;   /* the LMDB engine's object (store/lmdb/engine.h) */
+    const ost__engine_ops *ops; /* the engine (store/engine.h) */
+    ost__engine *eng;   /* its object for this store */
     ost__sess *gc_sess; /* the committer's engine session */
     ost__pkg **gc_arr;  /* the committer's group as an array */
     size_t gc_cap;
@@ -137,21 +138,15 @@ struct ost_conn {
     ost_store *st;
     ost_conn *next;  /* in the store's list */
     ost_conn *tnext; /* in this thread's list */
-    MDB_txn *rtxn;   /* the read snapshot of the transaction */
-    bool rtxn_live;
+    ost__sess *sess;      /* the engine session the connection reads in */
+    bool snap_open;       /* its snapshot is open (snap_begin) */
     bool at_boundary;     /* the next snapshot starts a transaction */
-    uint64_t snap_gen;    /* counts the snapshots opened */
+    uint64_t snap_gen;    /* counts the snapshots opened (and reopened) */
     uint64_t txn_serial;  /* the last commit the transaction's first snapshot saw */
     bool snap_moved;      /* the snapshot was reopened inside the transaction
                            * (a map resize closed it): it holds newer data */
     uint64_t hint_oid, hint_gen; /* the record get_locked read last, */
-    MDB_val hint_val;            /* valid while snap_gen == hint_gen */
-    /* a cursor on the records for get_record (NULL: none yet), bound to
-     * the snapshot of generation rcur_gen: an object's reference often
-     * names a record on the same leaf page, which a positioned cursor
-     * finds without descending the B-tree again */
-    MDB_cursor *rcur;
-    uint64_t rcur_gen;
+    ost__recview hint;           /* valid while snap_gen == hint_gen */
     ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
     size_t ncls_by_id;
     uint64_t low_seen;    /* meta.low when the cache was last checked */
@@ -281,6 +276,9 @@ int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, cons
                        size_t nl, uint32_t *id);
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
+/* The class value (a new reference) of a class table entry, through the
+ * registry: 0 or OST_ENOMEM. */
+int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls);
 int ost__grow_map(ost_store *st);
 /* Runs fn(st, t, ud) in a top-level LMDB transaction of its own (flags:
  * 0 or MDB_RDONLY) with st's maplock held for reading; commits t when fn
@@ -313,7 +311,7 @@ void ost__pkg_free(ost__pkg *p);
 int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
                  const void *pickle, size_t n);
 int ost__pkg_ref(ost__pkg *p, uint64_t oid);
-int ost__pkg_apply_direct(ost_store *st, ost__pkg *p);
+int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p);
 int ost__committer_start(ost_store *st);
 void ost__committer_stop(ost_store *st);
 void ost__pkg_submit(ost_store *st, ost__pkg *p);
@@ -323,7 +321,11 @@ int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, 
                   const void *val, size_t vlen, uint8_t flags);
 
 /* conn.c, for maps.c */
-int ost__conn_lock(ost_conn *c); /* maplock + snapshot; caller unlocks */
+/* Pins the connection's snapshot (opening it at a transaction boundary):
+ * 0 and the caller unpins, or a code with the connection's message set
+ * and nothing pinned. */
+int ost__conn_pin(ost_conn *c);
+void ost__conn_unpin(ost_conn *c);
 /* ost_store_close: releases all of c but its handle, which stays valid
  * (c->st becomes NULL) until ost_conn_close frees it. */
 void ost__conn_detach(ost_conn *c);

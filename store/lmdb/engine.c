@@ -87,6 +87,7 @@ static void unlist(ost__sess *s) {
 static void lmdb_sess_close(ost__sess *s) {
     if (!s) return;
     uv_rwlock_rdlock(&s->st->maplock);
+    if (s->rcur) mdb_cursor_close(s->rcur); /* a read-only txn's: any order */
     if (s->rtxn) mdb_txn_abort(s->rtxn);
     s->rtxn = NULL;
     s->live = false;
@@ -112,11 +113,14 @@ static int fail_mdb(ost__sess *s, int rc, const char *what) {
                         ost__mdb_strerror(s->st, rc));
 }
 
-/* Takes the maplock for reading with the snapshot open (reopened when a
- * resize closed it). The caller unlocks whatever the result. */
+/* Pins the snapshot: takes the maplock for reading (so no resize unmaps
+ * what reads return) with the snapshot open, reopened when a resize closed
+ * it since the last pin. Pins nest; the caller unpins whatever the result.
+ * Inside commit the write transaction is open and the maplock held. */
 static int lock_snap(ost__sess *s) {
     ost_store *st = s->st;
-    if (s->wtxn) return 0; /* inside commit: the maplock is held */
+    if (s->wtxn) return 0;
+    if (s->pins++) return s->live ? 0 : ost__st_fail(st, OST_EINVAL, "%s: no snapshot is open", st->shown);
     for (int tries = 0;; tries++) {
         uv_rwlock_rdlock(&st->maplock);
         if (s->live) return 0;
@@ -124,6 +128,7 @@ static int lock_snap(ost__sess *s) {
         int rc = s->rtxn ? mdb_txn_renew(s->rtxn) : mdb_txn_begin(st->env, NULL, MDB_RDONLY, &s->rtxn);
         if (!rc) {
             s->live = true;
+            s->gen++;
             if (s->began) s->moved = true; /* reopened inside the snapshot */
             s->began = true;
             if (!s->listed) {
@@ -150,8 +155,15 @@ static int lock_snap(ost__sess *s) {
 }
 
 static void unlock(ost__sess *s) {
-    if (!s->wtxn) uv_rwlock_rdunlock(&s->st->maplock);
+    if (!s->wtxn && !--s->pins) uv_rwlock_rdunlock(&s->st->maplock);
 }
+
+static int lmdb_pin(ost__sess *s) {
+    int rc = lock_snap(s);
+    if (rc) unlock(s); /* nothing stays pinned on failure */
+    return rc;
+}
+static void lmdb_unpin(ost__sess *s) { unlock(s); }
 
 static MDB_txn *txn_of(ost__sess *s) { return s->wtxn ? s->wtxn : s->rtxn; }
 
@@ -180,11 +192,12 @@ static int lmdb_snap_begin(ost__sess *s, ost__snapinfo *info) {
 }
 
 static void lmdb_snap_end(ost__sess *s) {
-    uv_rwlock_rdlock(&s->st->maplock);
+    bool lock = !s->pins; /* pinned: the maplock is held already */
+    if (lock) uv_rwlock_rdlock(&s->st->maplock);
     if (s->live) mdb_txn_reset(s->rtxn);
     s->live = false;
     s->in_snap = false;
-    uv_rwlock_rdunlock(&s->st->maplock);
+    if (lock) uv_rwlock_rdunlock(&s->st->maplock);
 }
 
 static bool lmdb_snap_moved(ost__sess *s) {
@@ -200,7 +213,24 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb}, v;
-    int rc = mdb_get(txn_of(s), s->st->recs, &k, &v);
+    int rc;
+    if (s->wtxn) {
+        rc = mdb_get(s->wtxn, s->st->recs, &k, &v);
+    } else {
+        /* a positioned cursor finds a record on the same leaf page as the
+         * last one (an object's references often are) without descending
+         * the B-tree again */
+        if (!s->rcur || s->rcur_gen != s->gen) {
+            int crc = s->rcur ? mdb_cursor_renew(s->rtxn, s->rcur)
+                              : mdb_cursor_open(s->rtxn, s->st->recs, &s->rcur);
+            if (crc) {
+                if (s->rcur) mdb_cursor_close(s->rcur);
+                s->rcur = NULL;
+            } else
+                s->rcur_gen = s->gen;
+        }
+        rc = s->rcur ? mdb_cursor_get(s->rcur, &k, &v, MDB_SET) : mdb_get(s->rtxn, s->st->recs, &k, &v);
+    }
     if (rc == MDB_NOTFOUND)
         return ost__st_fail(s->st, OST_ENOTFOUND, "oid %llu: no such object",
                             (unsigned long long)oid);
@@ -799,35 +829,24 @@ static int lmdb_ecur_open(ost__sess *s, uint64_t map, ost__ecur **out) {
     ENT_CALL(s, ost__ecur_open(s->st, txn_of(s), map, out));
 }
 
-/* A resize between calls resets the cursor's transaction, and liblmdb
- * then refuses the cursor (MDB_BAD_TXN): OST_EBUSY, reopen it. */
+/* Cursors are used while their session is pinned (engine.h): a resize
+ * between pins resets the cursor's transaction, and liblmdb then refuses
+ * the cursor (MDB_BAD_TXN): OST_EBUSY, reopen it. */
 static int ecur_rc(int rc) {
     if (!rc || OST__OURS(rc)) return rc;
     return rc == MDB_BAD_TXN ? OST_EBUSY : ost__mdb_code(rc);
 }
 
 static int lmdb_ecur_seek(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse) {
-    ost_store *st = ost__ecur_store(ec);
-    uv_rwlock_rdlock(&st->maplock);
-    int rc = ecur_rc(ost__ecur_seek(ec, key, klen, reverse));
-    uv_rwlock_rdunlock(&st->maplock);
-    return rc;
+    return ecur_rc(ost__ecur_seek(ec, key, klen, reverse));
 }
 
 static int lmdb_ecur_step(ost__ecur *ec, bool reverse) {
-    ost_store *st = ost__ecur_store(ec);
-    uv_rwlock_rdlock(&st->maplock);
-    int rc = ecur_rc(ost__ecur_step(ec, reverse));
-    uv_rwlock_rdunlock(&st->maplock);
-    return rc;
+    return ecur_rc(ost__ecur_step(ec, reverse));
 }
 
 static int lmdb_ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *e) {
-    ost_store *st = ost__ecur_store(ec);
-    uv_rwlock_rdlock(&st->maplock);
-    int rc = ecur_rc(ost__ecur_get(ec, key, klen, e));
-    uv_rwlock_rdunlock(&st->maplock);
-    return rc;
+    return ecur_rc(ost__ecur_get(ec, key, klen, e));
 }
 
 static void lmdb_ecur_close(ost__ecur *ec) { ost__ecur_close(ec); }
@@ -848,6 +867,8 @@ const ost__engine_ops ost__lmdb_engine = {
     .snap_begin = lmdb_snap_begin,
     .snap_end = lmdb_snap_end,
     .snap_moved = lmdb_snap_moved,
+    .pin = lmdb_pin,
+    .unpin = lmdb_unpin,
     .get = lmdb_get,
     .get_many = lmdb_get_many,
     .scan = lmdb_scan,

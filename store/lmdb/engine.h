@@ -24,6 +24,10 @@ struct ost__sess {
     bool moved;     /* reopened inside the snapshot (a map resize closed it) */
     bool began;     /* the snapshot has been opened once since snap_begin */
     bool listed;    /* in e->sessions */
+    unsigned pins;  /* nesting of pins (the maplock is held while > 0) */
+    uint64_t gen;   /* counts the (re)openings of rtxn */
+    MDB_cursor *rcur; /* on the records, for get, valid while rcur_gen == gen */
+    uint64_t rcur_gen;
     MDB_txn *wtxn;  /* the write transaction inside commit (NULL: none) */
     int mdb_rc;     /* the last LMDB result a write op translated */
     uint64_t apply_ns, commit_ns; /* commit: time applying and committing */
