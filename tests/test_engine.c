@@ -369,6 +369,13 @@ Test(engine, commits_new_records_then_reads_them) {
     cr_assert_eq(rv.cid, c);
     cr_assert_eq(rv.len, strlen(pk[3]));
     cr_assert(!memcmp(rv.pickle, pk[3], rv.len));
+    /* a pin nests and keeps the views */
+    cr_assert_eq(E->ops->pin(s), 0);
+    cr_assert_eq(E->ops->pin(s), 0);
+    E->ops->unpin(s);
+    E->ops->unpin(s);
+    cr_assert(!memcmp(rv.pickle, pk[3], rv.len));
+    cr_assert(!E->ops->snap_moved(s));
     cr_assert_eq(E->ops->get(s, f + 99, &rv), OST_ENOTFOUND);
     cr_assert(strstr(ost_store_errmsg(st), "no such object"));
     uint64_t want[3] = {f + 4, f + 99, f};

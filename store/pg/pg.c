@@ -59,6 +59,7 @@ struct ost__sess {
     PGconn *conn;
     bool snap;  /* a read snapshot is open */
     bool write; /* a commit's transaction is open */
+    unsigned pins; /* pin depth: views live until snap_end anyway */
     ost__snapinfo info;
     PGresult **kept; /* results that recviews point into, until snap_end */
     size_t nkept, capkept;
@@ -616,6 +617,17 @@ static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
 static bool pg_snap_moved(ost__sess *s) {
     (void)s;
     return false; /* a REPEATABLE READ snapshot never moves */
+}
+
+/* Pins hold nothing more here: the snapshot never reopens by itself, and
+ * every view stays valid until snap_end (keep). */
+static int pg_pin(ost__sess *s) {
+    s->pins++;
+    return 0;
+}
+
+static void pg_unpin(ost__sess *s) {
+    if (s->pins) s->pins--;
 }
 
 /* Whether a read may run: in a snapshot, inside commit, or (tools, tests)
@@ -1579,6 +1591,8 @@ const ost__engine_ops ost__pg_engine = {
     .snap_begin = pg_snap_begin,
     .snap_end = pg_snap_end,
     .snap_moved = pg_snap_moved,
+    .pin = pg_pin,
+    .unpin = pg_unpin,
     .get = pg_get,
     .get_many = pg_get_many,
     .scan = pg_scan,
