@@ -1,0 +1,1617 @@
+/* The PostgreSQL engine (issue 13, part 2): store/engine.h's operations on
+ * libpq. docs/postgresql.md describes the schema and how commits, serials
+ * and invalidations work; in short:
+ *
+ * - Tables: ost_meta (one row: format, next_oid, last_serial, low,
+ *   next_class), ost_records (oid -> serial, class id, state pickle),
+ *   ost_classes (id <-> module, name), ost_txlog (serial -> the oids of
+ *   existing objects the commit changed, 8 bytes big-endian each, as
+ *   LMDB's txlog), ost_ments (map, key -> serial, value). bytea compares
+ *   bytewise, shorter first: entries.h's key order.
+ * - A session is one PGconn, opened lazily and again after the server
+ *   went away. A read snapshot is a REPEATABLE READ READ ONLY transaction;
+ *   reads ask for binary results and keep each PGresult until the
+ *   snapshot ends, since recviews point into them.
+ * - A package commits in a READ COMMITTED transaction of its own: it locks
+ *   the rows of the records it overwrites and of the maps it changes (in
+ *   oid order, so two packages cannot deadlock on them), checks their
+ *   serials, then locks the meta row, takes the next serial, writes and
+ *   commits. The meta row lock is held from the serial's choice to the
+ *   commit, so serials become visible in order: a snapshot that sees
+ *   serial S sees every commit below it, and the commit log read between
+ *   two snapshots is complete.
+ *
+ * Only this file includes <libpq-fe.h>. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "../engine.h"
+#include "../store_internal.h"
+
+/* Rows fetched per round trip by scans, entry cursors and sweeps. Tests
+ * lower it to make the paging visible. */
+int ost__pg_page_rows = 500;
+
+#define OIDTYPE_INT8 20
+#define OIDTYPE_INT4 23
+#define OIDTYPE_BYTEA 17
+
+/* The advisory lock key that serializes schema creation. */
+#define SCHEMA_LOCK "7310593858183458126"
+
+struct ost__engine {
+    ost_store *st;
+    char *conninfo; /* what PQconnectdbParams expands (a URI or key=value) */
+    char shown[OST__PATH_SHOWN];
+    bool read_only;
+    bool sync_off; /* synchronous_commit off: the store's durability is not full */
+    pthread_mutex_t lock; /* conn: class ids, oid blocks, stat */
+    PGconn *conn;
+};
+
+struct ost__sess {
+    ost__engine *e;
+    PGconn *conn;
+    bool snap;  /* a read snapshot is open */
+    bool write; /* a commit's transaction is open */
+    unsigned pins; /* pin depth: views live until snap_end anyway */
+    ost__snapinfo info;
+    PGresult **kept; /* results that recviews point into, until snap_end */
+    size_t nkept, capkept;
+};
+
+struct ost__ecur {
+    ost__sess *s;
+    uint64_t map;
+    PGresult *page; /* rows in the order of the fetch */
+    int row, nrows;
+    bool page_rev; /* the page was fetched backwards */
+    bool full;     /* the page had as many rows as asked: there may be more */
+    bool on;
+    uint8_t *kbuf; /* the current key, while a new page is fetched */
+    size_t kcap;
+};
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+static uint64_t rd64(const char *p) { return ost__rd_be64((const uint8_t *)p); }
+static uint32_t rd32(const char *p) {
+    const uint8_t *b = (const uint8_t *)p;
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+static void wr32(uint8_t *b, uint32_t v) {
+    b[0] = (uint8_t)(v >> 24);
+    b[1] = (uint8_t)(v >> 16);
+    b[2] = (uint8_t)(v >> 8);
+    b[3] = (uint8_t)v;
+}
+
+/* Parameters of one statement, all in binary format. */
+#define MAXP 8
+typedef struct {
+    const char *v[MAXP];
+    int l[MAXP], f[MAXP];
+    int n;
+    uint8_t num[MAXP][8];
+} params;
+
+static void p_i64(params *p, uint64_t x) {
+    ost__be64(p->num[p->n], x);
+    p->v[p->n] = (const char *)p->num[p->n];
+    p->l[p->n] = 8;
+    p->f[p->n++] = 1;
+}
+static void p_i32(params *p, uint32_t x) {
+    wr32(p->num[p->n], x);
+    p->v[p->n] = (const char *)p->num[p->n];
+    p->l[p->n] = 4;
+    p->f[p->n++] = 1;
+}
+static void p_bytes(params *p, const void *d, size_t n) {
+    p->v[p->n] = n ? d : "";
+    p->l[p->n] = (int)n;
+    p->f[p->n++] = 1;
+}
+
+/* A one-dimensional array parameter in PostgreSQL's binary format
+ * (array_recv): ndim, flags, element type, then per dimension its size
+ * and lower bound, then per element a length and the bytes. */
+typedef struct {
+    uint8_t *b;
+    size_t n, cap;
+    uint32_t count;
+    bool nomem;
+} arr;
+
+static void arr_put(arr *a, const void *d, size_t n) {
+    if (a->nomem) return;
+    if (ost__reserve((void **)&a->b, &a->cap, a->n + n, 1, 256)) {
+        a->nomem = true;
+        return;
+    }
+    memcpy(a->b + a->n, d, n);
+    a->n += n;
+}
+static void arr_begin(arr *a, uint32_t elemtype) {
+    a->n = 0;
+    a->count = 0;
+    a->nomem = false;
+    uint8_t h[20];
+    wr32(h, 1);
+    wr32(h + 4, 0);
+    wr32(h + 8, elemtype);
+    wr32(h + 12, 0); /* the size: arr_end */
+    wr32(h + 16, 1);
+    arr_put(a, h, 20);
+}
+static void arr_add(arr *a, const void *d, size_t n) {
+    uint8_t l[4];
+    wr32(l, (uint32_t)n);
+    arr_put(a, l, 4);
+    if (n) arr_put(a, d, n);
+    a->count++;
+}
+static void arr_add_i64(arr *a, uint64_t v) {
+    uint8_t b[8];
+    ost__be64(b, v);
+    arr_add(a, b, 8);
+}
+static void arr_add_i32(arr *a, uint32_t v) {
+    uint8_t b[4];
+    wr32(b, v);
+    arr_add(a, b, 4);
+}
+/* 0 or OST_ENOMEM. An empty array has no dimension. */
+static int arr_end(arr *a) {
+    if (a->nomem) return OST_ENOMEM;
+    if (!a->count) {
+        wr32(a->b, 0);
+        a->n = 12;
+    } else
+        wr32(a->b + 12, a->count);
+    return 0;
+}
+static void arr_free(arr *a) { free(a->b); }
+
+/* The first line of a libpq message, without "ERROR:  " and the newline. */
+static void first_line(const char *m, char *out, size_t cap) {
+    if (!m || !*m) m = "unknown error";
+    if (!strncmp(m, "ERROR:  ", 8)) m += 8;
+    if (!strncmp(m, "FATAL:  ", 8)) m += 8;
+    size_t n = strcspn(m, "\n");
+    while (n && (m[n - 1] == ' ' || m[n - 1] == '\r')) n--;
+    if (n >= cap) n = cap - 1;
+    memcpy(out, m, n);
+    out[n] = 0;
+}
+
+/* The cause of a failed statement (r may be NULL) in one line. */
+static void pg_cause(PGconn *c, const PGresult *r, char *out, size_t cap) {
+    const char *m = r ? PQresultErrorMessage(r) : NULL;
+    if (!m || !*m) m = c ? PQerrorMessage(c) : NULL;
+    first_line(m, out, cap);
+    if (c && PQstatus(c) == CONNECTION_BAD && !strstr(out, "connection")) {
+        size_t n = strlen(out);
+        snprintf(out + n, cap - n, " (the connection to the server was lost)");
+    }
+}
+
+/* The OST_E* code of a failed statement. */
+static int pg_code(PGconn *c, const PGresult *r) {
+    if (!c || PQstatus(c) == CONNECTION_BAD) return OST_EIO;
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    if (!st) return OST_EIO;
+    if (!strncmp(st, "08", 2) || !strncmp(st, "57P", 3) || !strncmp(st, "58", 2)) return OST_EIO;
+    if (!strcmp(st, "53200")) return OST_ENOMEM;
+    if (!strncmp(st, "40", 2)) return OST_ECONFLICT; /* serialization failure, deadlock */
+    if (!strcmp(st, "25006") || !strcmp(st, "42501")) return OST_EREADONLY;
+    if (!strncmp(st, "23", 2)) return OST_EEXIST;
+    if (!strcmp(st, "42P01")) return OST_ECORRUPT; /* a table of the schema is missing */
+    return OST_EIO;
+}
+
+/* Whether a failed statement may succeed when its transaction runs again:
+ * a deadlock between two commits or a serialization failure. */
+static bool pg_retryable(const PGresult *r) {
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    return st && (!strcmp(st, "40P01") || !strcmp(st, "40001"));
+}
+
+/* Runs sql with the parameters of p (NULL: none), binary results. A result
+ * whose status is not TUPLES_OK or COMMAND_OK is cleared and NULL
+ * returned, with *res_err (if not NULL) getting its code and the store's
+ * message set naming what; retry (if not NULL) says whether it is worth a
+ * new try. */
+static PGresult *run(ost__engine *e, PGconn *c, const char *what, const char *sql,
+                     const params *p, int *code, bool *retry) {
+    PGresult *r = PQexecParams(c, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->l : NULL,
+                               p ? p->f : NULL, 1);
+    ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK) return r;
+    char cause[240];
+    pg_cause(c, r, cause, sizeof cause);
+    int rc = pg_code(c, r);
+    if (retry) *retry = pg_retryable(r);
+    PQclear(r);
+    if (code) *code = rc;
+    ost__st_fail(e->st, rc, "%s: %s: %s", e->shown, what, cause);
+    return NULL;
+}
+
+/* Runs a statement whose result is not needed: 0 or a code. */
+static int run0(ost__engine *e, PGconn *c, const char *what, const char *sql, const params *p) {
+    int rc = 0;
+    PGresult *r = run(e, c, what, sql, p, &rc, NULL);
+    PQclear(r);
+    return r ? 0 : rc;
+}
+
+/* The same, saying whether a failure is worth a new try. */
+static int run0r(ost__engine *e, PGconn *c, const char *what, const char *sql, const params *p,
+                 bool *retry) {
+    int rc = 0;
+    PGresult *r = run(e, c, what, sql, p, &rc, retry);
+    PQclear(r);
+    return r ? 0 : rc;
+}
+
+/* ---- addresses ----------------------------------------------------------------- */
+
+static bool pg_claims(const char *addr) {
+    return addr && (!strncmp(addr, "postgresql://", 13) || !strncmp(addr, "postgres://", 11) ||
+                    !strncmp(addr, "postgres:", 9));
+}
+
+/* What libpq is given: a URI as it is, "postgres:" + a conninfo string
+ * without its prefix. */
+static const char *conn_string(const char *addr) {
+    if (!strncmp(addr, "postgresql://", 13) || !strncmp(addr, "postgres://", 11)) return addr;
+    return addr + 9;
+}
+
+/* Copies addr without any password into out[0, cap): a URI's
+ * user:password@ becomes user@ and its password=... parameter goes; a
+ * conninfo string loses its password=... pair. */
+static void addr_scrub(const char *addr, char *out, size_t cap) {
+    char *b = malloc(strlen(addr) + 1);
+    if (!b) {
+        snprintf(out, cap, "postgresql://...");
+        return;
+    }
+    size_t n = 0;
+    const char *p = addr;
+    const char *sch = strstr(addr, "://");
+    if (sch && (p == addr) && (!strncmp(addr, "postgres", 8))) {
+        /* scheme, then the authority up to '/', '?' or the end */
+        const char *auth = sch + 3;
+        memcpy(b, addr, (size_t)(auth - addr));
+        n = (size_t)(auth - addr);
+        size_t alen = strcspn(auth, "/?");
+        const char *at = memchr(auth, '@', alen);
+        if (at) {
+            const char *colon = memchr(auth, ':', (size_t)(at - auth));
+            size_t ulen = colon ? (size_t)(colon - auth) : (size_t)(at - auth);
+            memcpy(b + n, auth, ulen);
+            n += ulen;
+            memcpy(b + n, at, alen - (size_t)(at - auth));
+            n += alen - (size_t)(at - auth);
+        } else {
+            memcpy(b + n, auth, alen);
+            n += alen;
+        }
+        p = auth + alen;
+        /* the path and query: drop a password=... parameter */
+        while (*p) {
+            if ((p[-1] == '?' || p[-1] == '&') && !strncmp(p, "password=", 9)) {
+                p += strcspn(p, "&");
+                if (*p == '&') p++;
+                else if (n && (b[n - 1] == '&' || b[n - 1] == '?')) n--;
+                continue;
+            }
+            b[n++] = *p++;
+        }
+    } else {
+        /* key = value pairs, values maybe quoted */
+        while (*p) {
+            const char *k = p;
+            while (*p == ' ' || *p == '\t') p++;
+            bool pw = !strncmp(p, "password", 8) && (p[8] == '=' || p[8] == ' ');
+            const char *q = p;
+            while (*q && *q != '=') q++;
+            if (*q == '=') q++;
+            while (*q == ' ') q++;
+            if (*q == '\'') {
+                q++;
+                while (*q && *q != '\'') q += (*q == '\\' && q[1]) ? 2 : 1;
+                if (*q) q++;
+            } else
+                while (*q && *q != ' ' && *q != '\t') q++;
+            if (!pw) {
+                memcpy(b + n, k, (size_t)(q - k));
+                n += (size_t)(q - k);
+            }
+            p = q;
+            if (q == k) break;
+        }
+    }
+    b[n] = 0;
+    ost__path_show(out, cap, b);
+    free(b);
+}
+
+/* ---- connections ---------------------------------------------------------------- */
+
+/* A new connection to e's database: 0 or OST_EIO with the message set. A
+ * connect timeout of 10 s applies unless the address sets one. */
+static int connect_db(ost__engine *e, PGconn **out) {
+    const char *kw[] = {"connect_timeout", "dbname", "application_name", NULL};
+    const char *val[] = {"10", e->conninfo, "ostore", NULL};
+    PGconn *c = PQconnectdbParams(kw, val, 1);
+    if (!c) return ost__st_fail(e->st, OST_ENOMEM, "%s: cannot connect: out of memory", e->shown);
+    if (PQstatus(c) != CONNECTION_OK) {
+        char cause[300];
+        first_line(PQerrorMessage(c), cause, sizeof cause);
+        PQfinish(c);
+        return ost__st_fail(e->st, OST_EIO, "%s: cannot connect: %s", e->shown, cause);
+    }
+    /* quiet notices; the store's durability */
+    PQsetNoticeProcessor(c, NULL, NULL);
+    PGresult *r = PQexec(c, e->sync_off ? "SET synchronous_commit TO off; SET client_min_messages TO warning"
+                                        : "SET synchronous_commit TO on; SET client_min_messages TO warning");
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (!ok) {
+        char cause[300];
+        first_line(PQerrorMessage(c), cause, sizeof cause);
+        PQfinish(c);
+        return ost__st_fail(e->st, OST_EIO, "%s: cannot set up the connection: %s", e->shown, cause);
+    }
+    *out = c;
+    return 0;
+}
+
+/* The engine's own connection, under e->lock: (re)connected when needed. */
+static int eng_conn(ost__engine *e, PGconn **out) {
+    if (e->conn && PQstatus(e->conn) != CONNECTION_OK) {
+        PQfinish(e->conn);
+        e->conn = NULL;
+    }
+    if (!e->conn) {
+        int rc = connect_db(e, &e->conn);
+        if (rc) return rc;
+    }
+    *out = e->conn;
+    return 0;
+}
+
+/* The session's connection: (re)connected when there is none or the last
+ * one broke (the server restarted). */
+static int sess_conn(ost__sess *s) {
+    if (s->conn && PQstatus(s->conn) != CONNECTION_OK) {
+        PQfinish(s->conn);
+        s->conn = NULL;
+    }
+    if (s->conn) return 0;
+    return connect_db(s->e, &s->conn);
+}
+
+static void keep_clear(ost__sess *s) {
+    for (size_t i = 0; i < s->nkept; i++) PQclear(s->kept[i]);
+    s->nkept = 0;
+}
+
+/* Keeps r until the snapshot or the commit ends: 0 or OST_ENOMEM (r is
+ * cleared then). */
+static int keep(ost__sess *s, PGresult *r) {
+    if (ost__reserve((void **)&s->kept, &s->capkept, s->nkept + 1, sizeof *s->kept, 16)) {
+        PQclear(r);
+        return ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
+    }
+    s->kept[s->nkept++] = r;
+    return 0;
+}
+
+/* ---- the schema ------------------------------------------------------------------ */
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS ost_meta (id int PRIMARY KEY CHECK (id = 1), format bigint NOT "
+    "NULL, next_oid bigint NOT NULL, last_serial bigint NOT NULL, low bigint NOT NULL, "
+    "next_class bigint NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS ost_records (oid bigint PRIMARY KEY, serial bigint NOT NULL, "
+    "cid int NOT NULL, state bytea NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS ost_classes (id int PRIMARY KEY, module text NOT NULL, name text "
+    "NOT NULL, UNIQUE (module, name));"
+    "CREATE TABLE IF NOT EXISTS ost_txlog (serial bigint PRIMARY KEY, oids bytea NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS ost_ments (map bigint NOT NULL, key bytea NOT NULL, serial bigint "
+    "NOT NULL, value bytea NOT NULL, PRIMARY KEY (map, key));"
+    "INSERT INTO ost_meta VALUES (1, 3, 1, 1, 0, 1) ON CONFLICT DO NOTHING;";
+
+static int schema_create(ost__engine *e, PGconn *c) {
+    int rc = run0(e, c, "begin", "BEGIN", NULL);
+    if (!rc) rc = run0(e, c, "creating the schema", "SELECT pg_advisory_xact_lock(" SCHEMA_LOCK ")", NULL);
+    if (!rc) {
+        PGresult *r = PQexec(c, schema_sql);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            char cause[240];
+            pg_cause(c, r, cause, sizeof cause);
+            rc = ost__st_fail(e->st, pg_code(c, r), "%s: cannot create the schema: %s", e->shown,
+                              cause);
+        }
+        PQclear(r);
+    }
+    if (!rc) rc = run0(e, c, "creating the schema (commit)", "COMMIT", NULL);
+    else PQclear(PQexec(c, "ROLLBACK"));
+    return rc;
+}
+
+/* Checks that the schema is there, whole, and of our format. */
+static int schema_check(ost__engine *e, PGconn *c) {
+    int rc = 0;
+    PGresult *r = run(e, c, "checking the schema",
+                      "SELECT to_regclass('ost_meta') IS NOT NULL, "
+                      "to_regclass('ost_records') IS NOT NULL AND to_regclass('ost_classes') IS "
+                      "NOT NULL AND to_regclass('ost_txlog') IS NOT NULL AND "
+                      "to_regclass('ost_ments') IS NOT NULL",
+                      NULL, &rc, NULL);
+    if (!r) return rc;
+    bool meta = PQgetvalue(r, 0, 0)[0], rest = PQgetvalue(r, 0, 1)[0];
+    PQclear(r);
+    if (!meta)
+        return ost__st_fail(e->st, OST_ENOTFOUND, "no ostore schema at %s (open with create to make one)",
+                            e->shown);
+    if (!rest)
+        return ost__st_fail(e->st, OST_ECORRUPT,
+                            "%s: not a whole ostore schema (ost_meta without the other tables)",
+                            e->shown);
+    r = run(e, c, "reading meta", "SELECT format FROM ost_meta WHERE id = 1", NULL, &rc, NULL);
+    if (!r) return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+    }
+    uint64_t f = rd64(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    if (f != OST_STORE_FORMAT)
+        return ost__st_fail(e->st, OST_EVERSION, "%s: store format %llu, this library reads %d",
+                            e->shown, (unsigned long long)f, OST_STORE_FORMAT);
+    return 0;
+}
+
+/* ---- open, close, stat ---------------------------------------------------------- */
+
+static void eng_free(ost__engine *e) {
+    if (!e) return;
+    if (e->conn) PQfinish(e->conn);
+    pthread_mutex_destroy(&e->lock);
+    free(e->conninfo);
+    free(e);
+}
+
+static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
+                   ost__engine **out) {
+    *out = NULL;
+    if (!pg_claims(addr)) return ost__st_fail(st, OST_EINVAL, "not a PostgreSQL address");
+    ost__engine *e = calloc(1, sizeof *e);
+    if (!e) return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    pthread_mutex_init(&e->lock, NULL);
+    e->st = st;
+    e->read_only = o && o->read_only;
+    e->sync_off = o && o->durability != OST_SYNC_FULL;
+    addr_scrub(addr, e->shown, sizeof e->shown);
+    e->conninfo = strdup(conn_string(addr));
+    if (!e->conninfo) {
+        eng_free(e);
+        return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    }
+    PGconn *c;
+    int rc = connect_db(e, &c);
+    if (rc) {
+        eng_free(e);
+        return rc;
+    }
+    e->conn = c;
+    if (o && o->create && !e->read_only) rc = schema_create(e, c);
+    if (!rc) rc = schema_check(e, c);
+    if (rc) {
+        eng_free(e);
+        return rc;
+    }
+    snprintf(st->shown, sizeof st->shown, "%s", e->shown);
+    *out = e;
+    return 0;
+}
+
+static void pg_close(ost__engine *e) { eng_free(e); }
+
+static int stat_once(ost__engine *e, ost_store_stats *out) {
+    pthread_mutex_lock(&e->lock);
+    PGconn *c;
+    int rc = eng_conn(e, &c);
+    PGresult *r = NULL;
+    if (!rc) rc = run0(e, c, "stat", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL);
+    if (!rc) {
+        r = run(e, c, "stat",
+                "SELECT (SELECT count(*) FROM ost_records)::bigint, (SELECT "
+                "coalesce(sum(16 + octet_length(state)), 0) FROM ost_records)::bigint, next_oid, "
+                "last_serial FROM ost_meta WHERE id = 1",
+                NULL, &rc, NULL);
+        PQclear(PQexec(c, "COMMIT"));
+    }
+    if (r && PQntuples(r) == 1) {
+        memset(out, 0, sizeof *out);
+        out->records = rd64(PQgetvalue(r, 0, 0));
+        out->bytes = rd64(PQgetvalue(r, 0, 1));
+        out->next_oid = rd64(PQgetvalue(r, 0, 2));
+        out->last_serial = rd64(PQgetvalue(r, 0, 3));
+        out->map_size = 0;
+    } else if (r)
+        rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+    PQclear(r);
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+/* ---- sessions and snapshots ------------------------------------------------------ */
+
+static int pg_sess_open(ost__engine *e, ost__sess **out) {
+    ost__sess *s = calloc(1, sizeof *s);
+    if (!s) return ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+    s->e = e;
+    *out = s;
+    return 0;
+}
+
+static void pg_snap_end(ost__sess *s) {
+    if (s->snap && s->conn && PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "COMMIT"));
+    s->snap = false;
+    keep_clear(s);
+}
+
+static void pg_sess_close(ost__sess *s) {
+    if (!s) return;
+    pg_snap_end(s);
+    if (s->conn) PQfinish(s->conn);
+    free(s->kept);
+    free(s);
+}
+
+/* Reads meta's counters in the open transaction. */
+static int read_meta(ost__sess *s, ost__snapinfo *info) {
+    int rc = 0;
+    PGresult *r = run(s->e, s->conn, "reading meta",
+                      "SELECT last_serial, low, next_oid FROM ost_meta WHERE id = 1", NULL, &rc, NULL);
+    if (!r) return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
+    }
+    info->last_serial = rd64(PQgetvalue(r, 0, 0));
+    info->low = rd64(PQgetvalue(r, 0, 1));
+    info->next_oid = rd64(PQgetvalue(r, 0, 2));
+    PQclear(r);
+    return 0;
+}
+
+static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
+    if (s->snap) pg_snap_end(s);
+    int rc = sess_conn(s);
+    if (rc) return rc;
+    rc = run0(s->e, s->conn, "beginning a snapshot", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+              NULL);
+    if (rc) return rc;
+    s->snap = true;
+    rc = read_meta(s, &s->info);
+    if (rc) {
+        pg_snap_end(s);
+        return rc;
+    }
+    if (info) *info = s->info;
+    return 0;
+}
+
+static bool pg_snap_moved(ost__sess *s) {
+    (void)s;
+    return false; /* a REPEATABLE READ snapshot never moves */
+}
+
+/* Pins hold nothing more here: the snapshot never reopens by itself, and
+ * every view stays valid until snap_end (keep). */
+static int pg_pin(ost__sess *s) {
+    s->pins++;
+    return 0;
+}
+
+static void pg_unpin(ost__sess *s) {
+    if (s->pins) s->pins--;
+}
+
+/* Whether a read may run: in a snapshot, inside commit, or (tools, tests)
+ * in autocommit on a live connection. */
+static int read_ready(ost__sess *s) {
+    if (s->snap || s->write) return 0;
+    return sess_conn(s);
+}
+
+/* ---- record reads ---------------------------------------------------------------- */
+
+static void fill_rec(const PGresult *r, int row, int col, ost__recview *v) {
+    v->serial = rd64(PQgetvalue(r, row, col));
+    v->cid = rd32(PQgetvalue(r, row, col + 1));
+    v->pickle = (const uint8_t *)PQgetvalue(r, row, col + 2);
+    v->len = (size_t)PQgetlength(r, row, col + 2);
+}
+
+static int pg_get(ost__sess *s, uint64_t oid, ost__recview *v) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, oid);
+    PGresult *r = run(s->e, s->conn, "reading a record",
+                      "SELECT serial, cid, state FROM ost_records WHERE oid = $1::bigint", &p, &rc,
+                      NULL);
+    if (!r) return rc;
+    if (PQntuples(r) == 0) {
+        PQclear(r);
+        return ost__st_fail(s->e->st, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
+    }
+    fill_rec(r, 0, 0, v);
+    return keep(s, r);
+}
+
+static int pg_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn fn, void *ud) {
+    if (!n) return 0;
+    int rc = read_ready(s);
+    if (rc) return rc;
+    arr a = {0};
+    arr_begin(&a, OIDTYPE_INT8);
+    for (size_t i = 0; i < n; i++) arr_add_i64(&a, oids[i]);
+    if ((rc = arr_end(&a))) {
+        arr_free(&a);
+        return ost__st_fail(s->e->st, rc, "out of memory");
+    }
+    params p = {0};
+    p_bytes(&p, a.b, a.n);
+    PGresult *r = run(s->e, s->conn, "reading records",
+                      "SELECT oid, serial, cid, state FROM ost_records WHERE oid = ANY($1::bigint[])",
+                      &p, &rc, NULL);
+    arr_free(&a);
+    if (!r) return rc;
+    if ((rc = keep(s, r))) return rc;
+    for (int i = 0, nt = PQntuples(r); i < nt; i++) {
+        ost__recview v;
+        fill_rec(r, i, 1, &v);
+        if ((rc = fn(ud, rd64(PQgetvalue(r, i, 0)), &v))) return rc;
+    }
+    return 0;
+}
+
+/* The records of [from, to) a page at a time: a page's recviews are valid
+ * while fn runs on them (a scan of the whole store would otherwise hold
+ * it all in memory). */
+static int pg_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, void *ud) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    if (!to || to > (uint64_t)INT64_MAX) to = (uint64_t)INT64_MAX;
+    if (from >= to) return 0;
+    uint64_t at = from;
+    for (;;) {
+        params p = {0};
+        p_i64(&p, at);
+        p_i64(&p, to);
+        p_i64(&p, (uint64_t)ost__pg_page_rows);
+        PGresult *r = run(s->e, s->conn, "scanning records",
+                          "SELECT oid, serial, cid, state FROM ost_records WHERE oid >= $1::bigint "
+                          "AND oid < $2::bigint ORDER BY oid LIMIT $3::bigint",
+                          &p, &rc, NULL);
+        if (!r) return rc;
+        int nt = PQntuples(r);
+        uint64_t last = 0;
+        for (int i = 0; i < nt && !rc; i++) {
+            ost__recview v;
+            fill_rec(r, i, 1, &v);
+            last = rd64(PQgetvalue(r, i, 0));
+            rc = fn(ud, last, &v);
+        }
+        PQclear(r);
+        if (rc || nt < ost__pg_page_rows || last + 1 >= to) return rc;
+        at = last + 1;
+    }
+}
+
+static int pg_changes(ost__sess *s, uint64_t after, uint64_t upto,
+                      void (*fn)(void *ud, uint64_t oid), void *ud, bool *gap) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    ost__snapinfo info = s->info;
+    if (!s->snap && (rc = read_meta(s, &info))) return rc;
+    if (gap) *gap = after + 1 < info.low;
+    if (upto > (uint64_t)INT64_MAX) upto = (uint64_t)INT64_MAX;
+    uint64_t at = after;
+    while (at < upto) {
+        params p = {0};
+        p_i64(&p, at);
+        p_i64(&p, upto);
+        p_i64(&p, (uint64_t)ost__pg_page_rows);
+        PGresult *r = run(s->e, s->conn, "reading the commit log",
+                          "SELECT serial, oids FROM ost_txlog WHERE serial > $1::bigint AND serial "
+                          "<= $2::bigint ORDER BY serial LIMIT $3::bigint",
+                          &p, &rc, NULL);
+        if (!r) return rc;
+        int nt = PQntuples(r);
+        for (int i = 0; i < nt; i++) {
+            at = rd64(PQgetvalue(r, i, 0));
+            const char *o = PQgetvalue(r, i, 1);
+            int n = PQgetlength(r, i, 1);
+            for (int j = 0; j + 8 <= n; j += 8) fn(ud, rd64(o + j));
+        }
+        PQclear(r);
+        if (nt < ost__pg_page_rows) break;
+    }
+    return 0;
+}
+
+static int pg_class_get(ost__sess *s, uint32_t id, ost__classview *out) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i32(&p, id);
+    PGresult *r = run(s->e, s->conn, "reading a class",
+                      "SELECT id, module, name FROM ost_classes WHERE id = $1::int", &p, &rc, NULL);
+    if (!r) return rc;
+    if (!PQntuples(r)) {
+        PQclear(r);
+        return ost__st_fail(s->e->st, OST_ENOTFOUND, "%s: class id %u: no such class", s->e->shown, id);
+    }
+    *out = (ost__classview){id, PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
+                            (size_t)PQgetlength(r, 0, 1), (size_t)PQgetlength(r, 0, 2)};
+    return keep(s, r);
+}
+
+static int pg_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classview *c), void *ud) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    PGresult *r = run(s->e, s->conn, "reading the classes",
+                      "SELECT id, module, name FROM ost_classes ORDER BY id", NULL, &rc, NULL);
+    if (!r) return rc;
+    if ((rc = keep(s, r))) return rc;
+    for (int i = 0, nt = PQntuples(r); i < nt; i++) {
+        ost__classview c = {rd32(PQgetvalue(r, i, 0)), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                            (size_t)PQgetlength(r, i, 1), (size_t)PQgetlength(r, i, 2)};
+        if ((rc = fn(ud, &c))) return rc;
+    }
+    return 0;
+}
+
+/* ---- class ids and oid blocks (the engine's connection) --------------------------- */
+
+/* Looks the class up: 0 with *id, OST_ENOTFOUND, or a code. */
+static int class_find(ost__engine *e, PGconn *c, const char *m, size_t ml, const char *n,
+                      size_t nl, uint32_t *id) {
+    params p = {0};
+    p_bytes(&p, m, ml);
+    p_bytes(&p, n, nl);
+    int rc = 0;
+    PGresult *r = run(e, c, "reading a class",
+                      "SELECT id FROM ost_classes WHERE module = $1::text AND name = $2::text", &p,
+                      &rc, NULL);
+    if (!r) return rc;
+    rc = PQntuples(r) ? 0 : OST_ENOTFOUND;
+    if (!rc) *id = rd32(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
+static int class_id_once(ost__engine *e, const char *module, size_t mlen, const char *name,
+                         size_t nlen, bool create, uint32_t *id) {
+    pthread_mutex_lock(&e->lock);
+    PGconn *c;
+    int rc = eng_conn(e, &c);
+    for (int tries = 0; !rc; tries++) {
+        rc = class_find(e, c, module, mlen, name, nlen, id);
+        if (rc != OST_ENOTFOUND) break;
+        if (!create) {
+            rc = ost__st_fail(e->st, OST_ENOTFOUND, "%s: class %.*s.%.*s: not in the class table",
+                              e->shown, (int)mlen, module, (int)nlen, name);
+            break;
+        }
+        if (e->read_only) {
+            rc = ost__st_fail(e->st, OST_EREADONLY, "%s: cannot add a class: the store is read-only",
+                              e->shown);
+            break;
+        }
+        if (tries == 3) {
+            rc = ost__st_fail(e->st, OST_EIO, "%s: class %.*s.%.*s: could not be added", e->shown,
+                              (int)mlen, module, (int)nlen, name);
+            break;
+        }
+        /* A new id under the meta row lock; a session racing us for the
+         * same class fails on UNIQUE (module, name) and reads it again. */
+        if ((rc = run0(e, c, "adding a class", "BEGIN", NULL))) break;
+        PGresult *r = run(e, c, "adding a class",
+                          "SELECT next_class FROM ost_meta WHERE id = 1 FOR UPDATE", NULL, &rc, NULL);
+        if (r && PQntuples(r) == 1) {
+            uint64_t next = rd64(PQgetvalue(r, 0, 0));
+            if (next >= OST__CLASS_LIMIT) {
+                rc = ost__st_fail(e->st, OST_ELIMIT, "%s: the class table is full", e->shown);
+            } else {
+                params p = {0};
+                p_i32(&p, (uint32_t)next);
+                p_bytes(&p, module, mlen);
+                p_bytes(&p, name, nlen);
+                PGresult *ir = PQexecParams(c,
+                                            "INSERT INTO ost_classes VALUES ($1::int, $2::text, $3::text);"
+                                            ,
+                                            p.n, NULL, p.v, p.l, p.f, 1);
+                if (PQresultStatus(ir) == PGRES_COMMAND_OK) {
+                    rc = run0(e, c, "adding a class",
+                              "UPDATE ost_meta SET next_class = next_class + 1 WHERE id = 1", NULL);
+                    if (!rc) rc = run0(e, c, "adding a class (commit)", "COMMIT", NULL);
+                    if (!rc) {
+                        *id = (uint32_t)next;
+                        PQclear(r);
+                        PQclear(ir);
+                        break;
+                    }
+                } else {
+                    const char *sqlst = PQresultErrorField(ir, PG_DIAG_SQLSTATE);
+                    if (sqlst && !strcmp(sqlst, "23505")) rc = OST_ENOTFOUND; /* raced: read again */
+                    else {
+                        char cause[240];
+                        pg_cause(c, ir, cause, sizeof cause);
+                        rc = ost__st_fail(e->st, pg_code(c, ir), "%s: adding a class: %s", e->shown,
+                                          cause);
+                    }
+                }
+                PQclear(ir);
+            }
+        } else if (r)
+            rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+        PQclear(r);
+        if (PQstatus(c) == CONNECTION_OK) PQclear(PQexec(c, "ROLLBACK"));
+        if (rc != OST_ENOTFOUND) break;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+static int reserve_once(ost__engine *e, uint64_t want, uint64_t *first) {
+    if (e->read_only)
+        return ost__st_fail(e->st, OST_EREADONLY, "%s: cannot reserve oids: the store is read-only",
+                            e->shown);
+    pthread_mutex_lock(&e->lock);
+    PGconn *c;
+    int rc = eng_conn(e, &c);
+    PGresult *r = NULL;
+    if (!rc) rc = run0(e, c, "reserving oids", "BEGIN", NULL);
+    if (!rc) r = run(e, c, "reserving oids", "SELECT next_oid FROM ost_meta WHERE id = 1 FOR UPDATE",
+                     NULL, &rc, NULL);
+    if (r && PQntuples(r) != 1) rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+    if (r && !rc) {
+        uint64_t next = rd64(PQgetvalue(r, 0, 0));
+        /* next_oid is a bigint: the last oid handed out is 2^63 - 2 */
+        if (next > (uint64_t)INT64_MAX)
+            rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (next_oid %llu)", e->shown,
+                              (unsigned long long)next);
+        else if (want > (uint64_t)INT64_MAX - next)
+            rc = ost__st_fail(e->st, OST_ELIMIT,
+                              "%s: cannot reserve %llu oids: the store's oids would pass 2^63",
+                              e->shown, (unsigned long long)want);
+        else {
+            params p = {0};
+            p_i64(&p, next + want);
+            rc = run0(e, c, "reserving oids", "UPDATE ost_meta SET next_oid = $1::bigint WHERE id = 1", &p);
+            if (!rc) rc = run0(e, c, "reserving oids (commit)", "COMMIT", NULL);
+            if (!rc) *first = next;
+        }
+    }
+    PQclear(r);
+    if (rc && PQstatus(c) == CONNECTION_OK) PQclear(PQexec(c, "ROLLBACK"));
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+/* Whether the engine's connection broke in its last statement (the server
+ * restarted): its operations then run once more on a new one. */
+static bool eng_lost(ost__engine *e) {
+    pthread_mutex_lock(&e->lock);
+    bool lost = e->conn && PQstatus(e->conn) != CONNECTION_OK;
+    pthread_mutex_unlock(&e->lock);
+    return lost;
+}
+
+static int pg_stat(ost__engine *e, ost_store_stats *out) {
+    int rc = stat_once(e, out);
+    if (rc == OST_EIO && eng_lost(e)) rc = stat_once(e, out);
+    return rc;
+}
+
+static int pg_class_id(ost__engine *e, const char *module, size_t mlen, const char *name,
+                       size_t nlen, bool create, uint32_t *id) {
+    int rc = class_id_once(e, module, mlen, name, nlen, create, id);
+    if (rc == OST_EIO && eng_lost(e)) rc = class_id_once(e, module, mlen, name, nlen, create, id);
+    return rc;
+}
+
+static int pg_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
+    int rc = reserve_once(e, want, first);
+    if (rc == OST_EIO && eng_lost(e)) rc = reserve_once(e, want, first);
+    return rc;
+}
+
+/* ---- map entries ------------------------------------------------------------------- */
+
+static int pg_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *out) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, map);
+    p_bytes(&p, key, klen);
+    PGresult *r = run(s->e, s->conn, "reading a map entry",
+                      "SELECT serial, value FROM ost_ments WHERE map = $1::bigint AND key = $2::bytea",
+                      &p, &rc, NULL);
+    if (!r) return rc;
+    if (!PQntuples(r)) {
+        PQclear(r);
+        return OST_ENOTFOUND;
+    }
+    out->serial = rd64(PQgetvalue(r, 0, 0));
+    out->data = (const uint8_t *)PQgetvalue(r, 0, 1);
+    out->len = (size_t)PQgetlength(r, 0, 1);
+    return keep(s, r);
+}
+
+static int pg_ent_put(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, uint64_t serial,
+                      const void *data, size_t len, bool *existed, bool *append) {
+    (void)append; /* a hint LMDB uses; PostgreSQL's B-tree needs none */
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, map);
+    p_bytes(&p, key, klen);
+    p_i64(&p, serial);
+    p_bytes(&p, data, len);
+    /* xmax is 0 in a row the statement inserted, not in one it updated */
+    PGresult *r = run(s->e, s->conn, "writing a map entry",
+                      "INSERT INTO ost_ments VALUES ($1::bigint, $2::bytea, $3::bigint, $4::bytea) "
+                      "ON CONFLICT (map, key) DO UPDATE SET serial = EXCLUDED.serial, value = "
+                      "EXCLUDED.value RETURNING (xmax = 0)",
+                      &p, &rc, NULL);
+    if (!r) return rc;
+    if (existed) *existed = PQntuples(r) == 1 && !PQgetvalue(r, 0, 0)[0];
+    PQclear(r);
+    return 0;
+}
+
+static int pg_ent_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, map);
+    p_bytes(&p, key, klen);
+    PGresult *r = run(s->e, s->conn, "removing a map entry",
+                      "DELETE FROM ost_ments WHERE map = $1::bigint AND key = $2::bytea", &p, &rc,
+                      NULL);
+    if (!r) return rc;
+    rc = strcmp(PQcmdTuples(r), "0") ? 0 : OST_ENOTFOUND;
+    PQclear(r);
+    return rc;
+}
+
+static int pg_ent_drop_map(ost__sess *s, uint64_t map, uint64_t *n) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, map);
+    PGresult *r = run(s->e, s->conn, "removing a map's entries",
+                      "DELETE FROM ost_ments WHERE map = $1::bigint", &p, &rc, NULL);
+    if (!r) return rc;
+    if (n) *n = strtoull(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return 0;
+}
+
+/* The maps with entries, in oid order, one index probe each; fn's 1
+ * removes the map's entries (entries.h). */
+static int pg_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    uint64_t at = 0;
+    bool first = true;
+    for (;;) {
+        params p = {0};
+        p_i64(&p, at);
+        PGresult *r = run(s->e, s->conn, "listing maps",
+                          first ? "SELECT map FROM ost_ments WHERE map >= $1::bigint ORDER BY map LIMIT 1"
+                                : "SELECT map FROM ost_ments WHERE map > $1::bigint ORDER BY map LIMIT 1",
+                          &p, &rc, NULL);
+        if (!r) return rc;
+        if (!PQntuples(r)) {
+            PQclear(r);
+            return 0;
+        }
+        at = rd64(PQgetvalue(r, 0, 0));
+        first = false;
+        PQclear(r);
+        int frc = fn(ud, at);
+        if (frc < 0) return frc;
+        if (frc == 1 && (rc = pg_ent_drop_map(s, at, NULL))) return rc;
+        if (frc > 1) return frc;
+    }
+}
+
+/* Reads the record of map in the commit's transaction, locked. */
+static int pg_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial) {
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, map);
+    PGresult *r = run(s->e, s->conn, "reading a map's record",
+                      "SELECT state FROM ost_records WHERE oid = $1::bigint FOR UPDATE", &p, &rc, NULL);
+    if (!r) return rc;
+    if (!PQntuples(r)) {
+        PQclear(r);
+        return OST_ECONFLICT;
+    }
+    size_t n = (size_t)PQgetlength(r, 0, 0);
+    uint8_t *copy = malloc(n ? n : 1);
+    if (!copy) {
+        PQclear(r);
+        return ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
+    }
+    memcpy(copy, PQgetvalue(r, 0, 0), n);
+    PQclear(r);
+    uint64_t count;
+    rc = ost__map_record_count(copy, n, &count);
+    if (!rc && delta < 0 && (uint64_t)-delta > count) rc = OST_ECORRUPT;
+    if (rc) {
+        free(copy);
+        return OST_ECORRUPT;
+    }
+    ost__map_record_setcount(copy, n, count + (uint64_t)delta);
+    params q = {0};
+    p_i64(&q, map);
+    p_i64(&q, serial);
+    p_bytes(&q, copy, n);
+    rc = run0(s->e, s->conn, "updating a map's record",
+              "UPDATE ost_records SET serial = $2::bigint, state = $3::bytea WHERE oid = $1::bigint", &q);
+    free(copy);
+    return rc;
+}
+
+/* ---- the entry cursor -------------------------------------------------------------- */
+
+static int pg_ecur_open(ost__sess *s, uint64_t map, ost__ecur **out) {
+    ost__ecur *ec = calloc(1, sizeof *ec);
+    if (!ec) return ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
+    ec->s = s;
+    ec->map = map;
+    *out = ec;
+    return 0;
+}
+
+/* Fetches a page of the map's entries from key (NULL: the map's start or
+ * end) in the direction asked, strictly past key when strict. */
+static int ecur_fetch(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse, bool strict) {
+    ost__sess *s = ec->s;
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, ec->map);
+    p_i64(&p, (uint64_t)ost__pg_page_rows);
+    const char *sql;
+    if (!key)
+        sql = reverse ? "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint ORDER BY "
+                        "key DESC LIMIT $2::bigint"
+                      : "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint ORDER BY "
+                        "key LIMIT $2::bigint";
+    else {
+        p_bytes(&p, key, klen);
+        if (reverse)
+            sql = strict ? "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
+                           "< $3::bytea ORDER BY key DESC LIMIT $2::bigint"
+                         : "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
+                           "<= $3::bytea ORDER BY key DESC LIMIT $2::bigint";
+        else
+            sql = strict ? "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
+                           "> $3::bytea ORDER BY key LIMIT $2::bigint"
+                         : "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
+                           ">= $3::bytea ORDER BY key LIMIT $2::bigint";
+    }
+    PGresult *r = run(s->e, s->conn, "reading map entries", sql, &p, &rc, NULL);
+    if (!r) {
+        ec->on = false;
+        return rc;
+    }
+    PQclear(ec->page);
+    ec->page = r;
+    ec->nrows = PQntuples(r);
+    ec->row = 0;
+    ec->page_rev = reverse;
+    ec->full = ec->nrows >= ost__pg_page_rows;
+    ec->on = ec->nrows > 0;
+    return ec->on ? 0 : OST_ENOTFOUND;
+}
+
+static int pg_ecur_seek(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse) {
+    return ecur_fetch(ec, key, klen, reverse, false);
+}
+
+static int pg_ecur_step(ost__ecur *ec, bool reverse) {
+    if (!ec->on) return OST_ENOTFOUND;
+    if (reverse == ec->page_rev) {
+        if (ec->row + 1 < ec->nrows) {
+            ec->row++;
+            return 0;
+        }
+        if (!ec->full) {
+            ec->on = false;
+            return OST_ENOTFOUND;
+        }
+    } else if (ec->row > 0) {
+        ec->row--; /* back over the page */
+        return 0;
+    }
+    /* a new page from the current key on */
+    size_t kl = (size_t)PQgetlength(ec->page, ec->row, 0);
+    if (ost__reserve((void **)&ec->kbuf, &ec->kcap, kl ? kl : 1, 1, 64))
+        return ost__st_fail(ec->s->e->st, OST_ENOMEM, "out of memory");
+    memcpy(ec->kbuf, PQgetvalue(ec->page, ec->row, 0), kl);
+    return ecur_fetch(ec, ec->kbuf, kl, reverse, true);
+}
+
+static int pg_ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *e) {
+    if (!ec->on) return OST_ENOTFOUND;
+    *key = (const uint8_t *)PQgetvalue(ec->page, ec->row, 0);
+    *klen = (size_t)PQgetlength(ec->page, ec->row, 0);
+    e->serial = rd64(PQgetvalue(ec->page, ec->row, 1));
+    e->data = (const uint8_t *)PQgetvalue(ec->page, ec->row, 2);
+    e->len = (size_t)PQgetlength(ec->page, ec->row, 2);
+    return 0;
+}
+
+static void pg_ecur_close(ost__ecur *ec) {
+    if (!ec) return;
+    PQclear(ec->page);
+    free(ec->kbuf);
+    free(ec);
+}
+
+/* ---- commit ------------------------------------------------------------------------ */
+
+
+/* Sorts oids ascending (the order rows are locked in). */
+static int u64cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sets p's outcome for a failure of a statement: the code, and the
+ * store's message as the package's. */
+static int pkg_fail(ost__sess *s, ost__pkg *p, int rc) {
+    p->rc = rc;
+    ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(s->e->st));
+    return rc;
+}
+
+/* The records of p from *i on that go in one statement (at most 20,000
+ * and 64 MiB), as three array parameters; *i moves past them. 0 or
+ * OST_ENOMEM. */
+static int records_chunk(ost__pkg *p, size_t *i, arr *ao, arr *ac, arr *as) {
+    arr_begin(ao, OIDTYPE_INT8);
+    arr_begin(ac, OIDTYPE_INT4);
+    arr_begin(as, OIDTYPE_BYTEA);
+    size_t bytes = 0;
+    for (; *i < p->nrecs && bytes < (64u << 20) && ao->count < 20000; (*i)++) {
+        ost__rec *r = &p->recs[*i];
+        arr_add_i64(ao, r->oid);
+        arr_add_i32(ac, r->cid);
+        arr_add(as, p->bytes + r->off, r->len);
+        bytes += r->len + 16;
+    }
+    if (arr_end(ao) || arr_end(ac) || arr_end(as)) return OST_ENOMEM;
+    return 0;
+}
+
+#define UPSERT_RECORDS                                                                         \
+    "INSERT INTO ost_records (oid, serial, cid, state) SELECT o, %s, c, st FROM "             \
+    "unnest($1::bigint[], $2::int[], $3::bytea[]) AS u(o, c, st) ON CONFLICT (oid) DO UPDATE " \
+    "SET serial = EXCLUDED.serial, cid = EXCLUDED.cid, state = EXCLUDED.state"
+
+/* Writes p's records from index i on under serial, a chunk a statement. */
+static int put_records(ost__sess *s, ost__pkg *p, size_t i, uint64_t serial) {
+    arr ao = {0}, ac = {0}, as = {0};
+    int rc = 0;
+    char sql[512];
+    snprintf(sql, sizeof sql, UPSERT_RECORDS, "$4::bigint");
+    while (i < p->nrecs && !rc) {
+        if (records_chunk(p, &i, &ao, &ac, &as)) {
+            rc = ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
+            break;
+        }
+        params q = {0};
+        p_bytes(&q, ao.b, ao.n);
+        p_bytes(&q, ac.b, ac.n);
+        p_bytes(&q, as.b, as.n);
+        p_i64(&q, serial);
+        rc = run0(s->e, s->conn, "commit: writing records", sql, &q);
+    }
+    arr_free(&ao);
+    arr_free(&ac);
+    arr_free(&as);
+    return rc;
+}
+
+/* Applies p in the open READ COMMITTED transaction: locks, checks, the
+ * serial, writes. 0, OST_ECONFLICT (p->msg, p->conflict_oid), another
+ * code of ours with p->msg, or a statement's failure (*retry says whether
+ * the whole package may run again). */
+static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
+    ost__engine *e = s->e;
+    int rc = 0;
+    /* the rows to lock: records overwritten, maps changed */
+    size_t nl = 0;
+    uint64_t *lk = malloc((p->nrecs + p->nments + 1) * sizeof *lk);
+    if (!lk) return pkg_fail(s, p, ost__st_fail(e->st, OST_ENOMEM, "out of memory"));
+    for (size_t i = 0; i < p->nrecs; i++)
+        if (p->recs[i].read_serial) lk[nl++] = p->recs[i].oid;
+    for (size_t i = 0; i < p->nments; i++)
+        if (!nl || p->ments[i].map != lk[nl - 1]) lk[nl++] = p->ments[i].map;
+    qsort(lk, nl, sizeof *lk, u64cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < nl; i++)
+        if (!u || lk[i] != lk[u - 1]) lk[u++] = lk[i];
+    nl = u;
+    PGresult *r = NULL;
+    if (nl) {
+        arr a = {0};
+        arr_begin(&a, OIDTYPE_INT8);
+        for (size_t i = 0; i < nl; i++) arr_add_i64(&a, lk[i]);
+        if (arr_end(&a)) rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+        params q = {0};
+        p_bytes(&q, a.b, a.n);
+        if (!rc)
+            r = run(e, s->conn, "commit: locking records",
+                    "SELECT oid, serial FROM ost_records WHERE oid = ANY($1::bigint[]) ORDER BY oid "
+                    "FOR UPDATE",
+                    &q, &rc, retry);
+        arr_free(&a);
+    }
+    free(lk);
+    if (rc) return pkg_fail(s, p, rc);
+    /* the serial checks, in the package's order, against the locked rows
+     * (found by binary search: they came sorted) */
+    int nt = r ? PQntuples(r) : 0;
+    for (size_t i = 0; i < p->nrecs; i++) {
+        ost__rec *rec = &p->recs[i];
+        if (!rec->read_serial) continue;
+        int lo = 0, hi = nt;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (rd64(PQgetvalue(r, mid, 0)) < rec->oid) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == nt || rd64(PQgetvalue(r, lo, 0)) != rec->oid) {
+            ost__fmt(p->msg, sizeof p->msg,
+                     "conflict on oid %llu: it was removed (pack) after this transaction read it",
+                     (unsigned long long)rec->oid);
+            p->conflict_oid = rec->oid;
+            PQclear(r);
+            return OST_ECONFLICT;
+        }
+        uint64_t cur = rd64(PQgetvalue(r, lo, 1));
+        if (cur != rec->read_serial) {
+            ost__fmt(p->msg, sizeof p->msg,
+                     "conflict on oid %llu: commit %llu changed it after this transaction read it "
+                     "(at commit %llu)",
+                     (unsigned long long)rec->oid, (unsigned long long)cur,
+                     (unsigned long long)rec->read_serial);
+            p->conflict_oid = rec->oid;
+            PQclear(r);
+            return OST_ECONFLICT;
+        }
+    }
+    PQclear(r);
+    /* the serial: the meta row stays locked until the commit */
+    /* One statement takes the serial (which locks the meta row until the
+     * commit), writes the first chunk of records and the commit log row:
+     * the fewer round trips under the lock, the more commits a second. */
+    size_t nlog = 0;
+    for (size_t i = 0; i < p->nrecs; i++) nlog += p->recs[i].read_serial != 0;
+    uint8_t *logb = malloc(nlog * 8 + 1), *o = logb;
+    arr ao = {0}, ac = {0}, as = {0};
+    size_t next = 0;
+    if (!logb || records_chunk(p, &next, &ao, &ac, &as))
+        rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+    for (size_t i = 0; logb && i < p->nrecs; i++)
+        if (p->recs[i].read_serial) {
+            ost__be64(o, p->recs[i].oid);
+            o += 8;
+        }
+    if (!rc) {
+        params q = {0};
+        p_bytes(&q, ao.b, ao.n);
+        p_bytes(&q, ac.b, ac.n);
+        p_bytes(&q, as.b, as.n);
+        p_bytes(&q, logb, nlog * 8);
+        char sql[1024];
+        snprintf(sql, sizeof sql,
+                 "WITH m AS (UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 "
+                 "RETURNING last_serial, low), r AS (" UPSERT_RECORDS "), l AS (INSERT INTO "
+                 "ost_txlog SELECT last_serial, $4::bytea FROM m WHERE octet_length($4::bytea) > "
+                 "0) SELECT last_serial - 1, low FROM m",
+                 "(SELECT last_serial FROM m)");
+        r = run(e, s->conn, "commit: writing records", sql, &q, &rc, retry);
+    }
+    free(logb);
+    arr_free(&ao);
+    arr_free(&ac);
+    arr_free(&as);
+    uint64_t last = rd64(PQgetvalue(r, 0, 0)), low = rd64(PQgetvalue(r, 0, 1));
+    PQclear(r);
+    if (last >= OST__SERIAL_LIMIT - 1)
+        return pkg_fail(s, p, ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (last_serial %llu)",
+                                           e->shown, (unsigned long long)last));
+    uint64_t serial = last + 1;
+    /* a pack since the connection checked its cache may have removed an
+     * object the records refer to */
+    if (low != p->low && p->nrefs) {
+        arr a = {0};
+        arr_begin(&a, OIDTYPE_INT8);
+        for (size_t i = 0; i < p->nrefs; i++) arr_add_i64(&a, p->refs[i]);
+        if (arr_end(&a)) rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+        params q = {0};
+        p_bytes(&q, a.b, a.n);
+        r = rc ? NULL
+               : run(e, s->conn, "commit: checking references",
+                     "SELECT oid FROM ost_records WHERE oid = ANY($1::bigint[]) ORDER BY oid", &q,
+                     &rc, retry);
+        arr_free(&a);
+        if (!r) return pkg_fail(s, p, rc);
+        int n = PQntuples(r);
+        for (size_t i = 0; i < p->nrefs; i++) {
+            int lo = 0, hi = n;
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (rd64(PQgetvalue(r, mid, 0)) < p->refs[i]) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo == n || rd64(PQgetvalue(r, lo, 0)) != p->refs[i]) {
+                ost__fmt(p->msg, sizeof p->msg,
+                         "conflict on oid %llu: this commit refers to it, and pack removed it "
+                         "after this transaction read it",
+                         (unsigned long long)p->refs[i]);
+                p->conflict_oid = p->refs[i];
+                PQclear(r);
+                return OST_ECONFLICT;
+            }
+        }
+        PQclear(r);
+    }
+    if (next < p->nrecs && (rc = put_records(s, p, next, serial))) return pkg_fail(s, p, rc);
+    if (p->nments) {
+        rc = ost__maps_apply(&ost__pg_engine, s, p, serial);
+        if (rc) {
+            if (!p->msg[0]) pkg_fail(s, p, rc);
+            return rc;
+        }
+    }
+    p->serial = serial;
+    return 0;
+}
+
+static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
+    ost__engine *e = s->e;
+    int whole = 0;
+    if (s->snap) pg_snap_end(s);
+    for (size_t i = 0; i < n; i++) {
+        ost__pkg *p = pkgs[i];
+        p->rc = 0;
+        p->msg[0] = 0;
+        p->serial = 0;
+        p->conflict_oid = UINT64_MAX;
+        if (whole) {
+            p->rc = whole;
+            ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(e->st));
+            continue;
+        }
+        if (!p->nrecs && !p->nments) continue; /* changed ghosts only: no serial */
+        if (e->read_only) {
+            p->rc = ost__st_fail(e->st, OST_EREADONLY, "%s: commit: the store is read-only", e->shown);
+            ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(e->st));
+            continue;
+        }
+        int rc = 0;
+        for (int tries = 0;; tries++) {
+            if ((rc = sess_conn(s))) {
+                pkg_fail(s, p, rc);
+                break;
+            }
+            /* The commit itself does not wait for the flush: the meta row
+             * lock is released at COMMIT, and holding it through a flush
+             * would serialize the flushes of all sessions. The flush is
+             * waited for after it (see below). */
+            rc = run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
+            if (!rc && !e->sync_off)
+                rc = run0(e, s->conn, "commit: begin", "SET LOCAL synchronous_commit TO off", NULL);
+            if (rc) {
+                if (PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
+                pkg_fail(s, p, rc);
+                break;
+            }
+            s->write = true;
+            bool retry = false;
+            p->msg[0] = 0;
+            p->conflict_oid = UINT64_MAX;
+            rc = apply(s, p, &retry);
+            if (!rc) {
+                bool r2 = false;
+                PGresult *r = run(e, s->conn, "commit", "COMMIT", NULL, &rc, &r2);
+                PQclear(r);
+                /* Durability: a transaction of its own that takes an xid
+                 * commits synchronously, so it returns once the WAL is
+                 * flushed past its commit record, hence past ours. Other
+                 * sessions' flushes merge with it (group commit), since
+                 * no lock is held. */
+                if (!rc && !e->sync_off)
+                    rc = run0(e, s->conn, "commit: waiting for the flush", "SELECT txid_current()",
+                              NULL);
+                if (rc) {
+                    retry = r2;
+                    pkg_fail(s, p, rc);
+                }
+            } else if (PQstatus(s->conn) == CONNECTION_OK)
+                PQclear(PQexec(s->conn, "ROLLBACK"));
+            s->write = false;
+            keep_clear(s);
+            if (!rc || !retry || tries >= 5) break;
+        }
+        if (rc) {
+            p->rc = rc;
+            p->serial = 0;
+            if (rc == OST_EIO && (!s->conn || PQstatus(s->conn) != CONNECTION_OK)) whole = rc;
+        }
+    }
+    return whole;
+}
+
+/* ---- sweep --------------------------------------------------------------------------- */
+
+static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint64_t oid), void *ud,
+                     uint64_t *removed, bool *retry) {
+    ost__engine *e = s->e;
+    int rc = run0(e, s->conn, "sweep: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
+    if (rc) return rc;
+    /* commits wait: nothing changes under the sweep */
+    PGresult *r = run(e, s->conn, "sweep: locking meta",
+                      "SELECT last_serial FROM ost_meta WHERE id = 1 FOR UPDATE", NULL, &rc, retry);
+    if (!r) return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+    }
+    uint64_t last = rd64(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    uint64_t at = 0, gone = 0;
+    bool first = true;
+    arr a = {0};
+    for (;;) {
+        params q = {0};
+        p_i64(&q, at);
+        p_i64(&q, mark);
+        p_i64(&q, (uint64_t)ost__pg_page_rows);
+        r = run(e, s->conn, "sweep: reading records",
+                first ? "SELECT oid FROM ost_records WHERE oid >= $1::bigint AND serial <= $2::bigint "
+                        "ORDER BY oid LIMIT $3::bigint"
+                      : "SELECT oid FROM ost_records WHERE oid > $1::bigint AND serial <= $2::bigint "
+                        "ORDER BY oid LIMIT $3::bigint",
+                &q, &rc, retry);
+        if (!r) break;
+        first = false;
+        int nt = PQntuples(r);
+        arr_begin(&a, OIDTYPE_INT8);
+        for (int i = 0; i < nt; i++) {
+            at = rd64(PQgetvalue(r, i, 0));
+            if (!keepfn(ud, at)) arr_add_i64(&a, at);
+        }
+        PQclear(r);
+        if (arr_end(&a)) {
+            rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+            break;
+        }
+        if (a.count) {
+            params d = {0};
+            p_bytes(&d, a.b, a.n);
+            rc = run0r(e, s->conn, "sweep: removing records",
+                       "DELETE FROM ost_records WHERE oid = ANY($1::bigint[])", &d, retry);
+            if (!rc)
+                rc = run0r(e, s->conn, "sweep: removing map entries",
+                           "DELETE FROM ost_ments WHERE map = ANY($1::bigint[])", &d, retry);
+            if (rc) break;
+            gone += a.count;
+        }
+        if (nt < ost__pg_page_rows) break;
+    }
+    arr_free(&a);
+    /* entries of maps that have no record (never reachable, or damage) */
+    if (!rc)
+        rc = run0(e, s->conn, "sweep: removing map entries",
+                  "DELETE FROM ost_ments m WHERE NOT EXISTS (SELECT 1 FROM ost_records r WHERE "
+                  "r.oid = m.map)",
+                  NULL);
+    /* the commit log restarts: caches older than now reload everything */
+    if (!rc) rc = run0(e, s->conn, "sweep: trimming the commit log", "DELETE FROM ost_txlog", NULL);
+    if (!rc) {
+        params q = {0};
+        p_i64(&q, last + 1);
+        rc = run0(e, s->conn, "sweep: writing meta", "UPDATE ost_meta SET low = $1::bigint WHERE id = 1", &q);
+    }
+    if (!rc) {
+        r = run(e, s->conn, "sweep: commit", "COMMIT", NULL, &rc, retry);
+        PQclear(r);
+    }
+    if (!rc && removed) *removed = gone;
+    return rc;
+}
+
+static int pg_sweep(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint64_t oid), void *ud,
+                    uint64_t *removed) {
+    if (s->e->read_only)
+        return ost__st_fail(s->e->st, OST_EREADONLY, "%s: pack: the store is read-only", s->e->shown);
+    if (s->snap) pg_snap_end(s);
+    int rc;
+    for (int tries = 0;; tries++) {
+        if ((rc = sess_conn(s))) return rc;
+        bool retry = false;
+        s->write = true;
+        rc = sweep_try(s, mark, keepfn, ud, removed, &retry);
+        s->write = false;
+        if (rc && PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
+        if (!rc || !retry || tries >= 5) break;
+    }
+    return rc;
+}
+
+/* ---- the table ----------------------------------------------------------------------- */
+
+const ost__engine_ops ost__pg_engine = {
+    .name = "postgresql",
+    .flags = 0,
+    .claims = pg_claims,
+    .open = pg_open,
+    .close = pg_close,
+    .stat = pg_stat,
+    .sess_open = pg_sess_open,
+    .sess_close = pg_sess_close,
+    .snap_begin = pg_snap_begin,
+    .snap_end = pg_snap_end,
+    .snap_moved = pg_snap_moved,
+    .pin = pg_pin,
+    .unpin = pg_unpin,
+    .get = pg_get,
+    .get_many = pg_get_many,
+    .scan = pg_scan,
+    .changes = pg_changes,
+    .class_get = pg_class_get,
+    .class_each = pg_class_each,
+    .class_id = pg_class_id,
+    .reserve_oids = pg_reserve_oids,
+    .commit = pg_commit,
+    .sweep = pg_sweep,
+    .ent_get = pg_ent_get,
+    .ent_put = pg_ent_put,
+    .ent_del = pg_ent_del,
+    .ent_drop_map = pg_ent_drop_map,
+    .ecur_open = pg_ecur_open,
+    .ecur_seek = pg_ecur_seek,
+    .ecur_step = pg_ecur_step,
+    .ecur_get = pg_ecur_get,
+    .ecur_close = pg_ecur_close,
+    .ent_each_map = pg_ent_each_map,
+    .map_count_add = pg_map_count_add,
+};

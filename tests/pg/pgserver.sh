@@ -1,0 +1,71 @@
+#!/bin/bash
+# Runs a command against a private PostgreSQL 15 server, for the tests of
+# the PostgreSQL engine (tests/test_engine.c):
+#
+#   tests/pg/pgserver.sh COMMAND [ARGS...]
+#
+# It makes a fresh directory under /tmp, initializes a cluster there
+# (initdb refuses to run as root, so as the user postgres when run by
+# root), starts the server listening only on a unix socket in that
+# directory (no TCP port, trust authentication), creates the database
+# "ostore" and runs COMMAND with:
+#
+#   OST_TEST_PG          the address: postgresql:///ostore?host=DIR
+#   OST_TEST_PG_ADMIN    an address of the server's "postgres" database
+#   OST_TEST_PG_RESTART  a command that restarts the server (pg_ctl restart)
+#   OST_TEST_PG_STOP     a command that stops it (START starts it again)
+#   OST_TEST_PG_START
+#
+# The server is stopped and the directory removed whatever happens. The
+# exit status is COMMAND's.
+set -u
+BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
+if [ ! -x "$BIN/initdb" ]; then
+  echo "pgserver.sh: $BIN/initdb not found (apt-get install postgresql)" >&2
+  exit 77
+fi
+dir=$(mktemp -d /tmp/ostore-pg.XXXXXX) || exit 1
+chmod 755 "$dir"
+as=()
+if [ "$(id -u)" = 0 ]; then
+  chown postgres: "$dir"
+  as=(runuser -u postgres --)
+fi
+data="$dir/data"
+cleanup() {
+  "${as[@]}" "$BIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+"${as[@]}" "$BIN/initdb" -D "$data" -A trust -U postgres --no-sync -E UTF8 --locale=C \
+  >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+# Only a unix socket in $dir (listen_addresses empty); fsync off keeps the
+# tests quick (a crash of the test machine loses nothing of value), and
+# PGSERVER_FSYNC=on (benchmarks) flushes as a production server does.
+sync=${PGSERVER_FSYNC:-off}
+cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = ''
+unix_socket_directories = '$dir'
+unix_socket_permissions = 0777
+fsync = $sync
+synchronous_commit = $sync
+full_page_writes = $sync
+max_connections = 60
+shared_buffers = 32MB
+CONF
+opts="-w -t 20 -l $dir/server.log"
+"${as[@]}" "$BIN/pg_ctl" -D "$data" $opts start >/dev/null ||
+  { cat "$dir/server.log" >&2; exit 1; }
+"${as[@]}" "$BIN/createdb" -h "$dir" -U postgres ostore ||
+  { cat "$dir/server.log" >&2; exit 1; }
+
+ctl="${as[*]} $BIN/pg_ctl -D $data $opts"
+export OST_TEST_PG="postgresql:///ostore?host=$dir&user=postgres"
+export OST_TEST_PG_ADMIN="postgresql:///postgres?host=$dir&user=postgres"
+export OST_TEST_PG_RESTART="$ctl -m fast restart >/dev/null"
+export OST_TEST_PG_STOP="$ctl -m fast stop >/dev/null"
+export OST_TEST_PG_START="$ctl start >/dev/null"
+export OST_TEST_PG_DIR="$dir"
+"$@"
