@@ -337,6 +337,23 @@ ost_store *ost_store_new(void) {
     return st;
 }
 
+/* The state pickle of a new root (*inst keeps it alive until the caller
+ * drops it): a PersistentMapping whose state is {'data': {}}. */
+static int root_dump(ost_store *st, ost_writer *w, ost_value *inst, const void **p, size_t *n) {
+    ost_value state = ost_dict_new(), data = ost_dict_new();
+    int rc = !state || !data ? OST_ENOMEM : ost_dict_set(state, ost_str_c("data"), data);
+    if (state && data) data = 0; /* the dict took it */
+    *inst = rc ? 0 : ost_instance_new(ost_incref(st->root_cls));
+    if (!rc && *inst) {
+        ost_instance_set_state(*inst, ost_incref(state));
+        rc = ost_dump_state(w, *inst, p, n);
+    } else if (!rc)
+        rc = OST_ENOMEM;
+    ost_decref(state);
+    ost_decref(data);
+    return rc;
+}
+
 /* Writes a new, empty store: meta and the root. */
 static int init_store(ost_store *st, MDB_txn *t) {
     MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v = {strlen(META_MAGIC), META_MAGIC};
@@ -350,19 +367,11 @@ static int init_store(ost_store *st, MDB_txn *t) {
     uint32_t cid;
     rc = ost__class_id(st, t, st->root_cls, &cid);
     if (rc) return rc;
-    ost_value state = ost_dict_new(), data = ost_dict_new();
     ost_writer *w = ost_writer_new();
+    ost_value inst = 0;
     const void *p;
     size_t n;
-    int orc = !state || !data || !w ? OST_ENOMEM
-              : ost_dict_set(state, ost_str_c("data"), data);
-    data = 0;
-    ost_value inst = orc ? 0 : ost_instance_new(ost_incref(st->root_cls));
-    if (!orc && inst) {
-        ost_instance_set_state(inst, ost_incref(state));
-        orc = ost_dump_state(w, inst, &p, &n);
-    } else if (!orc)
-        orc = OST_ENOMEM;
+    int orc = w ? root_dump(st, w, &inst, &p, &n) : OST_ENOMEM;
     if (!orc) {
         uint8_t key[8];
         ost__be64(key, ROOT_OID);
@@ -375,10 +384,58 @@ static int init_store(ost_store *st, MDB_txn *t) {
         }
     }
     ost_decref(inst);
-    ost_decref(state);
-    ost_decref(data);
     ost_writer_free(w);
     if (orc) return ENOMEM;
+    return rc;
+}
+
+/* In a store of another engine: writes the root record (as init_store
+ * does on LMDB) when the store has none, in a commit of its own. Another
+ * process that creates it at the same time wins alike. */
+static int ensure_root(ost_store *st) {
+    const ost__engine_ops *ops = st->ops;
+    ost__sess *s;
+    int rc = ops->sess_open(st->eng, &s);
+    if (rc) return rc;
+    ost__recview r;
+    rc = ops->snap_begin(s, NULL);
+    if (!rc) {
+        rc = ops->get(s, ROOT_OID, &r);
+        ops->snap_end(s);
+    }
+    if (rc != OST_ENOTFOUND || st->read_only) {
+        ops->sess_close(s);
+        return rc == OST_ENOTFOUND ? 0 : rc; /* a read-only open reads what is there */
+    }
+    uint32_t cid;
+    ost_writer *w = ost_writer_new();
+    ost__pkg *pkg = ost__pkg_new();
+    ost_value inst = 0;
+    const void *p;
+    size_t n;
+    rc = !w || !pkg ? OST_ENOMEM : root_dump(st, w, &inst, &p, &n);
+    if (!rc) rc = ost__class_id_cached(st, st->root_cls, &cid);
+    if (!rc) {
+        ost__pkg_reset(pkg);
+        rc = ost__pkg_add(pkg, ROOT_OID, 0, cid, p, n);
+    }
+    if (!rc) {
+        (void)ops->commit(s, &pkg, 1);
+        rc = pkg->rc;
+        if (rc) { /* made meanwhile by another process? */
+            int grc = ops->snap_begin(s, NULL);
+            if (!grc) {
+                if (ops->get(s, ROOT_OID, &r) == 0) rc = 0;
+                ops->snap_end(s);
+            }
+            if (rc) ost__st_fail(st, rc, "%s: cannot create the root: %s", st->shown, pkg->msg);
+        }
+    } else
+        ost__st_fail(st, rc, "%s: cannot create the root: %s", st->shown, ost_strerror(rc));
+    ost_decref(inst);
+    ost_writer_free(w);
+    ost__pkg_free(pkg);
+    ops->sess_close(s);
     return rc;
 }
 
@@ -479,7 +536,7 @@ int ost_store_open(ost_store *st, const char *addr, const ost_store_options *opt
     if (rc) return rc;
     st->ops = ops;
     st->eng = e;
-    if ((rc = store_setup(st, opts))) {
+    if ((rc = store_setup(st, opts)) || (rc = ensure_root(st))) {
         ost__store_shut(st);
         return rc;
     }

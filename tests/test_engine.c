@@ -910,3 +910,184 @@ Test(engine, a_restarted_server_fails_once_then_recovers) {
     ost__pkg_free(p);
     E->ops->sess_close(s);
 }
+
+/* ---- the public API on the engine ---------------------------------------------
+ * ost_store_open dispatches on the address; connections, commits, conflicts,
+ * invalidations, maps, iterators and the bulk loader then run on the engine
+ * through the table. (LMDB runs them in every other suite.) */
+
+static ost_value g_item; /* the class of the items (registry) */
+static ost_registry *g_reg;
+static char g_addr[1024];
+
+static void api_setup(void) {
+    E = engine_pick();
+    cr_assert(E, "no engine %s in this build", getenv("OST_TEST_ENGINE"));
+    cr_assert(!E->fresh(g_addr, sizeof g_addr), "cannot make a fresh address");
+    static const char *fields[] = {"name", "n", "next"};
+    ost_class_def def = {.module = "shop", .name = "Item", .fields = fields, .nfields = 3,
+                         .persistent = true};
+    g_reg = ost_registry_new();
+    cr_assert_eq(ost_registry_add(g_reg, &def, &g_item), 0);
+}
+
+static void api_teardown(void) {
+    ost_registry_free(g_reg);
+    g_reg = NULL;
+}
+
+static ost_store *api_open(bool create, bool group) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = create;
+    o.group_commit = group;
+    o.registry = g_reg;
+    ost_store *s = ost_store_new();
+    cr_assert(s);
+    int rc = ost_store_open(s, g_addr, &o);
+    cr_assert_eq(rc, 0, "open %s: %s", g_addr, ost_store_errmsg(s));
+    return s;
+}
+
+static ost_value item(const char *name, int64_t n) {
+    ost_value a = ost_instance_new(ost_incref(g_item));
+    cr_assert(a);
+    ost_instance_setattr(a, "name", ost_str_c(name));
+    ost_instance_setattr(a, "n", ost_int(n));
+    return a;
+}
+
+static int64_t item_n(ost_value a) {
+    int64_t v = -1;
+    cr_assert_eq(ost_int_value(ost_instance_getattr(a, "n"), &v), 0);
+    return v;
+}
+
+TestSuite(api, .init = api_setup, .fini = api_teardown, .timeout = 120);
+
+Test(api, open_by_address_commit_and_read_back_in_another_handle) {
+    if (strcmp(E->name, "postgresql")) return; /* LMDB: the store suite */
+    ost_store *a = api_open(true, false);
+    ost_store_stats ss;
+    cr_assert_eq(ost_store_stat(a, &ss), 0, "%s", ost_store_errmsg(a));
+    cr_assert_eq(ss.records, 1, "a new store holds its root only");
+    /* the address is shown without a password, and is not a path */
+    cr_assert(!ost_store_addr_is_path(g_addr));
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 50; i++) ost_list_append(l, item("x", i));
+    cr_assert_eq(ost_root_set_c(c, "items", l), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    ost_store_close(a);
+
+    ost_store *b = api_open(false, false);
+    cr_assert_eq(ost_conn_open(b, &c), 0);
+    ost_value got = ost_root_get_c(c, "items");
+    cr_assert(got, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_len(got), 50);
+    ost_value it = ost_item(got, 49);
+    cr_assert(ost_is_ghost(it));
+    cr_assert_eq(item_n(it), 49);
+    /* iterators walk the records of a class */
+    ost_iter *iter;
+    cr_assert_eq(ost_iter_open(c, g_item, &iter), 0, "%s", ost_conn_errmsg(c));
+    ost_record_info info;
+    size_t count = 0;
+    int rc;
+    while ((rc = ost_iter_next(iter, &info, NULL)) == 0) count++;
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(count, 50);
+    ost_iter_close(iter);
+    /* what the engine has not yet: a clear refusal */
+    uint64_t removed;
+    cr_assert_eq(ost_store_pack(b, &removed), OST_EINVAL);
+    cr_assert(strstr(ost_store_errmsg(b), "not available on the postgresql engine"), "%s",
+              ost_store_errmsg(b));
+    ost_conn_close(c);
+    ost_store_close(b);
+}
+
+Test(api, two_handles_conflict_and_invalidate) {
+    if (strcmp(E->name, "postgresql")) return;
+    ost_store *a = api_open(true, false), *b = api_open(false, false);
+    ost_conn *ca, *cb;
+    cr_assert_eq(ost_conn_open(a, &ca), 0);
+    cr_assert_eq(ost_conn_open(b, &cb), 0);
+    cr_assert_eq(ost_root_set_c(ca, "counter", item("c", 0)), 0);
+    cr_assert_eq(ost_commit(ca), 0, "%s", ost_conn_errmsg(ca));
+    ost_abort(cb); /* a new transaction sees the commit */
+    ost_value xa = ost_root_get_c(ca, "counter"), xb = ost_root_get_c(cb, "counter");
+    cr_assert(xb, "%s", ost_conn_errmsg(cb));
+    cr_assert_eq(item_n(xb), 0);
+    ost_instance_setattr(xa, "n", ost_int(1));
+    ost_instance_setattr(xb, "n", ost_int(2));
+    cr_assert_eq(ost_commit(ca), 0, "%s", ost_conn_errmsg(ca));
+    uint64_t oid = ost_oid(cb, xb);
+    cr_assert_eq(ost_commit(cb), OST_ECONFLICT);
+    char want[64];
+    snprintf(want, sizeof want, "conflict on oid %llu", (unsigned long long)oid);
+    cr_assert(strstr(ost_conn_errmsg(cb), want), "%s", ost_conn_errmsg(cb));
+    ost_abort(cb);
+    /* the abort's new snapshot invalidated it: it reloads the winner's state */
+    cr_assert_eq(item_n(xb), 1);
+    ost_conn_close(ca);
+    ost_conn_close(cb);
+    ost_store_close(a);
+    ost_store_close(b);
+}
+
+Test(api, ordered_maps_and_the_loader) {
+    if (strcmp(E->name, "postgresql")) return;
+    ost_store *a = api_open(true, true); /* loader and group commit on the engine */
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, "int", &m), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_root_set_c(c, "m", m), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    m = ost_root_get_c(c, "m");
+    ost_loader *l;
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    lo.batch_objects = 300; /* several batches */
+    cr_assert_eq(ost_loader_open(c, &lo, &l), 0, "%s", ost_conn_errmsg(c));
+    for (int i = 999; i >= 0; i--) {
+        ost_value v = item("k", i);
+        uint64_t oid;
+        cr_assert_eq(ost_loader_add(l, v, &oid), 0, "%s", ost_loader_errmsg(l));
+        /* steals v: the map's value is the stored object */
+        cr_assert_eq(ost_loader_map_set(l, m, ost_int(i), v), 0, "%s", ost_loader_errmsg(l));
+    }
+    cr_assert_eq(ost_loader_close(l), 0);
+    uint64_t n;
+    cr_assert_eq(ost_map_len(c, m, &n), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(n, 1000);
+    cr_assert_eq(ost_map_set(c, m, ost_int(-5), ost_int(7)), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_map_del(c, m, ost_int(10)), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    /* in key order, both ways, from the engine's entries */
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0, "%s", ost_conn_errmsg(c));
+    ost_value k, v;
+    int64_t prev = INT64_MIN, ki, seen = 0;
+    int rc;
+    while ((rc = ost_map_cursor_next(cur, &k, &v)) == 0) {
+        cr_assert_eq(ost_int_value(k, &ki), 0);
+        cr_assert_gt(ki, prev);
+        prev = ki;
+        seen++;
+        if (ki >= 0) cr_assert_eq(item_n(v), ki);
+    }
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(seen, 1000);
+    ost_map_cursor_close(cur);
+    ost_value last;
+    cr_assert_eq(ost_map_last(c, m, &last), 0);
+    cr_assert_eq(ost_int_value(last, &ki), 0);
+    cr_assert_eq(ki, 999);
+    ost_decref(last);
+    ost_conn_close(c);
+    ost_store_close(a);
+}

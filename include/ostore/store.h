@@ -55,7 +55,11 @@ OST_EXTERN void ost_store_options_init(ost_store_options *o);
  * the store with a handle of its own and never uses or closes the
  * parent's (LMDB's locks belong to the process). */
 OST_EXTERN ost_store *ost_store_new(void);
-/* Opens the store in directory path. Returns 0, or OST_ENOTFOUND (no
+/* Opens the store at path: a directory (the embedded LMDB engine) or, in
+ * a build with the PostgreSQL engine, a database address
+ * ("postgresql://...", "postgres://...", "postgres:" + a conninfo; see
+ * docs/postgresql.md: create makes the schema, and pack, check and the raw
+ * access of ostore/raw.h are LMDB only for now). For a directory: returns 0, or OST_ENOTFOUND (no
  * store and create is false), OST_EVERSION (another format), OST_ECORRUPT
  * (not an ostore store, damaged meta, or data.mdb or lock.mdb is not a
  * regular file: a FIFO, a directory or a device is refused before LMDB
