@@ -122,6 +122,25 @@ void ost__pkg_free(ost__pkg *p) {
     free(p);
 }
 
+int ost__pkg_conflict(ost__pkg *p, int why, uint64_t oid, uint64_t cur, uint64_t read) {
+    if (why == OST__CONFL_CHANGED)
+        ost__fmt(p->msg, sizeof p->msg,
+                 "conflict on oid %llu: commit %llu changed it after this transaction read it "
+                 "(at commit %llu)",
+                 (unsigned long long)oid, (unsigned long long)cur, (unsigned long long)read);
+    else if (why == OST__CONFL_REMOVED)
+        ost__fmt(p->msg, sizeof p->msg,
+                 "conflict on oid %llu: it was removed (pack) after this transaction read it",
+                 (unsigned long long)oid);
+    else
+        ost__fmt(p->msg, sizeof p->msg,
+                 "conflict on oid %llu: this commit refers to it, and pack removed it after this "
+                 "transaction read it",
+                 (unsigned long long)oid);
+    p->conflict_oid = oid;
+    return OST_ECONFLICT;
+}
+
 /* Appends a map entry: its key and value bytes go after the records'. */
 int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, size_t klen,
                   const void *val, size_t vlen, uint8_t flags) {

@@ -314,6 +314,15 @@ void ost__pkg_free(ost__pkg *p);
 int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
                  const void *pickle, size_t n);
 int ost__pkg_ref(ost__pkg *p, uint64_t oid);
+/* Sets p's outcome message and conflict_oid for a conflict on oid, in the
+ * words docs/tutorial.md gives, the same for every engine; returns
+ * OST_ECONFLICT. CHANGED: commit cur wrote it after the transaction read
+ * it at commit read; REMOVED: pack removed a record the package rewrites;
+ * REF_GONE: pack removed an object the package refers to. */
+#define OST__CONFL_CHANGED 0
+#define OST__CONFL_REMOVED 1
+#define OST__CONFL_REF_GONE 2
+int ost__pkg_conflict(ost__pkg *p, int why, uint64_t oid, uint64_t cur, uint64_t read);
 int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p);
 int ost__committer_start(ost_store *st);
 void ost__committer_stop(ost_store *st);

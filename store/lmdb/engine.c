@@ -512,13 +512,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         rc = mdb_get(t, st->recs, &rk, &rv);
         uint64_t cur = 0;
         uint32_t cid;
-        if (rc == MDB_NOTFOUND) {
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on oid %llu: it was removed (pack) after this transaction read it",
-                     (unsigned long long)r->oid);
-            p->conflict_oid = r->oid;
-            return OST_ECONFLICT;
-        }
+        if (rc == MDB_NOTFOUND) return ost__pkg_conflict(p, OST__CONFL_REMOVED, r->oid, 0, 0);
         if (rc) return rc;
         int dmg = ost__rec_open(st, r->oid, &rv, &cur, &cid);
         if (dmg) {
@@ -526,15 +520,8 @@ static int apply(ost__sess *s, ost__pkg *p) {
                      (unsigned long long)r->oid, ost__damage_text(dmg));
             return OST_ECORRUPT;
         }
-        if (cur != r->read_serial) {
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on oid %llu: commit %llu changed it after this transaction read it "
-                     "(at commit %llu)",
-                     (unsigned long long)r->oid, (unsigned long long)cur,
-                     (unsigned long long)r->read_serial);
-            p->conflict_oid = r->oid;
-            return OST_ECONFLICT;
-        }
+        if (cur != r->read_serial)
+            return ost__pkg_conflict(p, OST__CONFL_CHANGED, r->oid, cur, r->read_serial);
     }
     /* a pack since the connection checked its cache may have removed an
      * object that the records refer to (one made unreachable, then linked
@@ -545,14 +532,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         ost__be64(kb, p->refs[i]);
         MDB_val rk = {8, kb}, rv;
         rc = mdb_get(t, st->recs, &rk, &rv);
-        if (rc == MDB_NOTFOUND) {
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on oid %llu: this commit refers to it, and pack removed it "
-                     "after this transaction read it",
-                     (unsigned long long)p->refs[i]);
-            p->conflict_oid = p->refs[i];
-            return OST_ECONFLICT;
-        }
+        if (rc == MDB_NOTFOUND) return ost__pkg_conflict(p, OST__CONFL_REF_GONE, p->refs[i], 0, 0);
         if (rc) return rc;
     }
     size_t nlog = 0;

@@ -1297,21 +1297,13 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
             else hi = mid;
         }
         if (lo == nt || rd64(PQgetvalue(r, lo, 0)) != rec->oid) {
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on oid %llu: it was removed (pack) after this transaction read it",
-                     (unsigned long long)rec->oid);
-            p->conflict_oid = rec->oid;
+            ost__pkg_conflict(p, OST__CONFL_REMOVED, rec->oid, 0, 0);
             PQclear(r);
             return OST_ECONFLICT;
         }
         uint64_t cur = rd64(PQgetvalue(r, lo, 1));
         if (cur != rec->read_serial) {
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on oid %llu: commit %llu changed it after this transaction read it "
-                     "(at commit %llu)",
-                     (unsigned long long)rec->oid, (unsigned long long)cur,
-                     (unsigned long long)rec->read_serial);
-            p->conflict_oid = rec->oid;
+            ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
             PQclear(r);
             return OST_ECONFLICT;
         }
@@ -1382,11 +1374,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
                 else hi = mid;
             }
             if (lo == n || rd64(PQgetvalue(r, lo, 0)) != p->refs[i]) {
-                ost__fmt(p->msg, sizeof p->msg,
-                         "conflict on oid %llu: this commit refers to it, and pack removed it "
-                         "after this transaction read it",
-                         (unsigned long long)p->refs[i]);
-                p->conflict_oid = p->refs[i];
+                ost__pkg_conflict(p, OST__CONFL_REF_GONE, p->refs[i], 0, 0);
                 PQclear(r);
                 return OST_ECONFLICT;
             }
