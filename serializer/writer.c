@@ -530,12 +530,20 @@ static inline void put_int64(ost_writer *w, int64_t i) {
     w->len = (size_t)(enc_int64(w->buf + w->len, i) - w->buf);
 }
 
-/* BINFLOAT of float v (immediate or heap); 9 bytes reserved. */
-static inline void put_float(ost_writer *w, ost_value v) {
-    double d = ost__float_get(v);
+/* Encodes BINFLOAT of double d at o (9 bytes) and returns the end: the
+ * opcode, then the IEEE bits big-endian, stored as one 8-byte word. */
+static inline unsigned char *enc_float(unsigned char *o, double d) {
     uint64_t bits;
     memcpy(&bits, &d, 8);
-    put_op_le(w, OP_BINFLOAT, __builtin_bswap64(bits), 8); /* big-endian */
+    bits = __builtin_bswap64(bits);
+    o[0] = OP_BINFLOAT;
+    memcpy(o + 1, &bits, 8);
+    return o + 9;
+}
+
+/* BINFLOAT of float v (immediate or heap); 9 bytes reserved. */
+static inline void put_float(ost_writer *w, ost_value v) {
+    w->len = (size_t)(enc_float(w->buf + w->len, ost__float_get(v)) - w->buf);
 }
 
 static int put_text(ost_writer *w, int type, const char *p, size_t n) {
@@ -1330,21 +1338,28 @@ static int step(ost_writer *w) {
             bool stop = false;
             item = items[i++];
             for (;;) {
-                if (ost__is_small(item) && w->cap - w->len >= 32) {
-                    /* Runs of small ints, the commonest list, go through a
-                     * local pointer, with the room save_scalar wants. */
+                if ((ost__is_small(item) || ost__is_ifloat(item)) && w->cap - w->len >= 32) {
+                    /* Runs of small ints and immediate floats, the
+                     * commonest lists, go through a local pointer, with
+                     * the room save_scalar wants. */
                     unsigned char *b = w->buf, *o = b + w->len, *lim = b + w->cap - 32;
+                    uint64_t nf = 0;
                     for (;;) {
-                        o = enc_int64(o, ost__small_val(item));
+                        if (ost__is_small(item)) o = enc_int64(o, ost__small_val(item));
+                        else {
+                            o = enc_float(o, ost__ifloat_val(item));
+                            nf++;
+                        }
                         if (!chunk || (size_t)(o - b) >= due) {
                             stop = true;
                             break;
                         }
                         chunk--;
                         item = items[i++];
-                        if (!ost__is_small(item) || o > lim) break;
+                        if (!(ost__is_small(item) || ost__is_ifloat(item)) || o > lim) break;
                     }
                     w->len = (size_t)(o - b);
+                    w->stats.objects += nf;
                     if (stop) break;
                     continue; /* item is not written yet */
                 }
@@ -1360,6 +1375,12 @@ static int step(ost_writer *w) {
             f->chunk = chunk;
             f->i = i;
             if (stop) return 0;
+            /* item goes through save(), which may take long (an instance,
+             * a container): fetch the memo slot the next item will look up
+             * meanwhile, since a big memo table misses the cache on nearly
+             * every lookup */
+            if (chunk && ost__is_heap(items[i]) && OST__O(items[i])->refcnt > 1)
+                __builtin_prefetch(&w->memo.slots[ost__ptr_hash(items[i]) & w->memo.mask]);
         } else {
             ost_dict_obj *d = (ost_dict_obj *)f->obj;
             while (!d->entries[f->i].key) f->i++;
