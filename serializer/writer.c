@@ -62,6 +62,7 @@ struct ost_writer {
     ost__ptrtab memo;
     uint32_t memo_next;
     size_t window; /* open memo windows (see tracked) */
+    bool state_next; /* the next save() is an instance's state (see save_small) */
     ost_value dead; /* memoized temporaries, kept until the dump ends */
     wframe *st;
     size_t nst, capst;
@@ -978,6 +979,93 @@ static bool save_plain_instance(ost_writer *w, ost_value v, bool sh) {
     return true;
 }
 
+/* ---- small containers in one pass ------------------------------------------
+ *
+ * Most lists and dicts in a graph are small and hold scalars: a record's
+ * fields, a short list of tags. Going through the frames costs a step()
+ * per item and per batch opcode; save_small() writes such a container in
+ * one pass instead, with the bytes and statistics the frames give: it
+ * writes optimistically and, when it meets an item it cannot write here
+ * (one that needs a frame, a hook or a new memo entry), or the buffer
+ * lacks room, or the container crosses the point where a frame ends or
+ * the sink is fed, it takes back what it wrote (the length and the
+ * statistics; it changes nothing else) and save() uses the frames. */
+
+/* Writes list or dict v (at most OST_BATCH items, so one batch) and its
+ * items, each written by save_scalar() or, at depth 0, an unshared small
+ * list or dict written the same way. memo: write the memo opcode of a new
+ * entry after the opening opcode (the caller adds the entry). False when
+ * it stopped: the caller takes back the output. */
+static bool write_small(ost_writer *w, ost_value v, bool memo, int depth) {
+    if (w->cap - w->len < 16) return false;
+    int t = OST__O(v)->type;
+    size_t n = t == OST_T_LIST ? ((ost_list_obj *)v)->len : ((ost_dict_obj *)v)->len;
+    if (n > OST_BATCH) return false;
+    put1(w, t == OST_T_LIST ? OP_EMPTY_LIST : OP_EMPTY_DICT);
+    if (depth) w->stats.objects++; /* save() counted the outer one */
+    if (memo) {
+        uint32_t idx = w->memo_next;
+        if (w->proto >= 4) put1(w, OP_MEMOIZE);
+        else if (idx < 256) put_op_le(w, OP_BINPUT, idx, 1);
+        else put_op_le(w, OP_LONG_BINPUT, idx, 4);
+    }
+    if (n == 0) return true;
+    if (n > 1) put1(w, OP_MARK);
+    if (t == OST_T_LIST) {
+        ost_value *items = ((ost_list_obj *)v)->items;
+        for (size_t i = 0; i < n; i++) {
+            ost_value x = items[i];
+            if (save_scalar(w, x)) continue;
+            if (depth || !ost__is_heap(x) || shared(x) ||
+                (OST__O(x)->type != OST_T_LIST && OST__O(x)->type != OST_T_DICT) ||
+                !write_small(w, x, false, 1))
+                return false;
+        }
+    } else {
+        ost_entry *e = ((ost_dict_obj *)v)->entries;
+        size_t used = ((ost_dict_obj *)v)->used;
+        for (size_t i = 0; i < used; i++) {
+            if (!e[i].key) continue;
+            if (!save_scalar(w, e[i].key)) return false;
+            ost_value x = e[i].val;
+            if (save_scalar(w, x)) continue;
+            if (depth || !ost__is_heap(x) || shared(x) ||
+                (OST__O(x)->type != OST_T_LIST && OST__O(x)->type != OST_T_DICT) ||
+                !write_small(w, x, false, 1))
+                return false;
+        }
+    }
+    if (w->cap - w->len < 1) return false;
+    if (n > 1) put1(w, t == OST_T_LIST ? OP_APPENDS : OP_SETITEMS);
+    else put1(w, t == OST_T_LIST ? OP_APPEND : OP_SETITEM);
+    return true;
+}
+
+/* save() of list or dict v, not in the memo, in one pass (see above).
+ * sh: v goes into the memo. True when written (w->err set if the memo
+ * could not grow), false when nothing was written. */
+static bool save_small(ost_writer *w, ost_value v, bool sh) {
+    /* an open window memoizes everything; the hook may see every object;
+     * an instance's state has its keys memoized by content (save_name) */
+    if (w->window || pid_all(w) || w->state_next) return false;
+    size_t len0 = w->len, lim = boundary_at(w);
+    ost_dump_stats st0 = w->stats;
+    if (!write_small(w, v, sh, 0) || w->len >= lim) {
+        w->len = len0;
+        w->stats = st0;
+        return false;
+    }
+    if (sh) {
+        uint32_t idx = w->memo_next++;
+        if (ost__ptrtab_put(&w->memo, v, idx)) {
+            fail(w, OST_ENOMEM, "out of memory growing the memo");
+            return true;
+        }
+        if (idx < OST__MEMO_RECENT) w->recent[idx] = v;
+    }
+    return true;
+}
+
 /* Writes v, or pushes a frame that will. Sets w->err on failure. */
 static int save(ost_writer *w, ost_value v, bool nohook) {
     if (OST_UNLIKELY(reserve(w, 32))) return w->err;
@@ -1062,6 +1150,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         return 0;
     }
     case OST_T_LIST: {
+        if (save_small(w, v, sh)) return w->err;
         put1(w, OP_EMPTY_LIST);
         if (sh && memoize(w, v)) return w->err;
         if (((ost_list_obj *)o)->len == 0) break;
@@ -1072,6 +1161,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         return 0;
     }
     case OST_T_DICT: {
+        if (save_small(w, v, sh)) return w->err;
         put1(w, OP_EMPTY_DICT);
         if (sh && memoize(w, v)) return w->err;
         if (((ost_dict_obj *)o)->len == 0) break;
@@ -1523,7 +1613,10 @@ static int step(ost_writer *w) {
                 size_t at = w->nst;
                 ost_value st = f->post_state;
                 bool inst = ost__type(f->obj) == OST_T_INSTANCE;
-                if (save(w, st, false)) return w->err;
+                w->state_next = inst; /* its keys are names: the frames write them */
+                int rc = save(w, st, false);
+                w->state_next = false;
+                if (rc) return w->err;
                 /* an instance's state dict: its keys are attribute names */
                 if (inst && w->nst == at + 1 && w->st[at].kind == K_DICT && w->st[at].obj == st)
                     w->st[at].names = true;
