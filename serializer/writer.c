@@ -500,7 +500,16 @@ static void py2_spelling(const char **m, const char **n) {
 
 /* ---- scalars --------------------------------------------------------------- */
 
-/* Encodes a small int at o (at most 10 bytes) and returns the end. */
+/* Whether the host stores integers little-endian (BINFLOAT's big-endian
+ * bytes are then one byte swap and one store). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define OST__LE_HOST 1
+#else
+#define OST__LE_HOST 0
+#endif
+
+/* Encodes a small int at o (at most 10 bytes) and returns the end. (Byte
+ * stores: one wide store per int was slower on list(range(10**6)).) */
 static inline unsigned char *enc_int64(unsigned char *o, int64_t i) {
     uint64_t u = (uint64_t)i;
     if (i >= 0 && i <= 0xff) {
@@ -536,7 +545,7 @@ static inline void put_int64(ost_writer *w, int64_t i) {
 static inline unsigned char *enc_float(unsigned char *o, double d) {
     uint64_t bits;
     memcpy(&bits, &d, 8);
-    bits = __builtin_bswap64(bits);
+    if (OST__LE_HOST) bits = __builtin_bswap64(bits); /* big-endian in the pickle */
     o[0] = OP_BINFLOAT;
     memcpy(o + 1, &bits, 8);
     return o + 9;
@@ -1434,7 +1443,31 @@ static int step(ost_writer *w) {
                      * the room save_scalar wants. */
                     unsigned char *b = w->buf, *o = b + w->len, *lim = b + w->cap - 32;
                     uint64_t nf = 0;
+                    bool run = true;
                     for (;;) {
+                        /* A burst of k items needs no checks: each takes at
+                         * most 10 bytes, so k of them end before the frame
+                         * end (due) and within the room, and are followed by
+                         * another item of the batch. */
+                        size_t off = (size_t)(o - b), k = (size_t)(lim - o) / 10;
+                        size_t r1 = due > off ? (due - off - 1) / 10 : 0;
+                        if (r1 < k) k = r1;
+                        if (chunk < k) k = chunk;
+                        for (; k; k--) {
+                            if (ost__is_small(item)) o = enc_int64(o, ost__small_val(item));
+                            else {
+                                o = enc_float(o, ost__ifloat_val(item));
+                                nf++;
+                            }
+                            chunk--;
+                            item = items[i++];
+                            if (!(ost__is_small(item) || ost__is_ifloat(item))) {
+                                run = false;
+                                break;
+                            }
+                        }
+                        if (!run) break; /* item is not written yet */
+                        /* then one item with the checks */
                         if (ost__is_small(item)) o = enc_int64(o, ost__small_val(item));
                         else {
                             o = enc_float(o, ost__ifloat_val(item));
