@@ -698,13 +698,21 @@ static void names_clear(ost_writer *w) {
     w->names_count = 0;
 }
 
+/* The hash save_name() takes: ost__hash of the name, which a dict entry
+ * keeps (so a state dict's keys are not hashed again). */
+static inline uint64_t name_hash(ost_value name) {
+    uint64_t h = 0;
+    ost__hash(name, &h); /* a str: cannot fail */
+    return h;
+}
+
 /* Writes str name (under 256 bytes) as an attribute name: a GET when
  * memoized, else in full, memoized the second time it is met. Falls back
  * to save() when out of names or memory. hold: the table takes a reference
  * (a state's key, which may be a temporary); a class's field name is not
  * held: its class outlives the dump, and other threads may be counting
  * references to it (the classes of a registry are shared). */
-static int save_name(ost_writer *w, ost_value name, bool hold) {
+static int save_name(ost_writer *w, ost_value name, bool hold, uint64_t h64) {
     ost_str_obj *s = (ost_str_obj *)name;
     if (OST_UNLIKELY(!w->names)) {
         w->names = calloc(2 * NAMES_MAX, sizeof *w->names);
@@ -718,7 +726,7 @@ static int save_name(ost_writer *w, ost_value name, bool hold) {
         }
         w->names_mask = 2 * NAMES_MAX - 1;
     }
-    uint32_t h = (uint32_t)ost__fnv1a(OST__FNV_INIT, s->data, s->len);
+    uint32_t h = (uint32_t)h64;
     wname *e = name_slot(w, s, h);
     if (!e->s) {
         if (w->names_count >= NAMES_MAX) return save(w, name, false);
@@ -928,6 +936,7 @@ static int save_global_text(ost_writer *w, const ost_global_obj *g) {
 /* The bytes save_scalar writes for v, or 0 when it would not write it. */
 static inline size_t scalar_size(ost_writer *w, ost_value v) {
     if (ost__is_small(v)) return 10;
+    if (ost__is_ifloat(v)) return 9;
     if (!ost__is_heap(v)) return v == OST_NONE || v == OST_TRUE || v == OST_FALSE;
     ost_obj *o = OST__O(v);
     if (o->refcnt > 1) return ost__ptrtab_find(&w->memo, v)->key ? 5 : 0;
@@ -978,7 +987,7 @@ static bool save_plain_instance(ost_writer *w, ost_value v, bool sh) {
     if (d->len > 1) put1(w, OP_MARK);
     for (size_t i = 0; i < d->used; i++) {
         if (!d->entries[i].key) continue;
-        if (save_name(w, d->entries[i].key, true)) return true;
+        if (save_name(w, d->entries[i].key, true, d->entries[i].hash)) return true;
         if (reserve(w, 32)) return true;
         save_scalar(w, d->entries[i].val);
     }
@@ -1513,7 +1522,7 @@ static int step(ost_writer *w) {
             /* an unshared name: by content (a shared one: by identity) */
             if (f->names && ost__type(item) == OST_T_STR && !shared(item) && !pid_all(w) &&
                 ((ost_str_obj *)item)->len < 256)
-                return save_name(w, item, true);
+                return save_name(w, item, true, d->entries[f->cur].hash);
             /* Fast path for dicts: keys and values, as above. */
             while (f->kind == K_DICT && !f->names && save_scalar(w, item)) {
                 if (boundary_due(w)) return 0;
@@ -1544,7 +1553,7 @@ static int step(ost_writer *w) {
             f->half = true;
             ost_str_obj *name = (ost_str_obj *)ost__klass_of(so->cls)->fields[f->i];
             if (f->slots && name->len < 256 && w->proto >= 4) {
-                if (!pid_all(w)) return save_name(w, (ost_value)name, false);
+                if (!pid_all(w)) return save_name(w, (ost_value)name, false, name_hash((ost_value)name));
                 /* the hook sees every reference, but not field names */
                 if (reserve(w, name->len + 2)) return w->err;
                 put_short_str(w, name->data, name->len);
