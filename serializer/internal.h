@@ -382,6 +382,12 @@ static inline int ost__ptrtab_put(ost__ptrtab *t, uintptr_t key,
     return 0;
 }
 
+/* writer.c, for tests: on (the default) lets the writer use its one-pass
+ * paths (small lists and dicts, plain instances, bursts of small ints and
+ * floats); off writes those through the frames, item by item (the item
+ * loops of step() stay as they are). The output must be the same. */
+void ost__writer_set_fast_paths(ost_writer *w, bool on);
+
 /* reader.c: true when protocol 0-2 name m2.n2 reads back as m.n. */
 bool ost__py2_reads_as(const char *m2, const char *n2, const char *m, const char *n);
 /* reader.c: true when protocol 0-2 name m2.n2 reads back as one of the

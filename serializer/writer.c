@@ -63,6 +63,7 @@ struct ost_writer {
     uint32_t memo_next;
     size_t window; /* open memo windows (see tracked) */
     bool state_next; /* the next save() is an instance's state (see save_small) */
+    bool slow; /* tests: no one-pass path (ost__writer_set_fast_paths) */
     ost_value dead; /* memoized temporaries, kept until the dump ends */
     wframe *st;
     size_t nst, capst;
@@ -135,6 +136,8 @@ int ost_writer_set_protocol(ost_writer *w, int protocol) {
 }
 
 void ost_writer_set_framing(ost_writer *w, bool on) { w->framing = on; }
+
+void ost__writer_set_fast_paths(ost_writer *w, bool on) { w->slow = !on; }
 
 void ost_writer_set_sink(ost_writer *w, ost_write_fn fn, void *ud) {
     w->sink = fn;
@@ -956,7 +959,7 @@ static bool save_plain_instance(ost_writer *w, ost_value v, bool sh) {
     ost_inst_obj *in = (ost_inst_obj *)v;
     ost__klass *k = ost__klass_of(in->cls);
     if ((k && (k->def.getnewargs || k->def.getstate)) || ost__slotted(v) || in->items || w->window ||
-        pid_all(w) || ost__type(in->state) != OST_T_DICT || shared(in->state))
+        pid_all(w) || ost__type(in->state) != OST_T_DICT || shared(in->state) || w->slow)
         return false;
     ost_dict_obj *d = (ost_dict_obj *)in->state;
     if (d->len == 0 || d->len > OST_BATCH || !ost__is_heap(in->cls) || !shared(in->cls))
@@ -1065,7 +1068,7 @@ static bool write_small(ost_writer *w, ost_value v, bool memo, int depth) {
 static bool save_small(ost_writer *w, ost_value v, bool sh) {
     /* an open window memoizes everything; the hook may see every object;
      * an instance's state has its keys memoized by content (save_name) */
-    if (w->window || pid_all(w) || w->state_next) return false;
+    if (w->window || pid_all(w) || w->state_next || w->slow) return false;
     size_t len0 = w->len, lim = boundary_at(w);
     ost_dump_stats st0 = w->stats;
     if (!write_small(w, v, sh, 0) || w->len >= lim) {
@@ -1462,6 +1465,7 @@ static int step(ost_writer *w) {
                         size_t r1 = due > off ? (due - off - 1) / 10 : 0;
                         if (r1 < k) k = r1;
                         if (chunk < k) k = chunk;
+                        if (OST_UNLIKELY(w->slow)) k = 0;
                         for (; k; k--) {
                             if (ost__is_small(item)) o = enc_int64(o, ost__small_val(item));
                             else {
