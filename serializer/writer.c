@@ -1466,20 +1466,31 @@ static int step(ost_writer *w) {
                         if (r1 < k) k = r1;
                         if (chunk < k) k = chunk;
                         if (OST_UNLIKELY(w->slow)) k = 0;
-                        for (; k; k--) {
-                            if (ost__is_small(item)) o = enc_int64(o, ost__small_val(item));
-                            else {
-                                o = enc_float(o, ost__ifloat_val(item));
-                                nf++;
-                            }
-                            chunk--;
-                            item = items[i++];
-                            if (!(ost__is_small(item) || ost__is_ifloat(item))) {
+                        /* one loop per kind, so a run of ints tests no
+                         * float tag and a run of floats no int tag */
+                        while (k) {
+                            if (ost__is_small(item)) {
+                                do {
+                                    o = enc_int64(o, ost__small_val(item));
+                                    chunk--;
+                                    k--;
+                                    item = items[i++];
+                                } while (k && ost__is_small(item));
+                            } else if (ost__is_ifloat(item)) {
+                                do {
+                                    o = enc_float(o, ost__ifloat_val(item));
+                                    nf++;
+                                    chunk--;
+                                    k--;
+                                    item = items[i++];
+                                } while (k && ost__is_ifloat(item));
+                            } else {
                                 run = false;
                                 break;
                             }
                         }
-                        if (!run) break; /* item is not written yet */
+                        if (!run || !(ost__is_small(item) || ost__is_ifloat(item)))
+                            break; /* item is not written yet */
                         /* then one item with the checks */
                         if (ost__is_small(item)) o = enc_int64(o, ost__small_val(item));
                         else {
