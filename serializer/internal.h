@@ -298,6 +298,12 @@ void ost__mem_free(void *p);
 /* Allocates a heap value of n bytes (header included) with refcount 1. */
 ost_obj *ost__obj_alloc(size_t n, int type);
 void ost__obj_free(ost_obj *o, size_t n);
+/* A large buffer of at least n bytes in whole 2 MiB huge pages (mmap,
+ * MADV_HUGEPAGE); *len gets its size, for ost__buf_unmap. NULL when the
+ * pools are off (ASan, a custom allocator: buffers stay malloc'ed, where
+ * the sanitizer sees them) or mmap fails: the caller uses malloc. */
+void *ost__buf_map(size_t n, size_t *len);
+void ost__buf_unmap(void *p, size_t len);
 size_t ost__obj_size(const ost_obj *o);
 /* Item and entry arrays of containers, whose size the caller keeps. When
  * pooled (the container came from the pools: ost__pooled), arrays of up to

@@ -1477,3 +1477,36 @@ OST_TEST(writer, fast_paths_write_the_bytes_of_the_frames_on_the_benchmark_shape
     ost_decref(a);
     ost_decref(cls);
 }
+
+OST_TEST(writer, a_reused_writer_grows_its_buffer_past_2_mib_and_writes_the_same_bytes) {
+    /* from 2 MiB on, the output buffer is a mapping grown by copying into a
+     * new one (see grow() in writer.c): a reused writer's output must equal
+     * a fresh writer's at every size, growing and shrinking again */
+    static const size_t sizes[] = {1000, 3u << 20, 100, 5u << 20, 9u << 20, 2u << 20, 10};
+    ost_writer *w = ost_writer_new();
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint8_t *blob = malloc(sizes[k]);
+        for (size_t i = 0; i < sizes[k]; i++) blob[i] = (uint8_t)(i * 7 + k);
+        ost_value l = list_of(3, ost_bytes(blob, sizes[k] / 2), ost_int((int64_t)k),
+                              ost_bytes(blob, sizes[k]));
+        ost_value ints = ost_list_new(0);
+        for (size_t i = 0; i < sizes[k] / 8; i++) ost_list_append(ints, ost_int((int64_t)i));
+        ost_list_append(l, ints);
+        size_t n1, n2;
+        const void *d;
+        cr_assert_eq(ost_dump(w, l, &d, &n1), 0, "%s", ost_writer_errmsg(w));
+        uint8_t *fresh = dump_copy(l, 4, true, &n2);
+        cr_assert_eq(n1, n2, "size %zu", sizes[k]);
+        cr_assert_eq(memcmp(d, fresh, n1), 0, "size %zu", sizes[k]);
+        ost_reader *r = ost_reader_new();
+        ost_value back;
+        cr_assert_eq(ost_load(r, d, n1, &back, NULL), 0, "%s", ost_reader_errmsg(r));
+        cr_assert(ost_same_graph(back, l), "size %zu", sizes[k]);
+        ost_decref(back);
+        ost_reader_free(r);
+        free(fresh);
+        free(blob);
+        ost_decref(l);
+    }
+    ost_writer_free(w);
+}
