@@ -107,6 +107,19 @@ static __attribute__((noinline)) void *big_alloc(size_t n) {
     return (void *)a;
 }
 
+void *ost__buf_map(size_t n, size_t *len) {
+    if (!g_pool) return NULL; /* ASan, or a custom allocator: malloc'ed buffers */
+    size_t l = (n + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
+    if (l < n) return NULL;
+    void *p = big_alloc(l);
+    if (p) *len = l;
+    return p;
+}
+
+void ost__buf_unmap(void *p, size_t len) {
+    if (p) munmap(p, len);
+}
+
 ost_obj *ost__obj_alloc(size_t n, int type) {
     ost_obj *o;
     uint16_t sc;

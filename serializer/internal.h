@@ -298,6 +298,12 @@ void ost__mem_free(void *p);
 /* Allocates a heap value of n bytes (header included) with refcount 1. */
 ost_obj *ost__obj_alloc(size_t n, int type);
 void ost__obj_free(ost_obj *o, size_t n);
+/* A large buffer of at least n bytes in whole 2 MiB huge pages (mmap,
+ * MADV_HUGEPAGE); *len gets its size, for ost__buf_unmap. NULL when the
+ * pools are off (ASan, a custom allocator: buffers stay malloc'ed, where
+ * the sanitizer sees them) or mmap fails: the caller uses malloc. */
+void *ost__buf_map(size_t n, size_t *len);
+void ost__buf_unmap(void *p, size_t len);
 size_t ost__obj_size(const ost_obj *o);
 /* Item and entry arrays of containers, whose size the caller keeps. When
  * pooled (the container came from the pools: ost__pooled), arrays of up to
@@ -381,6 +387,12 @@ static inline int ost__ptrtab_put(ost__ptrtab *t, uintptr_t key,
     t->count++;
     return 0;
 }
+
+/* writer.c, for tests: on (the default) lets the writer use its one-pass
+ * paths (small lists and dicts, plain instances, bursts of small ints and
+ * floats); off writes those through the frames, item by item (the item
+ * loops of step() stay as they are). The output must be the same. */
+void ost__writer_set_fast_paths(ost_writer *w, bool on);
 
 /* reader.c: true when protocol 0-2 name m2.n2 reads back as m.n. */
 bool ost__py2_reads_as(const char *m2, const char *n2, const char *m, const char *n);

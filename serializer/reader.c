@@ -1562,6 +1562,40 @@ static int load_counted(ost_reader *r, const uint8_t *at, int op, const uint8_t 
     return push(r, at, v);
 }
 
+/* SHORT_BINUNICODE, the commonest opcode of text-heavy pickles: text of
+ * under 16 bytes with 16 bytes of input after it is read as two 8-byte
+ * words, checked for ASCII with one mask test and stored as whole words
+ * into a pooled str (whose size class rounds its room up to them: 24
+ * bytes hold 8 bytes of text, 32 hold 16). Anything else goes through
+ * load_counted, which checks, fails and builds the same way. */
+static inline int load_short_str(ost_reader *r, const uint8_t *at, const uint8_t **pp) {
+    const uint8_t *p = *pp;
+    if (OST_LIKELY(has(r, p, 17)) && p[0] < 16) {
+        size_t n = p[0];
+        uint64_t a, b;
+        memcpy(&a, p + 1, 8);
+        memcpy(&b, p + 9, 8);
+        if (n < 8) a &= ((uint64_t)1 << (8 * n)) - 1, b = 0;
+        else b &= ((uint64_t)1 << (8 * (n - 8))) - 1;
+        if (((a | b) & 0x8080808080808080ULL) == 0) {
+            if (account(r, at, n + 32)) return -1;
+            ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, OST_T_STR);
+            if (!o) return NOMEM(at);
+            o->len = n;
+            if (OST_LIKELY(ost__pooled(&o->h))) { /* see above */
+                memcpy(o->data, &a, 8);
+                if (n >= 8) memcpy(o->data + 8, &b, 8);
+            } else {
+                memcpy(o->data, p + 1, n);
+                o->data[n] = 0;
+            }
+            *pp = p + 1 + n;
+            return push(r, at, (ost_value)o);
+        }
+    }
+    return load_counted(r, at, OP_SHORT_BINUNICODE, pp);
+}
+
 /* STRING, UNICODE: text lines */
 static int load_line_string(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
     const uint8_t *p = *pp, *e;
@@ -1901,7 +1935,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         case OP_INT:
         case OP_LONG: rc = load_int_text(r, at, op, &p); break;
         case OP_FLOAT: rc = load_float_text(r, at, op, &p); break;
-        case OP_SHORT_BINUNICODE:
+        case OP_SHORT_BINUNICODE: rc = load_short_str(r, at, &p); break;
         case OP_BINUNICODE:
         case OP_BINUNICODE8:
         case OP_SHORT_BINBYTES:

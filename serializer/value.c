@@ -174,7 +174,9 @@ static void child_dead(ost_value c, void *ud) {
 static void free_storage(ost_obj *o) {
     if (OST_UNLIKELY(o->flags & OST__F_PERSISTENT) && ost__pers)
         ost__pers->freed((ost_value)o); /* a bulk loader forgets it */
-    size_t n = ost__obj_size(o);
+    /* only an mmap'ed block needs its size to be freed: a pooled one
+     * knows its size class, a malloc'ed one needs none */
+    size_t n = o->sizeclass == OST__SC_MMAP ? ost__obj_size(o) : 0;
     switch (o->type) {
     case OST_T_LIST:
         ost__arr_free(ost__pooled(o), ((ost_list_obj *)o)->items,

@@ -56,12 +56,15 @@ struct ost_writer {
     ost_pid_scope pid_scope;
     unsigned char *buf;
     size_t len, cap;
+    bool buf_mapped; /* buf is an ost__buf_map mapping of cap bytes */
     size_t frame_start; /* offset of the open frame's 9-byte header */
     bool in_frame;
     size_t flushed; /* bytes already given to the sink */
     ost__ptrtab memo;
     uint32_t memo_next;
     size_t window; /* open memo windows (see tracked) */
+    bool state_next; /* the next save() is an instance's state (see save_small) */
+    bool slow; /* tests: no one-pass path (ost__writer_set_fast_paths) */
     ost_value dead; /* memoized temporaries, kept until the dump ends */
     wframe *st;
     size_t nst, capst;
@@ -121,7 +124,8 @@ void ost_writer_free(ost_writer *w) {
     free(w->names);
     free(w->names_used);
     free(w->st);
-    free(w->buf);
+    if (w->buf_mapped) ost__buf_unmap(w->buf, w->cap);
+    else free(w->buf);
     free(w);
 }
 
@@ -134,6 +138,8 @@ int ost_writer_set_protocol(ost_writer *w, int protocol) {
 }
 
 void ost_writer_set_framing(ost_writer *w, bool on) { w->framing = on; }
+
+void ost__writer_set_fast_paths(ost_writer *w, bool on) { w->slow = !on; }
 
 void ost_writer_set_sink(ost_writer *w, ost_write_fn fn, void *ud) {
     w->sink = fn;
@@ -157,9 +163,36 @@ const char *ost_writer_errmsg(const ost_writer *w) { return w->msg; }
 
 static bool framed(const ost_writer *w) { return w->framing && w->proto >= 4; }
 
+/* Output buffers from this size on are mappings of huge pages, grown by
+ * copying into a new mapping. realloc would move their pages with mremap,
+ * and on this project's virtual machines the next pass over moved pages
+ * costs nearly as much as faulting them in (a reused writer's second dump
+ * of 3 MB: 4 to 13 ms instead of 0.9); huge pages also fault 512 times
+ * less often (4 MiB written into fresh memory: 0.5 ms instead of 20). The
+ * buffer is kept between dumps, as before. */
+#define BUF_MAP_MIN ((size_t)2 << 20)
+
 static int grow(ost_writer *w, size_t n) {
     size_t need = w->len + n;
     if (need < w->len) return fail(w, OST_ENOMEM, "pickle too large");
+    if (need >= BUF_MAP_MIN || w->buf_mapped) {
+        size_t want = w->cap <= SIZE_MAX / 2 && w->cap * 2 > need ? w->cap * 2 : need, got = 0;
+        bool mapped = true;
+        unsigned char *p = ost__buf_map(want, &got);
+        if (!p) { /* pools off (ASan), or no mapping: malloc, still no realloc */
+            mapped = false;
+            got = want;
+            p = malloc(want);
+        }
+        if (!p) return fail(w, OST_ENOMEM, "out of memory growing the output to %zu bytes", need);
+        if (w->len) memcpy(p, w->buf, w->len);
+        if (w->buf_mapped) ost__buf_unmap(w->buf, w->cap);
+        else free(w->buf);
+        w->buf = p;
+        w->cap = got;
+        w->buf_mapped = mapped;
+        return 0;
+    }
     if (ost__grow((void **)&w->buf, &w->cap, need, 1, 4096))
         return fail(w, OST_ENOMEM, "out of memory growing the output to %zu bytes", need);
     return 0;
@@ -499,7 +532,16 @@ static void py2_spelling(const char **m, const char **n) {
 
 /* ---- scalars --------------------------------------------------------------- */
 
-/* Encodes a small int at o (at most 10 bytes) and returns the end. */
+/* Whether the host stores integers little-endian (BINFLOAT's big-endian
+ * bytes are then one byte swap and one store). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define OST__LE_HOST 1
+#else
+#define OST__LE_HOST 0
+#endif
+
+/* Encodes a small int at o (at most 10 bytes) and returns the end. (Byte
+ * stores: one wide store per int was slower on list(range(10**6)).) */
 static inline unsigned char *enc_int64(unsigned char *o, int64_t i) {
     uint64_t u = (uint64_t)i;
     if (i >= 0 && i <= 0xff) {
@@ -530,12 +572,20 @@ static inline void put_int64(ost_writer *w, int64_t i) {
     w->len = (size_t)(enc_int64(w->buf + w->len, i) - w->buf);
 }
 
-/* BINFLOAT of float v (immediate or heap); 9 bytes reserved. */
-static inline void put_float(ost_writer *w, ost_value v) {
-    double d = ost__float_get(v);
+/* Encodes BINFLOAT of double d at o (9 bytes) and returns the end: the
+ * opcode, then the IEEE bits big-endian, stored as one 8-byte word. */
+static inline unsigned char *enc_float(unsigned char *o, double d) {
     uint64_t bits;
     memcpy(&bits, &d, 8);
-    put_op_le(w, OP_BINFLOAT, __builtin_bswap64(bits), 8); /* big-endian */
+    if (OST__LE_HOST) bits = __builtin_bswap64(bits); /* big-endian in the pickle */
+    o[0] = OP_BINFLOAT;
+    memcpy(o + 1, &bits, 8);
+    return o + 9;
+}
+
+/* BINFLOAT of float v (immediate or heap); 9 bytes reserved. */
+static inline void put_float(ost_writer *w, ost_value v) {
+    w->len = (size_t)(enc_float(w->buf + w->len, ost__float_get(v)) - w->buf);
 }
 
 static int put_text(ost_writer *w, int type, const char *p, size_t n) {
@@ -680,13 +730,21 @@ static void names_clear(ost_writer *w) {
     w->names_count = 0;
 }
 
+/* The hash save_name() takes: ost__hash of the name, which a dict entry
+ * keeps (so a state dict's keys are not hashed again). */
+static inline uint64_t name_hash(ost_value name) {
+    uint64_t h = 0;
+    ost__hash(name, &h); /* a str: cannot fail */
+    return h;
+}
+
 /* Writes str name (under 256 bytes) as an attribute name: a GET when
  * memoized, else in full, memoized the second time it is met. Falls back
  * to save() when out of names or memory. hold: the table takes a reference
  * (a state's key, which may be a temporary); a class's field name is not
  * held: its class outlives the dump, and other threads may be counting
  * references to it (the classes of a registry are shared). */
-static int save_name(ost_writer *w, ost_value name, bool hold) {
+static int save_name(ost_writer *w, ost_value name, bool hold, uint64_t h64) {
     ost_str_obj *s = (ost_str_obj *)name;
     if (OST_UNLIKELY(!w->names)) {
         w->names = calloc(2 * NAMES_MAX, sizeof *w->names);
@@ -700,7 +758,7 @@ static int save_name(ost_writer *w, ost_value name, bool hold) {
         }
         w->names_mask = 2 * NAMES_MAX - 1;
     }
-    uint32_t h = (uint32_t)ost__fnv1a(OST__FNV_INIT, s->data, s->len);
+    uint32_t h = (uint32_t)h64;
     wname *e = name_slot(w, s, h);
     if (!e->s) {
         if (w->names_count >= NAMES_MAX) return save(w, name, false);
@@ -910,6 +968,7 @@ static int save_global_text(ost_writer *w, const ost_global_obj *g) {
 /* The bytes save_scalar writes for v, or 0 when it would not write it. */
 static inline size_t scalar_size(ost_writer *w, ost_value v) {
     if (ost__is_small(v)) return 10;
+    if (ost__is_ifloat(v)) return 9;
     if (!ost__is_heap(v)) return v == OST_NONE || v == OST_TRUE || v == OST_FALSE;
     ost_obj *o = OST__O(v);
     if (o->refcnt > 1) return ost__ptrtab_find(&w->memo, v)->key ? 5 : 0;
@@ -929,7 +988,7 @@ static bool save_plain_instance(ost_writer *w, ost_value v, bool sh) {
     ost_inst_obj *in = (ost_inst_obj *)v;
     ost__klass *k = ost__klass_of(in->cls);
     if ((k && (k->def.getnewargs || k->def.getstate)) || ost__slotted(v) || in->items || w->window ||
-        pid_all(w) || ost__type(in->state) != OST_T_DICT || shared(in->state))
+        pid_all(w) || ost__type(in->state) != OST_T_DICT || shared(in->state) || w->slow)
         return false;
     ost_dict_obj *d = (ost_dict_obj *)in->state;
     if (d->len == 0 || d->len > OST_BATCH || !ost__is_heap(in->cls) || !shared(in->cls))
@@ -960,13 +1019,100 @@ static bool save_plain_instance(ost_writer *w, ost_value v, bool sh) {
     if (d->len > 1) put1(w, OP_MARK);
     for (size_t i = 0; i < d->used; i++) {
         if (!d->entries[i].key) continue;
-        if (save_name(w, d->entries[i].key, true)) return true;
+        if (save_name(w, d->entries[i].key, true, d->entries[i].hash)) return true;
         if (reserve(w, 32)) return true;
         save_scalar(w, d->entries[i].val);
     }
     if (reserve(w, 2)) return true;
     put1(w, d->len > 1 ? OP_SETITEMS : OP_SETITEM);
     put1(w, OP_BUILD);
+    return true;
+}
+
+/* ---- small containers in one pass ------------------------------------------
+ *
+ * Most lists and dicts in a graph are small and hold scalars: a record's
+ * fields, a short list of tags. Going through the frames costs a step()
+ * per item and per batch opcode; save_small() writes such a container in
+ * one pass instead, with the bytes and statistics the frames give: it
+ * writes optimistically and, when it meets an item it cannot write here
+ * (one that needs a frame, a hook or a new memo entry), or the buffer
+ * lacks room, or the container crosses the point where a frame ends or
+ * the sink is fed, it takes back what it wrote (the length and the
+ * statistics; it changes nothing else) and save() uses the frames. */
+
+/* Writes list or dict v (at most OST_BATCH items, so one batch) and its
+ * items, each written by save_scalar() or, at depth 0, an unshared small
+ * list or dict written the same way. memo: write the memo opcode of a new
+ * entry after the opening opcode (the caller adds the entry). False when
+ * it stopped: the caller takes back the output. */
+static bool write_small(ost_writer *w, ost_value v, bool memo, int depth) {
+    if (w->cap - w->len < 16) return false;
+    int t = OST__O(v)->type;
+    size_t n = t == OST_T_LIST ? ((ost_list_obj *)v)->len : ((ost_dict_obj *)v)->len;
+    if (n > OST_BATCH) return false;
+    put1(w, t == OST_T_LIST ? OP_EMPTY_LIST : OP_EMPTY_DICT);
+    if (depth) w->stats.objects++; /* save() counted the outer one */
+    if (memo) {
+        uint32_t idx = w->memo_next;
+        if (w->proto >= 4) put1(w, OP_MEMOIZE);
+        else if (idx < 256) put_op_le(w, OP_BINPUT, idx, 1);
+        else put_op_le(w, OP_LONG_BINPUT, idx, 4);
+    }
+    if (n == 0) return true;
+    if (n > 1) put1(w, OP_MARK);
+    if (t == OST_T_LIST) {
+        ost_value *items = ((ost_list_obj *)v)->items;
+        for (size_t i = 0; i < n; i++) {
+            ost_value x = items[i];
+            if (save_scalar(w, x)) continue;
+            if (depth || !ost__is_heap(x) || shared(x) ||
+                (OST__O(x)->type != OST_T_LIST && OST__O(x)->type != OST_T_DICT) ||
+                !write_small(w, x, false, 1))
+                return false;
+        }
+    } else {
+        ost_entry *e = ((ost_dict_obj *)v)->entries;
+        size_t used = ((ost_dict_obj *)v)->used;
+        for (size_t i = 0; i < used; i++) {
+            if (!e[i].key) continue;
+            if (!save_scalar(w, e[i].key)) return false;
+            ost_value x = e[i].val;
+            if (save_scalar(w, x)) continue;
+            if (depth || !ost__is_heap(x) || shared(x) ||
+                (OST__O(x)->type != OST_T_LIST && OST__O(x)->type != OST_T_DICT) ||
+                !write_small(w, x, false, 1))
+                return false;
+        }
+    }
+    if (w->cap - w->len < 1) return false;
+    if (n > 1) put1(w, t == OST_T_LIST ? OP_APPENDS : OP_SETITEMS);
+    else put1(w, t == OST_T_LIST ? OP_APPEND : OP_SETITEM);
+    return true;
+}
+
+/* save() of list or dict v, not in the memo, in one pass (see above).
+ * sh: v goes into the memo. True when written (w->err set if the memo
+ * could not grow), false when nothing was written. */
+static bool save_small(ost_writer *w, ost_value v, bool sh) {
+    /* an open window memoizes everything; the hook may see every object;
+     * an instance's state has its keys memoized by content (save_name) */
+    if (w->window || pid_all(w) || w->state_next || w->slow) return false;
+    size_t len0 = w->len, lim = boundary_at(w);
+    ost_dump_stats st0 = w->stats;
+    if (!write_small(w, v, sh, 0) || w->len >= lim) {
+        w->len = len0;
+        w->stats = st0;
+        return false;
+    }
+    if (sh) {
+        uint32_t idx = w->memo_next++;
+        if (ost__ptrtab_put(&w->memo, v, idx)) {
+            fail(w, OST_ENOMEM, "out of memory growing the memo");
+            return true;
+        }
+        if (idx < OST__MEMO_RECENT) w->recent[idx] = v;
+    }
     return true;
 }
 
@@ -1054,6 +1200,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         return 0;
     }
     case OST_T_LIST: {
+        if (save_small(w, v, sh)) return w->err;
         put1(w, OP_EMPTY_LIST);
         if (sh && memoize(w, v)) return w->err;
         if (((ost_list_obj *)o)->len == 0) break;
@@ -1064,6 +1211,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         return 0;
     }
     case OST_T_DICT: {
+        if (save_small(w, v, sh)) return w->err;
         put1(w, OP_EMPTY_DICT);
         if (sh && memoize(w, v)) return w->err;
         if (((ost_dict_obj *)o)->len == 0) break;
@@ -1330,21 +1478,64 @@ static int step(ost_writer *w) {
             bool stop = false;
             item = items[i++];
             for (;;) {
-                if (ost__is_small(item) && w->cap - w->len >= 32) {
-                    /* Runs of small ints, the commonest list, go through a
-                     * local pointer, with the room save_scalar wants. */
+                if ((ost__is_small(item) || ost__is_ifloat(item)) && w->cap - w->len >= 32) {
+                    /* Runs of small ints and immediate floats, the
+                     * commonest lists, go through a local pointer, with
+                     * the room save_scalar wants. */
                     unsigned char *b = w->buf, *o = b + w->len, *lim = b + w->cap - 32;
+                    uint64_t nf = 0;
+                    bool run = true;
                     for (;;) {
-                        o = enc_int64(o, ost__small_val(item));
+                        /* A burst of k items needs no checks: each takes at
+                         * most 10 bytes, so k of them end before the frame
+                         * end (due) and within the room, and are followed by
+                         * another item of the batch. */
+                        size_t off = (size_t)(o - b), k = (size_t)(lim - o) / 10;
+                        size_t r1 = due > off ? (due - off - 1) / 10 : 0;
+                        if (r1 < k) k = r1;
+                        if (chunk < k) k = chunk;
+                        if (OST_UNLIKELY(w->slow)) k = 0;
+                        /* one loop per kind, so a run of ints tests no
+                         * float tag and a run of floats no int tag */
+                        while (k) {
+                            if (ost__is_small(item)) {
+                                do {
+                                    o = enc_int64(o, ost__small_val(item));
+                                    chunk--;
+                                    k--;
+                                    item = items[i++];
+                                } while (k && ost__is_small(item));
+                            } else if (ost__is_ifloat(item)) {
+                                do {
+                                    o = enc_float(o, ost__ifloat_val(item));
+                                    nf++;
+                                    chunk--;
+                                    k--;
+                                    item = items[i++];
+                                } while (k && ost__is_ifloat(item));
+                            } else {
+                                run = false;
+                                break;
+                            }
+                        }
+                        if (!run || !(ost__is_small(item) || ost__is_ifloat(item)))
+                            break; /* item is not written yet */
+                        /* then one item with the checks */
+                        if (ost__is_small(item)) o = enc_int64(o, ost__small_val(item));
+                        else {
+                            o = enc_float(o, ost__ifloat_val(item));
+                            nf++;
+                        }
                         if (!chunk || (size_t)(o - b) >= due) {
                             stop = true;
                             break;
                         }
                         chunk--;
                         item = items[i++];
-                        if (!ost__is_small(item) || o > lim) break;
+                        if (!(ost__is_small(item) || ost__is_ifloat(item)) || o > lim) break;
                     }
                     w->len = (size_t)(o - b);
+                    w->stats.objects += nf;
                     if (stop) break;
                     continue; /* item is not written yet */
                 }
@@ -1360,6 +1551,12 @@ static int step(ost_writer *w) {
             f->chunk = chunk;
             f->i = i;
             if (stop) return 0;
+            /* item goes through save(), which may take long (an instance,
+             * a container): fetch the memo slot the next item will look up
+             * meanwhile, since a big memo table misses the cache on nearly
+             * every lookup */
+            if (chunk && ost__is_heap(items[i]) && OST__O(items[i])->refcnt > 1)
+                __builtin_prefetch(&w->memo.slots[ost__ptr_hash(items[i]) & w->memo.mask]);
         } else {
             ost_dict_obj *d = (ost_dict_obj *)f->obj;
             while (!d->entries[f->i].key) f->i++;
@@ -1369,7 +1566,7 @@ static int step(ost_writer *w) {
             /* an unshared name: by content (a shared one: by identity) */
             if (f->names && ost__type(item) == OST_T_STR && !shared(item) && !pid_all(w) &&
                 ((ost_str_obj *)item)->len < 256)
-                return save_name(w, item, true);
+                return save_name(w, item, true, d->entries[f->cur].hash);
             /* Fast path for dicts: keys and values, as above. */
             while (f->kind == K_DICT && !f->names && save_scalar(w, item)) {
                 if (boundary_due(w)) return 0;
@@ -1400,7 +1597,7 @@ static int step(ost_writer *w) {
             f->half = true;
             ost_str_obj *name = (ost_str_obj *)ost__klass_of(so->cls)->fields[f->i];
             if (f->slots && name->len < 256 && w->proto >= 4) {
-                if (!pid_all(w)) return save_name(w, (ost_value)name, false);
+                if (!pid_all(w)) return save_name(w, (ost_value)name, false, name_hash((ost_value)name));
                 /* the hook sees every reference, but not field names */
                 if (reserve(w, name->len + 2)) return w->err;
                 put_short_str(w, name->data, name->len);
@@ -1502,7 +1699,10 @@ static int step(ost_writer *w) {
                 size_t at = w->nst;
                 ost_value st = f->post_state;
                 bool inst = ost__type(f->obj) == OST_T_INSTANCE;
-                if (save(w, st, false)) return w->err;
+                w->state_next = inst; /* its keys are names: the frames write them */
+                int rc = save(w, st, false);
+                w->state_next = false;
+                if (rc) return w->err;
                 /* an instance's state dict: its keys are attribute names */
                 if (inst && w->nst == at + 1 && w->st[at].kind == K_DICT && w->st[at].obj == st)
                     w->st[at].names = true;

@@ -1826,3 +1826,60 @@ READER_TEST(empty_setitems_or_appends_on_an_instance_keep_no_items) {
         ost_decref(v);
     }
 }
+
+/* ---- SHORT_BINUNICODE's word path (issue 12) ----------------------------------
+ *
+ * Text of under 16 bytes with 16 bytes of input after its length is read
+ * as two words, checked for ASCII at once and stored as words into a
+ * pooled str; anything else takes the general path. Every length from 0
+ * to 20, ASCII or not, with the text at the very end of the input or
+ * followed by more, pooled or through a custom allocator (no pools, exact
+ * sizes: the word stores must not be used), must give the same str. */
+
+static void short_str_round(ost_reader *r, size_t n, bool ascii, size_t pad) {
+    uint8_t in[64];
+    char text[32];
+    for (size_t i = 0; i < n; i++) text[i] = (char)('a' + i % 26);
+    if (!ascii && n >= 2) { /* an é ends it: the ASCII test fails on it */
+        text[n - 2] = (char)0xc3;
+        text[n - 1] = (char)0xa9;
+    }
+    size_t k = 0;
+    in[k++] = 0x8c; /* SHORT_BINUNICODE */
+    in[k++] = (uint8_t)n;
+    memcpy(in + k, text, n);
+    k += n;
+    for (size_t i = 0; i < pad; i++) in[k++] = 'N', in[k++] = '0'; /* NONE, POP */
+    in[k++] = '.';
+    ost_value v;
+    size_t used;
+    int rc = ost_load(r, in, k, &v, &used);
+    cr_assert_eq(rc, 0, "n %zu ascii %d pad %zu: %s", n, ascii, pad, ost_reader_errmsg(r));
+    size_t len;
+    const char *d = ost_data(v, &len);
+    cr_assert_eq(len, n, "n %zu ascii %d pad %zu", n, ascii, pad);
+    cr_assert_eq(memcmp(d, text, n), 0, "n %zu ascii %d pad %zu", n, ascii, pad);
+    cr_assert_eq(d[n], 0, "NUL terminated");
+    cr_assert_eq(used, k);
+    ost_decref(v);
+}
+
+static void short_strs_all(void) {
+    ost_reader *r = ost_reader_new();
+    for (size_t n = 0; n <= 20; n++)
+        for (int ascii = 0; ascii < 2; ascii++)
+            for (size_t pad = 0; pad <= 9; pad += 3) short_str_round(r, n, ascii, pad);
+    /* invalid UTF-8 and a truncated text fail as before, either way */
+    expect_err_r(r, "\x8c\x02\xc3\x28N0N0N0N0N0N0N0N0N0.", 23, OST_EUTF8, 0,
+                 "invalid UTF-8 in SHORT_BINUNICODE");
+    expect_err_r(r, "\x8c\x05" "ab", 4, OST_ETRUNCATED, 0, NULL);
+    ost_reader_free(r);
+}
+
+READER_TEST(short_strs_read_as_words_equal_their_text_pooled) { short_strs_all(); }
+
+READER_TEST(short_strs_read_as_words_equal_their_text_without_pools) {
+    ost_set_allocator(&fi_alloc); /* exact sizes: no word stores */
+    short_strs_all();
+    ost_set_allocator(NULL);
+}

@@ -1248,3 +1248,265 @@ OST_TEST(writer, one_instance_writes_its_names_once_with_no_memo_entry) {
     free(p);
     ost_decref(inst);
 }
+
+/* ---- fast paths (issue 12) ---------------------------------------------------
+ *
+ * The writer writes small lists and dicts, plain instances and runs of
+ * scalars in one pass instead of through its frames, taking back what it
+ * wrote when it meets anything else. Each test below dumps graphs made to
+ * reach those paths and their edges (batch and frame limits, a container
+ * that ends with an item needing a frame, shared and nested containers,
+ * instance states whose keys are names) with the fast paths on and off,
+ * at every protocol, framing on and off, buffer and sink: the bytes and
+ * the statistics must be the same. */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} fp_sink;
+
+static int fp_write(void *ud, const void *p, size_t n) {
+    fp_sink *s = ud;
+    if (s->n + n > s->cap) {
+        s->cap = (s->n + n) * 2;
+        s->p = realloc(s->p, s->cap);
+        cr_assert(s->p);
+    }
+    memcpy(s->p + s->n, p, n);
+    s->n += n;
+    return 0;
+}
+
+/* Dumps v with the fast paths on or off; returns a malloc'd copy. */
+static uint8_t *fp_dump(ost_value v, int proto, bool framing, bool sink, bool fast,
+                        size_t *n, ost_dump_stats *st) {
+    ost_writer *w = ost_writer_new();
+    cr_assert(w);
+    ost__writer_set_fast_paths(w, fast);
+    cr_assert_eq(ost_writer_set_protocol(w, proto), 0);
+    ost_writer_set_framing(w, framing);
+    fp_sink s = {0};
+    if (sink) ost_writer_set_sink(w, fp_write, &s);
+    const void *d;
+    /* twice: the second dump reuses the writer's buffer and tables */
+    for (int k = 0; k < 2; k++) {
+        s.n = 0;
+        cr_assert_eq(ost_dump(w, v, &d, n), 0, "%s", ost_writer_errmsg(w));
+    }
+    ost_writer_stats(w, st);
+    uint8_t *c = malloc(*n ? *n : 1);
+    memcpy(c, sink ? s.p : d, *n);
+    free(s.p);
+    ost_writer_free(w);
+    return c;
+}
+
+static void assert_fast_paths_same(ost_value v, const char *what) {
+    for (int proto = 2; proto <= 5; proto++)
+        for (int mode = 0; mode < 4; mode++) {
+            bool framing = mode & 1, sink = mode & 2;
+            size_t n1, n2;
+            ost_dump_stats s1, s2;
+            uint8_t *a = fp_dump(v, proto, framing, sink, true, &n1, &s1);
+            uint8_t *b = fp_dump(v, proto, framing, sink, false, &n2, &s2);
+            cr_assert_eq(n1, n2, "%s: protocol %d, framing %d, sink %d: %zu bytes, %zu without "
+                         "fast paths", what, proto, framing, sink, n1, n2);
+            size_t at = 0;
+            while (at < n1 && a[at] == b[at]) at++;
+
+            cr_assert_eq(at, n1, "%s: protocol %d, framing %d, sink %d: differs at byte %zu",
+                         what, proto, framing, sink, at);
+            cr_assert_eq(s1.objects, s2.objects, "%s: objects", what);
+            cr_assert_eq(s1.memo_hits, s2.memo_hits, "%s: memo hits", what);
+            cr_assert_eq(s1.bytes, s2.bytes, "%s: bytes", what);
+            free(a);
+            free(b);
+        }
+}
+
+/* A small xorshift generator: the graphs are the same on every run. */
+static uint64_t fp_rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t fp_next(void) {
+    fp_rng ^= fp_rng << 13;
+    fp_rng ^= fp_rng >> 7;
+    fp_rng ^= fp_rng << 17;
+    return fp_rng;
+}
+
+static ost_value fp_scalar(void) {
+    static const char *const strs[] = {"", "a", "id", "name", "score", "héllo", "0123456789abcdef",
+                                       "seventeen chars!!"};
+    switch (fp_next() % 12) {
+    case 0: return ost_int((int64_t)(fp_next() % 300) - 100);
+    case 1: return ost_int((int64_t)(fp_next() % 70000));
+    case 2: return ost_int((int64_t)(fp_next() >> 20) - ((int64_t)1 << 42));
+    case 3: return ost_float((double)(fp_next() % 1000) / 8);
+    case 4: return ost_float(1e300); /* a heap float */
+    case 5: return OST_NONE;
+    case 6: return fp_next() & 1 ? OST_TRUE : OST_FALSE;
+    case 7: return ost_str_c(strs[fp_next() % 8]);
+    case 8: {
+        char big[300];
+        memset(big, 'x', sizeof big);
+        return ost_str(big, 200 + fp_next() % 100); /* around 256 */
+    }
+    case 9: return ost_bytes("\x01\x02\x03", 3);
+    case 10: return ost_int(1000);
+    default: return ost_float(-2.5);
+    }
+}
+
+/* A random graph: small and large lists and dicts, tuples, instances,
+ * sharing through a pool of earlier values (no cycles: refcounts free it). */
+static ost_value fp_graph(int depth, ost_value *pool, size_t *npool, ost_value cls) {
+    uint64_t k = fp_next() % 16;
+    if (depth > 3 || k < 5) return fp_scalar();
+    if (k == 5 && *npool) return ost_incref(pool[fp_next() % *npool]);
+    ost_value v;
+    if (k < 9) {
+        /* long lists (around a batch of 1000) hold scalars, and a few
+         * values further down every 97 items */
+        bool big = depth < 2 && fp_next() % 8 == 0;
+        size_t n = big ? 990 + fp_next() % 30 : fp_next() % 6;
+        v = ost_list_new(0);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(ost_list_append(v, !big || i % 97 == 96
+                                                ? fp_graph(depth + 1, pool, npool, cls)
+                                                : fp_scalar()),
+                         0);
+    } else if (k < 12) {
+        bool big = depth < 2 && fp_next() % 8 == 0;
+        size_t n = big ? 995 + fp_next() % 10 : fp_next() % 6;
+        v = ost_dict_new();
+        for (size_t i = 0; i < n; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "k%zu", i);
+            ost_value kv = fp_next() % 4 ? ost_str_c(key) : ost_int((int64_t)i);
+            cr_assert_eq(ost_dict_set(v, kv, !big || i % 97 == 96
+                                                 ? fp_graph(depth + 1, pool, npool, cls)
+                                                 : fp_scalar()),
+                         0);
+        }
+    } else if (k < 13) {
+        v = ost_tuple_new(2);
+        ost_tuple_set(v, 0, fp_graph(depth + 1, pool, npool, cls));
+        ost_tuple_set(v, 1, fp_scalar());
+    } else {
+        v = ost_instance_new(ost_incref(cls));
+        cr_assert_eq(ost_instance_setattr(v, "id", fp_scalar()), 0);
+        cr_assert_eq(ost_instance_setattr(v, "score", ost_float(0.5)), 0);
+        if (fp_next() & 1)
+            cr_assert_eq(ost_instance_setattr(v, "sub", fp_graph(depth + 1, pool, npool, cls)), 0);
+    }
+    if (*npool < 64 && fp_next() % 3 == 0) pool[(*npool)++] = ost_incref(v);
+    return v;
+}
+
+OST_TEST(writer, fast_paths_write_the_bytes_of_the_frames_on_random_graphs) {
+    ost_value cls = ost_global("bench", "Rec");
+    for (int g = 0; g < 40; g++) {
+        ost_value pool[64];
+        size_t npool = 0;
+        ost_value v = ost_list_new(0);
+        for (int i = 0; i < 4; i++) ost_list_append(v, fp_graph(0, pool, &npool, cls));
+        char what[32];
+        snprintf(what, sizeof what, "graph %d", g);
+        assert_fast_paths_same(v, what);
+        ost_decref(v);
+        for (size_t i = 0; i < npool; i++) ost_decref(pool[i]);
+    }
+    ost_decref(cls);
+}
+
+OST_TEST(writer, fast_paths_write_the_bytes_of_the_frames_on_the_benchmark_shapes) {
+    /* (i)'s dicts, (vi)'s instances (float fields, prev links) and long
+     * runs of ints and floats mixed with other items: all cross frames */
+    ost_value k_id = ost_str_c("id"), k_name = ost_str_c("name"), k_tags = ost_str_c("tags"),
+              a = ost_str_c("a"), cls = ost_global("bench", "Rec");
+    ost_value dicts = ost_list_new(0), insts = ost_list_new(0), runs = ost_list_new(0);
+    ost_value prev = OST_NONE;
+    for (int i = 0; i < 20000; i++) {
+        ost_value d = ost_dict_new(), tags = ost_list_new(0);
+        ost_list_append(tags, ost_incref(a));
+        ost_list_append(tags, ost_str_c("b"));
+        ost_dict_set(d, ost_incref(k_id), ost_int(i));
+        ost_dict_set(d, ost_incref(k_name), ost_str_c(i % 3 ? "user" : "u"));
+        ost_dict_set(d, ost_incref(k_tags), tags);
+        ost_list_append(dicts, d);
+        ost_value o = ost_instance_new(ost_incref(cls));
+        ost_instance_setattr(o, "id", ost_int(i));
+        ost_instance_setattr(o, "score", ost_float(i * 0.5));
+        ost_instance_setattr(o, "prev", ost_incref(prev));
+        ost_list_append(insts, o);
+        prev = o;
+    }
+    for (int i = 0; i < 100000; i++) {
+        int r = (int)(fp_next() % 100);
+        ost_list_append(runs, r < 40   ? ost_int((int64_t)(fp_next() % 100000))
+                              : r < 80 ? ost_float((double)i)
+                              : r < 85 ? ost_int((int64_t)(fp_next() >> 1))
+                              : r < 90 ? ost_float(1e-300)
+                              : r < 95 ? ost_str_c("s")
+                                       : ost_incref(a));
+    }
+    /* a run that ends with an item needing a frame, at every batch offset */
+    ost_value tail = ost_list_new(0);
+    for (int n = 995; n <= 1002; n++) {
+        ost_value l = ost_list_new(0);
+        for (int i = 0; i < n; i++) ost_list_append(l, ost_int(i));
+        ost_list_append(l, ost_instance_new(ost_incref(cls)));
+        ost_list_append(tail, l);
+    }
+    /* a small dict shared three times (memoized by the one-pass path) */
+    ost_value shared_d = ost_dict_new();
+    ost_dict_set(shared_d, ost_str_c("x"), ost_float(1.25));
+    ost_value sh = list_of(3, ost_incref(shared_d), ost_incref(shared_d), shared_d);
+    assert_fast_paths_same(dicts, "dicts");
+    assert_fast_paths_same(insts, "instances");
+    assert_fast_paths_same(runs, "runs of scalars");
+    assert_fast_paths_same(tail, "runs ending with an instance");
+    assert_fast_paths_same(sh, "a shared small dict");
+    ost_decref(dicts);
+    ost_decref(insts);
+    ost_decref(runs);
+    ost_decref(tail);
+    ost_decref(sh);
+    ost_decref(k_id);
+    ost_decref(k_name);
+    ost_decref(k_tags);
+    ost_decref(a);
+    ost_decref(cls);
+}
+
+OST_TEST(writer, a_reused_writer_grows_its_buffer_past_2_mib_and_writes_the_same_bytes) {
+    /* from 2 MiB on, the output buffer is a mapping grown by copying into a
+     * new one (see grow() in writer.c): a reused writer's output must equal
+     * a fresh writer's at every size, growing and shrinking again */
+    static const size_t sizes[] = {1000, 3u << 20, 100, 5u << 20, 9u << 20, 2u << 20, 10};
+    ost_writer *w = ost_writer_new();
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint8_t *blob = malloc(sizes[k]);
+        for (size_t i = 0; i < sizes[k]; i++) blob[i] = (uint8_t)(i * 7 + k);
+        ost_value l = list_of(3, ost_bytes(blob, sizes[k] / 2), ost_int((int64_t)k),
+                              ost_bytes(blob, sizes[k]));
+        ost_value ints = ost_list_new(0);
+        for (size_t i = 0; i < sizes[k] / 8; i++) ost_list_append(ints, ost_int((int64_t)i));
+        ost_list_append(l, ints);
+        size_t n1, n2;
+        const void *d;
+        cr_assert_eq(ost_dump(w, l, &d, &n1), 0, "%s", ost_writer_errmsg(w));
+        uint8_t *fresh = dump_copy(l, 4, true, &n2);
+        cr_assert_eq(n1, n2, "size %zu", sizes[k]);
+        cr_assert_eq(memcmp(d, fresh, n1), 0, "size %zu", sizes[k]);
+        ost_reader *r = ost_reader_new();
+        ost_value back;
+        cr_assert_eq(ost_load(r, d, n1, &back, NULL), 0, "%s", ost_reader_errmsg(r));
+        cr_assert(ost_same_graph(back, l), "size %zu", sizes[k]);
+        ost_decref(back);
+        ost_reader_free(r);
+        free(fresh);
+        free(blob);
+        ost_decref(l);
+    }
+    ost_writer_free(w);
+}
