@@ -1045,7 +1045,7 @@ Test(api, ordered_maps_and_the_loader) {
     cr_assert_eq(ost_conn_open(a, &c), 0);
     ost_value m;
     cr_assert_eq(ost_map_new(c, "int", &m), 0, "%s", ost_conn_errmsg(c));
-    cr_assert_eq(ost_root_set_c(c, "m", m), 0);
+    cr_assert_eq(ost_root_set_c(c, "m", ost_incref(m)), 0); /* m is borrowed: the root's own */
     cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
     m = ost_root_get_c(c, "m");
     ost_loader *l;
