@@ -71,15 +71,9 @@ int ost__ent_each_map(ost_store *st, void *txn,
  * map's record and stamps it with serial. OST_ECONFLICT when the record is
  * gone (pack removed the map), OST_ECORRUPT when it is not a map record. */
 int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, uint64_t serial);
-/* The state pickle of map's record (without its header), valid while
- * txn is unchanged. 0, OST_ENOTFOUND, OST_ECORRUPT. */
-int ost__map_record_get(ost_store *st, void *txn, uint64_t map, const uint8_t **pickle,
-                        size_t *len);
 /* The OST_E* code and the text of an engine code (a positive result). */
 int ost__ent_code(int rc);
 const char *ost__ent_strerror(int rc);
-/* The count in map's record, read in txn. */
-int ost__map_count_get(ost_store *st, void *txn, uint64_t map, uint64_t *count);
 
 /* Checks an entry given as stored (the engine's key and value bytes, as a
  * salvage or check reads them) and fills e: 0 or OST_ECORRUPT. */

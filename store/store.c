@@ -948,13 +948,6 @@ int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, cons
     return rc;
 }
 
-int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
-    size_t ml, nl;
-    const char *m = ost_data(ost_global_module(cls), &ml);
-    const char *n = ost_data(ost_global_name(cls), &nl);
-    return ost__class_find_name(st, t, m, ml, n, nl, id);
-}
-
 /* Finds or creates the id of class cls inside write transaction t. */
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
     size_t ml, nl;

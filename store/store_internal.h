@@ -267,8 +267,7 @@ void ost__problem_text(const ost__pc_problem *p, char *buf, size_t cap);
 int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from);
 /* The id of class cls in transaction t (any): 0 and *id, MDB_NOTFOUND
  * when the store has none for it, or another LMDB code. */
-int ost__class_find(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
-/* The same by names: ost__class_find_name finds, ost__class_id_name finds
+/* Class ids by names: ost__class_find_name finds, ost__class_id_name finds
  * or adds (t writable). LMDB codes; EINVAL when the names are too long. */
 int ost__class_find_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
                          size_t nl, uint32_t *id);

@@ -12,8 +12,6 @@
 
 /* ---- the engine object ------------------------------------------------------------ */
 
-ost__engine *ost__lmdb_engine_of(ost_store *st) { return st->eng; }
-
 int ost__lmdb_engine_attach(ost_store *st) {
     if (st->eng) return 0;
     ost__engine *e = calloc(1, sizeof *e);

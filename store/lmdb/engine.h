@@ -34,8 +34,6 @@ struct ost__sess {
     ost__sess *next;
 };
 
-/* The store's engine object (made by ost_store_open). */
-ost__engine *ost__lmdb_engine_of(ost_store *st);
 /* Closes every open read transaction of st's engine sessions: the map is
  * being resized (st->maplock held for writing). They reopen at next use. */
 void ost__lmdb_sess_reset_all(ost_store *st);

@@ -320,26 +320,6 @@ static int record(ost_store *st, void *txn, uint64_t map, MDB_val *v) {
     return rc == MDB_NOTFOUND ? OST_ENOTFOUND : rc;
 }
 
-int ost__map_record_get(ost_store *st, void *txn, uint64_t map, const uint8_t **pickle,
-                        size_t *len) {
-    MDB_val v;
-    int rc = record(st, txn, map, &v);
-    if (rc) return rc;
-    uint64_t serial;
-    uint32_t cid;
-    if (ost__rec_open(st, map, &v, &serial, &cid)) return OST_ECORRUPT;
-    *pickle = (const uint8_t *)v.mv_data + OST_HDR_SIZE;
-    *len = v.mv_size - OST_HDR_SIZE;
-    return 0;
-}
-
-int ost__map_count_get(ost_store *st, void *txn, uint64_t map, uint64_t *count) {
-    const uint8_t *p;
-    size_t n;
-    int rc = ost__map_record_get(st, txn, map, &p, &n);
-    return rc ? rc : ost__map_record_count(p, n, count);
-}
-
 int ost__ent_code(int rc) { return OST__OURS(rc) ? rc : ost__mdb_code(rc); }
 const char *ost__ent_strerror(int rc) { return OST__OURS(rc) ? ost_strerror(rc) : mdb_strerror(rc); }
 
