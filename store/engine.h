@@ -86,8 +86,10 @@ typedef struct ost__engine_ops {
      * rest (a path). */
     bool (*claims)(const char *addr);
     /* Opens (creating it when o->create) the store at addr for st, checks
-     * its schema and format version, and fills st->shown. On failure
-     * nothing is left open. */
+     * its schema and format version, and fills st->shown. st is a handle
+     * not open yet (OST_EINVAL otherwise). On failure nothing is left
+     * open. (ost_store_open reaches LMDB's environment directly; this entry
+     * serves the conformance suite, tests/test_engine.c.) */
     int (*open)(ost_store *st, const char *addr, const ost_store_options *o, ost__engine **out);
     /* Closes what open made. Every session is closed before. */
     void (*close)(ost__engine *e);
@@ -183,6 +185,8 @@ typedef struct ost__engine_ops {
     int (*ent_put)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, uint64_t serial,
                    const void *data, size_t len, bool *existed, bool *append);
     int (*ent_del)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen);
+    /* Writes (ent_put, ent_del, ent_drop_map, map_count_add) only inside
+     * commit: LMDB answers OST_EINVAL "a write outside a commit". */
     int (*ent_drop_map)(ost__sess *s, uint64_t map, uint64_t *n);
     int (*ecur_open)(ost__sess *s, uint64_t map, ost__ecur **out);
     int (*ecur_seek)(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse);
