@@ -5,8 +5,11 @@
  * to a closed store, the byte orders of the records, and child processes.
  *
  * Each suite keeps its own fixture (a temporary directory and a registry)
- * and passes the directory and registry in. Functions are static inline so
- * that a suite that leaves one unused compiles without a warning. */
+ * and passes the directory and registry in. With OST_TEST_ENGINE=postgresql
+ * the "directory" is the address of a fresh database instead, and
+ * LMDB_ONLY(why) skips what only LMDB has (see "the engine under test").
+ * Functions are static inline so that a suite that leaves one unused
+ * compiles without a warning. */
 #ifndef OST_TESTS_STORETEST_H
 #define OST_TESTS_STORETEST_H
 
@@ -29,8 +32,6 @@
 
 #include "ostore.h"
 #include "rmtree.h"
-
-/* ---- the fixture ----------------------------------------------------------- */
 
 /* ---- the engine under test ------------------------------------------------ */
 
@@ -60,7 +61,12 @@ static inline void pg_admin(const char *sql) {
     const char *admin = getenv("OST_TEST_PG_ADMIN");
     cr_assert(admin, "OST_TEST_ENGINE=postgresql needs OST_TEST_PG_ADMIN (tests/pg/pgserver.sh)");
     PGconn *pc = PQconnectdb(admin);
-    cr_assert(PQstatus(pc) == CONNECTION_OK, "connect %s: %s", admin, PQerrorMessage(pc));
+    if (PQstatus(pc) != CONNECTION_OK) {
+        char err[512];
+        snprintf(err, sizeof err, "%s", pc ? PQerrorMessage(pc) : "out of memory");
+        PQfinish(pc);
+        cr_assert_fail("connect %s: %s", admin, err);
+    }
     PGresult *r = PQexec(pc, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     char err[512];

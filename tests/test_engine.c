@@ -1188,7 +1188,8 @@ Test(api, four_processes_times_fifty_increments_with_retries_make_exactly_200) {
             for (int k = 0; k < 50; k++) {
                 unsigned tried = 0;
                 int rc = ost_txn_run(cc, 1000, increment, NULL, &tried);
-                CHILD_CHECK(rc == 0, "increment %d: %s %s", k, ost_err_name(rc), ost_conn_errmsg(cc));
+                CHILD_CHECK(rc == 0, "increment %d: %s %s", k, ost_err_name(rc),
+                            ost_conn_errmsg(cc));
                 tried_all += tried;
             }
             ost_store_close(s);
@@ -1198,7 +1199,8 @@ Test(api, four_processes_times_fifty_increments_with_retries_make_exactly_200) {
     }
     close(fds[1]);
     unsigned attempts = 0, t;
-    for (int i = 0; i < 4; i++) cr_assert_eq(child_status(pids[i]), 0, "child %d (its stderr says why)", i);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(child_status(pids[i]), 0, "child %d (its stderr says why)", i);
     while (read(fds[0], &t, sizeof t) == (ssize_t)sizeof t) attempts += t;
     close(fds[0]);
     ost_abort(c);

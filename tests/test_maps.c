@@ -1065,7 +1065,7 @@ enum { GT = 8, GN = 1000 };
 typedef struct {
     ost_store *st;
     uint64_t map;
-    int id;
+    int id, n; /* n commits, each of one key */
     int commits, conflicts;
     int line;
     char msg[300];
@@ -1079,7 +1079,7 @@ static void insert_thread(void *arg) {
     ost_value m;
     rc = ost_conn_get(c, ta->map, &m);
     THREAD_CHECK(rc == 0, "get the map: %s", ost_conn_errmsg(c));
-    for (int i = 0; i < GN; i++) {
+    for (int i = 0; i < ta->n; i++) {
         int64_t key = (int64_t)i * GT + ta->id; /* neighbours of the other threads' keys */
         for (;;) {
             rc = ost_map_set(c, m, ost_int(key), ost_int(key * 3));
@@ -1105,24 +1105,28 @@ OST_TEST(maps, eight_threads_insert_distinct_keys_through_group_commit_without_c
     ost_conn *c = conn_of(st);
     ost_value m = new_map(c, "int", "m");
     uint64_t serial0 = stats(st).last_serial;
+    /* On PostgreSQL a quarter: there each commit locks the map's row, so
+     * the 8 threads' commits take turns at a round trip each (8,000 took
+     * 31 s here under load). */
+    const int gn = on_pg() ? GN / 4 : GN;
     uv_thread_t th[GT];
     ins_arg a[GT];
     for (int i = 0; i < GT; i++) {
-        a[i] = (ins_arg){.st = st, .map = ost_oid(c, m), .id = i};
+        a[i] = (ins_arg){.st = st, .map = ost_oid(c, m), .id = i, .n = gn};
         cr_assert_eq(uv_thread_create(&th[i], insert_thread, &a[i]), 0);
     }
     int conflicts = 0;
     for (int i = 0; i < GT; i++) {
         uv_thread_join(&th[i]);
         cr_assert_eq(a[i].line, 0, "thread %d, line %d: %s", i, a[i].line, a[i].msg);
-        cr_assert_eq(a[i].commits, GN);
+        cr_assert_eq(a[i].commits, gn);
         conflicts += a[i].conflicts;
     }
     cr_assert_eq(conflicts, 0, "distinct keys never conflict (%d did: %s)", conflicts,
                  a[0].conflicts ? a[0].msg : "");
-    cr_assert_eq(stats(st).last_serial, serial0 + GT * GN, "one commit per key");
+    cr_assert_eq(stats(st).last_serial, serial0 + GT * gn, "one commit per key");
     ost_abort(c);
-    cr_assert_eq(map_len(c, m), GT * GN);
+    cr_assert_eq(map_len(c, m), GT * gn);
     ost_map_cursor *cur;
     cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
     ost_value k, v;
@@ -1134,7 +1138,7 @@ OST_TEST(maps, eight_threads_insert_distinct_keys_through_group_commit_without_c
         i++;
     }
     cr_assert_eq(rc, OST_ENOTFOUND);
-    cr_assert_eq(i, GT * GN);
+    cr_assert_eq(i, GT * gn);
     ost_map_cursor_close(cur);
     check_clean(st, 0);
     ost_store_close(st);

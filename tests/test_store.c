@@ -344,7 +344,8 @@ OST_TEST(store, import_refuses_counters_and_class_names_that_cannot_be) {
 }
 
 OST_TEST(store, lmdb_env_without_meta_is_not_a_store) {
-    LMDB_ONLY("an LMDB environment without meta");
+    LMDB_ONLY("an LMDB environment without meta "
+              "(PostgreSQL: engine::refuses_a_database_without_the_schema)");
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     raw_put(F.dir, "other", "k", 1, "v", 1);
     ost_store_options o = opts_for(false);
@@ -363,7 +364,7 @@ OST_TEST(store, lmdb_env_without_meta_is_not_a_store) {
 }
 
 OST_TEST(store, format_version_mismatch) {
-    LMDB_ONLY("meta written with raw LMDB");
+    LMDB_ONLY("meta written with raw LMDB (PostgreSQL: engine::refuses_another_format)");
     ost_store_close(open_store(true));
     uint8_t v99[8] = {99};
     raw_put(F.dir, "meta", "format", 6, v99, 8);
