@@ -10,10 +10,14 @@
  * restarts the server) and OST_TEST_PG_DIR. Each test works in a schema
  * of its own (the address's search_path), made with psql. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -214,7 +218,7 @@ Test(engine, creates_then_reopens_with_counters) {
     cr_assert_eq(E->ops->stat(eng, &ss), 0);
     cr_assert_eq(ss.records, E->base_records);
     cr_assert_eq(ss.next_oid, 1);
-    cr_assert_eq(ss.last_serial, 1);
+    cr_assert_eq(ss.last_serial, E->base_records); /* LMDB's open commits the root */
     cr_assert(strstr(st->shown, E->one_open ? g_lmdb_tmp : "search_path"), "shown: %s", st->shown);
     E->ops->close(eng);
     eng = NULL;
@@ -401,14 +405,14 @@ Test(engine, commits_new_records_then_reads_them) {
         cr_assert_eq(ost__pkg_add(p, f + (uint64_t)i, 0, c, pk[i], strlen(pk[i])), 0);
     }
     cr_assert_eq(commit1(s, p), 0, "%s", p->msg);
-    cr_assert_eq(p->serial, 2);
+    cr_assert_eq(p->serial, E->base_records + 1);
     ost__snapinfo si;
     cr_assert_eq(E->ops->snap_begin(s, &si), 0);
-    cr_assert_eq(si.last_serial, 2);
+    cr_assert_eq(si.last_serial, E->base_records + 1);
     cr_assert_geq(si.next_oid, f + 5);
     ost__recview rv;
     cr_assert_eq(E->ops->get(s, f + 3, &rv), 0);
-    cr_assert_eq(rv.serial, 2);
+    cr_assert_eq(rv.serial, E->base_records + 1);
     cr_assert_eq(rv.cid, c);
     cr_assert_eq(rv.len, strlen(pk[3]));
     cr_assert(!memcmp(rv.pickle, pk[3], rv.len));
@@ -435,7 +439,7 @@ Test(engine, commits_new_records_then_reads_them) {
     cr_assert_eq(E->ops->stat(eng, &ss), 0);
     cr_assert_eq(ss.records, E->base_records + 5);
     cr_assert_eq(ss.bytes, base.bytes + 5 * 16 + 5 * strlen(pk[0]));
-    cr_assert_eq(ss.last_serial, 2);
+    cr_assert_eq(ss.last_serial, E->base_records + 1);
     ost__pkg_free(p);
     E->ops->sess_close(s);
 }
@@ -539,6 +543,10 @@ Test(engine, a_failed_package_leaves_nothing) {
     ost__pkg *p = pkg();
     ost__pkg_add(p, f, 0, 1, "one", 3);
     cr_assert_eq(commit1(s, p), 0);
+    /* f again, so that a serial before the last is one f had (not 0: new) */
+    ost__pkg_reset(p);
+    ost__pkg_add(p, f, last_serial(s), 1, "one", 3);
+    cr_assert_eq(commit1(s, p), 0);
     dump before, after;
     scan_all(s, &before);
     uint64_t ls = last_serial(s);
@@ -551,6 +559,21 @@ Test(engine, a_failed_package_leaves_nothing) {
     scan_all(s, &after);
     cr_assert_str_eq(after.buf, before.buf);
     cr_assert_eq(last_serial(s), ls);
+    /* a write the server refuses (one oid twice in a package): the
+     * package fails with the server's cause, nothing is written, and the
+     * session goes on (LMDB has no server: the last write of an oid wins,
+     * and the store never sends such a package) */
+    if (E->sql) {
+        ost__pkg_reset(p);
+        ost__pkg_add(p, f + 1, 0, 1, "a.", 2);
+        ost__pkg_add(p, f + 1, 0, 1, "b.", 2);
+        (void)E->ops->commit(s, &p, 1);
+        cr_assert_neq(p->rc, 0);
+        cr_assert(strstr(p->msg, st->shown), "%s", p->msg);
+        scan_all(s, &after);
+        cr_assert_str_eq(after.buf, before.buf);
+        cr_assert_eq(last_serial(s), ls);
+    }
     /* a reference to a removed object after a pack (p->low differs) */
     ost__pkg_reset(p);
     ost__pkg_add(p, f + 2, 0, 1, "ref", 3);
@@ -982,7 +1005,12 @@ static void api_setup(void) {
     cr_assert_eq(ost_registry_add(g_reg, &def, &g_item), 0);
 }
 
+static bool g_stopped; /* a test stopped the server: teardown starts it */
+
 static void api_teardown(void) {
+    if (g_stopped && system(getenv("OST_TEST_PG_START")) != 0)
+        fprintf(stderr, "api teardown: cannot start the server again\n");
+    g_stopped = false;
     ost_registry_free(g_reg);
     g_reg = NULL;
 }
@@ -1141,6 +1169,248 @@ Test(api, ordered_maps_and_the_loader) {
     cr_assert_eq(ost_int_value(last, &ki), 0);
     cr_assert_eq(ki, 999);
     ost_decref(last);
+    ost_conn_close(c);
+    ost_store_close(a);
+}
+
+/* ---- several processes on one store (PostgreSQL: they stand in for hosts) ---- */
+
+/* In a child: a failed expectation says why on stderr and exits with the
+ * line (never Criterion's assertions, which belong to the test process). */
+#define CHILD_CHECK(cond, ...)                                                \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "child %d, line %d: ", (int)getpid(), __LINE__);  \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+            _exit(__LINE__ % 200 + 1);                                        \
+        }                                                                     \
+    } while (0)
+
+static pid_t fork_child(void) {
+    fflush(NULL);
+    pid_t p = fork();
+    cr_assert_neq(p, -1, "fork: %s", strerror(errno));
+    return p;
+}
+
+/* Exit status of a child; 128 + signal when it was killed. */
+static int child_status(pid_t p) {
+    int status;
+    while (waitpid(p, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* In a child: the store at g_addr and a connection on it. */
+static void child_open(ost_store **s, ost_conn **c) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = g_reg;
+    *s = ost_store_new();
+    CHILD_CHECK(*s, "ost_store_new");
+    int rc = ost_store_open(*s, g_addr, &o);
+    CHILD_CHECK(rc == 0, "open: %s %s", ost_err_name(rc), ost_store_errmsg(*s));
+    CHILD_CHECK(ost_conn_open(*s, c) == 0, "conn");
+}
+
+/* One attempt of ost_txn_run: root["counter"].n += 1. */
+static int increment(void *ud, ost_conn *c) {
+    (void)ud;
+    ost_value ctr = ost_root_get_c(c, "counter");
+    if (!ctr) return OST_EIO;
+    int64_t n;
+    int rc = ost_int_value(ost_instance_getattr(ctr, "n"), &n);
+    return rc ? rc : ost_instance_setattr(ctr, "n", ost_int(n + 1));
+}
+
+Test(api, four_processes_times_fifty_increments_with_retries_make_exactly_200) {
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    cr_assert_eq(ost_root_set_c(c, "counter", item("c", 0)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pids[4];
+    for (int i = 0; i < 4; i++) {
+        if ((pids[i] = fork_child()) == 0) {
+            close(fds[0]);
+            ost_store *s;
+            ost_conn *cc;
+            child_open(&s, &cc);
+            unsigned tried_all = 0;
+            for (int k = 0; k < 50; k++) {
+                unsigned tried = 0;
+                int rc = ost_txn_run(cc, 1000, increment, NULL, &tried);
+                CHILD_CHECK(rc == 0, "increment %d: %s %s", k, ost_err_name(rc),
+                            ost_conn_errmsg(cc));
+                tried_all += tried;
+            }
+            ost_store_close(s);
+            CHILD_CHECK(write(fds[1], &tried_all, sizeof tried_all) == sizeof tried_all, "pipe");
+            _exit(0);
+        }
+    }
+    close(fds[1]);
+    unsigned attempts = 0, t;
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(child_status(pids[i]), 0, "child %d (its stderr says why)", i);
+    while (read(fds[0], &t, sizeof t) == (ssize_t)sizeof t) attempts += t;
+    close(fds[0]);
+    ost_abort(c);
+    cr_assert_eq(item_n(ost_root_get_c(c, "counter")), 200);
+    ost_store_stats ss;
+    cr_assert_eq(ost_store_stat(a, &ss), 0);
+    cr_assert_eq(ss.last_serial, 2 + 200, "one commit per increment, none lost or doubled");
+    cr_assert_geq(attempts, 200);
+    cr_log_info("4 x 50 increments: %u attempts (%u conflicts retried)", attempts, attempts - 200);
+    ost_conn_close(c);
+    ost_store_close(a);
+}
+
+Test(api, a_process_sees_another_processes_commit_at_its_next_transaction) {
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    cr_assert_eq(ost_root_set_c(c, "counter", item("c", 0)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_value x = ost_root_get_c(c, "counter");
+    cr_assert_eq(item_n(x), 0);
+    for (int round = 1; round <= 5; round++) {
+        pid_t p = fork_child();
+        if (p == 0) {
+            ost_store *s;
+            ost_conn *cc;
+            child_open(&s, &cc);
+            ost_value y = ost_root_get_c(cc, "counter");
+            CHILD_CHECK(y, "read: %s", ost_conn_errmsg(cc));
+            CHILD_CHECK(ost_instance_setattr(y, "n", ost_int(round)) == 0, "setattr");
+            int rc = ost_commit(cc);
+            CHILD_CHECK(rc == 0, "commit: %s %s", ost_err_name(rc), ost_conn_errmsg(cc));
+            ost_store_close(s);
+            _exit(0);
+        }
+        cr_assert_eq(child_status(p), 0, "round %d: the child failed (its stderr says why)", round);
+        /* within the transaction: the snapshot it began with */
+        cr_assert_eq(item_n(x), round - 1, "round %d: a transaction sees one snapshot", round);
+        ost_abort(c); /* the next transaction: the child's commit, the object invalidated */
+        cr_assert_eq(item_n(x), round, "round %d: the next transaction sees the commit", round);
+    }
+    ost_conn_close(c);
+    ost_store_close(a);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* msg is one line naming the store's shown address. */
+static void expect_names_store(ost_store *s, const char *msg) {
+    cr_assert(strstr(msg, s->shown), "the message names %s: %s", s->shown, msg);
+    cr_assert(!strchr(msg, '\n'), "one line: %s", msg);
+}
+
+Test(api, a_restart_under_an_open_connection_fails_clearly_and_the_next_transaction_reconnects) {
+    const char *restart = getenv("OST_TEST_PG_RESTART");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to restart", E->name);
+    cr_assert(restart, "OST_TEST_PG_RESTART is not set (tests/pg/pgserver.sh sets it)");
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 3; i++) ost_list_append(l, item("x", i));
+    cr_assert_eq(ost_root_set_c(c, "items", l), 0);
+    cr_assert_eq(ost_root_set_c(c, "counter", item("c", 0)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value items = ost_root_get_c(c, "items");
+    cr_assert(items, "%s", ost_conn_errmsg(c));
+    ost_value it = ost_item(items, 2);
+    cr_assert(ost_is_ghost(it));
+    cr_assert_eq(system(restart), 0);
+    /* the transaction's snapshot went with the server: loading a ghost fails */
+    int rc = ost_activate(c, it);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    expect_names_store(a, ost_conn_errmsg(c));
+    ost_abort(c);
+    /* the next transaction reconnects: reads and commits */
+    cr_assert_eq(item_n(it), 2, "%s", ost_conn_errmsg(c));
+    ost_value ctr = ost_root_get_c(c, "counter");
+    cr_assert(ctr, "%s", ost_conn_errmsg(c));
+    ost_instance_setattr(ctr, "n", ost_int(1));
+    rc = ost_commit(c);
+    cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    /* a restart between the changes and the commit: the commit fails
+     * clearly, or (on a new session) succeeds; never a partial write */
+    ost_instance_setattr(ctr, "n", ost_int(2));
+    cr_assert_eq(system(restart), 0);
+    rc = ost_commit(c);
+    if (rc) {
+        cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+        expect_names_store(a, ost_conn_errmsg(c));
+        ost_abort(c);
+        cr_assert_eq(item_n(ctr), 1, "the failed commit wrote nothing");
+        ost_instance_setattr(ctr, "n", ost_int(2));
+        rc = ost_commit(c);
+        cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    }
+    ost_abort(c);
+    cr_assert_eq(item_n(ctr), 2);
+    ost_conn_close(c);
+    ost_store_close(a);
+}
+
+Test(api, a_stopped_server_fails_clearly_naming_the_address_and_never_hangs) {
+    const char *stop = getenv("OST_TEST_PG_STOP"), *start = getenv("OST_TEST_PG_START");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to stop", E->name);
+    cr_assert(stop && start, "OST_TEST_PG_STOP/START are not set (tests/pg/pgserver.sh sets them)");
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    cr_assert_eq(ost_root_set_c(c, "counter", item("c", 0)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_value ctr = ost_root_get_c(c, "counter");
+    cr_assert_eq(item_n(ctr), 0);
+    g_stopped = true;
+    cr_assert_eq(system(stop), 0);
+    /* a commit on the open connection */
+    double t0 = now_s();
+    ost_instance_setattr(ctr, "n", ost_int(1));
+    int rc = ost_commit(c);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    expect_names_store(a, ost_conn_errmsg(c));
+    ost_abort(c);
+    /* a new transaction and a new handle: each fails within the connect
+     * timeout (10 s), saying where and why */
+    cr_assert_null(ost_root_get_c(c, "counter"));
+    expect_names_store(a, ost_conn_errmsg(c));
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.registry = g_reg;
+    ost_store *b = ost_store_new();
+    rc = ost_store_open(b, g_addr, &o);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), ost_store_errmsg(b));
+    cr_assert(strstr(ost_store_errmsg(b), "cannot connect"), "%s", ost_store_errmsg(b));
+    cr_assert(strstr(ost_store_errmsg(b), "ostore"), "names the database: %s", ost_store_errmsg(b));
+    double took = now_s() - t0;
+    cr_assert_lt(took, 12.0, "the failures took %.1f s", took);
+    cr_log_info("stopped server: commit, read and open failed in %.3f s; open said: %s", took,
+                ost_store_errmsg(b));
+    ost_store_close(b);
+    /* the server back: the next transaction reconnects */
+    cr_assert_eq(system(start), 0);
+    g_stopped = false;
+    ost_abort(c);
+    ctr = ost_root_get_c(c, "counter");
+    cr_assert(ctr, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(item_n(ctr), 0, "the failed commit wrote nothing");
+    ost_instance_setattr(ctr, "n", ost_int(1));
+    rc = ost_commit(c);
+    cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
     ost_conn_close(c);
     ost_store_close(a);
 }

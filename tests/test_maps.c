@@ -1065,7 +1065,7 @@ enum { GT = 8, GN = 1000 };
 typedef struct {
     ost_store *st;
     uint64_t map;
-    int id;
+    int id, n; /* n commits, each of one key */
     int commits, conflicts;
     int line;
     char msg[300];
@@ -1079,7 +1079,7 @@ static void insert_thread(void *arg) {
     ost_value m;
     rc = ost_conn_get(c, ta->map, &m);
     THREAD_CHECK(rc == 0, "get the map: %s", ost_conn_errmsg(c));
-    for (int i = 0; i < GN; i++) {
+    for (int i = 0; i < ta->n; i++) {
         int64_t key = (int64_t)i * GT + ta->id; /* neighbours of the other threads' keys */
         for (;;) {
             rc = ost_map_set(c, m, ost_int(key), ost_int(key * 3));
@@ -1105,24 +1105,28 @@ OST_TEST(maps, eight_threads_insert_distinct_keys_through_group_commit_without_c
     ost_conn *c = conn_of(st);
     ost_value m = new_map(c, "int", "m");
     uint64_t serial0 = stats(st).last_serial;
+    /* On PostgreSQL a quarter: there each commit locks the map's row, so
+     * the 8 threads' commits take turns at a round trip each (8,000 took
+     * 31 s here under load). */
+    const int gn = on_pg() ? GN / 4 : GN;
     uv_thread_t th[GT];
     ins_arg a[GT];
     for (int i = 0; i < GT; i++) {
-        a[i] = (ins_arg){.st = st, .map = ost_oid(c, m), .id = i};
+        a[i] = (ins_arg){.st = st, .map = ost_oid(c, m), .id = i, .n = gn};
         cr_assert_eq(uv_thread_create(&th[i], insert_thread, &a[i]), 0);
     }
     int conflicts = 0;
     for (int i = 0; i < GT; i++) {
         uv_thread_join(&th[i]);
         cr_assert_eq(a[i].line, 0, "thread %d, line %d: %s", i, a[i].line, a[i].msg);
-        cr_assert_eq(a[i].commits, GN);
+        cr_assert_eq(a[i].commits, gn);
         conflicts += a[i].conflicts;
     }
     cr_assert_eq(conflicts, 0, "distinct keys never conflict (%d did: %s)", conflicts,
                  a[0].conflicts ? a[0].msg : "");
-    cr_assert_eq(stats(st).last_serial, serial0 + GT * GN, "one commit per key");
+    cr_assert_eq(stats(st).last_serial, serial0 + GT * gn, "one commit per key");
     ost_abort(c);
-    cr_assert_eq(map_len(c, m), GT * GN);
+    cr_assert_eq(map_len(c, m), GT * gn);
     ost_map_cursor *cur;
     cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
     ost_value k, v;
@@ -1134,7 +1138,7 @@ OST_TEST(maps, eight_threads_insert_distinct_keys_through_group_commit_without_c
         i++;
     }
     cr_assert_eq(rc, OST_ENOTFOUND);
-    cr_assert_eq(i, GT * GN);
+    cr_assert_eq(i, GT * gn);
     ost_map_cursor_close(cur);
     check_clean(st, 0);
     ost_store_close(st);
@@ -1473,6 +1477,7 @@ OST_TEST(maps, sigkill_during_a_bulk_load_keeps_whole_batches_of_entries) {
 /* ======================================================================= */
 
 OST_TEST(maps, pack_keeps_objects_referenced_only_from_map_values) {
+    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value m = new_map(c, "str", "m");
@@ -1512,6 +1517,7 @@ OST_TEST(maps, pack_keeps_objects_referenced_only_from_map_values) {
 }
 
 OST_TEST(maps, pack_removes_unreachable_maps_with_all_their_entries) {
+    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value keep = new_map(c, "int", "keep");
@@ -1568,6 +1574,7 @@ OST_TEST(maps, pack_removes_unreachable_maps_with_all_their_entries) {
  * whole store, LMDB's cursor has no current entry after the delete; pack
  * failed with "Invalid argument" and removed nothing. */
 OST_TEST(maps, pack_removes_the_last_entries_of_the_store) {
+    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value a = new_map(c, "int", "a");
@@ -1604,11 +1611,7 @@ OST_TEST(maps, check_passes_a_sound_store_with_maps) {
         cr_assert_eq(ost_map_add(c, s, ost_bytes(&i, sizeof i)), 0);
     }
     commit_ok(c);
-    reports r = {0};
-    uint64_t records = 0;
-    cr_assert_eq(ost_store_check(st, collect, &r, &records), 0, "%s", r.msg[0]);
-    cr_assert_eq(r.n, 0);
-    cr_assert_eq(records, 53, "root, the map, the set and 50 items");
+    check_clean(st, 53); /* root, the map, the set and 50 items */
     ost_store_close(st);
 }
 
@@ -1658,6 +1661,7 @@ static reports check_finds_one(ost_store *st, uint64_t moid, const char *what) {
 }
 
 OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
+    LMDB_ONLY("check is not on the PostgreSQL engine yet, and the damage is made with raw LMDB");
     uint64_t moid, item2;
     store_for_check(&moid, &item2);
     uint8_t key[16];
@@ -1702,6 +1706,7 @@ OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
 }
 
 OST_TEST(maps, check_reports_a_dangling_reference_in_a_map_value) {
+    LMDB_ONLY("check is not on the PostgreSQL engine yet, and the damage is made with raw LMDB");
     uint64_t moid, item2;
     store_for_check(&moid, &item2);
     uint8_t k[8];
@@ -1735,6 +1740,11 @@ static size_t heap_in_use(void) {
 }
 
 OST_TEST(maps, iterating_a_million_entries_keeps_memory_flat) {
+    /* On PostgreSQL a tenth: its loader writes map entries a statement
+     * each (a million took 150 s here), and 100,000 entries are still 200
+     * of the cursor's pages of 500 rows, so a leak per page or per entry
+     * shows as well. */
+    const int64_t big = on_pg() ? BIG / 10 : BIG;
     ost_store_options o = opts_for(true);
     o.durability = OST_SYNC_NONE;
     ost_store *st = open_with(F.dir, &o);
@@ -1742,7 +1752,7 @@ OST_TEST(maps, iterating_a_million_entries_keeps_memory_flat) {
     ost_value m = new_map(c, "int", "m");
     ost_loader *l;
     cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
-    for (int64_t i = 0; i < BIG; i++) {
+    for (int64_t i = 0; i < big; i++) {
         char v[24];
         int vl = snprintf(v, sizeof v, "v%lld", (long long)i);
         int rc = ost_loader_map_set(l, m, ost_int(i * 3), ost_str(v, (size_t)vl));
@@ -1754,7 +1764,7 @@ OST_TEST(maps, iterating_a_million_entries_keeps_memory_flat) {
 
     c = conn_of(st);
     m = root_map(c, "m");
-    cr_assert_eq(map_len(c, m), BIG);
+    cr_assert_eq(map_len(c, m), big);
     ost_map_cursor *cur;
     cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
     ost_value k, v;
@@ -1766,7 +1776,7 @@ OST_TEST(maps, iterating_a_million_entries_keeps_memory_flat) {
         if (i == 1000) {
             ost_alloc_stats_get(&a0);
             h0 = heap_in_use();
-        } else if (i == BIG / 2) {
+        } else if (i == big / 2) {
             ost_alloc_stats_get(&a1);
             h1 = heap_in_use();
         }
@@ -1776,7 +1786,7 @@ OST_TEST(maps, iterating_a_million_entries_keeps_memory_flat) {
         i++;
     }
     cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
-    cr_assert_eq(i, BIG);
+    cr_assert_eq(i, big);
     ost_alloc_stats_get(&a2);
     h2 = heap_in_use();
     cr_assert_leq(a1.live_objects, a0.live_objects + 16, "live values grew from %llu to %llu",
@@ -1791,15 +1801,15 @@ OST_TEST(maps, iterating_a_million_entries_keeps_memory_flat) {
 #endif
     ost_map_cursor_close(cur);
     /* a reverse range over half of it too */
-    ost_value lo = ost_int(BIG / 2 * 3);
+    ost_value lo = ost_int(big / 2 * 3);
     ost_map_range r = {.from = lo, .reverse = true};
     cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), 0);
-    i = BIG - 1;
+    i = big - 1;
     while ((rc = ost_map_cursor_next(cur, &k, NULL)) == 0) {
         REQUIRE(ival(k) == i * 3, "entry %lld: key %s", (long long)i, rep(k));
         i--;
     }
-    cr_assert_eq(i, BIG / 2 - 1);
+    cr_assert_eq(i, big / 2 - 1);
     ost_map_cursor_close(cur);
     ost_decref(lo);
     ost_store_close(st);
@@ -2209,6 +2219,7 @@ static ost_value load_pickle(const uint8_t *p, size_t n) {
 }
 
 OST_TEST(maps, entries_and_map_records_are_stored_as_documented) {
+    LMDB_ONLY("LMDB's record and entry layout (docs/format.md), read with raw LMDB");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value m = new_map(c, "int", "m");
@@ -2506,6 +2517,7 @@ OST_TEST(maps, the_loader_keeps_the_last_value_of_a_repeated_key_across_sorted_b
  * as its base: writing a key this transaction read before the other
  * commit wrote it conflicts (it was a lost update). */
 OST_TEST(maps, a_write_after_a_map_resize_renewed_the_snapshot_still_conflicts) {
+    LMDB_ONLY("LMDB's map size");
     ost_store_options o = opts_for(true);
     o.map_size = 1u << 20;
     ost_store *st = open_with(F.dir, &o);
@@ -2564,6 +2576,7 @@ static int format1_writer_child(void *arg) {
  * database and the store becomes format 2); the read-only handle must
  * then say so (OST_EVERSION: open it again), never answer "no entry". */
 OST_TEST(maps, a_read_only_format1_handle_refuses_maps_another_process_adds) {
+    LMDB_ONLY("a store of format 1, made with raw LMDB");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     root_set(c, "x", ost_int(1));

@@ -112,6 +112,14 @@ static const char *sattr(ost_value obj, const char *name) {
     return s;
 }
 
+/* ost_store_check passes; on PostgreSQL, where check is not there yet,
+ * its refusal is accepted in its place (and the check runs once it is). */
+static void check_passes(ost_store *st) {
+    int rc = ost_store_check(st, NULL, NULL, NULL);
+    if (on_pg() && rc == OST_EINVAL && strstr(ost_store_errmsg(st), "not available")) return;
+    cr_assert_eq(rc, 0, "check: %s: %s", ost_err_name(rc), ost_store_errmsg(st));
+}
+
 /* ---- child processes ---------------------------------------------------- */
 
 static int child_int(ost_value obj, const char *name, int64_t *out) {
@@ -140,7 +148,7 @@ OST_TEST(store, create_then_reopen) {
     cr_assert_eq(s.records, 1, "a new store holds the root only");
     cr_assert_eq(s.next_oid, 1);
     cr_assert_eq(s.last_serial, 1);
-    cr_assert_geq(s.map_size, 64u << 20);
+    if (!on_pg()) cr_assert_geq(s.map_size, 64u << 20); /* PostgreSQL has no map: 0 */
     cr_assert_gt(s.bytes, 16);
     ost_conn *c = conn_of(st);
     ost_value root = ost_conn_root(c);
@@ -176,7 +184,15 @@ OST_TEST(store, missing_directory_without_create) {
     ost_store_options o = opts_for(false);
     char msg[600];
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);
-    cr_assert(strstr(msg, F.dir), "message names the path: %s", msg);
+    cr_assert(strstr(msg, on_pg() ? "no ostore schema" : F.dir), "message names the path: %s",
+              msg);
+    if (on_pg()) { /* an empty database: nothing made there, read-only neither */
+        o.read_only = true;
+        cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND, "%s", msg);
+        o.read_only = false;
+        cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND, "%s", msg);
+        return;
+    }
     struct stat sb;
     cr_assert_neq(stat(F.dir, &sb), 0, "nothing was created");
     /* an empty directory is no store either */
@@ -189,6 +205,7 @@ OST_TEST(store, missing_directory_without_create) {
 }
 
 OST_TEST(store, junk_data_file_is_corrupt) {
+    LMDB_ONLY("a junk data file");
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     char p[256];
     snprintf(p, sizeof p, "%s/data.mdb", F.dir);
@@ -212,6 +229,7 @@ OST_TEST(store, junk_data_file_is_corrupt) {
  * file. The suite's timeout makes a hang a failure (a timeout of the
  * test's own leaks in Criterion's runner under ASan). */
 OST_TEST(store, data_and_lock_files_that_are_not_regular_files_are_refused) {
+    LMDB_ONLY("the store's data and lock files");
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     char p[256], msg[600];
     snprintf(p, sizeof p, "%s/data.mdb", F.dir);
@@ -262,6 +280,7 @@ OST_TEST(store, data_and_lock_files_that_are_not_regular_files_are_refused) {
  * counters that fit what it imported and that cannot wrap when handed out,
  * and only class names the class table can give back. */
 OST_TEST(store, import_refuses_counters_and_class_names_that_cannot_be) {
+    LMDB_ONLY("the raw import (ostore/raw.h)");
     ost_store *st = open_store(true);
     ost__import *im;
     const char *root_m = "persistent.mapping", *root_n = "PersistentMapping";
@@ -325,6 +344,8 @@ OST_TEST(store, import_refuses_counters_and_class_names_that_cannot_be) {
 }
 
 OST_TEST(store, lmdb_env_without_meta_is_not_a_store) {
+    LMDB_ONLY("an LMDB environment without meta "
+              "(PostgreSQL: engine::refuses_a_database_without_the_schema)");
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     raw_put(F.dir, "other", "k", 1, "v", 1);
     ost_store_options o = opts_for(false);
@@ -343,6 +364,7 @@ OST_TEST(store, lmdb_env_without_meta_is_not_a_store) {
 }
 
 OST_TEST(store, format_version_mismatch) {
+    LMDB_ONLY("meta written with raw LMDB (PostgreSQL: engine::refuses_another_format)");
     ost_store_close(open_store(true));
     uint8_t v99[8] = {99};
     raw_put(F.dir, "meta", "format", 6, v99, 8);
@@ -368,6 +390,7 @@ OST_TEST(store, format_version_mismatch) {
 }
 
 OST_TEST(store, same_path_twice_is_busy) {
+    LMDB_ONLY("one handle per path in a process (LMDB locks a file; a server takes many)");
     ost_store *st = open_store(true);
     ost_store_options o = opts_for(false);
     char msg[600];
@@ -416,9 +439,11 @@ OST_TEST(store, read_only_reads_and_refuses_commits) {
     cr_assert_eq(ost_commit(c), OST_EREADONLY);
     ost_abort(c);
     uint64_t removed = 7;
-    cr_assert_eq(ost_store_pack(st, &removed), OST_EREADONLY);
+    int rc = ost_store_pack(st, &removed);
+    if (!(on_pg() && rc == OST_EINVAL)) /* pack is not on PostgreSQL yet */
+        cr_assert_eq(rc, OST_EREADONLY, "%s: %s", ost_err_name(rc), ost_store_errmsg(st));
     cr_assert_eq(removed, 0);
-    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    check_passes(st);
     cr_assert_eq(stats(st).last_serial, 2);
     ost_store_close(st);
 
@@ -551,8 +576,10 @@ OST_TEST(store, round_trip_of_a_graph) {
     ost_decref(a);
     ost_store_close(st);
 
-    /* the records: header serial 2, the checksum docs/format.md gives */
-    for (uint64_t oid = 0; oid < 4; oid++) {
+    /* the records: header serial 2, the checksum docs/format.md gives
+     * (LMDB's layout; PostgreSQL keeps serial and class in columns of
+     * their own, which tests/test_engine.c reads) */
+    for (uint64_t oid = 0; oid < 4 && !on_pg(); oid++) {
         uint8_t k[8];
         put_be64(k, oid);
         size_t n;
@@ -640,7 +667,7 @@ OST_TEST(store, round_trip_of_a_graph) {
     cr_assert_eq(ost_oid(c, child), oid3);
     cr_assert_eq(iattr(child, "v"), 7);
     cr_assert_str_eq(sattr(ost_instance_getattr(child, "inner"), "deep"), "yes");
-    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    check_passes(st);
     ost_store_close(st);
     ost_decref(plain);
 }
@@ -1128,8 +1155,8 @@ static void counter_by_threads(bool group_commit) {
     ost_value list = ost_instance_getattr(ctr, "list");
     cr_assert_eq(ost_len(list), 160);
     for (int i = 0; i < 160; i++) cr_assert_eq(iattr(ost_item(list, i), "n"), i + 1);
-    cr_assert_gt(stats(st).map_size, 1u << 20, "the map grew");
-    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    if (!on_pg()) cr_assert_gt(stats(st).map_size, 1u << 20, "the map grew");
+    check_passes(st);
     ost_store_close(st);
 }
 
@@ -1331,6 +1358,7 @@ OST_TEST(store, invalidate_makes_a_ghost) {
 /* ======================================================================= */
 
 OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
+    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     /* reachable: n1 <-> n2 (a cycle), n3 only through a plain list in n2 */
@@ -1367,7 +1395,7 @@ OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
     s = stats(st);
     cr_assert_eq(s.records, 4);
     cr_assert_geq(s.next_oid, 7, "oids are never reused");
-    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    check_passes(st);
     cr_assert_eq(ost_store_pack(st, &removed), 0);
     cr_assert_eq(removed, 0, "a second pack finds nothing");
     /* the connection that saw the store before pack still works */
@@ -1406,6 +1434,7 @@ OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
 }
 
 OST_TEST(store, linking_an_object_that_pack_removed_is_refused) {
+    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     ost_store *st = open_store(true);
     ost_conn *a = conn_of(st), *b = conn_of(st);
     ost_value g = new_node();
@@ -1454,6 +1483,7 @@ OST_TEST(store, linking_an_object_that_pack_removed_is_refused) {
 }
 
 OST_TEST(store, pack_follows_references_with_wide_oids) {
+    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     /* oids past 255 and 65535 are written with wider int opcodes */
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
@@ -1527,6 +1557,7 @@ static void put_meta_u64(const char *name, uint64_t v) {
  * one-byte bitmap; a record at oid 2^62 asked for a 2^59-byte bitmap. A
  * next_oid past 2^63 is damage that no new object may wrap around. */
 OST_TEST(store, pack_sizes_its_marks_by_the_records_not_by_meta) {
+    LMDB_ONLY("pack is not on the PostgreSQL engine yet, and meta is written with raw LMDB");
     store_chain();
     put_meta_u64("next_oid", UINT64_MAX);
     ost_store *st = open_store(false);
@@ -1563,6 +1594,7 @@ OST_TEST(store, pack_sizes_its_marks_by_the_records_not_by_meta) {
 
 
 OST_TEST(store, check_reports_a_record_that_does_not_decode) {
+    LMDB_ONLY("check is not on the PostgreSQL engine yet, and the damage is made with raw LMDB");
     store_chain();
     /* b: a valid header, garbage for a pickle */
     uint8_t k[8];
@@ -1631,6 +1663,7 @@ OST_TEST(store, check_reports_a_record_that_does_not_decode) {
 }
 
 OST_TEST(store, check_reports_a_reference_to_a_missing_oid) {
+    LMDB_ONLY("check is not on the PostgreSQL engine yet, and the damage is made with raw LMDB");
     store_chain();
     uint8_t k[8];
     put_be64(k, chain.c); /* referenced by b */
@@ -1662,6 +1695,7 @@ OST_TEST(store, check_reports_a_reference_to_a_missing_oid) {
 }
 
 OST_TEST(store, check_reports_an_unknown_class_id_and_a_missing_root) {
+    LMDB_ONLY("check is not on the PostgreSQL engine yet, and the damage is made with raw LMDB");
     store_chain();
     uint8_t k[8];
     put_be64(k, chain.d);
@@ -1707,6 +1741,7 @@ static void fill(uint8_t *p, size_t n, unsigned seed) {
 }
 
 OST_TEST(store, map_grows_by_itself) {
+    LMDB_ONLY("LMDB's map size");
     ost_store_options o = opts_for(true);
     o.map_size = 1u << 20;
     ost_store *st = open_with(F.dir, &o);
@@ -1754,7 +1789,7 @@ OST_TEST(store, map_grows_by_itself) {
         cr_assert(memcmp(d, buf, CHUNK) == 0, "chunk %d intact", i);
         ost_invalidate(c, n);
     }
-    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    check_passes(st);
     /* and it goes on growing */
     ost_value big = new_node();
     uint8_t *huge = malloc(6u << 20);
@@ -1775,6 +1810,7 @@ OST_TEST(store, map_grows_by_itself) {
 }
 
 OST_TEST(store, map_growth_keeps_other_connections_transactions) {
+    LMDB_ONLY("LMDB's map size");
     ost_store_options o = opts_for(true);
     o.map_size = 1u << 20;
     ost_store *st = open_with(F.dir, &o);
@@ -1847,6 +1883,7 @@ static int grow_child(void *arg) {
 }
 
 OST_TEST(store, map_grown_by_another_process) {
+    LMDB_ONLY("LMDB's map size");
     ost_store_options o = opts_for(true);
     o.map_size = 1u << 20;
     ost_store *st = open_with(F.dir, &o);
@@ -2005,8 +2042,13 @@ OST_TEST(store, sigkill_during_commits_loses_nothing_acknowledged) {
         st = open_store(false);
         uint64_t records;
         reports r = {0};
-        int rc = ost_store_check(st, collect, &r, &records);
-        cr_assert_eq(rc, 0, "round %d: check: %s", round, r.n ? r.msg[0] : ost_store_errmsg(st));
+        if (on_pg()) /* check is not on PostgreSQL yet: the count of records */
+            records = stats(st).records;
+        else {
+            int rc = ost_store_check(st, collect, &r, &records);
+            cr_assert_eq(rc, 0, "round %d: check: %s", round,
+                         r.n ? r.msg[0] : ost_store_errmsg(st));
+        }
         c = conn_of(st);
         int64_t count;
         cr_assert_eq(ost_int_value(root_get(c, "count"), &count), 0);
@@ -2126,7 +2168,7 @@ OST_TEST(store, object_of_another_connection_is_refused_at_commit) {
     cr_assert_eq(ost_commit(b), OST_EINVAL);
     ost_abort(b);
     ost_decref(fresh);
-    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    check_passes(st);
     /* an object of another store */
     char dir2[200];
     snprintf(dir2, sizeof dir2, "%s/db2", F.tmp);
@@ -2167,7 +2209,7 @@ OST_TEST(store, objects_after_their_connection_closed) {
     ost_abort(b);
     ost_decref(acct);
     ost_decref(node);
-    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0);
+    check_passes(st);
     cr_assert_eq(stats(st).records, 3);
     ost_store_close(st);
 }
@@ -2245,6 +2287,7 @@ static void expect_line(const char *out, const char *line) {
 }
 
 OST_TEST(store, python_reads_what_c_wrote) {
+    LMDB_ONLY("the Python reader reads the LMDB files (tests/py_store_reader.py)");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value n1 = new_node(), n2 = new_node();
@@ -2317,6 +2360,7 @@ OST_TEST(store, python_reads_what_c_wrote) {
  * finds every map entry in sorted() order for keys of every kind, decodes
  * each key from its encoding, and finds each map's count right. */
 OST_TEST(store, python_reads_maps_in_sorted_order) {
+    LMDB_ONLY("the Python reader reads the LMDB files (tests/py_store_reader.py)");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     static const char *const kinds[] = {"int", "str", "bytes", "(int, str)", "(str, bytes, int)"};
@@ -2457,6 +2501,7 @@ static int fill_the_disk(void *arg) {
 }
 
 static void full_disk(bool group) {
+    LMDB_ONLY("a store on a full tmpfs (a PostgreSQL server's full disk is not tested here)");
     char mnt[256];
     snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
     cr_assert_eq(mkdir(mnt, 0755), 0);
@@ -2509,6 +2554,7 @@ static int read_as_another_user(void *arg) {
 }
 
 OST_TEST(store, a_read_only_store_opens_for_a_user_who_cannot_write_its_lock_file) {
+    LMDB_ONLY("LMDB's lock file and its permissions");
     store_chain();
     char lock[300];
     snprintf(lock, sizeof lock, "%s/lock.mdb", F.dir);

@@ -429,7 +429,7 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS ost_txlog (serial bigint PRIMARY KEY, oids bytea NOT NULL);"
     "CREATE TABLE IF NOT EXISTS ost_ments (map bigint NOT NULL, key bytea NOT NULL, serial bigint "
     "NOT NULL, value bytea NOT NULL, PRIMARY KEY (map, key));"
-    "INSERT INTO ost_meta VALUES (1, 3, 1, 1, 0, 1) ON CONFLICT DO NOTHING;";
+    "INSERT INTO ost_meta VALUES (1, 3, 1, 0, 0, 1) ON CONFLICT DO NOTHING;";
 
 static int schema_create(ost__engine *e, PGconn *c) {
     int rc = run0(e, c, "begin", "BEGIN", NULL);
@@ -1344,6 +1344,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     arr_free(&ao);
     arr_free(&ac);
     arr_free(&as);
+    if (!r) return pkg_fail(s, p, rc); /* the statement failed: nothing of it is there */
     uint64_t last = rd64(PQgetvalue(r, 0, 0)), low = rd64(PQgetvalue(r, 0, 1));
     PQclear(r);
     if (last >= OST__SERIAL_LIMIT - 1)
