@@ -1978,6 +1978,9 @@ static int pg_imp_commit(ost__import *im, uint64_t format, uint64_t next_oid, ui
               "UPDATE ost_meta SET format = $1::bigint, next_oid = $2::bigint, last_serial = "
               "$3::bigint, next_class = $4::bigint, low = $5::bigint WHERE id = 1",
               &p);
+    /* the planner's statistics: without them, right after a bulk load, it
+     * may sort a whole table for each page of a scan or an entry cursor */
+    if (!rc) rc = run0(im->e, im->c, "import: analyze", "ANALYZE ost_records, ost_classes, ost_ments", NULL);
     if (!rc) rc = run0(im->e, im->c, "import: commit", "COMMIT", NULL);
     if (rc) return imp_fail(im, rc);
     imp_free(im);
