@@ -1193,9 +1193,10 @@ static int run_copy(int argc, char **argv) {
     }
     progress_end(&bar);
     if (chk == OST_ECORRUPT || (chk == 0 && checked != records)) {
-        rc = fail("%s: the copy does not check: %llu problem%s, the first: %s", shown(dst),
+        rc = fail("%s: the copy does not check: %llu problem%s, the first: %s%s", shown(dst),
                   (unsigned long long)cc.problems, cc.problems == 1 ? "" : "s",
-                  cc.problems ? cc.first : "a count differs");
+                  cc.problems ? cc.first : "a count differs",
+                  created ? "" : " (the copy is committed there: remove it by hand)");
         goto out;
     }
     if (chk) {

@@ -93,7 +93,9 @@ static int run_info(int argc, char **argv) {
     if (!rc) {
         char a[32], b[32], c[32];
         uint64_t psize = si.page_size, used = si.pages_used, map = si.map_size;
+        bool lmdb = !strcmp(si.engine, "lmdb");
         printf("store        %s\n", shown(db));
+        printf("engine       %s\n", si.engine);
         printf("format       %llu (this ostore reads formats 1 to %d)\n",
                (unsigned long long)format, OST_STORE_FORMAT);
         printf("objects      %s\n", fmt_count(a, sizeof a, n));
@@ -102,8 +104,6 @@ static int run_info(int argc, char **argv) {
                (unsigned long long)(n ? (total + n / 2) / n : 0));
         printf("next oid     %s\n", fmt_count(a, sizeof a, next_oid));
         printf("last commit  %s (serial)\n", fmt_count(a, sizeof a, last));
-        bool lmdb = !strcmp(si.engine, "lmdb");
-        printf("engine       %s\n", si.engine);
         if (lmdb) { /* the files and the map: LMDB's alone */
             printf("disk         data.mdb %s, lock.mdb %s\n",
                    fmt_bytes(a, sizeof a, (double)file_size(db, "data.mdb")),
