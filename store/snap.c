@@ -1,6 +1,10 @@
 /* Raw access (include/ostore/raw.h): snapshots read record by record, map
  * entries as stored, the class table and the counters; imports; salvage.
- * What the ostore CLI reads and writes stores with. */
+ * What the ostore CLI reads and writes stores with. Snapshots and imports
+ * reach the store only through its engine table (store/engine.h: sessions,
+ * scan, get, the entry cursor, snap_stat, verify, imp_*), so they work on
+ * every engine; salvage reads a damaged LMDB directory with ostore's own
+ * page reader and stays LMDB's. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
