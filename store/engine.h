@@ -38,12 +38,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ostore/raw.h"
 #include "ostore/store.h"
 
 typedef struct ost__engine ost__engine;
 typedef struct ost__sess ost__sess;
 typedef struct ost__pkg ost__pkg;
 typedef struct ost__ecur ost__ecur;
+typedef struct ost__import ost__import; /* an engine's bulk import (imp_*) */
 /* an entry as entries.h defines it */
 #include "entries.h"
 
@@ -62,6 +64,10 @@ typedef struct {
     uint32_t cid;          /* its class id */
     const uint8_t *pickle; /* the state pickle, without any header */
     size_t len;
+    /* Set by scan only, for a damaged record (pickle NULL, len 0): what is
+     * wrong (static text) and its size as stored; NULL and 0 otherwise. */
+    const char *damage;
+    size_t stored;
 } ost__recview;
 
 /* A class of the class table: module and name, not NUL-terminated, valid
@@ -197,6 +203,61 @@ typedef struct ost__engine_ops {
     /* The map's record: its count (add with serial inside commit) and its
      * state pickle, as entries.h's ost__map_count_* say. */
     int (*map_count_add)(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial);
+
+    /* ---- raw access (include/ostore/raw.h) -------------------------------- */
+
+    /* The counters of the session's snapshot (snap_begin before) into
+     * *out: engine (the table's name), format, next_oid, last_serial,
+     * next_class, records, entries and entry_bytes (what the engine can
+     * tell cheaply, else 0). The LMDB fields (page_size, pages_used,
+     * map_size) stay 0 in other engines. OST_ECORRUPT when a counter is
+     * missing or damaged (the message names it). */
+    int (*snap_stat)(ost__sess *s, ost_snap_stats *out);
+    /* Checks the engine's own structures under the session's snapshot
+     * beyond what reads check: 0 when sound, OST_ECORRUPT with the first
+     * problem in first[0, cap) (", and N more" after it), or another code
+     * with the store's message set. LMDB walks every page of the file;
+     * PostgreSQL checks that the counters cover the rows (next_oid above
+     * every oid, last_serial at least every serial, next_class above every
+     * class id) and that every record's class is in the class table. */
+    int (*verify)(ost__sess *s, char *first, size_t cap);
+
+    /* ---- bulk import into a new store (ost_import_*) --------------------------
+     * One write transaction from imp_begin to imp_commit or imp_abort, on
+     * the calling thread: a failure anywhere, or an abort, leaves the store
+     * exactly as it was. The caller (store/snap.c) has checked what does
+     * not depend on the engine: class names, the final counters against
+     * what was added, the format. The engine checks the order (oids ascend;
+     * entries by map, then key), each map's record (of class
+     * ostore.maps.OrderedMap with a value, or OrderedSet without: at
+     * imp_entry or, PostgreSQL, at imp_commit) and its own limits; the
+     * message says why. */
+
+    /* Starts the import: the store must be new (no more than the root
+     * ost_store_open made, next_oid 1, last commit 1), else OST_EEXIST
+     * with what it holds; OST_EREADONLY on a read-only store; OST_EBUSY
+     * when connections are open. Empties the store inside the transaction.
+     * size_hint: bytes expected (0 unknown; LMDB grows its map to it). */
+    int (*imp_begin)(ost__engine *e, uint64_t size_hint, ost__import **out);
+    /* Adds class id -> (module, name): OST_EEXIST for an id or name given
+     * twice. */
+    int (*imp_class)(ost__import *im, uint32_t id, const char *module, size_t mlen,
+                     const char *name, size_t nlen);
+    /* Adds a record, pickle copied; oids ascend (else OST_EINVAL). */
+    int (*imp_record)(ost__import *im, uint64_t oid, uint64_t serial, uint32_t cid,
+                      const void *pickle, size_t len);
+    /* Adds a map entry (key and value copied); entries ascend by map, then
+     * key (else OST_EINVAL). */
+    int (*imp_entry)(ost__import *im, uint64_t map, const uint8_t *key, size_t klen,
+                     uint64_t serial, const void *value, size_t vlen);
+    /* Writes the counters (format OST_STORE_FORMAT: what is imported has
+     * what the current format has; low becomes last_serial + 1, the commit
+     * log is empty) and commits durably; frees im whatever the result.
+     * format is the exported store's, for the checks that depend on it. */
+    int (*imp_commit)(ost__import *im, uint64_t format, uint64_t next_oid, uint64_t last_serial,
+                      uint64_t next_class);
+    /* Rolls everything back and frees im. NULL is allowed. */
+    void (*imp_abort)(ost__import *im);
 } ost__engine_ops;
 
 /* The engine serializes writers itself (LMDB: one write transaction at a

@@ -4,7 +4,13 @@
  * Each step asks the engine for the first record at or after the first oid
  * not returned yet (ops->scan, stopped at the first match), so nothing is
  * held between calls: an engine that reopens its snapshot meanwhile
- * (LMDB's map resize) needs no repair here. */
+ * (LMDB's map resize) needs no repair here.
+ *
+ * An engine whose snapshots never move (no OST__ENG_SNAP_MAY_MOVE:
+ * PostgreSQL) would pay a query per step that way, each fetching a page
+ * of rows to use one: there a step takes the next BATCH matches at once
+ * (their oid, serial, class and size; no pickle) and the next steps
+ * return them, one scan per BATCH records. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +25,19 @@ struct ost_iter {
     bool no_such;      /* the class has no id in the store: nothing matches */
     uint32_t cid;
     ost_value cls; /* the class last reported without an object (a reference) */
+    struct iter_hit *hits; /* batched matches (snapshots that never move) */
+    size_t nhits, at;
+    bool last_batch;  /* the scan that filled hits reached the end */
+};
+
+#define BATCH 4096
+
+/* A record a batched scan matched: what a step reports of it. */
+struct iter_hit {
+    uint64_t oid, serial;
+    uint32_t cid;
+    size_t len;
+    bool dmg;
 };
 
 int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
@@ -70,6 +89,37 @@ static int match_fn(void *ud, uint64_t oid, const ost__recview *r) {
     return 1; /* stop */
 }
 
+/* The batched scan's callback: keeps up to BATCH matches in it->hits. */
+static int batch_fn(void *ud, uint64_t oid, const ost__recview *r) {
+    ost_iter *it = ud;
+    bool dmg = r->len == 0 && !r->pickle;
+    if (it->by_class && (dmg || r->cid != it->cid)) return 0;
+    if (it->nhits == BATCH) return 1; /* stop: full */
+    it->hits[it->nhits++] = (struct iter_hit){oid, r->serial, r->cid, r->len, dmg};
+    return 0;
+}
+
+/* The next match of a batching iterator into *fm (fm->found false at the
+ * end): from the batch, or a new scan from it->next. */
+static int batch_next(ost_iter *it, first_match *fm) {
+    ost_conn *c = it->c;
+    if (it->at == it->nhits && !it->last_batch) {
+        if (!it->hits && !(it->hits = malloc(BATCH * sizeof *it->hits)))
+            return ost__c_fail(c, OST_ENOMEM, "out of memory");
+        it->nhits = it->at = 0;
+        int rc = c->st->ops->scan(c->sess, it->next, 0, batch_fn, it);
+        if (rc && rc != 1) return ost__c_fail(c, rc, "reading the records: %s", ost_store_errmsg(c->st));
+        it->last_batch = rc != 1;
+    }
+    if (it->at == it->nhits) return 0;
+    const struct iter_hit *h = &it->hits[it->at++];
+    fm->found = true;
+    fm->oid = h->oid;
+    fm->r = (ost__recview){.serial = h->serial, .cid = h->cid, .len = h->dmg ? 0 : h->len,
+                           .pickle = h->dmg ? NULL : (const uint8_t *)""};
+    return 0;
+}
+
 int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
     if (obj) *obj = 0;
     if (info) memset(info, 0, sizeof *info);
@@ -83,9 +133,13 @@ int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
     int rc = ost__conn_pin(c);
     if (rc) return rc;
     first_match fm = {it, false, 0, {0}};
-    rc = c->st->ops->scan(c->sess, it->next, 0, match_fn, &fm);
-    if (rc == 1) rc = 0;
-    else if (rc) rc = ost__c_fail(c, rc, "reading the records: %s", ost_store_errmsg(c->st));
+    if (!(c->st->ops->flags & OST__ENG_SNAP_MAY_MOVE)) {
+        rc = batch_next(it, &fm);
+    } else {
+        rc = c->st->ops->scan(c->sess, it->next, 0, match_fn, &fm);
+        if (rc == 1) rc = 0;
+        else if (rc) rc = ost__c_fail(c, rc, "reading the records: %s", ost_store_errmsg(c->st));
+    }
     if (!rc && !fm.found) {
         it->done = true;
         rc = OST_ENOTFOUND;
@@ -130,5 +184,6 @@ int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj) {
 void ost_iter_close(ost_iter *it) {
     if (!it) return;
     ost_decref(it->cls);
+    free(it->hits);
     free(it);
 }

@@ -1414,3 +1414,303 @@ Test(api, a_stopped_server_fails_clearly_naming_the_address_and_never_hangs) {
     ost_conn_close(c);
     ost_store_close(a);
 }
+
+/* ---- raw access and imports (include/ostore/raw.h) on the engine ------------------
+ * What ostore export, import, copy, ls, cat and info read and write with. */
+
+TestSuite(raw, .init = api_setup, .fini = api_teardown, .timeout = 120);
+
+/* A store with 30 items under the root and a map of 25 int keys. */
+static void raw_fill(ost_store *a) {
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 30; i++) ost_list_append(l, item("x", i));
+    cr_assert_eq(ost_root_set_c(c, "items", l), 0);
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, "int", &m), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_root_set_c(c, "m", ost_incref(m)), 0);
+    for (int i = 0; i < 25; i++) cr_assert_eq(ost_map_set(c, m, ost_int(i * 2), ost_int(i)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+}
+
+Test(raw, snapshot_reads_records_classes_entries_and_counters) {
+    if (strcmp(E->name, "postgresql")) return; /* LMDB: tests/test_raw.c */
+    ost_store *a = api_open(true, false);
+    raw_fill(a);
+    ost__pg_page_rows = 7; /* scans and entry cursors page */
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(a, &s), 0, "%s", ost_store_errmsg(a));
+    ost_snap_stats si;
+    cr_assert_eq(ost_snap_stat(s, &si), 0, "%s", ost_snap_errmsg(s));
+    cr_assert_str_eq(si.engine, "postgresql");
+    cr_assert_eq(si.format, OST_STORE_FORMAT);
+    cr_assert_eq(si.records, 32, "root, 30 items, the map: %llu", (unsigned long long)si.records);
+    cr_assert_eq(si.entries, 25);
+    cr_assert_eq(si.page_size, 0, "LMDB's alone");
+    cr_assert_eq(si.pages_used, 0);
+    cr_assert_eq(si.map_size, 0);
+    cr_assert_gt(si.next_oid, 31);
+    cr_assert_gt(si.next_class, 1);
+
+    /* a commit after the snapshot opened is not seen */
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    cr_assert_eq(ost_root_set_c(c, "later", item("y", 1)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+
+    /* classes in id order, the item class among them */
+    uint32_t id, prev = 0, item_cid = 0;
+    const char *m, *n;
+    size_t ncls = 0;
+    for (size_t i = 0; ost_snap_class(s, i, &id, &m, &n) == 0; i++, ncls++) {
+        cr_assert_gt(id, prev);
+        prev = id;
+        if (!strcmp(m, "shop") && !strcmp(n, "Item")) item_cid = id;
+    }
+    cr_assert_geq(ncls, 3);
+    cr_assert(item_cid);
+    cr_assert_eq(ost_snap_class(s, ncls, &id, &m, &n), OST_ENOTFOUND);
+
+    /* records in oid order, as stored, through several pages */
+    ost_snap_cursor *cur;
+    cr_assert_eq(ost_snap_records(s, 0, &cur), 0);
+    ost_raw_record r;
+    uint64_t count = 0, items = 0, last = 0, first_item = 0;
+    int rc;
+    while ((rc = ost_snap_next(cur, &r)) == 0) {
+        cr_assert_null(r.damage);
+        if (count) cr_assert_gt(r.oid, last);
+        last = r.oid;
+        cr_assert_gt(r.len, 2);
+        cr_assert_eq(r.pickle[0], 0x80, "a pickle with its PROTO");
+        cr_assert_eq(r.size, r.len + 16);
+        cr_assert_leq(r.serial, si.last_serial);
+        if (r.class_id == item_cid && !items++) first_item = r.oid;
+        count++;
+    }
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_snap_errmsg(s));
+    cr_assert_eq(count, 32, "the later commit is not in the snapshot");
+    cr_assert_eq(items, 30);
+    ost_snap_cursor_close(cur);
+    /* from an oid on */
+    cr_assert_eq(ost_snap_records(s, last, &cur), 0);
+    cr_assert_eq(ost_snap_next(cur, &r), 0);
+    cr_assert_eq(r.oid, last);
+    cr_assert_eq(ost_snap_next(cur, &r), OST_ENOTFOUND);
+    ost_snap_cursor_close(cur);
+    /* one record, and one that is not there */
+    ost_raw_record g;
+    cr_assert_eq(ost_snap_get(s, first_item, &g), 0, "%s", ost_snap_errmsg(s));
+    cr_assert_eq(g.class_id, item_cid);
+    cr_assert_eq(ost_snap_get(s, si.next_oid + 100, &g), OST_ENOTFOUND);
+    cr_assert(strstr(ost_snap_errmsg(s), "no such object"), "%s", ost_snap_errmsg(s));
+
+    /* the map and its entries, in key order, from a key on */
+    uint64_t map;
+    cr_assert_eq(ost_snap_next_map(s, 0, &map), 0, "%s", ost_snap_errmsg(s));
+    uint64_t other;
+    cr_assert_eq(ost_snap_next_map(s, map, &other), OST_ENOTFOUND);
+    ost_entry_cursor *ec;
+    cr_assert_eq(ost_snap_entries(s, map, NULL, 0, &ec), 0, "%s", ost_snap_errmsg(s));
+    ost_raw_entry e;
+    size_t ents = 0;
+    const uint8_t *pk = NULL;
+    uint8_t prevk[OST_MAP_KEY_MAX];
+    size_t prevlen = 0;
+    while ((rc = ost_raw_entry_next(ec, &e)) == 0) {
+        cr_assert_null(e.damage);
+        cr_assert_gt(e.vlen, 0);
+        if (pk) {
+            size_t mn = prevlen < e.klen ? prevlen : e.klen;
+            int d = memcmp(prevk, e.key, mn);
+            cr_assert(d < 0 || (d == 0 && prevlen < e.klen), "keys ascend bytewise");
+        }
+        memcpy(prevk, e.key, e.klen);
+        prevlen = e.klen;
+        pk = prevk;
+        ents++;
+    }
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_snap_errmsg(s));
+    cr_assert_eq(ents, 25);
+    ost_entry_cursor_close(ec);
+    uint8_t key[64];
+    size_t klen;
+    char err[128];
+    cr_assert_eq(ost_map_key_encode("int", ost_int(41), false, key, &klen, err, sizeof err), 0);
+    cr_assert_eq(ost_snap_entries(s, map, key, klen, &ec), 0);
+    ents = 0;
+    while ((rc = ost_raw_entry_next(ec, &e)) == 0) {
+        if (!ents) {
+            ost_value k = ost_map_key_decode("int", e.key, e.klen);
+            int64_t kv;
+            cr_assert_eq(ost_int_value(k, &kv), 0);
+            cr_assert_eq(kv, 42, "the first key >= 41");
+            ost_decref(k);
+        }
+        ents++;
+    }
+    cr_assert_eq(ents, 4, "42, 44, 46, 48");
+    ost_entry_cursor_close(ec);
+    /* a map without entries gives an empty cursor */
+    cr_assert_eq(ost_snap_entries(s, first_item, NULL, 0, &ec), 0);
+    cr_assert_eq(ost_raw_entry_next(ec, &e), OST_ENOTFOUND);
+    ost_entry_cursor_close(ec);
+    /* the checks the engine makes: sound */
+    cr_assert_eq(ost_snap_verify(s), 0, "%s", ost_snap_errmsg(s));
+    ost_snap_close(s);
+
+    /* verify finds counters behind the rows */
+    char sql[256];
+    snprintf(sql, sizeof sql, "UPDATE %s.ost_meta SET next_class = 1", g_schema);
+    cr_assert_eq(E->sql(getenv("OST_TEST_PG"), sql), 0);
+    cr_assert_eq(ost_snap_open(a, &s), 0, "%s", ost_store_errmsg(a));
+    cr_assert_eq(ost_snap_verify(s), OST_ECORRUPT);
+    cr_assert(strstr(ost_snap_errmsg(s), "next_class 1 is not above class id"), "%s",
+              ost_snap_errmsg(s));
+    ost_snap_close(s);
+    ost_store_close(a);
+}
+
+static ost_store *raw_open_at(const char *address, bool create) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = create;
+    ost_store *s = ost_store_new();
+    cr_assert(s);
+    cr_assert_eq(ost_store_open(s, address, &o), 0, "open %s: %s", address, ost_store_errmsg(s));
+    return s;
+}
+
+/* Records and entries of a source snapshot into an import; 0 or the code. */
+static int raw_copy_into(ost_snap *s, ost_import *im) {
+    uint32_t id;
+    const char *m, *n;
+    int rc;
+    for (size_t i = 0; ost_snap_class(s, i, &id, &m, &n) == 0; i++)
+        if ((rc = ost_import_class(im, id, m, strlen(m), n, strlen(n)))) return rc;
+    ost_snap_cursor *cur;
+    cr_assert_eq(ost_snap_records(s, 0, &cur), 0);
+    ost_raw_record r;
+    while ((rc = ost_snap_next(cur, &r)) == 0)
+        if ((rc = ost_import_record(im, r.oid, r.serial, r.class_id, r.pickle, r.len))) break;
+    ost_snap_cursor_close(cur);
+    if (rc != OST_ENOTFOUND) return rc;
+    uint64_t map = 0;
+    while (ost_snap_next_map(s, map, &map) == 0) {
+        ost_entry_cursor *ec;
+        cr_assert_eq(ost_snap_entries(s, map, NULL, 0, &ec), 0);
+        ost_raw_entry e;
+        while ((rc = ost_raw_entry_next(ec, &e)) == 0)
+            if ((rc = ost_import_entry(im, map, e.key, e.klen, e.serial, e.value, e.vlen))) break;
+        ost_entry_cursor_close(ec);
+        if (rc != OST_ENOTFOUND) return rc;
+    }
+    return 0;
+}
+
+Test(raw, import_copies_exactly_and_a_failed_one_leaves_nothing) {
+    if (strcmp(E->name, "postgresql")) return;
+    ost_store *src = api_open(true, false);
+    raw_fill(src);
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(src, &s), 0, "%s", ost_store_errmsg(src));
+    ost_snap_stats si;
+    cr_assert_eq(ost_snap_stat(s, &si), 0);
+
+    /* into a store that holds objects: refused, nothing changed */
+    ost_import *im;
+    cr_assert_eq(ost_import_begin(src, 0, &im), OST_EEXIST);
+    cr_assert(strstr(ost_store_errmsg(src), "not a new store"), "%s", ost_store_errmsg(src));
+    cr_assert_null(im);
+
+    /* a failed import: entries under an oid that is not a map (checked at
+     * commit on PostgreSQL): nothing is left, the root is still there */
+    char dst_addr[1024];
+    cr_assert(!E->fresh(dst_addr, sizeof dst_addr));
+    ost_store *dst = raw_open_at(dst_addr, true);
+    cr_assert_eq(ost_import_begin(dst, 0, &im), 0, "%s", ost_store_errmsg(dst));
+    cr_assert_eq(ost_import_class(im, 1, "m", 1, "C", 1), 0, "%s", ost_store_errmsg(dst));
+    cr_assert_eq(ost_import_class(im, 1, "m", 1, "D", 1), OST_EEXIST, "an id twice");
+    cr_assert_eq(ost_import_record(im, 5, 3, 1, "\x80\x02N.", 4), 0, "%s", ost_store_errmsg(dst));
+    cr_assert_eq(ost_import_record(im, 5, 3, 1, "\x80\x02N.", 4), OST_EINVAL, "oids ascend");
+    cr_assert(strstr(ost_store_errmsg(dst), "oids must ascend"), "%s", ost_store_errmsg(dst));
+    cr_assert_eq(ost_import_entry(im, 5, (const uint8_t *)"k", 1, 3, "\x80\x02N.", 4), 0, "%s",
+                 ost_store_errmsg(dst));
+    cr_assert_eq(ost_import_entry(im, 5, (const uint8_t *)"a", 1, 3, "\x80\x02N.", 4), OST_EINVAL,
+                 "keys ascend");
+    cr_assert_eq(ost_import_commit(im, OST_STORE_FORMAT, 6, 3, 2), OST_EINVAL);
+    cr_assert(strstr(ost_store_errmsg(dst), "entries under oid 5, which has no record of class"),
+              "%s", ost_store_errmsg(dst));
+    ost_store_stats ds;
+    cr_assert_eq(ost_store_stat(dst, &ds), 0);
+    cr_assert_eq(ds.records, 1, "the root alone, as before the import");
+    cr_assert_eq(ds.next_oid, 1);
+    /* counters that do not fit: refused before anything is written */
+    cr_assert_eq(ost_import_begin(dst, 0, &im), 0, "%s", ost_store_errmsg(dst));
+    cr_assert_eq(ost_import_class(im, 1, "m", 1, "C", 1), 0);
+    cr_assert_eq(ost_import_record(im, 9, 3, 1, "\x80\x02N.", 4), 0);
+    cr_assert_eq(ost_import_commit(im, OST_STORE_FORMAT, 9, 3, 2), OST_EINVAL);
+    cr_assert(strstr(ost_store_errmsg(dst), "next_oid 9 does not fit"), "%s", ost_store_errmsg(dst));
+    cr_assert_eq(ost_store_stat(dst, &ds), 0);
+    cr_assert_eq(ds.records, 1);
+    /* an abort leaves nothing either */
+    cr_assert_eq(ost_import_begin(dst, 0, &im), 0, "%s", ost_store_errmsg(dst));
+    cr_assert_eq(raw_copy_into(s, im), 0, "%s", ost_store_errmsg(dst));
+    ost_import_abort(im);
+    cr_assert_eq(ost_store_stat(dst, &ds), 0);
+    cr_assert_eq(ds.records, 1);
+
+    /* the whole source, exactly */
+    cr_assert_eq(ost_import_begin(dst, 0, &im), 0, "%s", ost_store_errmsg(dst));
+    cr_assert_eq(raw_copy_into(s, im), 0, "%s", ost_store_errmsg(dst));
+    cr_assert_eq(ost_import_commit(im, si.format, si.next_oid, si.last_serial, si.next_class), 0,
+                 "%s", ost_store_errmsg(dst));
+    ost_snap *d;
+    cr_assert_eq(ost_snap_open(dst, &d), 0, "%s", ost_store_errmsg(dst));
+    ost_snap_stats di;
+    cr_assert_eq(ost_snap_stat(d, &di), 0);
+    cr_assert_eq(di.records, si.records);
+    cr_assert_eq(di.entries, si.entries);
+    cr_assert_eq(di.next_oid, si.next_oid);
+    cr_assert_eq(di.last_serial, si.last_serial);
+    cr_assert_eq(di.next_class, si.next_class);
+    ost_snap_cursor *ca, *cb;
+    cr_assert_eq(ost_snap_records(s, 0, &ca), 0);
+    cr_assert_eq(ost_snap_records(d, 0, &cb), 0);
+    ost_raw_record ra, rb;
+    int ka, kb;
+    while ((ka = ost_snap_next(ca, &ra)) == 0) {
+        kb = ost_snap_next(cb, &rb);
+        cr_assert_eq(kb, 0);
+        cr_assert_eq(ra.oid, rb.oid);
+        cr_assert_eq(ra.serial, rb.serial);
+        cr_assert_eq(ra.class_id, rb.class_id);
+        cr_assert_eq(ra.len, rb.len);
+        cr_assert_eq(memcmp(ra.pickle, rb.pickle, ra.len), 0);
+    }
+    cr_assert_eq(ost_snap_next(cb, &rb), OST_ENOTFOUND);
+    ost_snap_cursor_close(ca);
+    ost_snap_cursor_close(cb);
+    cr_assert_eq(ost_snap_verify(d), 0, "%s", ost_snap_errmsg(d));
+    ost_snap_close(d);
+    /* and the copy opens and reads through connections and maps */
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(dst, &c), 0);
+    ost_value m = ost_root_get_c(c, "m");
+    cr_assert(m, "%s", ost_conn_errmsg(c));
+    uint64_t n;
+    cr_assert_eq(ost_map_len(c, m, &n), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(n, 25);
+    ost_value v;
+    cr_assert_eq(ost_map_get(c, m, ost_int(10), &v), 0, "%s", ost_conn_errmsg(c));
+    int64_t vi;
+    cr_assert_eq(ost_int_value(v, &vi), 0);
+    cr_assert_eq(vi, 5);
+    ost_conn_close(c);
+    ost_store_close(dst);
+    ost_snap_close(s);
+    ost_store_close(src);
+}

@@ -276,13 +276,14 @@ OST_TEST(store, data_and_lock_files_that_are_not_regular_files_are_refused) {
     ost_store_close(st);
 }
 
-/* The raw import behind 'ostore import' (store/lmdb/import.h) writes only
- * counters that fit what it imported and that cannot wrap when handed out,
- * and only class names the class table can give back. */
+/* The raw import behind 'ostore import' (ost_import_*, whose checks
+ * store/snap.c makes for every engine) writes only counters that fit what
+ * it imported and that cannot wrap when handed out, and only class names
+ * the class table can give back. */
 OST_TEST(store, import_refuses_counters_and_class_names_that_cannot_be) {
     LMDB_ONLY("the raw import (ostore/raw.h)");
     ost_store *st = open_store(true);
-    ost__import *im;
+    ost_import *im;
     const char *root_m = "persistent.mapping", *root_n = "PersistentMapping";
     struct {
         uint64_t next_oid, last, next_class;
@@ -297,16 +298,16 @@ OST_TEST(store, import_refuses_counters_and_class_names_that_cannot_be) {
         {9, 5, (uint64_t)UINT32_MAX + 1, "next_class 4294967296"},
     };
     for (size_t i = 0; i <= sizeof bad / sizeof *bad; i++) {
-        cr_assert_eq(ost__import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
-        cr_assert_eq(ost__import_class(im, 1, root_m, strlen(root_m), root_n, strlen(root_n)), 0);
-        cr_assert_eq(ost__import_class(im, 2, "m", 1, "n", 1), 0);
-        cr_assert_eq(ost__import_record(im, 0, 5, 1, "}.", 2), 0);
-        cr_assert_eq(ost__import_record(im, 8, 2, 2, "}.", 2), 0);
+        cr_assert_eq(ost_import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
+        cr_assert_eq(ost_import_class(im, 1, root_m, strlen(root_m), root_n, strlen(root_n)), 0);
+        cr_assert_eq(ost_import_class(im, 2, "m", 1, "n", 1), 0);
+        cr_assert_eq(ost_import_record(im, 0, 5, 1, "}.", 2), 0);
+        cr_assert_eq(ost_import_record(im, 8, 2, 2, "}.", 2), 0);
         if (i == sizeof bad / sizeof *bad) { /* counters that fit */
-            cr_assert_eq(ost__import_commit(im, 2, 9, 5, 3), 0, "%s", ost_store_errmsg(st));
+            cr_assert_eq(ost_import_commit(im, 2, 9, 5, 3), 0, "%s", ost_store_errmsg(st));
             break;
         }
-        cr_assert_eq(ost__import_commit(im, 2, bad[i].next_oid, bad[i].last, bad[i].next_class),
+        cr_assert_eq(ost_import_commit(im, 2, bad[i].next_oid, bad[i].last, bad[i].next_class),
                      OST_EINVAL, "%s", bad[i].what);
         cr_assert(strstr(ost_store_errmsg(st), bad[i].what), "%s", ost_store_errmsg(st));
         cr_assert_eq(stats(st).records, 1, "a refused import wrote nothing");
@@ -330,16 +331,16 @@ OST_TEST(store, import_refuses_counters_and_class_names_that_cannot_be) {
         {3, "m", "a\0b", 1, 3, "class id 3: its name holds a NUL byte"},
     };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        cr_assert_eq(ost__import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
-        cr_assert_eq(ost__import_class(im, names[i].id, names[i].m, names[i].ml, names[i].n,
-                                       names[i].nl),
+        cr_assert_eq(ost_import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
+        cr_assert_eq(ost_import_class(im, names[i].id, names[i].m, names[i].ml, names[i].n,
+                                      names[i].nl),
                      OST_EINVAL, "%s", names[i].why);
         cr_assert(strstr(ost_store_errmsg(st), names[i].why), "%s", ost_store_errmsg(st));
-        ost__import_abort(im);
+        ost_import_abort(im);
     }
-    cr_assert_eq(ost__import_begin(st, 0, &im), 0);
-    cr_assert_eq(ost__import_class(im, 3, "caf\xc3\xa9", 5, "n", 1), 0, "UTF-8 is fine");
-    ost__import_abort(im);
+    cr_assert_eq(ost_import_begin(st, 0, &im), 0);
+    cr_assert_eq(ost_import_class(im, 3, "caf\xc3\xa9", 5, "n", 1), 0, "UTF-8 is fine");
+    ost_import_abort(im);
     ost_store_close(st);
 }
 

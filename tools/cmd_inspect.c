@@ -93,7 +93,9 @@ static int run_info(int argc, char **argv) {
     if (!rc) {
         char a[32], b[32], c[32];
         uint64_t psize = si.page_size, used = si.pages_used, map = si.map_size;
+        bool lmdb = !strcmp(si.engine, "lmdb");
         printf("store        %s\n", shown(db));
+        printf("engine       %s\n", si.engine);
         printf("format       %llu (this ostore reads formats 1 to %d)\n",
                (unsigned long long)format, OST_STORE_FORMAT);
         printf("objects      %s\n", fmt_count(a, sizeof a, n));
@@ -102,12 +104,16 @@ static int run_info(int argc, char **argv) {
                (unsigned long long)(n ? (total + n / 2) / n : 0));
         printf("next oid     %s\n", fmt_count(a, sizeof a, next_oid));
         printf("last commit  %s (serial)\n", fmt_count(a, sizeof a, last));
-        printf("disk         data.mdb %s, lock.mdb %s\n",
-               fmt_bytes(a, sizeof a, (double)file_size(db, "data.mdb")),
-               fmt_bytes(b, sizeof b, (double)file_size(db, "lock.mdb")));
-        printf("map          %s, %s used (%.0f%%), %llu-byte pages\n",
-               fmt_bytes(a, sizeof a, (double)map), fmt_bytes(c, sizeof c, (double)(used * psize)),
-               map ? 100.0 * (double)(used * psize) / (double)map : 0.0, (unsigned long long)psize);
+        if (lmdb) { /* the files and the map: LMDB's alone */
+            printf("disk         data.mdb %s, lock.mdb %s\n",
+                   fmt_bytes(a, sizeof a, (double)file_size(db, "data.mdb")),
+                   fmt_bytes(b, sizeof b, (double)file_size(db, "lock.mdb")));
+            printf("map          %s, %s used (%.0f%%), %llu-byte pages\n",
+                   fmt_bytes(a, sizeof a, (double)map),
+                   fmt_bytes(c, sizeof c, (double)(used * psize)),
+                   map ? 100.0 * (double)(used * psize) / (double)map : 0.0,
+                   (unsigned long long)psize);
+        }
         printf("classes      %zu\n", ncls);
         for (size_t i = 0; i < ncls; i++) {
             const char *m, *nm;
@@ -124,8 +130,8 @@ static int run_info(int argc, char **argv) {
         uint64_t ents = si.entries, ebytes = si.entry_bytes;
         printf("maps         %s", fmt_count(a, sizeof a, nmaps));
         if (nmaps || ents)
-            printf(" (%s entries in all, %s of pages)", fmt_count(b, sizeof b, ents),
-                   fmt_bytes(c, sizeof c, (double)ebytes));
+            printf(" (%s entries in all, %s of %s)", fmt_count(b, sizeof b, ents),
+                   fmt_bytes(c, sizeof c, (double)ebytes), lmdb ? "pages" : "table and index");
         printf("\n");
         for (uint64_t i = 0; i < nmaps && i < INFO_MAPS; i++) {
             const info_map *im = &maps[i];

@@ -19,8 +19,10 @@ extern "C" {
 typedef struct ost_snap ost_snap;
 
 /* Opens a read-only snapshot of st: what the last commit before the call
- * left (later commits are not seen). It belongs to the calling thread;
- * close it before the store. 0, OST_EINVAL (st not open), OST_ENOMEM, or
+ * left (later commits are not seen), on any engine (LMDB: a read
+ * transaction; PostgreSQL: a REPEATABLE READ transaction on a connection
+ * of its own). It belongs to the calling thread; close it before the
+ * store. 0, OST_EINVAL (st not open), OST_ENOMEM, or
  * the code of the store's engine with ost_store_errmsg saying why; *out
  * is NULL on failure. */
 OST_EXTERN int ost_snap_open(ost_store *st, ost_snap **out);
@@ -33,14 +35,15 @@ OST_EXTERN const char *ost_snap_errmsg(const ost_snap *s);
 
 /* The counters of a snapshot, and what the engine tells of its space. */
 typedef struct {
-    const char *engine;   /* "lmdb" (static) */
+    const char *engine;   /* "lmdb" or "postgresql" (static) */
     uint64_t format;      /* the store's format (OST_STORE_FORMAT or older) */
     uint64_t next_oid;    /* the first oid not handed out */
     uint64_t last_serial; /* the last commit */
     uint64_t next_class;  /* the first class id not handed out */
     uint64_t records;     /* records in the snapshot */
     uint64_t entries;     /* map entries in the snapshot */
-    uint64_t entry_bytes; /* bytes the engine uses for them (LMDB: their pages) */
+    uint64_t entry_bytes; /* bytes the engine uses for them (LMDB: their pages;
+                           * PostgreSQL: their table with its index) */
     /* LMDB: page size, pages in use and the map size; 0 in other engines */
     uint64_t page_size, pages_used;
     uint64_t map_size; /* LMDB: the map size the meta page records (the writer's setting) */
@@ -66,7 +69,8 @@ typedef struct {
                             * by the snapshot, valid until the next call
                             * on it or on the cursor that gave it */
     size_t len;            /* bytes of the pickle */
-    size_t size;           /* bytes as stored (LMDB: 16-byte header + pickle) */
+    size_t size;           /* bytes as stored (LMDB: 16-byte header + pickle;
+                            * other engines: the same count, pickle + 16) */
     const char *damage;    /* NULL, or what is wrong with it (static text):
                             * its checksum, its header, its key */
 } ost_raw_record;
@@ -80,9 +84,10 @@ typedef struct ost_snap_cursor ost_snap_cursor;
 /* Opens a cursor at the first record whose oid is >= from. 0, OST_ENOMEM
  * or the engine's code. */
 OST_EXTERN int ost_snap_records(ost_snap *s, uint64_t from, ost_snap_cursor **out);
-/* The next record: 0 with *r filled (r->damage set for a damaged one, and
- * r->oid UINT64_MAX when even its key is not an oid), OST_ENOTFOUND past
- * the last, or the engine's code (ost_snap_errmsg). */
+/* The next record: 0 with *r filled (r->damage set for a damaged one),
+ * OST_ENOTFOUND past the last, or the engine's code (ost_snap_errmsg).
+ * An LMDB record whose key is not an oid is skipped (ost_store_check
+ * reports it). */
 OST_EXTERN int ost_snap_next(ost_snap_cursor *c, ost_raw_record *r);
 OST_EXTERN void ost_snap_cursor_close(ost_snap_cursor *c);
 
@@ -116,10 +121,13 @@ OST_EXTERN void ost_entry_cursor_close(ost_entry_cursor *c);
 OST_EXTERN int ost_snap_next_map(ost_snap *s, uint64_t after, uint64_t *map);
 
 /* Checks the engine's own structures under the snapshot, beyond what
- * reading records checks (LMDB: every page of the file, with ostore's own
- * page reader, before liblmdb follows them). 0 when sound; OST_ECORRUPT
- * with the first problem in ost_snap_errmsg (", and N more" after it);
- * or another code. Engines without such structures return 0. */
+ * reading records checks. LMDB: every page of the file, with ostore's own
+ * page reader, before liblmdb follows them. PostgreSQL (whose pages the
+ * server checks itself): that the counters cover the rows (next_oid above
+ * every oid, last_serial at least every serial, next_class above every
+ * class id) and that every record's class is in the class table. 0 when
+ * sound; OST_ECORRUPT with the first problem in ost_snap_errmsg (", and N
+ * more" after it); or another code. */
 OST_EXTERN int ost_snap_verify(ost_snap *s);
 
 /* ---- import -------------------------------------------------------------- */
@@ -128,10 +136,11 @@ typedef struct ost_import ost_import;
 
 /* Starts an import into st, which must be new (only the root that
  * ost_store_open made with create) and have no connection open: what
- * `ostore import` and `ostore copy` use to rebuild a store exactly. Every
+ * `ostore import` and `ostore copy` use to rebuild a store exactly, on
+ * any engine (PostgreSQL: records and entries go through COPY). Every
  * add goes into one transaction: an import that fails or is aborted
  * leaves the store as it was. size_hint (bytes, 0 if unknown) lets the
- * engine make room at once. 0, OST_EREADONLY, OST_EEXIST (the store is
+ * engine make room at once (LMDB grows its map). 0, OST_EREADONLY, OST_EEXIST (the store is
  * not new: the message says what it holds), OST_ENOMEM, or the engine's
  * code; the message is ost_store_errmsg's. */
 OST_EXTERN int ost_import_begin(ost_store *st, uint64_t size_hint, ost_import **out);
@@ -145,7 +154,10 @@ OST_EXTERN int ost_import_record(ost_import *im, uint64_t oid, uint64_t serial, 
                                  const void *pickle, size_t len);
 /* Adds a map entry: the map's record is imported already, of class
  * ostore.maps.OrderedMap (value is a pickle, not empty) or OrderedSet
- * (vlen 0); entries ascend by map, then by key. OST_EINVAL says why. */
+ * (vlen 0); entries ascend by map, then by key. OST_EINVAL says why.
+ * LMDB checks the map's record here; PostgreSQL (whose COPY cannot be
+ * asked meanwhile) checks every map's at ost_import_commit, which then
+ * fails with the same message and writes nothing. */
 OST_EXTERN int ost_import_entry(ost_import *im, uint64_t map, const uint8_t *key, size_t klen,
                                 uint64_t serial, const void *value, size_t vlen);
 /* Writes the counters and the format and commits; frees im whatever the

@@ -9,6 +9,7 @@
 
 #include "../store_internal.h"
 #include "engine.h"
+#include "import.h"
 
 /* ---- the engine object ------------------------------------------------------------ */
 
@@ -236,6 +237,8 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
                             s->st->shown, (unsigned long long)oid, ost__damage_text(dmg));
     r->pickle = (const uint8_t *)v.mv_data + OST_HDR_SIZE;
     r->len = v.mv_size - OST_HDR_SIZE;
+    r->damage = NULL;
+    r->stored = 0;
     return 0;
 }
 
@@ -280,7 +283,7 @@ static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, v
             if (dmg) {
                 ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
                              s->st->shown, (unsigned long long)oid, ost__damage_text(dmg));
-                r = (ost__recview){0};
+                r = (ost__recview){.damage = ost__damage_text(dmg), .stored = v.mv_size};
             } else {
                 r.pickle = (const uint8_t *)v.mv_data + OST_HDR_SIZE;
                 r.len = v.mv_size - OST_HDR_SIZE;
@@ -830,6 +833,82 @@ static int lmdb_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), vo
     ENT_CALL(s, ost__ent_each_map(s->st, txn_of(s), fn, ud));
 }
 
+/* ---- raw access ---------------------------------------------------------------------- */
+
+static int raw_meta(ost__sess *s, const char *key, uint64_t *out) {
+    MDB_val k = {strlen(key), (void *)key}, v;
+    int rc = mdb_get(txn_of(s), s->st->meta, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return ost__st_fail(s->st, OST_ECORRUPT, "%s: damaged meta (no %s)", s->st->shown, key);
+    if (rc) return fail_mdb(s, rc, "reading meta");
+    if (v.mv_size != 8)
+        return ost__st_fail(s->st, OST_ECORRUPT, "%s: damaged meta (%s is %zu bytes, not 8)",
+                            s->st->shown, key, v.mv_size);
+    *out = ost__rd_le64(v.mv_data);
+    return 0;
+}
+
+/* The map size dir/data.mdb's meta page records (the writer's setting;
+ * 0 if unknown), read through a read-only environment without a lock file
+ * (the meta pages are read with read(), not through the map). */
+static uint64_t recorded_map_size(const char *dir) {
+    MDB_env *env;
+    uint64_t size = 0;
+    if (mdb_env_create(&env)) return 0;
+    mdb_env_set_maxdbs(env, 8);
+    if (mdb_env_open(env, dir, MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0644) == 0) {
+        MDB_envinfo ei;
+        if (mdb_env_info(env, &ei) == 0) size = ei.me_mapsize;
+    }
+    mdb_env_close(env);
+    return size;
+}
+
+static int lmdb_snap_stat(ost__sess *s, ost_snap_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->engine = "lmdb";
+    int rc = lock_snap(s);
+    if (!rc) rc = raw_meta(s, "format", &out->format);
+    if (!rc) rc = raw_meta(s, "next_oid", &out->next_oid);
+    if (!rc) rc = raw_meta(s, "last_serial", &out->last_serial);
+    if (!rc) rc = raw_meta(s, "next_class", &out->next_class);
+    if (!rc) {
+        ost_store *st = s->st;
+        MDB_stat ms;
+        if (mdb_stat(txn_of(s), st->recs, &ms) == 0) out->records = ms.ms_entries;
+        if (!st->no_ments && mdb_stat(txn_of(s), st->ments, &ms) == 0) {
+            out->entries = ms.ms_entries;
+            out->entry_bytes = (uint64_t)ms.ms_psize *
+                               (ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages);
+        }
+        MDB_envinfo ei;
+        if (mdb_env_info(st->env, &ei) == 0 && mdb_env_stat(st->env, &ms) == 0) {
+            out->page_size = ms.ms_psize;
+            out->pages_used = (uint64_t)ei.me_last_pgno + 1;
+            out->map_size = ei.me_mapsize;
+        }
+        /* the writer's setting, as the meta page records it (a read-only
+         * handle maps what it was given) */
+        uint64_t recorded = recorded_map_size(st->path);
+        if (recorded) out->map_size = recorded;
+    }
+    unlock(s);
+    return rc;
+}
+
+/* Every page of the file, with ostore's own page reader (pagecheck.c). */
+static int lmdb_verify(ost__sess *s, char *first, size_t cap) {
+    int rc = lock_snap(s);
+    if (!rc) rc = ost__walk_first(s->st, txn_of(s), false, first, cap);
+    unlock(s);
+    return rc;
+}
+
+/* The import is import.c's, on the store's environment. */
+static int lmdb_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
+    return ost__import_begin(e->st, size_hint, out);
+}
+
 const ost__engine_ops ost__lmdb_engine = {
     .name = "lmdb",
     .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE,
@@ -865,4 +944,12 @@ const ost__engine_ops ost__lmdb_engine = {
     .ecur_close = lmdb_ecur_close,
     .ent_each_map = lmdb_ent_each_map,
     .map_count_add = lmdb_map_count_add,
+    .snap_stat = lmdb_snap_stat,
+    .verify = lmdb_verify,
+    .imp_begin = lmdb_imp_begin,
+    .imp_class = ost__import_class,
+    .imp_record = ost__import_record,
+    .imp_entry = ost__import_ment,
+    .imp_commit = ost__import_commit,
+    .imp_abort = ost__import_abort,
 };

@@ -1,6 +1,7 @@
 /* Raw import into a new store, for `ostore import` (see import.h): class
  * table, records, map entries and counters written as given, in one write
- * transaction. Records and entries are appended (MDB_APPEND), since an
+ * transaction. The LMDB engine's imp_* operations (store/engine.h);
+ * store/snap.c checks class names, counters and format before. Records and entries are appended (MDB_APPEND), since an
  * export lists oids, and each map's keys, in ascending order, which also
  * makes a repeated or unordered oid or key an error. */
 #include <stdlib.h>
@@ -20,10 +21,6 @@ struct ost__import {
     bool ment_map_set;       /* ... of a set */
     bool cids_known;         /* map_cid and set_cid looked up */
     uint32_t map_cid, set_cid; /* 0: no such class */
-    /* the largest oid, serial and class id imported, which the counters
-     * written at commit must be above (at least, for the serial) */
-    uint64_t top_oid, top_serial;
-    uint32_t top_cid;
 };
 
 static void put_le64(uint8_t *b, uint64_t v) {
@@ -119,21 +116,8 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
 int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t ml,
                       const char *name, size_t nl) {
     ost_store *st = im->st;
-    if (id == 0) return ost__st_fail(st, OST_EINVAL, "class id 0 (class ids start at 1)");
-    /* a name the class table cannot give back (the records of the class
-     * would become undecodable: check calls them of an unknown class) */
-    const char *parts[2] = {module, name}, *what[2] = {"module", "name"};
-    size_t lens[2] = {ml, nl};
-    for (int i = 0; i < 2; i++) {
-        const char *why = !lens[i] ? "is empty"
-                          : memchr(parts[i], 0, lens[i]) ? "holds a NUL byte"
-                          : !ost__utf8_strict(parts[i], lens[i]) ? "is not valid UTF-8"
-                          : NULL;
-        if (why) return ost__st_fail(st, OST_EINVAL, "class id %u: its %s %s", id, what[i], why);
-    }
-    if (ml + nl + 2 > 1000)
-        return ost__st_fail(st, OST_EINVAL, "class id %u: module and name are %zu bytes, more "
-                            "than the 998 a class table entry holds", id, ml + nl);
+    /* store/snap.c checked the id and the names (ost_import_class) */
+    if (ml + nl + 2 > 1000) return ost__st_fail(st, OST_EINVAL, "class id %u: too long", id);
     char key[1024];
     key[0] = 'n';
     memcpy(key + 1, module, ml);
@@ -154,7 +138,6 @@ int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t m
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: class id %u: %s", st->shown, id,
                             ost__mdb_strerror(st, rc));
-    if (id > im->top_cid) im->top_cid = id;
     return 0;
 }
 
@@ -175,8 +158,6 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
     memcpy((uint8_t *)v.mv_data + OST_HDR_SIZE, pickle, n);
     ost__rec_seal(v.mv_data, v.mv_size, oid);
     im->records++;
-    im->top_oid = oid; /* oids ascend */
-    if (serial > im->top_serial) im->top_serial = serial;
     return 0;
 }
 
@@ -194,12 +175,9 @@ static uint32_t maps_cid(ost__import *im, const char *name) {
 int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t klen,
                      uint64_t serial, const void *val, size_t vlen) {
     ost_store *st = im->st;
-    if (klen > OST_MAP_KEY_MAX)
+    if (klen > OST_MAP_KEY_MAX) /* snap.c refused it already; kb below holds no more */
         return ost__st_fail(st, OST_EINVAL, "map %llu: a %zu-byte key (the longest is %d bytes)",
                             (unsigned long long)map, klen, OST_MAP_KEY_MAX);
-    if (serial == 0)
-        return ost__st_fail(st, OST_EINVAL, "map %llu: an entry with serial 0",
-                            (unsigned long long)map);
     if (!im->cids_known) { /* the class table is complete before the first entry */
         im->map_cid = maps_cid(im, "OrderedMap");
         im->set_cid = maps_cid(im, "OrderedSet");
@@ -243,7 +221,6 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
                             (unsigned long long)map, ost__mdb_strerror(st, rc));
     ost__ent_fill(kb, 8 + klen, v.mv_data, serial, val, vlen);
     im->ments++;
-    if (serial > im->top_serial) im->top_serial = serial;
     return 0;
 }
 
@@ -251,32 +228,7 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
                        uint64_t next_class) {
     ost_store *st = im->st;
     MDB_txn *t = im->t;
-    if (format < 1 || format > OST_STORE_FORMAT) {
-        ost__st_fail(st, OST_EINVAL, "store format %llu: this ostore writes formats 1 to %d",
-                     (unsigned long long)format, OST_STORE_FORMAT);
-        return im_fail(im, OST_EINVAL);
-    }
-    if (format < 2 && im->ments) {
-        ost__st_fail(st, OST_EINVAL, "a format-%llu store has no map entries, yet %llu were given",
-                     (unsigned long long)format, (unsigned long long)im->ments);
-        return im_fail(im, OST_EINVAL);
-    }
-    const char *bad = NULL;
-    uint64_t val = 0;
-    if (next_oid > OST__OID_LIMIT || (im->records && next_oid <= im->top_oid))
-        bad = "next_oid", val = next_oid;
-    else if (last_serial >= OST__SERIAL_LIMIT || last_serial < im->top_serial || !last_serial)
-        bad = "last_serial", val = last_serial;
-    else if (next_class > OST__CLASS_LIMIT || next_class <= im->top_cid || !next_class)
-        bad = "next_class", val = next_class;
-    if (bad) {
-        ost__st_fail(st, OST_EINVAL,
-                     "%s %llu does not fit what was imported (largest oid %llu, serial %llu, "
-                     "class id %u) or is past its limit",
-                     bad, (unsigned long long)val, (unsigned long long)im->top_oid,
-                     (unsigned long long)im->top_serial, im->top_cid);
-        return im_fail(im, OST_EINVAL);
-    }
+    (void)format; /* store/snap.c checked format and counters against what was added */
     /* what was imported has checksums, whatever the exported store's format */
     int rc = meta_put(t, st->meta, "format", OST_STORE_FORMAT);
     if (!rc) rc = meta_put(t, st->meta, "next_oid", next_oid);
@@ -294,11 +246,7 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: import commit: %s", st->shown,
                             ost__mdb_strerror(st, rc));
-    /* class ids cached before the import may name other classes now */
-    uv_mutex_lock(&st->lock);
-    ost__class_cache_free(st);
-    uv_mutex_unlock(&st->lock);
-    return 0;
+    return 0; /* snap.c drops the class ids the store cached */
 }
 
 void ost__import_abort(ost__import *im) {

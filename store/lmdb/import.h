@@ -20,9 +20,9 @@ typedef struct ost__import ost__import;
  * OST_ENOMEM, OST_EIO; ost_store_errmsg says why. */
 int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out);
 /* Adds class id -> module.name to the class table. OST_EEXIST for a
- * repeated id or name; OST_EINVAL for id 0 or a module or name that is
- * empty, too long, holds a NUL byte or is not UTF-8 (the message names
- * the class id and says which). */
+ * repeated id or name. The caller (ost_import_class) has refused id 0 and
+ * a module or name that is empty, too long, holds a NUL byte or is not
+ * UTF-8. */
 int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t ml,
                       const char *name, size_t nl);
 /* Adds a record; oids must ascend. The pickle is copied as is. */
@@ -34,14 +34,12 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
  * then by key. key and val are copied. OST_EINVAL (the message says why). */
 int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t klen,
                      uint64_t serial, const void *val, size_t vlen);
-/* Writes the store format (1, or 2 and up when there are map entries) and
- * the counters (meta.low becomes last_serial + 1: the txlog is empty),
- * commits and frees im. The counters must fit what was imported and the
- * limits of store_internal.h: next_oid above every oid and at most
- * OST__OID_LIMIT, last_serial at least every serial and below
- * OST__SERIAL_LIMIT, next_class above every class id and at most
- * OST__CLASS_LIMIT, else OST_EINVAL. On failure nothing was written, and
- * im is freed too. */
+/* Writes the store format (OST_STORE_FORMAT: what was imported has
+ * checksums) and the counters (meta.low becomes last_serial + 1: the txlog
+ * is empty), commits and frees im. The caller (ost_import_commit) has
+ * checked that the counters fit what was imported and the limits of
+ * store_internal.h, and format against the entries. On failure nothing was
+ * written, and im is freed too. */
 int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint64_t last_serial,
                        uint64_t next_class);
 /* Drops everything added and frees im. NULL is allowed. */

@@ -644,6 +644,8 @@ static void fill_rec(const PGresult *r, int row, int col, ost__recview *v) {
     v->cid = rd32(PQgetvalue(r, row, col + 1));
     v->pickle = (const uint8_t *)PQgetvalue(r, row, col + 2);
     v->len = (size_t)PQgetlength(r, row, col + 2);
+    v->damage = NULL; /* the server checks its own pages */
+    v->stored = 0;
 }
 
 static int pg_get(ost__sess *s, uint64_t oid, ost__recview *v) {
@@ -1568,6 +1570,428 @@ static int pg_sweep(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint64
 
 /* ---- the table ----------------------------------------------------------------------- */
 
+/* ---- raw access ------------------------------------------------------------------- */
+
+/* A bigint column of row 0, or 0 when NULL (max() over no rows). */
+static uint64_t col64(const PGresult *r, int col) {
+    return PQgetisnull(r, 0, col) ? 0 : rd64(PQgetvalue(r, 0, col));
+}
+
+static int pg_snap_stat(ost__sess *s, ost_snap_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->engine = "postgresql";
+    int rc = read_ready(s);
+    if (rc) return rc;
+    PGresult *r = run(s->e, s->conn, "reading the counters",
+                      "SELECT format, next_oid, last_serial, next_class, (SELECT count(*) FROM "
+                      "ost_records)::bigint, (SELECT count(*) FROM ost_ments)::bigint, "
+                      "pg_total_relation_size('ost_ments')::bigint FROM ost_meta WHERE id = 1",
+                      NULL, &rc, NULL);
+    if (!r) return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
+    }
+    out->format = col64(r, 0);
+    out->next_oid = col64(r, 1);
+    out->last_serial = col64(r, 2);
+    out->next_class = col64(r, 3);
+    out->records = col64(r, 4);
+    out->entries = col64(r, 5);
+    out->entry_bytes = col64(r, 6);
+    PQclear(r);
+    return 0;
+}
+
+/* What can be wrong in the rows without the server noticing: counters
+ * behind the rows, and records whose class the table does not hold. */
+static int pg_verify(ost__sess *s, char *first, size_t cap) {
+    first[0] = 0;
+    int rc = read_ready(s);
+    if (rc) return rc;
+    PGresult *r = run(s->e, s->conn, "verifying",
+                      "SELECT next_oid, last_serial, next_class, (SELECT max(oid) FROM "
+                      "ost_records), (SELECT max(serial) FROM ost_records), (SELECT max(serial) "
+                      "FROM ost_ments), (SELECT max(id) FROM ost_classes)::bigint, (SELECT count(*) "
+                      "FROM ost_records r WHERE NOT EXISTS (SELECT 1 FROM ost_classes c WHERE c.id "
+                      "= r.cid))::bigint, (SELECT min(oid) FROM ost_records r WHERE NOT EXISTS "
+                      "(SELECT 1 FROM ost_classes c WHERE c.id = r.cid)) FROM ost_meta WHERE id = 1",
+                      NULL, &rc, NULL);
+    if (!r) return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        snprintf(first, cap, "%s: damaged meta (no row)", s->e->shown);
+        return OST_ECORRUPT;
+    }
+    uint64_t next_oid = col64(r, 0), last = col64(r, 1), next_class = col64(r, 2);
+    bool any = !PQgetisnull(r, 0, 3);
+    uint64_t top_oid = col64(r, 3), top_rs = col64(r, 4), top_es = col64(r, 5);
+    uint64_t top_cid = col64(r, 6), orphans = col64(r, 7), orphan = col64(r, 8);
+    PQclear(r);
+    char line[4][200];
+    int n = 0;
+    if (any && next_oid <= top_oid)
+        snprintf(line[n++], sizeof line[0], "meta: next_oid %llu is not above oid %llu",
+                 (unsigned long long)next_oid, (unsigned long long)top_oid);
+    if (last < top_rs || last < top_es)
+        snprintf(line[n++], sizeof line[0], "meta: last_serial %llu is below serial %llu",
+                 (unsigned long long)last, (unsigned long long)(top_rs > top_es ? top_rs : top_es));
+    if (next_class <= top_cid)
+        snprintf(line[n++], sizeof line[0], "meta: next_class %llu is not above class id %llu",
+                 (unsigned long long)next_class, (unsigned long long)top_cid);
+    if (orphans)
+        snprintf(line[n++], sizeof line[0],
+                 "%llu record%s of a class the class table does not hold (the first: oid %llu)",
+                 (unsigned long long)orphans, orphans == 1 ? "" : "s", (unsigned long long)orphan);
+    if (!n) return 0;
+    snprintf(first, cap, "%s: %s", s->e->shown, line[0]);
+    if (n > 1) {
+        size_t len = strlen(first);
+        snprintf(first + len, cap - len, ", and %d more", n - 1);
+    }
+    return OST_ECORRUPT;
+}
+
+/* ---- bulk import -------------------------------------------------------------------- */
+
+/* An import: one transaction on a connection of its own. Classes are
+ * INSERTed; records and entries stream through COPY ... FROM STDIN in
+ * PostgreSQL's binary copy format (a header, per row the field count and
+ * each field as a length and its bytes, a trailer), buffered here and sent
+ * in chunks. A class after records ends the COPY and a later record starts
+ * another. */
+enum { IMP_IDLE, IMP_RECORDS, IMP_ENTRIES };
+#define IMP_CHUNK ((size_t)256 << 10)
+
+struct ost__import {
+    ost__engine *e;
+    PGconn *c;
+    int mode;         /* IMP_*: which COPY is open */
+    uint8_t *b;       /* rows not sent yet */
+    size_t n, cap;
+    bool any_rec, any_ent;
+    uint64_t last_oid, last_map;
+    uint8_t last_key[OST_MAP_KEY_MAX];
+    size_t last_klen;
+};
+
+static void imp_free(ost__import *im) {
+    if (!im) return;
+    if (im->c) PQfinish(im->c);
+    free(im->b);
+    free(im);
+}
+
+/* Rolls back, frees im and returns code (the message is set). */
+static int imp_fail(ost__import *im, int code) {
+    if (im->c && PQstatus(im->c) == CONNECTION_OK) {
+        if (im->mode != IMP_IDLE) {
+            PQputCopyEnd(im->c, "import aborted");
+            PGresult *r;
+            while ((r = PQgetResult(im->c))) PQclear(r);
+        }
+        PQclear(PQexec(im->c, "ROLLBACK"));
+    }
+    imp_free(im);
+    return code;
+}
+
+static int imp_oom(ost__import *im) {
+    return ost__st_fail(im->e->st, OST_ENOMEM, "%s: import: out of memory", im->e->shown);
+}
+
+static int imp_put(ost__import *im, const void *d, size_t n) {
+    if (ost__reserve((void **)&im->b, &im->cap, im->n + n, 1, IMP_CHUNK + 1024)) return imp_oom(im);
+    if (n) memcpy(im->b + im->n, d, n);
+    im->n += n;
+    return 0;
+}
+
+static int imp_put16(ost__import *im, int v) {
+    uint8_t b[2] = {(uint8_t)((unsigned)v >> 8), (uint8_t)v};
+    return imp_put(im, b, 2);
+}
+
+static int imp_put_i64(ost__import *im, uint64_t v) {
+    uint8_t b[12];
+    wr32(b, 8);
+    ost__be64(b + 4, v);
+    return imp_put(im, b, 12);
+}
+
+static int imp_put_bytes(ost__import *im, const void *d, size_t n) {
+    if (n > 0x3fffffff)
+        return ost__st_fail(im->e->st, OST_ELIMIT, "%s: import: a value of %zu bytes (PostgreSQL "
+                            "holds at most 1 GiB in a field)", im->e->shown, n);
+    uint8_t b[4];
+    wr32(b, (uint32_t)n);
+    int rc = imp_put(im, b, 4);
+    return rc ? rc : imp_put(im, d, n);
+}
+
+/* The server's failure during a COPY, as the store's message. */
+static int imp_copy_fail(ost__import *im, const char *what) {
+    char cause[240];
+    PGresult *r = PQgetResult(im->c);
+    pg_cause(im->c, r, cause, sizeof cause);
+    int code = pg_code(im->c, r);
+    PQclear(r);
+    return ost__st_fail(im->e->st, code, "%s: import: %s: %s", im->e->shown, what, cause);
+}
+
+/* Sends the buffered rows. */
+static int imp_flush(ost__import *im) {
+    if (!im->n) return 0;
+    if (PQputCopyData(im->c, (const char *)im->b, (int)im->n) != 1)
+        return imp_copy_fail(im, im->mode == IMP_RECORDS ? "copying records" : "copying entries");
+    im->n = 0;
+    return 0;
+}
+
+/* Ends the open COPY, if any: its trailer, then the server's verdict. */
+static int imp_idle(ost__import *im) {
+    if (im->mode == IMP_IDLE) return 0;
+    const char *what = im->mode == IMP_RECORDS ? "copying records" : "copying entries";
+    int rc = imp_put16(im, -1);
+    if (!rc) rc = imp_flush(im);
+    if (rc) return rc;
+    im->mode = IMP_IDLE;
+    if (PQputCopyEnd(im->c, NULL) != 1) return imp_copy_fail(im, what);
+    PGresult *r = PQgetResult(im->c);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok) {
+        char cause[240];
+        pg_cause(im->c, r, cause, sizeof cause);
+        int code = pg_code(im->c, r);
+        PQclear(r);
+        while ((r = PQgetResult(im->c))) PQclear(r);
+        return ost__st_fail(im->e->st, code, "%s: import: %s: %s", im->e->shown, what, cause);
+    }
+    PQclear(r);
+    while ((r = PQgetResult(im->c))) PQclear(r);
+    return 0;
+}
+
+/* Starts the COPY of mode (ending another one first). */
+static int imp_mode(ost__import *im, int mode) {
+    if (im->mode == mode) return 0;
+    int rc = imp_idle(im);
+    if (rc) return rc;
+    PGresult *r = PQexec(im->c, mode == IMP_RECORDS
+                                    ? "COPY ost_records (oid, serial, cid, state) FROM STDIN "
+                                      "(FORMAT binary)"
+                                    : "COPY ost_ments (map, key, serial, value) FROM STDIN "
+                                      "(FORMAT binary)");
+    if (PQresultStatus(r) != PGRES_COPY_IN) {
+        char cause[240];
+        pg_cause(im->c, r, cause, sizeof cause);
+        int code = pg_code(im->c, r);
+        PQclear(r);
+        return ost__st_fail(im->e->st, code, "%s: import: starting a COPY: %s", im->e->shown, cause);
+    }
+    PQclear(r);
+    im->mode = mode;
+    static const uint8_t head[19] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n', 0};
+    return imp_put(im, head, sizeof head); /* signature, flags 0, no extension */
+}
+
+static int pg_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
+    (void)size_hint; /* the server grows its files itself */
+    *out = NULL;
+    ost_store *st = e->st;
+    if (e->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", e->shown);
+    if (st->conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", e->shown);
+    ost__import *im = calloc(1, sizeof *im);
+    if (!im) return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", e->shown);
+    im->e = e;
+    int rc = connect_db(e, &im->c);
+    if (rc) {
+        imp_free(im);
+        return rc;
+    }
+    /* other writers wait until the import ends; readers go on */
+    rc = run0(e, im->c, "import: begin", "BEGIN", NULL);
+    if (!rc)
+        rc = run0(e, im->c, "import: locking the tables",
+                  "LOCK TABLE ost_meta, ost_records, ost_classes, ost_txlog, ost_ments IN "
+                  "EXCLUSIVE MODE",
+                  NULL);
+    if (rc) return imp_fail(im, rc);
+    PGresult *r = run(e, im->c, "import: reading meta",
+                      "SELECT (SELECT count(*) FROM ost_records)::bigint, (SELECT count(*) FROM "
+                      "ost_records WHERE oid <> 0)::bigint, (SELECT count(*) FROM "
+                      "ost_ments)::bigint, next_oid, last_serial FROM ost_meta WHERE id = 1",
+                      NULL, &rc, NULL);
+    if (!r) return imp_fail(im, rc);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+        return imp_fail(im, OST_ECORRUPT);
+    }
+    uint64_t nrec = col64(r, 0), others = col64(r, 1), nent = col64(r, 2), next_oid = col64(r, 3),
+             last = col64(r, 4);
+    PQclear(r);
+    /* new: at most the root that ost_store_open wrote (in a commit of its
+     * own, so last_serial may be 2), no oid handed out, no entries */
+    if (others || nent || next_oid != 1) {
+        ost__st_fail(st, OST_EEXIST,
+                     "%s: not a new store (%llu objects, last commit %llu); import needs a new "
+                     "or empty store",
+                     e->shown, (unsigned long long)nrec, (unsigned long long)last);
+        return imp_fail(im, OST_EEXIST);
+    }
+    rc = run0(e, im->c, "import: emptying the store",
+              "TRUNCATE ost_records, ost_classes, ost_txlog, ost_ments", NULL);
+    if (rc) return imp_fail(im, rc);
+    *out = im;
+    return 0;
+}
+
+static int pg_imp_class(ost__import *im, uint32_t id, const char *module, size_t mlen,
+                        const char *name, size_t nlen) {
+    int rc = imp_idle(im);
+    if (rc) return rc;
+    params p = {0};
+    p_i32(&p, id);
+    p_bytes(&p, module, mlen);
+    p_bytes(&p, name, nlen);
+    PGresult *r = run(im->e, im->c, "import: adding a class",
+                      "INSERT INTO ost_classes VALUES ($1::int, $2::text, $3::text) ON CONFLICT DO "
+                      "NOTHING",
+                      &p, &rc, NULL);
+    if (!r) return rc;
+    bool added = !strcmp(PQcmdTuples(r), "1");
+    PQclear(r);
+    if (!added)
+        return ost__st_fail(im->e->st, OST_EEXIST, "class id %u (%.*s.%.*s) is listed twice", id,
+                            (int)mlen, module, (int)nlen, name);
+    return 0;
+}
+
+static int pg_imp_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t cid,
+                         const void *pickle, size_t len) {
+    ost_store *st = im->e->st;
+    if (im->any_rec && oid <= im->last_oid)
+        return ost__st_fail(st, OST_EINVAL, "oid %llu: oids must ascend, each once",
+                            (unsigned long long)oid);
+    if (oid >= OST__OID_LIMIT || serial >= OST__SERIAL_LIMIT)
+        return ost__st_fail(st, OST_EINVAL, "oid %llu: its %s is past the store's limit",
+                            (unsigned long long)oid, oid >= OST__OID_LIMIT ? "oid" : "serial");
+    int rc = imp_mode(im, IMP_RECORDS);
+    if (!rc) rc = imp_put16(im, 4);
+    if (!rc) rc = imp_put_i64(im, oid);
+    if (!rc) rc = imp_put_i64(im, serial);
+    if (!rc) {
+        uint8_t b[8];
+        wr32(b, 4);
+        wr32(b + 4, cid);
+        rc = imp_put(im, b, 8);
+    }
+    if (!rc) rc = imp_put_bytes(im, pickle, len);
+    if (!rc && im->n >= IMP_CHUNK) rc = imp_flush(im);
+    if (rc) return rc;
+    im->any_rec = true;
+    im->last_oid = oid;
+    return 0;
+}
+
+static int pg_imp_entry(ost__import *im, uint64_t map, const uint8_t *key, size_t klen,
+                        uint64_t serial, const void *value, size_t vlen) {
+    ost_store *st = im->e->st;
+    if (im->any_ent) {
+        int c = map < im->last_map ? -1 : map > im->last_map;
+        if (!c) {
+            size_t m = klen < im->last_klen ? klen : im->last_klen;
+            c = m ? memcmp(key, im->last_key, m) : 0;
+            if (!c) c = klen < im->last_klen ? -1 : klen > im->last_klen;
+        }
+        if (c <= 0)
+            return ost__st_fail(st, OST_EINVAL,
+                                "map %llu: entries must ascend (by map oid, then by key), each once",
+                                (unsigned long long)map);
+    }
+    if (map >= OST__OID_LIMIT || serial >= OST__SERIAL_LIMIT)
+        return ost__st_fail(st, OST_EINVAL, "map %llu: its %s is past the store's limit",
+                            (unsigned long long)map, map >= OST__OID_LIMIT ? "oid" : "serial");
+    int rc = imp_mode(im, IMP_ENTRIES);
+    if (!rc) rc = imp_put16(im, 4);
+    if (!rc) rc = imp_put_i64(im, map);
+    if (!rc) rc = imp_put_bytes(im, key, klen);
+    if (!rc) rc = imp_put_i64(im, serial);
+    if (!rc) rc = imp_put_bytes(im, value, vlen);
+    if (!rc && im->n >= IMP_CHUNK) rc = imp_flush(im);
+    if (rc) return rc;
+    im->any_ent = true;
+    im->last_map = map;
+    if (klen) memcpy(im->last_key, key, klen);
+    im->last_klen = klen;
+    return 0;
+}
+
+/* The maps' records, checked once all entries are in (LMDB checks each map
+ * as its first entry comes; a COPY cannot be asked meanwhile): each map
+ * with entries has a record of class ostore.maps.OrderedMap whose entries
+ * all have values, or OrderedSet whose entries have none. */
+static int imp_check_maps(ost__import *im) {
+    int rc = 0;
+    PGresult *r = run(im->e, im->c, "import: checking the maps",
+                      "WITH mm AS (SELECT map, bool_or(octet_length(value) > 0) AS hasv, "
+                      "bool_and(octet_length(value) > 0) AS allv FROM ost_ments GROUP BY map) "
+                      "SELECT mm.map, c.name, mm.hasv, mm.allv FROM mm LEFT JOIN ost_records r ON "
+                      "r.oid = mm.map LEFT JOIN ost_classes c ON c.id = r.cid WHERE c.module IS "
+                      "DISTINCT FROM 'ostore.maps' OR c.name NOT IN ('OrderedMap', 'OrderedSet') "
+                      "OR (c.name = 'OrderedMap' AND NOT mm.allv) OR (c.name = 'OrderedSet' AND "
+                      "mm.hasv) ORDER BY mm.map LIMIT 1",
+                      NULL, &rc, NULL);
+    if (!r) return rc;
+    if (!PQntuples(r)) {
+        PQclear(r);
+        return 0;
+    }
+    unsigned long long map = rd64(PQgetvalue(r, 0, 0));
+    const char *name = PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1);
+    if (!strcmp(name, "OrderedSet"))
+        ost__st_fail(im->e->st, OST_EINVAL, "map %llu: an entry of a set has a value", map);
+    else if (!strcmp(name, "OrderedMap"))
+        ost__st_fail(im->e->st, OST_EINVAL, "map %llu: an entry without a value pickle", map);
+    else
+        ost__st_fail(im->e->st, OST_EINVAL,
+                     "entries under oid %llu, which has no record of class "
+                     "ostore.maps.OrderedMap or OrderedSet",
+                     map);
+    PQclear(r);
+    return OST_EINVAL;
+}
+
+static int pg_imp_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint64_t last_serial,
+                         uint64_t next_class) {
+    (void)format; /* what is imported has what the current format has */
+    int rc = imp_idle(im);
+    if (!rc && im->any_ent) rc = imp_check_maps(im);
+    if (rc) return imp_fail(im, rc);
+    params p = {0};
+    p_i64(&p, OST_STORE_FORMAT);
+    p_i64(&p, next_oid);
+    p_i64(&p, last_serial);
+    p_i64(&p, next_class);
+    p_i64(&p, last_serial + 1);
+    rc = run0(im->e, im->c, "import: writing meta",
+              "UPDATE ost_meta SET format = $1::bigint, next_oid = $2::bigint, last_serial = "
+              "$3::bigint, next_class = $4::bigint, low = $5::bigint WHERE id = 1",
+              &p);
+    /* the planner's statistics: without them, right after a bulk load, it
+     * may sort a whole table for each page of a scan or an entry cursor */
+    if (!rc) rc = run0(im->e, im->c, "import: analyze", "ANALYZE ost_records, ost_classes, ost_ments", NULL);
+    if (!rc) rc = run0(im->e, im->c, "import: commit", "COMMIT", NULL);
+    if (rc) return imp_fail(im, rc);
+    imp_free(im);
+    return 0;
+}
+
+static void pg_imp_abort(ost__import *im) {
+    if (im) imp_fail(im, 0);
+}
+
 const ost__engine_ops ost__pg_engine = {
     .name = "postgresql",
     .flags = 0,
@@ -1603,4 +2027,12 @@ const ost__engine_ops ost__pg_engine = {
     .ecur_close = pg_ecur_close,
     .ent_each_map = pg_ent_each_map,
     .map_count_add = pg_map_count_add,
+    .snap_stat = pg_snap_stat,
+    .verify = pg_verify,
+    .imp_begin = pg_imp_begin,
+    .imp_class = pg_imp_class,
+    .imp_record = pg_imp_record,
+    .imp_entry = pg_imp_entry,
+    .imp_commit = pg_imp_commit,
+    .imp_abort = pg_imp_abort,
 };
