@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "engine.h"
@@ -1355,4 +1356,44 @@ Test(api, check_reports_a_dangling_reference_and_an_unknown_class) {
     cr_assert_eq(ost_store_pack_ex(a, OST_PACK_FORCE, &removed), 0, "%s", ost_store_errmsg(a));
     cr_assert_eq(removed, 1);
     ost_store_close(a);
+}
+
+/* Runs the CLI (OSTORE_CLI) with COMMAND on the test's address; its
+ * output (stdout and stderr) in out, its exit status returned. */
+static int cli(const char *command, char *out, size_t cap) {
+    const char *exe = getenv("OSTORE_CLI");
+    cr_assert(exe, "OSTORE_CLI is not set");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s '%s' 2>&1", exe, command, g_addr);
+    FILE *f = popen(cmd, "r");
+    cr_assert(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(api, the_cli_checks_and_packs_a_server_store) {
+    if (strcmp(E->name, "postgresql")) return;
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 30; i++) ost_list_append(l, item("x", i));
+    cr_assert_eq(ost_root_set_c(c, "items", l), 0);
+    cr_assert_eq(ost_root_set_c(c, "g", item("g", 0)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_root_set_c(c, "g", OST_NONE), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    ost_store_close(a);
+    char out[4096];
+    cr_assert_eq(cli("check", out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "checked 32 records"), "%s", out);
+    cr_assert(strstr(out, "no problems"), "%s", out);
+    cr_assert_eq(cli("pack", out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "removed 1 object unreachable from the root"), "%s", out);
+    cr_assert(strstr(out, "31 objects remain"), "%s", out);
+    cr_assert_eq(cli("check", out, sizeof out), 0, "%s", out);
+    cr_assert(strstr(out, "checked 31 records"), "%s", out);
 }
