@@ -188,6 +188,10 @@ static int cmp_u64(const void *a, const void *b) {
 static int mark_batch(mark_ctx *m) {
     const ost__engine_ops *ops = m->st->ops;
     qsort(m->batch, m->nb, sizeof *m->batch, cmp_u64);
+    size_t u = 0; /* once each (the catch-up may push an oid twice) */
+    for (size_t i = 0; i < m->nb; i++)
+        if (!u || m->batch[i] != m->batch[u - 1]) m->batch[u++] = m->batch[i];
+    m->nb = u;
     memset(m->found, 0, m->nb * sizeof *m->found);
     m->fn_rc = 0;
     int rc = ops->get_many(m->s, m->batch, m->nb, mark_fn, m);
@@ -301,6 +305,22 @@ static bool keep_reached(void *ud, uint64_t oid) {
     return i >= 0 && ost__oidset_test(&m->oids, REACHED, (size_t)i);
 }
 
+/* Follows everything the stack holds, and, when it overflowed, what was
+ * reached but not scanned. */
+static int mark_all(mark_ctx *m) {
+    int rc;
+    while (!(rc = drain(m)) && m->overflow) {
+        m->overflow = false;
+        for (size_t i = 0; i < m->oids.n && !rc; i++)
+            if (ost__oidset_test(&m->oids, REACHED, i) && !ost__oidset_test(&m->oids, SCANNED, i)) {
+                push(m, i);
+                if (m->len >= MARK_BATCH) rc = drain(m);
+            }
+        if (rc) break;
+    }
+    return rc;
+}
+
 /* The mark, in one pinned snapshot of session s: every record reachable
  * from the root, through references and map entries. *mark gets the
  * snapshot's last serial. 0 or a code with the store's message set. */
@@ -335,22 +355,117 @@ static int pack_mark(mark_ctx *m, uint64_t *mark) {
     if (!rc) rc = mark_set(st, m->s, &info, &m->oids);
     if (!rc) {
         mark_ref(m, 0);
-    }
-    while (!rc) {
-        rc = drain(m);
-        if (rc || !m->overflow) break;
-        /* the stack overflowed: follow what was marked but not scanned */
-        m->overflow = false;
-        for (size_t i = 0; i < m->oids.n && !rc; i++)
-            if (ost__oidset_test(&m->oids, REACHED, i) && !ost__oidset_test(&m->oids, SCANNED, i)) {
-                push(m, i);
-                if (m->len >= MARK_BATCH) rc = drain(m);
-            }
+        rc = mark_all(m);
     }
     st->ops->unpin(m->s);
     st->ops->snap_end(m->s);
     return rc;
 }
+
+/* changes' callback: the oids of the catch-up. */
+static void note_changed(void *ud, uint64_t oid) {
+    oid_list *l = ud;
+    if (l->n == SIZE_MAX) return;
+    if (ost__reserve((void **)&l->oids, &l->cap, l->n + 1, sizeof *l->oids, 256)) {
+        l->n = SIZE_MAX; /* out of memory */
+        return;
+    }
+    l->oids[l->n++] = oid;
+}
+
+/* ent_each_map's callback: every map with entries (0: keep them). */
+static int note_map(void *ud, uint64_t map) {
+    note_changed(ud, map);
+    return 0;
+}
+
+/* Tests: called between the mark and each catch-up (NULL: never). */
+void (*ost__pack_hook)(ost_store *st, int step);
+
+/* Commits go on during the mark (it reads a snapshot), and one may link
+ * again an object the mark found unreachable (a connection that still
+ * holds it puts it back): sweep keeps what commits after the mark wrote,
+ * but not what they link. So the mark catches up on a newer snapshot:
+ * what it reached stays reached, and the objects that commits since
+ * changed (the commit log) and that it had reached are scanned again in
+ * their new state, which marks what they link now, new objects included.
+ * An object reachable in the new snapshot is then marked: the first
+ * object on its path from the root that a commit changed was reached
+ * before, through objects no commit changed. *mark moves to the new
+ * snapshot's last serial. A pack that ran meanwhile (the log has a gap)
+ * stops this one: OST_EBUSY, nothing removed. */
+static int catch_up(mark_ctx *m, uint64_t *mark, bool *more) {
+    ost_store *st = m->st;
+    const ost__engine_ops *ops = st->ops;
+    ost__snapinfo info;
+    *more = false;
+    int rc = ops->snap_begin(m->s, &info);
+    if (rc) return rc;
+    if ((rc = ops->pin(m->s))) {
+        ops->snap_end(m->s);
+        return rc;
+    }
+    oid_list changed = {0};
+    ost__oidset set = {0};
+    bool gap = false;
+    if (info.last_serial <= *mark) goto out;
+    rc = ops->changes(m->s, *mark, info.last_serial, note_changed, &changed, &gap);
+    if (!rc && changed.n == SIZE_MAX)
+        rc = ost__st_fail(st, OST_ENOMEM, "%s: pack: out of memory", st->shown);
+    if (!rc && gap)
+        rc = ost__st_fail(st, OST_EBUSY,
+                          "%s: pack: another pack removed records during this one; nothing "
+                          "was removed by this one (run it again)",
+                          st->shown);
+    if (!rc) rc = mark_set(st, m->s, &info, &set);
+    if (rc) goto out;
+    /* what the mark reached (and scanned) stays so in the new set */
+    for (size_t i = 0; i < m->oids.n; i++) {
+        if (!ost__oidset_test(&m->oids, REACHED, i)) continue;
+        int64_t j = ost__oidset_index(&set, ost__oidset_oid(&m->oids, i));
+        if (j < 0) continue; /* gone: cannot be (only a pack removes) */
+        ost__oidset_set(&set, REACHED, (size_t)j);
+        ost__oidset_set(&set, SCANNED, (size_t)j);
+    }
+    ost__oidset_free(&m->oids);
+    m->oids = set;
+    set = (ost__oidset){0};
+    m->len = 0;
+    for (size_t i = 0; i < changed.n; i++) {
+        int64_t j = ost__oidset_index(&m->oids, changed.oids[i]);
+        if (j >= 0 && ost__oidset_test(&m->oids, REACHED, (size_t)j)) push(m, (size_t)j);
+    }
+    /* a commit that changes a map's entries gives its record the new
+     * serial, without a line in the log: the reached maps written since */
+    changed.n = 0;
+    rc = ops->ent_each_map(m->s, note_map, &changed);
+    if (!rc && changed.n == SIZE_MAX)
+        rc = ost__st_fail(st, OST_ENOMEM, "%s: pack: out of memory", st->shown);
+    for (size_t i = 0; !rc && i < changed.n; i++) {
+        int64_t j = ost__oidset_index(&m->oids, changed.oids[i]);
+        if (j < 0 || !ost__oidset_test(&m->oids, REACHED, (size_t)j)) continue;
+        ost__recview r;
+        int grc = ops->get(m->s, changed.oids[i], &r);
+        if (grc == 0 && r.serial > *mark) push(m, (size_t)j);
+        else if (grc && grc != OST_ENOTFOUND && grc != OST_ECORRUPT) rc = grc;
+    }
+    if (!rc) {
+        ost__st_clear(st);
+        rc = mark_all(m);
+    }
+    if (!rc) {
+        *mark = info.last_serial;
+        *more = true;
+    }
+out:
+    free(changed.oids);
+    ost__oidset_free(&set);
+    ops->unpin(m->s);
+    ops->snap_end(m->s);
+    return rc;
+}
+
+#define CATCH_UP_ROUNDS 3
 
 int ost_store_pack(ost_store *st, uint64_t *removed) { return ost_store_pack_ex(st, 0, removed); }
 
@@ -367,6 +482,14 @@ int ost_store_pack_ex(ost_store *st, unsigned flags, uint64_t *removed) {
     int rc = st->ops->sess_open(st->eng, &m->s);
     uint64_t mark = 0, gone = 0;
     if (!rc) rc = pack_mark(m, &mark);
+    /* a few rounds: each one shortens the time in which a commit can link
+     * again what the mark found unreachable */
+    for (int round = 0; !rc && round < CATCH_UP_ROUNDS; round++) {
+        if (ost__pack_hook) ost__pack_hook(st, round);
+        bool more;
+        rc = catch_up(m, &mark, &more);
+        if (!more) break;
+    }
     if (!rc && m->dangling && !m->force)
         rc = ost__st_fail(st, OST_ECORRUPT,
                           "%s: pack: %llu reference%s to oids without a record (oid %llu%s): "

@@ -1397,3 +1397,52 @@ Test(api, the_cli_checks_and_packs_a_server_store) {
     cr_assert_eq(cli("check", out, sizeof out), 0, "%s", out);
     cr_assert(strstr(out, "checked 31 records"), "%s", out);
 }
+
+/* A commit between the mark and the sweep links again an object the
+ * mark found unreachable (another handle still held it): the catch-up
+ * after the mark sees it, and the sweep keeps it. */
+static ost_conn *g_relinker;
+static ost_value g_relinked;
+static int g_relink_rc = -1;
+
+static void relink_hook(ost_store *s, int step) {
+    (void)s;
+    if (step != 0) return;
+    ost_root_set_c(g_relinker, "back", g_relinked);
+    g_relink_rc = ost_commit(g_relinker);
+}
+
+Test(api, pack_keeps_an_object_a_commit_links_again_during_the_pack) {
+    if (strcmp(E->name, "postgresql")) return;
+    ost_store *a = api_open(true, false), *b = api_open(false, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    cr_assert_eq(ost_conn_open(b, &g_relinker), 0);
+    cr_assert_eq(ost_root_set_c(c, "x", item("x", 7)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    g_relinked = ost_root_get_c(g_relinker, "x"); /* b holds x */
+    cr_assert(g_relinked, "%s", ost_conn_errmsg(g_relinker));
+    cr_assert_eq(item_n(g_relinked), 7);
+    ost_incref(g_relinked);
+    uint64_t xo = ost_oid(g_relinker, g_relinked);
+    cr_assert_eq(ost_root_set_c(c, "x", OST_NONE), 0); /* x is garbage now */
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_abort(g_relinker);
+    ost__pack_hook = relink_hook;
+    uint64_t removed = 9;
+    int rc = ost_store_pack(a, &removed);
+    ost__pack_hook = NULL;
+    cr_assert_eq(rc, 0, "%s", ost_store_errmsg(a));
+    cr_assert_eq(g_relink_rc, 0, "the commit during the pack: %s", ost_conn_errmsg(g_relinker));
+    cr_assert_eq(removed, 0, "x is linked again");
+    ost_abort(c);
+    ost_value x;
+    cr_assert_eq(ost_conn_get(c, xo, &x), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(item_n(x), 7);
+    check_reports r = {0};
+    cr_assert_eq(ost_store_check(a, collect_problem, &r, NULL), 0, "%s", r.msg[0]);
+    ost_conn_close(c);
+    ost_conn_close(g_relinker);
+    ost_store_close(a);
+    ost_store_close(b);
+}
