@@ -1,35 +1,79 @@
 /* Pack and check: walking records by the persistent references their
- * pickles hold, found by scanning opcodes, without building values. */
+ * pickles hold, found by scanning opcodes, without building values.
+ *
+ * Both run on any engine, through the engine table (store/engine.h) only:
+ * a session of their own, one read snapshot pinned for the whole walk,
+ * get_many / scan / the class table / entry cursors to read, and, for
+ * pack, the engine's sweep to remove. What only LMDB has (its page walk,
+ * which must pass before liblmdb may be trusted with the snapshot, and
+ * check's look at the previous meta page) runs on the LMDB engine only,
+ * on the snapshot of the same session. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "entries.h"
+#include "lmdb/engine.h"
 #include "lmdb/oidset.h"
 #include "store_internal.h"
 
-/* The class ids of ostore.maps.OrderedMap and OrderedSet in t (0 when the
- * store has none; class ids start at 1). */
-static void map_cids(ost_store *st, MDB_txn *t, uint32_t ids[2]) {
-    static const char *const names[2] = {"OrderedMap", "OrderedSet"};
-    for (int i = 0; i < 2; i++) {
-        char key[40];
-        int n = snprintf(key, sizeof key, "nostore.maps%c%s", 0, names[i]);
-        MDB_val k = {(size_t)n, key}, v;
-        ids[i] = 0;
-        if (mdb_get(t, st->classes, &k, &v) == 0 && v.mv_size == 4) memcpy(&ids[i], v.mv_data, 4);
+/* The class ids of ostore.maps.OrderedMap and OrderedSet (0 when the
+ * store has none; class ids start at 1), and the ids the class table
+ * holds, ascending (check). */
+typedef struct {
+    uint32_t map_cids[2];
+    uint32_t *ids;
+    size_t n, cap;
+    bool nomem;
+} class_ctx;
+
+static int note_class(void *ud, const ost__classview *cv) {
+    class_ctx *cc = ud;
+    if (cv->mlen == 11 && !memcmp(cv->module, "ostore.maps", 11) && cv->nlen == 10) {
+        if (!memcmp(cv->name, "OrderedMap", 10)) cc->map_cids[0] = cv->id;
+        if (!memcmp(cv->name, "OrderedSet", 10)) cc->map_cids[1] = cv->id;
     }
+    if (cc->nomem) return 0;
+    if (ost__reserve((void **)&cc->ids, &cc->cap, cc->n + 1, sizeof *cc->ids, 64))
+        cc->nomem = true;
+    else
+        cc->ids[cc->n++] = cv->id;
+    return 0;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Reads the class table of the session's snapshot into cc. 0 or a code
+ * with the store's message set. */
+static int read_classes(ost_store *st, ost__sess *s, class_ctx *cc) {
+    memset(cc, 0, sizeof *cc);
+    int rc = st->ops->class_each(s, note_class, cc);
+    if (!rc && cc->nomem) rc = ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
+    if (!rc) qsort(cc->ids, cc->n, sizeof *cc->ids, cmp_u32);
+    return rc;
 }
 
 static bool is_map_cid(const uint32_t ids[2], uint32_t cid) {
     return cid && (cid == ids[0] || cid == ids[1]);
 }
 
+/* The LMDB snapshot of a pinned session of the LMDB engine, else NULL. */
+static MDB_txn *lmdb_txn(ost_store *st, ost__sess *s) {
+    return st->ops == &ost__lmdb_engine && st->env && s->live ? s->rtxn : NULL;
+}
+
 /* ---- pack ---------------------------------------------------------------- */
 
 enum { REACHED, SCANNED }; /* the flags of the oid set */
 
+#define MARK_BATCH 256 /* oids read per get_many (one round trip on a server) */
+
 typedef struct {
+    ost_store *st;
+    ost__sess *s;
     ost__oidset oids; /* the records' oids: reached, scanned */
     size_t *stack;    /* places in oids reached but not scanned yet */
     size_t len, cap;
@@ -39,18 +83,15 @@ typedef struct {
     uint64_t dangling;  /* references to oids without a record */
     uint64_t first_dangling;
     uint64_t damaged;   /* reachable records or entries that did not decode (force) */
+    uint64_t batch[MARK_BATCH]; /* the oids of one get_many, ascending */
+    bool found[MARK_BATCH];
+    size_t nb;
+    int fn_rc; /* what mark_fn returned last */
 } mark_ctx;
 
 #define MARK_STACK_MAX ((size_t)1 << 20)
 
-static void mark_ref(void *ud, uint64_t oid) {
-    mark_ctx *m = ud;
-    int64_t i = ost__oidset_index(&m->oids, oid);
-    if (i < 0) { /* no record: damage may hide it, and what it refers to is unknown */
-        if (!m->dangling++) m->first_dangling = oid;
-        return;
-    }
-    if (ost__oidset_set(&m->oids, REACHED, (size_t)i)) return; /* seen */
+static void push(mark_ctx *m, size_t place) {
     if (m->len == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 1024;
         size_t *n = cap <= MARK_STACK_MAX ? realloc(m->stack, cap * sizeof *n) : NULL;
@@ -61,213 +102,411 @@ static void mark_ref(void *ud, uint64_t oid) {
         m->stack = n;
         m->cap = cap;
     }
-    m->stack[m->len++] = (size_t)i;
+    m->stack[m->len++] = place;
 }
 
-static int scan_oid(ost_store *st, MDB_txn *t, mark_ctx *m, size_t place) {
-    ost__oidset_set(&m->oids, SCANNED, place);
-    uint64_t oid = ost__oidset_oid(&m->oids, place);
-    uint8_t kb[8];
-    ost__be64(kb, oid);
-    MDB_val k = {8, kb}, v;
-    int rc = mdb_get(t, st->recs, &k, &v);
-    if (rc == MDB_NOTFOUND) { /* gone since the set was made: cannot be */
+static void mark_ref(void *ud, uint64_t oid) {
+    mark_ctx *m = ud;
+    int64_t i = ost__oidset_index(&m->oids, oid);
+    if (i < 0) { /* no record: damage may hide it, and what it refers to is unknown */
         if (!m->dangling++) m->first_dangling = oid;
+        return;
+    }
+    if (ost__oidset_set(&m->oids, REACHED, (size_t)i)) return; /* seen */
+    push(m, (size_t)i);
+}
+
+/* A reachable record that does not decode (or its map's entry): what it
+ * refers to is unknown, so nothing may be removed, unless forced. */
+static int undecodable(mark_ctx *m, uint64_t oid, bool entry) {
+    if (m->force) {
+        m->damaged++;
         return 0;
     }
-    if (rc) return rc;
-    /* a reachable record whose references cannot be read: what it refers
-     * to is unknown, so nothing may be removed */
-    uint64_t serial;
-    uint32_t cid;
-    if (ost__rec_open(st, oid, &v, &serial, &cid) ||
-        ost__scan_pids((uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE,
-                       mark_ref, m)) {
-        if (m->force) {
-            m->damaged++;
-            return 0;
-        }
-        return ost__st_fail(st, OST_ECORRUPT,
-                            "%s: pack: oid %llu does not decode, so what it refers to is "
-                            "unknown; nothing was removed (see ost_store_check)",
-                            st->shown, (unsigned long long)oid);
-    }
-    if (!is_map_cid(m->map_cids, cid)) return 0;
-    /* a map: what its entries' values refer to is reachable too */
+    if (entry)
+        return ost__st_fail(m->st, OST_ECORRUPT,
+                            "%s: pack: an entry of map %llu does not decode, so what it refers "
+                            "to is unknown; nothing was removed (see ost_store_check)",
+                            m->st->shown, (unsigned long long)oid);
+    return ost__st_fail(m->st, OST_ECORRUPT,
+                        "%s: pack: oid %llu does not decode, so what it refers to is unknown; "
+                        "nothing was removed (see ost_store_check)",
+                        m->st->shown, (unsigned long long)oid);
+}
+
+/* Marks what record r of oid refers to, and for a map what its entries'
+ * values refer to. */
+static int mark_record(mark_ctx *m, uint64_t oid, const ost__recview *r) {
+    if (ost__scan_pids(r->pickle, r->len, mark_ref, m)) return undecodable(m, oid, false);
+    if (!is_map_cid(m->map_cids, r->cid)) return 0;
+    const ost__engine_ops *ops = m->st->ops;
     ost__ecur *ec;
-    if ((rc = ost__ecur_open(st, t, oid, &ec))) return rc == OST_ENOTFOUND ? 0 : rc;
-    for (rc = ost__ecur_seek(ec, NULL, 0, false); rc == 0; rc = ost__ecur_step(ec, false)) {
+    int rc = ops->ecur_open(m->s, oid, &ec);
+    if (rc) return rc == OST_ENOTFOUND ? 0 : rc;
+    for (rc = ops->ecur_seek(ec, NULL, 0, false); rc == 0; rc = ops->ecur_step(ec, false)) {
         const uint8_t *k;
         size_t kl;
         ost__entry e;
-        if ((rc = ost__ecur_get(ec, &k, &kl, &e)) ||
-            (e.len && ost__scan_pids(e.data, e.len, mark_ref, m))) {
-            if (m->force && (rc == 0 || rc == OST_ECORRUPT)) {
-                m->damaged++;
-                continue;
-            }
-            ost__ecur_close(ec);
-            return ost__st_fail(st, OST_ECORRUPT,
-                                "%s: pack: an entry of map %llu does not decode, so what it "
-                                "refers to is unknown; nothing was removed (see ost_store_check)",
-                                st->shown, (unsigned long long)oid);
+        int grc = ops->ecur_get(ec, &k, &kl, &e);
+        if (grc && grc != OST_ECORRUPT) {
+            rc = grc;
+            break;
+        }
+        if (grc || (e.len && ost__scan_pids(e.data, e.len, mark_ref, m))) {
+            if ((rc = undecodable(m, oid, true))) break;
         }
     }
-    ost__ecur_close(ec);
+    ops->ecur_close(ec);
+    if (rc == OST_ENOTFOUND) ost__st_clear(m->st);
     return rc == OST_ENOTFOUND ? 0 : rc;
 }
 
-/* ost__ent_each_map's callback: the entries of unreachable maps go. */
-static int sweep_map(void *ud, uint64_t map) {
+/* get_many's callback: marks from one record of the batch. Its failure
+ * is kept in m->fn_rc too, to tell it from the engine's. */
+static int mark_fn(void *ud, uint64_t oid, const ost__recview *r) {
     mark_ctx *m = ud;
-    int64_t i = ost__oidset_index(&m->oids, map);
-    return i >= 0 && ost__oidset_test(&m->oids, REACHED, (size_t)i) ? 0 : 1;
+    size_t lo = 0, hi = m->nb;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (m->batch[mid] < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < m->nb && m->batch[lo] == oid) {
+        if (m->found[lo]) return 0; /* an engine that gave it twice */
+        m->found[lo] = true;
+    }
+    return m->fn_rc = mark_record(m, oid, r);
 }
 
-/* One attempt; *mdb_rc gets the LMDB code the attempt ended with, so that
- * the caller can grow the map after MDB_MAP_FULL and try again. */
-static int pack_once(ost_store *st, unsigned flags, uint64_t *removed, int *mdb_rc) {
-    if (removed) *removed = 0;
-    if (!st || !st->eng) return OST_EINVAL;
-    if (!st->env) return ost__lmdb_only(st, "pack");
-    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->shown);
-    MDB_txn *t;
-    int rc = ost__locked_txn_begin(st, 0, &t);
-    if (rc) {
-        uv_rwlock_rdunlock(&st->maplock);
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown, ost__mdb_strerror(st, rc));
-    }
-    /* a flag per record, sized by the records, not by meta.next_oid
-     * (which damage could make anything) */
-    mark_ctx m = {0};
-    m.force = flags & OST_PACK_FORCE;
-    /* pack trusts what liblmdb reads, and deleting through damaged pages
-     * makes the damage worse (liblmdb overflows its heap): the pages are
-     * checked first, and damage stops the pack even when forced */
-    char first[400];
-    rc = ost__walk_first(st, t, true, first, sizeof first);
-    if (rc) {
-        mdb_txn_abort(t);
-        uv_rwlock_rdunlock(&st->maplock);
-        if (rc != OST_ECORRUPT) return rc;
-        return ost__st_fail(st, OST_ECORRUPT,
-                            "%s: pack: the store's pages are damaged (%s); nothing was removed: "
-                            "'ostore check' lists the damage, 'ostore salvage' copies what is "
-                            "intact",
-                            st->shown, first);
-    }
-    MDB_val k, v;
-    int code = 0;
-    uint64_t gone = 0;
-    rc = ost__oidset_init(&m.oids, t, st->recs);
-    if (rc) {
-        code = rc == OST_ENOMEM ? ost__st_fail(st, rc, "%s: pack: out of memory for the oids of "
-                                               "the records", st->shown)
-               : ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
-                              ost__mdb_strerror(st, rc));
-        rc = 0;
-        goto out;
-    }
-    map_cids(st, t, m.map_cids);
-    mark_ref(&m, 0);
-    for (;;) {
-        while (m.len && !rc) rc = scan_oid(st, t, &m, m.stack[--m.len]);
-        if (rc || !m.overflow) break;
-        /* the stack overflowed: follow what was marked but not scanned */
-        m.overflow = false;
-        for (size_t i = 0; i < m.oids.n && !rc; i++)
-            if (ost__oidset_test(&m.oids, REACHED, i) && !ost__oidset_test(&m.oids, SCANNED, i)) {
-                rc = scan_oid(st, t, &m, i);
-                while (m.len && !rc) rc = scan_oid(st, t, &m, m.stack[--m.len]);
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Reads and marks from the records of the batch: in one get_many, or,
+ * when a record of it is damaged (get_many stops there), one by one. */
+static int mark_batch(mark_ctx *m) {
+    const ost__engine_ops *ops = m->st->ops;
+    qsort(m->batch, m->nb, sizeof *m->batch, cmp_u64);
+    size_t u = 0; /* once each (the catch-up may push an oid twice) */
+    for (size_t i = 0; i < m->nb; i++)
+        if (!u || m->batch[i] != m->batch[u - 1]) m->batch[u++] = m->batch[i];
+    m->nb = u;
+    memset(m->found, 0, m->nb * sizeof *m->found);
+    m->fn_rc = 0;
+    int rc = ops->get_many(m->s, m->batch, m->nb, mark_fn, m);
+    if (rc && rc == m->fn_rc) return rc; /* the mark's own failure */
+    if (rc == OST_ECORRUPT) { /* a damaged record stopped get_many */
+        for (size_t i = 0; i < m->nb; i++) {
+            if (m->found[i]) continue;
+            ost__recview r;
+            m->found[i] = true;
+            rc = ops->get(m->s, m->batch[i], &r);
+            if (rc == OST_ENOTFOUND) {
+                if (!m->dangling++) m->first_dangling = m->batch[i];
+                continue;
             }
-        if (!m.overflow) break;
-    }
-    if (OST__OURS(rc)) { /* ours, with its message */
-        code = rc;
-        goto out;
-    }
-    if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
-                            ost__mdb_strerror(st, rc));
-        goto out;
-    }
-    if (m.dangling && !m.force) {
-        code = ost__st_fail(st, OST_ECORRUPT,
-                            "%s: pack: %llu reference%s to oids without a record (oid %llu%s): "
-                            "damage may hide what they refer to, so nothing was removed "
-                            "(ost_store_check lists the problems; OST_PACK_FORCE packs anyway)",
-                            st->shown, (unsigned long long)m.dangling, m.dangling == 1 ? "" : "s",
-                            (unsigned long long)m.first_dangling,
-                            m.dangling > 1 ? " and others" : "");
-        goto out;
-    }
-    MDB_cursor *cur;
-    rc = mdb_cursor_open(t, st->recs, &cur);
-    if (!rc) {
-        while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
-            int64_t i = k.mv_size == 8 ? ost__oidset_index(&m.oids, ost__rd_be64(k.mv_data)) : -1;
-            if (i >= 0 && ost__oidset_test(&m.oids, REACHED, (size_t)i)) continue;
-            if ((rc = mdb_cursor_del(cur, 0))) break;
-            gone++;
+            if (rc == OST_ECORRUPT) rc = undecodable(m, m->batch[i], false);
+            else if (!rc) rc = mark_record(m, m->batch[i], &r);
+            if (rc) return rc;
         }
-        mdb_cursor_close(cur);
-        if (rc == MDB_NOTFOUND) rc = 0;
+        rc = 0;
     }
-    /* the entries of maps that are gone (or were never reachable) */
-    if (!rc) rc = ost__ent_each_map(st, t, sweep_map, &m);
-    /* the invalidation log restarts: caches older than now reload all */
-    if (!rc) rc = mdb_drop(t, st->txlog, 0);
-    if (!rc) {
-        MDB_val lk = {11, "last_serial"}, lv;
-        rc = mdb_get(t, st->meta, &lk, &lv);
-        if (!rc && lv.mv_size == 8) {
-            uint64_t last = 0;
-            last = ost__rd_le64(lv.mv_data);
-            uint8_t b[8];
-            for (int i = 0; i < 8; i++) b[i] = (uint8_t)((last + 1) >> (8 * i));
-            MDB_val key = {3, "low"}, val = {8, b};
-            rc = mdb_put(t, st->meta, &key, &val, 0);
-        }
-    }
-    if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack: %s", st->shown,
-                            ost__mdb_strerror(st, rc));
-        goto out;
-    }
-    rc = mdb_txn_commit(t);
-    t = NULL;
-    if (rc) code = ost__st_fail(st, ost__mdb_code(rc), "%s: pack commit: %s", st->shown,
-                                ost__mdb_strerror(st, rc));
-    else if (removed) *removed = gone;
-out:
-    *mdb_rc = rc;
-    if (t) mdb_txn_abort(t);
-    uv_rwlock_rdunlock(&st->maplock);
-    ost__oidset_free(&m.oids);
-    free(m.stack);
-    return code;
+    if (rc) return rc;
+    /* missing: in a dense set every oid below next_oid has a place */
+    for (size_t i = 0; i < m->nb; i++)
+        if (!m->found[i] && !m->dangling++) m->first_dangling = m->batch[i];
+    ost__st_clear(m->st);
+    return 0;
 }
 
-/* Deleting records allocates pages (copy on write), so a store opened with
- * a map no larger than its data fills the map: grow it and start again, as
- * commits do. */
+/* Scans what the stack holds, MARK_BATCH records at a time. */
+static int drain(mark_ctx *m) {
+    while (m->len) {
+        m->nb = 0;
+        while (m->len && m->nb < MARK_BATCH) {
+            size_t place = m->stack[--m->len];
+            ost__oidset_set(&m->oids, SCANNED, place);
+            m->batch[m->nb++] = ost__oidset_oid(&m->oids, place);
+        }
+        int rc = mark_batch(m);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* scan's callbacks that size the oid set: any record at all (stops at the
+ * first), and every oid (ascending). */
+static int any_record(void *ud, uint64_t oid, const ost__recview *r) {
+    (void)ud, (void)oid, (void)r;
+    return 1;
+}
+
+typedef struct {
+    uint64_t *oids;
+    size_t n, cap;
+} oid_list;
+
+static int list_oid(void *ud, uint64_t oid, const ost__recview *r) {
+    oid_list *l = ud;
+    (void)r;
+    if (l->n && oid <= l->oids[l->n - 1]) return 0; /* not ascending: not an oid we can place */
+    if (ost__reserve((void **)&l->oids, &l->cap, l->n + 1, sizeof *l->oids, 1024))
+        return OST_ENOMEM;
+    l->oids[l->n++] = oid;
+    return 0;
+}
+
+#define DENSE_MIN_BYTES ((uint64_t)1 << 20) /* as lmdb/oidset.c */
+#define DENSE_BYTES_PER_RECORD 8
+
+/* The oid set of the snapshot, sized by the records, not by meta alone
+ * (which damage could make anything; lmdb/oidset.h): dense below
+ * next_oid when that bitmap is small for the records the store holds and
+ * no record lies at or above next_oid (one short scan), else the sorted
+ * oids of every record (a full scan). */
+static int mark_set(ost_store *st, ost__sess *s, const ost__snapinfo *info, ost__oidset *set) {
+    uint64_t n = info->next_oid;
+    bool dense = n / 8 < DENSE_MIN_BYTES;
+    if (!dense) {
+        ost_store_stats ss;
+        if (ost_store_stat(st, &ss) == 0 && n / 8 < ss.records * DENSE_BYTES_PER_RECORD)
+            dense = true;
+        ost__st_clear(st);
+    }
+    int rc;
+    if (dense) {
+        rc = st->ops->scan(s, n, 0, any_record, NULL);
+        if (rc < 0) return rc;
+        if (rc == 0) {
+            rc = ost__oidset_init_dense(set, n);
+            goto out;
+        }
+    }
+    oid_list l = {0};
+    rc = st->ops->scan(s, 0, 0, list_oid, &l);
+    if (rc) {
+        free(l.oids);
+        if (rc != OST_ENOMEM) return rc;
+    } else {
+        rc = ost__oidset_init_sorted(set, l.oids, l.n);
+    }
+out:
+    if (rc == OST_ENOMEM)
+        return ost__st_fail(st, rc, "%s: pack: out of memory for the oids of the records",
+                            st->shown);
+    return rc;
+}
+
+/* sweep's callback: what the mark reached stays. */
+static bool keep_reached(void *ud, uint64_t oid) {
+    mark_ctx *m = ud;
+    int64_t i = ost__oidset_index(&m->oids, oid);
+    return i >= 0 && ost__oidset_test(&m->oids, REACHED, (size_t)i);
+}
+
+/* Follows everything the stack holds, and, when it overflowed, what was
+ * reached but not scanned. */
+static int mark_all(mark_ctx *m) {
+    int rc;
+    while (!(rc = drain(m)) && m->overflow) {
+        m->overflow = false;
+        for (size_t i = 0; i < m->oids.n && !rc; i++)
+            if (ost__oidset_test(&m->oids, REACHED, i) && !ost__oidset_test(&m->oids, SCANNED, i)) {
+                push(m, i);
+                if (m->len >= MARK_BATCH) rc = drain(m);
+            }
+        if (rc) break;
+    }
+    return rc;
+}
+
+/* The mark, in one pinned snapshot of session s: every record reachable
+ * from the root, through references and map entries. *mark gets the
+ * snapshot's last serial. 0 or a code with the store's message set. */
+static int pack_mark(mark_ctx *m, uint64_t *mark) {
+    ost_store *st = m->st;
+    ost__snapinfo info;
+    int rc = st->ops->snap_begin(m->s, &info);
+    if (rc) return rc;
+    if ((rc = st->ops->pin(m->s))) {
+        st->ops->snap_end(m->s);
+        return rc;
+    }
+    *mark = info.last_serial;
+    /* LMDB: pack trusts what liblmdb reads, and deleting through damaged
+     * pages makes the damage worse (liblmdb overflows its heap): the pages
+     * are checked first, and damage stops the pack even when forced */
+    MDB_txn *t = lmdb_txn(st, m->s);
+    if (t) {
+        char first[400];
+        rc = ost__walk_first(st, t, false, first, sizeof first);
+        if (rc == OST_ECORRUPT)
+            rc = ost__st_fail(st, OST_ECORRUPT,
+                              "%s: pack: the store's pages are damaged (%s); nothing was "
+                              "removed: 'ostore check' lists the damage, 'ostore salvage' "
+                              "copies what is intact",
+                              st->shown, first);
+    }
+    class_ctx cc = {0};
+    if (!rc) rc = read_classes(st, m->s, &cc);
+    memcpy(m->map_cids, cc.map_cids, sizeof m->map_cids);
+    free(cc.ids);
+    if (!rc) rc = mark_set(st, m->s, &info, &m->oids);
+    if (!rc) {
+        mark_ref(m, 0);
+        rc = mark_all(m);
+    }
+    st->ops->unpin(m->s);
+    st->ops->snap_end(m->s);
+    return rc;
+}
+
+/* changes' callback: the oids of the catch-up. */
+static void note_changed(void *ud, uint64_t oid) {
+    oid_list *l = ud;
+    if (l->n == SIZE_MAX) return;
+    if (ost__reserve((void **)&l->oids, &l->cap, l->n + 1, sizeof *l->oids, 256)) {
+        l->n = SIZE_MAX; /* out of memory */
+        return;
+    }
+    l->oids[l->n++] = oid;
+}
+
+/* ent_each_map's callback: every map with entries (0: keep them). */
+static int note_map(void *ud, uint64_t map) {
+    note_changed(ud, map);
+    return 0;
+}
+
+/* Tests: called between the mark and each catch-up (NULL: never). */
+void (*ost__pack_hook)(ost_store *st, int step);
+
+/* Commits go on during the mark (it reads a snapshot), and one may link
+ * again an object the mark found unreachable (a connection that still
+ * holds it puts it back): sweep keeps what commits after the mark wrote,
+ * but not what they link. So the mark catches up on a newer snapshot:
+ * what it reached stays reached, and the objects that commits since
+ * changed (the commit log) and that it had reached are scanned again in
+ * their new state, which marks what they link now, new objects included.
+ * An object reachable in the new snapshot is then marked: the first
+ * object on its path from the root that a commit changed was reached
+ * before, through objects no commit changed. *mark moves to the new
+ * snapshot's last serial. A pack that ran meanwhile (the log has a gap)
+ * stops this one: OST_EBUSY, nothing removed. */
+static int catch_up(mark_ctx *m, uint64_t *mark, bool *more) {
+    ost_store *st = m->st;
+    const ost__engine_ops *ops = st->ops;
+    ost__snapinfo info;
+    *more = false;
+    int rc = ops->snap_begin(m->s, &info);
+    if (rc) return rc;
+    if ((rc = ops->pin(m->s))) {
+        ops->snap_end(m->s);
+        return rc;
+    }
+    oid_list changed = {0};
+    ost__oidset set = {0};
+    bool gap = false;
+    if (info.last_serial <= *mark) goto out;
+    rc = ops->changes(m->s, *mark, info.last_serial, note_changed, &changed, &gap);
+    if (!rc && changed.n == SIZE_MAX)
+        rc = ost__st_fail(st, OST_ENOMEM, "%s: pack: out of memory", st->shown);
+    if (!rc && gap)
+        rc = ost__st_fail(st, OST_EBUSY,
+                          "%s: pack: another pack removed records during this one; nothing "
+                          "was removed by this one (run it again)",
+                          st->shown);
+    if (!rc) rc = mark_set(st, m->s, &info, &set);
+    if (rc) goto out;
+    /* what the mark reached (and scanned) stays so in the new set */
+    for (size_t i = 0; i < m->oids.n; i++) {
+        if (!ost__oidset_test(&m->oids, REACHED, i)) continue;
+        int64_t j = ost__oidset_index(&set, ost__oidset_oid(&m->oids, i));
+        if (j < 0) continue; /* gone: cannot be (only a pack removes) */
+        ost__oidset_set(&set, REACHED, (size_t)j);
+        ost__oidset_set(&set, SCANNED, (size_t)j);
+    }
+    ost__oidset_free(&m->oids);
+    m->oids = set;
+    set = (ost__oidset){0};
+    m->len = 0;
+    for (size_t i = 0; i < changed.n; i++) {
+        int64_t j = ost__oidset_index(&m->oids, changed.oids[i]);
+        if (j >= 0 && ost__oidset_test(&m->oids, REACHED, (size_t)j)) push(m, (size_t)j);
+    }
+    /* a commit that changes a map's entries gives its record the new
+     * serial, without a line in the log: the reached maps written since */
+    changed.n = 0;
+    rc = ops->ent_each_map(m->s, note_map, &changed);
+    if (!rc && changed.n == SIZE_MAX)
+        rc = ost__st_fail(st, OST_ENOMEM, "%s: pack: out of memory", st->shown);
+    for (size_t i = 0; !rc && i < changed.n; i++) {
+        int64_t j = ost__oidset_index(&m->oids, changed.oids[i]);
+        if (j < 0 || !ost__oidset_test(&m->oids, REACHED, (size_t)j)) continue;
+        ost__recview r;
+        int grc = ops->get(m->s, changed.oids[i], &r);
+        if (grc == 0 && r.serial > *mark) push(m, (size_t)j);
+        else if (grc && grc != OST_ENOTFOUND && grc != OST_ECORRUPT) rc = grc;
+    }
+    if (!rc) {
+        ost__st_clear(st);
+        rc = mark_all(m);
+    }
+    if (!rc) {
+        *mark = info.last_serial;
+        *more = true;
+    }
+out:
+    free(changed.oids);
+    ost__oidset_free(&set);
+    ops->unpin(m->s);
+    ops->snap_end(m->s);
+    return rc;
+}
+
+#define CATCH_UP_ROUNDS 3
+
 int ost_store_pack(ost_store *st, uint64_t *removed) { return ost_store_pack_ex(st, 0, removed); }
 
 int ost_store_pack_ex(ost_store *st, unsigned flags, uint64_t *removed) {
-    if (flags & ~OST_PACK_FORCE) {
-        if (removed) *removed = 0;
-        return st ? ost__st_fail(st, OST_EINVAL, "pack: unknown flags 0x%x", flags) : OST_EINVAL;
+    if (removed) *removed = 0;
+    if (!st || !st->eng) return OST_EINVAL;
+    if (flags & ~OST_PACK_FORCE)
+        return ost__st_fail(st, OST_EINVAL, "pack: unknown flags 0x%x", flags);
+    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->shown);
+    mark_ctx *m = calloc(1, sizeof *m);
+    if (!m) return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
+    m->st = st;
+    m->force = flags & OST_PACK_FORCE;
+    int rc = st->ops->sess_open(st->eng, &m->s);
+    uint64_t mark = 0, gone = 0;
+    if (!rc) rc = pack_mark(m, &mark);
+    /* a few rounds: each one shortens the time in which a commit can link
+     * again what the mark found unreachable */
+    for (int round = 0; !rc && round < CATCH_UP_ROUNDS; round++) {
+        if (ost__pack_hook) ost__pack_hook(st, round);
+        bool more;
+        rc = catch_up(m, &mark, &more);
+        if (!more) break;
     }
-    for (int tries = 0;; tries++) {
-        int mdb_rc = 0;
-        int code = pack_once(st, flags, removed, &mdb_rc);
-        if (mdb_rc != MDB_MAP_FULL || tries == 16) return code;
-        int grc = ost__grow_map(st);
-        if (grc)
-            return ost__st_fail(st, ost__mdb_code(grc), "%s: pack: cannot grow the map: %s",
-                                st->shown, ost__mdb_strerror(st, grc));
-        ost__st_clear(st);
-    }
+    if (!rc && m->dangling && !m->force)
+        rc = ost__st_fail(st, OST_ECORRUPT,
+                          "%s: pack: %llu reference%s to oids without a record (oid %llu%s): "
+                          "damage may hide what they refer to, so nothing was removed "
+                          "(ost_store_check lists the problems; OST_PACK_FORCE packs anyway)",
+                          st->shown, (unsigned long long)m->dangling, m->dangling == 1 ? "" : "s",
+                          (unsigned long long)m->first_dangling,
+                          m->dangling > 1 ? " and others" : "");
+    /* the engine removes what the mark did not reach, except what a commit
+     * after the mark wrote (the mark could not see what that links) */
+    if (!rc) rc = st->ops->sweep(m->s, mark, keep_reached, m, &gone);
+    if (!rc && removed) *removed = gone;
+    if (m->s) st->ops->sess_close(m->s);
+    ost__oidset_free(&m->oids);
+    free(m->stack);
+    free(m);
+    return rc;
 }
 
 /* ---- check ---------------------------------------------------------------- */
@@ -279,14 +518,27 @@ typedef struct {
 } check_map;
 
 typedef struct {
+    uint64_t holder, oid;
+} check_ref;
+
+typedef struct {
     ost_store *st;
-    MDB_txn *t;
+    ost__sess *s;
     uint64_t holder;
     ost_check_fn report;
     void *ud;
     uint64_t problems;
     check_map *maps; /* the map records seen, in oid order */
     size_t nmaps, capmaps;
+    class_ctx classes;
+    ost_reader *r;
+    uint64_t *exists; /* the oids of the records read so far, ascending */
+    size_t nexists, capexists;
+    check_ref *later; /* references to oids above their holder: resolved after the scan */
+    size_t nlater, caplater;
+    bool scanned; /* every record has been read: exists is complete */
+    bool root;
+    int fail; /* out of memory in a callback */
 } check_ctx;
 
 static void problem(check_ctx *c, uint64_t oid, int err, const char *fmt, ...)
@@ -304,13 +556,12 @@ static void problem(check_ctx *c, uint64_t oid, int err, const char *fmt, ...) {
 
 /* Notes map record oid (its decoded state is val). */
 static void check_map_record(check_ctx *c, uint64_t oid, bool is_set, ost_value val,
-                             const MDB_val *v) {
+                             const ost__recview *v) {
     ost_value kv = ost_typeof(val) == OST_T_DICT ? ost_dict_get_c(val, "kind") : 0;
     const char *ks = ost_typeof(kv) == OST_T_STR ? ost_data(kv, NULL) : NULL;
     check_map cm = {.oid = oid, .is_set = is_set};
     if (!ks || ost__mkind_parse(ks, &cm.kind) ||
-        ost__map_record_count((uint8_t *)v->mv_data + OST_HDR_SIZE, v->mv_size - OST_HDR_SIZE,
-                              &cm.count)) {
+        ost__map_record_count(v->pickle, v->len, &cm.count)) {
         problem(c, oid, OST_ECORRUPT, "oid %llu: a map record without a valid kind and count",
                 (unsigned long long)oid);
         return;
@@ -332,17 +583,24 @@ static void check_map_record(check_ctx *c, uint64_t oid, bool is_set, ost_value 
 /* Reads every entry of map cm: keys decode as its kind, values decode and
  * refer to existing objects, and they add up to its count. */
 static int check_entries(check_ctx *c, ost_reader *r, const check_map *cm) {
+    const ost__engine_ops *ops = c->st->ops;
     ost__ecur *ec;
-    int rc = ost__ecur_open(c->st, c->t, cm->oid, &ec);
-    if (rc) return rc == OST_ENOTFOUND ? 0 : rc;
     uint64_t n = 0;
+    int rc = ops->ecur_open(c->s, cm->oid, &ec);
+    if (rc && rc != OST_ENOTFOUND) return rc;
+    if (rc) goto count; /* no entries */
     c->holder = cm->oid;
-    for (rc = ost__ecur_seek(ec, NULL, 0, false); rc == 0; rc = ost__ecur_step(ec, false)) {
+    for (rc = ops->ecur_seek(ec, NULL, 0, false); rc == 0; rc = ops->ecur_step(ec, false)) {
         const uint8_t *k;
         size_t kl;
         ost__entry e;
         n++;
-        if (ost__ecur_get(ec, &k, &kl, &e)) {
+        int grc = ops->ecur_get(ec, &k, &kl, &e);
+        if (grc && grc != OST_ECORRUPT) {
+            rc = grc;
+            break;
+        }
+        if (grc) {
             char text[160];
             size_t i;
             for (i = 0; i < kl && i < 20; i++) snprintf(text + 2 * i, 3, "%02x", k[i]);
@@ -381,8 +639,10 @@ static int check_entries(check_ctx *c, ost_reader *r, const check_map *cm) {
         }
         ost_buf_free(&b);
     }
-    ost__ecur_close(ec);
+    ops->ecur_close(ec);
     if (rc != OST_ENOTFOUND) return rc;
+count:
+    ost__st_clear(c->st);
     if (n != cm->count)
         problem(c, cm->oid, OST_ECORRUPT, "map %llu: its record counts %llu entries, it has %llu",
                 (unsigned long long)cm->oid, (unsigned long long)cm->count, (unsigned long long)n);
@@ -404,6 +664,30 @@ static int check_orphans(void *ud, uint64_t map) {
     return 0;
 }
 
+/* Whether oid has a record: in the oids read so far (all of them once the
+ * scan is over). */
+static bool exists(const check_ctx *c, uint64_t oid) {
+    size_t lo = 0, hi = c->nexists;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c->exists[mid] < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->nexists && c->exists[lo] == oid;
+}
+
+static void missing(check_ctx *c, uint64_t holder, uint64_t oid) {
+    c->problems++;
+    if (!c->report) return;
+    char msg[96];
+    snprintf(msg, sizeof msg, "oid %llu refers to missing oid %llu", (unsigned long long)holder,
+             (unsigned long long)oid);
+    c->report(c->ud, holder, oid, OST_ENOTFOUND, msg);
+}
+
+/* The reader's persistent_load: a reference resolves against the oids
+ * read (records come in oid order), or, when it names a higher oid than
+ * its holder's, after the scan. */
 static int check_load(void *ud, ost_value pid, ost_value *obj) {
     check_ctx *c = ud;
     int64_t oid;
@@ -413,17 +697,13 @@ static int check_load(void *ud, ost_value pid, ost_value *obj) {
         *obj = ost_persref(ost_incref(pid));
         return *obj ? 0 : OST_ENOMEM;
     }
-    uint8_t kb[8];
-    ost__be64(kb, (uint64_t)oid);
-    MDB_val k = {8, kb}, v;
-    if (mdb_get(c->t, c->st->recs, &k, &v) != 0) {
-        c->problems++;
-        if (c->report) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "oid %llu refers to missing oid %lld",
-                     (unsigned long long)c->holder, (long long)oid);
-            c->report(c->ud, c->holder, (uint64_t)oid, OST_ENOTFOUND, msg);
-        }
+    if (c->scanned || (uint64_t)oid <= c->holder) {
+        if (!exists(c, (uint64_t)oid)) missing(c, c->holder, (uint64_t)oid);
+    } else if (ost__reserve((void **)&c->later, &c->caplater, c->nlater + 1, sizeof *c->later,
+                            1024)) {
+        c->fail = OST_ENOMEM;
+    } else {
+        c->later[c->nlater++] = (check_ref){c->holder, (uint64_t)oid};
     }
     *obj = ost_persref(ost_incref(pid));
     return *obj ? 0 : OST_ENOMEM;
@@ -539,106 +819,124 @@ static int check_previous(ost_store *st, ost__pc *pc, uint64_t txnid, page_ctx *
     return rc == OST_ENOMEM ? rc : rc ? OST_ECORRUPT : 0;
 }
 
+/* The damage a scan reported for a record (its message, "ADDR: oid N:
+ * damaged record (WHY)"), without the address. */
+static const char *damage_of(ost_store *st) {
+    const char *m = ost_store_errmsg(st);
+    size_t n = strlen(st->shown);
+    if (!strncmp(m, st->shown, n) && !strncmp(m + n, ": ", 2)) m += n + 2;
+    return m;
+}
+
+/* scan's callback: one record, in oid order. */
+static int check_record(void *ud, uint64_t oid, const ost__recview *v) {
+    check_ctx *c = ud;
+    if (ost__reserve((void **)&c->exists, &c->capexists, c->nexists + 1, sizeof *c->exists,
+                     4096))
+        return c->fail = OST_ENOMEM;
+    if (!c->nexists || oid > c->exists[c->nexists - 1]) c->exists[c->nexists++] = oid;
+    c->holder = oid;
+    if (oid == 0) c->root = true;
+    char msg[400];
+    if (!v->len) { /* damaged: the engine says how */
+        snprintf(msg, sizeof msg, "%s", damage_of(c->st));
+        c->problems++;
+        if (c->report) c->report(c->ud, oid, 0, OST_ECORRUPT, msg);
+        return 0;
+    }
+    if (!bsearch(&v->cid, c->classes.ids, c->classes.n, sizeof *c->classes.ids, cmp_u32)) {
+        c->problems++;
+        snprintf(msg, sizeof msg, "oid %llu: class id %u is not in the class table",
+                 (unsigned long long)oid, v->cid);
+        if (c->report) c->report(c->ud, oid, 0, OST_ECORRUPT, msg);
+        return 0;
+    }
+    ost_value val;
+    int lrc = ost_load(c->r, v->pickle, v->len, &val, NULL);
+    if (lrc) {
+        c->problems++;
+        snprintf(msg, sizeof msg, "oid %llu: record does not decode: %s", (unsigned long long)oid,
+                 ost_reader_errmsg(c->r));
+        if (c->report) c->report(c->ud, oid, 0, lrc, msg);
+        return c->fail ? c->fail : 0;
+    }
+    if (is_map_cid(c->classes.map_cids, v->cid))
+        check_map_record(c, oid, v->cid == c->classes.map_cids[1], val, v);
+    ost_release(val);
+    return c->fail ? c->fail : 0;
+}
+
+/* LMDB only: the walk of the snapshot's pages (liblmdb trusts them, so
+ * nothing else reads the snapshot before it passes) and of the previous
+ * snapshot's. 0, OST_ECORRUPT with the store's message set (the pages are
+ * damaged: records were checked against their checksums only, through
+ * the walker), or another code. */
+static int check_pages(check_ctx *c, MDB_txn *t, uint64_t *records) {
+    ost_store *st = c->st;
+    page_ctx pcx = {.report = c->report, .ud = c->ud, .format = st->format};
+    ost__pc *pc = NULL;
+    int wrc = ost__walk_snapshot(st, t, false, page_problem, &pcx, &pc);
+    if (wrc == OST_ECORRUPT && pc) {
+        ost__pc_each(pc, "records", each_record, NULL, &pcx);
+        ost__pc_each(pc, "mapents", each_entry, NULL, &pcx);
+    }
+    if (wrc == 0 && pc) {
+        /* the current snapshot is sound: liblmdb may read it; problems of
+         * the previous one are counted with the rest */
+        int prc = check_previous(st, pc, mdb_txn_id(t), &pcx);
+        if (prc == OST_ENOMEM) wrc = prc;
+        c->problems += pcx.n;
+    }
+    ost__pc_close(pc);
+    if (wrc == OST_ECORRUPT) {
+        *records = pcx.records;
+        return ost__st_fail(st, OST_ECORRUPT,
+                            "%s: %llu problems found: the store's pages are damaged, so "
+                            "records were only checked against their checksums ('ostore "
+                            "salvage' copies what is intact)",
+                            st->shown, (unsigned long long)pcx.n);
+    }
+    return wrc;
+}
+
 int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *records) {
     if (records) *records = 0;
     if (!st || !st->eng) return OST_EINVAL;
-    if (!st->env) return ost__lmdb_only(st, "check");
-    ost_reader *r = ost_reader_new();
-    if (!r) return OST_ENOMEM;
+    const ost__engine_ops *ops = st->ops;
     check_ctx c = {.st = st, .report = report, .ud = ud};
-    ost_reader_set_persistent_load(r, check_load, &c);
-    int rc = ost__locked_txn_begin(st, MDB_RDONLY, &c.t);
-    /* first the pages, with checks of our own: liblmdb trusts them */
-    if (!rc) {
-        page_ctx pcx = {.report = report, .ud = ud, .format = st->format};
-        ost__pc *pc = NULL;
-        int wrc = ost__walk_snapshot(st, c.t, false, page_problem, &pcx, &pc);
-        if (wrc == OST_ECORRUPT && pc) {
-            ost__pc_each(pc, "records", each_record, NULL, &pcx);
-            ost__pc_each(pc, "mapents", each_entry, NULL, &pcx);
-        }
-        if (wrc == 0 && pc) {
-            /* the current snapshot is sound: liblmdb may read it; problems of
-             * the previous one are counted with the rest */
-            int prc = check_previous(st, pc, mdb_txn_id(c.t), &pcx);
-            if (prc == OST_ENOMEM) wrc = prc;
-            c.problems += pcx.n;
-        }
-        ost__pc_close(pc);
-        if (wrc) {
-            mdb_txn_abort(c.t);
-            uv_rwlock_rdunlock(&st->maplock);
-            ost_reader_free(r);
-            if (records) *records = pcx.records;
-            if (wrc != OST_ECORRUPT) return wrc;
-            return ost__st_fail(st, OST_ECORRUPT,
-                                "%s: %llu problems found: the store's pages are damaged, so "
-                                "records were only checked against their checksums ('ostore "
-                                "salvage' copies what is intact)",
-                                st->shown, (unsigned long long)pcx.n);
-        }
-    }
-    MDB_cursor *cur = NULL;
-    uint32_t mcids[2] = {0, 0};
-    if (!rc) {
-        map_cids(st, c.t, mcids);
-        rc = mdb_cursor_open(c.t, st->recs, &cur);
-    }
+    if (!(c.r = ost_reader_new())) return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
+    ost_reader_set_persistent_load(c.r, check_load, &c);
+    ost__snapinfo info;
     uint64_t n = 0;
-    MDB_val k, v;
-    bool root = false;
-    while (!rc && (rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
-        n++;
-        c.holder = k.mv_size == 8 ? ost__rd_be64(k.mv_data) : UINT64_MAX;
-        if (c.holder == 0) root = true;
-        char msg[400];
-        uint64_t serial;
-        uint32_t cid;
-        int dmg = k.mv_size != 8 ? -1 : ost__rec_open(st, c.holder, &v, &serial, &cid);
-        if (dmg) {
-            c.problems++;
-            if (dmg < 0)
-                snprintf(msg, sizeof msg, "a record under a %zu-byte key (oids have 8)", k.mv_size);
-            else
-                snprintf(msg, sizeof msg, "oid %llu: damaged record (%s)",
-                         (unsigned long long)c.holder, ost__damage_text(dmg));
-            if (report) report(ud, c.holder, 0, OST_ECORRUPT, msg);
-            continue;
-        }
-        ost_value cls;
-        int crc = ost__class_of_id(st, c.t, cid, &cls);
-        if (crc) {
-            c.problems++;
-            snprintf(msg, sizeof msg, "oid %llu: class id %u is not in the class table",
-                     (unsigned long long)c.holder, cid);
-            if (report) report(ud, c.holder, 0, OST_ECORRUPT, msg);
-            continue;
-        }
-        ost_decref(cls);
-        ost_value val;
-        int lrc = ost_load(r, (uint8_t *)v.mv_data + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE, &val, NULL);
-        if (lrc) {
-            c.problems++;
-            snprintf(msg, sizeof msg, "oid %llu: record does not decode: %s",
-                     (unsigned long long)c.holder, ost_reader_errmsg(r));
-            if (report) report(ud, c.holder, 0, lrc, msg);
-            continue;
-        }
-        if (is_map_cid(mcids, cid)) check_map_record(&c, c.holder, cid == mcids[1], val, &v);
-        ost_release(val);
+    int rc = ops->sess_open(st->eng, &c.s);
+    bool snap = false, pinned = false;
+    if (!rc && !(rc = ops->snap_begin(c.s, &info))) snap = true;
+    if (!rc && !(rc = ops->pin(c.s))) pinned = true;
+    /* first the pages, with checks of our own: liblmdb trusts them */
+    MDB_txn *t = rc ? NULL : lmdb_txn(st, c.s);
+    if (t) rc = check_pages(&c, t, &n);
+    if (!rc) rc = read_classes(st, c.s, &c.classes);
+    if (!rc) rc = ops->scan(c.s, 0, 0, check_record, &c);
+    if (!rc) {
+        n = c.nexists;
+        c.scanned = true;
+        for (size_t i = 0; i < c.nlater; i++)
+            if (!exists(&c, c.later[i].oid)) missing(&c, c.later[i].holder, c.later[i].oid);
     }
-    if (rc == MDB_NOTFOUND) rc = 0;
-    for (size_t i = 0; !rc && i < c.nmaps; i++) rc = check_entries(&c, r, &c.maps[i]);
-    if (!rc) rc = ost__ent_each_map(st, c.t, check_orphans, &c);
+    for (size_t i = 0; !rc && i < c.nmaps; i++) rc = check_entries(&c, c.r, &c.maps[i]);
+    if (!rc) rc = ops->ent_each_map(c.s, check_orphans, &c);
+    if (rc == OST_ENOMEM && c.fail) rc = ost__st_fail(st, rc, "%s: check: out of memory", st->shown);
+    if (pinned) ops->unpin(c.s);
+    if (snap) ops->snap_end(c.s);
+    if (c.s) ops->sess_close(c.s);
     free(c.maps);
-    if (cur) mdb_cursor_close(cur);
-    if (c.t) mdb_txn_abort(c.t);
-    uv_rwlock_rdunlock(&st->maplock);
-    ost_reader_free(r);
+    free(c.classes.ids);
+    free(c.exists);
+    free(c.later);
+    ost_reader_free(c.r);
     if (records) *records = n;
-    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: check: %s", st->shown,
-                                ost__mdb_strerror(st, rc));
-    if (!root) {
+    if (rc) return rc;
+    if (!c.root) {
         c.problems++;
         if (report) report(ud, 0, 0, OST_ECORRUPT, "the root (oid 0) is missing");
     }

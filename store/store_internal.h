@@ -302,6 +302,10 @@ void ost__store_shut(ost_store *st);
 /* The refusal of an operation the store's engine does not have yet:
  * OST_EINVAL, "ADDR: WHAT: not available on the ENGINE engine yet". */
 int ost__lmdb_only(ost_store *st, const char *what);
+/* Tests only: pack calls it (when not NULL) after its mark and before
+ * each round of catching up with the commits made since (step 0, 1, ...),
+ * with no snapshot open. store/pack.c. */
+extern void (*ost__pack_hook)(ost_store *st, int step);
 void ost__loader_forget(ost_value obj);
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);

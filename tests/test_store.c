@@ -1594,6 +1594,55 @@ OST_TEST(store, pack_sizes_its_marks_by_the_records_not_by_meta) {
 }
 
 
+/* Commits go on during a pack's mark. One that links again an object the
+ * mark found unreachable (another connection still held it), through the
+ * root or through a map's entry, between the mark and the sweep: the
+ * catch-up after the mark follows it, and the sweep keeps it. */
+static ost_conn *g_relinker;
+static ost_value g_rx, g_ry, g_rmap;
+static int g_relink_rc = -1;
+
+static void relink_hook(ost_store *st, int step) {
+    (void)st;
+    if (step != 0) return;
+    root_set(g_relinker, "back", g_rx);
+    int rc = ost_map_set(g_relinker, g_rmap, ost_int(1), g_ry);
+    g_relink_rc = rc ? rc : ost_commit(g_relinker);
+}
+
+OST_TEST(store, pack_keeps_what_a_commit_links_again_during_the_pack) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    g_relinker = conn_of(st);
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, "int", &m), 0, "%s", ost_conn_errmsg(c));
+    root_set(c, "m", ost_incref(m));
+    root_set(c, "x", new_node());
+    root_set(c, "y", new_node());
+    commit_ok(c);
+    g_rx = ost_incref(root_get(g_relinker, "x"));
+    g_ry = ost_incref(root_get(g_relinker, "y"));
+    g_rmap = root_get(g_relinker, "m");
+    uint64_t xo = ost_oid(g_relinker, g_rx), yo = ost_oid(g_relinker, g_ry);
+    root_set(c, "x", OST_NONE); /* both are garbage now */
+    root_set(c, "y", OST_NONE);
+    commit_ok(c);
+    ost_abort(g_relinker);
+    ost__pack_hook = relink_hook;
+    uint64_t removed = 9;
+    int rc = ost_store_pack(st, &removed);
+    ost__pack_hook = NULL;
+    cr_assert_eq(rc, 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(g_relink_rc, 0, "the commit during the pack: %s", ost_conn_errmsg(g_relinker));
+    cr_assert_eq(removed, 0, "x and y are linked again");
+    check_clean(st, 4);
+    ost_conn *c2 = conn_of(st);
+    ost_value v;
+    cr_assert_eq(ost_conn_get(c2, xo, &v), 0, "%s", ost_conn_errmsg(c2));
+    cr_assert_eq(ost_conn_get(c2, yo, &v), 0, "%s", ost_conn_errmsg(c2));
+    ost_store_close(st);
+}
+
 OST_TEST(store, check_reports_a_record_that_does_not_decode) {
     LMDB_ONLY("check is not on the PostgreSQL engine yet, and the damage is made with raw LMDB");
     store_chain();

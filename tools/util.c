@@ -162,7 +162,8 @@ int open_store(const char *dir, bool write, ost_store **out) {
         ost_store_close(st);
         return r;
     }
-    if (!g_no_walk && raw_verify_pages(st, dir)) {
+    /* the walk checks LMDB's pages: a server address has none */
+    if (!g_no_walk && ost_store_addr_is_path(dir) && raw_verify_pages(st, dir)) {
         ost_store_close(st);
         return EXIT_FAIL;
     }

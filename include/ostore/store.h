@@ -58,9 +58,8 @@ OST_EXTERN ost_store *ost_store_new(void);
 /* Opens the store at path: a directory (the embedded LMDB engine) or, in
  * a build with the PostgreSQL engine, a database address
  * ("postgresql://...", "postgres://...", "postgres:" + a conninfo; see
- * docs/postgresql.md: create makes the schema, and pack and check are
- * LMDB only for now). For a directory: returns 0, or OST_ENOTFOUND (no
- * store and create is false), OST_EVERSION (another format), OST_ECORRUPT
+ * docs/postgresql.md: create makes the schema). For a directory:
+ * returns 0, or OST_ENOTFOUND (no store and create is false), OST_EVERSION (another format), OST_ECORRUPT
  * (not an ostore store, damaged meta, or data.mdb or lock.mdb is not a
  * regular file: a FIFO, a directory or a device is refused before LMDB
  * opens it, since a FIFO would block the open; symbolic links to regular
@@ -116,13 +115,25 @@ typedef struct {
 OST_EXTERN int ost_store_stat(ost_store *st, ost_store_stats *out);
 
 /* Removes the records unreachable from the root, and the entries of the
- * maps among them, in one write transaction. Memory: a bitmap of one bit
- * per oid. removed (if not NULL) gets the count. Pack deletes only what it
+ * maps among them, on any engine (LMDB, PostgreSQL). It marks what the
+ * root reaches (through references and map entries' values) in a read
+ * snapshot, so commits of other connections and processes go on
+ * meanwhile; it then catches up on a newer snapshot with what commits
+ * since linked, and removes the rest in one write transaction (commits
+ * wait for it), keeping every record a commit after the mark wrote. What
+ * a commit links again in the short time between the last catch-up and
+ * that transaction is the caveat: docs/tutorial.md. Other connections'
+ * next transactions drop what was removed; a commit of theirs that refers
+ * to a removed object fails with OST_ECONFLICT. Memory: two bits per oid
+ * below meta.next_oid (or, when oids are sparse, per record, plus its
+ * oid). removed (if not NULL) gets the count. Pack deletes only what it
  * knows to be unreachable: when a reachable record or map entry does not
  * decode, or a reference names an oid that has no record (damage can hide
  * a record that way, and what it refers to is then unknown), it removes
  * nothing and returns OST_ECORRUPT naming the first problem (ost_store_check
- * lists them all). 0 or a code. */
+ * lists them all). OST_EREADONLY on a read-only store, OST_EBUSY when
+ * another pack removed records meanwhile (nothing removed: run it again).
+ * 0 or a code, with ost_store_errmsg naming the store and the cause. */
 OST_EXTERN int ost_store_pack(ost_store *st, uint64_t *removed);
 
 /* Flags of ost_store_pack_ex. */
@@ -138,9 +149,16 @@ OST_EXTERN int ost_store_pack_ex(ost_store *st, unsigned flags, uint64_t *remove
  * (missing 0), or holds a reference to oid `missing` that has no record. */
 typedef void (*ost_check_fn)(void *ud, uint64_t oid, uint64_t missing,
                              int err, const char *msg);
-/* Reads every record: reports records that do not decode and references
- * to missing oids, with the holder. Returns 0 when the store is sound,
- * OST_ECORRUPT when problems were reported, or another code. */
+/* Reads every record, on any engine, in one read snapshot: reports
+ * records that do not decode (or whose class id is not in the class
+ * table) and references to missing oids, with the holder, then each map's
+ * entries against its kind and count, and entries without a map. A
+ * reference to a higher oid than its holder's is reported after every
+ * record was read. On LMDB it first walks the snapshot's pages (and the
+ * previous snapshot's) with checks of its own. report may be NULL; msg is
+ * valid during the call. *records (if not NULL) gets the records read.
+ * Returns 0 when the store is sound, OST_ECORRUPT when problems were
+ * reported, or another code (the message names the store). */
 OST_EXTERN int ost_store_check(ost_store *st, ost_check_fn report, void *ud,
                                uint64_t *records);
 

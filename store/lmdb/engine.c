@@ -676,11 +676,22 @@ static int lmdb_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
 struct sweep_ctx {
     bool (*keep)(void *ud, uint64_t oid);
     void *ud;
+    ost_store *st;
+    MDB_txn *t;
 };
 
+/* The entries of a map go with its record: those of a map the mark kept,
+ * or whose record stays because a commit after the mark wrote it (a map
+ * made or changed during the pack), stay. */
 static int sweep_map(void *ud, uint64_t map) {
     struct sweep_ctx *sc = ud;
-    return sc->keep(sc->ud, map) ? 0 : 1;
+    if (sc->keep(sc->ud, map)) return 0;
+    uint8_t kb[8];
+    ost__be64(kb, map);
+    MDB_val k = {8, kb}, v;
+    int rc = mdb_get(sc->t, sc->st->recs, &k, &v);
+    if (rc == MDB_NOTFOUND) return 1;
+    return rc ? rc : 0;
 }
 
 static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,
@@ -695,19 +706,23 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
     if (!rc) {
         MDB_val k, v;
         while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
-            if (k.mv_size != 8) continue;
-            uint64_t oid = ost__rd_be64(k.mv_data), serial;
-            uint32_t cid;
-            if (keep(ud, oid)) continue;
-            /* written after the mark: the mark could not see what it links */
-            if (ost__rec_open(st, oid, &v, &serial, &cid) || serial > mark) continue;
+            /* a key that is no oid: nothing can reach it (check reports it) */
+            if (k.mv_size == 8) {
+                uint64_t oid = ost__rd_be64(k.mv_data), serial;
+                uint32_t cid;
+                if (keep(ud, oid)) continue;
+                /* written after the mark: the mark could not see what it
+                 * links. A damaged record no commit wrote as it is: it goes
+                 * with the rest of what the mark did not reach. */
+                if (ost__rec_open(st, oid, &v, &serial, &cid) == 0 && serial > mark) continue;
+            }
             if ((rc = mdb_cursor_del(cur, 0))) break;
             gone++;
         }
         mdb_cursor_close(cur);
         if (rc == MDB_NOTFOUND) rc = 0;
     }
-    struct sweep_ctx sc = {keep, ud};
+    struct sweep_ctx sc = {keep, ud, st, t};
     if (!rc) rc = ost__ent_each_map(st, t, sweep_map, &sc);
     if (!rc) rc = mdb_drop(t, st->txlog, 0);
     if (!rc) {

@@ -70,6 +70,24 @@ bits:
     return rc;
 }
 
+int ost__oidset_init_dense(ost__oidset *s, uint64_t n) {
+    memset(s, 0, sizeof *s);
+    if (n >= SIZE_MAX - 8) return OST_ENOMEM;
+    s->n = (size_t)n;
+    int rc = alloc_bits(s);
+    if (rc) ost__oidset_free(s);
+    return rc;
+}
+
+int ost__oidset_init_sorted(ost__oidset *s, uint64_t *oids, size_t n) {
+    memset(s, 0, sizeof *s);
+    s->oids = oids ? oids : malloc(8);
+    s->n = n;
+    int rc = s->oids ? alloc_bits(s) : OST_ENOMEM;
+    if (rc) ost__oidset_free(s);
+    return rc;
+}
+
 int64_t ost__oidset_index(const ost__oidset *s, uint64_t oid) {
     if (!s->oids) return oid < s->n ? (int64_t)oid : -1;
     size_t lo = 0, hi = s->n;

@@ -40,6 +40,13 @@ typedef struct {
  * OST_ENOMEM; or an LMDB error code (positive), from the cursor. On
  * failure the set holds nothing. The set owns its memory; t is not kept. */
 int ost__oidset_init(ost__oidset *s, MDB_txn *t, MDB_dbi dbi);
+/* The same without LMDB, for the walks that go through the engine table
+ * (store/engine.h): a dense set of places 0 .. n - 1 (the caller bounds
+ * n), or a sparse one of oids[0, n), ascending without repeats, which the
+ * set takes over (freed by ost__oidset_free, also on failure). 0 or
+ * OST_ENOMEM; on failure the set holds nothing. */
+int ost__oidset_init_dense(ost__oidset *s, uint64_t n);
+int ost__oidset_init_sorted(ost__oidset *s, uint64_t *oids, size_t n);
 /* The place of oid in the set, or -1 when it cannot be a stored oid. */
 int64_t ost__oidset_index(const ost__oidset *s, uint64_t oid);
 /* The oid at place i (0 <= i < s->n). */
