@@ -243,7 +243,14 @@ static void unpin(ost_conn *c) { c->st->ops->unpin(c->sess); }
 
 /* ---- loading ---------------------------------------------------------------- */
 
+static const ost__recview *pf_find(const struct ost__pf *p, uint64_t oid);
+
 static int get_record(ost_conn *c, uint64_t oid, ost__recview *r) {
+    const ost__recview *pv = c->pf ? pf_find(c->pf, oid) : NULL;
+    if (pv) {
+        *r = *pv; /* read ahead by ost_prefetch, in this pinned snapshot */
+        return 0;
+    }
     int rc = c->st->ops->get(c->sess, oid, r);
     return rc ? sfail(c, rc) : 0;
 }
@@ -397,6 +404,192 @@ int ost_activate(ost_conn *c, ost_value obj) {
     e = find_obj(c, obj);
     if (e) rc = activate_locked(c, e);
     unpin(c);
+    return rc;
+}
+
+/* ---- prefetch -------------------------------------------------------------
+ * ost_prefetch reads the records of the ghosts it is given with get_many,
+ * then, from their pickles (ost__scan_pids, no values built), the records
+ * of the objects they refer to that the cache does not hold: loading a
+ * state makes a ghost per such reference, and making a ghost reads its
+ * record for the class. Both sets go into a table sorted by oid that
+ * get_record consults while the prefetch runs (c->pf), so the states load
+ * as ost_activate loads them, without a round trip each. The views stay
+ * valid because the snapshot is pinned throughout. */
+
+typedef struct {
+    uint64_t oid;
+    ost__recview v;
+} pf_rec;
+
+struct ost__pf {
+    pf_rec *r;
+    size_t n, cap;
+    size_t sorted; /* r[0, sorted) is in oid order */
+    bool nomem;    /* pf_add failed */
+};
+
+/* The most oids one get_many asks for. */
+#define PF_CHUNK 8192
+
+static int pf_add(void *ud, uint64_t oid, const ost__recview *v) {
+    struct ost__pf *p = ud;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        pf_rec *r = realloc(p->r, cap * sizeof *r);
+        if (!r) {
+            p->nomem = true;
+            return OST_ENOMEM;
+        }
+        p->r = r;
+        p->cap = cap;
+    }
+    p->r[p->n++] = (pf_rec){oid, *v};
+    return 0;
+}
+
+static int pf_cmp(const void *a, const void *b) {
+    uint64_t x = ((const pf_rec *)a)->oid, y = ((const pf_rec *)b)->oid;
+    return x < y ? -1 : x > y;
+}
+
+static int u64_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void pf_sort(struct ost__pf *p) {
+    qsort(p->r, p->n, sizeof *p->r, pf_cmp);
+    p->sorted = p->n;
+}
+
+static const ost__recview *pf_find(const struct ost__pf *p, uint64_t oid) {
+    size_t lo = 0, hi = p->sorted;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->r[mid].oid < oid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->sorted && p->r[lo].oid == oid ? &p->r[lo].v : NULL;
+}
+
+/* Reads the records of oids[0, n) into p, PF_CHUNK at a time. */
+static int pf_fetch(ost_conn *c, struct ost__pf *p, const uint64_t *oids, size_t n) {
+    for (size_t i = 0; i < n; i += PF_CHUNK) {
+        size_t k = n - i < PF_CHUNK ? n - i : PF_CHUNK;
+        int rc = c->st->ops->get_many(c->sess, oids + i, k, pf_add, p);
+        if (rc && p->nomem)
+            return ost__c_fail(c, rc, "%s: out of memory", c->st->shown);
+        if (rc) return sfail(c, rc);
+    }
+    return 0;
+}
+
+/* The oids the prefetched states refer to, to read ahead too. */
+typedef struct {
+    ost_conn *c;
+    uint64_t *oids;
+    size_t n, cap;
+    bool nomem;
+} pf_refs;
+
+static void pf_ref(void *ud, uint64_t oid) {
+    pf_refs *w = ud;
+    if (w->nomem || find_oid(w->c, oid) || pf_find(w->c->pf, oid)) return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        uint64_t *o = realloc(w->oids, cap * sizeof *o);
+        if (!o) {
+            w->nomem = true; /* read them one by one later instead */
+            return;
+        }
+        w->oids = o;
+        w->cap = cap;
+    }
+    w->oids[w->n++] = oid;
+}
+
+/* Reads ahead the records the states in p refer to (one level), for the
+ * ghosts their loading makes. Failing to is no failure: get_record then
+ * reads them one at a time, and reports what is wrong with them then. */
+static void pf_fetch_refs(ost_conn *c, struct ost__pf *p) {
+    pf_refs w = {c, NULL, 0, 0, false};
+    for (size_t i = 0; i < p->sorted && !w.nomem; i++)
+        (void)ost__scan_pids(p->r[i].v.pickle, p->r[i].v.len, pf_ref, &w);
+    if (w.n) {
+        qsort(w.oids, w.n, sizeof *w.oids, u64_cmp);
+        size_t u = 0;
+        for (size_t i = 0; i < w.n; i++)
+            if (!u || w.oids[u - 1] != w.oids[i]) w.oids[u++] = w.oids[i];
+        c->pf = NULL; /* pf_fetch adds to p: not searched meanwhile */
+        for (size_t i = 0; i < u; i += PF_CHUNK) {
+            size_t k = u - i < PF_CHUNK ? u - i : PF_CHUNK;
+            if (c->st->ops->get_many(c->sess, w.oids + i, k, pf_add, p)) break;
+        }
+        pf_sort(p);
+        c->pf = p;
+    }
+    free(w.oids);
+}
+
+int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
+    if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
+    if (!n) return 0;
+    if (!objs) return ost__c_fail(c, OST_EINVAL, "%s: ost_prefetch: objs is NULL", c->st->shown);
+    int rc = pin(c); /* applies invalidations: ghosts are known after it */
+    if (rc) return rc;
+    uint64_t *oids = NULL;
+    size_t *at = NULL, ng = 0;
+    struct ost__pf p = {0};
+    for (size_t i = 0; i < n; i++) {
+        ost__pent *e = find_obj(c, objs[i]);
+        if (!e) {
+            if (ost__is_heap(objs[i]) && (OST__O(objs[i])->flags & OST__F_PERSISTENT)) {
+                rc = ost__c_fail(c, OST_EINVAL,
+                                 "%s: ost_prefetch: objs[%zu] is a persistent object of "
+                                 "another connection; nothing was loaded",
+                                 c->st->shown, i);
+                goto out;
+            }
+            continue; /* not persistent: nothing to load */
+        }
+        if (!(OST__O(objs[i])->flags & OST__F_GHOST)) continue;
+        if (!oids && (!(oids = malloc(n * sizeof *oids)) || !(at = malloc(n * sizeof *at)))) {
+            rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
+            goto out;
+        }
+        oids[ng] = e->oid;
+        at[ng++] = i;
+    }
+    if (!ng) goto out;
+    if (!(p.r = malloc(ng * sizeof *p.r))) {
+        rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
+        goto out;
+    }
+    p.cap = ng;
+    if ((rc = pf_fetch(c, &p, oids, ng))) goto out;
+    pf_sort(&p);
+    for (size_t g = 0; g < ng; g++)
+        if (!pf_find(&p, oids[g])) {
+            rc = ost__c_fail(c, OST_ENOTFOUND, "%s: oid %llu: no such object (removed by a pack?)",
+                             c->st->shown, (unsigned long long)oids[g]);
+            goto out;
+        }
+    c->pf = &p;
+    pf_fetch_refs(c, &p);
+    for (size_t g = 0; g < ng && !rc; g++) {
+        ost__pent *e = find_obj(c, objs[at[g]]);
+        if (e) rc = activate_locked(c, e);
+    }
+    c->pf = NULL;
+out:
+    unpin(c);
+    free(p.r);
+    free(oids);
+    free(at);
     return rc;
 }
 

@@ -1091,3 +1091,61 @@ Test(api, ordered_maps_and_the_loader) {
     ost_conn_close(c);
     ost_store_close(a);
 }
+
+Test(api, prefetch_loads_ghosts_in_one_trip) {
+    if (strcmp(E->name, "postgresql")) return;
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 200; i++) {
+        ost_value x = item("x", i);
+        ost_instance_setattr(x, "next", item("kid", 1000 + i));
+        ost_list_append(l, x);
+    }
+    cr_assert_eq(ost_root_set_c(c, "items", l), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    ost_store_close(a);
+
+    ost_store *b = api_open(false, false);
+    cr_assert_eq(ost_conn_open(b, &c), 0);
+    ost_value got = ost_root_get_c(c, "items");
+    cr_assert(got, "%s", ost_conn_errmsg(c));
+    ost_value objs[203];
+    for (int i = 0; i < 200; i++) {
+        objs[i] = ost_item(got, (size_t)i);
+        cr_assert(ost_is_ghost(objs[i]));
+    }
+    objs[200] = ost_int(3);
+    objs[201] = got;
+    objs[202] = item("new", 5);
+    cr_assert_eq(ost_prefetch(c, objs, 203), 0, "%s", ost_conn_errmsg(c));
+    for (int i = 0; i < 200; i++) {
+        cr_assert_not(ost_is_ghost(objs[i]));
+        ost_value kid = ost_instance_getattr(objs[i], "next");
+        cr_assert(ost_is_ghost(kid));
+        cr_assert_eq(item_n(objs[i]), i);
+        cr_assert_eq(item_n(kid), 1000 + i);
+    }
+    ost_decref(objs[202]);
+    cr_assert_eq(ost_prefetch(c, NULL, 0), 0);
+    cr_assert_eq(ost_prefetch(NULL, objs, 1), OST_EINVAL);
+    cr_assert_eq(ost_prefetch(c, NULL, 1), OST_EINVAL);
+    cr_assert(strstr(ost_conn_errmsg(c), "objs is NULL"), "%s", ost_conn_errmsg(c));
+    /* a record deleted behind the store's back: ENOTFOUND with the oid */
+    cr_assert_eq(ost_invalidate(c, objs[7]), 0);
+    cr_assert_eq(ost_invalidate(c, objs[8]), 0);
+    uint64_t gone = ost_oid(c, objs[8]);
+    char sql[128];
+    snprintf(sql, sizeof sql, "DELETE FROM ost_records WHERE oid = %llu", (unsigned long long)gone);
+    cr_assert_eq(E->sql(g_addr, sql), 0);
+    ost_abort(c); /* the next snapshot no longer has it */
+    cr_assert_eq(ost_prefetch(c, objs, 200), OST_ENOTFOUND);
+    char want[64];
+    snprintf(want, sizeof want, "oid %llu", (unsigned long long)gone);
+    cr_assert(strstr(ost_conn_errmsg(c), want), "%s", ost_conn_errmsg(c));
+    cr_assert(ost_is_ghost(objs[7]), "nothing was loaded");
+    ost_conn_close(c);
+    ost_store_close(b);
+}

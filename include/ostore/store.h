@@ -182,6 +182,29 @@ OST_EXTERN uint64_t ost_oid(ost_conn *c, ost_value obj);
  * (accessors such as ost_instance_getattr load ghosts by themselves and
  * return 0 when that fails; ost_instance_getattr_ex returns the code). */
 OST_EXTERN int ost_activate(ost_conn *c, ost_value obj);
+/* Loads the states of the ghosts among objs[0, n) at once, in the
+ * connection's snapshot (starting the transaction if none), exactly as
+ * ost_activate of each would, but reading their records in one round trip
+ * where the engine can (PostgreSQL: one query for them, and one more for
+ * the records of the objects their states refer to that the connection
+ * does not hold yet, so that the ghosts their loading makes cost no trip
+ * of their own; LMDB reads the memory map either way).
+ * Skipped: values that are not persistent objects (immediates, containers,
+ * new instances never committed) and objects that are not ghosts.
+ * Invalidations from other commits are applied first (at a transaction's
+ * start), as for any read. objs and its values stay the caller's
+ * (borrowed); nothing is stolen or made.
+ * Returns 0 (also for n 0, when objs may be NULL); OST_EINVAL for a NULL c,
+ * a NULL objs with n > 0, or a persistent object of another connection
+ * (nothing loaded then); OST_ENOTFOUND when a ghost's record no longer
+ * exists in the snapshot
+ * (removed outside ostore: a pack drops its objects from the caches; nothing
+ * loaded); OST_ECORRUPT for a damaged
+ * record (LMDB's checksum: nothing loaded; a state that does not decode:
+ * the objects before it in objs are loaded, it and those after stay
+ * ghosts); OST_ENOMEM, OST_EIO. The message (ost_conn_errmsg) names the
+ * store and the oid. */
+OST_EXTERN int ost_prefetch(ost_conn *c, ost_value *objs, size_t n);
 /* True while obj is a ghost. */
 OST_EXTERN bool ost_is_ghost(ost_value obj);
 /* Marks a persistent object changed, like ZODB's _p_changed = True: needed
