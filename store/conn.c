@@ -243,10 +243,10 @@ static void unpin(ost_conn *c) { c->st->ops->unpin(c->sess); }
 
 /* ---- loading ---------------------------------------------------------------- */
 
-static const ost__recview *pf_find(const struct ost__pf *p, uint64_t oid);
+static const ost__recview *pf_get(const ost_conn *c, uint64_t oid);
 
 static int get_record(ost_conn *c, uint64_t oid, ost__recview *r) {
-    const ost__recview *pv = c->pf ? pf_find(c->pf, oid) : NULL;
+    const ost__recview *pv = c->pf ? pf_get(c, oid) : NULL;
     if (pv) {
         *r = *pv; /* read ahead by ost_prefetch, in this pinned snapshot */
         return 0;
@@ -413,9 +413,14 @@ int ost_activate(ost_conn *c, ost_value obj) {
  * of the objects they refer to that the cache does not hold: loading a
  * state makes a ghost per such reference, and making a ghost reads its
  * record for the class. Both sets go into a table sorted by oid that
- * get_record consults while the prefetch runs (c->pf), so the states load
- * as ost_activate loads them, without a round trip each. The views stay
- * valid because the snapshot is pinned throughout. */
+ * get_record consults (c->pf), so the states load as ost_activate loads
+ * them, without a round trip each. The table stays for the rest of the
+ * snapshot (its gen): the records read ahead for references serve the
+ * next prefetch (of those very objects, in a walk) and the reads that
+ * make ghosts (a map cursor's values). The views stay valid as long as
+ * the snapshot (engine.h: PostgreSQL keeps its results until snap_end;
+ * LMDB's map stays while the snapshot does, and a reopened one counts as
+ * a new gen, as for the one-record hint). */
 
 typedef struct {
     uint64_t oid;
@@ -427,7 +432,11 @@ struct ost__pf {
     size_t n, cap;
     size_t sorted; /* r[0, sorted) is in oid order */
     bool nomem;    /* pf_add failed */
+    uint64_t gen;  /* the snapshot (c->snap_gen) the views belong to */
 };
+
+/* Records kept read ahead at most: past it, a prefetch starts afresh. */
+#define PF_KEEP 200000
 
 /* The most oids one get_many asks for. */
 #define PF_CHUNK 8192
@@ -475,6 +484,11 @@ static const ost__recview *pf_find(const struct ost__pf *p, uint64_t oid) {
     return lo < p->sorted && p->r[lo].oid == oid ? &p->r[lo].v : NULL;
 }
 
+/* The record of oid read ahead in the connection's snapshot, or NULL. */
+static const ost__recview *pf_get(const ost_conn *c, uint64_t oid) {
+    return c->pf->gen == c->snap_gen ? pf_find(c->pf, oid) : NULL;
+}
+
 /* Reads the records of oids[0, n) into p, PF_CHUNK at a time. */
 static int pf_fetch(ost_conn *c, struct ost__pf *p, const uint64_t *oids, size_t n) {
     for (size_t i = 0; i < n; i += PF_CHUNK) {
@@ -514,22 +528,22 @@ static void pf_ref(void *ud, uint64_t oid) {
 /* Reads ahead the records the states in p refer to (one level), for the
  * ghosts their loading makes. Failing to is no failure: get_record then
  * reads them one at a time, and reports what is wrong with them then. */
-static void pf_fetch_refs(ost_conn *c, struct ost__pf *p) {
+static void pf_fetch_refs(ost_conn *c, struct ost__pf *p, const uint64_t *oids, size_t n) {
     pf_refs w = {c, NULL, 0, 0, false};
-    for (size_t i = 0; i < p->sorted && !w.nomem; i++)
-        (void)ost__scan_pids(p->r[i].v.pickle, p->r[i].v.len, pf_ref, &w);
+    for (size_t i = 0; i < n && !w.nomem; i++) {
+        const ost__recview *v = pf_find(p, oids[i]);
+        if (v) (void)ost__scan_pids(v->pickle, v->len, pf_ref, &w);
+    }
     if (w.n) {
         qsort(w.oids, w.n, sizeof *w.oids, u64_cmp);
         size_t u = 0;
         for (size_t i = 0; i < w.n; i++)
             if (!u || w.oids[u - 1] != w.oids[i]) w.oids[u++] = w.oids[i];
-        c->pf = NULL; /* pf_fetch adds to p: not searched meanwhile */
         for (size_t i = 0; i < u; i += PF_CHUNK) {
             size_t k = u - i < PF_CHUNK ? u - i : PF_CHUNK;
             if (c->st->ops->get_many(c->sess, w.oids + i, k, pf_add, p)) break;
         }
         pf_sort(p);
-        c->pf = p;
     }
     free(w.oids);
 }
@@ -541,9 +555,8 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
     if (!objs) return ost__c_fail(c, OST_EINVAL, "%s: ost_prefetch: objs is NULL", c->st->shown);
     int rc = pin(c); /* applies invalidations: ghosts are known after it */
     if (rc) return rc;
-    uint64_t *oids = NULL;
-    size_t *at = NULL, ng = 0;
-    struct ost__pf p = {0};
+    uint64_t *oids = NULL, *want = NULL;
+    size_t *at = NULL, ng = 0, nw = 0;
     for (size_t i = 0; i < n; i++) {
         ost__pent *e = find_obj(c, objs[i]);
         if (!e) {
@@ -557,7 +570,8 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
             continue; /* not persistent: nothing to load */
         }
         if (!(OST__O(objs[i])->flags & OST__F_GHOST)) continue;
-        if (!oids && (!(oids = malloc(n * sizeof *oids)) || !(at = malloc(n * sizeof *at)))) {
+        if (!oids && (!(oids = malloc(n * sizeof *oids)) || !(at = malloc(n * sizeof *at)) ||
+                      !(want = malloc(n * sizeof *want)))) {
             rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
             goto out;
         }
@@ -565,30 +579,37 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
         at[ng++] = i;
     }
     if (!ng) goto out;
-    if (!(p.r = malloc(ng * sizeof *p.r))) {
+    struct ost__pf *p = c->pf;
+    if (!p && !(p = c->pf = calloc(1, sizeof *p))) {
         rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
         goto out;
     }
-    p.cap = ng;
-    if ((rc = pf_fetch(c, &p, oids, ng))) goto out;
-    pf_sort(&p);
+    if (p->gen != c->snap_gen || p->n + ng > PF_KEEP) p->n = p->sorted = 0; /* views gone */
+    p->gen = c->snap_gen;
+    p->nomem = false;
+    for (size_t g = 0; g < ng; g++) /* read ahead already (a reference of an earlier one) */
+        if (!pf_find(p, oids[g])) want[nw++] = oids[g];
+    size_t before = p->n;
+    if ((rc = pf_fetch(c, p, want, nw))) {
+        p->n = before;
+        goto out;
+    }
+    pf_sort(p);
     for (size_t g = 0; g < ng; g++)
-        if (!pf_find(&p, oids[g])) {
-            rc = ost__c_fail(c, OST_ENOTFOUND, "%s: oid %llu: no such object (removed by a pack?)",
-                             c->st->shown, (unsigned long long)oids[g]);
+        if (!pf_find(p, oids[g])) {
+            rc = ost__c_fail(c, OST_ENOTFOUND, "%s: oid %llu: no such object", c->st->shown,
+                             (unsigned long long)oids[g]);
             goto out;
         }
-    c->pf = &p;
-    pf_fetch_refs(c, &p);
+    pf_fetch_refs(c, p, oids, ng);
     for (size_t g = 0; g < ng && !rc; g++) {
         ost__pent *e = find_obj(c, objs[at[g]]);
         if (e) rc = activate_locked(c, e);
     }
-    c->pf = NULL;
 out:
     unpin(c);
-    free(p.r);
     free(oids);
+    free(want);
     free(at);
     return rc;
 }
@@ -775,6 +796,9 @@ static void conn_free_parts(ost_conn *c) {
     ost__pkg_free(c->pkg);
     for (size_t i = 0; i < c->ncls_by_id; i++) ost_decref(c->cls_by_id[i]);
     free(c->cls_by_id);
+    if (c->pf) free(c->pf->r);
+    free(c->pf);
+    c->pf = NULL;
     c->ents = NULL;
     c->changed = NULL;
     c->nents = c->capents = c->nchanged = c->capchanged = 0;
