@@ -601,7 +601,7 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
                              (unsigned long long)oids[g]);
             goto out;
         }
-    pf_fetch_refs(c, p, oids, ng);
+    if (!(c->st->ops->flags & OST__ENG_LOCAL_READS)) pf_fetch_refs(c, p, oids, ng);
     for (size_t g = 0; g < ng && !rc; g++) {
         ost__pent *e = find_obj(c, objs[at[g]]);
         if (e) rc = activate_locked(c, e);

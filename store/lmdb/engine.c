@@ -835,7 +835,7 @@ static int lmdb_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), vo
 
 const ost__engine_ops ost__lmdb_engine = {
     .name = "lmdb",
-    .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE,
+    .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE | OST__ENG_LOCAL_READS,
     .claims = lmdb_claims,
     .open = lmdb_open,
     .close = lmdb_close,
