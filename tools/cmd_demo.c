@@ -1514,7 +1514,7 @@ static int run_demo(int argc, char **argv) {
 const cli_cmd cmd_demo = {
     .name = "demo",
     .summary = "Build, walk, check and time a store of about a million objects.",
-    .usage = "usage: ostore demo [DIR] [--objects N] [--quiet]\n",
+    .usage = "usage: ostore demo [DIR | postgresql://...] [--objects N] [--quiet]\n",
     .help = "Makes a store in DIR (default ./demo.ostore) holding a shop: products,\n"
             "customers, their orders (1-7 each) and the orders' line items (1-5 each),\n"
             "which reference shared products; each order references its customer.\n"
@@ -1540,6 +1540,10 @@ const cli_cmd cmd_demo = {
             "(DIR holds the demo's file ostore-demo and nothing but data.mdb and lock.mdb\n"
             "besides) is removed and made again; anything else is refused, untouched.\n"
             "A demo locks DIR while it runs: a second demo on it fails with 'in use'.\n"
+            "DIR may be a PostgreSQL address (postgresql://...): the demo then builds in\n"
+            "that store, which must be empty (its root only; others are refused,\n"
+            "untouched), and counts its records instead of checking them (step 5 reads\n"
+            "LMDB only).\n"
             "Exit status 1 when any count is off or a step fails.\n",
     .run = run_demo,
 };
