@@ -1149,3 +1149,63 @@ Test(api, prefetch_loads_ghosts_in_one_trip) {
     ost_conn_close(c);
     ost_store_close(b);
 }
+
+Test(api, loader_batches_go_by_copy_and_a_failed_one_leaves_nothing) {
+    if (strcmp(E->name, "postgresql")) return;
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    lo.batch_objects = 1000; /* past ost__pg_copy_min: COPY */
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, &lo, &l), 0, "%s", ost_conn_errmsg(c));
+    uint64_t first = 0, oid;
+    for (int i = 0; i < 2500; i++) {
+        ost_value v = item("copied", i);
+        cr_assert_eq(ost_loader_add(l, v, &oid), 0, "%s", ost_loader_errmsg(l));
+        if (!i) first = oid;
+        ost_decref(v);
+    }
+    cr_assert_eq(ost_loader_close(l), 0, "%s", ost_conn_errmsg(c));
+    ost_store_stats ss;
+    cr_assert_eq(ost_store_stat(a, &ss), 0);
+    cr_assert_eq(ss.records, 2501);
+    /* the states, classes and serials COPY wrote read back */
+    ost_abort(c);
+    for (uint64_t o = first; o < first + 2500; o += 499) {
+        ost_value got;
+        cr_assert_eq(ost_conn_get(c, o, &got), 0, "%s", ost_conn_errmsg(c));
+        cr_assert_eq(ost_instance_class(got), g_item);
+        cr_assert_eq(item_n(got), (int64_t)(o - first));
+    }
+    uint64_t serial = ss.last_serial;
+    /* a row in the way of the next batch: its COPY fails, the whole
+     * batch (and its serial) rolls back */
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO ost_records VALUES (%llu, 1, 1, '\\\\x80')",
+             (unsigned long long)(ss.next_oid + 700));
+    cr_assert_eq(E->sql(g_addr, sql), 0);
+    cr_assert_eq(ost_loader_open(c, &lo, &l), 0, "%s", ost_conn_errmsg(c));
+    int rc = 0;
+    for (int i = 0; i < 1500 && !rc; i++) {
+        ost_value v = item("blocked", i);
+        rc = ost_loader_add(l, v, &oid);
+        ost_decref(v);
+    }
+    char lmsg[512];
+    snprintf(lmsg, sizeof lmsg, "%s", ost_loader_errmsg(l));
+    int crc = ost_loader_close(l);
+    cr_assert(rc || crc, "the batch over the row in the way failed");
+    cr_assert(strstr(ost_conn_errmsg(c), "COPY") || strstr(lmsg, "COPY"), "%s / %s",
+              ost_conn_errmsg(c), lmsg);
+    cr_assert(strstr(ost_conn_errmsg(c), "duplicate") || strstr(lmsg, "duplicate"), "%s / %s",
+              ost_conn_errmsg(c), lmsg);
+    cr_assert_eq(ost_store_stat(a, &ss), 0);
+    cr_assert_eq(ss.records, 2502, "nothing of the failed batch: %llu records",
+                 (unsigned long long)ss.records);
+    cr_assert_eq(ss.last_serial, serial, "no serial taken");
+    ost_conn_close(c);
+    ost_store_close(a);
+}
