@@ -548,6 +548,53 @@ static void pf_fetch_refs(ost_conn *c, struct ost__pf *p, const uint64_t *oids, 
     free(w.oids);
 }
 
+/* The connection's read-ahead table, ready for `more` records in this
+ * snapshot (emptied when it belongs to an earlier one or would grow past
+ * PF_KEEP); NULL when out of memory. Snapshot pinned. */
+static struct ost__pf *pf_table(ost_conn *c, size_t more) {
+    struct ost__pf *p = c->pf;
+    if (!p && !(p = c->pf = calloc(1, sizeof *p))) return NULL;
+    if (p->gen != c->snap_gen || p->n + more > PF_KEEP) p->n = p->sorted = 0; /* views gone */
+    p->gen = c->snap_gen;
+    p->nomem = false;
+    return p;
+}
+
+int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *objs) {
+    if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
+    if (!n) return 0;
+    if (!oids || !objs)
+        return ost__c_fail(c, OST_EINVAL, "%s: ost_conn_get_many: %s is NULL", c->st->shown,
+                           oids ? "objs" : "oids");
+    memset(objs, 0, n * sizeof *objs);
+    int rc = pin(c);
+    if (rc) return rc;
+    uint64_t *want = malloc(n * sizeof *want);
+    struct ost__pf *p = want ? pf_table(c, n) : NULL;
+    if (!p) {
+        free(want);
+        unpin(c);
+        return ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
+    }
+    size_t nw = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!find_oid(c, oids[i]) && !pf_find(p, oids[i])) want[nw++] = oids[i];
+    size_t before = p->n;
+    if ((rc = pf_fetch(c, p, want, nw))) p->n = before;
+    free(want);
+    if (!rc) {
+        pf_sort(p);
+        /* the ghosts, from the records read ahead (a missing oid goes to
+         * the engine again, which says so) */
+        for (size_t i = 0; i < n && !rc; i++) rc = get_locked(c, oids[i], &objs[i]);
+        if (rc) memset(objs, 0, n * sizeof *objs);
+    }
+    unpin(c);
+    if (!rc) rc = ost_prefetch(c, objs, n);
+    return rc;
+}
+
 int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
     if (!c) return OST_EINVAL;
     if (!c->st) return ost__conn_dead(c);
@@ -579,14 +626,11 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
         at[ng++] = i;
     }
     if (!ng) goto out;
-    struct ost__pf *p = c->pf;
-    if (!p && !(p = c->pf = calloc(1, sizeof *p))) {
+    struct ost__pf *p = pf_table(c, ng);
+    if (!p) {
         rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
         goto out;
     }
-    if (p->gen != c->snap_gen || p->n + ng > PF_KEEP) p->n = p->sorted = 0; /* views gone */
-    p->gen = c->snap_gen;
-    p->nomem = false;
     for (size_t g = 0; g < ng; g++) /* read ahead already (a reference of an earlier one) */
         if (!pf_find(p, oids[g])) want[nw++] = oids[g];
     size_t before = p->n;

@@ -1129,6 +1129,21 @@ Test(api, prefetch_loads_ghosts_in_one_trip) {
         cr_assert_eq(item_n(kid), 1000 + i);
     }
     ost_decref(objs[202]);
+    /* by oids, in another connection */
+    ost_conn *d;
+    cr_assert_eq(ost_conn_open(b, &d), 0);
+    uint64_t oids[4] = {ost_oid(c, objs[10]), ost_oid(c, objs[150]),
+                        ost_oid(c, ost_instance_getattr(objs[3], "next")), 0};
+    ost_value got4[4];
+    cr_assert_eq(ost_conn_get_many(d, oids, 4, got4), 0, "%s", ost_conn_errmsg(d));
+    cr_assert_eq(item_n(got4[0]), 10);
+    cr_assert_eq(item_n(got4[1]), 150);
+    cr_assert_eq(item_n(got4[2]), 1003);
+    cr_assert_eq(got4[3], ost_conn_root(d), "oid 0 is the root");
+    oids[3] = 1u << 30;
+    cr_assert_eq(ost_conn_get_many(d, oids, 4, got4), OST_ENOTFOUND);
+    cr_assert_eq(got4[0], 0);
+    ost_conn_close(d);
     cr_assert_eq(ost_prefetch(c, NULL, 0), 0);
     cr_assert_eq(ost_prefetch(NULL, objs, 1), OST_EINVAL);
     cr_assert_eq(ost_prefetch(c, NULL, 1), OST_EINVAL);

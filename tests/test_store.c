@@ -2588,6 +2588,21 @@ OST_TEST(store, prefetch_loads_the_ghosts_it_is_given) {
     cr_assert(strstr(ost_conn_errmsg(c), "another connection"), "%s", ost_conn_errmsg(c));
     cr_assert(ost_is_ghost(two[0]), "nothing was loaded");
     cr_assert(ost_is_ghost(dn));
+    /* by oids: loaded objects, the very ones of the cache */
+    ost_abort(d);
+    uint64_t oids[3] = {ost_oid(c, objs[5]), ost_oid(c, two[0]), ost_oid(c, objs[9])};
+    ost_value got3[3];
+    cr_assert_eq(ost_conn_get_many(d, oids, 3, got3), 0, "%s", ost_conn_errmsg(d));
+    for (int i = 0; i < 3; i++) cr_assert_not(ost_is_ghost(got3[i]));
+    cr_assert_eq(iattr(got3[0], "v"), 5);
+    cr_assert_eq(iattr(got3[1], "v"), 1001);
+    cr_assert_eq(got3[0], ost_item(root_get(d, "nodes"), 5), "one object per oid");
+    uint64_t bad[2] = {oids[0], 999999};
+    cr_assert_eq(ost_conn_get_many(d, bad, 2, got3), OST_ENOTFOUND);
+    expect_oid_in(ost_conn_errmsg(d), 999999);
+    cr_assert_eq(got3[0], 0, "nothing given on failure");
+    cr_assert_eq(ost_conn_get_many(d, NULL, 1, got3), OST_EINVAL);
+    cr_assert_eq(ost_conn_get_many(d, oids, 0, NULL), 0);
     ost_store_close(st);
 }
 

@@ -205,6 +205,16 @@ OST_EXTERN int ost_activate(ost_conn *c, ost_value obj);
  * ghosts); OST_ENOMEM, OST_EIO. The message (ost_conn_errmsg) names the
  * store and the oid. */
 OST_EXTERN int ost_prefetch(ost_conn *c, ost_value *objs, size_t n);
+/* The objects stored under oids[0, n), loaded: objs[i] (borrowed, as
+ * ost_conn_get gives them) for oids[i]. As ost_conn_get of each followed
+ * by ost_prefetch of them all, but the records are read in one round trip
+ * where the engine can (PostgreSQL: one query for the objects, one for
+ * what their states refer to), not one per object. Returns 0 (also for n
+ * 0); OST_EINVAL for a NULL c, oids or objs (n > 0); OST_ENOTFOUND when an
+ * oid has no object (its message names the oid), OST_ECORRUPT, OST_ENOMEM,
+ * OST_EIO: then every objs[i] is 0, or, when loading a state failed, as
+ * ost_prefetch leaves them. */
+OST_EXTERN int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *objs);
 /* True while obj is a ghost. */
 OST_EXTERN bool ost_is_ghost(ost_value obj);
 /* Marks a persistent object changed, like ZODB's _p_changed = True: needed
