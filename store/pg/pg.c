@@ -63,6 +63,7 @@ struct ost__sess {
     ost__snapinfo info;
     PGresult **kept; /* results that recviews point into, until snap_end */
     size_t nkept, capkept;
+    bool prepared; /* the record reads are prepared on conn (prep_reads) */
 };
 
 struct ost__ecur {
@@ -395,6 +396,7 @@ static int sess_conn(ost__sess *s) {
     if (s->conn && PQstatus(s->conn) != CONNECTION_OK) {
         PQfinish(s->conn);
         s->conn = NULL;
+        s->prepared = false;
     }
     if (s->conn) return 0;
     return connect_db(s->e, &s->conn);
@@ -646,14 +648,47 @@ static void fill_rec(const PGresult *r, int row, int col, ost__recview *v) {
     v->len = (size_t)PQgetlength(r, row, col + 2);
 }
 
+/* The record reads, the hot statements of a reader, are prepared once per
+ * server connection: each then costs the server no parse and no plan (a
+ * single-row read by key spends about half its time there otherwise). */
+#define SQL_GET "SELECT serial, cid, state FROM ost_records WHERE oid = $1::bigint"
+#define SQL_GET_MANY "SELECT oid, serial, cid, state FROM ost_records WHERE oid = ANY($1::bigint[])"
+
+/* Runs the prepared statement name (sql, prepared at the first use on the
+ * connection) as run runs sql. */
+static PGresult *run_prepared(ost__sess *s, const char *what, const char *name, const char *sql,
+                              const params *p, int *code) {
+    if (!s->prepared) {
+        PGresult *a = PQprepare(s->conn, "ost_get", SQL_GET, 0, NULL);
+        bool ok = PQresultStatus(a) == PGRES_COMMAND_OK;
+        PQclear(a);
+        if (ok) {
+            a = PQprepare(s->conn, "ost_get_many", SQL_GET_MANY, 0, NULL);
+            ok = PQresultStatus(a) == PGRES_COMMAND_OK;
+            PQclear(a);
+        }
+        /* a failed PREPARE inside a snapshot would end it: say it as run does */
+        if (!ok) return run(s->e, s->conn, what, sql, p, code, NULL);
+        s->prepared = true;
+    }
+    PGresult *r = PQexecPrepared(s->conn, name, p->n, p->v, p->l, p->f, 1);
+    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (st == PGRES_TUPLES_OK) return r;
+    char cause[240];
+    pg_cause(s->conn, r, cause, sizeof cause);
+    int rc = pg_code(s->conn, r);
+    PQclear(r);
+    if (code) *code = rc;
+    ost__st_fail(s->e->st, rc, "%s: %s: %s", s->e->shown, what, cause);
+    return NULL;
+}
+
 static int pg_get(ost__sess *s, uint64_t oid, ost__recview *v) {
     int rc = read_ready(s);
     if (rc) return rc;
     params p = {0};
     p_i64(&p, oid);
-    PGresult *r = run(s->e, s->conn, "reading a record",
-                      "SELECT serial, cid, state FROM ost_records WHERE oid = $1::bigint", &p, &rc,
-                      NULL);
+    PGresult *r = run_prepared(s, "reading a record", "ost_get", SQL_GET, &p, &rc);
     if (!r) return rc;
     if (PQntuples(r) == 0) {
         PQclear(r);
@@ -676,9 +711,7 @@ static int pg_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn
     }
     params p = {0};
     p_bytes(&p, a.b, a.n);
-    PGresult *r = run(s->e, s->conn, "reading records",
-                      "SELECT oid, serial, cid, state FROM ost_records WHERE oid = ANY($1::bigint[])",
-                      &p, &rc, NULL);
+    PGresult *r = run_prepared(s, "reading records", "ost_get_many", SQL_GET_MANY, &p, &rc);
     arr_free(&a);
     if (!r) return rc;
     if ((rc = keep(s, r))) return rc;
