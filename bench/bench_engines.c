@@ -2,7 +2,7 @@
  * one run (issue 13; docs/benchmarks.md has the figures):
  *
  *   PGSERVER_FSYNC=on tests/pg/pgserver.sh build/bench/bench_engines \
- *       [--objects N] [--reads R] [--demo PATH-TO-ostore]
+ *       [--objects N] [--reads R] [--demo PATH-TO-ostore] [--no-copy]
  *
  * On each engine, through the public API (ostore.h):
  *   1. the bulk loader: N new objects (default 2,000,000) of a class with
@@ -18,7 +18,8 @@
  *      back first), into a table of the same shape, in one transaction;
  *   b. a prepared single-row SELECT by primary key, R random keys;
  *   c. 1,000 random keys per `= ANY($1)` query, R keys.
- * Then the ratios against the references and the targets of issue 13. */
+ * Then the ratios against the references and the targets of issue 13.
+ * --no-copy makes the PostgreSQL loader write by INSERT as before COPY. */
 #define _POSIX_C_SOURCE 200809L
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -51,6 +52,10 @@ static uint64_t rnd(void) { /* xorshift64* */
     rnd_state ^= rnd_state >> 27;
     return rnd_state * 2685821657736338717ULL;
 }
+
+/* store/pg/pg.c: the fewest new records a package writes by COPY
+ * (--no-copy sets it out of reach, for the figures before COPY). */
+extern int ost__pg_copy_min;
 
 static ost_registry *g_reg;
 static ost_value g_item;
@@ -334,7 +339,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reads") && i + 1 < argc) r = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--demo") && i + 1 < argc) demo = argv[++i];
         else if (!strcmp(argv[i], "--lmdb") && i + 1 < argc) dir = argv[++i];
-        else DIE("usage: bench_engines [--objects N] [--reads R] [--demo OSTORE] [--lmdb DIR]");
+        else if (!strcmp(argv[i], "--no-copy")) ost__pg_copy_min = 1 << 30;
+        else
+            DIE("usage: bench_engines [--objects N] [--reads R] [--demo OSTORE] [--lmdb DIR] "
+                "[--no-copy]");
     }
     const char *base = getenv("OST_TEST_PG");
     if (!base) DIE("run it through tests/pg/pgserver.sh (OST_TEST_PG is not set)");

@@ -244,6 +244,22 @@ static PGresult *run(ost__engine *e, PGconn *c, const char *what, const char *sq
     return NULL;
 }
 
+/* Runs sql, one or more statements without parameters, by the simple
+ * query protocol in one round trip: 0 or a code, as run0. */
+static int exec_simple(ost__engine *e, PGconn *c, const char *what, const char *sql) {
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+    if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
+        PQclear(r);
+        return 0;
+    }
+    char cause[240];
+    pg_cause(c, r, cause, sizeof cause);
+    int rc = pg_code(c, r);
+    PQclear(r);
+    return ost__st_fail(e->st, rc, "%s: %s: %s", e->shown, what, cause);
+}
+
 /* Runs a statement whose result is not needed: 0 or a code. */
 static int run0(ost__engine *e, PGconn *c, const char *what, const char *sql, const params *p) {
     int rc = 0;
@@ -1604,9 +1620,12 @@ static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
              * lock is released at COMMIT, and holding it through a flush
              * would serialize the flushes of all sessions. The flush is
              * waited for after it (see below). */
-            rc = run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
-            if (!rc && !e->sync_off)
-                rc = run0(e, s->conn, "commit: begin", "SET LOCAL synchronous_commit TO off", NULL);
+            /* one round trip: the simple protocol takes both statements */
+            rc = e->sync_off ? run0(e, s->conn, "commit: begin",
+                                    "BEGIN ISOLATION LEVEL READ COMMITTED", NULL)
+                             : exec_simple(e, s->conn, "commit: begin",
+                                           "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL "
+                                           "synchronous_commit TO off");
             if (rc) {
                 if (PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
                 pkg_fail(s, p, rc);
