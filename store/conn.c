@@ -243,7 +243,14 @@ static void unpin(ost_conn *c) { c->st->ops->unpin(c->sess); }
 
 /* ---- loading ---------------------------------------------------------------- */
 
+static const ost__recview *pf_get(const ost_conn *c, uint64_t oid);
+
 static int get_record(ost_conn *c, uint64_t oid, ost__recview *r) {
+    const ost__recview *pv = c->pf ? pf_get(c, oid) : NULL;
+    if (pv) {
+        *r = *pv; /* read ahead by ost_prefetch, in this pinned snapshot */
+        return 0;
+    }
     int rc = c->st->ops->get(c->sess, oid, r);
     return rc ? sfail(c, rc) : 0;
 }
@@ -397,6 +404,257 @@ int ost_activate(ost_conn *c, ost_value obj) {
     e = find_obj(c, obj);
     if (e) rc = activate_locked(c, e);
     unpin(c);
+    return rc;
+}
+
+/* ---- prefetch -------------------------------------------------------------
+ * ost_prefetch reads the records of the ghosts it is given with get_many,
+ * then, from their pickles (ost__scan_pids, no values built), the records
+ * of the objects they refer to that the cache does not hold: loading a
+ * state makes a ghost per such reference, and making a ghost reads its
+ * record for the class. Both sets go into a table sorted by oid that
+ * get_record consults (c->pf), so the states load as ost_activate loads
+ * them, without a round trip each. The table stays for the rest of the
+ * snapshot (its gen): the records read ahead for references serve the
+ * next prefetch (of those very objects, in a walk) and the reads that
+ * make ghosts (a map cursor's values). The views stay valid as long as
+ * the snapshot (engine.h: PostgreSQL keeps its results until snap_end;
+ * LMDB's map stays while the snapshot does, and a reopened one counts as
+ * a new gen, as for the one-record hint). */
+
+typedef struct {
+    uint64_t oid;
+    ost__recview v;
+} pf_rec;
+
+struct ost__pf {
+    pf_rec *r;
+    size_t n, cap;
+    size_t sorted; /* r[0, sorted) is in oid order */
+    bool nomem;    /* pf_add failed */
+    uint64_t gen;  /* the snapshot (c->snap_gen) the views belong to */
+};
+
+/* Records kept read ahead at most: past it, a prefetch starts afresh. */
+#define PF_KEEP 200000
+
+/* The most oids one get_many asks for. */
+#define PF_CHUNK 8192
+
+static int pf_add(void *ud, uint64_t oid, const ost__recview *v) {
+    struct ost__pf *p = ud;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 64;
+        pf_rec *r = realloc(p->r, cap * sizeof *r);
+        if (!r) {
+            p->nomem = true;
+            return OST_ENOMEM;
+        }
+        p->r = r;
+        p->cap = cap;
+    }
+    p->r[p->n++] = (pf_rec){oid, *v};
+    return 0;
+}
+
+static int pf_cmp(const void *a, const void *b) {
+    uint64_t x = ((const pf_rec *)a)->oid, y = ((const pf_rec *)b)->oid;
+    return x < y ? -1 : x > y;
+}
+
+static int u64_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void pf_sort(struct ost__pf *p) {
+    qsort(p->r, p->n, sizeof *p->r, pf_cmp);
+    p->sorted = p->n;
+}
+
+static const ost__recview *pf_find(const struct ost__pf *p, uint64_t oid) {
+    size_t lo = 0, hi = p->sorted;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->r[mid].oid < oid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < p->sorted && p->r[lo].oid == oid ? &p->r[lo].v : NULL;
+}
+
+/* The record of oid read ahead in the connection's snapshot, or NULL. */
+static const ost__recview *pf_get(const ost_conn *c, uint64_t oid) {
+    return c->pf->gen == c->snap_gen ? pf_find(c->pf, oid) : NULL;
+}
+
+/* Reads the records of oids[0, n) into p, PF_CHUNK at a time. */
+static int pf_fetch(ost_conn *c, struct ost__pf *p, const uint64_t *oids, size_t n) {
+    for (size_t i = 0; i < n; i += PF_CHUNK) {
+        size_t k = n - i < PF_CHUNK ? n - i : PF_CHUNK;
+        int rc = c->st->ops->get_many(c->sess, oids + i, k, pf_add, p);
+        if (rc && p->nomem)
+            return ost__c_fail(c, rc, "%s: out of memory", c->st->shown);
+        if (rc) return sfail(c, rc);
+    }
+    return 0;
+}
+
+/* The oids the prefetched states refer to, to read ahead too. */
+typedef struct {
+    ost_conn *c;
+    uint64_t *oids;
+    size_t n, cap;
+    bool nomem;
+} pf_refs;
+
+static void pf_ref(void *ud, uint64_t oid) {
+    pf_refs *w = ud;
+    if (w->nomem || find_oid(w->c, oid) || pf_find(w->c->pf, oid)) return;
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        uint64_t *o = realloc(w->oids, cap * sizeof *o);
+        if (!o) {
+            w->nomem = true; /* read them one by one later instead */
+            return;
+        }
+        w->oids = o;
+        w->cap = cap;
+    }
+    w->oids[w->n++] = oid;
+}
+
+/* Reads ahead the records the states in p refer to (one level), for the
+ * ghosts their loading makes. Failing to is no failure: get_record then
+ * reads them one at a time, and reports what is wrong with them then. */
+static void pf_fetch_refs(ost_conn *c, struct ost__pf *p, const uint64_t *oids, size_t n) {
+    pf_refs w = {c, NULL, 0, 0, false};
+    for (size_t i = 0; i < n && !w.nomem; i++) {
+        const ost__recview *v = pf_find(p, oids[i]);
+        if (v) (void)ost__scan_pids(v->pickle, v->len, pf_ref, &w);
+    }
+    if (w.n) {
+        qsort(w.oids, w.n, sizeof *w.oids, u64_cmp);
+        size_t u = 0;
+        for (size_t i = 0; i < w.n; i++)
+            if (!u || w.oids[u - 1] != w.oids[i]) w.oids[u++] = w.oids[i];
+        for (size_t i = 0; i < u; i += PF_CHUNK) {
+            size_t k = u - i < PF_CHUNK ? u - i : PF_CHUNK;
+            if (c->st->ops->get_many(c->sess, w.oids + i, k, pf_add, p)) break;
+        }
+        pf_sort(p);
+    }
+    free(w.oids);
+}
+
+/* The connection's read-ahead table, ready for `more` records in this
+ * snapshot (emptied when it belongs to an earlier one or would grow past
+ * PF_KEEP); NULL when out of memory. Snapshot pinned. */
+static struct ost__pf *pf_table(ost_conn *c, size_t more) {
+    struct ost__pf *p = c->pf;
+    if (!p && !(p = c->pf = calloc(1, sizeof *p))) return NULL;
+    if (p->gen != c->snap_gen || p->n + more > PF_KEEP) p->n = p->sorted = 0; /* views gone */
+    p->gen = c->snap_gen;
+    p->nomem = false;
+    return p;
+}
+
+int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *objs) {
+    if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
+    if (!n) return 0;
+    if (!oids || !objs)
+        return ost__c_fail(c, OST_EINVAL, "%s: ost_conn_get_many: %s is NULL", c->st->shown,
+                           oids ? "objs" : "oids");
+    memset(objs, 0, n * sizeof *objs);
+    int rc = pin(c);
+    if (rc) return rc;
+    uint64_t *want = malloc(n * sizeof *want);
+    struct ost__pf *p = want ? pf_table(c, n) : NULL;
+    if (!p) {
+        free(want);
+        unpin(c);
+        return ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
+    }
+    size_t nw = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!find_oid(c, oids[i]) && !pf_find(p, oids[i])) want[nw++] = oids[i];
+    size_t before = p->n;
+    if ((rc = pf_fetch(c, p, want, nw))) p->n = before;
+    free(want);
+    if (!rc) {
+        pf_sort(p);
+        /* the ghosts, from the records read ahead (a missing oid goes to
+         * the engine again, which says so) */
+        for (size_t i = 0; i < n && !rc; i++) rc = get_locked(c, oids[i], &objs[i]);
+        if (rc) memset(objs, 0, n * sizeof *objs);
+    }
+    unpin(c);
+    if (!rc) rc = ost_prefetch(c, objs, n);
+    return rc;
+}
+
+int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
+    if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
+    if (!n) return 0;
+    if (!objs) return ost__c_fail(c, OST_EINVAL, "%s: ost_prefetch: objs is NULL", c->st->shown);
+    int rc = pin(c); /* applies invalidations: ghosts are known after it */
+    if (rc) return rc;
+    uint64_t *oids = NULL, *want = NULL;
+    size_t *at = NULL, ng = 0, nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        ost__pent *e = find_obj(c, objs[i]);
+        if (!e) {
+            if (ost__is_heap(objs[i]) && (OST__O(objs[i])->flags & OST__F_PERSISTENT)) {
+                rc = ost__c_fail(c, OST_EINVAL,
+                                 "%s: ost_prefetch: objs[%zu] is a persistent object of "
+                                 "another connection; nothing was loaded",
+                                 c->st->shown, i);
+                goto out;
+            }
+            continue; /* not persistent: nothing to load */
+        }
+        if (!(OST__O(objs[i])->flags & OST__F_GHOST)) continue;
+        if (!oids && (!(oids = malloc(n * sizeof *oids)) || !(at = malloc(n * sizeof *at)) ||
+                      !(want = malloc(n * sizeof *want)))) {
+            rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
+            goto out;
+        }
+        oids[ng] = e->oid;
+        at[ng++] = i;
+    }
+    if (!ng) goto out;
+    struct ost__pf *p = pf_table(c, ng);
+    if (!p) {
+        rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
+        goto out;
+    }
+    for (size_t g = 0; g < ng; g++) /* read ahead already (a reference of an earlier one) */
+        if (!pf_find(p, oids[g])) want[nw++] = oids[g];
+    size_t before = p->n;
+    if ((rc = pf_fetch(c, p, want, nw))) {
+        p->n = before;
+        goto out;
+    }
+    pf_sort(p);
+    for (size_t g = 0; g < ng; g++)
+        if (!pf_find(p, oids[g])) {
+            rc = ost__c_fail(c, OST_ENOTFOUND, "%s: oid %llu: no such object", c->st->shown,
+                             (unsigned long long)oids[g]);
+            goto out;
+        }
+    if (!(c->st->ops->flags & OST__ENG_LOCAL_READS)) pf_fetch_refs(c, p, oids, ng);
+    for (size_t g = 0; g < ng && !rc; g++) {
+        ost__pent *e = find_obj(c, objs[at[g]]);
+        if (e) rc = activate_locked(c, e);
+    }
+out:
+    unpin(c);
+    free(oids);
+    free(want);
+    free(at);
     return rc;
 }
 
@@ -582,6 +840,9 @@ static void conn_free_parts(ost_conn *c) {
     ost__pkg_free(c->pkg);
     for (size_t i = 0; i < c->ncls_by_id; i++) ost_decref(c->cls_by_id[i]);
     free(c->cls_by_id);
+    if (c->pf) free(c->pf->r);
+    free(c->pf);
+    c->pf = NULL;
     c->ents = NULL;
     c->changed = NULL;
     c->nents = c->capents = c->nchanged = c->capchanged = 0;

@@ -269,6 +269,10 @@ typedef struct ost__engine_ops {
 /* Snapshots may close by themselves (LMDB's map resize): see snap_moved. */
 #define OST__ENG_SNAP_MAY_MOVE 2u
 
+/* A read costs no round trip (LMDB reads its memory map): ost_prefetch
+ * then reads nothing ahead but the ghosts it is given. */
+#define OST__ENG_LOCAL_READS 4u
+
 /* The engines built in, in the order they are asked to claim an address;
  * the last one (LMDB) claims every path. */
 extern const ost__engine_ops ost__lmdb_engine;

@@ -147,6 +147,7 @@ struct ost_conn {
                            * (a map resize closed it): it holds newer data */
     uint64_t hint_oid, hint_gen; /* the record get_locked read last, */
     ost__recview hint;           /* valid while snap_gen == hint_gen */
+    struct ost__pf *pf; /* records read ahead by ost_prefetch while it runs */
     ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
     size_t ncls_by_id;
     uint64_t low_seen;    /* meta.low when the cache was last checked */

@@ -2075,3 +2075,141 @@ Test(api, pack_keeps_an_object_a_commit_links_again_during_the_pack) {
     ost_store_close(a);
     ost_store_close(b);
 }
+
+Test(api, prefetch_loads_ghosts_in_one_trip) {
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 200; i++) {
+        ost_value x = item("x", i);
+        ost_instance_setattr(x, "next", item("kid", 1000 + i));
+        ost_list_append(l, x);
+    }
+    cr_assert_eq(ost_root_set_c(c, "items", l), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    ost_store_close(a);
+
+    ost_store *b = api_open(false, false);
+    cr_assert_eq(ost_conn_open(b, &c), 0);
+    ost_value got = ost_root_get_c(c, "items");
+    cr_assert(got, "%s", ost_conn_errmsg(c));
+    ost_value objs[203];
+    for (int i = 0; i < 200; i++) {
+        objs[i] = ost_item(got, (size_t)i);
+        cr_assert(ost_is_ghost(objs[i]));
+    }
+    objs[200] = ost_int(3);
+    objs[201] = got;
+    objs[202] = item("new", 5);
+    cr_assert_eq(ost_prefetch(c, objs, 203), 0, "%s", ost_conn_errmsg(c));
+    for (int i = 0; i < 200; i++) {
+        cr_assert_not(ost_is_ghost(objs[i]));
+        ost_value kid = ost_instance_getattr(objs[i], "next");
+        cr_assert(ost_is_ghost(kid));
+        cr_assert_eq(item_n(objs[i]), i);
+        cr_assert_eq(item_n(kid), 1000 + i);
+    }
+    ost_decref(objs[202]);
+    /* by oids, in another connection */
+    ost_conn *d;
+    cr_assert_eq(ost_conn_open(b, &d), 0);
+    uint64_t oids[4] = {ost_oid(c, objs[10]), ost_oid(c, objs[150]),
+                        ost_oid(c, ost_instance_getattr(objs[3], "next")), 0};
+    ost_value got4[4];
+    cr_assert_eq(ost_conn_get_many(d, oids, 4, got4), 0, "%s", ost_conn_errmsg(d));
+    cr_assert_eq(item_n(got4[0]), 10);
+    cr_assert_eq(item_n(got4[1]), 150);
+    cr_assert_eq(item_n(got4[2]), 1003);
+    cr_assert_eq(got4[3], ost_conn_root(d), "oid 0 is the root");
+    oids[3] = 1u << 30;
+    cr_assert_eq(ost_conn_get_many(d, oids, 4, got4), OST_ENOTFOUND);
+    cr_assert_eq(got4[0], 0);
+    ost_conn_close(d);
+    cr_assert_eq(ost_prefetch(c, NULL, 0), 0);
+    cr_assert_eq(ost_prefetch(NULL, objs, 1), OST_EINVAL);
+    cr_assert_eq(ost_prefetch(c, NULL, 1), OST_EINVAL);
+    cr_assert(strstr(ost_conn_errmsg(c), "objs is NULL"), "%s", ost_conn_errmsg(c));
+    /* a record deleted behind the store's back: ENOTFOUND with the oid
+     * (LMDB: tests/test_store.c's prefetch tests) */
+    if (!E->sql) {
+        ost_conn_close(c);
+        ost_store_close(b);
+        return;
+    }
+    cr_assert_eq(ost_invalidate(c, objs[7]), 0);
+    cr_assert_eq(ost_invalidate(c, objs[8]), 0);
+    uint64_t gone = ost_oid(c, objs[8]);
+    char sql[128];
+    snprintf(sql, sizeof sql, "DELETE FROM ost_records WHERE oid = %llu", (unsigned long long)gone);
+    cr_assert_eq(E->sql(g_addr, sql), 0);
+    ost_abort(c); /* the next snapshot no longer has it */
+    cr_assert_eq(ost_prefetch(c, objs, 200), OST_ENOTFOUND);
+    char want[64];
+    snprintf(want, sizeof want, "oid %llu", (unsigned long long)gone);
+    cr_assert(strstr(ost_conn_errmsg(c), want), "%s", ost_conn_errmsg(c));
+    cr_assert(ost_is_ghost(objs[7]), "nothing was loaded");
+    ost_conn_close(c);
+    ost_store_close(b);
+}
+
+Test(api, loader_batches_go_by_copy_and_a_failed_one_leaves_nothing) {
+    if (E->one_open) cr_skip_test("%s: no COPY; tests/test_batch.c covers the loader's batches", E->name);
+    ost_store *a = api_open(true, false);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    lo.batch_objects = 1000; /* past ost__pg_copy_min: COPY */
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, &lo, &l), 0, "%s", ost_conn_errmsg(c));
+    uint64_t first = 0, oid;
+    for (int i = 0; i < 2500; i++) {
+        ost_value v = item("copied", i);
+        cr_assert_eq(ost_loader_add(l, v, &oid), 0, "%s", ost_loader_errmsg(l));
+        if (!i) first = oid;
+        ost_decref(v);
+    }
+    cr_assert_eq(ost_loader_close(l), 0, "%s", ost_conn_errmsg(c));
+    ost_store_stats ss;
+    cr_assert_eq(ost_store_stat(a, &ss), 0);
+    cr_assert_eq(ss.records, 2501);
+    /* the states, classes and serials COPY wrote read back */
+    ost_abort(c);
+    for (uint64_t o = first; o < first + 2500; o += 499) {
+        ost_value got;
+        cr_assert_eq(ost_conn_get(c, o, &got), 0, "%s", ost_conn_errmsg(c));
+        cr_assert_eq(ost_instance_class(got), g_item);
+        cr_assert_eq(item_n(got), (int64_t)(o - first));
+    }
+    uint64_t serial = ss.last_serial;
+    /* a row in the way of the next batch: its COPY fails, the whole
+     * batch (and its serial) rolls back */
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO ost_records VALUES (%llu, 1, 1, '\\\\x80')",
+             (unsigned long long)(ss.next_oid + 700));
+    cr_assert_eq(E->sql(g_addr, sql), 0);
+    cr_assert_eq(ost_loader_open(c, &lo, &l), 0, "%s", ost_conn_errmsg(c));
+    int rc = 0;
+    for (int i = 0; i < 1500 && !rc; i++) {
+        ost_value v = item("blocked", i);
+        rc = ost_loader_add(l, v, &oid);
+        ost_decref(v);
+    }
+    char lmsg[512];
+    snprintf(lmsg, sizeof lmsg, "%s", ost_loader_errmsg(l));
+    int crc = ost_loader_close(l);
+    cr_assert(rc || crc, "the batch over the row in the way failed");
+    cr_assert(strstr(ost_conn_errmsg(c), "COPY") || strstr(lmsg, "COPY"), "%s / %s",
+              ost_conn_errmsg(c), lmsg);
+    cr_assert(strstr(ost_conn_errmsg(c), "duplicate") || strstr(lmsg, "duplicate"), "%s / %s",
+              ost_conn_errmsg(c), lmsg);
+    cr_assert_eq(ost_store_stat(a, &ss), 0);
+    cr_assert_eq(ss.records, 2502, "nothing of the failed batch: %llu records",
+                 (unsigned long long)ss.records);
+    cr_assert_eq(ss.last_serial, serial, "no serial taken");
+    ost_conn_close(c);
+    ost_store_close(a);
+}

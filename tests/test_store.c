@@ -2620,3 +2620,128 @@ OST_TEST(store, a_read_only_store_opens_for_a_user_who_cannot_write_its_lock_fil
         cr_assert_eq(status, 0, "round %d: the child failed (its stderr says why)", round);
     }
 }
+
+/* ---- ost_prefetch ------------------------------------------------------------ */
+
+OST_TEST(store, prefetch_loads_the_ghosts_it_is_given) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 300; i++) {
+        ost_value n = new_node(), kid = new_node();
+        set(kid, "v", ost_int(1000 + i));
+        set(n, "v", ost_int(i));
+        set(n, "kid", kid);
+        cr_assert_eq(ost_list_append(l, n), 0);
+    }
+    root_set(c, "nodes", l);
+    commit_ok(c);
+    ost_store_close(st);
+
+    st = open_store(false);
+    c = conn_of(st);
+    ost_value got = root_get(c, "nodes");
+    cr_assert_eq(ost_len(got), 300);
+    ost_value objs[305];
+    for (int i = 0; i < 300; i++) {
+        objs[i] = ost_item(got, (size_t)i);
+        cr_assert(ost_is_ghost(objs[i]));
+    }
+    /* skipped: immediates, containers, new objects, loaded objects */
+    objs[300] = ost_int(7);
+    objs[301] = OST_NONE;
+    objs[302] = got;
+    objs[303] = new_node();
+    objs[304] = ost_conn_root(c);
+    cr_assert_eq(ost_prefetch(c, objs, 305), 0, "%s", ost_conn_errmsg(c));
+    for (int i = 0; i < 300; i++) {
+        cr_assert_not(ost_is_ghost(objs[i]), "objs[%d] loaded", i);
+        /* read without loading: the attribute dict of a loaded object */
+        ost_value kid = ost_instance_getattr(objs[i], "kid");
+        cr_assert(kid);
+        cr_assert(ost_is_ghost(kid), "what it refers to stays a ghost");
+        cr_assert_eq(iattr(objs[i], "v"), i);
+        cr_assert_eq(iattr(kid, "v"), 1000 + i);
+    }
+    cr_assert_not(ost_is_ghost(objs[303]));
+    cr_assert_eq(ost_oid(c, objs[303]), UINT64_MAX, "a new object stays new");
+    ost_decref(objs[303]);
+    /* again: nothing to load */
+    cr_assert_eq(ost_prefetch(c, objs, 300), 0);
+    /* n 0 and NULL arguments */
+    cr_assert_eq(ost_prefetch(c, NULL, 0), 0);
+    cr_assert_eq(ost_prefetch(NULL, objs, 1), OST_EINVAL);
+    cr_assert_eq(ost_prefetch(c, NULL, 2), OST_EINVAL);
+    cr_assert(strstr(ost_conn_errmsg(c), "objs is NULL"), "%s", ost_conn_errmsg(c));
+    cr_assert(strstr(ost_conn_errmsg(c), F.dir), "names the store: %s", ost_conn_errmsg(c));
+    /* an object of another connection: refused, nothing loaded */
+    ost_conn *d = conn_of(st);
+    ost_value dn = ost_item(root_get(d, "nodes"), 0);
+    cr_assert(ost_is_ghost(dn));
+    ost_value two[2] = {ost_instance_getattr(objs[1], "kid"), dn};
+    cr_assert_eq(ost_invalidate(c, two[0]), 0);
+    cr_assert_eq(ost_prefetch(c, two, 2), OST_EINVAL);
+    cr_assert(strstr(ost_conn_errmsg(c), "another connection"), "%s", ost_conn_errmsg(c));
+    cr_assert(ost_is_ghost(two[0]), "nothing was loaded");
+    cr_assert(ost_is_ghost(dn));
+    /* by oids: loaded objects, the very ones of the cache */
+    ost_abort(d);
+    uint64_t oids[3] = {ost_oid(c, objs[5]), ost_oid(c, two[0]), ost_oid(c, objs[9])};
+    ost_value got3[3];
+    cr_assert_eq(ost_conn_get_many(d, oids, 3, got3), 0, "%s", ost_conn_errmsg(d));
+    for (int i = 0; i < 3; i++) cr_assert_not(ost_is_ghost(got3[i]));
+    cr_assert_eq(iattr(got3[0], "v"), 5);
+    cr_assert_eq(iattr(got3[1], "v"), 1001);
+    cr_assert_eq(got3[0], ost_item(root_get(d, "nodes"), 5), "one object per oid");
+    uint64_t bad[2] = {oids[0], 999999};
+    cr_assert_eq(ost_conn_get_many(d, bad, 2, got3), OST_ENOTFOUND);
+    expect_oid_in(ost_conn_errmsg(d), 999999);
+    cr_assert_eq(got3[0], 0, "nothing given on failure");
+    cr_assert_eq(ost_conn_get_many(d, NULL, 1, got3), OST_EINVAL);
+    cr_assert_eq(ost_conn_get_many(d, oids, 0, NULL), 0);
+    ost_store_close(st);
+}
+
+OST_TEST(store, prefetch_sees_invalidations_and_reports_a_missing_record) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 10; i++) {
+        ost_value n = new_node();
+        set(n, "v", ost_int(i));
+        ost_list_append(l, n);
+    }
+    root_set(a, "nodes", l);
+    commit_ok(a);
+    ost_value bl = root_get(b, "nodes");
+    ost_value bn[10];
+    for (int i = 0; i < 10; i++) bn[i] = ost_item(bl, (size_t)i);
+    cr_assert_eq(ost_prefetch(b, bn, 10), 0, "%s", ost_conn_errmsg(b));
+    cr_assert_eq(iattr(bn[3], "v"), 3);
+    /* a changes one; b's next transaction prefetches the new state */
+    set(ost_item(root_get(a, "nodes"), 3), "v", ost_int(33));
+    commit_ok(a);
+    ost_abort(b);
+    cr_assert_eq(ost_prefetch(b, bn, 10), 0, "%s", ost_conn_errmsg(b));
+    cr_assert_not(ost_is_ghost(bn[3]));
+    cr_assert_eq(iattr(bn[3], "v"), 33, "the invalidated object was loaded again");
+    /* a record gone under the store's feet (not by a pack, which drops it
+     * from the cache): ENOTFOUND names the oid, nothing is loaded */
+    cr_assert_eq(ost_invalidate(b, bn[4]), 0);
+    cr_assert_eq(ost_invalidate(b, bn[5]), 0);
+    uint64_t gone = ost_oid(b, bn[5]);
+    MDB_txn *t;
+    cr_assert_eq(mdb_txn_begin(st->env, NULL, 0, &t), 0);
+    uint8_t k[8];
+    put_be64(k, gone);
+    MDB_val key = {8, k};
+    cr_assert_eq(mdb_del(t, st->recs, &key, NULL), 0);
+    cr_assert_eq(mdb_txn_commit(t), 0);
+    ost_abort(b); /* the next snapshot no longer has it */
+    int rc = ost_prefetch(b, bn, 10);
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s: %s", ost_err_name(rc), ost_conn_errmsg(b));
+    expect_oid_in(ost_conn_errmsg(b), gone);
+    cr_assert(ost_is_ghost(bn[4]), "nothing was loaded");
+    cr_assert(ost_is_ghost(bn[5]));
+    ost_store_close(st);
+}

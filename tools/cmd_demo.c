@@ -410,6 +410,34 @@ static int step_fail(ost_conn *c, const char *step, const char *what) {
     return fail("%s: %s%s%s", step, what, m[0] ? ": " : "", m);
 }
 
+/* The address as messages show it: a path as shown() shows it; a
+ * PostgreSQL address without its password (user:secret@ becomes user@,
+ * a password=... parameter or pair becomes password=***). */
+static const char *where(const char *addr) {
+    if (ost_store_addr_is_path(addr)) return shown(addr);
+    static char buf[1024];
+    size_t o = 0;
+    const char *p = addr, *scheme = strstr(addr, "://");
+    const char *auth_end = scheme ? strpbrk(scheme + 3, "@/?") : NULL;
+    const char *colon = auth_end && *auth_end == '@' ? memchr(scheme + 3, ':', (size_t)(auth_end - scheme - 3)) : NULL;
+    while (*p && o + 16 < sizeof buf) {
+        if (p == colon) {
+            p = auth_end; /* drop ":secret" */
+            continue;
+        }
+        if (!strncmp(p, "password=", 9) && (p == addr || strchr("?& ", p[-1]))) {
+            memcpy(buf + o, "password=***", 12);
+            o += 12;
+            p += 9;
+            while (*p && *p != '&' && *p != ' ') p++;
+            continue;
+        }
+        buf[o++] = *p++;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
 /* ---- phase 1: the bulk load ----------------------------------------------------------- */
 
 typedef struct {
@@ -473,7 +501,24 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     int rc = ost_conn_open(st, &c);
     if (rc) {
         ost_store_close(st);
-        return fail("%s: %s", shown(dir), ost_strerror(rc));
+        return fail("%s: %s", where(dir), ost_strerror(rc));
+    }
+    if (!ost_store_addr_is_path(dir)) {
+        /* a server's store is not a directory the demo may remove: it
+         * builds in an empty one (the root only) and refuses any other */
+        ost_store_stats ss;
+        int e = EXIT_OK;
+        if ((rc = ost_store_stat(st, &ss)))
+            e = fail("%s: %s", where(dir), ost_store_errmsg(st));
+        else if (ss.records > 1)
+            e = fail("%s: holds a store of %llu records already; the demo builds its shop in an "
+                     "empty one (give it a new database or schema); this one was not touched",
+                     where(dir), (unsigned long long)ss.records);
+        if (e) {
+            ost_conn_close(c);
+            ost_store_close(st);
+            return e;
+        }
     }
     memset(k, 0, sizeof *k);
     rng r = {0x9E3779B97F4A7C15ULL};
@@ -494,25 +539,25 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     /* the maps first: the loader fills only maps that are stored */
     double t0 = now_s();
     if (!ost_conn_root(c)) {
-        err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
+        err = fail("%s: the root: %s", where(dir), ost_conn_errmsg(c));
         goto out;
     }
     for (int i = 0; i < M_COUNT && !err; i++) {
         ost_value m;
         if ((rc = ost_map_new(c, maps_def[i].kind, &m))) {
-            err = fail("%s: a map of %s keys: %s", shown(dir), maps_def[i].kind,
+            err = fail("%s: a map of %s keys: %s", where(dir), maps_def[i].kind,
                        ost_conn_errmsg(c));
             break;
         }
         maps[i] = ost_incref(m); /* ours until the end of the load */
         moids[i] = ost_oid(c, m);
         if ((rc = ost_root_set(c, ost_str_c(maps_def[i].name), ost_incref(m))))
-            err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
+            err = fail("%s: the root: %s", where(dir), ost_conn_errmsg(c));
     }
     if (!err && (rc = ost_root_set(c, ost_str_c("name"), ost_str_c("ostore demo shop"))))
-        err = fail("%s: the root: %s", shown(dir), ost_conn_errmsg(c));
+        err = fail("%s: the root: %s", where(dir), ost_conn_errmsg(c));
     if (!err && (rc = ost_commit(c)))
-        err = fail("%s: committing the maps: %s", shown(dir), ost_conn_errmsg(c));
+        err = fail("%s: committing the maps: %s", where(dir), ost_conn_errmsg(c));
     if (err) goto out;
     say("maps:    customers {int: Customer} (oid %llu), orders {(int, int): Order} (oid %llu), "
         "products {str: Product} (oid %llu): made, linked into the root, committed in %.3f s\n",
@@ -527,7 +572,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     lo.ud = &ui;
     t0 = now_s();
     if ((rc = ost_loader_open(c, &lo, &l))) {
-        err = fail("%s: bulk loader: %s", shown(dir), ost_conn_errmsg(c));
+        err = fail("%s: bulk loader: %s", where(dir), ost_conn_errmsg(c));
         goto out;
     }
     /* the products: products[sku] = product (the entry's value pickle
@@ -542,7 +587,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         }
         rc = ost_loader_map_set(l, maps[M_PRODUCTS], ost_str_c(sku), ost_incref(products[i]));
         if (rc) {
-            err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
+            err = fail("%s: %s", where(dir), ost_loader_errmsg(l));
             goto out;
         }
         k->products++;
@@ -560,7 +605,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         }
         if ((rc = ost_loader_map_set(l, maps[M_CUSTOMERS], ost_int((int64_t)id), ost_incref(cu)))) {
             ost_decref(cu);
-            err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
+            err = fail("%s: %s", where(dir), ost_loader_errmsg(l));
             goto out;
         }
         k->customers++;
@@ -577,7 +622,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
                 ost_decref(o);
                 err = fail("out of memory");
             } else if ((rc = ost_loader_map_set(l, maps[M_ORDERS], key, o))) {
-                err = fail("%s: %s", shown(dir), ost_loader_errmsg(l));
+                err = fail("%s: %s", where(dir), ost_loader_errmsg(l));
             } else {
                 k->orders++;
                 k->lines += (uint64_t)nlines;
@@ -595,12 +640,12 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     double secs = now_s() - t0;
     progress_end(&ui.bar);
     if (rc) {
-        err = fail("%s: bulk load failed: %s", shown(dir), ost_conn_errmsg(c));
+        err = fail("%s: bulk load failed: %s", where(dir), ost_conn_errmsg(c));
         goto out;
     }
     if (ui.objects != k->objects + k->entries) {
         err = fail("%s: the loader stored %llu objects and map entries, %llu were added",
-                   shown(dir),
+                   where(dir),
                    (unsigned long long)ui.objects, (unsigned long long)(k->objects + k->entries));
         goto out;
     }
@@ -630,7 +675,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     ost_dict_set(kd, ost_str_c("line_items"), ost_int((int64_t)k->lines));
     ost_dict_set(kd, ost_str_c("total_cents"), ost_int((int64_t)k->cents));
     if ((rc = ost_root_set(c, ost_str_c("counts"), kd)) || (rc = ost_commit(c))) {
-        err = fail("%s: committing the root: %s", shown(dir), ost_conn_errmsg(c));
+        err = fail("%s: committing the root: %s", where(dir), ost_conn_errmsg(c));
         goto out;
     }
     say("root:    name, the 3 maps and the expected counts; counts committed in %.3f s\n",
@@ -692,10 +737,8 @@ static int walk_products(ost_conn *c, const shop *s, ost_value pm, uint64_t np, 
 
 /* One order: its key, its customer (the very object the customers map
  * gave for that id, cu), its line items and their products. */
-static int walk_order(ost_conn *c, const shop *s, ost_value key, ost_value o, ost_value cu,
+static int walk_order(ost_conn *c, const shop *s, int64_t num, ost_value o, ost_value cu,
                       const uint64_t *poids, uint64_t np, uint8_t *seen, walked *w) {
-    int64_t num = -1;
-    ost_int_value(ost_item(key, 1), &num);
     ost_value lines = ost_instance_slot(o, O_LINES);
     if (ost_typeof(lines) != OST_T_LIST) return step_fail(c, "walk", "an order does not load");
     if (ost_instance_class(o) != s->order) w->bad_class++;
@@ -717,6 +760,40 @@ static int walk_order(ost_conn *c, const shop *s, ost_value key, ost_value o, os
     }
     if (sum != slot_int(o, O_TOTAL)) w->bad_total++;
     w->cents += (uint64_t)sum;
+    return 0;
+}
+
+/* The orders of a walk's chunk (references, with their keys) and their
+ * line items (borrowed: the orders hold them). */
+typedef struct {
+    ost_value *ord;
+    int64_t *cid, *num;
+    size_t cap;
+    ost_value *lines;
+    size_t lcap;
+} walk_bufs;
+
+static int wb_grow(walk_bufs *b, size_t want) {
+    size_t cap = b->cap ? b->cap * 2 : 8192;
+    while (cap < want) cap *= 2;
+    ost_value *o = realloc(b->ord, cap * sizeof *o);
+    if (o) b->ord = o;
+    int64_t *c = realloc(b->cid, cap * sizeof *c);
+    if (c) b->cid = c;
+    int64_t *n = realloc(b->num, cap * sizeof *n);
+    if (n) b->num = n;
+    if (!o || !c || !n) return OST_ENOMEM;
+    b->cap = cap;
+    return 0;
+}
+
+static int wb_lgrow(walk_bufs *b, size_t want) {
+    size_t cap = b->lcap ? b->lcap * 2 : 16384;
+    while (cap < want) cap *= 2;
+    ost_value *l = realloc(b->lines, cap * sizeof *l);
+    if (!l) return OST_ENOMEM;
+    b->lines = l;
+    b->lcap = cap;
     return 0;
 }
 
@@ -742,6 +819,7 @@ static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects
     uint64_t nord[WALK_CHUNK];
     size_t n = 0;
     ost_map_cursor *cc = NULL, *oc = NULL;
+    walk_bufs wb = {0};
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "walk", k->customers);
     ost_value m[M_COUNT];
@@ -779,26 +857,31 @@ static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects
         }
         ost_value key, val;
         while (n < WALK_CHUNK && (rc = ost_map_cursor_next(cc, &key, &val)) == 0) {
-            int64_t id = -1, num = slot_int(val, C_NUMBER); /* loads it */
+            int64_t id = -1;
             ost_int_value(key, &id);
-            if (num < 0) {
-                err = step_fail(c, "walk", "a customer does not load");
-                break;
-            }
-            if (ost_instance_class(val) != s->customer) w.bad_class++;
-            if (num != id || (n ? id <= ids[n - 1] : started && id <= last)) w.bad_key++;
-            chunk[n] = ost_incref(val);
+            if (n ? id <= ids[n - 1] : started && id <= last) w.bad_key++;
+            chunk[n] = ost_incref(val); /* a ghost: the chunk loads at once below */
             ids[n] = id;
             nord[n] = 0;
             n++;
             w.customers++;
         }
-        if (err) break;
         if (rc == OST_ENOTFOUND) end = true;
         else if (rc) {
             err = step_fail(c, "walk", "the customers map");
             break;
         }
+        if (ost_prefetch(c, chunk, n)) {
+            err = step_fail(c, "walk", "the customers do not load");
+            break;
+        }
+        for (size_t i = 0; i < n && !err; i++) {
+            int64_t num = slot_int(chunk[i], C_NUMBER); /* loaded by the prefetch */
+            if (num < 0) err = step_fail(c, "walk", "a customer does not load");
+            if (ost_instance_class(chunk[i]) != s->customer) w.bad_class++;
+            if (num != ids[i]) w.bad_key++;
+        }
+        if (err) break;
         /* their orders: every key from (last + 1,) up to (the chunk's last
          * id + 1,) exclusive; after the last customer, every key left */
         ost_value from = started ? int_prefix(last + 1) : 0;
@@ -807,19 +890,47 @@ static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects
             err = step_fail(c, "walk", "a cursor on the orders map");
             break;
         }
+        /* the chunk's orders, then their line items, each set loaded by
+         * one ost_prefetch (a round trip or two on a server, not one per
+         * object); the products the line items refer to come with them */
+        size_t no = 0, nl = 0;
+        while ((rc = ost_map_cursor_next(oc, &key, &val)) == 0) {
+            if (no == wb.cap && wb_grow(&wb, no + 1)) {
+                rc = OST_ENOMEM;
+                break;
+            }
+            ost_int_value(ost_item(key, 0), &wb.cid[no]);
+            ost_int_value(ost_item(key, 1), &wb.num[no]);
+            wb.ord[no++] = ost_incref(val);
+        }
+        if (rc != OST_ENOTFOUND) {
+            err = rc == OST_ENOMEM ? fail("out of memory") : step_fail(c, "walk", "the orders map");
+            goto chunk_end;
+        }
+        if (ost_prefetch(c, wb.ord, no)) {
+            err = step_fail(c, "walk", "the orders do not load");
+            goto chunk_end;
+        }
+        for (size_t i = 0; i < no && !err; i++) {
+            ost_value lines = ost_instance_slot(wb.ord[i], O_LINES);
+            for (size_t li = 0; li < ost_len(lines) && !err; li++) {
+                if (nl == wb.lcap && wb_lgrow(&wb, nl + 1)) err = fail("out of memory");
+                else wb.lines[nl++] = ost_item(lines, li); /* the order holds it */
+            }
+        }
+        if (!err && ost_prefetch(c, wb.lines, nl)) err = step_fail(c, "walk", "the line items do not load");
         size_t ci = 0;
-        while (!err && (rc = ost_map_cursor_next(oc, &key, &val)) == 0) {
-            int64_t cid = -1, num = -1;
-            ost_int_value(ost_item(key, 0), &cid);
-            ost_int_value(ost_item(key, 1), &num);
+        for (size_t i = 0; i < no && !err; i++) {
+            int64_t cid = wb.cid[i], num = wb.num[i];
             if (cid < pc || (cid == pc && num <= pn)) w.bad_key++;
             pc = cid, pn = num;
             while (ci < n && ids[ci] < cid) ci++;
             bool mine = ci < n && ids[ci] == cid;
             if (mine) nord[ci]++;
-            err = walk_order(c, s, key, val, mine ? chunk[ci] : 0, poids, np, seen, &w);
+            err = walk_order(c, s, num, wb.ord[i], mine ? chunk[ci] : 0, poids, np, seen, &w);
         }
-        if (!err && rc != OST_ENOTFOUND) err = step_fail(c, "walk", "the orders map");
+    chunk_end:
+        for (size_t i = 0; i < no; i++) ost_decref(wb.ord[i]);
         for (size_t i = 0; i < n; i++) {
             if (ids[i] < 1 || (uint64_t)ids[i] > k->customers ||
                 nord[i] != k->norders[ids[i] - 1])
@@ -892,6 +1003,10 @@ out:
     progress_end(&bar);
     free(poids);
     free(seen);
+    free(wb.ord);
+    free(wb.cid);
+    free(wb.num);
+    free(wb.lines);
     ost_conn_close(c);
     return err;
 }
@@ -1317,8 +1432,9 @@ static int run_demo(int argc, char **argv) {
     g_out.tty = isatty(1);
     double start = now_s();
     char a[32], b[32], c[32];
-    say("ostore demo: a shop of %s objects in %s\n", fmt_count(a, sizeof a, target), shown(dir));
-    if (prepare_dir(dir)) return EXIT_FAIL;
+    say("ostore demo: a shop of %s objects in %s\n", fmt_count(a, sizeof a, target), where(dir));
+    bool is_path = ost_store_addr_is_path(dir);
+    if (is_path && prepare_dir(dir)) return EXIT_FAIL;
     shop s;
     if (shop_init(&s)) {
         ost_registry_free(s.reg);
@@ -1340,7 +1456,20 @@ static int run_demo(int argc, char **argv) {
     if (!err) err = lookups(st, &s, &k);
     if (!err) err = ranges(st, &k);
     if (!err) err = concurrent(st, &s, &k, &tconc);
-    if (!err) {
+    if (!err && !is_path) {
+        /* ost_store_check reads LMDB's pages: on a server the demo counts
+         * the records instead */
+        ost_store_stats ss;
+        uint64_t want = 1 + M_COUNT + k.objects + 2 * THREADS * COMMITS_PER_THREAD;
+        if (ost_store_stat(st, &ss)) err = fail("stat: %s", ost_store_errmsg(st));
+        else if (ss.records != want)
+            err = fail("count: %llu records, %llu expected", (unsigned long long)ss.records,
+                       (unsigned long long)want);
+        else
+            say("count:   %s records, as built (ost_store_check is LMDB only: not run on PostgreSQL)\n",
+                fmt_count(a, sizeof a, ss.records));
+    }
+    if (!err && is_path) {
         progress bar;
         progress_start(&bar, g_out.tty && !g_out.quiet, "check", 1);
         progress_note(&bar, "reading and decoding every record and map entry...");
@@ -1365,12 +1494,15 @@ static int run_demo(int argc, char **argv) {
     if (!err) {
         ost_store_stats ss;
         ost_store_stat(st, &ss);
+        if (!is_path)
+            say("store:   PostgreSQL, %s of records\n", fmt_bytes(a, sizeof a, (double)ss.bytes));
+        else
         say("store:   data.mdb %s on disk (records %s, map %s)\n",
             fmt_bytes(a, sizeof a, (double)file_size(dir, "data.mdb")),
             fmt_bytes(b, sizeof b, (double)ss.bytes), fmt_bytes(c, sizeof c, (double)ss.map_size));
         say("done in %.1f s. Look around: ostore info %s; ostore cat %s 0; ostore cat %s %llu "
             "--limit 3\n",
-            now_s() - start, shown(dir), shown(dir), shown(dir),
+            now_s() - start, where(dir), where(dir), where(dir),
             (unsigned long long)k.moids[M_CUSTOMERS]);
     }
     ost_store_close(st);
@@ -1382,7 +1514,7 @@ static int run_demo(int argc, char **argv) {
 const cli_cmd cmd_demo = {
     .name = "demo",
     .summary = "Build, walk, check and time a store of about a million objects.",
-    .usage = "usage: ostore demo [DIR] [--objects N] [--quiet]\n",
+    .usage = "usage: ostore demo [DIR | postgresql://...] [--objects N] [--quiet]\n",
     .help = "Makes a store in DIR (default ./demo.ostore) holding a shop: products,\n"
             "customers, their orders (1-7 each) and the orders' line items (1-5 each),\n"
             "which reference shared products; each order references its customer.\n"
@@ -1408,6 +1540,10 @@ const cli_cmd cmd_demo = {
             "(DIR holds the demo's file ostore-demo and nothing but data.mdb and lock.mdb\n"
             "besides) is removed and made again; anything else is refused, untouched.\n"
             "A demo locks DIR while it runs: a second demo on it fails with 'in use'.\n"
+            "DIR may be a PostgreSQL address (postgresql://...): the demo then builds in\n"
+            "that store, which must be empty (its root only; others are refused,\n"
+            "untouched), and counts its records instead of checking them (step 5 reads\n"
+            "LMDB only).\n"
             "Exit status 1 when any count is off or a step fails.\n",
     .run = run_demo,
 };

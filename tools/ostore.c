@@ -31,7 +31,7 @@ static const cli_cmd *const commands[] = {
 
 static const char usage_text[] =
     "usage: ostore COMMAND [ARGS]\n"
-    "       ostore demo [DIR] [--objects N] [--quiet]\n"
+    "       ostore demo [DIR | postgresql://...] [--objects N] [--quiet]\n"
     "       ostore info DB\n"
     "       ostore ls DB [--class MODULE.NAME] [--limit N]\n"
     "       ostore cat DB OID [--dis]\n"

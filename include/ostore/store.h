@@ -200,6 +200,39 @@ OST_EXTERN uint64_t ost_oid(ost_conn *c, ost_value obj);
  * (accessors such as ost_instance_getattr load ghosts by themselves and
  * return 0 when that fails; ost_instance_getattr_ex returns the code). */
 OST_EXTERN int ost_activate(ost_conn *c, ost_value obj);
+/* Loads the states of the ghosts among objs[0, n) at once, in the
+ * connection's snapshot (starting the transaction if none), exactly as
+ * ost_activate of each would, but reading their records in one round trip
+ * where the engine can (PostgreSQL: one query for them, and one more for
+ * the records of the objects their states refer to that the connection
+ * does not hold yet, so that the ghosts their loading makes cost no trip
+ * of their own; LMDB reads the memory map either way).
+ * Skipped: values that are not persistent objects (immediates, containers,
+ * new instances never committed) and objects that are not ghosts.
+ * Invalidations from other commits are applied first (at a transaction's
+ * start), as for any read. objs and its values stay the caller's
+ * (borrowed); nothing is stolen or made.
+ * Returns 0 (also for n 0, when objs may be NULL); OST_EINVAL for a NULL c,
+ * a NULL objs with n > 0, or a persistent object of another connection
+ * (nothing loaded then); OST_ENOTFOUND when a ghost's record no longer
+ * exists in the snapshot
+ * (removed outside ostore: a pack drops its objects from the caches; nothing
+ * loaded); OST_ECORRUPT for a damaged
+ * record (LMDB's checksum: nothing loaded; a state that does not decode:
+ * the objects before it in objs are loaded, it and those after stay
+ * ghosts); OST_ENOMEM, OST_EIO. The message (ost_conn_errmsg) names the
+ * store and the oid. */
+OST_EXTERN int ost_prefetch(ost_conn *c, ost_value *objs, size_t n);
+/* The objects stored under oids[0, n), loaded: objs[i] (borrowed, as
+ * ost_conn_get gives them) for oids[i]. As ost_conn_get of each followed
+ * by ost_prefetch of them all, but the records are read in one round trip
+ * where the engine can (PostgreSQL: one query for the objects, one for
+ * what their states refer to), not one per object. Returns 0 (also for n
+ * 0); OST_EINVAL for a NULL c, oids or objs (n > 0); OST_ENOTFOUND when an
+ * oid has no object (its message names the oid), OST_ECORRUPT, OST_ENOMEM,
+ * OST_EIO: then every objs[i] is 0, or, when loading a state failed, as
+ * ost_prefetch leaves them. */
+OST_EXTERN int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *objs);
 /* True while obj is a ghost. */
 OST_EXTERN bool ost_is_ghost(ost_value obj);
 /* Marks a persistent object changed, like ZODB's _p_changed = True: needed

@@ -926,7 +926,7 @@ static int lmdb_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out)
 
 const ost__engine_ops ost__lmdb_engine = {
     .name = "lmdb",
-    .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE,
+    .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE | OST__ENG_LOCAL_READS,
     .claims = lmdb_claims,
     .open = lmdb_open,
     .close = lmdb_close,

@@ -1,0 +1,427 @@
+/* LMDB and PostgreSQL side by side, with PostgreSQL's own references, in
+ * one run (issue 13; docs/benchmarks.md has the figures):
+ *
+ *   PGSERVER_FSYNC=on tests/pg/pgserver.sh build/bench/bench_engines \
+ *       [--objects N] [--reads R] [--demo PATH-TO-ostore] [--no-copy]
+ *
+ * On each engine, through the public API (ostore.h):
+ *   1. the bulk loader: N new objects (default 2,000,000) of a class with
+ *      three fields, in the loader's default batches;
+ *   2. one-object commits (each changes one object of its own) from 1 and
+ *      from 16 threads, each thread with its own connection;
+ *   3. R random reads (default 20,000) of those objects: one at a time
+ *      (ost_conn_get and ost_activate), then with prefetch
+ *      (ost_conn_get_many, 1,000 oids a call);
+ *   4. with --demo, `ostore demo ADDR --objects N/10` and its walk line.
+ * And in the same run, libpq against the same server (the references):
+ *   a. COPY ... FROM STDIN (binary) of the rows the loader wrote (read
+ *      back first), into a table of the same shape, in one transaction;
+ *   b. a prepared single-row SELECT by primary key, R random keys;
+ *   c. 1,000 random keys per `= ANY($1)` query, R keys.
+ * Then the ratios against the references and the targets of issue 13.
+ * --no-copy makes the PostgreSQL loader write by INSERT as before COPY. */
+#define _POSIX_C_SOURCE 200809L
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ostore.h"
+
+#define DIE(...)                                                                                   \
+    do {                                                                                           \
+        fprintf(stderr, "bench_engines: " __VA_ARGS__);                                           \
+        fputc('\n', stderr);                                                                       \
+        exit(1);                                                                                   \
+    } while (0)
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static uint64_t rnd_state = 0x9E3779B97F4A7C15ULL;
+static uint64_t rnd(void) { /* xorshift64* */
+    rnd_state ^= rnd_state >> 12;
+    rnd_state ^= rnd_state << 25;
+    rnd_state ^= rnd_state >> 27;
+    return rnd_state * 2685821657736338717ULL;
+}
+
+/* store/pg/pg.c: the fewest new records a package writes by COPY
+ * (--no-copy sets it out of reach, for the figures before COPY). */
+extern int ost__pg_copy_min;
+
+static ost_registry *g_reg;
+static ost_value g_item;
+
+typedef struct {
+    double load, c1, c16, single, prefetched;
+    uint64_t first, n; /* the loaded oids: [first, first + n) */
+} figures;
+
+static ost_store *open_at(const char *addr, bool create) {
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.create = create;
+    o.registry = g_reg;
+    o.group_commit = true; /* LMDB: the group committer; PostgreSQL commits per session */
+    o.map_size = (size_t)4 << 30;
+    ost_store *st = ost_store_new();
+    if (!st || ost_store_open(st, addr, &o)) DIE("open: %s", st ? ost_store_errmsg(st) : "no memory");
+    return st;
+}
+
+static ost_value new_item(int64_t i) {
+    ost_value a = ost_instance_new(ost_incref(g_item));
+    char name[32];
+    snprintf(name, sizeof name, "item-%lld", (long long)i);
+    ost_instance_setattr(a, "name", ost_str_c(name));
+    ost_instance_setattr(a, "n", ost_int(i));
+    ost_instance_setattr(a, "next", OST_NONE);
+    return a;
+}
+
+static void load(ost_store *st, uint64_t n, figures *f) {
+    ost_conn *c;
+    if (ost_conn_open(st, &c)) DIE("conn");
+    ost_loader *l;
+    ost_loader_options lo;
+    ost_loader_options_init(&lo);
+    if (ost_loader_open(c, &lo, &l)) DIE("loader: %s", ost_conn_errmsg(c));
+    double t0 = now();
+    for (uint64_t i = 0; i < n; i++) {
+        ost_value v = new_item((int64_t)i);
+        uint64_t oid;
+        if (ost_loader_add(l, v, &oid)) DIE("loader_add: %s", ost_loader_errmsg(l));
+        if (!i) f->first = oid;
+        ost_decref(v);
+    }
+    if (ost_loader_close(l)) DIE("loader: %s", ost_conn_errmsg(c));
+    f->load = (double)n / (now() - t0);
+    f->n = n;
+    ost_conn_close(c);
+}
+
+typedef struct {
+    ost_store *st;
+    int id, n;
+} worker;
+
+static void *commit_worker(void *arg) {
+    worker *w = arg;
+    ost_conn *c;
+    if (ost_conn_open(w->st, &c)) DIE("conn");
+    char key[32];
+    snprintf(key, sizeof key, "counter-%d", w->id);
+    ost_value it = ost_root_get_c(c, key);
+    if (!it) DIE("no %s", key);
+    for (int i = 0; i < w->n; i++) {
+        ost_instance_setattr(it, "n", ost_int(i + 1));
+        int rc = ost_commit(c);
+        if (rc) DIE("commit: %s", ost_conn_errmsg(c));
+    }
+    ost_conn_close(c);
+    return NULL;
+}
+
+static double commits(ost_store *st, int threads, int each) {
+    pthread_t t[16];
+    worker w[16];
+    double t0 = now();
+    for (int i = 0; i < threads; i++) {
+        w[i] = (worker){st, i, each};
+        pthread_create(&t[i], NULL, commit_worker, &w[i]);
+    }
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    return (double)(threads * each) / (now() - t0);
+}
+
+static void reads(ost_store *st, uint64_t r, figures *f) {
+    ost_conn *c;
+    if (ost_conn_open(st, &c)) DIE("conn");
+    uint64_t *oids = malloc(r * sizeof *oids);
+    ost_value *objs = malloc(1000 * sizeof *objs);
+    rnd_state = 42;
+    for (uint64_t i = 0; i < r; i++) oids[i] = f->first + rnd() % f->n;
+    double t0 = now();
+    for (uint64_t i = 0; i < r; i++) {
+        ost_value o;
+        if (ost_conn_get(c, oids[i], &o) || ost_activate(c, o)) DIE("get: %s", ost_conn_errmsg(c));
+        if (i % 1000 == 999) ost_abort(c); /* a new transaction: the cache trims itself */
+    }
+    f->single = (double)r / (now() - t0);
+    ost_conn_close(c);
+    if (ost_conn_open(st, &c)) DIE("conn");
+    rnd_state = 4242; /* other oids: nothing cached by the server's pages is favoured */
+    for (uint64_t i = 0; i < r; i++) oids[i] = f->first + rnd() % f->n;
+    t0 = now();
+    for (uint64_t i = 0; i < r; i += 1000) {
+        size_t k = r - i < 1000 ? (size_t)(r - i) : 1000;
+        if (ost_conn_get_many(c, oids + i, k, objs)) DIE("get_many: %s", ost_conn_errmsg(c));
+        for (size_t j = 0; j < k; j++)
+            if (ost_is_ghost(objs[j])) DIE("a prefetched object is a ghost");
+        ost_abort(c);
+    }
+    f->prefetched = (double)r / (now() - t0);
+    ost_conn_close(c);
+    free(oids);
+    free(objs);
+}
+
+static void engine_run(const char *name, const char *addr, uint64_t n, uint64_t r, figures *f) {
+    ost_store *st = open_at(addr, true);
+    load(st, n, f);
+    printf("%-10s load:   %llu objects, %.0f objects/s\n", name, (unsigned long long)n, f->load);
+    fflush(stdout);
+    /* the counters of the commit threads */
+    ost_conn *c;
+    if (ost_conn_open(st, &c)) DIE("conn");
+    for (int i = 0; i < 16; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "counter-%d", i);
+        ost_root_set_c(c, key, new_item(i));
+    }
+    if (ost_commit(c)) DIE("commit: %s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    f->c1 = commits(st, 1, 1000);
+    f->c16 = commits(st, 16, 200);
+    printf("%-10s commits of one object: 1 thread %.0f/s, 16 threads %.0f/s (x%.2f)\n", name,
+           f->c1, f->c16, f->c16 / f->c1);
+    fflush(stdout);
+    reads(st, r, f);
+    printf("%-10s random reads: one at a time %.0f objects/s, prefetched (1,000 a call) %.0f "
+           "objects/s (x%.1f)\n",
+           name, f->single, f->prefetched, f->prefetched / f->single);
+    fflush(stdout);
+    ost_store_close(st);
+}
+
+/* ---- the references: libpq alone ------------------------------------------------------ */
+
+static PGresult *exec_ok(PGconn *c, const char *sql) {
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType s = PQresultStatus(r);
+    if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) DIE("%s: %s", sql, PQerrorMessage(c));
+    return r;
+}
+
+typedef struct {
+    char *b;
+    size_t n, cap;
+} buf;
+
+static void buf_add(buf *b, const char *d, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->b = realloc(b->b, b->cap);
+        if (!b->b) DIE("out of memory");
+    }
+    memcpy(b->b + b->n, d, n);
+    b->n += n;
+}
+
+static double ref_copy(PGconn *c, uint64_t *rows) {
+    /* the rows the loader wrote, as COPY's binary format gives them */
+    PGresult *r = PQexec(c, "COPY (SELECT oid, serial, cid, state FROM ost_records) TO STDOUT "
+                            "(FORMAT binary)");
+    if (PQresultStatus(r) != PGRES_COPY_OUT) DIE("copy out: %s", PQerrorMessage(c));
+    PQclear(r);
+    buf b = {0};
+    char *d;
+    int len;
+    while ((len = PQgetCopyData(c, &d, 0)) > 0) {
+        buf_add(&b, d, (size_t)len);
+        PQfreemem(d);
+    }
+    while ((r = PQgetResult(c))) {
+        if (PQresultStatus(r) == PGRES_COMMAND_OK) *rows = strtoull(PQcmdTuples(r), NULL, 10);
+        PQclear(r);
+    }
+    PQclear(exec_ok(c, "DROP TABLE IF EXISTS raw_copy"));
+    PQclear(exec_ok(c, "CREATE TABLE raw_copy (oid bigint PRIMARY KEY, serial bigint NOT NULL, "
+                       "cid int NOT NULL, state bytea NOT NULL)"));
+    double t0 = now();
+    PQclear(exec_ok(c, "BEGIN"));
+    r = PQexec(c, "COPY raw_copy FROM STDIN (FORMAT binary)");
+    if (PQresultStatus(r) != PGRES_COPY_IN) DIE("copy in: %s", PQerrorMessage(c));
+    PQclear(r);
+    for (size_t o = 0; o < b.n; o += 1 << 20) {
+        size_t k = b.n - o < (1u << 20) ? b.n - o : 1u << 20;
+        if (PQputCopyData(c, b.b + o, (int)k) != 1) DIE("copy data: %s", PQerrorMessage(c));
+    }
+    if (PQputCopyEnd(c, NULL) != 1) DIE("copy end: %s", PQerrorMessage(c));
+    while ((r = PQgetResult(c))) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) DIE("copy: %s", PQerrorMessage(c));
+        PQclear(r);
+    }
+    PQclear(exec_ok(c, "COMMIT"));
+    double secs = now() - t0;
+    free(b.b);
+    return (double)*rows / secs;
+}
+
+static void be64(char *b, uint64_t v) {
+    for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (char)(v & 0xff);
+}
+
+static double ref_select(PGconn *c, const figures *f, uint64_t r) {
+    PGresult *p = PQprepare(c, "one", "SELECT serial, cid, state FROM raw_copy WHERE oid = $1::bigint",
+                            1, NULL);
+    if (PQresultStatus(p) != PGRES_COMMAND_OK) DIE("prepare: %s", PQerrorMessage(c));
+    PQclear(p);
+    rnd_state = 42;
+    double t0 = now();
+    for (uint64_t i = 0; i < r; i++) {
+        char k[8];
+        be64(k, f->first + rnd() % f->n);
+        const char *v[1] = {k};
+        int l[1] = {8}, fm[1] = {1};
+        PGresult *q = PQexecPrepared(c, "one", 1, v, l, fm, 1);
+        if (PQresultStatus(q) != PGRES_TUPLES_OK || PQntuples(q) != 1) DIE("select: %s", PQerrorMessage(c));
+        PQclear(q);
+    }
+    return (double)r / (now() - t0);
+}
+
+static double ref_any(PGconn *c, const figures *f, uint64_t r) {
+    PGresult *p = PQprepare(c, "many",
+                            "SELECT oid, serial, cid, state FROM raw_copy WHERE oid = ANY($1::bigint[])",
+                            1, NULL);
+    if (PQresultStatus(p) != PGRES_COMMAND_OK) DIE("prepare: %s", PQerrorMessage(c));
+    PQclear(p);
+    /* a binary int8[]: ndim 1, no nulls, element type 20, then (length, value) each */
+    size_t cap = 20 + 1000 * 12;
+    char *a = malloc(cap);
+    rnd_state = 4242;
+    uint64_t got = 0;
+    double t0 = now();
+    for (uint64_t i = 0; i < r; i += 1000) {
+        int k = (int)(r - i < 1000 ? r - i : 1000);
+        char *o = a;
+        uint32_t hdr[5] = {1, 0, 20, (uint32_t)k, 1};
+        for (int j = 0; j < 5; j++, o += 4)
+            for (int b = 0; b < 4; b++) o[b] = (char)(hdr[j] >> (24 - 8 * b));
+        for (int j = 0; j < k; j++) {
+            o[0] = o[1] = o[2] = 0, o[3] = 8;
+            be64(o + 4, f->first + rnd() % f->n);
+            o += 12;
+        }
+        const char *v[1] = {a};
+        int l[1] = {(int)(o - a)}, fm[1] = {1};
+        PGresult *q = PQexecPrepared(c, "many", 1, v, l, fm, 1);
+        if (PQresultStatus(q) != PGRES_TUPLES_OK) DIE("any: %s", PQerrorMessage(c));
+        got += (uint64_t)k;
+        PQclear(q);
+    }
+    free(a);
+    return (double)got / (now() - t0);
+}
+
+static void walk_line(const char *ostore, const char *addr, uint64_t n) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' demo '%s' --objects %llu 2>&1 | grep -E '^(load|walk|ostore):'",
+             ostore, addr, (unsigned long long)n);
+    fflush(stdout);
+    if (system(cmd)) printf("  (the demo failed on %s)\n", addr);
+}
+
+int main(int argc, char **argv) {
+    uint64_t n = 2000000, r = 20000;
+    const char *demo = NULL, *dir = "/tmp/bench_engines.lmdb";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--objects") && i + 1 < argc) n = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--reads") && i + 1 < argc) r = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--demo") && i + 1 < argc) demo = argv[++i];
+        else if (!strcmp(argv[i], "--lmdb") && i + 1 < argc) dir = argv[++i];
+        else if (!strcmp(argv[i], "--no-copy")) ost__pg_copy_min = 1 << 30;
+        else
+            DIE("usage: bench_engines [--objects N] [--reads R] [--demo OSTORE] [--lmdb DIR] "
+                "[--no-copy]");
+    }
+    const char *base = getenv("OST_TEST_PG");
+    if (!base) DIE("run it through tests/pg/pgserver.sh (OST_TEST_PG is not set)");
+    if (n < 1000 || r < 1000) DIE("--objects and --reads take at least 1000");
+    static const char *fields[] = {"name", "n", "next"};
+    ost_class_def def = {.module = "bench", .name = "Item", .fields = fields, .nfields = 3,
+                         .persistent = true};
+    g_reg = ost_registry_new();
+    if (!g_reg || ost_registry_add(g_reg, &def, &g_item)) DIE("registry");
+
+    /* a schema of its own on the server, a fresh directory for LMDB */
+    PGconn *pc = PQconnectdb(base);
+    if (PQstatus(pc) != CONNECTION_OK) DIE("%s", PQerrorMessage(pc));
+    char sql[2400], pgaddr[1024], demo_addr[1024];
+    PQclear(exec_ok(pc, "DROP SCHEMA IF EXISTS bench_engines CASCADE"));
+    PQclear(exec_ok(pc, "DROP SCHEMA IF EXISTS bench_demo CASCADE"));
+    PQclear(exec_ok(pc, "CREATE SCHEMA bench_engines"));
+    PQclear(exec_ok(pc, "CREATE SCHEMA bench_demo"));
+    PQclear(exec_ok(pc, "SET search_path TO bench_engines"));
+    const char *sep = strchr(base, '?') ? "&" : "?";
+    snprintf(pgaddr, sizeof pgaddr, "%s%soptions=-csearch_path%%3Dbench_engines", base, sep);
+    snprintf(demo_addr, sizeof demo_addr, "%s%soptions=-csearch_path%%3Dbench_demo", base, sep);
+    snprintf(sql, sizeof sql, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    if (system(sql)) DIE("cannot make %s", dir);
+    PGresult *fs = exec_ok(pc, "SHOW fsync");
+    PGresult *sc = exec_ok(pc, "SHOW synchronous_commit");
+    printf("bench_engines: %llu objects, %llu random reads; PostgreSQL fsync=%s "
+           "synchronous_commit=%s; LMDB in %s\n",
+           (unsigned long long)n, (unsigned long long)r, PQgetvalue(fs, 0, 0),
+           PQgetvalue(sc, 0, 0), dir);
+    PQclear(fs);
+    PQclear(sc);
+
+    figures fl = {0}, fp = {0};
+    engine_run("lmdb", dir, n, r, &fl);
+    engine_run("postgresql", pgaddr, n, r, &fp);
+
+    uint64_t rows = 0;
+    double copy = ref_copy(pc, &rows);
+    printf("reference  COPY FROM STDIN (binary) of the %llu rows the loader wrote: %.0f rows/s\n",
+           (unsigned long long)rows, copy);
+    double sel = ref_select(pc, &fp, r);
+    printf("reference  prepared SELECT by primary key, 1 client: %.0f rows/s\n", sel);
+    double any = ref_any(pc, &fp, r);
+    printf("reference  1,000 random keys per = ANY($1): %.0f rows/s\n", any);
+    PQfinish(pc);
+    if (demo) {
+        printf("demo walk (--objects %llu):\n", (unsigned long long)(n / 10));
+        char ddir[1100];
+        snprintf(ddir, sizeof ddir, "%s.demo", dir);
+        snprintf(sql, sizeof sql, "rm -rf '%s'", ddir);
+        if (system(sql)) DIE("cannot remove %s", ddir);
+        printf("lmdb:\n");
+        walk_line(demo, ddir, n / 10);
+        printf("postgresql:\n");
+        walk_line(demo, demo_addr, n / 10);
+    }
+
+    struct {
+        const char *what;
+        double got, want;
+    } t[] = {
+        {"PG loader / raw COPY", fp.load / copy, 0.8},
+        {"PG single reads / prepared SELECT", fp.single / sel, 0.8},
+        {"PG prefetched reads, objects/s", fp.prefetched, 100000},
+        {"PG prefetched / single reads", fp.prefetched / fp.single, 10},
+        {"PG commits 16 threads / 1 thread", fp.c16 / fp.c1, 5},
+        {"PG prefetched reads / = ANY reference", fp.prefetched / any, 0},
+        {"LMDB loader / PG loader", fl.load / fp.load, 0},
+        {"LMDB single reads / PG single reads", fl.single / fp.single, 0},
+    };
+    printf("ratios (issue 13 targets):\n");
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        if (t[i].want)
+            printf("  %-40s %12.2f  target >= %-8g %s\n", t[i].what, t[i].got, t[i].want,
+                   t[i].got >= t[i].want ? "MET" : "MISSED");
+        else
+            printf("  %-40s %12.2f\n", t[i].what, t[i].got);
+    }
+    ost_registry_free(g_reg);
+    return 0;
+}
