@@ -280,17 +280,11 @@ static inline void collect(void *ud, uint64_t oid, uint64_t missing, int err, co
 }
 
 /* ost_store_check finds nothing wrong; and, when want_records is not 0,
- * counts that many records. On PostgreSQL, where check is not there yet,
- * its refusal is accepted and the records are counted by ost_store_stat
- * (the check runs there once it is). */
+ * counts that many records. */
 static inline void check_clean(ost_store *st, uint64_t want_records) {
     reports r = {0};
     uint64_t records = 0;
     int rc = ost_store_check(st, collect, &r, &records);
-    if (on_pg() && rc == OST_EINVAL && strstr(ost_store_errmsg(st), "not available")) {
-        if (want_records) cr_assert_eq(stats(st).records, want_records);
-        return;
-    }
     cr_assert_eq(rc, 0, "check: %s: %s", ost_err_name(rc),
                  r.n ? r.msg[0] : ost_store_errmsg(st));
     cr_assert_eq(r.n, 0, "check: oid %llu missing %llu %s: %s", (unsigned long long)r.oid[0],

@@ -196,27 +196,22 @@ static uint64_t rnd(void) {
 
 /* ---- raw LMDB access (only while the store is closed in this process) --- */
 
-/* Entries of map in "mapents". */
+/* Entries of map as the engine stores them, read through the raw API
+ * (ostore/raw.h) on a handle of its own, so on either engine. */
 static uint64_t raw_count_entries(uint64_t map) {
-    MDB_env *env = raw_env(F.dir);
-    MDB_txn *t;
-    MDB_dbi dbi;
-    MDB_cursor *cur;
-    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
-    cr_assert_eq(mdb_dbi_open(t, "mapents", 0, &dbi), 0);
-    cr_assert_eq(mdb_cursor_open(t, dbi, &cur), 0);
-    uint8_t kb[8];
-    put_be64(kb, map);
-    MDB_val k = {8, kb}, v;
+    ost_store *st = open_store(false);
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(st, &s), 0, "%s", ost_store_errmsg(st));
+    ost_entry_cursor *cur;
+    cr_assert_eq(ost_snap_entries(s, map, NULL, 0, &cur), 0, "%s", ost_snap_errmsg(s));
+    ost_raw_entry e;
     uint64_t n = 0;
-    for (int rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size < 8 || memcmp(k.mv_data, kb, 8) != 0) break;
-        n++;
-    }
-    mdb_cursor_close(cur);
-    mdb_txn_abort(t);
-    mdb_env_close(env);
+    int rc;
+    while ((rc = ost_raw_entry_next(cur, &e)) == 0) n++;
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_snap_errmsg(s));
+    ost_entry_cursor_close(cur);
+    ost_snap_close(s);
+    ost_store_close(st);
     return n;
 }
 
@@ -1478,7 +1473,6 @@ OST_TEST(maps, sigkill_during_a_bulk_load_keeps_whole_batches_of_entries) {
 /* ======================================================================= */
 
 OST_TEST(maps, pack_keeps_objects_referenced_only_from_map_values) {
-    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value m = new_map(c, "str", "m");
@@ -1518,7 +1512,6 @@ OST_TEST(maps, pack_keeps_objects_referenced_only_from_map_values) {
 }
 
 OST_TEST(maps, pack_removes_unreachable_maps_with_all_their_entries) {
-    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value keep = new_map(c, "int", "keep");
@@ -1605,7 +1598,6 @@ OST_TEST(maps, sweep_keeps_the_entries_of_a_map_written_after_the_mark) {
  * whole store, LMDB's cursor has no current entry after the delete; pack
  * failed with "Invalid argument" and removed nothing. */
 OST_TEST(maps, pack_removes_the_last_entries_of_the_store) {
-    LMDB_ONLY("pack is not on the PostgreSQL engine yet");
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     ost_value a = new_map(c, "int", "a");
@@ -1692,7 +1684,7 @@ static reports check_finds_one(ost_store *st, uint64_t moid, const char *what) {
 }
 
 OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
-    LMDB_ONLY("check is not on the PostgreSQL engine yet, and the damage is made with raw LMDB");
+    LMDB_ONLY("the damage is made with raw LMDB (pg-engine's check test damages rows with SQL)");
     uint64_t moid, item2;
     store_for_check(&moid, &item2);
     uint8_t key[16];
@@ -1737,7 +1729,7 @@ OST_TEST(maps, check_reports_a_map_entry_whose_value_does_not_decode) {
 }
 
 OST_TEST(maps, check_reports_a_dangling_reference_in_a_map_value) {
-    LMDB_ONLY("check is not on the PostgreSQL engine yet, and the damage is made with raw LMDB");
+    LMDB_ONLY("the damage is made with raw LMDB (pg-engine's check test damages rows with SQL)");
     uint64_t moid, item2;
     store_for_check(&moid, &item2);
     uint8_t k[8];

@@ -56,7 +56,9 @@ def tests():
     out = ok(["copy", src, pg1], "copy LMDB -> PG")
     check(re.search(r"^copied [\d,]+ objects and [\d,]+ map entries from .* to postgresql://", out, re.M),
           "copy LMDB -> PG says what it copied: %r" % out)
-    check("read back equal to the source's" in out, "copy to PG checks by reading back: %r" % out)
+    check("every reference resolves" in out, "copy to PG runs ost_store_check: %r" % out)
+    out = ok(["check", pg1], "check of the PG copy")
+    check("reachab" in out and "not counted" not in out, "check on PG counts reachability: %r" % out)
     check(export(pg1, os.path.join(tmp, "pg1.dump")) == want, "export of the PG copy = the original's")
 
     # PG -> LMDB: the final copy is the original, byte for byte
