@@ -389,4 +389,11 @@ typedef struct ost__msort ost__msort;
 int ost__pkg_sort_ments(ost__pkg *p, ost__msort **ms);
 void ost__msort_free(ost__msort *ms);
 
+/* Copies a database address without its password into out[0, cap), as
+ * messages show it (ost__path_show's escapes): a URI's user:password@
+ * becomes user@ and a password=... parameter goes; a conninfo string loses
+ * its password=... pair. (store/snap.c; the PostgreSQL engine shows its
+ * address so.) */
+void ost__addr_scrub(const char *addr, char *out, size_t cap);
+
 #endif

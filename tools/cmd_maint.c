@@ -396,6 +396,9 @@ static int run_upgrade(int argc, char **argv) {
     if (prc) return prc < 0 ? EXIT_OK : prc;
     const char *db = pos[0];
     guard_crashes(db);
+    if (!ost_store_addr_is_path(db))
+        return fail("%s: upgrade rewrites an LMDB store's files; a database store is upgraded by "
+                    "opening it", shown(db));
     uint64_t from;
     if (store_format(db, &from)) return EXIT_FAIL;
     if (from >= OST_STORE_FORMAT) {
@@ -449,6 +452,9 @@ static int run_salvage(int argc, char **argv) {
     if (prc) return prc < 0 ? EXIT_OK : prc;
     const char *src = pos[0], *dst = pos[1];
     guard_crashes(src);
+    if (!ost_store_addr_is_path(src) || !ost_store_addr_is_path(dst))
+        return fail("%s: salvage reads and writes LMDB's files; for a database store use 'ostore "
+                    "check' and 'ostore copy'", shown(ost_store_addr_is_path(src) ? dst : src));
     double t0 = now_s();
     ost_salvage_stats s;
     char msg[768];

@@ -18,7 +18,7 @@
 const char *shown(const char *path) {
     static _Thread_local char ring[4][OST_PATH_SHOWN];
     static _Thread_local unsigned next;
-    return ost_path_show(ring[next++ % 4], OST_PATH_SHOWN, path);
+    return ost_store_addr_show(ring[next++ % 4], OST_PATH_SHOWN, path);
 }
 
 int fail(const char *fmt, ...) {

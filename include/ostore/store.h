@@ -94,6 +94,12 @@ OST_EXTERN void ost_store_close(ost_store *st);
  * "postgres://" or "postgres:" address): what tools check before they
  * treat an address as a path (stat it, lock its files). */
 OST_EXTERN bool ost_store_addr_is_path(const char *addr);
+/* Writes addr into dst[0, cap) as ostore's messages show a store, and
+ * returns dst: a path as ost_path_show does; a database address without
+ * its password (a URI's user:password@ becomes user@, a password=...
+ * parameter or conninfo pair goes). cap must be at least 8; a buffer of
+ * OST_PATH_SHOWN bytes always fits a path's form. */
+OST_EXTERN char *ost_store_addr_show(char *dst, size_t cap, const char *addr);
 /* The address of the open store: the real path of its directory (symbolic
  * links resolved), owned by st, valid until it closes; "" when st is not
  * open. */

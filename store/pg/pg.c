@@ -291,75 +291,6 @@ static const char *conn_string(const char *addr) {
     return addr + 9;
 }
 
-/* Copies addr without any password into out[0, cap): a URI's
- * user:password@ becomes user@ and its password=... parameter goes; a
- * conninfo string loses its password=... pair. */
-static void addr_scrub(const char *addr, char *out, size_t cap) {
-    char *b = malloc(strlen(addr) + 1);
-    if (!b) {
-        snprintf(out, cap, "postgresql://...");
-        return;
-    }
-    size_t n = 0;
-    const char *p = addr;
-    const char *sch = strstr(addr, "://");
-    if (sch && (p == addr) && (!strncmp(addr, "postgres", 8))) {
-        /* scheme, then the authority up to '/', '?' or the end */
-        const char *auth = sch + 3;
-        memcpy(b, addr, (size_t)(auth - addr));
-        n = (size_t)(auth - addr);
-        size_t alen = strcspn(auth, "/?");
-        const char *at = memchr(auth, '@', alen);
-        if (at) {
-            const char *colon = memchr(auth, ':', (size_t)(at - auth));
-            size_t ulen = colon ? (size_t)(colon - auth) : (size_t)(at - auth);
-            memcpy(b + n, auth, ulen);
-            n += ulen;
-            memcpy(b + n, at, alen - (size_t)(at - auth));
-            n += alen - (size_t)(at - auth);
-        } else {
-            memcpy(b + n, auth, alen);
-            n += alen;
-        }
-        p = auth + alen;
-        /* the path and query: drop a password=... parameter */
-        while (*p) {
-            if ((p[-1] == '?' || p[-1] == '&') && !strncmp(p, "password=", 9)) {
-                p += strcspn(p, "&");
-                if (*p == '&') p++;
-                else if (n && (b[n - 1] == '&' || b[n - 1] == '?')) n--;
-                continue;
-            }
-            b[n++] = *p++;
-        }
-    } else {
-        /* key = value pairs, values maybe quoted */
-        while (*p) {
-            const char *k = p;
-            while (*p == ' ' || *p == '\t') p++;
-            bool pw = !strncmp(p, "password", 8) && (p[8] == '=' || p[8] == ' ');
-            const char *q = p;
-            while (*q && *q != '=') q++;
-            if (*q == '=') q++;
-            while (*q == ' ') q++;
-            if (*q == '\'') {
-                q++;
-                while (*q && *q != '\'') q += (*q == '\\' && q[1]) ? 2 : 1;
-                if (*q) q++;
-            } else
-                while (*q && *q != ' ' && *q != '\t') q++;
-            if (!pw) {
-                memcpy(b + n, k, (size_t)(q - k));
-                n += (size_t)(q - k);
-            }
-            p = q;
-            if (q == k) break;
-        }
-    }
-    b[n] = 0;
-    ost__path_show(out, cap, b);
-    free(b);
-}
 
 /* ---- connections ---------------------------------------------------------------- */
 
@@ -520,7 +451,7 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
     e->st = st;
     e->read_only = o && o->read_only;
     e->sync_off = o && o->durability != OST_SYNC_FULL;
-    addr_scrub(addr, e->shown, sizeof e->shown);
+    ost__addr_scrub(addr, e->shown, sizeof e->shown);
     e->conninfo = strdup(conn_string(addr));
     if (!e->conninfo) {
         eng_free(e);

@@ -24,10 +24,10 @@ def main():
     if rc != 0:
         sys.exit("demo failed (%d): %s" % (rc, err))
     for word in ("load:", "walk:", "every count matches", "lookup:", "range:", "commits:",
-                 "count:", "as built", "store:   PostgreSQL", "done in"):
+                 "check:", "every reference resolves", "store:   PostgreSQL", "done in"):
         if word not in out:
             sys.exit("demo output lacks %r" % word)
-    m = re.search(r"^count:\s+([\d,]+) records", out, re.M)
+    m = re.search(r"^check:\s+([\d,]+) records", out, re.M)
     records = int(m.group(1).replace(",", ""))
     m = re.search(r"^walk:\s+([\d,]+) objects", out, re.M)
     walked = int(m.group(1).replace(",", ""))
@@ -39,7 +39,7 @@ def main():
         sys.exit("second demo: %d %r %r" % (rc, out2, err2))
     if "not touched" not in err2:
         sys.exit("second demo does not say the store was not touched: %r" % err2)
-    # untouched: a third run finds the same count (ostore info reads LMDB only)
+    # untouched: a third run finds the same count
     rc, out3, err3 = run([ostore, "demo", addr, "--objects", "1000", "--quiet"])
     if rc != 1 or out3 or "holds a store of %d records already" % records not in err3:
         sys.exit("third demo: %d %r %r" % (rc, out3, err3))

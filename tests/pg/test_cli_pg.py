@@ -89,6 +89,17 @@ def tests():
           "import into a PG store with objects")
     check(export(pg1, os.path.join(tmp, "pg1b.dump")) == want, "the refused copy changed nothing")
 
+    # salvage and upgrade rewrite LMDB's files: a database is refused with
+    # a clear message, and no message shows an address's password
+    secret = "postgresql://u:s3cret@127.0.0.1:1/db?password=s3cret&connect_timeout=2"
+    for args, needle in ((["salvage", secret, os.path.join(tmp, "salv")], "salvage reads and writes LMDB's files"),
+                         (["salvage", src, secret], "salvage reads and writes LMDB's files"),
+                         (["upgrade", secret], "upgrade rewrites an LMDB store's files"),
+                         (["info", secret], "cannot connect")):
+        _, err = fails(args, needle, "%s of a database" % args[0])
+        check("s3cret" not in err and "postgresql://u@127.0.0.1:1/db" in err,
+              "%s shows the address without its password: %r" % (args[0], err))
+
     # info, ls, cat, refs on the PG address, against the LMDB original
     info_pg, info_src = ok(["info", pg1], "info PG"), ok(["info", src], "info LMDB")
     check(re.search(r"^engine\s+postgresql$", info_pg, re.M), "info names the engine: %r" % info_pg)
