@@ -297,17 +297,20 @@ static bool in_sorted(const uint64_t *v, size_t n, uint64_t x) {
  * wanted oid is tried against the checksum), a page whose pointers or
  * header are gone. A node is [size u16 lo, u16 hi][flags u16][key size u16
  * = 8][the oid][the value, or the number of its first overflow page]. */
-/* Whether oid is among the first n records (sorted by oid). */
-static bool have_rec(const salv *s, size_t n, uint64_t oid) {
+/* Whether oid is among the first n records (sorted by oid, one copy
+ * each) with a copy at least as new as serial (0: any copy). */
+static bool have_rec_since(const salv *s, size_t n, uint64_t oid, uint64_t serial) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (s->recs.v[mid].oid == oid) return true;
+        if (s->recs.v[mid].oid == oid) return s->recs.v[mid].serial >= serial;
         if (s->recs.v[mid].oid < oid) lo = mid + 1;
         else hi = mid;
     }
     return false;
 }
+
+static bool have_rec(const salv *s, size_t n, uint64_t oid) { return have_rec_since(s, n, oid, 0); }
 
 static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
     const uint8_t *base;
@@ -361,8 +364,11 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
             if (claimed <= room && claimed > OST_HDR_SIZE && v[claimed - 1] == '.' &&
                 rec_ok(3, oid, v, claimed)) {
                 /* a sound record the scan of whole pages did not give (on
-                 * the cut last page of a truncated file, say) */
-                if (!have_rec(s, known, oid)) {
+                 * the cut last page of a truncated file, or a page whose
+                 * header is damaged), or a newer copy than the one it gave
+                 * (an older copy on a free page): the newest wins
+                 * (dedupe_recs) */
+                if (!have_rec_since(s, known, oid, serial)) {
                     srec r = {oid, serial, le32(v + 8), v + OST_HDR_SIZE, claimed - OST_HDR_SIZE,
                               pg, true, 0};
                     PUSH(s->recs, r);
