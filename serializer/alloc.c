@@ -133,7 +133,9 @@ ost_obj *ost__obj_alloc(size_t n, int type) {
             o = pool_refill(sc);
             if (!o) return NULL;
         }
-    } else if (g_pool && n >= MMAP_MIN) {
+    } else if (g_pool && n >= MMAP_MIN && type != OST_T_INSTANCE) {
+        /* not an instance: its size, which munmap needs, comes from its
+         * class, which may be gone when it is freed */
         o = big_alloc(n);
         if (!o) return NULL;
         sc = OST__SC_MMAP;

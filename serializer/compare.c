@@ -170,10 +170,11 @@ static bool step_equal(cmp_ctx *c, ost_value a, ost_value b) {
         push(c, ((ost_inst_obj *)a)->cls, ((ost_inst_obj *)b)->cls);
         if (ost__slotted(a)) {
             ost_slots_obj *x = (ost_slots_obj *)a, *y = (ost_slots_obj *)b;
-            if (x->n != y->n) return false;
-            for (size_t i = 0; i < x->n; i++)
+            size_t n = ost__nslots(x);
+            if (n != ost__nslots(y)) return false;
+            for (size_t i = 0; i < n; i++)
                 if (!opt_push(c, x->slots[i], y->slots[i])) return false;
-            return opt_push(c, x->extra, y->extra);
+            return opt_push(c, ost__extra(a), ost__extra(b));
         }
         push(c, ((ost_inst_obj *)a)->state, ((ost_inst_obj *)b)->state);
         return opt_push(c, ((ost_inst_obj *)a)->items, ((ost_inst_obj *)b)->items);
@@ -277,17 +278,20 @@ static bool step_same(same_ctx *s, ost_value a, ost_value b) {
     case OST_T_INSTANCE:
         if (ost__slotted(a) || ost__slotted(b)) {
             ost_slots_obj *x = (ost_slots_obj *)a, *y = (ost_slots_obj *)b;
-            if (!ost__slotted(a) || !ost__slotted(b) || x->n != y->n) return false;
+            if (!ost__slotted(a) || !ost__slotted(b)) return false;
+            size_t n = ost__nslots(x);
+            if (n != ost__nslots(y)) return false;
             push(c, x->cls, y->cls);
-            for (size_t i = 0; i < x->n; i++) {
+            for (size_t i = 0; i < n; i++) {
                 if (!x->slots[i] || !y->slots[i]) {
                     if (x->slots[i] != y->slots[i]) return false;
                     continue;
                 }
                 push(c, x->slots[i], y->slots[i]);
             }
-            if (!x->extra || !y->extra) return x->extra == y->extra;
-            push(c, x->extra, y->extra);
+            ost_value xe = ost__extra(a), ye = ost__extra(b);
+            if (!xe || !ye) return xe == ye;
+            push(c, xe, ye);
             return true;
         }
         {

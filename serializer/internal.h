@@ -96,16 +96,19 @@ typedef struct {
 
 #define OST__DICT_LINEAR 8
 
-/* Instances. Both kinds begin alike: pidx, then cls at the same offset.
- * pidx is for the store: a persistent object's entry in its connection's
- * cache is ents[pidx - 1] (0: none), so that finding it needs no table.
+/* Instances. Both kinds begin alike: pidx, pbytes, then cls at the same
+ * offset. pidx and pbytes are for the store: a persistent object's entry in
+ * its connection's cache is ents[pidx - 1] (0: none), so that finding it
+ * needs no table, and pbytes is the size of the record its state came from
+ * or went to (up to UINT32_MAX: larger records count as that), which the
+ * cache's byte limit adds up.
  * An instance with a state (a dict of attributes, or what BUILD gave):
  * items is 0, or the list or dict of items of an instance of a list or dict
  * subclass (what APPENDS or SETITEMS added after NEWOBJ). */
 typedef struct {
     ost_obj h;
     uint32_t pidx;
-    uint32_t n_; /* unused: the slot count of a slotted instance */
+    uint32_t pbytes;
     ost_value cls;
     ost_value state;
     ost_value items;
@@ -127,18 +130,31 @@ typedef struct {
     ost__klass *k; /* NULL for a plain global */
 } ost_global_obj;
 
-/* Instance of a class with fields (flag OST__F_SLOTS): no state, slots. */
+/* Instance of a class with fields (flag OST__F_SLOTS): no state, one slot
+ * per field of its class (a class's fields never change, so the instance
+ * does not count them: ost__nslots). Fields a record had that the class
+ * does not declare are kept beside it, not in it (flag OST__F_EXTRA,
+ * ost__extra): few instances have them, and a word in every instance would
+ * cost 8 bytes of each cached object (docs/hooks.md, "Changing a class"). */
 typedef struct {
     ost_obj h;
     uint32_t pidx;
-    uint32_t n;    /* the class's fields when made */
+    uint32_t pbytes;
     ost_value cls;
-    /* Fields the state had that the class does not declare (a dict, or 0),
-     * kept so that code built without a field can load a record that has
-     * it and write it back unchanged (docs/hooks.md, "Changing a class"). */
-    ost_value extra;
     ost_value slots[]; /* 0 = unset */
 } ost_slots_obj;
+
+/* The slots of a slotted instance: its class's fields. */
+static inline size_t ost__nslots(const ost_slots_obj *so) {
+    return ((const ost_global_obj *)so->cls)->k->nfields;
+}
+
+/* The unknown fields kept for slotted instance inst (a dict, borrowed), or
+ * 0 when it has none. */
+ost_value ost__extra(ost_value inst);
+/* Removes inst's kept fields from the side table and returns them (the
+ * reference passes to the caller; 0 when none). */
+ost_value ost__extra_take(ost_value inst);
 
 /* Unsets every slot and the kept unknown fields of a slotted instance,
  * releasing what they held. */
@@ -155,6 +171,8 @@ void ost__slots_clear(ost_value inst);
  * (ost_lent_obj): every reader of a str-like value's data goes through
  * ost__sdata. */
 #define OST__F_LENT 32
+/* A slotted instance with unknown fields kept in the side table (ost__extra). */
+#define OST__F_EXTRA 64
 
 /* The buffer lent to ost_load_lent: one reference for the load, one per
  * bytes value pointing into it; the last one calls release. */

@@ -2039,8 +2039,8 @@ static bool direct_ok(ost_value inst) {
     if (!ost__slotted(inst)) return false;
     ost_slots_obj *so = (ost_slots_obj *)inst;
     ost__klass *k = ost__klass_of(so->cls);
-    if (!k || k->def.setstate || so->extra) return false;
-    for (size_t i = 0; i < so->n; i++)
+    if (!k || k->def.setstate || (so->h.flags & OST__F_EXTRA)) return false;
+    for (size_t i = 0, n = k->nfields; i < n; i++)
         if (so->slots[i]) return false;
     return true;
 }

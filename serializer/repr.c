@@ -520,7 +520,7 @@ static void repr_instance(repr_ctx *c, ost_value v, int depth) {
         ost_slots_obj *so = (ost_slots_obj *)v;
         ost__klass *k = ost__klass_of(so->cls);
         size_t shown = 0;
-        for (size_t i = 0; i < so->n && !c->err; i++) {
+        for (size_t i = 0, n = ost__nslots(so); i < n && !c->err; i++) {
             if (!so->slots[i]) continue;
             if (shown++) puts_(c, ", ");
             puts_(c, ((ost_str_obj *)k->fields[i])->data);
@@ -530,7 +530,8 @@ static void repr_instance(repr_ctx *c, ost_value v, int depth) {
         /* fields the class does not declare, kept from the state read */
         size_t pos = 0;
         ost_value key, val;
-        while (so->extra && ost_dict_next(so->extra, &pos, &key, &val) && !c->err) {
+        ost_value extra = ost__extra(v);
+        while (extra && ost_dict_next(extra, &pos, &key, &val) && !c->err) {
             if (shown++) puts_(c, ", ");
             repr_attr(c, key, depth);
             puts_(c, "=");

@@ -45,7 +45,7 @@ size_t ost__obj_size(const ost_obj *o) {
     case OST_T_FROZENSET: return sizeof(ost_dict_obj);
     case OST_T_INSTANCE:
         if (o->flags & OST__F_SLOTS)
-            return sizeof(ost_slots_obj) + ((const ost_slots_obj *)o)->n * sizeof(ost_value);
+            return sizeof(ost_slots_obj) + ost__nslots((const ost_slots_obj *)o) * sizeof(ost_value);
         return sizeof(ost_inst_obj);
     case OST_T_GLOBAL: return sizeof(ost_global_obj);
     case OST_T_REDUCE: return sizeof(ost_reduce_obj);
@@ -82,9 +82,9 @@ void ost__children(ost_value v, void (*fn)(ost_value, void *), void *ud) {
         fn(((ost_inst_obj *)o)->cls, ud);
         if (o->flags & OST__F_SLOTS) {
             ost_slots_obj *so = (ost_slots_obj *)o;
-            for (size_t i = 0; i < so->n; i++)
+            for (size_t i = 0, n = ost__nslots(so); i < n; i++)
                 if (so->slots[i]) fn(so->slots[i], ud);
-            if (so->extra) fn(so->extra, ud);
+            if (OST_UNLIKELY(o->flags & OST__F_EXTRA)) fn(ost__extra((ost_value)o), ud);
         } else {
             fn(((ost_inst_obj *)o)->state, ud);
             if (((ost_inst_obj *)o)->items) fn(((ost_inst_obj *)o)->items, ud);
@@ -174,8 +174,12 @@ static void child_dead(ost_value c, void *ud) {
 static void free_storage(ost_obj *o) {
     if (OST_UNLIKELY(o->flags & OST__F_PERSISTENT) && ost__pers)
         ost__pers->freed((ost_value)o); /* a bulk loader forgets it */
+    /* the kept fields were released with the children: forget the entry */
+    if (OST_UNLIKELY(o->flags & OST__F_EXTRA)) (void)ost__extra_take((ost_value)o);
     /* only an mmap'ed block needs its size to be freed: a pooled one
-     * knows its size class, a malloc'ed one needs none */
+     * knows its size class, a malloc'ed one needs none (and instances,
+     * whose size comes from their class, already released, are never
+     * mmap'ed) */
     size_t n = o->sizeclass == OST__SC_MMAP ? ost__obj_size(o) : 0;
     switch (o->type) {
     case OST_T_LIST:
@@ -1286,6 +1290,47 @@ ptrdiff_t ost__field_index(ost_value cls, const char *name, size_t n) {
     return field_index(ost__klass_of(cls), name, n);
 }
 
+/* ---- unknown fields of slotted instances ------------------------------------ */
+
+/* instance -> its kept fields (a dict, one reference held here), for the
+ * instances with OST__F_EXTRA set. One table for the process: instances
+ * of several threads' connections use it, so a mutex guards it; only
+ * records with fields their class lacks come here. */
+static pthread_mutex_t g_extra_mu = PTHREAD_MUTEX_INITIALIZER;
+static ost__ptrtab g_extra;
+
+ost_value ost__extra(ost_value inst) {
+    if (!(OST__O(inst)->flags & OST__F_EXTRA)) return 0;
+    pthread_mutex_lock(&g_extra_mu);
+    ost__ptr_slot *sl = ost__ptrtab_find(&g_extra, (uintptr_t)inst);
+    ost_value d = sl->key ? (ost_value)sl->val : 0;
+    pthread_mutex_unlock(&g_extra_mu);
+    return d;
+}
+
+ost_value ost__extra_take(ost_value inst) {
+    if (!(OST__O(inst)->flags & OST__F_EXTRA)) return 0;
+    pthread_mutex_lock(&g_extra_mu);
+    ost__ptr_slot *sl = ost__ptrtab_find(&g_extra, (uintptr_t)inst);
+    ost_value d = sl->key ? (ost_value)sl->val : 0;
+    ost__ptrtab_del(&g_extra, (uintptr_t)inst);
+    if (!g_extra.count) ost__ptrtab_free(&g_extra); /* none left: give it back */
+    pthread_mutex_unlock(&g_extra_mu);
+    OST__O(inst)->flags &= (uint8_t)~OST__F_EXTRA;
+    return d;
+}
+
+/* Keeps d (the reference passes to the table) as inst's fields; inst has
+ * none yet. 0 or OST_ENOMEM (then d is still the caller's). */
+static int extra_put(ost_value inst, ost_value d) {
+    pthread_mutex_lock(&g_extra_mu);
+    int rc = g_extra.mask ? 0 : ost__ptrtab_init(&g_extra, 16);
+    if (!rc) rc = ost__ptrtab_put(&g_extra, (uintptr_t)inst, (uint64_t)d);
+    pthread_mutex_unlock(&g_extra_mu);
+    if (!rc) OST__O(inst)->flags |= OST__F_EXTRA;
+    return rc;
+}
+
 int ost__slots_put(ost_value obj, ost_value key, ost_value val) {
     ost_slots_obj *so = (ost_slots_obj *)obj;
     ptrdiff_t i = -1;
@@ -1299,21 +1344,29 @@ int ost__slots_put(ost_value obj, ost_value key, ost_value val) {
                 i = (ptrdiff_t)k->alias_to[a];
         }
     }
-    if (i >= 0 && (size_t)i < so->n) {
+    if (i >= 0 && (size_t)i < ost__nslots(so)) {
         /* direct: no activation or change tracking while loading */
         ost_value old = so->slots[i];
         so->slots[i] = ost_incref(val);
         ost_decref(old);
         return 0;
     }
-    if (!so->extra && !(so->extra = ost_dict_new())) return OST_ENOMEM;
-    return ost_dict_set(so->extra, ost_incref(key), ost_incref(val));
+    ost_value extra = ost__extra(obj);
+    if (!extra) {
+        if (!(extra = ost_dict_new())) return OST_ENOMEM;
+        int rc = extra_put(obj, extra);
+        if (rc) {
+            ost_decref(extra);
+            return rc;
+        }
+    }
+    return ost_dict_set(extra, ost_incref(key), ost_incref(val));
 }
 
 ost_value ost_instance_extra(ost_value v) {
     if (ost__type(v) != OST_T_INSTANCE || !ost__slotted(v)) return 0;
     OST__UNGHOST(v);
-    return ((ost_slots_obj *)v)->extra;
+    return ost__extra(v);
 }
 
 ost_value ost_global_module(ost_value g) {
@@ -1338,9 +1391,8 @@ ost_value ost_instance_new(ost_value cls) {
         }
         so->h.flags |= OST__F_SLOTS;
         so->pidx = 0;
+        so->pbytes = 0;
         so->cls = cls;
-        so->extra = 0;
-        so->n = (uint32_t)nf;
         memset(so->slots, 0, nf * sizeof(ost_value));
         return (ost_value)so;
     }
@@ -1350,7 +1402,7 @@ ost_value ost_instance_new(ost_value cls) {
         return 0;
     }
     o->pidx = 0;
-    o->n_ = 0;
+    o->pbytes = 0;
     o->cls = cls;
     o->state = OST_NONE;
     o->items = 0;
@@ -1374,7 +1426,7 @@ ost_value ost_instance_slot(ost_value v, size_t i) {
     if (ost__type(v) != OST_T_INSTANCE || !ost__slotted(v)) return 0;
     OST__UNGHOST(v);
     ost_slots_obj *so = (ost_slots_obj *)v;
-    return i < so->n ? so->slots[i] : 0;
+    return i < ost__nslots(so) ? so->slots[i] : 0;
 }
 
 /* Loads a ghost before it changes: a change to a ghost that cannot load
@@ -1388,7 +1440,7 @@ static int unghost_to_change(ost_value v, ost_value val) {
 
 int ost_instance_set_slot(ost_value v, size_t i, ost_value val) {
     if (ost__type(v) != OST_T_INSTANCE || !ost__slotted(v) || !val ||
-        i >= ((ost_slots_obj *)v)->n) {
+        i >= ost__nslots((ost_slots_obj *)v)) {
         ost_decref(val);
         return OST_EINVAL;
     }
@@ -1605,12 +1657,10 @@ ost_value ost_persref_pid(ost_value p) {
 
 void ost__slots_clear(ost_value inst) {
     ost_slots_obj *so = (ost_slots_obj *)inst;
-    for (size_t i = 0; i < so->n; i++) {
+    for (size_t i = 0, n = ost__nslots(so); i < n; i++) {
         ost_value x = so->slots[i];
         so->slots[i] = 0; /* unset before release: a cycle may come back here */
         ost_release(x);
     }
-    ost_value x = so->extra;
-    so->extra = 0;
-    ost_release(x);
+    if (OST_UNLIKELY(so->h.flags & OST__F_EXTRA)) ost_release(ost__extra_take(inst));
 }

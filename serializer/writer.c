@@ -1296,11 +1296,12 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             if (state != OST_NONE) f->post_state = state;
         } else if (ost__slotted(v)) {
             ost_slots_obj *so = (ost_slots_obj *)o;
-            if (so->extra && ost_len(so->extra)) {
+            ost_value extra = ost__extra(v);
+            if (extra && ost_len(extra)) {
                 f->slots = true;
                 f->post_state = v;
             }
-            for (size_t i = 0; i < so->n && !f->slots; i++)
+            for (size_t i = 0, n = ost__nslots(so); i < n && !f->slots; i++)
                 if (so->slots[i]) { /* an instance with no attributes has no state */
                     f->slots = true;
                     f->post_state = v;
@@ -1588,12 +1589,13 @@ static int step(ost_writer *w) {
     }
     case K_SLOTS: {
         ost_slots_obj *so = (ost_slots_obj *)f->obj;
-        if (f->half && f->i < so->n) {
+        size_t n = ost__nslots(so);
+        if (f->half && f->i < n) {
             f->half = false;
             return save(w, so->slots[f->i++], false);
         }
-        while (f->i < so->n && !so->slots[f->i]) f->i++;
-        if (f->i < so->n) {
+        while (f->i < n && !so->slots[f->i]) f->i++;
+        if (f->i < n) {
             f->half = true;
             ost_str_obj *name = (ost_str_obj *)ost__klass_of(so->cls)->fields[f->i];
             if (f->slots && name->len < 256 && w->proto >= 4) {
@@ -1605,11 +1607,12 @@ static int step(ost_writer *w) {
             }
             return save(w, (ost_value)name, false);
         }
-        if (so->extra) {
+        ost_value extra = ost__extra(f->obj);
+        if (extra) {
             /* then the fields the class does not declare, as they were read;
              * f->i - n counts the extra dict's entries */
-            ost_dict_obj *d = (ost_dict_obj *)so->extra;
-            size_t j = f->i - so->n;
+            ost_dict_obj *d = (ost_dict_obj *)extra;
+            size_t j = f->i - n;
             if (f->half) {
                 f->half = false;
                 f->i++;

@@ -63,6 +63,13 @@ static ost__pent *find_oid(ost_conn *c, uint64_t oid) {
 
 static inline uint32_t *pidx_of(ost_value obj) { return &((ost_inst_obj *)obj)->pidx; }
 
+/* The record bytes the cache's byte limit counts for obj: kept in the
+ * instance (32 bits; a larger record counts as 4 GiB - 1). */
+static inline size_t pbytes(ost_value obj) { return ((ost_inst_obj *)obj)->pbytes; }
+static inline void set_pbytes(ost_value obj, size_t n) {
+    ((ost_inst_obj *)obj)->pbytes = n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
 static ost__pent *find_obj(ost_conn *c, ost_value obj) {
     if (!ost__is_heap(obj) || !(OST__O(obj)->flags & OST__F_PERSISTENT) ||
         OST__O(obj)->type != OST_T_INSTANCE)
@@ -85,7 +92,8 @@ static int cache_add(ost_conn *c, ost_value obj, uint64_t oid, uint64_t serial) 
     }
     if ((c->nents + 1) * 2 > c->oidmask + 1 && oidtab_grow(c)) return OST_ENOMEM;
     size_t i = c->nents;
-    c->ents[i] = (ost__pent){oid, serial, ost_incref(obj), 0};
+    c->ents[i] = (ost__pent){oid, serial, ost_incref(obj)};
+    ((ost_inst_obj *)obj)->pbytes = 0;
     c->nents++;
     *oid_slot(c, oid) = (uint32_t)(i + 1);
     *pidx_of(obj) = (uint32_t)(i + 1);
@@ -389,7 +397,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
     }
     e = find_oid(c, oid); /* loading may have grown the cache */
     e->serial = serial;
-    e->bytes = v.len + OST_HDR_SIZE;
+    set_pbytes(e->obj, v.len + OST_HDR_SIZE);
     return 0;
 }
 
@@ -932,7 +940,7 @@ static void cache_gc(ost_conn *c) {
     for (size_t i = 0; i < c->nents; i++)
         if (!(OST__O(c->ents[i].obj)->flags & OST__F_GHOST)) {
             active++;
-            bytes += c->ents[i].bytes;
+            bytes += pbytes(c->ents[i].obj);
         }
     if (active <= c->cache_max && bytes <= c->cache_max_bytes && c->nents <= c->cache_max)
         return;
@@ -942,7 +950,7 @@ static void cache_gc(ost_conn *c) {
         if (OST__O(o)->refcnt == 1) {
             if (!(OST__O(o)->flags & OST__F_GHOST)) {
                 active--;
-                bytes -= c->ents[i].bytes;
+                bytes -= pbytes(c->ents[i].obj);
             }
             cache_remove(c, i);
         }
@@ -952,7 +960,7 @@ static void cache_gc(ost_conn *c) {
         if (c->ents[i].oid == 0 || (OST__O(o)->flags & (OST__F_CHANGED | OST__F_GHOST))) continue;
         ghostify(o);
         active--;
-        bytes -= c->ents[i].bytes;
+        bytes -= pbytes(c->ents[i].obj);
     }
 }
 
@@ -1146,7 +1154,7 @@ static void commit_done(ost_conn *c, int rc) {
         ost__pent *e = find_oid(c, p->recs[i].oid);
         if (e) {
             e->serial = p->serial;
-            e->bytes = p->recs[i].len + OST_HDR_SIZE;
+            set_pbytes(e->obj, p->recs[i].len + OST_HDR_SIZE);
         }
     }
     for (size_t i = 0; i < c->nchanged; i++)

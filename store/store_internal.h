@@ -130,8 +130,9 @@ struct ost_store {
 typedef struct {
     uint64_t oid;
     uint64_t serial; /* serial of the record the state came from (0: new) */
-    ost_value obj;   /* a reference held by the cache */
-    size_t bytes;    /* size of its record when its state was loaded/stored */
+    ost_value obj;   /* a reference held by the cache; the size of its record
+                      * when its state was loaded or stored is in obj
+                      * (ost_inst_obj's pbytes) */
 } ost__pent;
 
 struct ost_conn {
