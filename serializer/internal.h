@@ -38,21 +38,26 @@ typedef struct {
     uint8_t b[];
 } ost_int_obj;
 
-/* str, bytes and bytearray: inline data, NUL terminated. The hash is not
- * cached: most strs are short (a field's value, a dict's key, whose entry
- * keeps its hash), and 8 bytes more each cost more than hashing them again
- * (a 10-byte str takes 32 bytes, not 40). */
+/* str, bytes and bytearray: inline data, NUL terminated, right after a
+ * 32-bit length (a 10-byte str takes 24 bytes: 8 of header, 4 of length,
+ * 11 of text and NUL). The hash is not cached: most strs are short (a
+ * field's value, a dict's key, whose entry keeps its hash), and 8 bytes
+ * more each cost more than hashing them again. A value holds at most
+ * OST__STR_MAX bytes: ost_str and the others return 0 beyond it, and the
+ * reader fails with OST_ELIMIT (docs/pickle.md, "Limits"). */
 typedef struct {
     ost_obj h;
-    size_t len;
+    uint32_t len;
     char data[];
 } ost_str_obj;
+
+#define OST__STR_MAX ((size_t)UINT32_MAX)
 
 /* A bytes value with flag OST__F_LENT: ptr points into a lent buffer. */
 typedef struct ost__lender ost__lender;
 typedef struct {
     ost_obj h;
-    size_t len; /* where ost_str_obj has its len */
+    uint32_t len; /* where ost_str_obj has its len */
     const char *ptr;
     ost__lender *lender;
 } ost_lent_obj;

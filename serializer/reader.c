@@ -376,6 +376,14 @@ static inline bool ascii(const ost_reader *r, const uint8_t *p, size_t n) {
     return acc < 0x80;
 }
 
+/* Fails (OST_ELIMIT) when a str, bytes or bytearray value of n bytes is
+ * beyond what a value holds. */
+static int too_long(ost_reader *r, const uint8_t *at, size_t n) {
+    if (OST_LIKELY(n <= OST__STR_MAX)) return 0;
+    return rfail(r, at, OST_ELIMIT, "a value of %zu bytes: a str, bytes or bytearray "
+                 "holds at most %zu", n, OST__STR_MAX);
+}
+
 static ost_value new_str(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
     size_t bad;
     /* most text is short ASCII: no call to check it */
@@ -384,13 +392,13 @@ static ost_value new_str(ost_reader *r, const uint8_t *at, const uint8_t *p, siz
               op_name(*at), bad);
         return 0;
     }
-    if (account(r, at, n + 32)) return 0;
+    if (account(r, at, n + 32) || too_long(r, at, n)) return 0;
     ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, OST_T_STR);
     if (!o) {
         NOMEM(at);
         return 0;
     }
-    o->len = n;
+    o->len = (uint32_t)n;
     memcpy(o->data, p, n);
     o->data[n] = 0;
     return (ost_value)o;
@@ -398,7 +406,7 @@ static ost_value new_str(ost_reader *r, const uint8_t *at, const uint8_t *p, siz
 
 static ost_value new_bytes(ost_reader *r, const uint8_t *at, int type,
                            const uint8_t *p, size_t n) {
-    if (account(r, at, n + 32)) return 0;
+    if (account(r, at, n + 32) || too_long(r, at, n)) return 0;
     ost_value v = ost__str_new_uninit(type, n);
     if (!v) {
         NOMEM(at);
@@ -410,14 +418,14 @@ static ost_value new_bytes(ost_reader *r, const uint8_t *at, int type,
 
 /* A bytes value pointing into the lent input (ost_load_lent). */
 static ost_value lent_bytes(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
-    if (account(r, at, sizeof(ost_lent_obj))) return 0;
+    if (account(r, at, sizeof(ost_lent_obj)) || too_long(r, at, n)) return 0;
     ost_lent_obj *o = (ost_lent_obj *)ost__obj_alloc(sizeof *o, OST_T_BYTES);
     if (!o) {
         NOMEM(at);
         return 0;
     }
     o->h.flags |= OST__F_LENT;
-    o->len = n;
+    o->len = (uint32_t)n;
     o->ptr = (const char *)p;
     o->lender = r->lender;
     __atomic_fetch_add(&r->lender->refs, 1, __ATOMIC_RELAXED);
@@ -494,7 +502,9 @@ static int hexval(uint8_t c) {
 /* UNICODE's raw-unicode-escape: \uXXXX and \UXXXXXXXX, other bytes are
  * Latin-1. */
 static ost_value raw_unicode(ost_reader *r, const uint8_t *at, const uint8_t *p, size_t n) {
-    if (account(r, at, n * 2 + 32)) return 0;
+    /* n is a line of the input, under OST__STR_MAX / 2 or refused: the
+     * text is at most twice as long */
+    if (account(r, at, n * 2 + 32) || too_long(r, at, n * 2)) return 0;
     ost_value v = ost__str_new_uninit(OST_T_STR, n * 2);
     if (!v) {
         NOMEM(at);
@@ -518,7 +528,7 @@ static ost_value raw_unicode(ost_reader *r, const uint8_t *at, const uint8_t *p,
         } else
             j += put_utf8(d + j, p[i++]);
     }
-    ((ost_str_obj *)v)->len = j;
+    ((ost_str_obj *)v)->len = (uint32_t)j;
     d[j] = 0;
     return v;
 bad:
@@ -1565,8 +1575,9 @@ static int load_counted(ost_reader *r, const uint8_t *at, int op, const uint8_t 
 /* SHORT_BINUNICODE, the commonest opcode of text-heavy pickles: text of
  * under 16 bytes with 16 bytes of input after it is read as two 8-byte
  * words, checked for ASCII with one mask test and stored as whole words
- * into a pooled str (whose size class rounds its room up to them: 24
- * bytes hold 8 bytes of text, 32 hold 16). Anything else goes through
+ * into a pooled str, as many as its size class has room for (16 bytes
+ * hold 4 bytes of text and NUL after the 12 of header and length, 24 hold
+ * 12, 32 hold 20). Anything else goes through
  * load_counted, which checks, fails and builds the same way. */
 static inline int load_short_str(ost_reader *r, const uint8_t *at, const uint8_t **pp) {
     const uint8_t *p = *pp;
@@ -1581,10 +1592,15 @@ static inline int load_short_str(ost_reader *r, const uint8_t *at, const uint8_t
             if (account(r, at, n + 32)) return -1;
             ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, OST_T_STR);
             if (!o) return NOMEM(at);
-            o->len = n;
-            if (OST_LIKELY(ost__pooled(&o->h))) { /* see above */
-                memcpy(o->data, &a, 8);
-                if (n >= 8) memcpy(o->data + 8, &b, 8);
+            o->len = (uint32_t)n;
+            if (OST_LIKELY(ost__pooled(&o->h))) { /* see above: the NUL is in a or b */
+                if (n < 4) {
+                    memcpy(o->data, &a, 4);
+                } else {
+                    memcpy(o->data, &a, 8);
+                    if (n >= 12) memcpy(o->data + 8, &b, 8);
+                    else if (n >= 8) memcpy(o->data + 8, &b, 4);
+                }
             } else {
                 memcpy(o->data, p + 1, n);
                 o->data[n] = 0;

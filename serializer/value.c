@@ -579,10 +579,10 @@ fail:
 }
 
 ost_value ost__str_new_uninit(int type, size_t n) {
-    if (n > SIZE_MAX - sizeof(ost_str_obj) - 1) return 0;
+    if (n > OST__STR_MAX) return 0;
     ost_str_obj *o = (ost_str_obj *)ost__obj_alloc(sizeof *o + n + 1, type);
     if (!o) return 0;
-    o->len = n;
+    o->len = (uint32_t)n;
     o->data[n] = 0;
     return (ost_value)o;
 }

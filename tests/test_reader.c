@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ostore.h"
 
@@ -1882,4 +1883,69 @@ READER_TEST(short_strs_read_as_words_equal_their_text_without_pools) {
     ost_set_allocator(&fi_alloc); /* exact sizes: no word stores */
     short_strs_all();
     ost_set_allocator(NULL);
+}
+
+/* ---- the size of one value ----------------------------------------------- */
+
+/* A str, bytes or bytearray holds at most 4 GiB - 1 bytes (its length is 32
+ * bits: docs/pickle.md, "Limits"). A pickle naming a longer one fails with
+ * OST_ELIMIT at its opcode, before any of its bytes are read: the input
+ * here is 4 GiB of untouched anonymous memory. */
+READER_TEST(value_longer_than_4_gib_is_refused) {
+    size_t n = (size_t)UINT32_MAX + 1, len = 11 + n + 1;
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    cr_assert_neq(p, MAP_FAILED);
+    /* (BINUNICODE8 checks its text's UTF-8 first, which would read it all) */
+    static const struct { char op; const char *name; } ops[] = {
+        {'\x8e', "BINBYTES8"}, {'\x96', "BYTEARRAY8"}};
+    ost_reader *r = reader_with(0, 0, 0, SIZE_MAX);
+    for (size_t i = 0; i < 2; i++) {
+        memcpy(p, "\x80\x05", 2);
+        p[2] = ops[i].op;
+        uint64_t le = n;
+        memcpy(p + 3, &le, 8); /* little-endian */
+        p[len - 1] = '.';
+        ost_value v = 0;
+        cr_assert_eq(ost_load(r, p, len, &v, NULL), OST_ELIMIT, "%s", ops[i].name);
+        cr_assert_eq(v, 0);
+        cr_assert_str_eq(ost_reader_errmsg(r),
+                         "OST_ELIMIT at offset 2: a value of 4294967296 bytes: a str, bytes "
+                         "or bytearray holds at "
+                         "most 4294967295");
+        cr_assert_eq(ost_reader_erroffset(r), 2);
+        /* a lent buffer is refused the same way */
+        cr_assert_eq(ost_load_lent(r, p, len, NULL, NULL, &v, NULL), OST_ELIMIT);
+    }
+    ost_reader_free(r);
+    cr_assert_eq(munmap(p, len), 0);
+    /* the API refuses it too, without reading the data */
+    char one = 'x';
+    cr_assert_eq(ost_bytes(&one, n), 0);
+    cr_assert_eq(ost_bytearray(&one, n), 0);
+}
+
+/* Short texts of every length up to 16 read by the word-at-a-time path
+ * (SHORT_BINUNICODE with 16 bytes of input after it) keep exactly their
+ * bytes and their NUL, whatever room their size class has. */
+READER_TEST(short_texts_keep_their_bytes) {
+    for (size_t n = 0; n < 16; n++) {
+        char p[2 + 16 + 17];
+        memset(p, 'Q', sizeof p);
+        p[0] = '\x8c';
+        p[1] = (char)n;
+        for (size_t i = 0; i < n; i++) p[2 + i] = (char)('a' + i);
+        p[2 + n] = '.';
+        ost_reader *r = ost_reader_new();
+        ost_value v = 0;
+        size_t used = 0, got;
+        cr_assert_eq(ost_load(r, p, sizeof p, &v, &used), 0, "%s", ost_reader_errmsg(r));
+        cr_assert_eq(used, 3 + n);
+        ost_reader_free(r);
+        const char *d = ost_data(v, &got);
+        cr_assert_eq(got, n);
+        for (size_t i = 0; i < n; i++) cr_assert_eq(d[i], (char)('a' + i));
+        cr_assert_eq(d[n], 0);
+        ost_decref(v);
+    }
 }

@@ -121,12 +121,14 @@ OST_EXTERN double ost_float_value(ost_value v);
  * (lone surrogates encoded in three bytes allowed). Returns 0 or OST_EUTF8
  * and, on error, the offset of the first bad byte in *bad (if not NULL). */
 OST_EXTERN int ost_utf8_check(const char *s, size_t n, size_t *bad);
-/* New str copied from s[0..n); returns 0 if the text fails ost_utf8_check
- * or on ENOMEM. */
+/* New str copied from s[0..n); returns 0 if the text fails ost_utf8_check,
+ * if n is over 4 GiB - 1 (the most a str, bytes or bytearray holds), or on
+ * ENOMEM. */
 OST_EXTERN ost_value ost_str(const char *s, size_t n);
 /* New str from a NUL-terminated C string. */
 OST_EXTERN ost_value ost_str_c(const char *s);
-/* New bytes / bytearray copied from p[0..n). 0 on ENOMEM. */
+/* New bytes / bytearray copied from p[0..n). 0 on ENOMEM or if n is over
+ * 4 GiB - 1 (p is not read then). */
 OST_EXTERN ost_value ost_bytes(const void *p, size_t n);
 OST_EXTERN ost_value ost_bytearray(const void *p, size_t n);
 /* Pointer to the contents of a str, bytes or bytearray (borrowed; NUL
