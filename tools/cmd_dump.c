@@ -291,6 +291,14 @@ static int run_export(int argc, char **argv) {
                       shown(db), (unsigned long long)r.oid, r.damage, shown(db));
             break;
         }
+        if (raw_class_index(t, r.cid) < 0) {
+            /* its dump would name a class the dump does not hold, and
+             * import refuses that: refused here, before any byte */
+            rc = fail("%s: oid %llu: class id %u is not in the class table: cannot export it "
+                      "('ostore check %s' lists the damage)",
+                      shown(db), (unsigned long long)r.oid, r.cid, shown(db));
+            break;
+        }
         if (r.len >= MAX_PICKLE) {
             rc = fail("%s: oid %llu: a %zu-byte pickle is too large to export", shown(db),
                       (unsigned long long)r.oid, r.len);
@@ -1009,6 +1017,14 @@ static int run_copy(int argc, char **argv) {
             char what[96];
             snprintf(what, sizeof what, "the record of oid %llu (%s)", (unsigned long long)r.oid,
                      r.damage);
+            rc = copy_damaged(src, what);
+            goto out_bar;
+        }
+        if (raw_class_index(t, r.class_id) < 0) {
+            /* else the copy would commit, and only its check would find it */
+            char what[96];
+            snprintf(what, sizeof what, "the record of oid %llu (class id %u is not in the class "
+                     "table)", (unsigned long long)r.oid, r.class_id);
             rc = copy_damaged(src, what);
             goto out_bar;
         }

@@ -6,11 +6,22 @@ apart and building them (docs/cli.md), and the export reader of docs/cli.md.
 
 A script calls setup() with the tool's path and docs/cli.md's before any
 test, and exits with the status entry() gives.
+
+The engine under test is one parameter, as for the C suites
+(tests/storetest.h): OST_TEST_ENGINE=postgresql (under
+tests/pg/pgserver.sh, which exports OST_TEST_PG and OST_TEST_PG_ADMIN)
+runs the same tests on stores in databases of the private server; each
+store the tests make, new_store() gives a fresh database of its own.
+part() runs a named part of a script and counts it; lmdb_only() skips one
+on PostgreSQL with its reason, and entry() prints how many ran and were
+skipped, and why.
 """
 import io
+import os
 import pickle
 import pickletools
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -30,13 +41,285 @@ def setup(cli, docs):
 def entry(name, nargs, doc, tests):
     """A script's exit status: with other than nargs arguments, 2 after
     printing doc; else runs tests(), prints the count of checks and
-    failures, and gives 1 if any check failed, 0 if none did."""
+    failures, the parts run and skipped (with the reasons) and the engine,
+    drops the databases new_store() made, and gives 1 if any check failed
+    or no check ran, 0 otherwise."""
     if len(sys.argv) != nargs + 1:
         print(doc)
         return 2
-    tests()
+    try:
+        tests()
+    finally:
+        drop_databases()
     print("%s: %d checks, %d failures" % (name, checks, len(failures)))
-    return 1 if failures else 0
+    reasons = "; ".join("%s (%s)" % (what, why) for what, why in skipped)
+    print("%s on %s: %d run, %d skipped%s%s" % (name, ENGINE, len(ran), len(skipped),
+                                                ": " if skipped else "", reasons))
+    return 1 if failures or not checks else 0
+
+
+# ---- the engine under test --------------------------------------------------------------
+
+ENGINE = os.environ.get("OST_TEST_ENGINE", "lmdb")
+if ENGINE not in ("lmdb", "postgresql"):
+    sys.exit("OST_TEST_ENGINE=%s: the engines are lmdb and postgresql" % ENGINE)
+ran = []      # the parts run
+skipped = []  # (part, reason) of the parts skipped
+_dbs = []     # the databases new_store() made
+_seq = [0]
+
+
+def on_pg():
+    return ENGINE == "postgresql"
+
+
+def part(name, fn, *args):
+    """Runs fn(*args), a part of a script named name, counting it as run;
+    gives what fn gives."""
+    print("-- %s on %s" % (name, ENGINE), flush=True)
+    ran.append(name)
+    return fn(*args)
+
+
+def lmdb_only(name, why):
+    """True (after printing and counting the skip) when the engine under
+    test is PostgreSQL: the part name is about LMDB only, for reason why."""
+    if not on_pg():
+        return False
+    print("SKIP: %s: LMDB only: %s" % (name, why), flush=True)
+    skipped.append((name, why))
+    return True
+
+
+def psql_path():
+    p = os.environ.get("OST_TEST_PSQL") or shutil.which("psql")
+    return p or os.path.join(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"), "psql")
+
+
+def sql(addr, query, one_txn=True):
+    """Runs query on the database at the address addr with psql (in one
+    transaction unless one_txn is false, stopping at the first error) and gives its output:
+    unaligned rows, fields separated by '|'. The query goes through stdin
+    (a pickle as hex can pass the limit of one argument)."""
+    p = subprocess.run([psql_path(), "-q", "-X", "-At", "-v", "ON_ERROR_STOP=1"] +
+                       (["-1"] if one_txn else []) + ["-d", addr, "-f", "-"], input=query.encode(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, check=False)
+    if p.returncode != 0:
+        raise RuntimeError("psql %s: %s: %s" % (addr, query[:200], p.stderr.decode()[:500]))
+    return p.stdout.decode()
+
+
+def _db_addr(dbname):
+    base = os.environ.get("OST_TEST_PG")
+    if not base or not os.environ.get("OST_TEST_PG_ADMIN"):
+        sys.exit("OST_TEST_ENGINE=postgresql needs OST_TEST_PG and OST_TEST_PG_ADMIN "
+                 "(run under tests/pg/pgserver.sh)")
+    m = re.match(r"^(postgres(?:ql)?://[^/]*/)[^?]*(\?.*)?$", base)
+    if not m:
+        sys.exit("OST_TEST_PG is not a postgresql:// URI: %s" % base)
+    return m.group(1) + dbname + (m.group(2) or "")
+
+
+def _new_db(template=None):
+    _seq[0] += 1
+    name = "ost_c%d_%d" % (os.getpid(), _seq[0])
+    sql(os.environ.get("OST_TEST_PG_ADMIN", ""), "CREATE DATABASE %s%s"
+        % (name, " TEMPLATE %s" % template if template else ""), one_txn=False)
+    _dbs.append(name)
+    return _db_addr(name)
+
+
+def db_name(addr):
+    return re.match(r"^postgres(?:ql)?://[^/]*/([^?]*)", addr).group(1)
+
+
+def new_store(tmp, name):
+    """Where a test makes a new store: tmp/name (not made) on LMDB; the
+    address of a fresh, empty database on PostgreSQL."""
+    return _new_db() if on_pg() else os.path.join(tmp, name)
+
+
+def missing_store(tmp, name):
+    """(address, what its failure message holds) of a store that is not
+    there: a path that does not exist, or a database that does not."""
+    if on_pg():
+        _seq[0] += 1
+        return _db_addr("ost_missing%d_%d" % (os.getpid(), _seq[0])), "does not exist"
+    return os.path.join(tmp, name), "No such file or directory"
+
+
+def copy_store(src, tmp, name):
+    """A copy of the store src, as files (LMDB) or as a new database made
+    from it (PostgreSQL: CREATE DATABASE ... TEMPLATE)."""
+    if on_pg():
+        return _new_db(db_name(src))
+    dst = os.path.join(tmp, name)
+    shutil.copytree(src, dst)
+    return dst
+
+
+def store_made(addr):
+    """Whether anything of a store is at addr: the path exists (LMDB), or
+    the database holds the engine's tables (PostgreSQL)."""
+    if on_pg():
+        return sql(addr, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'ost\\_%'").strip() != "0"
+    return os.path.exists(addr)
+
+
+def left_behind(addr):
+    """Whether a failed import or copy into addr left a store with
+    something in it: on LMDB, anything at the path (the tool removes the
+    directory or files it made); on PostgreSQL, objects other than the
+    root or map entries (the tool does not drop a schema it made: the
+    database then holds a new, empty store, which a later import or copy
+    takes)."""
+    if not on_pg():
+        return os.path.exists(addr)
+    if not store_made(addr):
+        return False
+    return sql(addr, "SELECT (SELECT count(*) FROM ost_records WHERE oid <> 0) + "
+                     "(SELECT count(*) FROM ost_ments)").strip() != "0"
+
+
+def drop_databases():
+    admin = os.environ.get("OST_TEST_PG_ADMIN")
+    while _dbs:
+        name = _dbs.pop()
+        try:
+            sql(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % name, one_txn=False)
+        except RuntimeError as e:
+            print("warning: %s" % e)
+
+
+# ---- a store read without ostore (docs/format.md, docs/postgresql.md) -------------------
+
+class Raw:
+    """A store read independently of ostore: with python3-lmdb from its
+    files (docs/format.md), or with psql from its tables
+    (docs/postgresql.md). meta {name: int} (format, next_oid, last_serial,
+    next_class); names {class id: "module.name"}; recs {oid: (serial, class
+    id, pickle)}; entries {map oid: [(encoded key, serial, value)]} in key
+    order; bad_crc, the oids of format-3 LMDB records whose checksum does
+    not match."""
+
+    def __init__(self, addr):
+        self.bad_crc = []
+        if on_pg():
+            self._read_pg(addr)
+        else:
+            self._read_lmdb(addr)
+
+    def _read_lmdb(self, path):
+        import lmdb
+        env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
+        try:
+            meta_db, rec_db = env.open_db(b"meta"), env.open_db(b"records")
+            cls_db = env.open_db(b"classes")
+            try:
+                ent_db = env.open_db(b"mapents", create=False)
+            except lmdb.NotFoundError:
+                ent_db = None
+            with env.begin() as t:
+                self.meta = {k.decode(): struct.unpack("<Q", v)[0] if len(v) == 8 else bytes(v)
+                             for k, v in t.cursor(db=meta_db)}
+                self.names = {struct.unpack("=I", k[1:5])[0]: v.replace(b"\0", b".").decode()
+                              for k, v in t.cursor(db=cls_db) if k[:1] == b"i"}
+                self.recs = {}
+                for k, v in t.cursor(db=rec_db):
+                    oid = struct.unpack(">Q", k)[0]
+                    serial, cid, crc = struct.unpack("<QII", v[:16])
+                    if self.meta.get("format") == 3 and seal_record(k, v)[12:16] != bytes(v[12:16]):
+                        self.bad_crc.append(oid)
+                    self.recs[oid] = (serial, cid, bytes(v[16:]))
+                self.entries = {}
+                skip = 12 if self.meta.get("format", 3) >= 3 else 8
+                for k, v in (t.cursor(db=ent_db) if ent_db is not None else ()):
+                    self.entries.setdefault(struct.unpack(">Q", k[:8])[0], []).append(
+                        (bytes(k[8:]), struct.unpack("<Q", v[:8])[0], bytes(v[skip:])))
+        finally:
+            env.close()
+
+    def _read_pg(self, addr):
+        row = sql(addr, "SELECT format, next_oid, last_serial, next_class FROM ost_meta").split("|")
+        self.meta = dict(zip(("format", "next_oid", "last_serial", "next_class"), map(int, row)))
+        self.names = {}
+        for line in sql(addr, "SELECT id, module || '.' || name FROM ost_classes").splitlines():
+            cid, name = line.split("|", 1)
+            self.names[int(cid)] = name
+        self.recs = {}
+        for line in sql(addr, "SELECT oid, serial, cid, encode(state, 'hex') FROM ost_records "
+                              "ORDER BY oid").splitlines():
+            oid, serial, cid, state = line.split("|")
+            self.recs[int(oid)] = (int(serial), int(cid), bytes.fromhex(state))
+        self.entries = {}
+        for line in sql(addr, "SELECT map, encode(key, 'hex'), serial, encode(value, 'hex') "
+                              "FROM ost_ments ORDER BY map, key").splitlines():
+            m, key, serial, value = line.split("|")
+            self.entries.setdefault(int(m), []).append(
+                (bytes.fromhex(key), int(serial), bytes.fromhex(value)))
+
+    def records(self):
+        """{oid: (serial, class name, pickle, size)}, the size as `ostore
+        ls` and `cat` give it: the pickle and LMDB's 16-byte header."""
+        return {oid: (s, self.names.get(c), p, 16 + len(p)) for oid, (s, c, p) in self.recs.items()}
+
+
+def put_state(addr, oid, data):
+    """Replaces the state pickle of record oid (its serial and class kept;
+    on LMDB with its checksum put right)."""
+    if on_pg():
+        sql(addr, "UPDATE ost_records SET state = '\\x%s'::bytea WHERE oid = %d"
+            % (data.hex(), oid))
+        return
+    _lmdb_write(addr, lambda env, t: t.put(
+        struct.pack(">Q", oid), seal_record(struct.pack(">Q", oid),
+                                            t.get(struct.pack(">Q", oid), db=env.open_db(b"records", txn=t))[:16]
+                                            + data), db=env.open_db(b"records", txn=t)))
+
+
+def set_class(addr, oid, cid):
+    """Gives record oid the class id cid (on LMDB with its checksum put
+    right), as a writer's bug could."""
+    if on_pg():
+        sql(addr, "UPDATE ost_records SET cid = %d WHERE oid = %d" % (cid, oid))
+        return
+    k = struct.pack(">Q", oid)
+
+    def fn(env, t):
+        db = env.open_db(b"records", txn=t)
+        v = t.get(k, db=db)
+        t.put(k, seal_record(k, v[:8] + struct.pack("<I", cid) + v[12:]), db=db)
+    _lmdb_write(addr, fn)
+
+
+def delete_record(addr, oid):
+    if on_pg():
+        sql(addr, "DELETE FROM ost_records WHERE oid = %d" % oid)
+        return
+    _lmdb_write(addr, lambda env, t: t.delete(struct.pack(">Q", oid), db=env.open_db(b"records", txn=t)))
+
+
+def put_entry(addr, m, key, serial, value):
+    """Adds or replaces the entry key (encoded) of map m, with the value
+    pickle value (on LMDB with a checksum that matches)."""
+    if on_pg():
+        sql(addr, "INSERT INTO ost_ments (map, key, serial, value) VALUES (%d, '\\x%s', %d, '\\x%s') "
+            "ON CONFLICT (map, key) DO UPDATE SET serial = EXCLUDED.serial, value = EXCLUDED.value"
+            % (m, key.hex(), serial, value.hex()))
+        return
+    k = struct.pack(">Q", m) + key
+    _lmdb_write(addr, lambda env, t: t.put(k, make_entry(k, serial, value),
+                                           db=env.open_db(b"mapents", txn=t)))
+
+
+def _lmdb_write(path, fn):
+    import lmdb
+    env = lmdb.open(path, max_dbs=8, map_size=1 << 30)
+    try:
+        with env.begin(write=True) as t:
+            fn(env, t)
+    finally:
+        env.close()
 
 
 # ---- running the tool -------------------------------------------------------------------

@@ -23,6 +23,12 @@ and what each command prints is checked against it:
 - bad key text, a bad --limit, --from on an object that is not a map, and
   damaged entries in a store each give one clear line and a nonzero exit.
 
+With OST_TEST_ENGINE=postgresql (meson test cli-maps-pg, under
+tests/pg/pgserver.sh) the store and every store made from it are fresh
+databases of the private server, read with psql (tests/cli/clilib.py);
+format-1 stores and upgrade, LMDB's alone, are skipped there with the
+reason printed and counted.
+
 usage: test_cli_maps.py OSTORE_CLI DOCS_CLI_MD MAKE_MAPS
 """
 import io
@@ -30,58 +36,30 @@ import json
 import os
 import pickle
 import re
-import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 
-import lmdb
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import clilib  # noqa: E402
-from clilib import (RefWriter, build_dump, check, decode_key, doc_reader, fails,  # noqa: E402
-                    make_old_format, ok, parse_dump, refs_of, run, state_of, usage)
+from clilib import (Raw, RefWriter, build_dump, check, copy_store, decode_key,  # noqa: E402
+                    doc_reader, fails, left_behind, lmdb_only, make_old_format, new_store, ok,
+                    on_pg, parse_dump, part, put_entry, put_state, refs_of, run, state_of, usage)
 
 CLI, DOCS, MAKE_MAPS = sys.argv[1:4] if len(sys.argv) == 4 else (None, None, None)
 clilib.setup(CLI, DOCS)
 
 
-# ---- the store read with python3-lmdb (docs/format.md) ----------------------------------
+# ---- the store read without ostore (docs/format.md, docs/postgresql.md) -----------------
 
 class Store:
     """Records {oid: (serial, class, pickle, size)}, meta, and the maps:
-    {oid: (kind, is_set, count)}, entries {oid: [(key bytes, serial, value)]}."""
+    {oid: (kind, is_set, count)}, entries {oid: [(key bytes, serial, value)]};
+    bad_crc, the records whose checksum does not match (LMDB)."""
     def __init__(self, path):
-        env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
-        try:
-            meta_db, rec_db = env.open_db(b"meta"), env.open_db(b"records")
-            cls_db = env.open_db(b"classes")
-            try:
-                ent_db = env.open_db(b"mapents", create=False)
-            except lmdb.NotFoundError:
-                ent_db = None
-            with env.begin() as t:
-                self.meta = {k.decode(): struct.unpack("<Q", v)[0] if len(v) == 8 else bytes(v)
-                             for k, v in t.cursor(db=meta_db)}
-                names = {struct.unpack("=I", k[1:5])[0]: v.replace(b"\0", b".").decode()
-                         for k, v in t.cursor(db=cls_db) if k[:1] == b"i"}
-                self.recs = {}
-                self.bad_crc = []
-                for k, v in t.cursor(db=rec_db):
-                    serial, cid, crc = struct.unpack("<QII", v[:16])
-                    if self.meta.get("format") == 3 and \
-                            clilib.seal_record(k, v)[12:16] != bytes(v[12:16]):
-                        self.bad_crc.append(struct.unpack(">Q", k)[0])
-                    self.recs[struct.unpack(">Q", k)[0]] = (serial, names[cid], bytes(v[16:]), len(v))
-                self.entries = {}
-                for k, v in (t.cursor(db=ent_db) if ent_db is not None else ()):
-                    self.entries.setdefault(struct.unpack(">Q", k[:8])[0], []).append(
-                        (bytes(k[8:]), struct.unpack("<Q", v[:8])[0],
-                         bytes(v[12:] if self.meta["format"] >= 3 else v[8:])))
-        finally:
-            env.close()
+        raw = Raw(path)
+        self.meta, self.recs, self.entries, self.bad_crc = raw.meta, raw.records(), raw.entries, raw.bad_crc
         self.maps = {}
         for oid, (serial, cls, data, size) in self.recs.items():
             if cls in ("ostore.maps.OrderedMap", "ostore.maps.OrderedSet"):
@@ -106,7 +84,7 @@ def python_key_text(key):
 # ---- the tests ------------------------------------------------------------------------------
 
 def make(tmp):
-    db = os.path.join(tmp, "maps.ostore")
+    db = new_store(tmp, "maps.ostore")
     p = subprocess.run([MAKE_MAPS, db], capture_output=True, text=True)
     check(p.returncode == 0, "make_maps: %r" % p.stderr)
     return db, json.loads(p.stdout), Store(db)
@@ -117,7 +95,8 @@ def test_info(db, st):
     total = sum(len(v) for v in st.entries.values())
     check(re.search(r"^format\s+3 \(this ostore reads formats 1 to 3\)$", out, re.M),
           "info: format line:\n%s" % out)
-    check(re.search(r"^maps\s+26 \(%s entries in all, [\d.]+ KiB of pages\)$" % format(total, ","),
+    check(re.search(r"^maps\s+26 \(%s entries in all, [\d.]+ KiB of %s\)$"
+                    % (format(total, ","), "table and index" if on_pg() else "pages"),
                     out, re.M), "info: maps line:\n%s" % out)
     lines = out.splitlines()
     i = next(i for i, l in enumerate(lines) if l.startswith("maps "))
@@ -303,7 +282,7 @@ def test_export_import(tmp, db, ids, st):
             cat = [l[2:] for l in cat_lines(db, oid, "--limit", "all")[3:] if l]
             check(mine == cat, "doc reader prints map %d differently from cat:\n%r\n%r" % (oid, mine, cat))
     # import: the same records and entries, the same dump again, a working store
-    copy = os.path.join(tmp, "maps-copy.ostore")
+    copy = new_store(tmp, "maps-copy.ostore")
     out = ok(["import", copy, dump])
     check(out.startswith("imported %d objects and %s map entries into" % (len(st.recs), format(total, ","))),
           "import: %r" % out)
@@ -354,9 +333,9 @@ def test_damaged_dumps(tmp, ids, st, data):
     for i, (ents, f, needle) in enumerate(cases):
         path = os.path.join(tmp, "badmap%d.dump" % i)
         open(path, "wb").write(build_dump(2, f, counters, classes, records, ents))
-        target = os.path.join(tmp, "badmap%d.ostore" % i)
+        target = new_store(tmp, "badmap%d.ostore" % i)
         fails(["import", target, path], needle, "import of a dump with bad map entries")
-        check(not os.path.exists(target), "a failed import left %s behind" % target)
+        check(not left_behind(target), "a failed import left %s behind" % target)
     # a map record that does not decode, or holds no kind or count
     for pick_, needle in ((b"\xff\xff", "the map's record does not decode"),
                           (b"\x80\x02}q\x00.", "the map's record has no valid key kind"),
@@ -368,9 +347,9 @@ def test_damaged_dumps(tmp, ids, st, data):
         recs = [(o, s, c, pick_ if o == pairs else p) for o, s, c, p in records]
         path = os.path.join(tmp, "badrec.dump")
         open(path, "wb").write(build_dump(2, fmt, counters, classes, recs, entries))
-        fails(["import", os.path.join(tmp, "badrec.ostore"), path], "oid %d: %s" % (pairs, needle),
-              "import of a bad map record")
-        check(not os.path.exists(os.path.join(tmp, "badrec.ostore")), "a failed import left a store")
+        target = new_store(tmp, "badrec.ostore")
+        fails(["import", target, path], "oid %d: %s" % (pairs, needle), "import of a bad map record")
+        check(not left_behind(target), "a failed import left a store")
 
 
 def test_versions(tmp, ids, st, data):
@@ -385,12 +364,32 @@ def test_versions(tmp, ids, st, data):
                      [(0, 3, root_cls, root), (4, 2, item_cls, pickle.dumps({"n": 1}, 2))], [])
     path = os.path.join(tmp, "v1.dump")
     open(path, "wb").write(old)
-    v1 = os.path.join(tmp, "v1.ostore")
+    v1 = new_store(tmp, "v1.ostore")
     out = ok(["import", v1, path])
     check(out.startswith("imported 2 objects into"), "import of a version-1 dump: %r" % out)
     s1 = Store(v1)
     check(s1.meta["format"] == 3 and sorted(s1.recs) == [0, 4] and s1.meta["next_oid"] == 5,
           "the store of a version-1 dump (imported with checksums): %r" % s1.meta)
+    if not lmdb_only("format-1 stores and upgrade",
+                     "a format-1 store is LMDB's files as ostore 0.1 wrote them; upgrade rewrites them"):
+        old_format(tmp, v1, s1, old)
+    # a version-1 dump with store format 2 (as this ostore wrote before maps reached export)
+    path = os.path.join(tmp, "v1f2.dump")
+    open(path, "wb").write(build_dump(1, 2, [5, 3, counters[2]], old_classes,
+                                      [(0, 3, root_cls, root)], []))
+    v1f2 = new_store(tmp, "v1f2.ostore")
+    ok(["import", v1f2, path])
+    check(Store(v1f2).meta["format"] == 3, "format of a v1 dump of format 2")
+    for v, f, needle in ((3, 2, "export version 3; this ostore reads versions 1 to 2"),
+                         (2, 4, "records of store format 4"), (0, 1, "export version 0")):
+        path = os.path.join(tmp, "ver.dump")
+        open(path, "wb").write(build_dump(v, f, counters, classes, records, entries if v == 2 else []))
+        fails(["import", new_store(tmp, "ver.ostore"), path], needle, "import of another version")
+
+
+def old_format(tmp, v1, s1, old):
+    """The store v1 (imported from the version-1 dump old, read as s1) made
+    a format-1 store; read, exported and upgraded."""
     # made a format-1 store, as ostore 0.1 wrote it: no checksums, no mapents
     make_old_format(v1, 1)
     check(Store(v1).entries == {} and Store(v1).meta["format"] == 1, "make_old_format")
@@ -420,35 +419,17 @@ def test_versions(tmp, ids, st, data):
           "the upgraded store: format %r, bad checksums %r" % (up.meta["format"], up.bad_crc))
     check("at format 3 already: nothing to do" in ok(["upgrade", v1]), "a second upgrade")
     fails(["upgrade", os.path.join(tmp, "nostore")], "nostore", "upgrade of a missing store")
-    # a version-1 dump with store format 2 (as this ostore wrote before maps reached export)
-    path = os.path.join(tmp, "v1f2.dump")
-    open(path, "wb").write(build_dump(1, 2, [5, 3, counters[2]], old_classes,
-                                      [(0, 3, root_cls, root)], []))
-    ok(["import", os.path.join(tmp, "v1f2.ostore"), path])
-    check(Store(os.path.join(tmp, "v1f2.ostore")).meta["format"] == 3, "format of a v1 dump of format 2")
-    for v, f, needle in ((3, 2, "export version 3; this ostore reads versions 1 to 2"),
-                         (2, 4, "records of store format 4"), (0, 1, "export version 0")):
-        path = os.path.join(tmp, "ver.dump")
-        open(path, "wb").write(build_dump(v, f, counters, classes, records, entries if v == 2 else []))
-        fails(["import", os.path.join(tmp, "ver.ostore"), path], needle, "import of another version")
 
 
 def test_damaged_store(tmp, db, ids, st):
     """Damaged entries: cat prints what precedes them, then one line; refs,
     export refuse; a map without entries counted does not export."""
-    d = os.path.join(tmp, "damaged-maps.ostore")
-    shutil.copytree(db, d)
+    d = copy_store(db, tmp, "damaged-maps.ostore")
     pairs, ints = ids["pairs"], ids["ints"]
     second = st.entries[pairs][1]
-    env = lmdb.open(d, max_dbs=8, map_size=1 << 30)
-    with env.begin(write=True) as t:
-        ents = env.open_db(b"mapents", txn=t)
-        k = struct.pack(">Q", pairs) + second[0]
-        # checksums that match bytes that do not decode (as a writer's bug would leave them)
-        t.put(k, clilib.make_entry(k, second[1], b"\xff\xff"), db=ents)  # a value that does not decode
-        k1 = struct.pack(">Q", ints) + b"\xff"
-        t.put(k1, clilib.make_entry(k1, 2, b"N."), db=ents)  # a 1-byte int key
-    env.close()
+    # checksums that match bytes that do not decode (as a writer's bug would leave them)
+    put_entry(d, pairs, second[0], second[1], b"\xff\xff")  # a value that does not decode
+    put_entry(d, ints, b"\xff", 2, b"N.")  # a 1-byte int key
     rc, out, err = run(["cat", d, str(pairs)])
     check(rc == 1 and out.splitlines()[3] == st.entry_line(pairs, st.entries[pairs][0]) and
           len(out.splitlines()) == 4, "cat of a damaged map: %d %r" % (rc, out))
@@ -467,19 +448,12 @@ def test_damaged_store(tmp, db, ids, st):
 def test_pack(tmp, db, ids, st):
     """A root that keeps only its first map: pack removes the others, their
     entries, and the object only an entry of them referenced."""
-    p = os.path.join(tmp, "pack-maps.ostore")
-    shutil.copytree(db, p)
-    env = lmdb.open(p, max_dbs=8, map_size=1 << 30)
-    with env.begin(write=True) as t:
-        recs = env.open_db(b"records", txn=t)
-        k = struct.pack(">Q", 0)
-        v = t.get(k, db=recs)
-        state = state_of(v[16:])
-        state["data"]["maps"] = state["data"]["maps"][:1]
-        out = io.BytesIO()
-        RefWriter(out, 2).dump(state)
-        t.put(k, clilib.seal_record(k, v[:16] + out.getvalue()), db=recs)
-    env.close()
+    p = copy_store(db, tmp, "pack-maps.ostore")
+    state = state_of(st.recs[0][2])
+    state["data"]["maps"] = state["data"]["maps"][:1]
+    out = io.BytesIO()
+    RefWriter(out, 2).dump(state)
+    put_state(p, 0, out.getvalue())
     gone = sorted(st.maps)[1:] + [ids["lonely"]]
     total = sum(len(v) for m, v in st.entries.items() if m != ids["ints"])
     out = ok(["check", p])
@@ -499,17 +473,17 @@ def test_pack(tmp, db, ids, st):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="ostore-cli-maps-") as tmp:
-        db, ids, st = make(tmp)
+        db, ids, st = part("make_maps", make, tmp)
         check(len(st.maps) == 26 and len(st.entries[ids["ints"]]) == 1000,
               "make_maps made %d maps" % len(st.maps))
-        test_info(db, st)
-        test_cat(db, ids, st)
-        test_refs_check(db, ids, st)
-        dump, data = test_export_import(tmp, db, ids, st)
-        test_damaged_dumps(tmp, ids, st, data)
-        test_versions(tmp, ids, st, data)
-        test_damaged_store(tmp, db, ids, st)
-        test_pack(tmp, db, ids, st)
+        part("info", test_info, db, st)
+        part("cat", test_cat, db, ids, st)
+        part("refs and check", test_refs_check, db, ids, st)
+        dump, data = part("export and import", test_export_import, tmp, db, ids, st)
+        part("damaged dumps", test_damaged_dumps, tmp, ids, st, data)
+        part("versions", test_versions, tmp, ids, st, data)
+        part("damaged store", test_damaged_store, tmp, db, ids, st)
+        part("pack", test_pack, tmp, db, ids, st)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,13 @@ crash, a hang or a huge allocation:
 - paths longer than PATH_MAX, and paths with newlines, escapes and bytes
   that are not UTF-8, in messages.
 
+With OST_TEST_ENGINE=postgresql (meson test cli-robust-pg, under
+tests/pg/pgserver.sh) the stores are fresh databases of the private
+server (tests/cli/clilib.py): hostile dumps, absurd and sparse oids,
+unwritable outputs and dumps that are not regular files run there; what
+is about LMDB's files, the file system under them and store paths is
+skipped with the reason printed and counted.
+
 usage: test_cli_robust.py OSTORE_CLI DOCS_CLI_MD
 """
 import io
@@ -31,13 +38,11 @@ import subprocess
 import sys
 import tempfile
 
-import lmdb
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import clilib  # noqa: E402
-from clilib import (Ref, RefWriter, build_dump, check, fails, ok,  # noqa: E402
-                    parse_dump, run, state_of)
+from clilib import (Raw, Ref, RefWriter, build_dump, check, fails, left_behind,  # noqa: E402
+                    lmdb_only, new_store, ok, on_pg, parse_dump, part, run, sql, state_of)
 
 CLI, DOCS = sys.argv[1:3] if len(sys.argv) == 3 else (None, None)
 clilib.setup(CLI, DOCS)
@@ -55,6 +60,10 @@ def one_line(err, what):
 
 
 def meta_put(path, name, value):
+    if on_pg():  # bigint: 2^64-1 is stored as -1, read back as 2^64-1
+        sql(path, "UPDATE ost_meta SET %s = %d" % (name, value - (1 << 64) if value >> 63 else value))
+        return
+    import lmdb
     env = lmdb.open(path, max_dbs=8, map_size=1 << 30)
     try:
         db = env.open_db(b"meta")
@@ -65,9 +74,13 @@ def meta_put(path, name, value):
 
 
 def records_of(path):
-    """{oid: record} of the store at path; None when it has no data.mdb."""
+    """{oid: record} of the store at path; None when it has no data.mdb.
+    On PostgreSQL {oid: (serial, class id, state)}."""
+    if on_pg():
+        return Raw(path).recs
     if not os.path.exists(os.path.join(path, "data.mdb")):
         return None
+    import lmdb
     env = lmdb.open(path, max_dbs=8, readonly=True, lock=False)
     try:
         db = env.open_db(b"records")
@@ -117,42 +130,69 @@ def test_hostile_dumps(tmp, data):
         path = os.path.join(tmp, "hostile%d.dump" % i)
         with open(path, "wb") as f:
             f.write(bad)
-        target = os.path.join(tmp, "hostile%d.ostore" % i)
+        target = new_store(tmp, "hostile%d.ostore" % i)
         out, err = fails(["import", target, path], needles[0], "import of hostile dump %d" % i)
         for needle in needles[1:]:
             check(needle in err, "hostile dump %d: stderr lacks %r: %r" % (i, needle, err))
-        check(not os.path.exists(target), "a refused import left %s behind" % target)
+        check(not left_behind(target), "a refused import left %s behind" % target)
     # the header a real export writes still imports
     good = os.path.join(tmp, "rebuilt.dump")
     with open(good, "wb") as f:
         f.write(dump())
-    ok(["import", os.path.join(tmp, "rebuilt.ostore"), good], "import of a rebuilt dump")
+    ok(["import", new_store(tmp, "rebuilt.ostore"), good], "import of a rebuilt dump")
 
 
 def test_oid_bounds(tmp, dump):
     # meta next_oid 2^64-1: check reports it without a 2^61-byte bitmap,
     # pack keeps every record
-    s1 = os.path.join(tmp, "next-oid.ostore")
+    s1 = new_store(tmp, "next-oid.ostore")
     ok(["import", s1, dump])
     before = records_of(s1)
-    meta_put(s1, "next_oid", 2**64 - 1)
+    big = 2**64 - 1
+    meta_put(s1, "next_oid", big)
     rc, out, err = run(["check", s1])
-    check(rc == 1 and "out of memory" not in err + out, "check with next_oid 2^64-1: %d %r %r"
-          % (rc, out[-300:], err))
-    check("problem: meta next_oid 18446744073709551615" in out,
-          "check does not report next_oid 2^64-1:\n%s" % out[-600:])
-    one_line(err, "check with next_oid 2^64-1")
-    out = ok(["pack", s1], "pack with next_oid 2^64-1")
-    check(out.startswith("removed 0 objects"), "pack with next_oid 2^64-1: %r" % out)
-    check(records_of(s1) == before, "pack with next_oid 2^64-1 changed the records")
+    check(rc == 1 and "out of memory" not in err + out, "check with next_oid %d: %d %r %r"
+          % (big, rc, out[-300:], err))
+    check("problem: meta next_oid %d" % big in out,
+          "check does not report next_oid %d:\n%s" % (big, out[-600:]))
+    one_line(err, "check with next_oid %d" % big)
+    out = ok(["pack", s1], "pack with next_oid %d" % big)
+    check(out.startswith("removed 0 objects"), "pack with next_oid %d: %r" % (big, out))
+    check(records_of(s1) == before, "pack with next_oid %d changed the records" % big)
 
     # sparse oids: one record at 2^62 that nothing references, one at
     # 2^62 + 1 that the root references
-    s2 = os.path.join(tmp, "sparse.ostore")
+    s2 = new_store(tmp, "sparse.ostore")
     ok(["import", s2, dump])
     recs = records_of(s2)
-    product = next(v for v in recs.values() if b"SKU-" in v)
     far, held = 2**62, 2**62 + 1
+    if on_pg():
+        serial, cid, product = next(v for v in recs.values() if b"SKU-" in v[2])
+        state = state_of(recs[0][2])
+        state["data"]["far"] = Ref(held)
+        buf = io.BytesIO()
+        RefWriter(buf, 4).dump(state)
+        clilib.put_state(s2, 0, buf.getvalue())
+        sql(s2, "INSERT INTO ost_records VALUES (%d, %d, %d, '\\x%s'), (%d, %d, %d, '\\x%s'); "
+                "UPDATE ost_meta SET next_oid = %d"
+            % (far, serial, cid, product.hex(), held, serial, cid, product.hex(), held + 1))
+    else:
+        sparse_lmdb(s2, recs, far, held)
+    out = ok(["check", s2], "check of sparse oids")
+    check("unreachable: 1 " in out, "check of sparse oids: %s" % out[-400:])
+    out = ok(["pack", s2], "pack of sparse oids")
+    check(out.startswith("removed 1 object "), "pack of sparse oids: %r" % out)
+    after = records_of(s2)
+    check(held in after and far not in after and len(after) == len(recs) + 1,
+          "pack of sparse oids kept %r" % sorted(after)[-3:])
+    ok(["check", s2], "check after pack of sparse oids")
+
+
+def sparse_lmdb(s2, recs, far, held):
+    """Puts a product's record at oids far and held, the root referencing
+    held, next_oid past them (LMDB)."""
+    import lmdb
+    product = next(v for v in recs.values() if b"SKU-" in v)
     env = lmdb.open(s2, max_dbs=8, map_size=1 << 30)
     db, meta = env.open_db(b"records"), env.open_db(b"meta")
     with env.begin(write=True) as t:
@@ -167,14 +207,6 @@ def test_oid_bounds(tmp, dump):
         t.put(kh, clilib.seal_record(kh, product), db=db)
         t.put(b"next_oid", struct.pack("<Q", held + 1), db=meta)
     env.close()
-    out = ok(["check", s2], "check of sparse oids")
-    check("unreachable: 1 " in out, "check of sparse oids: %s" % out[-400:])
-    out = ok(["pack", s2], "pack of sparse oids")
-    check(out.startswith("removed 1 object "), "pack of sparse oids: %r" % out)
-    after = records_of(s2)
-    check(held in after and far not in after and len(after) == len(recs) + 1,
-          "pack of sparse oids kept %r" % sorted(after)[-3:])
-    ok(["check", s2], "check after pack of sparse oids")
 
 
 def test_export_unwritable(tmp, db):
@@ -240,6 +272,7 @@ def test_demo_dir(tmp):
 # ---- files that are not regular files -------------------------------------------------------
 
 def test_not_regular(tmp, db, dump):
+    """data.mdb and lock.mdb that are not regular files (LMDB)."""
     data_fifo = os.path.join(tmp, "fifo-data.ostore")
     os.mkdir(data_fifo)
     os.mkfifo(os.path.join(data_fifo, "data.mdb"))
@@ -269,16 +302,18 @@ def test_not_regular(tmp, db, dump):
     os.symlink(real, os.path.join(linked, "data.mdb"))
     ok(["info", linked], "info through a symlinked data.mdb", timeout=HANG)
 
-    # the dump: a FIFO nobody writes to, a device
+
+def test_dump_not_regular(tmp, dump):
+    """The dump: a FIFO nobody writes to, a device, a pipe with a writer."""
     fifo = os.path.join(tmp, "dump.fifo")
     os.mkfifo(fifo)
-    target = os.path.join(tmp, "from-fifo.ostore")
+    target = new_store(tmp, "from-fifo.ostore")
     fails(["import", target, fifo], "no process writes to it", "import from an idle FIFO",
           timeout=HANG)
-    check(not os.path.exists(target), "a failed import left %s" % target)
+    check(not left_behind(target), "a failed import left %s" % target)
     fails(["import", target, "/dev/null"], "a character device", "import from /dev/null",
           timeout=HANG)
-    check(not os.path.exists(target), "a failed import left %s" % target)
+    check(not left_behind(target), "a failed import left %s" % target)
     # a pipe with a writer works: process substitution
     p = subprocess.run(["bash", "-c", 'exec "$0" import "$1" <(cat "$2")', CLI, target, dump],
                        capture_output=True, text=True, timeout=HANG)
@@ -393,6 +428,7 @@ def test_paths(tmp, db):
                      "import of a path with controls")
     # a message of the library: an LMDB environment that is not a store
     foreign = os.path.join(tmp, "foreign")
+    import lmdb
     env = lmdb.open(foreign, max_dbs=8)
     with env.begin(write=True) as t:
         t.put(b"hello", b"world")
@@ -404,20 +440,27 @@ def test_paths(tmp, db):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="ostore-robust-") as tmp:
-        db = os.path.join(tmp, "base.ostore")
+        db = new_store(tmp, "base.ostore")
         ok(["demo", db, "--objects", "1000", "--quiet"], "demo")
         dump = os.path.join(tmp, "base.dump")
         ok(["export", db, dump])
         data = open(dump, "rb").read()
-        test_hostile_dumps(tmp, data)
-        test_oid_bounds(tmp, dump)
-        test_export_unwritable(tmp, db)
-        test_demo_dir(tmp)
-        test_not_regular(tmp, db, dump)
-        test_full_disk(tmp)
-        test_full_disk_lock(tmp, db, dump)
-        test_read_only(tmp, db)
-        test_paths(tmp, db)
+        part("hostile dumps", test_hostile_dumps, tmp, data)
+        part("absurd and sparse oids", test_oid_bounds, tmp, dump)
+        part("unwritable export", test_export_unwritable, tmp, db)
+        part("dumps that are not regular files", test_dump_not_regular, tmp, dump)
+        for name, fn, args, why in (
+                ("the demo's directory", test_demo_dir, (tmp,), "a demo directory and its files"),
+                ("store files that are not regular", test_not_regular, (tmp, db, dump),
+                 "data.mdb and lock.mdb"),
+                ("a full disk", test_full_disk, (tmp,), "a store directory on a full tmpfs"),
+                ("a full disk without lock.mdb", test_full_disk_lock, (tmp, db, dump),
+                 "lock.mdb on a full tmpfs"),
+                ("a read-only store", test_read_only, (tmp, db), "file permissions"),
+                ("paths in messages", test_paths, (tmp, db), "store paths past PATH_MAX and "
+                 "with control bytes")):
+            if not lmdb_only(name, why):
+                part(name, fn, *args)
 
 
 if __name__ == "__main__":
