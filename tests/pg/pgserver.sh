@@ -16,6 +16,10 @@
 #   OST_TEST_PG_STOP     a command that stops it (START starts it again)
 #   OST_TEST_PG_START
 #
+# Environment: PGSERVER_FSYNC=on (default off) turns fsync,
+# synchronous_commit and full_page_writes on; PGSERVER_SHARED_BUFFERS
+# (default 32MB, e.g. 2GB for benchmarks) sets shared_buffers.
+#
 # The server is stopped and the directory removed whatever happens. The
 # exit status is COMMAND's.
 set -u
