@@ -1,7 +1,7 @@
 /* LMDB and PostgreSQL side by side, with PostgreSQL's own references, in
  * one run (issue 13; docs/benchmarks.md has the figures):
  *
- *   PGSERVER_FSYNC=on tests/pg/pgserver.sh build/bench/bench_engines \
+ *   PGSERVER_FSYNC=on PGSERVER_SHARED_BUFFERS=2GB tests/pg/pgserver.sh build/bench/bench_engines \
  *       [--objects N] [--reads R] [--demo PATH-TO-ostore] [--no-copy]
  *
  * On each engine, through the public API (ostore.h):
@@ -70,7 +70,7 @@ static ost_store *open_at(const char *addr, bool create) {
     ost_store_options_init(&o);
     o.create = create;
     o.registry = g_reg;
-    o.group_commit = true; /* LMDB: the group committer; PostgreSQL commits per session */
+    o.group_commit = true; /* both engines: the store's group committer thread */
     o.map_size = (size_t)4 << 30;
     ost_store *st = ost_store_new();
     if (!st || ost_store_open(st, addr, &o)) DIE("open: %s", st ? ost_store_errmsg(st) : "no memory");

@@ -537,6 +537,75 @@ Test(engine, concurrent_writers_of_one_oid_one_wins) {
     E->ops->sess_close(s);
 }
 
+/* The record of oid in a snapshot of its own: its pickle as a string
+ * (cap bytes at most) and serial; false when there is none. */
+static bool rec_of(ost__sess *s, uint64_t oid, char *out, size_t cap, uint64_t *serial) {
+    cr_assert_eq(E->ops->snap_begin(s, NULL), 0, "%s", ost_store_errmsg(st));
+    ost__recview r;
+    int rc = E->ops->get(s, oid, &r);
+    if (!rc) {
+        snprintf(out, cap, "%.*s", (int)r.len, (const char *)r.pickle);
+        *serial = r.serial;
+    }
+    E->ops->snap_end(s);
+    cr_assert(rc == 0 || rc == OST_ENOTFOUND, "%s", ost_store_errmsg(st));
+    return rc == 0;
+}
+
+/* One commit call with several packages (a group of the group
+ * committer): each commits or fails on its own, a later package's checks
+ * see the writes of the earlier ones, and a package that fails after
+ * writing (a reference pack removed; on a server, a statement refused)
+ * takes nothing of the others with it. */
+Test(engine, a_group_commits_each_package_on_its_own) {
+    uint64_t f = oids(6);
+    ost__sess *s = sess();
+    ost__pkg *p = pkg();
+    ost__pkg_add(p, f + 1, 0, 1, "old", 3);
+    cr_assert_eq(commit1(s, p), 0);
+    ost__pkg_free(p);
+    uint64_t ls = last_serial(s);
+    enum { N = 6 };
+    ost__pkg *ps[N];
+    for (int i = 0; i < N; i++) ps[i] = pkg();
+    ost__pkg_add(ps[0], f, 0, 1, "a0", 2);                /* new: commits */
+    ost__pkg_add(ps[1], f + 1, ls + 100, 1, "b1", 2);     /* stale: conflict before writing */
+    ost__pkg_add(ps[2], f + 4, 0, 1, "c2", 2);            /* a reference pack removed: */
+    ost__pkg_ref(ps[2], f + 5);                           /* conflict after writing */
+    ps[2]->low = 12345;
+    if (E->sql) { /* one oid twice: the server refuses the statement */
+        ost__pkg_add(ps[3], f + 3, 0, 1, "d3", 2);
+        ost__pkg_add(ps[3], f + 3, 0, 1, "e3", 2);
+    }
+    ost__pkg_add(ps[4], f, ls + 1, 1, "a4", 2); /* f as ps[0] of this group wrote it */
+    ost__pkg_add(ps[5], f + 2, 0, 1, "f5", 2);
+    cr_assert_eq(E->ops->commit(s, ps, N), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(ps[0]->rc, 0, "%s", ps[0]->msg);
+    cr_assert_eq(ps[0]->serial, ls + 1);
+    cr_assert_eq(ps[1]->rc, OST_ECONFLICT);
+    cr_assert_eq(ps[1]->conflict_oid, f + 1);
+    cr_assert_eq(ps[2]->rc, OST_ECONFLICT);
+    cr_assert_eq(ps[2]->conflict_oid, f + 5, "%s", ps[2]->msg);
+    if (E->sql) cr_assert_neq(ps[3]->rc, 0);
+    cr_assert_eq(ps[4]->rc, 0, "%s", ps[4]->msg);
+    cr_assert_eq(ps[5]->rc, 0, "%s", ps[5]->msg);
+    cr_assert(ps[4]->serial > ps[0]->serial && ps[5]->serial > ps[4]->serial);
+    cr_assert_eq(last_serial(s), ps[5]->serial);
+    char v[16];
+    uint64_t ser;
+    cr_assert(rec_of(s, f, v, sizeof v, &ser));
+    cr_assert_str_eq(v, "a4");
+    cr_assert_eq(ser, ps[4]->serial);
+    cr_assert(rec_of(s, f + 1, v, sizeof v, &ser));
+    cr_assert_str_eq(v, "old");
+    cr_assert(rec_of(s, f + 2, v, sizeof v, &ser));
+    cr_assert_str_eq(v, "f5");
+    cr_assert(!rec_of(s, f + 3, v, sizeof v, &ser));
+    cr_assert(!rec_of(s, f + 4, v, sizeof v, &ser));
+    for (int i = 0; i < N; i++) ost__pkg_free(ps[i]);
+    E->ops->sess_close(s);
+}
+
 Test(engine, a_failed_package_leaves_nothing) {
     uint64_t f = oids(4);
     ost__sess *s = sess();

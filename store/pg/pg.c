@@ -63,7 +63,8 @@ struct ost__sess {
     ost__snapinfo info;
     PGresult **kept; /* results that recviews point into, until snap_end */
     size_t nkept, capkept;
-    bool prepared; /* the record reads are prepared on conn (prep_reads) */
+    unsigned prepared; /* bit PS_*: that statement is prepared on conn (run_ps) */
+    bool wrote;    /* commit: apply has written (a failure then spoils the transaction) */
 };
 
 struct ost__ecur {
@@ -343,7 +344,7 @@ static int sess_conn(ost__sess *s) {
     if (s->conn && PQstatus(s->conn) != CONNECTION_OK) {
         PQfinish(s->conn);
         s->conn = NULL;
-        s->prepared = false;
+        s->prepared = 0;
     }
     if (s->conn) return 0;
     return connect_db(s->e, &s->conn);
@@ -546,18 +547,41 @@ static int read_meta(ost__sess *s, ost__snapinfo *info) {
     return 0;
 }
 
+/* A counter of meta as the simple protocol gives it (text). */
+static bool meta_num(const PGresult *r, int col, uint64_t *out) {
+    const char *v = PQgetvalue(r, 0, col);
+    char *end;
+    if (!*v || *v == '-') return false;
+    unsigned long long x = strtoull(v, &end, 10);
+    *out = x;
+    return !*end;
+}
+
+/* Begins the snapshot and reads meta in one round trip: the simple
+ * protocol takes both statements (the result is the last one's, in
+ * text). */
 static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
     if (s->snap) pg_snap_end(s);
     int rc = sess_conn(s);
     if (rc) return rc;
-    rc = run0(s->e, s->conn, "beginning a snapshot", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-              NULL);
-    if (rc) return rc;
-    s->snap = true;
-    rc = read_meta(s, &s->info);
-    if (rc) {
+    PGresult *r = PQexec(s->conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT "
+                                  "last_serial, low, next_oid FROM ost_meta WHERE id = 1");
+    if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) s->snap = true;
+    if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+        char cause[240];
+        pg_cause(s->conn, r, cause, sizeof cause);
+        rc = pg_code(s->conn, r);
+        PQclear(r);
+        ost__st_fail(s->e->st, rc, "%s: beginning a snapshot: %s", s->e->shown, cause);
         pg_snap_end(s);
         return rc;
+    }
+    bool ok = PQntuples(r) == 1 && PQnfields(r) == 3 && meta_num(r, 0, &s->info.last_serial) &&
+              meta_num(r, 1, &s->info.low) && meta_num(r, 2, &s->info.next_oid);
+    PQclear(r);
+    if (!ok) {
+        pg_snap_end(s);
+        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
     }
     if (info) *info = s->info;
     return 0;
@@ -597,35 +621,58 @@ static void fill_rec(const PGresult *r, int row, int col, ost__recview *v) {
     v->stored = 0;
 }
 
-/* The record reads, the hot statements of a reader, are prepared once per
- * server connection: each then costs the server no parse and no plan (a
- * single-row read by key spends about half its time there otherwise). */
-#define SQL_GET "SELECT serial, cid, state FROM ost_records WHERE oid = $1::bigint"
-#define SQL_GET_MANY "SELECT oid, serial, cid, state FROM ost_records WHERE oid = ANY($1::bigint[])"
+/* The hot statements, of readers (record reads, the commit log) and of
+ * commits (the row locks, the serial with the records and the log), are
+ * prepared once per server connection: each then costs the server no
+ * parse and no plan (a single-row read by key spends about half its time
+ * there otherwise, and a commit runs two of them). */
+#define UPSERT_RECORDS(SERIAL)                                                                 \
+    "INSERT INTO ost_records (oid, serial, cid, state) SELECT o, " SERIAL ", c, st FROM "      \
+    "unnest($1::bigint[], $2::int[], $3::bytea[]) AS u(o, c, st) ON CONFLICT (oid) DO UPDATE " \
+    "SET serial = EXCLUDED.serial, cid = EXCLUDED.cid, state = EXCLUDED.state"
 
-/* Runs the prepared statement name (sql, prepared at the first use on the
- * connection) as run runs sql. */
-static PGresult *run_prepared(ost__sess *s, const char *what, const char *name, const char *sql,
-                              const params *p, int *code) {
-    if (!s->prepared) {
-        PGresult *a = PQprepare(s->conn, "ost_get", SQL_GET, 0, NULL);
-        bool ok = PQresultStatus(a) == PGRES_COMMAND_OK;
-        PQclear(a);
-        if (ok) {
-            a = PQprepare(s->conn, "ost_get_many", SQL_GET_MANY, 0, NULL);
-            ok = PQresultStatus(a) == PGRES_COMMAND_OK;
-            PQclear(a);
+enum { PS_GET, PS_GET_MANY, PS_CHANGES, PS_LOCK, PS_WRITE, PS_N };
+static const char *const ps_name[PS_N] = {"ost_get", "ost_get_many", "ost_changes", "ost_lock",
+                                          "ost_write"};
+static const char *const ps_sql[PS_N] = {
+    "SELECT serial, cid, state FROM ost_records WHERE oid = $1::bigint",
+    "SELECT oid, serial, cid, state FROM ost_records WHERE oid = ANY($1::bigint[])",
+    "SELECT serial, oids FROM ost_txlog WHERE serial > $1::bigint AND serial <= $2::bigint "
+    "ORDER BY serial LIMIT $3::bigint",
+    "SELECT oid, serial FROM ost_records WHERE oid = ANY($1::bigint[]) ORDER BY oid FOR UPDATE",
+    /* takes the serial (which locks the meta row until the commit), writes
+     * the first chunk of records and the commit log row, in one statement:
+     * the fewer round trips under the lock, the more commits a second */
+    "WITH m AS (UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 RETURNING "
+    "last_serial, low), r AS (" UPSERT_RECORDS("(SELECT last_serial FROM m)") "), l AS (INSERT "
+    "INTO ost_txlog SELECT last_serial, $4::bytea FROM m WHERE octet_length($4::bytea) > 0) "
+    "SELECT last_serial - 1, low FROM m",
+};
+
+/* Runs the statement which (PS_*) with the parameters of p, preparing it
+ * first on its first use on the connection, as run runs sql: the result
+ * or NULL with *code, *retry (if not NULL) and the store's message set. A
+ * failed PREPARE (inside a transaction it ends it) is said as such. */
+static PGresult *run_ps(ost__sess *s, int which, const char *what, const params *p, int *code,
+                        bool *retry) {
+    PGresult *r = NULL;
+    if (!(s->prepared & 1u << which)) {
+        r = PQprepare(s->conn, ps_name[which], ps_sql[which], 0, NULL);
+        if (r && PQresultStatus(r) == PGRES_COMMAND_OK) {
+            s->prepared |= 1u << which;
+            PQclear(r);
+            r = NULL;
         }
-        /* a failed PREPARE inside a snapshot would end it: say it as run does */
-        if (!ok) return run(s->e, s->conn, what, sql, p, code, NULL);
-        s->prepared = true;
     }
-    PGresult *r = PQexecPrepared(s->conn, name, p->n, p->v, p->l, p->f, 1);
-    ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-    if (st == PGRES_TUPLES_OK) return r;
+    if (s->prepared & 1u << which) {
+        r = PQexecPrepared(s->conn, ps_name[which], p->n, p->v, p->l, p->f, 1);
+        ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+        if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) return r;
+    }
     char cause[240];
     pg_cause(s->conn, r, cause, sizeof cause);
     int rc = pg_code(s->conn, r);
+    if (retry) *retry = pg_retryable(r);
     PQclear(r);
     if (code) *code = rc;
     ost__st_fail(s->e->st, rc, "%s: %s: %s", s->e->shown, what, cause);
@@ -637,7 +684,7 @@ static int pg_get(ost__sess *s, uint64_t oid, ost__recview *v) {
     if (rc) return rc;
     params p = {0};
     p_i64(&p, oid);
-    PGresult *r = run_prepared(s, "reading a record", "ost_get", SQL_GET, &p, &rc);
+    PGresult *r = run_ps(s, PS_GET, "reading a record", &p, &rc, NULL);
     if (!r) return rc;
     if (PQntuples(r) == 0) {
         PQclear(r);
@@ -660,7 +707,7 @@ static int pg_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn
     }
     params p = {0};
     p_bytes(&p, a.b, a.n);
-    PGresult *r = run_prepared(s, "reading records", "ost_get_many", SQL_GET_MANY, &p, &rc);
+    PGresult *r = run_ps(s, PS_GET_MANY, "reading records", &p, &rc, NULL);
     arr_free(&a);
     if (!r) return rc;
     if ((rc = keep(s, r))) return rc;
@@ -719,10 +766,7 @@ static int pg_changes(ost__sess *s, uint64_t after, uint64_t upto,
         p_i64(&p, at);
         p_i64(&p, upto);
         p_i64(&p, (uint64_t)ost__pg_page_rows);
-        PGresult *r = run(s->e, s->conn, "reading the commit log",
-                          "SELECT serial, oids FROM ost_txlog WHERE serial > $1::bigint AND serial "
-                          "<= $2::bigint ORDER BY serial LIMIT $3::bigint",
-                          &p, &rc, NULL);
+        PGresult *r = run_ps(s, PS_CHANGES, "reading the commit log", &p, &rc, NULL);
         if (!r) return rc;
         int nt = PQntuples(r);
         for (int i = 0; i < nt; i++) {
@@ -1200,17 +1244,10 @@ static int records_chunk(ost__pkg *p, size_t *i, arr *ao, arr *ac, arr *as) {
     return 0;
 }
 
-#define UPSERT_RECORDS                                                                         \
-    "INSERT INTO ost_records (oid, serial, cid, state) SELECT o, %s, c, st FROM "             \
-    "unnest($1::bigint[], $2::int[], $3::bytea[]) AS u(o, c, st) ON CONFLICT (oid) DO UPDATE " \
-    "SET serial = EXCLUDED.serial, cid = EXCLUDED.cid, state = EXCLUDED.state"
-
 /* Writes p's records from index i on under serial, a chunk a statement. */
 static int put_records(ost__sess *s, ost__pkg *p, size_t i, uint64_t serial) {
     arr ao = {0}, ac = {0}, as = {0};
     int rc = 0;
-    char sql[512];
-    snprintf(sql, sizeof sql, UPSERT_RECORDS, "$4::bigint");
     while (i < p->nrecs && !rc) {
         if (records_chunk(p, &i, &ao, &ac, &as)) {
             rc = ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
@@ -1221,7 +1258,7 @@ static int put_records(ost__sess *s, ost__pkg *p, size_t i, uint64_t serial) {
         p_bytes(&q, ac.b, ac.n);
         p_bytes(&q, as.b, as.n);
         p_i64(&q, serial);
-        rc = run0(s->e, s->conn, "commit: writing records", sql, &q);
+        rc = run0(s->e, s->conn, "commit: writing records", UPSERT_RECORDS("$4::bigint"), &q);
     }
     arr_free(&ao);
     arr_free(&ac);
@@ -1380,10 +1417,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         params q = {0};
         p_bytes(&q, a.b, a.n);
         if (!rc)
-            r = run(e, s->conn, "commit: locking records",
-                    "SELECT oid, serial FROM ost_records WHERE oid = ANY($1::bigint[]) ORDER BY oid "
-                    "FOR UPDATE",
-                    &q, &rc, retry);
+            r = run_ps(s, PS_LOCK, "commit: locking records", &q, &rc, retry);
         arr_free(&a);
     }
     free(lk);
@@ -1414,6 +1448,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     }
     PQclear(r);
     r = NULL;
+    s->wrote = true; /* from here on a failure leaves writes of p behind */
     /* the serial: the meta row stays locked until the commit */
     size_t nlog = 0;
     for (size_t i = 0; i < p->nrecs; i++) nlog += p->recs[i].read_serial != 0;
@@ -1457,14 +1492,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         p_bytes(&q, ac.b, ac.n);
         p_bytes(&q, as.b, as.n);
         p_bytes(&q, logb, nlog * 8);
-        char sql[1024];
-        snprintf(sql, sizeof sql,
-                 "WITH m AS (UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 "
-                 "RETURNING last_serial, low), r AS (" UPSERT_RECORDS "), l AS (INSERT INTO "
-                 "ost_txlog SELECT last_serial, $4::bytea FROM m WHERE octet_length($4::bytea) > "
-                 "0) SELECT last_serial - 1, low FROM m",
-                 "(SELECT last_serial FROM m)");
-        r = run(e, s->conn, "commit: writing records", sql, &q, &rc, retry);
+        r = run_ps(s, PS_WRITE, "commit: writing records", &q, &rc, retry);
     }
     free(logb);
     arr_free(&ao);
@@ -1522,9 +1550,77 @@ have_serial:
     return 0;
 }
 
+/* Gives rc (the store's message) to every package of pkgs[from, to) not
+ * failed already, and takes back their serials. */
+static void fail_range(ost__sess *s, ost__pkg *const *pkgs, size_t from, size_t to, int rc) {
+    for (size_t i = from; i < to; i++) {
+        ost__pkg *p = pkgs[i];
+        if (p->rc || (!p->nrecs && !p->nments)) continue;
+        pkg_fail(s, p, rc);
+        p->serial = 0;
+    }
+}
+
+/* The same for the packages of pkgs[0, n) that committed (a serial). */
+static void fail_done(ost__sess *s, ost__pkg *const *pkgs, size_t n, int rc) {
+    for (size_t i = 0; i < n; i++)
+        if (!pkgs[i]->rc && pkgs[i]->serial) {
+            pkg_fail(s, pkgs[i], rc);
+            pkgs[i]->serial = 0;
+        }
+}
+
+/* Durability, once for the packages of pkgs[0, n) committed (rc 0 and a
+ * serial) since the last flush, as LMDB's one fsync per group of the
+ * store's group committer: a transaction of its own that takes an xid
+ * commits synchronously, so it returns once the WAL is flushed past its
+ * commit record, hence past every commit before it on the server. Other
+ * sessions' flushes merge with it (PostgreSQL's group commit), since no
+ * lock is held. It runs on the connection the packages committed on: a
+ * new connection could flush a server that restarted and lost them. If
+ * it fails, each of those packages carries the failure (it may be
+ * stored, but is not known durable). 0 or that code. */
+static int flush_wait(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
+    ost__engine *e = s->e;
+    int rc;
+    if (!s->conn || PQstatus(s->conn) != CONNECTION_OK)
+        rc = ost__st_fail(e->st, OST_EIO,
+                          "%s: commit: the connection to the server broke before the flush",
+                          e->shown);
+    else
+        rc = run0(e, s->conn, "commit: waiting for the flush", "SELECT txid_current()", NULL);
+    if (rc) fail_done(s, pkgs, n, rc);
+    return rc;
+}
+
+/* Packages in one transaction at most: the row locks of all of them are
+ * held until its COMMIT, and a package that spoils it makes the ones
+ * before it apply again. */
+#define GROUP_MAX 64
+
+/* Whether pkgs[i] takes part in a commit at all. */
+static bool pkg_skip(const ost__pkg *p) { return p->rc || (!p->nrecs && !p->nments); }
+
+/* Commits a group of packages in one READ COMMITTED transaction (one
+ * COMMIT, one flush), as LMDB's group committer does in one write
+ * transaction: each package is applied after the ones before it, so its
+ * serial checks see their writes, and takes the next serial. A package
+ * that fails before writing (a conflict found by its serial checks: the
+ * usual failure) drops out and the transaction goes on. One that fails
+ * after writing (a reference a pack removed, a map entry conflict, a
+ * statement error) spoils the transaction: it is rolled back, that
+ * package drops out with its own outcome (or, for a deadlock or a
+ * serialization failure, is tried again, 5 times at most), and the
+ * packages before it are applied again in a new transaction; none of
+ * them was visible meanwhile. So each package commits atomically and on
+ * its own, as engine.h asks. The transaction commits with
+ * synchronous_commit off (the meta row lock is not held through a flush:
+ * that would serialize the flushes of all sessions); flush_wait then
+ * waits for the flush once for the whole call. */
 static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     ost__engine *e = s->e;
     int whole = 0;
+    size_t committed = 0; /* pkgs[0, committed) are past their COMMIT */
     if (s->snap) pg_snap_end(s);
     for (size_t i = 0; i < n; i++) {
         ost__pkg *p = pkgs[i];
@@ -1532,71 +1628,103 @@ static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         p->msg[0] = 0;
         p->serial = 0;
         p->conflict_oid = UINT64_MAX;
-        if (whole) {
-            p->rc = whole;
-            ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(e->st));
-            continue;
-        }
-        if (!p->nrecs && !p->nments) continue; /* changed ghosts only: no serial */
-        if (e->read_only) {
+        if (e->read_only && (p->nrecs || p->nments)) {
             p->rc = ost__st_fail(e->st, OST_EREADONLY, "%s: commit: the store is read-only", e->shown);
             ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(e->st));
+        }
+    }
+    size_t i = 0;
+    while (i < n && !whole) {
+        while (i < n && pkg_skip(pkgs[i])) i++;
+        if (i == n) break;
+        size_t first = i, count = 0;
+        uint8_t tries[GROUP_MAX] = {0};
+        int rc = sess_conn(s);
+        /* one round trip: the simple protocol takes both statements */
+        if (!rc)
+            rc = e->sync_off ? run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED",
+                                    NULL)
+                             : exec_simple(e, s->conn, "commit: begin",
+                                           "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL "
+                                           "synchronous_commit TO off");
+        if (rc) {
+            if (s->conn && PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
+            pkg_fail(s, pkgs[i], rc);
+            if (rc == OST_EIO && (!s->conn || PQstatus(s->conn) != CONNECTION_OK)) whole = rc;
+            i++;
             continue;
         }
-        int rc = 0;
-        for (int tries = 0;; tries++) {
-            if ((rc = sess_conn(s))) {
-                pkg_fail(s, p, rc);
+        s->write = true;
+        size_t j = first;
+        while (j < n && count < GROUP_MAX && !whole) {
+            ost__pkg *p = pkgs[j];
+            if (pkg_skip(p)) {
+                j++;
+                continue;
+            }
+            p->msg[0] = 0;
+            p->serial = 0;
+            p->conflict_oid = UINT64_MAX;
+            s->wrote = false;
+            bool retry = false;
+            rc = apply(s, p, &retry);
+            keep_clear(s);
+            if (!rc) {
+                count++;
+                j++;
+                continue;
+            }
+            bool live = PQstatus(s->conn) == CONNECTION_OK;
+            if (live && !s->wrote && PQtransactionStatus(s->conn) == PQTRANS_INTRANS) {
+                p->rc = rc; /* nothing of p was written: the others go on */
+                j++;
+                continue;
+            }
+            /* the transaction is spoiled: roll it back, drop p (or try it
+             * again) and apply the packages before it again */
+            if (live) PQclear(PQexec(s->conn, "ROLLBACK"));
+            if (!live || PQstatus(s->conn) != CONNECTION_OK) {
+                p->rc = rc;
+                whole = rc == OST_EIO ? rc : OST_EIO;
                 break;
             }
-            /* The commit itself does not wait for the flush: the meta row
-             * lock is released at COMMIT, and holding it through a flush
-             * would serialize the flushes of all sessions. The flush is
-             * waited for after it (see below). */
-            /* one round trip: the simple protocol takes both statements */
-            rc = e->sync_off ? run0(e, s->conn, "commit: begin",
-                                    "BEGIN ISOLATION LEVEL READ COMMITTED", NULL)
+            if (retry && j - first < GROUP_MAX && tries[j - first] < 5) {
+                tries[j - first]++;
+                p->rc = 0;
+            } else
+                p->rc = rc;
+            for (size_t k = first; k < j; k++) pkgs[k]->serial = 0;
+            rc = e->sync_off ? run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED",
+                                    NULL)
                              : exec_simple(e, s->conn, "commit: begin",
                                            "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL "
                                            "synchronous_commit TO off");
             if (rc) {
-                if (PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
-                pkg_fail(s, p, rc);
+                whole = rc;
                 break;
             }
-            s->write = true;
-            bool retry = false;
-            p->msg[0] = 0;
-            p->conflict_oid = UINT64_MAX;
-            rc = apply(s, p, &retry);
-            if (!rc) {
-                bool r2 = false;
-                PGresult *r = run(e, s->conn, "commit", "COMMIT", NULL, &rc, &r2);
-                PQclear(r);
-                /* Durability: a transaction of its own that takes an xid
-                 * commits synchronously, so it returns once the WAL is
-                 * flushed past its commit record, hence past ours. Other
-                 * sessions' flushes merge with it (group commit), since
-                 * no lock is held. */
-                if (!rc && !e->sync_off)
-                    rc = run0(e, s->conn, "commit: waiting for the flush", "SELECT txid_current()",
-                              NULL);
-                if (rc) {
-                    retry = r2;
-                    pkg_fail(s, p, rc);
-                }
-            } else if (PQstatus(s->conn) == CONNECTION_OK)
-                PQclear(PQexec(s->conn, "ROLLBACK"));
-            s->write = false;
-            keep_clear(s);
-            if (!rc || !retry || tries >= 5) break;
+            j = first;
+            count = 0;
         }
-        if (rc) {
-            p->rc = rc;
-            p->serial = 0;
-            if (rc == OST_EIO && (!s->conn || PQstatus(s->conn) != CONNECTION_OK)) whole = rc;
+        if (!whole) {
+            rc = 0; /* run sets it on failure only */
+            PGresult *r = run(e, s->conn, "commit", "COMMIT", NULL, &rc, NULL);
+            PQclear(r);
+            if (!rc) committed = j;
+            else if (rc == OST_EIO && PQstatus(s->conn) != CONNECTION_OK) whole = rc;
+            else fail_range(s, pkgs, first, j, rc);
         }
+        if (whole) {
+            /* nothing of this transaction is known committed */
+            if (s->conn && PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
+            fail_range(s, pkgs, first, n, whole);
+        }
+        s->write = false;
+        i = j;
     }
+    if (committed && !e->sync_off && flush_wait(s, pkgs, committed) == OST_EIO &&
+        (!s->conn || PQstatus(s->conn) != CONNECTION_OK))
+        whole = OST_EIO;
     return whole;
 }
 

@@ -16,6 +16,10 @@
 #   OST_TEST_PG_STOP     a command that stops it (START starts it again)
 #   OST_TEST_PG_START
 #
+# Environment: PGSERVER_FSYNC=on (default off) turns fsync,
+# synchronous_commit and full_page_writes on; PGSERVER_SHARED_BUFFERS
+# (default 32MB, e.g. 2GB for benchmarks) sets shared_buffers.
+#
 # The server is stopped and the directory removed whatever happens. The
 # exit status is COMMAND's.
 set -u
@@ -23,6 +27,12 @@ BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 if [ ! -x "$BIN/initdb" ]; then
   echo "pgserver.sh: $BIN/initdb not found (apt-get install postgresql)" >&2
   exit 77
+fi
+# shared_buffers: 32MB for the tests, PGSERVER_SHARED_BUFFERS (see below)
+bufs=${PGSERVER_SHARED_BUFFERS:-32MB}
+if ! [[ "$bufs" =~ ^[0-9]+(kB|MB|GB)$ ]]; then
+  echo "pgserver.sh: PGSERVER_SHARED_BUFFERS: '$bufs' is not a size such as 512MB or 2GB" >&2
+  exit 2
 fi
 dir=$(mktemp -d /tmp/ostore-pg.XXXXXX) || exit 1
 chmod 755 "$dir"
@@ -44,6 +54,9 @@ trap 'exit 130' INT TERM
 # Only a unix socket in $dir (listen_addresses empty); fsync off keeps the
 # tests quick (a crash of the test machine loses nothing of value), and
 # PGSERVER_FSYNC=on (benchmarks) flushes as a production server does.
+# shared_buffers is 32MB for the tests; PGSERVER_SHARED_BUFFERS (e.g. 2GB,
+# benchmarks) sizes it as a production server on this machine would be,
+# so that a benchmark's tables are read from the server's own buffers.
 sync=${PGSERVER_FSYNC:-off}
 cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = ''
@@ -53,7 +66,7 @@ fsync = $sync
 synchronous_commit = $sync
 full_page_writes = $sync
 max_connections = 60
-shared_buffers = 32MB
+shared_buffers = $bufs
 CONF
 opts="-w -t 20 -l $dir/server.log"
 "${as[@]}" "$BIN/pg_ctl" -D "$data" $opts start >/dev/null ||
