@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -547,14 +548,21 @@ static int read_meta(ost__sess *s, ost__snapinfo *info) {
     return 0;
 }
 
-/* A counter of meta as the simple protocol gives it (text). */
+/* A counter of meta as the simple protocol gives it (text), read as the
+ * binary form reads the bigint (rd64): a negative one, which only damage
+ * writes, becomes the u64 of the same bits, which the store's checks then
+ * report as the absurd value it is (the -1 of next_oid as 2^64 - 1). */
 static bool meta_num(const PGresult *r, int col, uint64_t *out) {
     const char *v = PQgetvalue(r, 0, col);
     char *end;
-    if (!*v || *v == '-') return false;
-    unsigned long long x = strtoull(v, &end, 10);
-    *out = x;
-    return !*end;
+    if (!*v) return false;
+    errno = 0;
+    if (*v == '-') {
+        long long x = strtoll(v, &end, 10);
+        *out = (uint64_t)x;
+    } else
+        *out = strtoull(v, &end, 10);
+    return !*end && !errno;
 }
 
 /* Begins the snapshot and reads meta in one round trip: the simple
