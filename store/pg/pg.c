@@ -1609,6 +1609,19 @@ static int flush_wait(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
 /* Whether pkgs[i] takes part in a commit at all. */
 static bool pkg_skip(const ost__pkg *p) { return p->rc || (!p->nrecs && !p->nments); }
 
+/* Begins the transaction of a commit group on s's connection: READ
+ * COMMITTED, with COMMIT not waiting for the flush (a store of full
+ * durability waits for it once for the whole group, after COMMIT: the SET
+ * LOCAL, in the same round trip, since the simple protocol takes both
+ * statements; a store of lesser durability has it off for the session).
+ * 0 or the failure. */
+static int begin_group(ost__engine *e, ost__sess *s) {
+    if (e->sync_off)
+        return run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
+    return exec_simple(e, s->conn, "commit: begin",
+                       "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit TO off");
+}
+
 /* Commits a group of packages in one READ COMMITTED transaction (one
  * COMMIT, one flush), as LMDB's group committer does in one write
  * transaction: each package is applied after the ones before it, so its
@@ -1648,13 +1661,7 @@ static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         size_t first = i, count = 0;
         uint8_t tries[GROUP_MAX] = {0};
         int rc = sess_conn(s);
-        /* one round trip: the simple protocol takes both statements */
-        if (!rc)
-            rc = e->sync_off ? run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED",
-                                    NULL)
-                             : exec_simple(e, s->conn, "commit: begin",
-                                           "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL "
-                                           "synchronous_commit TO off");
+        if (!rc) rc = begin_group(e, s);
         if (rc) {
             if (s->conn && PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
             pkg_fail(s, pkgs[i], rc);
@@ -1702,11 +1709,7 @@ static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
             } else
                 p->rc = rc;
             for (size_t k = first; k < j; k++) pkgs[k]->serial = 0;
-            rc = e->sync_off ? run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED",
-                                    NULL)
-                             : exec_simple(e, s->conn, "commit: begin",
-                                           "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL "
-                                           "synchronous_commit TO off");
+            rc = begin_group(e, s);
             if (rc) {
                 whole = rc;
                 break;
