@@ -160,9 +160,11 @@ void ost__obj_free(ost_obj *o, size_t n) {
         size_t len = (n + HUGE_ALIGN - 1) & ~(size_t)(HUGE_ALIGN - 1);
         munmap(o, len);
     } else {
+        /* the class first: the link overwrites the header it is in */
+        unsigned sc = o->sizeclass;
         free_node *f = (free_node *)o;
-        f->next = t_free[o->sizeclass];
-        t_free[o->sizeclass] = f;
+        f->next = t_free[sc];
+        t_free[sc] = f;
     }
 }
 
