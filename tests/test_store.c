@@ -1290,6 +1290,63 @@ OST_TEST(store, cache_is_bounded_at_transaction_boundaries) {
     ost_store_close(st);
 }
 
+
+OST_TEST(store, reads_step_to_neighbours_and_jump_anywhere) {
+    /* The LMDB engine reads a record next to the last one it read by a
+     * cursor step and far ones from the B-tree's root: every mix of the
+     * two, and a missing oid next to a present one, reads the right
+     * record or none. */
+    ost_store *st = store_with_items();
+    ost_conn *c = conn_of(st);
+    /* one more object, past a gap of oids (a new connection's block) */
+    ost_value far = new_node();
+    set(far, "i", ost_int(-1));
+    root_set(c, "far", far);
+    commit_ok(c);
+    uint64_t far_oid = ost_oid(c, far);
+    cr_assert_gt(far_oid, NITEMS + 2, "the new block starts past a gap: %llu", (unsigned long long)far_oid);
+    ost_conn_close(c);
+    c = conn_of(st);
+    ost_conn_set_cache_size(c, 10);
+    const uint64_t walk[] = {5,   6,   7,   6,    5,    4,   500, 501, 499, 498, 1000,
+                             999, 1,   2,   1,    1000, 700, 300, 301, 302, 2,   3};
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < sizeof walk / sizeof walk[0]; i++) {
+            ost_value n;
+            int rc = ost_conn_get(c, walk[i], &n);
+            cr_assert_eq(rc, 0, "oid %llu: %s", (unsigned long long)walk[i], ost_conn_errmsg(c));
+            cr_assert_eq(iattr(n, "i"), (int64_t)walk[i] - 1, "oid %llu", (unsigned long long)walk[i]);
+        }
+        ost_value n;
+        cr_assert_eq(ost_conn_get(c, 1000, &n), 0);
+        cr_assert_eq(ost_conn_get(c, NITEMS + 1, &n), OST_ENOTFOUND, "one past the last, by a step");
+        cr_assert(strstr(ost_conn_errmsg(c), "no such object"), "%s", ost_conn_errmsg(c));
+        cr_assert_eq(ost_conn_get(c, 999, &n), 0, "%s", ost_conn_errmsg(c));
+        cr_assert_eq(iattr(n, "i"), 998);
+        /* the next key after a missing oid is another record: not it */
+        cr_assert_eq(ost_conn_get(c, far_oid, &n), 0);
+        cr_assert_eq(iattr(n, "i"), -1);
+        cr_assert_eq(ost_conn_get(c, far_oid - 1, &n), OST_ENOTFOUND, "the gap before it, by a step");
+        cr_assert_eq(ost_conn_get(c, NITEMS, &n), 0);
+        cr_assert_eq(ost_conn_get(c, NITEMS + 1, &n), OST_ENOTFOUND, "the gap after the last item");
+        ost_abort(c); /* a new snapshot: the cursor starts again */
+    }
+    /* a pseudo-random walk of steps and jumps, a transaction every 37 */
+    uint64_t oid = 1, x = 12345;
+    for (int i = 0; i < 3000; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        int r = (int)(x >> 60);
+        if (r < 6) oid = oid < NITEMS ? oid + 1 : 1;
+        else if (r < 12) oid = oid > 1 ? oid - 1 : NITEMS;
+        else oid = 1 + (x >> 20) % NITEMS;
+        ost_value n;
+        cr_assert_eq(ost_conn_get(c, oid, &n), 0);
+        cr_assert_eq(iattr(n, "i"), (int64_t)oid - 1, "step %d: oid %llu", i, (unsigned long long)oid);
+        if (i % 37 == 0) ost_abort(c);
+    }
+    ost_conn_close(c);
+    ost_store_close(st);
+}
 OST_TEST(store, cache_drops_objects_only_it_holds) {
     ost_store *st = store_with_items();
     ost_conn *c = conn_of(st);

@@ -215,17 +215,42 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
     } else {
         /* a positioned cursor finds a record on the same leaf page as the
          * last one (an object's references often are) without descending
-         * the B-tree again */
+         * the B-tree again; the record just before or after the last one
+         * (objects made together refer to each other: a list and its
+         * items, one item and the next) is one step away */
         if (!s->rcur || s->rcur_gen != s->gen) {
             int crc = s->rcur ? mdb_cursor_renew(s->rtxn, s->rcur)
                               : mdb_cursor_open(s->rtxn, s->st->recs, &s->rcur);
+            s->rcur_at = false;
             if (crc) {
                 if (s->rcur) mdb_cursor_close(s->rcur);
                 s->rcur = NULL;
             } else
                 s->rcur_gen = s->gen;
         }
-        rc = s->rcur ? mdb_cursor_get(s->rcur, &k, &v, MDB_SET) : mdb_get(s->rtxn, s->st->recs, &k, &v);
+        if (!s->rcur) {
+            rc = mdb_get(s->rtxn, s->st->recs, &k, &v);
+        } else {
+            bool stepped = false;
+            if (s->rcur_at && (oid == s->rcur_oid + 1 || oid + 1 == s->rcur_oid)) {
+                MDB_val sk;
+                int src = mdb_cursor_get(s->rcur, &sk, &v, oid > s->rcur_oid ? MDB_NEXT : MDB_PREV);
+                stepped = !src && sk.mv_size == 8 && memcmp(sk.mv_data, kb, 8) == 0;
+            }
+            if (stepped) {
+                rc = 0;
+            } else {
+                /* far from the last key, the cursor's page is no help, and
+                 * checking it costs two comparisons: start from the root
+                 * (renewing in the same transaction cannot fail; if it
+                 * did, MDB_SET still finds the key) */
+                uint64_t d = oid > s->rcur_oid ? oid - s->rcur_oid : s->rcur_oid - oid;
+                if (s->rcur_at && d > 256) (void)mdb_cursor_renew(s->rtxn, s->rcur);
+                rc = mdb_cursor_get(s->rcur, &k, &v, MDB_SET);
+            }
+            s->rcur_at = rc == 0;
+            s->rcur_oid = oid;
+        }
     }
     if (rc == MDB_NOTFOUND)
         return ost__st_fail(s->st, OST_ENOTFOUND, "oid %llu: no such object",

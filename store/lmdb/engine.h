@@ -28,6 +28,8 @@ struct ost__sess {
     uint64_t gen;   /* counts the (re)openings of rtxn */
     MDB_cursor *rcur; /* on the records, for get, valid while rcur_gen == gen */
     uint64_t rcur_gen;
+    uint64_t rcur_oid; /* the key rcur is on, when rcur_at */
+    bool rcur_at;
     MDB_txn *wtxn;  /* the write transaction inside commit (NULL: none) */
     int mdb_rc;     /* the last LMDB result a write op translated */
     uint64_t apply_ns, commit_ns; /* commit: time applying and committing */
