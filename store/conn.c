@@ -26,39 +26,75 @@ static void commit_done(ost_conn *c, int rc);
 
 /* ---- the cache -------------------------------------------------------------- */
 
-/* The oid table: linear probing over entry indexes (+ 1), a Fibonacci
- * hash of the oid (oids are dense and sequential, so the multiply spreads
- * neighbours apart); deletion shifts the rest of the cluster back. Kept at
- * most half full. An index costs 4 bytes, and an object finds its own
- * entry through its pidx: 8 to 16 bytes per cached object for lookups,
- * where two pointer tables took 64. */
-static inline size_t oid_home(const ost_conn *c, uint64_t oid) {
-    return (size_t)((oid * 0x9E3779B97F4A7C15ULL) >> 32) & c->oidmask;
+/* The entry at index i. */
+static inline ost__pent *ent(const ost_conn *c, size_t i) {
+    return &c->echunks[i >> OST__ECHUNK_BITS][i & (OST__ECHUNK - 1)];
 }
 
+/* The oid table: linear probing over entry indexes (+ 1), at most 4/5
+ * full. The oid's Fibonacci hash (oids are dense and sequential: the
+ * multiply spreads neighbours apart) picks the home slot from its high
+ * half, scaled to the table (which need not be a power of 2: sizes step by
+ * 4, 5, 6, 7 times a power of 2, so a table is at least 57% full when it
+ * has just grown); bits of its low half above the index bits are kept in
+ * the slot, so a probe past another oid's slot rarely reads that entry
+ * (a cache miss each). Deletion shifts the rest of the cluster back.
+ * A cached object costs 4 / load bytes here (5 to 7), and its entry 24:
+ * an object finds its own entry through its pidx. */
+static inline uint64_t oid_hash(uint64_t oid) { return oid * 0x9E3779B97F4A7C15ULL; }
+
+static inline size_t oid_home(const ost_conn *c, uint64_t h) {
+    return (size_t)(((h >> 32) * (uint64_t)c->oidcap) >> 32);
+}
+
+static inline uint32_t oid_tag(const ost_conn *c, uint64_t h) { return (uint32_t)h & ~c->oididx; }
+
 static uint32_t *oid_slot(ost_conn *c, uint64_t oid) {
-    size_t i = oid_home(c, oid);
+    uint64_t h = oid_hash(oid);
+    uint32_t tag = oid_tag(c, h);
+    size_t i = oid_home(c, h);
     for (;;) {
-        uint32_t *s = &c->oidtab[i];
-        if (!*s || c->ents[*s - 1].oid == oid) return s;
-        i = (i + 1) & c->oidmask;
+        uint32_t *s = &c->oidtab[i], v = *s;
+        if (!v || ((v & ~c->oididx) == tag && ent(c, (v & c->oididx) - 1)->oid == oid)) return s;
+        if (++i == c->oidcap) i = 0;
     }
 }
 
+/* Points oid's slot at entry i. */
+static void oid_set(ost_conn *c, uint64_t oid, size_t i) {
+    *oid_slot(c, oid) = oid_tag(c, oid_hash(oid)) | (uint32_t)(i + 1);
+}
+
+/* The next table size: 4, 5, 6, 7, 8 (= 4 of the next power) ... times
+ * a power of 2. */
+static size_t next_cap(size_t n) {
+    unsigned k = 0;
+    while ((n >> k) > 7) k++;
+    return ((n >> k) + 1) << k;
+}
+
+/* Makes the oid table take at least one more entry. */
 static int oidtab_grow(ost_conn *c) {
-    size_t n = c->oidtab ? (c->oidmask + 1) * 2 : 512;
+    size_t n = c->oidtab ? next_cap(c->oidcap) : 512;
+    size_t max = n / 5 * 4;
+    /* an index + 1 up to max and the home's scaling take 32 bits */
+    if (n > ((size_t)1 << 32) || max >= UINT32_MAX) return OST_ENOMEM;
     uint32_t *t = calloc(n, sizeof *t);
     if (!t) return OST_ENOMEM;
+    unsigned bits = 1;
+    while (bits < 32 && ((uint64_t)1 << bits) <= max) bits++;
     free(c->oidtab);
     c->oidtab = t;
-    c->oidmask = n - 1;
-    for (size_t i = 0; i < c->nents; i++) *oid_slot(c, c->ents[i].oid) = (uint32_t)(i + 1);
+    c->oidcap = n;
+    c->oidmax = max;
+    c->oididx = bits >= 32 ? UINT32_MAX : ((uint32_t)1 << bits) - 1;
+    for (size_t i = 0; i < c->nents; i++) oid_set(c, ent(c, i)->oid, i);
     return 0;
 }
 
 static ost__pent *find_oid(ost_conn *c, uint64_t oid) {
     uint32_t s = *oid_slot(c, oid);
-    return s ? &c->ents[s - 1] : NULL;
+    return s ? ent(c, (s & c->oididx) - 1) : NULL;
 }
 
 static inline uint32_t *pidx_of(ost_value obj) { return &((ost_inst_obj *)obj)->pidx; }
@@ -76,26 +112,31 @@ static ost__pent *find_obj(ost_conn *c, ost_value obj) {
         return NULL;
     uint32_t p = *pidx_of(obj);
     /* an object of another connection has no entry here at its index */
-    return p && p <= c->nents && c->ents[p - 1].obj == obj ? &c->ents[p - 1] : NULL;
+    return p && p <= c->nents && ent(c, p - 1)->obj == obj ? ent(c, p - 1) : NULL;
 }
 
 /* Adds obj (a new reference is taken) under oid. */
 static int cache_add(ost_conn *c, ost_value obj, uint64_t oid, uint64_t serial) {
     if (ost__type(obj) != OST_T_INSTANCE) return OST_EINVAL;
     if (c->nents >= UINT32_MAX - 1) return OST_ENOMEM; /* pidx is 32 bits */
-    if (c->nents == c->capents) {
-        size_t cap = c->capents ? c->capents * 2 : 256;
-        ost__pent *e = realloc(c->ents, cap * sizeof *e);
-        if (!e) return OST_ENOMEM;
-        c->ents = e;
-        c->capents = cap;
+    if (c->nents == c->nechunks * OST__ECHUNK) {
+        if (c->nechunks == c->capechunks) {
+            size_t cap = c->capechunks ? c->capechunks * 2 : 8;
+            ost__pent **t = realloc(c->echunks, cap * sizeof *t);
+            if (!t) return OST_ENOMEM;
+            c->echunks = t;
+            c->capechunks = cap;
+        }
+        ost__pent *chunk = malloc(OST__ECHUNK * sizeof *chunk);
+        if (!chunk) return OST_ENOMEM;
+        c->echunks[c->nechunks++] = chunk;
     }
-    if ((c->nents + 1) * 2 > c->oidmask + 1 && oidtab_grow(c)) return OST_ENOMEM;
+    if (c->nents + 1 > c->oidmax && oidtab_grow(c)) return OST_ENOMEM;
     size_t i = c->nents;
-    c->ents[i] = (ost__pent){oid, serial, ost_incref(obj)};
+    *ent(c, i) = (ost__pent){oid, serial, ost_incref(obj)};
     ((ost_inst_obj *)obj)->pbytes = 0;
     c->nents++;
-    *oid_slot(c, oid) = (uint32_t)(i + 1);
+    oid_set(c, oid, i);
     *pidx_of(obj) = (uint32_t)(i + 1);
     OST__O(obj)->flags |= OST__F_PERSISTENT;
     return 0;
@@ -109,10 +150,10 @@ static void oidtab_del(ost_conn *c, uint64_t oid) {
     size_t i = (size_t)(s - c->oidtab), j = i;
     *s = 0;
     for (;;) {
-        j = (j + 1) & c->oidmask;
+        if (++j == c->oidcap) j = 0;
         uint32_t v = c->oidtab[j];
         if (!v) return;
-        size_t h = oid_home(c, c->ents[v - 1].oid);
+        size_t h = oid_home(c, oid_hash(ent(c, (v & c->oididx) - 1)->oid));
         /* v may fill the hole at i unless its home lies cyclically in (i, j] */
         if (i <= j ? (h > i && h <= j) : (h > i || h <= j)) continue;
         c->oidtab[i] = v;
@@ -124,13 +165,14 @@ static void oidtab_del(ost_conn *c, uint64_t oid) {
 /* Removes entry i (swapping the last one in) and drops the cache's
  * reference. */
 static void cache_remove(ost_conn *c, size_t i) {
-    ost__pent e = c->ents[i];
+    ost__pent e = *ent(c, i);
     oidtab_del(c, e.oid);
     size_t last = --c->nents;
     if (i != last) {
-        c->ents[i] = c->ents[last];
-        *oid_slot(c, c->ents[i].oid) = (uint32_t)(i + 1);
-        *pidx_of(c->ents[i].obj) = (uint32_t)(i + 1);
+        ost__pent *d = ent(c, i);
+        *d = *ent(c, last);
+        oid_set(c, d->oid, i);
+        *pidx_of(d->obj) = (uint32_t)(i + 1);
     }
     *pidx_of(e.obj) = 0;
     /* a ghost stays one: it can no longer load, and no connection may
@@ -185,7 +227,7 @@ static int apply_invalidations(ost_conn *c, uint64_t last) {
     if (rc) return rc;
     if (gap)
         for (size_t i = 0; i < c->nents; i++)
-            if (!(OST__O(c->ents[i].obj)->flags & OST__F_CHANGED)) ghostify(c->ents[i].obj);
+            if (!(OST__O(ent(c, i)->obj)->flags & OST__F_CHANGED)) ghostify(ent(c, i)->obj);
     c->seen_serial = last;
     return 0;
 }
@@ -197,7 +239,7 @@ static void drop_packed(ost_conn *c, uint64_t low) {
     if (low == c->low_seen) return;
     c->low_seen = low;
     for (size_t i = c->nents; i-- > 0;) {
-        ost__pent *e = &c->ents[i];
+        ost__pent *e = ent(c, i);
         if (!e->serial || (OST__O(e->obj)->flags & OST__F_CHANGED)) continue;
         ost__recview r;
         if (c->st->ops->get(c->sess, e->oid, &r) != OST_ENOTFOUND) continue;
@@ -818,7 +860,7 @@ static void conn_release(ost_conn *c) {
     ost_abort(c);
     ost__maps_free(c);
     /* the objects stay valid for their holders, as ghosts without a jar */
-    for (size_t i = 0; i < c->nents; i++) ghostify(c->ents[i].obj);
+    for (size_t i = 0; i < c->nents; i++) ghostify(ent(c, i)->obj);
     while (c->nents) cache_remove(c, c->nents - 1);
     ost_store *st = c->st;
     end_snapshot(c);
@@ -839,8 +881,11 @@ static void conn_release(ost_conn *c) {
 static void conn_free_parts(ost_conn *c) {
     free(c->oidtab);
     c->oidtab = NULL;
-    c->oidmask = 0;
-    free(c->ents);
+    c->oidcap = c->oidmax = 0;
+    for (size_t i = 0; i < c->nechunks; i++) free(c->echunks[i]);
+    free(c->echunks);
+    c->echunks = NULL;
+    c->nechunks = c->capechunks = 0;
     free(c->changed);
     ost_writer_free(c->w);
     ost_reader_free(c->r);
@@ -851,9 +896,8 @@ static void conn_free_parts(ost_conn *c) {
     if (c->pf) free(c->pf->r);
     free(c->pf);
     c->pf = NULL;
-    c->ents = NULL;
     c->changed = NULL;
-    c->nents = c->capents = c->nchanged = c->capchanged = 0;
+    c->nents = c->nchanged = c->capchanged = 0;
     c->w = NULL;
     c->r = NULL;
     c->hooks = NULL;
@@ -928,7 +972,7 @@ size_t ost_conn_cache_count(const ost_conn *c, size_t *active) {
     if (active) {
         *active = 0;
         for (size_t i = 0; i < c->nents; i++)
-            if (!(OST__O(c->ents[i].obj)->flags & OST__F_GHOST)) (*active)++;
+            if (!(OST__O(ent(c, i)->obj)->flags & OST__F_GHOST)) (*active)++;
     }
     return c->nents;
 }
@@ -938,29 +982,29 @@ size_t ost_conn_cache_count(const ost_conn *c, size_t *active) {
 static void cache_gc(ost_conn *c) {
     size_t active = 0, bytes = 0;
     for (size_t i = 0; i < c->nents; i++)
-        if (!(OST__O(c->ents[i].obj)->flags & OST__F_GHOST)) {
+        if (!(OST__O(ent(c, i)->obj)->flags & OST__F_GHOST)) {
             active++;
-            bytes += pbytes(c->ents[i].obj);
+            bytes += pbytes(ent(c, i)->obj);
         }
     if (active <= c->cache_max && bytes <= c->cache_max_bytes && c->nents <= c->cache_max)
         return;
     for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {
-        ost_value o = c->ents[i].obj;
-        if (c->ents[i].oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
+        ost_value o = ent(c, i)->obj;
+        if (ent(c, i)->oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
         if (OST__O(o)->refcnt == 1) {
             if (!(OST__O(o)->flags & OST__F_GHOST)) {
                 active--;
-                bytes -= pbytes(c->ents[i].obj);
+                bytes -= pbytes(ent(c, i)->obj);
             }
             cache_remove(c, i);
         }
     }
     for (size_t i = 0; i < c->nents && (active > c->cache_max || bytes > c->cache_max_bytes); i++) {
-        ost_value o = c->ents[i].obj;
-        if (c->ents[i].oid == 0 || (OST__O(o)->flags & (OST__F_CHANGED | OST__F_GHOST))) continue;
+        ost_value o = ent(c, i)->obj;
+        if (ent(c, i)->oid == 0 || (OST__O(o)->flags & (OST__F_CHANGED | OST__F_GHOST))) continue;
         ghostify(o);
         active--;
-        bytes -= pbytes(c->ents[i].obj);
+        bytes -= pbytes(ent(c, i)->obj);
     }
 }
 
@@ -1071,7 +1115,7 @@ static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
 /* Undoes the oids given during a failed commit. */
 static void drop_new(ost_conn *c) {
     while (c->nents > c->nnew_start) {
-        ost_value o = c->ents[c->nents - 1].obj;
+        ost_value o = ent(c, c->nents - 1)->obj;
         for (size_t i = 0; i < c->nchanged; i++)
             if (c->changed[i] == o) c->changed[i] = 0;
         OST__O(o)->flags &= (uint8_t)~OST__F_CHANGED;
@@ -1316,7 +1360,7 @@ int ost__conn_cache_add(ost_conn *c, ost_value obj, uint64_t oid) {
 /* Drops oid from the cache (a new map that abort undoes). */
 void ost__conn_forget(ost_conn *c, uint64_t oid) {
     ost__pent *e = find_oid(c, oid);
-    if (e) cache_remove(c, (size_t)(e - c->ents));
+    if (e) cache_remove(c, *pidx_of(e->obj) - 1);
 }
 
 /* After a bulk load: the next read takes a new snapshot, which sees the

@@ -126,6 +126,10 @@ struct ost_store {
     size_t gc_cap;
 };
 
+/* Entries in a chunk of the cache (a power of 2). */
+#define OST__ECHUNK_BITS 10
+#define OST__ECHUNK ((size_t)1 << OST__ECHUNK_BITS)
+
 /* One cached persistent object. */
 typedef struct {
     uint64_t oid;
@@ -153,13 +157,17 @@ struct ost_conn {
     size_t ncls_by_id;
     uint64_t low_seen;    /* meta.low when the cache was last checked */
     uint64_t seen_serial; /* invalidations applied up to this commit */
-    /* The cache: one entry per object in ents; an object finds its entry
-     * through its own pidx (ents[pidx - 1]), and an oid through oidtab,
-     * open addressing of entry index + 1 (0: empty), hashed by oid. */
-    ost__pent *ents;
-    size_t nents, capents;
+    /* The cache: one entry per object, entry i at echunks[i / OST__ECHUNK]
+     * (conn.c's ent(); chunks never move, and at most one is part empty);
+     * an object finds its entry through its own pidx (entry pidx - 1), and
+     * an oid through oidtab, open addressing over entry index + 1 (0:
+     * empty) with the oid's hash bits above the index bits (conn.c). */
+    ost__pent **echunks;
+    size_t nents, nechunks, capechunks;
     uint32_t *oidtab;
-    size_t oidmask; /* oidtab size - 1 */
+    size_t oidcap;    /* oidtab's slots: 4, 5, 6 or 7 times a power of 2 */
+    size_t oidmax;    /* entries it takes before it grows: 4/5 of oidcap */
+    uint32_t oididx;  /* the slot bits that hold an index: 2^k - 1 >= oidmax */
     ost_value *changed; /* objects changed in this transaction */
     size_t nchanged, capchanged;
     size_t cache_max;       /* objects with state kept at transaction ends */
