@@ -12,6 +12,26 @@
 #include "lmdb/engine.h"
 #include "store_internal.h"
 
+#ifdef __linux__
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* The committers of a group sleep on one futex, the store's gc_epoch, and
+ * one FUTEX_WAKE wakes them all: a semaphore post each took the committer
+ * thread 7 us a post at 16 threads (the woken thread often took its CPU
+ * before the next post), a quarter of a group's time with a fast sync.
+ * No lock is taken on waking (each checks its own package's done flag),
+ * so they do not queue as on a condition variable's broadcast. */
+#define GC_FUTEX 1
+static void epoch_wait(uint32_t *epoch, uint32_t seen) {
+    syscall(SYS_futex, epoch, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+static void epoch_wake_all(uint32_t *epoch) {
+    syscall(SYS_futex, epoch, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+#endif
+
 /* ---- class ids, cached per store -------------------------------------------- */
 
 /* Returns the id of cls, creating it (ops->class_id: a durable transaction
@@ -288,11 +308,22 @@ static void committer_main(void *arg) {
         *wtail = NULL;
         if (st->gc_cond_waiters) uv_cond_broadcast(&st->gc_done);
         uv_mutex_unlock(&st->gc_lock);
+#ifdef GC_FUTEX
+        if (wake) {
+            for (ost__pkg *p = wake, *next; p; p = next) {
+                next = p->wnext; /* p may be gone once its done flag is set */
+                __atomic_store_n(&p->done, true, __ATOMIC_RELEASE);
+            }
+            __atomic_fetch_add(&st->gc_epoch, 1, __ATOMIC_RELEASE);
+            epoch_wake_all(&st->gc_epoch);
+        }
+#else
         for (ost__pkg *p = wake, *next; p; p = next) {
             next = p->wnext; /* p may be gone once its committer is woken */
             p->done = true;
             uv_sem_post(&p->sem);
         }
+#endif
         uv_mutex_lock(&st->gc_lock);
     }
     uv_mutex_unlock(&st->gc_lock);
@@ -362,7 +393,17 @@ void ost__pkg_submit(ost_store *st, ost__pkg *p) {
  * pending) on gc_done. */
 int ost__pkg_wait(ost_store *st, ost__pkg *p) {
     if (!p->async) {
+#ifdef GC_FUTEX
+        /* the epoch before the flag: a group done in between changes it,
+         * and the wait returns at once */
+        for (;;) {
+            uint32_t e = __atomic_load_n(&st->gc_epoch, __ATOMIC_ACQUIRE);
+            if (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) break;
+            epoch_wait(&st->gc_epoch, e);
+        }
+#else
         uv_sem_wait(&p->sem);
+#endif
         return p->rc;
     }
     uv_mutex_lock(&st->gc_lock);

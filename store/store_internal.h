@@ -114,6 +114,7 @@ struct ost_store {
     uint64_t gc_last_ns; /* how long the last group took to apply and sync */
     uint64_t gc_last_gather_ns; /* how long the last complete group took to gather */
     uint64_t gc_groups; /* groups committed (for tests and benchmarks) */
+    uint32_t gc_epoch;  /* bumped after each group's packages are done (Linux: a futex) */
     /* where the committer's time went, in ns (for benchmarks): waiting for
      * a first package, gathering the rest of a group, applying the
      * packages, committing (writing and syncing) */
