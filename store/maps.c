@@ -1108,6 +1108,19 @@ typedef struct {
     int64_t delta;
 } mdelta;
 
+int ost__maps_count_add(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t map,
+                        int64_t delta, uint64_t serial) {
+    int rc = ops->map_count_add(s, map, delta, serial);
+    if (rc == OST_ECONFLICT)
+        ost__fmt(p->msg, sizeof p->msg,
+                 "conflict on map %llu: it was removed (pack) after this transaction read it",
+                 (unsigned long long)map);
+    else if (rc == OST_ECORRUPT)
+        ost__fmt(p->msg, sizeof p->msg, "map %llu: its record is not a map record",
+                 (unsigned long long)map);
+    return rc;
+}
+
 int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t serial) {
     mdelta small[8], *d = small;
     size_t nd = 0, capd = 8;
@@ -1194,16 +1207,7 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
         }
         d[nd - 1].delta += dl;
     }
-    for (size_t j = 0; j < nd && !rc; j++) {
-        rc = ops->map_count_add(s, d[j].map, d[j].delta, serial);
-        if (rc == OST_ECONFLICT)
-            ost__fmt(p->msg, sizeof p->msg,
-                     "conflict on map %llu: it was removed (pack) after this transaction read it",
-                     (unsigned long long)d[j].map);
-        else if (rc == OST_ECORRUPT)
-            ost__fmt(p->msg, sizeof p->msg, "map %llu: its record is not a map record",
-                     (unsigned long long)d[j].map);
-    }
+    for (size_t j = 0; j < nd && !rc; j++) rc = ost__maps_count_add(ops, s, p, d[j].map, d[j].delta, serial);
     if (rc == OST_ENOMEM) ost__fmt(p->msg, sizeof p->msg, "out of memory");
     if (d != small) free(d);
     return rc;

@@ -390,6 +390,11 @@ void ost__maps_free(ost_conn *c);
  * against each key's serial, puts and deletes, the maps' counts. 0, or
  * OST_ECONFLICT / OST_ECORRUPT with p->msg set, or another code. */
 int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t serial);
+/* Adds delta to map's count in its record (ops->map_count_add, in the
+ * commit's write transaction), with p->msg saying why on a conflict (the
+ * map was packed away) or a damaged record. 0 or the code. */
+int ost__maps_count_add(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t map,
+                        int64_t delta, uint64_t serial);
 int ost__map_encode_for(ost_conn *c, ost_value m, ost_value key, uint64_t *oid, bool *is_set,
                         uint8_t *kb, size_t *kl);
 /* Sorts a loader batch's map entries by (map, key), keeping the order of
