@@ -258,6 +258,11 @@ typedef struct ost__engine_ops {
                       uint64_t next_class);
     /* Rolls everything back and frees im. NULL is allowed. */
     void (*imp_abort)(ost__import *im);
+    /* Removes the store if it is new (what imp_begin takes), in one
+     * transaction that checks it: OST_EEXIST with what it holds otherwise.
+     * NULL for an engine whose stores the caller removes (LMDB: files in a
+     * directory). ost_store_drop_new. */
+    int (*drop_new)(ost__engine *e);
 } ost__engine_ops;
 
 /* The engine serializes writers itself (LMDB: one write transaction at a

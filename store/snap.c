@@ -617,6 +617,21 @@ void ost_import_abort(ost_import *im) {
     free(im);
 }
 
+int ost_store_drop_new(ost_store *st) {
+    if (!st || !st->eng || !st->ops) return OST_EINVAL;
+    if (!st->ops->drop_new)
+        return ost__st_fail(st, OST_EINVAL,
+                            "%s: a store of engine '%s' is removed with its files, not through "
+                            "the library",
+                            st->shown, st->ops->name);
+    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->shown);
+    uv_mutex_lock(&st->lock);
+    bool busy = st->conns != NULL;
+    uv_mutex_unlock(&st->lock);
+    if (busy) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->shown);
+    return st->ops->drop_new(st->eng);
+}
+
 /* ---- salvage ----------------------------------------------------------------- */
 
 int ost_salvage(const char *src, const char *dst, ost_salvage_fn report, void *ud,

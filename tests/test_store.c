@@ -388,6 +388,44 @@ OST_TEST(store, format_version_mismatch) {
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ECORRUPT);
 }
 
+
+OST_TEST(store, drop_new_removes_only_a_new_store) {
+    /* what a failed `ostore import` or `copy` into a database uses to
+     * leave nothing behind (docs/postgresql.md) */
+    ost_store *st = open_store(true);
+    char msg[512];
+    if (!on_pg()) {
+        cr_assert_eq(ost_store_drop_new(st), OST_EINVAL);
+        cr_assert(strstr(ost_store_errmsg(st), "removed with its files"), "%s", ost_store_errmsg(st));
+        ost_store_close(st);
+        return;
+    }
+    cr_assert_eq(ost_store_drop_new(NULL), OST_EINVAL);
+    /* a new store (the fixture's fresh database): its tables go */
+    cr_assert_eq(ost_store_drop_new(st), 0, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    ost_store_options o = opts_for(false);
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND, "%s", msg);
+    cr_assert(strstr(msg, "no ostore schema"), "%s", msg);
+    /* made again; a connection open: busy, nothing removed */
+    st = open_store(true);
+    ost_conn *c = conn_of(st);
+    cr_assert_eq(ost_store_drop_new(st), OST_EBUSY);
+    /* an object stored: not new, nothing removed */
+    ost_value n = new_node();
+    set(n, "i", ost_int(7));
+    root_set(c, "node", n);
+    commit_ok(c);
+    ost_conn_close(c);
+    cr_assert_eq(ost_store_drop_new(st), OST_EEXIST);
+    cr_assert(strstr(ost_store_errmsg(st), "not a new store"), "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    cr_assert_eq(iattr(root_get(c, "node"), "i"), 7, "the store is intact");
+    ost_conn_close(c);
+    ost_store_close(st);
+}
 OST_TEST(store, same_path_twice_is_busy) {
     LMDB_ONLY("one handle per path in a process (LMDB locks a file; a server takes many)");
     ost_store *st = open_store(true);

@@ -432,11 +432,39 @@ static void remove_created(const char *db, bool dir) {
     if (dir) rmdir(db);
 }
 
+/* Whether the database at db holds no ostore schema (an open without
+ * create says so with OST_ENOTFOUND): then the import or copy makes it,
+ * and removes it again if it fails. */
+static bool db_without_store(const char *db) {
+    ost_store *st = ost_store_new();
+    if (!st) return false;
+    ost_store_options o;
+    ost_store_options_init(&o);
+    bool none = ost_store_open(st, db, &o) == OST_ENOTFOUND;
+    ost_store_close(st);
+    return none;
+}
+
+/* Undoes what open_target created, after a failure: the files (and the
+ * directory) of an LMDB store, the tables of a database's. st is closed. */
+static void undo_created(const char *db, ost_store *st, bool made_dir) {
+    if (!ost_store_addr_is_path(db)) {
+        if (st && ost_store_drop_new(st))
+            fprintf(stderr, "ostore: warning: the store this command made at %s stays: %s\n",
+                    shown(db), ost_store_errmsg(st));
+        ost_store_close(st);
+        return;
+    }
+    ost_store_close(st);
+    remove_created(db, made_dir);
+}
+
 /* A destination store for import and copy, at db: created when missing
- * (or an empty directory), else opened (ost_import_begin then refuses it
- * unless it is new), and locked. *created and *made_dir say what to
- * remove again on failure (remove_created). EXIT_OK with *out, or
- * EXIT_FAIL after the message. */
+ * (a path that does not exist, an empty directory, a database without the
+ * schema), else opened (ost_import_begin then refuses it unless it is
+ * new), and locked. *created and *made_dir say what to remove again on
+ * failure (undo_created). EXIT_OK with *out, or EXIT_FAIL after the
+ * message. */
 static int open_target(const char *db, ost_store **out, bool *created, bool *made_dir) {
     *out = NULL;
     *created = *made_dir = false;
@@ -447,7 +475,7 @@ static int open_target(const char *db, ost_store **out, bool *created, bool *mad
     if (path && (dn < 0 || (size_t)dn >= sizeof datafile))
         return fail("%s: %s", shown(db), strerror(ENAMETOOLONG));
     if (!path) {
-        /* a database: its schema is made when missing; nothing to remove */
+        *created = db_without_store(db); /* its schema is made when missing */
     } else if (stat(db, &sb) != 0) {
         if (errno != ENOENT) return fail("%s: %s", shown(db), strerror(errno));
         *created = *made_dir = true;
@@ -471,8 +499,10 @@ static int open_target(const char *db, ost_store **out, bool *created, bool *mad
         rc = EXIT_FAIL;
     }
     if (rc) {
-        ost_store_close(st);
-        if (*created) remove_created(db, *made_dir);
+        /* a database's failed open made nothing to take back: its schema
+         * is made and checked in the open, which failed */
+        if (*created && path) undo_created(db, st, *made_dir);
+        else ost_store_close(st);
         *created = *made_dir = false;
         return rc;
     }
@@ -915,8 +945,8 @@ out:
     free(maps.v);
     ost_reader_free(rd);
     ost_import_abort(im);
-    ost_store_close(st);
-    if (rc && created) remove_created(db, made_dir);
+    if (rc && created) undo_created(db, st, made_dir);
+    else ost_store_close(st);
     if (!from_stdin) fclose(f);
     free(buf);
     free(mod);
@@ -936,7 +966,7 @@ const cli_cmd cmd_import = {
             "of version 1 (no map entries) and 2 are read. Everything is checked before\n"
             "the one commit (order of oids and keys, classes, lengths, each entry against\n"
             "its map's record, the CRC-32): on any error nothing is written, and a store\n"
-            "directory made by the import is removed again.\n",
+            "made by the import (a directory, or a database's schema) is removed again.\n",
     .run = run_import,
 };
 
@@ -1111,8 +1141,8 @@ out:
     ost_entry_cursor_close(ec);
     ost_snap_cursor_close(cur);
     ost_import_abort(im);
-    ost_store_close(dst_st);
-    if (rc && created) remove_created(dst, made_dir);
+    if (rc && created) undo_created(dst, dst_st, made_dir);
+    else ost_store_close(dst_st);
     raw_end(t);
     ost_store_close(sst);
     return rc;
@@ -1129,7 +1159,7 @@ const cli_cmd cmd_copy = {
             "not exist, be an empty directory, or be a new store. Then it checks DST\n"
             "as 'ostore check' does. A damaged record or entry in SRC stops the copy\n"
             "before anything is written ('ostore salvage' copies what is intact). On\n"
-            "any failure DST is left as it was, and a store directory the copy made is\n"
-            "removed again.\n",
+            "any failure DST is left as it was, and a store the copy made (a directory,\n"
+            "or a database's schema) is removed again.\n",
     .run = run_copy,
 };

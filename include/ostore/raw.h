@@ -168,6 +168,18 @@ OST_EXTERN int ost_import_commit(ost_import *im, uint64_t format, uint64_t next_
                                  uint64_t last_serial, uint64_t next_class);
 /* Drops everything added and frees im. NULL is allowed. */
 OST_EXTERN void ost_import_abort(ost_import *im);
+/* Removes the store st has open if it is new (what ost_import_begin
+ * takes: at most the root, no oid handed out, no map entries), so that an
+ * import or copy into a store it created can fail without leaving one:
+ * PostgreSQL drops the store's tables, after locking them and checking
+ * in the same transaction that the store is still new (a writer that came
+ * meanwhile keeps it: OST_EEXIST, nothing removed). st then only closes
+ * (ost_store_close). An LMDB store is files in a directory, which the
+ * caller removes (`ostore import` does): OST_EINVAL. No connection may be
+ * open: OST_EBUSY. 0, OST_EEXIST, OST_EREADONLY, OST_EBUSY, OST_EINVAL, or
+ * the engine's code (OST_EIO when another session holds the tables for
+ * 10 s); the message is ost_store_errmsg's. */
+OST_EXTERN int ost_store_drop_new(ost_store *st);
 
 /* ---- limits and salvage ------------------------------------------------------ */
 

@@ -2156,6 +2156,32 @@ static int imp_mode(ost__import *im, int mode) {
     return imp_put(im, head, sizeof head); /* signature, flags 0, no extension */
 }
 
+/* Checks, in c's open transaction with the tables locked, that the store
+ * is new: at most the root that ost_store_open wrote (in a commit of its
+ * own, so last_serial may be 2), no oid handed out, no entries. 0, or
+ * OST_EEXIST with what it holds and then need (what needs it new), or the
+ * failure to read. */
+static int check_new(ost__engine *e, PGconn *c, const char *need) {
+    int rc = 0;
+    PGresult *r = run(e, c, "reading meta",
+                      "SELECT (SELECT count(*) FROM ost_records)::bigint, (SELECT count(*) FROM "
+                      "ost_records WHERE oid <> 0)::bigint, (SELECT count(*) FROM "
+                      "ost_ments)::bigint, next_oid, last_serial FROM ost_meta WHERE id = 1",
+                      NULL, &rc, NULL);
+    if (!r) return rc;
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+    }
+    uint64_t nrec = col64(r, 0), others = col64(r, 1), nent = col64(r, 2), next_oid = col64(r, 3),
+             last = col64(r, 4);
+    PQclear(r);
+    if (others || nent || next_oid != 1)
+        return ost__st_fail(e->st, OST_EEXIST, "%s: not a new store (%llu objects, last commit %llu); %s",
+                            e->shown, (unsigned long long)nrec, (unsigned long long)last, need);
+    return 0;
+}
+
 static int pg_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
     (void)size_hint; /* the server grows its files itself */
     *out = NULL;
@@ -2178,29 +2204,8 @@ static int pg_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
                   "EXCLUSIVE MODE",
                   NULL);
     if (rc) return imp_fail(im, rc);
-    PGresult *r = run(e, im->c, "import: reading meta",
-                      "SELECT (SELECT count(*) FROM ost_records)::bigint, (SELECT count(*) FROM "
-                      "ost_records WHERE oid <> 0)::bigint, (SELECT count(*) FROM "
-                      "ost_ments)::bigint, next_oid, last_serial FROM ost_meta WHERE id = 1",
-                      NULL, &rc, NULL);
-    if (!r) return imp_fail(im, rc);
-    if (PQntuples(r) != 1) {
-        PQclear(r);
-        ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
-        return imp_fail(im, OST_ECORRUPT);
-    }
-    uint64_t nrec = col64(r, 0), others = col64(r, 1), nent = col64(r, 2), next_oid = col64(r, 3),
-             last = col64(r, 4);
-    PQclear(r);
-    /* new: at most the root that ost_store_open wrote (in a commit of its
-     * own, so last_serial may be 2), no oid handed out, no entries */
-    if (others || nent || next_oid != 1) {
-        ost__st_fail(st, OST_EEXIST,
-                     "%s: not a new store (%llu objects, last commit %llu); import needs a new "
-                     "or empty store",
-                     e->shown, (unsigned long long)nrec, (unsigned long long)last);
-        return imp_fail(im, OST_EEXIST);
-    }
+    rc = check_new(e, im->c, "import needs a new or empty store");
+    if (rc) return imp_fail(im, rc);
     rc = run0(e, im->c, "import: emptying the store",
               "TRUNCATE ost_records, ost_classes, ost_txlog, ost_ments", NULL);
     if (rc) return imp_fail(im, rc);
@@ -2353,6 +2358,31 @@ static void pg_imp_abort(ost__import *im) {
     if (im) imp_fail(im, 0);
 }
 
+/* Drops the store's tables if it is new, on a connection of its own: the
+ * schema lock and the tables locked against every other session first (a
+ * session of this process that holds a snapshot makes the lock time out
+ * rather than wait for ever). */
+static int pg_drop_new(ost__engine *e) {
+    if (e->read_only) return ost__st_fail(e->st, OST_EREADONLY, "%s: opened read-only", e->shown);
+    PGconn *c;
+    int rc = connect_db(e, &c);
+    if (rc) return rc;
+    rc = run0(e, c, "removing the store: begin", "BEGIN", NULL);
+    if (!rc)
+        rc = exec_simple(e, c, "removing the store: locking the tables",
+                         "SET LOCAL lock_timeout = '10s'; SELECT pg_advisory_xact_lock(" SCHEMA_LOCK
+                         "); LOCK TABLE ost_meta, ost_records, ost_classes, ost_txlog, ost_ments "
+                         "IN ACCESS EXCLUSIVE MODE");
+    if (!rc) rc = check_new(e, c, "only a new store is removed");
+    if (!rc)
+        rc = run0(e, c, "removing the store",
+                  "DROP TABLE ost_ments, ost_txlog, ost_classes, ost_records, ost_meta", NULL);
+    if (!rc) rc = run0(e, c, "removing the store: commit", "COMMIT", NULL);
+    if (rc && PQstatus(c) == CONNECTION_OK) PQclear(PQexec(c, "ROLLBACK"));
+    PQfinish(c);
+    return rc;
+}
+
 const ost__engine_ops ost__pg_engine = {
     .name = "postgresql",
     .flags = 0,
@@ -2396,4 +2426,5 @@ const ost__engine_ops ost__pg_engine = {
     .imp_entry = pg_imp_entry,
     .imp_commit = pg_imp_commit,
     .imp_abort = pg_imp_abort,
+    .drop_new = pg_drop_new,
 };

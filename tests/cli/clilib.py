@@ -167,18 +167,14 @@ def store_made(addr):
 
 
 def left_behind(addr):
-    """Whether a failed import or copy into addr left a store with
-    something in it: on LMDB, anything at the path (the tool removes the
-    directory or files it made); on PostgreSQL, objects other than the
-    root or map entries (the tool does not drop a schema it made: the
-    database then holds a new, empty store, which a later import or copy
-    takes)."""
+    """Whether a failed import or copy into addr (a new store: a path that
+    does not exist, a database without the schema) left anything: on
+    LMDB, anything at the path (the tool removes the directory or files it
+    made); on PostgreSQL, any of the engine's tables (the tool drops the
+    schema it made, ost_store_drop_new)."""
     if not on_pg():
         return os.path.exists(addr)
-    if not store_made(addr):
-        return False
-    return sql(addr, "SELECT (SELECT count(*) FROM ost_records WHERE oid <> 0) + "
-                     "(SELECT count(*) FROM ost_ments)").strip() != "0"
+    return store_made(addr)
 
 
 def drop_databases():
