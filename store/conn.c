@@ -35,12 +35,12 @@ static inline ost__pent *ent(const ost_conn *c, size_t i) {
  * full. The oid's Fibonacci hash (oids are dense and sequential: the
  * multiply spreads neighbours apart) picks the home slot from its high
  * half, scaled to the table (which need not be a power of 2: sizes step by
- * 4, 5, 6, 7 times a power of 2, so a table is at least 57% full when it
+ * 4, 5, 6, 7 times a power of 2, so a table is at least 64% full when it
  * has just grown); bits of its low half above the index bits are kept in
  * the slot, so a probe past another oid's slot rarely reads that entry
  * (a cache miss each). Deletion shifts the rest of the cluster back.
- * A cached object costs 4 / load bytes here (5 to 7), and its entry 24:
- * an object finds its own entry through its pidx. */
+ * A cached object costs 4 / load bytes here (5 to 6.25), and its entry
+ * 24: an object finds its own entry through its pidx. */
 static inline uint64_t oid_hash(uint64_t oid) { return oid * 0x9E3779B97F4A7C15ULL; }
 
 static inline size_t oid_home(const ost_conn *c, uint64_t h) {
