@@ -125,6 +125,14 @@ typedef struct ost__engine_ops {
      * then tells); on failure nothing is pinned. */
     int (*pin)(ost__sess *s);
     void (*unpin)(ost__sess *s);
+    /* Optional (NULL: the engine keeps nothing for its views, as LMDB,
+     * whose views are its map): a mark of what the session keeps for the
+     * views its reads returned, and the release of what it kept after a
+     * mark, whose views the caller no longer uses. PostgreSQL keeps its
+     * results until snap_end otherwise: a caller that reads the whole
+     * store in one snapshot (pack's mark) releases each batch. */
+    size_t (*views_mark)(ost__sess *s);
+    void (*views_release)(ost__sess *s, size_t mark);
     /* The record of oid: 0, OST_ENOTFOUND (message "oid N: no such
      * object"), OST_ECORRUPT (its checksum or header is wrong). */
     int (*get)(ost__sess *s, uint64_t oid, ost__recview *r);

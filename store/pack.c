@@ -183,6 +183,8 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static int mark_batch_read(mark_ctx *m);
+
 /* Reads and marks from the records of the batch: in one get_many, or,
  * when a record of it is damaged (get_many stops there), one by one. */
 static int mark_batch(mark_ctx *m) {
@@ -194,6 +196,18 @@ static int mark_batch(mark_ctx *m) {
     m->nb = u;
     memset(m->found, 0, m->nb * sizeof *m->found);
     m->fn_rc = 0;
+    /* the batch's views are done with once marked: an engine that keeps
+     * them for the snapshot (PostgreSQL) frees them, else pack would
+     * hold the whole store in memory */
+    size_t vmark = ops->views_mark ? ops->views_mark(m->s) : 0;
+    int rc = mark_batch_read(m);
+    if (ops->views_release) ops->views_release(m->s, vmark);
+    return rc;
+}
+
+/* mark_batch's reads and marks. */
+static int mark_batch_read(mark_ctx *m) {
+    const ost__engine_ops *ops = m->st->ops;
     int rc = ops->get_many(m->s, m->batch, m->nb, mark_fn, m);
     if (rc && rc == m->fn_rc) return rc; /* the mark's own failure */
     if (rc == OST_ECORRUPT) { /* a damaged record stopped get_many */

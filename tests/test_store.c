@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <lmdb.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1451,6 +1452,68 @@ OST_TEST(store, invalidate_makes_a_ghost) {
 /* 8. pack and check                                                        */
 /* ======================================================================= */
 
+
+/* A line of /proc/self/status in KiB (VmRSS, VmHWM). */
+static long status_kib(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert(f);
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') v = strtol(line + kl + 1, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+OST_TEST(store, pack_reads_the_store_in_bounded_memory) {
+    /* PostgreSQL keeps a snapshot's read results until it ends; pack's
+     * mark reads every reachable record in one snapshot, and held them
+     * all (40 MB here) before it released each batch once marked. LMDB's
+     * records are its map: nothing to keep, and the map's pages count in
+     * the resident set, so only PostgreSQL is measured. */
+    if (!on_pg()) cr_skip_test("PostgreSQL only: LMDB's reads keep nothing but its map");
+#ifdef OST_TEST_LSAN
+    cr_skip_test("ASan's allocator holds freed memory in quarantine: the resident set grows anyway");
+#endif
+    ost_store_options o = opts_for(true);
+    o.durability = OST_SYNC_NONE;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    enum { N = 20000, PAYLOAD = 2000 };
+    static char payload[PAYLOAD];
+    memset(payload, 'x', sizeof payload);
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    ost_value items = ost_list_new(N);
+    for (int i = 0; i < N; i++) {
+        ost_value n = new_node();
+        set(n, "i", ost_int(i));
+        set(n, "payload", ost_bytes(payload, sizeof payload));
+        uint64_t oid;
+        cr_assert_eq(ost_loader_add(l, n, &oid), 0, "%s", ost_loader_errmsg(l));
+        ost_list_append(items, n);
+    }
+    cr_assert_eq(ost_loader_close(l), 0, "%s", ost_conn_errmsg(c));
+    root_set(c, "items", items);
+    commit_ok(c);
+    ost_conn_close(c);
+    malloc_trim(0); /* the load's freed memory goes back: pack must not hide in it */
+    FILE *f = fopen("/proc/self/clear_refs", "w"); /* resets VmHWM to VmRSS */
+    if (!f || fputs("5", f) < 0 || fclose(f)) cr_skip_test("cannot reset the peak RSS here");
+    long before = status_kib("VmRSS");
+    uint64_t removed = 99;
+    cr_assert_eq(ost_store_pack(st, &removed), 0, "%s", ost_store_errmsg(st));
+    long peak = status_kib("VmHWM");
+    cr_assert_eq(removed, 0);
+    cr_assert_lt(peak - before, (long)N * PAYLOAD / 1024 / 4,
+                 "pack's peak grew the resident set by %ld KiB for %d KiB of records", peak - before,
+                 N * PAYLOAD / 1024);
+    c = conn_of(st);
+    cr_assert_eq(ost_len(root_get(c, "items")), N);
+    ost_conn_close(c);
+    ost_store_close(st);
+}
 OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);

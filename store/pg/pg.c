@@ -356,6 +356,12 @@ static void keep_clear(ost__sess *s) {
     s->nkept = 0;
 }
 
+static size_t pg_views_mark(ost__sess *s) { return s->nkept; }
+
+static void pg_views_release(ost__sess *s, size_t mark) {
+    while (s->nkept > mark) PQclear(s->kept[--s->nkept]);
+}
+
 /* Keeps r until the snapshot or the commit ends: 0 or OST_ENOMEM (r is
  * cleared then). */
 static int keep(ost__sess *s, PGresult *r) {
@@ -2427,4 +2433,6 @@ const ost__engine_ops ost__pg_engine = {
     .imp_commit = pg_imp_commit,
     .imp_abort = pg_imp_abort,
     .drop_new = pg_drop_new,
+    .views_mark = pg_views_mark,
+    .views_release = pg_views_release,
 };
