@@ -226,8 +226,10 @@ static int apply_invalidations(ost_conn *c, uint64_t last) {
     int rc = c->st->ops->changes(c->sess, c->seen_serial, last, invalidate_one, c, &gap);
     if (rc) return rc;
     if (gap)
-        for (size_t i = 0; i < c->nents; i++)
-            if (!(OST__O(ent(c, i)->obj)->flags & OST__F_CHANGED)) ghostify(ent(c, i)->obj);
+        for (size_t i = 0; i < c->nents; i++) {
+            ost_value o = ent(c, i)->obj;
+            if (!(OST__O(o)->flags & OST__F_CHANGED)) ghostify(o);
+        }
     c->seen_serial = last;
     return 0;
 }
@@ -972,7 +974,7 @@ size_t ost_conn_cache_count(const ost_conn *c, size_t *active) {
     if (active) {
         *active = 0;
         for (size_t i = 0; i < c->nents; i++)
-            if (!(OST__O(ent(c, i)->obj)->flags & OST__F_GHOST)) (*active)++;
+            *active += !(OST__O(ent(c, i)->obj)->flags & OST__F_GHOST);
     }
     return c->nents;
 }
@@ -981,30 +983,34 @@ size_t ost_conn_cache_count(const ost_conn *c, size_t *active) {
  * only the cache holds are dropped, and others become ghosts. */
 static void cache_gc(ost_conn *c) {
     size_t active = 0, bytes = 0;
-    for (size_t i = 0; i < c->nents; i++)
-        if (!(OST__O(ent(c, i)->obj)->flags & OST__F_GHOST)) {
+    for (size_t i = 0; i < c->nents; i++) {
+        ost_value o = ent(c, i)->obj;
+        if (!(OST__O(o)->flags & OST__F_GHOST)) {
             active++;
-            bytes += pbytes(ent(c, i)->obj);
+            bytes += pbytes(o);
         }
+    }
     if (active <= c->cache_max && bytes <= c->cache_max_bytes && c->nents <= c->cache_max)
         return;
     for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {
-        ost_value o = ent(c, i)->obj;
-        if (ent(c, i)->oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
+        const ost__pent *e = ent(c, i);
+        ost_value o = e->obj;
+        if (e->oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
         if (OST__O(o)->refcnt == 1) {
             if (!(OST__O(o)->flags & OST__F_GHOST)) {
                 active--;
-                bytes -= pbytes(ent(c, i)->obj);
+                bytes -= pbytes(o);
             }
             cache_remove(c, i);
         }
     }
     for (size_t i = 0; i < c->nents && (active > c->cache_max || bytes > c->cache_max_bytes); i++) {
-        ost_value o = ent(c, i)->obj;
-        if (ent(c, i)->oid == 0 || (OST__O(o)->flags & (OST__F_CHANGED | OST__F_GHOST))) continue;
+        const ost__pent *e = ent(c, i);
+        ost_value o = e->obj;
+        if (e->oid == 0 || (OST__O(o)->flags & (OST__F_CHANGED | OST__F_GHOST))) continue;
         ghostify(o);
         active--;
-        bytes -= pbytes(ent(c, i)->obj);
+        bytes -= pbytes(o);
     }
 }
 

@@ -183,29 +183,8 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int mark_batch_read(mark_ctx *m);
-
 /* Reads and marks from the records of the batch: in one get_many, or,
  * when a record of it is damaged (get_many stops there), one by one. */
-static int mark_batch(mark_ctx *m) {
-    const ost__engine_ops *ops = m->st->ops;
-    qsort(m->batch, m->nb, sizeof *m->batch, cmp_u64);
-    size_t u = 0; /* once each (the catch-up may push an oid twice) */
-    for (size_t i = 0; i < m->nb; i++)
-        if (!u || m->batch[i] != m->batch[u - 1]) m->batch[u++] = m->batch[i];
-    m->nb = u;
-    memset(m->found, 0, m->nb * sizeof *m->found);
-    m->fn_rc = 0;
-    /* the batch's views are done with once marked: an engine that keeps
-     * them for the snapshot (PostgreSQL) frees them, else pack would
-     * hold the whole store in memory */
-    size_t vmark = ops->views_mark ? ops->views_mark(m->s) : 0;
-    int rc = mark_batch_read(m);
-    if (ops->views_release) ops->views_release(m->s, vmark);
-    return rc;
-}
-
-/* mark_batch's reads and marks. */
 static int mark_batch_read(mark_ctx *m) {
     const ost__engine_ops *ops = m->st->ops;
     int rc = ops->get_many(m->s, m->batch, m->nb, mark_fn, m);
@@ -232,6 +211,25 @@ static int mark_batch_read(mark_ctx *m) {
         if (!m->found[i] && !m->dangling++) m->first_dangling = m->batch[i];
     ost__st_clear(m->st);
     return 0;
+}
+
+/* Marks from the records of the batch, each once, in oid order. */
+static int mark_batch(mark_ctx *m) {
+    const ost__engine_ops *ops = m->st->ops;
+    qsort(m->batch, m->nb, sizeof *m->batch, cmp_u64);
+    size_t u = 0; /* once each (the catch-up may push an oid twice) */
+    for (size_t i = 0; i < m->nb; i++)
+        if (!u || m->batch[i] != m->batch[u - 1]) m->batch[u++] = m->batch[i];
+    m->nb = u;
+    memset(m->found, 0, m->nb * sizeof *m->found);
+    m->fn_rc = 0;
+    /* the batch's views are done with once marked: an engine that keeps
+     * them for the snapshot (PostgreSQL) frees them, else pack would
+     * hold the whole store in memory */
+    size_t vmark = ops->views_mark ? ops->views_mark(m->s) : 0;
+    int rc = mark_batch_read(m);
+    if (ops->views_release) ops->views_release(m->s, vmark);
+    return rc;
 }
 
 /* Scans what the stack holds, MARK_BATCH records at a time. */

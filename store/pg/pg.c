@@ -1431,8 +1431,8 @@ static int copy_records(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry)
  * keys each map gained comes back for its record's count. A statement a
  * row took a round trip each: a million entries took 150 s. */
 
-/* Batches with fewer entries go a statement each (the COPY costs two
- * round trips more). */
+/* Batches with fewer entries go a statement each (the staging table and
+ * the COPY cost round trips of their own). */
 int ost__pg_ment_copy_min = 256;
 
 /* COPY rows of a package's map entries: their order, map, key, value. */
@@ -1464,10 +1464,11 @@ static bool ments_by_copy(const ost__pkg *p) {
  * map's count the keys it gained. */
 static int copy_ments(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry) {
     ost__engine *e = s->e;
-    int rc = run0(e, s->conn, "commit: map entries (staging table)",
-                  "CREATE TEMPORARY TABLE IF NOT EXISTS ost_ments_load (seq integer NOT NULL, map "
-                  "bigint NOT NULL, key bytea NOT NULL, value bytea NOT NULL) ON COMMIT DELETE ROWS",
-                  NULL);
+    /* emptied here too: packages of one commit group share a transaction */
+    int rc = exec_simple(e, s->conn, "commit: map entries (staging table)",
+                         "CREATE TEMPORARY TABLE IF NOT EXISTS ost_ments_load (seq integer NOT NULL, "
+                         "map bigint NOT NULL, key bytea NOT NULL, value bytea NOT NULL) ON COMMIT "
+                         "DELETE ROWS; TRUNCATE ost_ments_load");
     copy_rows_arg a = {p, serial};
     if (!rc)
         rc = copy_in(s, "COPY ost_ments_load (seq, map, key, value) FROM STDIN (FORMAT binary)",
@@ -1489,8 +1490,6 @@ static int copy_ments(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry) {
         rc = ost__maps_count_add(&ost__pg_engine, s, p, rd64(PQgetvalue(r, i, 0)),
                                  (int64_t)rd64(PQgetvalue(r, i, 1)), serial);
     PQclear(r);
-    if (!rc) rc = run0(e, s->conn, "commit: map entries (staging table)",
-                       "TRUNCATE ost_ments_load", NULL);
     return rc;
 }
 
@@ -2369,7 +2368,6 @@ static void pg_imp_abort(ost__import *im) {
  * session of this process that holds a snapshot makes the lock time out
  * rather than wait for ever). */
 static int pg_drop_new(ost__engine *e) {
-    if (e->read_only) return ost__st_fail(e->st, OST_EREADONLY, "%s: opened read-only", e->shown);
     PGconn *c;
     int rc = connect_db(e, &c);
     if (rc) return rc;
