@@ -211,10 +211,13 @@ static void end_snapshot(ost_conn *c) {
     }
 }
 
-static void invalidate_one(void *ud, uint64_t oid) {
+/* changes' callback: commit `serial` changed oid. An object whose state
+ * the cache holds from that commit or a later one (its own commit, most
+ * often: a connection need not read back what it wrote) stays. */
+static void invalidate_one(void *ud, uint64_t oid, uint64_t serial) {
     ost_conn *c = ud;
     ost__pent *e = find_oid(c, oid);
-    if (e && !(OST__O(e->obj)->flags & OST__F_CHANGED)) ghostify(e->obj);
+    if (e && e->serial < serial && !(OST__O(e->obj)->flags & OST__F_CHANGED)) ghostify(e->obj);
 }
 
 /* Makes the connection forget objects other commits changed since it last
@@ -250,6 +253,31 @@ static void drop_packed(ost_conn *c, uint64_t low) {
     }
 }
 
+/* The tail of pin once the engine opened the snapshot (si): pins it and,
+ * at a transaction's start, applies invalidations. */
+static int opened(ost_conn *c, const ost__snapinfo *si) {
+    const ost__engine_ops *ops = c->st->ops;
+    c->snap_open = true;
+    c->snap_gen++; /* data read from earlier snapshots is gone */
+    int rc = ops->pin(c->sess);
+    if (rc) return sfail(c, rc);
+    (void)ops->snap_moved(c->sess);
+    if (!c->at_boundary) {
+        c->snap_moved = true; /* reopened inside a transaction: newer data */
+        return 0;
+    }
+    c->at_boundary = false;
+    c->txn_serial = si->last_serial;
+    c->snap_moved = false;
+    rc = apply_invalidations(c, si->last_serial);
+    if (rc) {
+        ops->unpin(c->sess);
+        return ost__c_fail(c, rc, "reading the commit log: %s", ost_store_errmsg(c->st));
+    }
+    drop_packed(c, si->low);
+    return 0;
+}
+
 /* Pins the transaction's snapshot, opening it first if it is not open.
  * Invalidations are applied only when the snapshot starts a transaction:
  * a snapshot reopened inside one (after a loader, or when the engine
@@ -271,24 +299,7 @@ static int pin(ost_conn *c) {
     int rc = ops->snap_begin(c->sess, &si);
     if (rc) return ost__c_fail(c, rc, "cannot start a read transaction: %s",
                                ost_store_errmsg(c->st));
-    c->snap_open = true;
-    c->snap_gen++; /* data read from earlier snapshots is gone */
-    if ((rc = ops->pin(c->sess))) return sfail(c, rc);
-    (void)ops->snap_moved(c->sess);
-    if (!c->at_boundary) {
-        c->snap_moved = true; /* reopened inside a transaction: newer data */
-        return 0;
-    }
-    c->at_boundary = false;
-    c->txn_serial = si.last_serial;
-    c->snap_moved = false;
-    rc = apply_invalidations(c, si.last_serial);
-    if (rc) {
-        ops->unpin(c->sess);
-        return ost__c_fail(c, rc, "reading the commit log: %s", ost_store_errmsg(c->st));
-    }
-    drop_packed(c, si.low);
-    return 0;
+    return opened(c, &si);
 }
 
 static void unpin(ost_conn *c) { c->st->ops->unpin(c->sess); }
@@ -957,11 +968,24 @@ ost_txn_hooks *ost_conn_hooks(ost_conn *c) { return c && c->st ? c->hooks : NULL
  * objects are used without the connection seeing it. If the snapshot
  * cannot open now, the next one applies the invalidations. */
 static void begin_txn(ost_conn *c) {
-    end_snapshot(c);
+    const ost__engine_ops *ops = c->st->ops;
+    /* an engine that renews a snapshot in one round trip does so */
+    bool renew = c->snap_open && ops->snap_renew;
+    if (!renew) end_snapshot(c);
     c->at_boundary = true;
     char keep[sizeof c->msg];
     memcpy(keep, c->msg, sizeof keep);
-    if (pin(c)) memcpy(c->msg, keep, sizeof keep);
+    int rc;
+    if (renew) {
+        ost__snapinfo si;
+        c->snap_open = false;
+        rc = ops->snap_renew(c->sess, &si);
+        if (rc) rc = ost__c_fail(c, rc, "cannot start a read transaction: %s",
+                                 ost_store_errmsg(c->st));
+        else rc = opened(c, &si);
+    } else
+        rc = pin(c);
+    if (rc) memcpy(c->msg, keep, sizeof keep);
     else unpin(c);
 }
 
@@ -1212,9 +1236,8 @@ static void commit_done(ost_conn *c, int rc) {
     c->nchanged = 0;
     ost__maps_txn_end(c, true);
     if (p->serial == c->seen_serial + 1) c->seen_serial = p->serial;
-    end_snapshot(c);
     cache_gc(c);
-    begin_txn(c);
+    begin_txn(c); /* ends the snapshot */
     ost_txn_hooks_run_after_commit(c->hooks, true);
 }
 
@@ -1251,9 +1274,8 @@ int ost_commit(ost_conn *c) {
     if (rc) return rc;
     if (!any) {
         ost__maps_txn_end(c, true);
-        end_snapshot(c);
         cache_gc(c);
-        begin_txn(c);
+        begin_txn(c); /* ends the snapshot */
         ost_txn_hooks_run_after_commit(c->hooks, true);
         return 0;
     }
@@ -1344,9 +1366,8 @@ void ost_abort(ost_conn *c) {
         if (e) ghostify(o);
     }
     c->nchanged = 0;
-    end_snapshot(c);
     cache_gc(c);
-    begin_txn(c);
+    begin_txn(c); /* ends the snapshot */
     ost_txn_hooks_run_after_abort(c->hooks);
 }
 

@@ -112,6 +112,12 @@ typedef struct ost__engine_ops {
      * reopens it by itself at the next read; snap_moved then tells. */
     int (*snap_begin)(ost__sess *s, ost__snapinfo *info);
     void (*snap_end)(ost__sess *s);
+    /* Optional (NULL: the store calls snap_end, then snap_begin): ends the
+     * open snapshot and begins the next one, as those two would, in one
+     * round trip (PostgreSQL: the COMMIT goes with the next BEGIN). The
+     * store renews a transaction's snapshot this way at the boundary
+     * after a commit or an abort. On failure no snapshot is open. */
+    int (*snap_renew)(ost__sess *s, ost__snapinfo *info);
     /* Whether the snapshot was reopened since snap_begin (it holds newer
      * data: the store then applies invalidations at the next boundary
      * only). Clears the flag. */
@@ -144,11 +150,13 @@ typedef struct ost__engine_ops {
      * message of the store set, when fn must know (check, salvage). */
     int (*scan)(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, void *ud);
     /* The oids of existing objects changed by commits after..upto (both
-     * from the snapshot's view): fn per oid (repeats allowed). *gap is set
+     * from the snapshot's view): fn per oid with the serial of the commit
+     * that changed it, in serial order (an oid repeats when several
+     * commits changed it). *gap is set
      * when the log no longer reaches back to after + 1 (a pack trimmed it):
      * the caller then invalidates everything it holds. */
-    int (*changes)(ost__sess *s, uint64_t after, uint64_t upto, void (*fn)(void *ud, uint64_t oid),
-                   void *ud, bool *gap);
+    int (*changes)(ost__sess *s, uint64_t after, uint64_t upto,
+                   void (*fn)(void *ud, uint64_t oid, uint64_t serial), void *ud, bool *gap);
     /* The class of id: OST_ENOTFOUND when the table has none. */
     int (*class_get)(ost__sess *s, uint32_t id, ost__classview *out);
     /* Every class of the table, in id order. */

@@ -374,8 +374,8 @@ static int pack_mark(mark_ctx *m, uint64_t *mark) {
     return rc;
 }
 
-/* changes' callback: the oids of the catch-up. */
-static void note_changed(void *ud, uint64_t oid) {
+/* Adds oid to the list ud (l->n SIZE_MAX once out of memory). */
+static void note_oid(void *ud, uint64_t oid) {
     oid_list *l = ud;
     if (l->n == SIZE_MAX) return;
     if (ost__reserve((void **)&l->oids, &l->cap, l->n + 1, sizeof *l->oids, 256)) {
@@ -385,9 +385,15 @@ static void note_changed(void *ud, uint64_t oid) {
     l->oids[l->n++] = oid;
 }
 
+/* changes' callback: the oids of the catch-up. */
+static void note_changed(void *ud, uint64_t oid, uint64_t serial) {
+    (void)serial;
+    note_oid(ud, oid);
+}
+
 /* ent_each_map's callback: every map with entries (0: keep them). */
 static int note_map(void *ud, uint64_t map) {
-    note_changed(ud, map);
+    note_oid(ud, map);
     return 0;
 }
 

@@ -179,6 +179,7 @@ typedef struct {
     char buf[8192];
     size_t n;
     uint64_t oids[64];
+    uint64_t serials[64]; /* changes: the serial of each oid */
     size_t count;
 } dump;
 
@@ -606,6 +607,70 @@ Test(engine, a_group_commits_each_package_on_its_own) {
     E->ops->sess_close(s);
 }
 
+/* A group of plain packages (records only: PostgreSQL commits it in two
+ * round trips, group_fast) has the outcomes a package at a time gives:
+ * a package conflicts with a record an earlier package of the group
+ * wrote unless it read that very serial, and a package the server
+ * refuses sends the group the slow way, with the same outcomes. */
+Test(engine, a_group_of_plain_packages_has_each_outcome) {
+    uint64_t f = oids(8);
+    ost__sess *s = sess();
+    ost__pkg *p = pkg();
+    ost__pkg_add(p, f + 1, 0, 1, "old", 3);
+    ost__pkg_add(p, f + 5, 0, 1, "old", 3);
+    cr_assert_eq(commit1(s, p), 0);
+    uint64_t s0 = p->serial;
+    ost__pkg_free(p);
+    for (int round = 0; round < 2; round++) {
+        uint64_t ls = last_serial(s), o = f + (uint64_t)(round ? 6 : 0);
+        enum { N = 6 };
+        ost__pkg *ps[N];
+        for (int i = 0; i < N; i++) ps[i] = pkg();
+        ost__pkg_add(ps[0], o, 0, 1, "a0", 2);                 /* new */
+        ost__pkg_add(ps[1], f + 1, ls + 100, 1, "b1", 2);      /* stale */
+        ost__pkg_add(ps[2], o, ls + 1, 1, "c2", 2);            /* read what ps[0] writes */
+        ost__pkg_add(ps[3], o, ls, 1, "d3", 2);                /* read before ps[0] */
+        ost__pkg_add(ps[4], f + 5, round ? s0 : s0 + 50, 1, "e4", 2);
+        if (round == 1 && E->sql) { /* one oid twice: the server refuses the write */
+            ost__pkg_add(ps[5], f + 7, 0, 1, "x5", 2);
+            ost__pkg_add(ps[5], f + 7, 0, 1, "y5", 2);
+        }
+        cr_assert_eq(E->ops->commit(s, ps, N), 0, "%s", ost_store_errmsg(st));
+        cr_assert_eq(ps[0]->rc, 0, "%s", ps[0]->msg);
+        cr_assert_eq(ps[0]->serial, ls + 1);
+        cr_assert_eq(ps[1]->rc, OST_ECONFLICT);
+        cr_assert_eq(ps[1]->conflict_oid, f + 1);
+        cr_assert_eq(ps[2]->rc, 0, "%s", ps[2]->msg);
+        cr_assert_eq(ps[2]->serial, ls + 2);
+        cr_assert_eq(ps[3]->rc, OST_ECONFLICT);
+        char want[200];
+        snprintf(want, sizeof want,
+                 "conflict on oid %llu: commit %llu changed it after this transaction read it "
+                 "(at commit %llu)",
+                 (unsigned long long)o, (unsigned long long)(ls + 2), (unsigned long long)ls);
+        cr_assert_str_eq(ps[3]->msg, want);
+        /* f + 5 read at a serial it never had (round 0), then at its own */
+        if (round == 0) {
+            cr_assert_eq(ps[4]->rc, OST_ECONFLICT);
+        } else {
+            cr_assert_eq(ps[4]->rc, 0, "%s", ps[4]->msg);
+            cr_assert_eq(ps[4]->serial, ls + 3);
+        }
+        if (round == 1 && E->sql) cr_assert_neq(ps[5]->rc, 0);
+        char v[16];
+        uint64_t ser;
+        cr_assert(rec_of(s, o, v, sizeof v, &ser));
+        cr_assert_str_eq(v, "c2");
+        cr_assert_eq(ser, ls + 2);
+        cr_assert(rec_of(s, f + 1, v, sizeof v, &ser));
+        cr_assert_str_eq(v, "old");
+        cr_assert(!rec_of(s, f + 7, v, sizeof v, &ser));
+        cr_assert_eq(last_serial(s), round ? ls + 3 : ls + 2);
+        for (int i = 0; i < N; i++) ost__pkg_free(ps[i]);
+    }
+    E->ops->sess_close(s);
+}
+
 Test(engine, a_failed_package_leaves_nothing) {
     uint64_t f = oids(4);
     ost__sess *s = sess();
@@ -700,9 +765,12 @@ static bool keep_all(void *ud, uint64_t oid) {
     return true;
 }
 
-static void collect(void *ud, uint64_t oid) {
+static void collect(void *ud, uint64_t oid, uint64_t serial) {
     dump *d = ud;
-    if (d->count < 64) d->oids[d->count] = oid;
+    if (d->count < 64) {
+        d->oids[d->count] = oid;
+        d->serials[d->count] = serial;
+    }
     d->count++;
 }
 
@@ -744,6 +812,11 @@ Test(engine, changes_between_snapshots_then_a_gap_after_sweep) {
     cr_assert_eq(E->ops->changes(s, a.last_serial, b.last_serial, collect, &d, &gap), 0);
     cr_assert(!gap);
     cr_assert_eq(d.count, 3);
+    /* in serial order, each with the commit that changed it */
+    cr_assert_eq(d.oids[0], f + 1);
+    cr_assert_eq(d.serials[0], done[0]);
+    cr_assert_eq(d.serials[1], done[1]);
+    cr_assert_eq(d.serials[2], done[1]);
     qsort(d.oids, 3, sizeof d.oids[0], u64cmp);
     cr_assert_eq(d.oids[0], f + 1);
     cr_assert_eq(d.oids[2], f + 3);

@@ -323,7 +323,8 @@ static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, v
 }
 
 static int lmdb_changes(ost__sess *s, uint64_t after, uint64_t upto,
-                        void (*fn)(void *ud, uint64_t oid), void *ud, bool *gap) {
+                        void (*fn)(void *ud, uint64_t oid, uint64_t serial), void *ud,
+                        bool *gap) {
     *gap = false;
     if (upto <= after) return 0;
     int rc = lock_snap(s);
@@ -350,9 +351,10 @@ static int lmdb_changes(ost__sess *s, uint64_t after, uint64_t upto,
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 8) continue;
-        if (ost__rd_be64(k.mv_data) > upto) break;
+        uint64_t serial = ost__rd_be64(k.mv_data);
+        if (serial > upto) break;
         for (size_t off = 0; off + 8 <= v.mv_size; off += 8)
-            fn(ud, ost__rd_be64((uint8_t *)v.mv_data + off));
+            fn(ud, ost__rd_be64((uint8_t *)v.mv_data + off), serial);
     }
     mdb_cursor_close(cur);
     rc = rc && rc != MDB_NOTFOUND ? fail_mdb(s, rc, "reading the txlog") : 0;
