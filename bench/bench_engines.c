@@ -8,18 +8,26 @@
  *   1. the bulk loader: N new objects (default 2,000,000) of a class with
  *      three fields, in the loader's default batches;
  *   2. one-object commits (each changes one object of its own) from 1 and
- *      from 16 threads, each thread with its own connection;
+ *      from 16 threads, each thread with its own connection, opened before
+ *      the clock starts; the commits a group of the group committer;
  *   3. R random reads (default 20,000) of those objects: one at a time
  *      (ost_conn_get and ost_activate), then with prefetch
- *      (ost_conn_get_many, 1,000 oids a call);
+ *      (ost_conn_get_many, 1,000 oids a call); first each on a fresh
+ *      connection (its server process has touched nothing yet), then on
+ *      a warm one: a connection that first read every object once in oid
+ *      order, as a long-running application's connections have;
  *   4. with --demo, `ostore demo ADDR --objects N/10` and its walk line.
  * And in the same run, libpq against the same server (the references):
  *   a. COPY ... FROM STDIN (binary) of the rows the loader wrote (read
  *      back first), into a table of the same shape, in one transaction;
  *   b. a prepared single-row SELECT by primary key, R random keys;
- *   c. 1,000 random keys per `= ANY($1)` query, R keys.
+ *   c. 1,000 random keys per `= ANY($1)` query, R keys;
+ *   b and c on a fresh connection, then after the same warm-up (every row
+ *   once, in key order, 1,000 keys per `= ANY($1)`), with the keys of 3.
  * Then the ratios against the references and the targets of issue 13.
- * --no-copy makes the PostgreSQL loader write by INSERT as before COPY. */
+ * --no-copy makes the PostgreSQL loader write by INSERT as before COPY;
+ * BENCH_NO_GROUP=1 in the environment opens both stores without
+ * group_commit (every connection then commits on its own session). */
 #define _POSIX_C_SOURCE 200809L
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -31,6 +39,7 @@
 #include <unistd.h>
 
 #include "ostore.h"
+#include "store_internal.h" /* the group committer's counters */
 
 #define DIE(...)                                                                                   \
     do {                                                                                           \
@@ -61,7 +70,7 @@ static ost_registry *g_reg;
 static ost_value g_item;
 
 typedef struct {
-    double load, c1, c16, single, prefetched;
+    double load, c1, c16, per_group, single, prefetched, single_cold, prefetched_cold;
     uint64_t first, n; /* the loaded oids: [first, first + n) */
 } figures;
 
@@ -70,7 +79,7 @@ static ost_store *open_at(const char *addr, bool create) {
     ost_store_options_init(&o);
     o.create = create;
     o.registry = g_reg;
-    o.group_commit = true; /* both engines: the store's group committer thread */
+    o.group_commit = !getenv("BENCH_NO_GROUP"); /* both engines: the store's group committer thread */
     o.map_size = (size_t)4 << 30;
     ost_store *st = ost_store_new();
     if (!st || ost_store_open(st, addr, &o)) DIE("open: %s", st ? ost_store_errmsg(st) : "no memory");
@@ -111,6 +120,7 @@ static void load(ost_store *st, uint64_t n, figures *f) {
 typedef struct {
     ost_store *st;
     int id, n;
+    pthread_barrier_t *ready; /* every connection is open: the clock starts */
 } worker;
 
 static void *commit_worker(void *arg) {
@@ -121,6 +131,7 @@ static void *commit_worker(void *arg) {
     snprintf(key, sizeof key, "counter-%d", w->id);
     ost_value it = ost_root_get_c(c, key);
     if (!it) DIE("no %s", key);
+    pthread_barrier_wait(w->ready);
     for (int i = 0; i < w->n; i++) {
         ost_instance_setattr(it, "n", ost_int(i + 1));
         int rc = ost_commit(c);
@@ -130,37 +141,51 @@ static void *commit_worker(void *arg) {
     return NULL;
 }
 
-static double commits(ost_store *st, int threads, int each) {
+/* Commits a second of `threads` threads committing `each` times, each on
+ * a connection of its own opened before the clock starts (on PostgreSQL
+ * that starts a server process: not a commit's cost); *per_group gets the
+ * commits a group of the store's group committer. */
+static double commits(ost_store *st, int threads, int each, double *per_group) {
     pthread_t t[16];
     worker w[16];
-    double t0 = now();
+    pthread_barrier_t ready;
+    pthread_barrier_init(&ready, NULL, (unsigned)threads + 1);
     for (int i = 0; i < threads; i++) {
-        w[i] = (worker){st, i, each};
+        w[i] = (worker){st, i, each, &ready};
         pthread_create(&t[i], NULL, commit_worker, &w[i]);
     }
+    pthread_barrier_wait(&ready);
+    uint64_t g0 = st->gc_groups;
+    double t0 = now();
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    return (double)(threads * each) / (now() - t0);
+    double secs = now() - t0;
+    pthread_barrier_destroy(&ready);
+    uint64_t g = st->gc_groups - g0;
+    *per_group = g ? (double)(threads * each) / (double)g : 0;
+    return (double)(threads * each) / secs;
 }
 
-static void reads(ost_store *st, uint64_t r, figures *f) {
-    ost_conn *c;
-    if (ost_conn_open(st, &c)) DIE("conn");
-    uint64_t *oids = malloc(r * sizeof *oids);
-    ost_value *objs = malloc(1000 * sizeof *objs);
-    rnd_state = 42;
+/* r random oids of the loaded objects, from seed. */
+static void random_oids(const figures *f, uint64_t *oids, uint64_t r, uint64_t seed) {
+    rnd_state = seed;
     for (uint64_t i = 0; i < r; i++) oids[i] = f->first + rnd() % f->n;
+}
+
+/* Reads a second, one at a time, a transaction per 1,000. */
+static double single_reads(ost_conn *c, const uint64_t *oids, uint64_t r) {
     double t0 = now();
     for (uint64_t i = 0; i < r; i++) {
         ost_value o;
         if (ost_conn_get(c, oids[i], &o) || ost_activate(c, o)) DIE("get: %s", ost_conn_errmsg(c));
         if (i % 1000 == 999) ost_abort(c); /* a new transaction: the cache trims itself */
     }
-    f->single = (double)r / (now() - t0);
-    ost_conn_close(c);
-    if (ost_conn_open(st, &c)) DIE("conn");
-    rnd_state = 4242; /* other oids: nothing cached by the server's pages is favoured */
-    for (uint64_t i = 0; i < r; i++) oids[i] = f->first + rnd() % f->n;
-    t0 = now();
+    ost_abort(c);
+    return (double)r / (now() - t0);
+}
+
+/* Reads a second with ost_conn_get_many, 1,000 a call and a transaction. */
+static double prefetched_reads(ost_conn *c, const uint64_t *oids, uint64_t r, ost_value *objs) {
+    double t0 = now();
     for (uint64_t i = 0; i < r; i += 1000) {
         size_t k = r - i < 1000 ? (size_t)(r - i) : 1000;
         if (ost_conn_get_many(c, oids + i, k, objs)) DIE("get_many: %s", ost_conn_errmsg(c));
@@ -168,7 +193,46 @@ static void reads(ost_store *st, uint64_t r, figures *f) {
             if (ost_is_ghost(objs[j])) DIE("a prefetched object is a ghost");
         ost_abort(c);
     }
-    f->prefetched = (double)r / (now() - t0);
+    return (double)r / (now() - t0);
+}
+
+/* The warm-up: every loaded object once, in oid order, 1,000 a call (not
+ * timed). */
+static void warm_up(ost_conn *c, const figures *f, ost_value *objs) {
+    uint64_t oids[1000];
+    for (uint64_t at = 0; at < f->n; at += 1000) {
+        size_t k = f->n - at < 1000 ? (size_t)(f->n - at) : 1000;
+        for (size_t j = 0; j < k; j++) oids[j] = f->first + at + j;
+        if (ost_conn_get_many(c, oids, k, objs)) DIE("warm-up: %s", ost_conn_errmsg(c));
+        ost_abort(c);
+    }
+}
+
+/* Seeds of the random keys, shared with the references: other keys for
+ * each measure, so that no page one measure read is favoured in the next. */
+enum { SEED_SINGLE_COLD = 42, SEED_MANY_COLD = 4242, SEED_SINGLE = 43, SEED_MANY = 4243 };
+
+static void reads(ost_store *st, uint64_t r, figures *f) {
+    uint64_t *oids = malloc(r * sizeof *oids);
+    ost_value *objs = malloc(1000 * sizeof *objs);
+    if (!oids || !objs) DIE("out of memory");
+    ost_conn *c;
+    /* fresh connections */
+    if (ost_conn_open(st, &c)) DIE("conn");
+    random_oids(f, oids, r, SEED_SINGLE_COLD);
+    f->single_cold = single_reads(c, oids, r);
+    ost_conn_close(c);
+    if (ost_conn_open(st, &c)) DIE("conn");
+    random_oids(f, oids, r, SEED_MANY_COLD);
+    f->prefetched_cold = prefetched_reads(c, oids, r, objs);
+    ost_conn_close(c);
+    /* a warm one */
+    if (ost_conn_open(st, &c)) DIE("conn");
+    warm_up(c, f, objs);
+    random_oids(f, oids, r, SEED_SINGLE);
+    f->single = single_reads(c, oids, r);
+    random_oids(f, oids, r, SEED_MANY);
+    f->prefetched = prefetched_reads(c, oids, r, objs);
     ost_conn_close(c);
     free(oids);
     free(objs);
@@ -189,14 +253,18 @@ static void engine_run(const char *name, const char *addr, uint64_t n, uint64_t 
     }
     if (ost_commit(c)) DIE("commit: %s", ost_conn_errmsg(c));
     ost_conn_close(c);
-    f->c1 = commits(st, 1, 1000);
-    f->c16 = commits(st, 16, 200);
-    printf("%-10s commits of one object: 1 thread %.0f/s, 16 threads %.0f/s (x%.2f)\n", name,
-           f->c1, f->c16, f->c16 / f->c1);
+    double g1;
+    f->c1 = commits(st, 1, 1000, &g1);
+    f->c16 = commits(st, 16, 500, &f->per_group);
+    printf("%-10s commits of one object: 1 thread %.0f/s, 16 threads %.0f/s (x%.2f, %.1f a group)\n",
+           name, f->c1, f->c16, f->c16 / f->c1, f->per_group);
     fflush(stdout);
     reads(st, r, f);
-    printf("%-10s random reads: one at a time %.0f objects/s, prefetched (1,000 a call) %.0f "
-           "objects/s (x%.1f)\n",
+    printf("%-10s random reads, fresh connection: one at a time %.0f objects/s, prefetched "
+           "(1,000 a call) %.0f objects/s (x%.1f)\n",
+           name, f->single_cold, f->prefetched_cold, f->prefetched_cold / f->single_cold);
+    printf("%-10s random reads, warm connection:  one at a time %.0f objects/s, prefetched "
+           "(1,000 a call) %.0f objects/s (x%.1f)\n",
            name, f->single, f->prefetched, f->prefetched / f->single);
     fflush(stdout);
     ost_store_close(st);
@@ -270,12 +338,10 @@ static void be64(char *b, uint64_t v) {
     for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (char)(v & 0xff);
 }
 
-static double ref_select(PGconn *c, const figures *f, uint64_t r) {
-    PGresult *p = PQprepare(c, "one", "SELECT serial, cid, state FROM raw_copy WHERE oid = $1::bigint",
-                            1, NULL);
-    if (PQresultStatus(p) != PGRES_COMMAND_OK) DIE("prepare: %s", PQerrorMessage(c));
-    PQclear(p);
-    rnd_state = 42;
+/* Rows a second of a prepared single-row SELECT by key, the keys of seed
+ * ("one" prepared on c, prepare_refs). */
+static double ref_select(PGconn *c, const figures *f, uint64_t r, uint64_t seed) {
+    rnd_state = seed;
     double t0 = now();
     for (uint64_t i = 0; i < r; i++) {
         char k[8];
@@ -289,16 +355,13 @@ static double ref_select(PGconn *c, const figures *f, uint64_t r) {
     return (double)r / (now() - t0);
 }
 
-static double ref_any(PGconn *c, const figures *f, uint64_t r) {
-    PGresult *p = PQprepare(c, "many",
-                            "SELECT oid, serial, cid, state FROM raw_copy WHERE oid = ANY($1::bigint[])",
-                            1, NULL);
-    if (PQresultStatus(p) != PGRES_COMMAND_OK) DIE("prepare: %s", PQerrorMessage(c));
-    PQclear(p);
+/* Rows a second of 1,000 keys per prepared `= ANY($1)` ("many"), the keys
+ * of seed; seed 0: every key once, in order (the warm-up). */
+static double ref_any(PGconn *c, const figures *f, uint64_t r, uint64_t seed) {
     /* a binary int8[]: ndim 1, no nulls, element type 20, then (length, value) each */
     size_t cap = 20 + 1000 * 12;
     char *a = malloc(cap);
-    rnd_state = 4242;
+    rnd_state = seed;
     uint64_t got = 0;
     double t0 = now();
     for (uint64_t i = 0; i < r; i += 1000) {
@@ -309,7 +372,7 @@ static double ref_any(PGconn *c, const figures *f, uint64_t r) {
             for (int b = 0; b < 4; b++) o[b] = (char)(hdr[j] >> (24 - 8 * b));
         for (int j = 0; j < k; j++) {
             o[0] = o[1] = o[2] = 0, o[3] = 8;
-            be64(o + 4, f->first + rnd() % f->n);
+            be64(o + 4, f->first + (seed ? rnd() % f->n : i + (uint64_t)j));
             o += 12;
         }
         const char *v[1] = {a};
@@ -321,6 +384,22 @@ static double ref_any(PGconn *c, const figures *f, uint64_t r) {
     }
     free(a);
     return (double)got / (now() - t0);
+}
+
+/* A new connection to the references' table, its statements prepared. */
+static PGconn *prepare_refs(const char *base) {
+    PGconn *c = PQconnectdb(base);
+    if (PQstatus(c) != CONNECTION_OK) DIE("%s", PQerrorMessage(c));
+    PQclear(exec_ok(c, "SET search_path TO bench_engines"));
+    PGresult *p = PQprepare(c, "one", "SELECT serial, cid, state FROM raw_copy WHERE oid = $1::bigint",
+                            1, NULL);
+    if (PQresultStatus(p) != PGRES_COMMAND_OK) DIE("prepare: %s", PQerrorMessage(c));
+    PQclear(p);
+    p = PQprepare(c, "many", "SELECT oid, serial, cid, state FROM raw_copy WHERE oid = ANY($1::bigint[])",
+                  1, NULL);
+    if (PQresultStatus(p) != PGRES_COMMAND_OK) DIE("prepare: %s", PQerrorMessage(c));
+    PQclear(p);
+    return c;
 }
 
 static void walk_line(const char *ostore, const char *addr, uint64_t n) {
@@ -377,18 +456,29 @@ int main(int argc, char **argv) {
     PQclear(sc);
 
     figures fl = {0}, fp = {0};
-    engine_run("lmdb", dir, n, r, &fl);
+    if (!getenv("BENCH_ONLY_PG")) engine_run("lmdb", dir, n, r, &fl);
     engine_run("postgresql", pgaddr, n, r, &fp);
 
     uint64_t rows = 0;
     double copy = ref_copy(pc, &rows);
     printf("reference  COPY FROM STDIN (binary) of the %llu rows the loader wrote: %.0f rows/s\n",
            (unsigned long long)rows, copy);
-    double sel = ref_select(pc, &fp, r);
-    printf("reference  prepared SELECT by primary key, 1 client: %.0f rows/s\n", sel);
-    double any = ref_any(pc, &fp, r);
-    printf("reference  1,000 random keys per = ANY($1): %.0f rows/s\n", any);
     PQfinish(pc);
+    /* a fresh connection, then the same after its warm-up, with the keys
+     * ostore read */
+    PGconn *rc = prepare_refs(base);
+    double sel_cold = ref_select(rc, &fp, r, SEED_SINGLE_COLD);
+    double any_cold = ref_any(rc, &fp, r, SEED_MANY_COLD);
+    PQfinish(rc);
+    rc = prepare_refs(base);
+    (void)ref_any(rc, &fp, fp.n, 0);
+    double sel = ref_select(rc, &fp, r, SEED_SINGLE);
+    double any = ref_any(rc, &fp, r, SEED_MANY);
+    PQfinish(rc);
+    printf("reference  prepared SELECT by primary key, 1 client: fresh connection %.0f rows/s, "
+           "warm %.0f rows/s\n", sel_cold, sel);
+    printf("reference  1,000 random keys per = ANY($1): fresh connection %.0f rows/s, warm %.0f "
+           "rows/s\n", any_cold, any);
     if (demo) {
         printf("demo walk (--objects %llu):\n", (unsigned long long)(n / 10));
         char ddir[1100];
@@ -406,21 +496,25 @@ int main(int argc, char **argv) {
         double got, want;
     } t[] = {
         {"PG loader / raw COPY", fp.load / copy, 0.8},
-        {"PG single reads / prepared SELECT", fp.single / sel, 0.8},
-        {"PG prefetched reads, objects/s", fp.prefetched, 100000},
-        {"PG prefetched / single reads", fp.prefetched / fp.single, 10},
+        {"PG single reads / prepared SELECT (warm)", fp.single / sel, 0.8},
+        {"PG single reads / prepared SELECT (fresh)", fp.single_cold / sel_cold, 0.8},
+        {"PG prefetched reads, objects/s (warm)", fp.prefetched, 100000},
+        {"PG prefetched reads, objects/s (fresh)", fp.prefetched_cold, 100000},
+        {"PG prefetched / single reads (warm)", fp.prefetched / fp.single, 10},
+        {"PG prefetched / single reads (fresh)", fp.prefetched_cold / fp.single_cold, 10},
         {"PG commits 16 threads / 1 thread", fp.c16 / fp.c1, 5},
-        {"PG prefetched reads / = ANY reference", fp.prefetched / any, 0},
+        {"PG prefetched reads / = ANY reference (warm)", fp.prefetched / any, 0},
+        {"PG prefetched reads / = ANY reference (fresh)", fp.prefetched_cold / any_cold, 0},
         {"LMDB loader / PG loader", fl.load / fp.load, 0},
         {"LMDB single reads / PG single reads", fl.single / fp.single, 0},
     };
     printf("ratios (issue 13 targets):\n");
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
         if (t[i].want)
-            printf("  %-40s %12.2f  target >= %-8g %s\n", t[i].what, t[i].got, t[i].want,
+            printf("  %-46s %12.2f  target >= %-8g %s\n", t[i].what, t[i].got, t[i].want,
                    t[i].got >= t[i].want ? "MET" : "MISSED");
         else
-            printf("  %-40s %12.2f\n", t[i].what, t[i].got);
+            printf("  %-46s %12.2f\n", t[i].what, t[i].got);
     }
     ost_registry_free(g_reg);
     return 0;
