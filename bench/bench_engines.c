@@ -27,7 +27,10 @@
  * Then the ratios against the references and the targets of issue 13.
  * --no-copy makes the PostgreSQL loader write by INSERT as before COPY;
  * BENCH_NO_GROUP=1 in the environment opens both stores without
- * group_commit (every connection then commits on its own session). */
+ * group_commit (every connection then commits on its own session);
+ * BENCH_ONLY_PG=1 skips LMDB; BENCH_PREFETCH_CONNECTIONS=N sets the
+ * stores' prefetch_connections (default 2: PostgreSQL reads a prefetch of
+ * 1,000 in two parts on two server connections at once). */
 #define _POSIX_C_SOURCE 200809L
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -67,6 +70,8 @@ static uint64_t rnd(void) { /* xorshift64* */
 extern int ost__pg_copy_min;
 
 static ost_registry *g_reg;
+/* ost_store_options.prefetch_connections: 2, or BENCH_PREFETCH_CONNECTIONS */
+static unsigned g_prefetch_connections = 2;
 static ost_value g_item;
 
 typedef struct {
@@ -79,6 +84,7 @@ static ost_store *open_at(const char *addr, bool create) {
     ost_store_options_init(&o);
     o.create = create;
     o.registry = g_reg;
+    o.prefetch_connections = g_prefetch_connections;
     o.group_commit = !getenv("BENCH_NO_GROUP"); /* both engines: the store's group committer thread */
     o.map_size = (size_t)4 << 30;
     ost_store *st = ost_store_new();
@@ -196,16 +202,19 @@ static double prefetched_reads(ost_conn *c, const uint64_t *oids, uint64_t r, os
     return (double)r / (now() - t0);
 }
 
-/* The warm-up: every loaded object once, in oid order, 1,000 a call (not
- * timed). */
+/* The warm-up: every loaded object, in oid order, 1,000 a call (not
+ * timed), twice: the second time the calls start 500 further, so that
+ * with prefetch_connections 2 each server process has read every page
+ * (each reads half of a call). */
 static void warm_up(ost_conn *c, const figures *f, ost_value *objs) {
     uint64_t oids[1000];
-    for (uint64_t at = 0; at < f->n; at += 1000) {
-        size_t k = f->n - at < 1000 ? (size_t)(f->n - at) : 1000;
-        for (size_t j = 0; j < k; j++) oids[j] = f->first + at + j;
-        if (ost_conn_get_many(c, oids, k, objs)) DIE("warm-up: %s", ost_conn_errmsg(c));
-        ost_abort(c);
-    }
+    for (uint64_t from = 0; from <= 500; from += 500)
+        for (uint64_t at = from; at < f->n; at += 1000) {
+            size_t k = f->n - at < 1000 ? (size_t)(f->n - at) : 1000;
+            for (size_t j = 0; j < k; j++) oids[j] = f->first + at + j;
+            if (ost_conn_get_many(c, oids, k, objs)) DIE("warm-up: %s", ost_conn_errmsg(c));
+            ost_abort(c);
+        }
 }
 
 /* Seeds of the random keys, shared with the references: other keys for
@@ -423,6 +432,8 @@ int main(int argc, char **argv) {
             DIE("usage: bench_engines [--objects N] [--reads R] [--demo OSTORE] [--lmdb DIR] "
                 "[--no-copy]");
     }
+    const char *pcs = getenv("BENCH_PREFETCH_CONNECTIONS");
+    if (pcs) g_prefetch_connections = (unsigned)strtoul(pcs, NULL, 10);
     const char *base = getenv("OST_TEST_PG");
     if (!base) DIE("run it through tests/pg/pgserver.sh (OST_TEST_PG is not set)");
     if (n < 1000 || r < 1000) DIE("--objects and --reads take at least 1000");
@@ -449,9 +460,9 @@ int main(int argc, char **argv) {
     PGresult *fs = exec_ok(pc, "SHOW fsync");
     PGresult *sc = exec_ok(pc, "SHOW synchronous_commit");
     printf("bench_engines: %llu objects, %llu random reads; PostgreSQL fsync=%s "
-           "synchronous_commit=%s; LMDB in %s\n",
+           "synchronous_commit=%s, prefetch_connections %u; LMDB in %s\n",
            (unsigned long long)n, (unsigned long long)r, PQgetvalue(fs, 0, 0),
-           PQgetvalue(sc, 0, 0), dir);
+           PQgetvalue(sc, 0, 0), g_prefetch_connections, dir);
     PQclear(fs);
     PQclear(sc);
 
@@ -471,7 +482,7 @@ int main(int argc, char **argv) {
     double any_cold = ref_any(rc, &fp, r, SEED_MANY_COLD);
     PQfinish(rc);
     rc = prepare_refs(base);
-    (void)ref_any(rc, &fp, fp.n, 0);
+    (void)ref_any(rc, &fp, fp.n, 0); /* one process: once is enough */
     double sel = ref_select(rc, &fp, r, SEED_SINGLE);
     double any = ref_any(rc, &fp, r, SEED_MANY);
     PQfinish(rc);

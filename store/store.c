@@ -531,6 +531,10 @@ int ost_store_open(ost_store *st, const char *addr, const ost_store_options *opt
         return ost__st_fail(st, OST_EINVAL, "%s store: this handle is open already", ops->name);
     if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
         return ost__st_fail(st, OST_EINVAL, "%s store: bad options", ops->name);
+    if (opts->prefetch_connections > 8)
+        return ost__st_fail(st, OST_EINVAL,
+                            "%s store: prefetch_connections is %u: at most 8 (0 or 1: one)",
+                            ops->name, opts->prefetch_connections);
     ost__engine *e;
     int rc = ops->open(st, addr, opts, &e); /* fills st->shown */
     if (rc) return rc;
@@ -549,6 +553,9 @@ static int lmdb_store_open(ost_store *st, const char *path, const ost_store_opti
     if (st->env || st->eng) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", shown);
     if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
         return ost__st_fail(st, OST_EINVAL, "%s: bad options", shown);
+    if (opts->prefetch_connections > 8)
+        return ost__st_fail(st, OST_EINVAL, "%s: prefetch_connections is %u: at most 8 (0 or 1: one)",
+                            shown, opts->prefetch_connections);
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno != ENOENT || !opts->create)

@@ -2855,6 +2855,108 @@ OST_TEST(store, prefetch_loads_the_ghosts_it_is_given) {
     ost_store_close(st);
 }
 
+#ifdef OST_HAVE_POSTGRESQL
+extern uint64_t ost__pg_par_given, ost__pg_par_redone; /* store/pg/pg.c */
+
+/* Server connections to the test's database (PostgreSQL), counted by the
+ * server. */
+static int pg_backends(void) {
+    PGconn *pc = PQconnectdb(getenv("OST_TEST_PG_ADMIN"));
+    cr_assert_eq(PQstatus(pc), CONNECTION_OK);
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s'",
+             pg_dbname);
+    PGresult *r = PQexec(pc, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(pc));
+    int n = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    PQfinish(pc);
+    return n;
+}
+#endif
+
+/* prefetch_connections: a large prefetch reads its parts on several
+ * server connections, all in the snapshot of the transaction (a commit
+ * made after it began is not seen), and in the next transaction's. LMDB
+ * ignores the option: the same reads, the same answers. */
+OST_TEST(store, prefetch_on_several_connections_reads_one_snapshot) {
+    ost_store_options o = opts_for(true);
+    o.prefetch_connections = 9;
+    char msg[300];
+    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_EINVAL);
+    cr_assert(strstr(msg, "prefetch_connections is 9: at most 8"), "%s", msg);
+    o.prefetch_connections = 3;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *a = conn_of(st);
+    enum { N = 1000 };
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < N; i++) {
+        ost_value n = new_node();
+        set(n, "v", ost_int(i));
+        cr_assert_eq(ost_list_append(l, n), 0);
+    }
+    root_set(a, "nodes", l);
+    commit_ok(a);
+    ost_conn *b = conn_of(st);
+    ost_value bl = root_get(b, "nodes"); /* b's transaction has begun */
+    ost_value objs[N];
+    for (int i = 0; i < N; i++) objs[i] = ost_item(bl, (size_t)i);
+    /* a commits new values after b's snapshot */
+    ost_value al = root_get(a, "nodes");
+    for (int i = 0; i < N; i++) set(ost_item(al, (size_t)i), "v", ost_int(10000 + i));
+    commit_ok(a);
+#ifdef OST_HAVE_POSTGRESQL
+    int before = on_pg() ? pg_backends() : 0;
+    uint64_t given = ost__pg_par_given, redone = ost__pg_par_redone;
+#endif
+    cr_assert_eq(ost_prefetch(b, objs, N), 0, "%s", ost_conn_errmsg(b));
+#ifdef OST_HAVE_POSTGRESQL
+    if (on_pg()) {
+        cr_assert_eq(pg_backends(), before + 2, "two helpers read parts");
+        /* every record the helpers found is newer than b's snapshot: read
+         * again, the helpers' two thirds of the call */
+        cr_assert_eq(ost__pg_par_given - given, 0);
+        cr_assert_eq(ost__pg_par_redone - redone, N - N / 3);
+    }
+#endif
+    for (int i = 0; i < N; i++) {
+        cr_assert_not(ost_is_ghost(objs[i]));
+        cr_assert_eq(iattr(objs[i], "v"), i, "objs[%d] as b's snapshot has it", i);
+    }
+    /* the next transaction: a's commit, through every part again */
+    ost_abort(b);
+    bl = root_get(b, "nodes");
+    for (int i = 0; i < N; i++) {
+        objs[i] = ost_item(bl, (size_t)i);
+        cr_assert(ost_is_ghost(objs[i]), "a changed it");
+    }
+#ifdef OST_HAVE_POSTGRESQL
+    given = ost__pg_par_given;
+    redone = ost__pg_par_redone;
+#endif
+    cr_assert_eq(ost_prefetch(b, objs, N), 0, "%s", ost_conn_errmsg(b));
+#ifdef OST_HAVE_POSTGRESQL
+    if (on_pg()) { /* nothing newer now: the helpers' records serve as they are */
+        cr_assert_eq(ost__pg_par_given - given, N - N / 3);
+        cr_assert_eq(ost__pg_par_redone - redone, 0);
+    }
+#endif
+    for (int i = 0; i < N; i++) cr_assert_eq(iattr(objs[i], "v"), 10000 + i);
+    /* by oids, in a third snapshot, after a third commit */
+    ost_abort(b);
+    al = root_get(a, "nodes");
+    for (int i = 0; i < N; i++) set(ost_item(al, (size_t)i), "v", ost_int(20000 + i));
+    commit_ok(a);
+    ost_abort(b);
+    bl = root_get(b, "nodes");
+    uint64_t oids[N];
+    for (int i = 0; i < N; i++) oids[i] = ost_oid(b, ost_item(bl, (size_t)i));
+    ost_value got[N];
+    cr_assert_eq(ost_conn_get_many(b, oids, N, got), 0, "%s", ost_conn_errmsg(b));
+    for (int i = 0; i < N; i++) cr_assert_eq(iattr(got[i], "v"), 20000 + i);
+    ost_store_close(st);
+}
+
 OST_TEST(store, prefetch_sees_invalidations_and_reports_a_missing_record) {
     LMDB_ONLY("a record is deleted with raw LMDB (pg-engine's prefetch test deletes one with SQL)");
     ost_store *st = open_store(true);

@@ -45,10 +45,18 @@ typedef struct {
     ost_registry *registry;    /* classes (not owned; must outlive the store) */
     bool group_commit;         /* commits go through one writer thread that
                                 * ends each group with one fsync */
+    unsigned prefetch_connections; /* PostgreSQL: server connections a
+                                * connection's large read (ost_prefetch,
+                                * ost_conn_get_many: 256 records or more)
+                                * reads with at once, in one snapshot; 0 or
+                                * 1: its own only (the default), up to 8.
+                                * Each connection then opens up to N - 1 more
+                                * at its first such read. LMDB ignores it. */
 } ost_store_options;
 
 /* Fills o with the defaults: no create, read-write, 64 MiB map, full
- * durability, 126 readers, no registry (every class generic). */
+ * durability, 126 readers, no registry (every class generic), no group
+ * commit, prefetches on one server connection. */
 OST_EXTERN void ost_store_options_init(ost_store_options *o);
 
 /* New closed store handle. NULL on ENOMEM. After fork(), a child opens

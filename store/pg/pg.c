@@ -53,7 +53,13 @@ struct ost__engine {
     bool sync_off; /* synchronous_commit off: the store's durability is not full */
     pthread_mutex_t lock; /* conn: class ids, oid blocks, stat */
     PGconn *conn;
+    unsigned par; /* connections a session's large get_many reads with (1 to 8) */
 };
+
+/* A helper connection of a session's large get_many (get_many_par). */
+typedef struct {
+    PGconn *conn;
+} ost__help;
 
 struct ost__sess {
     ost__engine *e;
@@ -73,6 +79,11 @@ struct ost__sess {
      * there. changes reads them instead of asking again. */
     PGresult *pre;
     uint64_t pre_from, pre_to;
+    /* The helpers of a large get_many (e->par - 1 at most, connected at
+     * the first one): each reads a part, get_many_par says how. */
+    ost__help help[7];
+    unsigned nhelp; /* connected so far */
+    bool help_off;  /* a helper failed: the session reads alone from now on */
 };
 
 struct ost__ecur {
@@ -126,6 +137,11 @@ static void p_bytes(params *p, const void *d, size_t n) {
     p->v[p->n] = n ? d : "";
     p->l[p->n] = (int)n;
     p->f[p->n++] = 1;
+}
+
+static int u64cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* A one-dimensional array parameter in PostgreSQL's binary format
@@ -359,6 +375,15 @@ static void drain(ost__sess *s) {
     while ((r = PQgetResult(s->conn))) PQclear(r);
 }
 
+/* Closes the helpers; the session reads alone from now on if off. */
+static void help_close(ost__sess *s, bool off) {
+    for (unsigned i = 0; i < s->nhelp; i++)
+        if (s->help[i].conn) PQfinish(s->help[i].conn);
+    memset(s->help, 0, sizeof s->help);
+    s->nhelp = 0;
+    if (off) s->help_off = true;
+}
+
 static int sess_conn(ost__sess *s) {
     drain(s);
     if (s->conn && PQstatus(s->conn) != CONNECTION_OK) {
@@ -477,6 +502,8 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
     pthread_mutex_init(&e->lock, NULL);
     e->st = st;
     e->read_only = o && o->read_only;
+    e->par = o && o->prefetch_connections > 1 ? o->prefetch_connections : 1;
+    if (e->par > 8) e->par = 8;
     e->sync_off = o && o->durability != OST_SYNC_FULL;
     ost__addr_scrub(addr, e->shown, sizeof e->shown);
     e->conninfo = strdup(conn_string(addr));
@@ -561,6 +588,7 @@ static void pg_sess_close(ost__sess *s) {
     if (!s) return;
     pg_snap_end(s);
     drain(s);
+    help_close(s, true);
     if (s->conn) PQfinish(s->conn);
     free(s->kept);
     free(s);
@@ -676,20 +704,9 @@ static int ps_ready(ost__sess *s, int which) {
     return ost__st_fail(s->e->st, rc, "%s: preparing a statement: %s", s->e->shown, cause);
 }
 
-/* Sends st[0, n) in one pipeline and reads their results: res[i] gets
- * statement i's result when it succeeded (the caller clears it), NULL
- * otherwise. Returns 0 when all succeeded; else the code of the first
- * failure with the store's message naming what, and *failed its index
- * (n: the pipeline itself failed, the connection is then closed, and what
- * the server did is not known). */
-static int pipe_run(ost__sess *s, const char *what, const pstmt *st, int n, PGresult **res,
-                    int *failed) {
-    ost__engine *e = s->e;
-    PGconn *c = s->conn;
-    int rc = 0;
-    char cause[240] = "";
-    *failed = -1;
-    for (int i = 0; i < n; i++) res[i] = NULL;
+/* Sends st[0, n) on c in one pipeline (pipeline mode, then a sync):
+ * false when libpq could not. */
+static bool pipe_send(PGconn *c, const pstmt *st, int n) {
     bool ok = PQenterPipelineMode(c);
     for (int i = 0; i < n && ok; i++) {
         const params *p = st[i].p;
@@ -699,7 +716,23 @@ static int pipe_run(ost__sess *s, const char *what, const pstmt *st, int n, PGre
         ok = st[i].ps >= 0 ? PQsendQueryPrepared(c, ps_name[st[i].ps], np, v, l, f, 1)
                            : PQsendQueryParams(c, st[i].sql, np, NULL, v, l, f, 1);
     }
-    ok = ok && PQpipelineSync(c);
+    return ok && PQpipelineSync(c);
+}
+
+/* Reads the results of a pipeline of n statements that pipe_send sent
+ * (sent: whether it did) and leaves pipeline mode: res[i] gets statement
+ * i's result when it succeeded (the caller clears it), NULL otherwise.
+ * Returns 0 when all succeeded, else the code of the first failure, with
+ * its cause, and *failed its index; n when the pipeline itself failed
+ * (every res[i] is then NULL, and c is in no known state: the caller
+ * closes it). */
+static int pipe_recv(PGconn *c, bool sent, int n, PGresult **res, int *failed, char *cause,
+                     size_t cap) {
+    int rc = 0;
+    bool ok = sent;
+    *failed = -1;
+    *cause = 0;
+    for (int i = 0; i < n; i++) res[i] = NULL;
     for (int i = 0; i < n && ok; i++) {
         PGresult *r = PQgetResult(c);
         if (!r) {
@@ -712,7 +745,7 @@ static int pipe_run(ost__sess *s, const char *what, const pstmt *st, int n, PGre
         } else {
             if (*failed < 0 && t != PGRES_PIPELINE_ABORTED) {
                 *failed = i;
-                pg_cause(c, r, cause, sizeof cause);
+                pg_cause(c, r, cause, cap);
                 rc = pg_code(c, r);
             }
             PQclear(r);
@@ -728,20 +761,36 @@ static int pipe_run(ost__sess *s, const char *what, const pstmt *st, int n, PGre
     PQclear(sync);
     ok = ok && PQexitPipelineMode(c);
     if (!ok) {
-        /* the connection is in no known state: close it (the session
-         * reconnects at its next use) */
-        if (*failed < 0 || !*cause) pg_cause(c, NULL, cause, sizeof cause);
+        if (*failed < 0 || !*cause) pg_cause(c, NULL, cause, cap);
         *failed = n;
         rc = OST_EIO;
-        PQfinish(s->conn);
-        s->conn = NULL;
-        s->prepared = 0;
         for (int i = 0; i < n; i++) {
             PQclear(res[i]);
             res[i] = NULL;
         }
     }
-    if (*failed < 0) return 0;
+    return rc;
+}
+
+/* Sends st[0, n) in one pipeline on s's connection and reads their
+ * results: res[i] gets statement i's result when it succeeded (the caller
+ * clears it), NULL otherwise. Returns 0 when all succeeded; else the code
+ * of the first failure with the store's message naming what, and *failed
+ * its index (n: the pipeline itself failed, the connection is then
+ * closed, and what the server did is not known). */
+static int pipe_run(ost__sess *s, const char *what, const pstmt *st, int n, PGresult **res,
+                    int *failed) {
+    ost__engine *e = s->e;
+    char cause[240];
+    bool sent = pipe_send(s->conn, st, n);
+    int rc = pipe_recv(s->conn, sent, n, res, failed, cause, sizeof cause);
+    if (!rc) return 0;
+    if (*failed == n) {
+        /* the session reconnects at its next use */
+        PQfinish(s->conn);
+        s->conn = NULL;
+        s->prepared = 0;
+    }
     return ost__st_fail(e->st, rc, "%s: %s: %s", e->shown, what, cause);
 }
 
@@ -865,10 +914,179 @@ static int pg_get(ost__sess *s, uint64_t oid, ost__recview *v) {
     return keep(s, r);
 }
 
+/* The records a part of a parallel get_many has at least. */
+#define PAR_MIN 128
+/* get_many_par's mark of an oid found. */
+#define FOUND ((uint64_t)1 << 63)
+
+/* Records the helpers gave, and records read again on the session's
+ * connection (newer than its snapshot, not found, or a helper failed):
+ * for tests. */
+uint64_t ost__pg_par_given, ost__pg_par_redone;
+
+/* An int8[] parameter of oids[0, n) into a and p: 0 or OST_ENOMEM. */
+static int oid_array(ost__engine *e, const uint64_t *oids, size_t n, arr *a, params *p) {
+    arr_begin(a, OIDTYPE_INT8);
+    for (size_t i = 0; i < n; i++) arr_add_i64(a, oids[i]);
+    if (arr_end(a)) return ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+    *p = (params){0};
+    p_bytes(p, a->b, a->n);
+    return 0;
+}
+
+/* Keeps r (get_many's rows) and calls fn on each. */
+static int rows_out(ost__sess *s, PGresult *r, ost__rec_fn fn, void *ud) {
+    int rc = keep(s, r);
+    for (int i = 0, nt = PQntuples(r); i < nt && !rc; i++) {
+        ost__recview v;
+        fill_rec(r, i, 1, &v);
+        rc = fn(ud, rd64(PQgetvalue(r, i, 0)), &v);
+    }
+    return rc;
+}
+
+/* get_many in parts, in parallel: the first on the session's connection,
+ * each other one on a helper connection, all sent before any answer is
+ * read, so that the server reads them on as many processes at once. A
+ * helper reads outside the session's snapshot, as a statement of its own
+ * (no transaction to begin, export or import): its snapshot is later than
+ * the session's, and serials become visible in commit order (the meta
+ * row lock), so a record it finds with a serial the session's snapshot
+ * counts (<= last_serial) is the very version the snapshot holds; one
+ * with a later serial, or not found (a commit or a pack since), is read
+ * again on the session's connection, as are the parts of a helper that
+ * failed (which is closed: the session reads alone from then on). 1 when
+ * it does not apply (the caller reads alone); else 0 or the failure. */
+static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn fn, void *ud) {
+    ost__engine *e = s->e;
+    size_t parts = e->par;
+    if (parts > n / PAR_MIN) parts = n / PAR_MIN;
+    if (parts < 2 || s->help_off || !s->snap || s->write) return 1;
+    int rc = ps_ready(s, PS_GET_MANY);
+    if (rc) return rc;
+    while (s->nhelp < parts - 1) { /* connect the helpers */
+        ost__help *h = &s->help[s->nhelp];
+        if (connect_db(e, &h->conn)) {
+            help_close(s, true); /* the server may allow no more: read alone */
+            return 1;
+        }
+        PGresult *r = PQprepare(h->conn, ps_name[PS_GET_MANY], ps_sql[PS_GET_MANY], 0, NULL);
+        bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+        s->nhelp++;
+        if (!ok) {
+            help_close(s, true);
+            return 1;
+        }
+    }
+    uint64_t last = s->info.last_serial;
+    arr a[8] = {{0}};
+    params q[8];
+    bool sent[8] = {false};
+    size_t at[9];
+    for (size_t i = 0; i <= parts; i++) at[i] = i * n / parts;
+    for (size_t i = 0; i < parts && !rc; i++)
+        rc = oid_array(e, oids + at[i], at[i + 1] - at[i], &a[i], &q[i]);
+    /* the helpers' parts, then the session's, before reading any answer */
+    for (size_t i = 1; i < parts && !rc; i++)
+        sent[i] = PQsendQueryPrepared(s->help[i - 1].conn, ps_name[PS_GET_MANY], q[i].n, q[i].v,
+                                      q[i].l, q[i].f, 1);
+    bool main_sent = !rc && PQsendQueryPrepared(s->conn, ps_name[PS_GET_MANY], q[0].n, q[0].v,
+                                                 q[0].l, q[0].f, 1);
+    if (!rc && !main_sent) {
+        char cause[240];
+        pg_cause(s->conn, NULL, cause, sizeof cause);
+        rc = ost__st_fail(e->st, OST_EIO, "%s: reading records: %s", e->shown, cause);
+    }
+    if (main_sent) {
+        PGresult *r, *rows = NULL;
+        while ((r = PQgetResult(s->conn))) {
+            if (!rows && PQresultStatus(r) == PGRES_TUPLES_OK) {
+                rows = r;
+            } else {
+                if (!rows && !rc) {
+                    char cause[240];
+                    pg_cause(s->conn, r, cause, sizeof cause);
+                    rc = ost__st_fail(e->st, pg_code(s->conn, r), "%s: reading records: %s",
+                                      e->shown, cause);
+                }
+                PQclear(r);
+            }
+        }
+        if (rows && !rc) rc = rows_out(s, rows, fn, ud);
+        else PQclear(rows);
+    }
+    /* the helpers' answers, every one read whatever happened before */
+    bool failed = false;
+    uint64_t *redo = NULL;
+    size_t nredo = 0;
+    for (size_t i = 1; i < parts; i++) {
+        PGresult *r, *rows = NULL;
+        if (sent[i])
+            while ((r = PQgetResult(s->help[i - 1].conn))) {
+                if (!rows && PQresultStatus(r) == PGRES_TUPLES_OK) rows = r;
+                else PQclear(r);
+            }
+        size_t k = at[i + 1] - at[i];
+        if (!rows) failed = true;
+        if (rc || (!redo && !(redo = malloc(n * sizeof *redo)))) {
+            PQclear(rows);
+            if (!rc) rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+            continue;
+        }
+        if (!rows) { /* the whole part again */
+            memcpy(redo + nredo, oids + at[i], k * sizeof *redo);
+            nredo += k;
+            continue;
+        }
+        if ((rc = keep(s, rows))) continue;
+        /* the rows the snapshot holds as they are; the part's other oids
+         * again (found: marked by a sorted copy) */
+        uint64_t *mine = redo + nredo;
+        memcpy(mine, oids + at[i], k * sizeof *mine);
+        qsort(mine, k, sizeof *mine, u64cmp);
+        for (int j = 0, nt = PQntuples(rows); j < nt && !rc; j++) {
+            uint64_t oid = rd64(PQgetvalue(rows, j, 0));
+            if (rd64(PQgetvalue(rows, j, 1)) > last) continue;
+            /* found: the top bit marks it (oids stay below 2^63), and the
+             * search compares without it, so the copy stays sorted */
+            size_t lo = 0, hi = k;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if ((mine[mid] & ~FOUND) < oid) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo == k || (mine[lo] & ~FOUND) != oid) continue; /* not asked: cannot be */
+            for (size_t m = lo; m < k && (mine[m] & ~FOUND) == oid; m++) mine[m] |= FOUND;
+            ost__recview v;
+            fill_rec(rows, j, 1, &v);
+            rc = fn(ud, oid, &v);
+            __atomic_fetch_add(&ost__pg_par_given, 1, __ATOMIC_RELAXED);
+        }
+        for (size_t j = 0; j < k; j++)
+            if (!(mine[j] & FOUND)) redo[nredo++] = mine[j];
+    }
+    if (failed) help_close(s, true);
+    if (!rc && nredo) {
+        __atomic_fetch_add(&ost__pg_par_redone, nredo, __ATOMIC_RELAXED);
+        arr ra = {0};
+        params rq;
+        if (!(rc = oid_array(e, redo, nredo, &ra, &rq))) {
+            PGresult *r = run_ps(s, PS_GET_MANY, "reading records", &rq, &rc, NULL);
+            if (r) rc = rows_out(s, r, fn, ud);
+        }
+        arr_free(&ra);
+    }
+    free(redo);
+    for (size_t i = 0; i < parts; i++) arr_free(&a[i]);
+    return rc;
+}
+
 static int pg_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn fn, void *ud) {
     if (!n) return 0;
     int rc = read_ready(s);
     if (rc) return rc;
+    if (s->e->par > 1 && (rc = get_many_par(s, oids, n, fn, ud)) != 1) return rc;
     arr a = {0};
     arr_begin(&a, OIDTYPE_INT8);
     for (size_t i = 0; i < n; i++) arr_add_i64(&a, oids[i]);
@@ -1396,10 +1614,6 @@ static void pg_ecur_close(ost__ecur *ec) {
 
 
 /* Sorts oids ascending (the order rows are locked in). */
-static int u64cmp(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Sets p's outcome for a failure of a statement: the code, and the
  * store's message as the package's. */
