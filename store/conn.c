@@ -1006,6 +1006,9 @@ size_t ost_conn_cache_count(const ost_conn *c, size_t *active) {
 /* At a transaction boundary: beyond the cache size, unchanged objects that
  * only the cache holds are dropped, and others become ghosts. */
 static void cache_gc(ost_conn *c) {
+    /* nothing to trim, known without a walk: there are no more entries
+     * than the limit, so no more loaded ones, and no byte limit */
+    if (c->nents <= c->cache_max && c->cache_max_bytes == SIZE_MAX) return;
     size_t active = 0, bytes = 0;
     for (size_t i = 0; i < c->nents; i++) {
         ost_value o = ent(c, i)->obj;
