@@ -1821,6 +1821,18 @@ static void report_metas(run *r) {
         problem(r, "meta page", (uint64_t)i, "%s: meta page %d%s: %s", pc->file, i,
                 i == pc->cur ? "" : " (not the one walked)", m->err);
     }
+    /* LMDB writes the two meta pages in turn, transaction N into page
+     * N % 2, so their ids are one apart (or both 0 before the first
+     * commit): other ids mean one of them was damaged, and the one the
+     * higher id makes current may be an older commit */
+    const meta *a = &pc->m[0], *b = &pc->m[1];
+    uint64_t hi = a->txnid > b->txnid ? a->txnid : b->txnid;
+    uint64_t lo = a->txnid > b->txnid ? b->txnid : a->txnid;
+    if (a->sane && b->sane && hi - lo != 1 && hi)
+        problem(r, "meta page", (uint64_t)(a->txnid > b->txnid ? 0 : 1),
+                "%s: meta pages 0 and 1 have transaction ids %llu and %llu: LMDB writes them "
+                "one commit apart, so one of them is damaged",
+                pc->file, (ull)a->txnid, (ull)b->txnid);
     if (pc->size % pc->psize)
         problem(r, NULL, UINT64_MAX, "%s: %llu bytes, not a whole number of %u-byte pages",
                 pc->file, (ull)pc->size, pc->psize);
