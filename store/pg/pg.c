@@ -75,8 +75,8 @@ struct ost__sess {
     bool end_sent; /* a snapshot's COMMIT is sent, its answer not read yet (drain) */
     bool had_snap; /* info holds an earlier snapshot's counters */
     /* The commit log rows after the previous snapshot's last serial, read
-     * with this snapshot's BEGIN (text format): rows (from, to] are all
-     * there. changes reads them instead of asking again. */
+     * with this snapshot's BEGIN (PS_CHANGES's rows): rows (from, to] are
+     * all there. changes reads them instead of asking again. */
     PGresult *pre;
     uint64_t pre_from, pre_to;
     /* The helpers of a large get_many (e->par - 1 at most, connected at
