@@ -10,25 +10,9 @@
  * The same is done with 100 cached objects, and the report gives both
  * costs and their ratio: a commit's work should not grow with the
  * objects the cache holds. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "ostore.h"
-
-#define DIE(...)                                                                                   \
-    do {                                                                                           \
-        fprintf(stderr, "bench_bigcache: " __VA_ARGS__);                                           \
-        fputc('\n', stderr);                                                                       \
-        exit(1);                                                                                   \
-    } while (0)
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#define _POSIX_C_SOURCE 200809L
+#define BENCH_NAME "bench_bigcache"
+#include "benchlib.h"
 
 /* Microseconds a one-object commit costs with n objects cached. */
 static double commit_us(const char *dir, ost_registry *reg, ost_value cls, int n) {

@@ -607,6 +607,33 @@ Test(engine, a_group_commits_each_package_on_its_own) {
     E->ops->sess_close(s);
 }
 
+#ifdef OST_HAVE_POSTGRESQL
+/* The server drops the engine's connection and takes no new one while
+ * oids are reserved: OST_EIO with the cause, no crash (the retry on a new
+ * connection used an unset connection when it could not connect), and
+ * the next reservation works once the server takes connections again. */
+Test(engine, reserving_oids_with_the_server_gone_says_so) {
+    if (!E->sql) cr_skip_test("LMDB has no server");
+    uint64_t first;
+    cr_assert_eq(E->ops->reserve_oids(eng, 10, &first), 0, "%s", ost_store_errmsg(st));
+    const char *admin = getenv("OST_TEST_PG_ADMIN");
+    cr_assert(admin, "needs OST_TEST_PG_ADMIN (tests/pg/pgserver.sh)");
+    cr_assert_eq(psql(admin, "ALTER DATABASE ostore ALLOW_CONNECTIONS false"), 0);
+    cr_assert_eq(psql(admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                             "datname = 'ostore' AND pid <> pg_backend_pid()"),
+                 0);
+    int rc = E->ops->reserve_oids(eng, 10, &first);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", ost_store_errmsg(st));
+    cr_assert_eq(psql(admin, "ALTER DATABASE ostore ALLOW_CONNECTIONS true"), 0);
+    cr_assert_eq(rc, OST_EIO, "%s", msg);
+    cr_assert(strstr(msg, "cannot connect"), "%s", msg);
+    uint64_t again;
+    cr_assert_eq(E->ops->reserve_oids(eng, 10, &again), 0, "%s", ost_store_errmsg(st));
+    cr_assert_geq(again, first + 10, "no oid twice");
+}
+#endif
+
 /* A group of plain packages (records only: PostgreSQL commits it in two
  * round trips, group_fast) has the outcomes a package at a time gives:
  * a package conflicts with a record an earlier package of the group

@@ -1313,7 +1313,7 @@ static int reserve_once(ost__engine *e, uint64_t want, uint64_t *first) {
         return ost__st_fail(e->st, OST_EREADONLY, "%s: cannot reserve oids: the store is read-only",
                             e->shown);
     pthread_mutex_lock(&e->lock);
-    PGconn *c;
+    PGconn *c = NULL; /* NULL when eng_conn fails: PQstatus says CONNECTION_BAD */
     int rc = eng_conn(e, &c);
     PGresult *r = NULL;
     if (!rc) rc = run0(e, c, "reserving oids", "BEGIN", NULL);
