@@ -253,28 +253,33 @@ static void drop_packed(ost_conn *c, uint64_t low) {
     }
 }
 
-/* The tail of pin once the engine opened the snapshot (si): pins it and,
- * at a transaction's start, applies invalidations. */
-static int opened(ost_conn *c, const ost__snapinfo *si) {
+/* Opens the snapshot (renew: the open one ends in the same engine call,
+ * snap_renew), pins it and, at a transaction's start, applies
+ * invalidations. On failure nothing is open or pinned. */
+static int open_snapshot(ost_conn *c, bool renew) {
     const ost__engine_ops *ops = c->st->ops;
+    ost__snapinfo si;
+    c->snap_open = false;
+    int rc = renew ? ops->snap_renew(c->sess, &si) : ops->snap_begin(c->sess, &si);
+    if (rc) return ost__c_fail(c, rc, "cannot start a read transaction: %s",
+                               ost_store_errmsg(c->st));
     c->snap_open = true;
     c->snap_gen++; /* data read from earlier snapshots is gone */
-    int rc = ops->pin(c->sess);
-    if (rc) return sfail(c, rc);
+    if ((rc = ops->pin(c->sess))) return sfail(c, rc);
     (void)ops->snap_moved(c->sess);
     if (!c->at_boundary) {
         c->snap_moved = true; /* reopened inside a transaction: newer data */
         return 0;
     }
     c->at_boundary = false;
-    c->txn_serial = si->last_serial;
+    c->txn_serial = si.last_serial;
     c->snap_moved = false;
-    rc = apply_invalidations(c, si->last_serial);
+    rc = apply_invalidations(c, si.last_serial);
     if (rc) {
         ops->unpin(c->sess);
         return ost__c_fail(c, rc, "reading the commit log: %s", ost_store_errmsg(c->st));
     }
-    drop_packed(c, si->low);
+    drop_packed(c, si.low);
     return 0;
 }
 
@@ -295,11 +300,7 @@ static int pin(ost_conn *c) {
         }
         return 0;
     }
-    ost__snapinfo si;
-    int rc = ops->snap_begin(c->sess, &si);
-    if (rc) return ost__c_fail(c, rc, "cannot start a read transaction: %s",
-                               ost_store_errmsg(c->st));
-    return opened(c, &si);
+    return open_snapshot(c, false);
 }
 
 static void unpin(ost_conn *c) { c->st->ops->unpin(c->sess); }
@@ -975,16 +976,7 @@ static void begin_txn(ost_conn *c) {
     c->at_boundary = true;
     char keep[sizeof c->msg];
     memcpy(keep, c->msg, sizeof keep);
-    int rc;
-    if (renew) {
-        ost__snapinfo si;
-        c->snap_open = false;
-        rc = ops->snap_renew(c->sess, &si);
-        if (rc) rc = ost__c_fail(c, rc, "cannot start a read transaction: %s",
-                                 ost_store_errmsg(c->st));
-        else rc = opened(c, &si);
-    } else
-        rc = pin(c);
+    int rc = renew ? open_snapshot(c, true) : pin(c);
     if (rc) memcpy(c->msg, keep, sizeof keep);
     else unpin(c);
 }

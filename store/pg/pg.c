@@ -144,6 +144,15 @@ static int u64cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Sorts v[0, n) and keeps each value once: the new count. */
+static size_t sort_unique(uint64_t *v, size_t n) {
+    qsort(v, n, sizeof *v, u64cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!u || v[i] != v[u - 1]) v[u++] = v[i];
+    return u;
+}
+
 /* A one-dimensional array parameter in PostgreSQL's binary format
  * (array_recv): ndim, flags, element type, then per dimension its size
  * and lower bound, then per element a length and the bytes. */
@@ -945,6 +954,19 @@ static int rows_out(ost__sess *s, PGresult *r, ost__rec_fn fn, void *ud) {
     return rc;
 }
 
+/* get_many on the session's connection alone, in one round trip. */
+static int get_many_one(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn fn, void *ud) {
+    arr a = {0};
+    params p;
+    int rc = oid_array(s->e, oids, n, &a, &p);
+    if (!rc) {
+        PGresult *r = run_ps(s, PS_GET_MANY, "reading records", &p, &rc, NULL);
+        if (r) rc = rows_out(s, r, fn, ud);
+    }
+    arr_free(&a);
+    return rc;
+}
+
 /* get_many in parts, in parallel: the first on the session's connection,
  * each other one on a helper connection, all sent before any answer is
  * read, so that the server reads them on as many processes at once. A
@@ -1069,13 +1091,7 @@ static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_f
     if (failed) help_close(s, true);
     if (!rc && nredo) {
         __atomic_fetch_add(&ost__pg_par_redone, nredo, __ATOMIC_RELAXED);
-        arr ra = {0};
-        params rq;
-        if (!(rc = oid_array(e, redo, nredo, &ra, &rq))) {
-            PGresult *r = run_ps(s, PS_GET_MANY, "reading records", &rq, &rc, NULL);
-            if (r) rc = rows_out(s, r, fn, ud);
-        }
-        arr_free(&ra);
+        rc = get_many_one(s, redo, nredo, fn, ud);
     }
     free(redo);
     for (size_t i = 0; i < parts; i++) arr_free(&a[i]);
@@ -1087,25 +1103,7 @@ static int pg_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn
     int rc = read_ready(s);
     if (rc) return rc;
     if (s->e->par > 1 && (rc = get_many_par(s, oids, n, fn, ud)) != 1) return rc;
-    arr a = {0};
-    arr_begin(&a, OIDTYPE_INT8);
-    for (size_t i = 0; i < n; i++) arr_add_i64(&a, oids[i]);
-    if ((rc = arr_end(&a))) {
-        arr_free(&a);
-        return ost__st_fail(s->e->st, rc, "out of memory");
-    }
-    params p = {0};
-    p_bytes(&p, a.b, a.n);
-    PGresult *r = run_ps(s, PS_GET_MANY, "reading records", &p, &rc, NULL);
-    arr_free(&a);
-    if (!r) return rc;
-    if ((rc = keep(s, r))) return rc;
-    for (int i = 0, nt = PQntuples(r); i < nt; i++) {
-        ost__recview v;
-        fill_rec(r, i, 1, &v);
-        if ((rc = fn(ud, rd64(PQgetvalue(r, i, 0)), &v))) return rc;
-    }
-    return 0;
+    return get_many_one(s, oids, n, fn, ud);
 }
 
 /* The records of [from, to) a page at a time: a page's recviews are valid
@@ -1892,11 +1890,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         if (p->recs[i].read_serial) lk[nl++] = p->recs[i].oid;
     for (size_t i = 0; i < p->nments; i++)
         if (!nl || p->ments[i].map != lk[nl - 1]) lk[nl++] = p->ments[i].map;
-    qsort(lk, nl, sizeof *lk, u64cmp);
-    size_t u = 0;
-    for (size_t i = 0; i < nl; i++)
-        if (!u || lk[i] != lk[u - 1]) lk[u++] = lk[i];
-    nl = u;
+    nl = sort_unique(lk, nl);
     PGresult *r = NULL;
     if (nl) {
         arr a = {0};
@@ -2167,11 +2161,7 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         if (mine[i])
             for (size_t j = 0; j < pkgs[i]->nrecs; j++)
                 if (pkgs[i]->recs[j].read_serial) lk[nl++] = pkgs[i]->recs[j].oid;
-    qsort(lk, nl, sizeof *lk, u64cmp);
-    size_t u = 0;
-    for (size_t i = 0; i < nl; i++)
-        if (!u || lk[i] != lk[u - 1]) lk[u++] = lk[i];
-    nl = u;
+    nl = sort_unique(lk, nl);
     arr_begin(&al, OIDTYPE_INT8);
     for (size_t i = 0; i < nl; i++) arr_add_i64(&al, lk[i]);
     if (arr_end(&al)) goto out;
