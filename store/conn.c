@@ -1001,6 +1001,20 @@ static void cache_gc(ost_conn *c) {
     /* nothing to trim, known without a walk: there are no more entries
      * than the limit, so no more loaded ones, and no byte limit */
     if (c->nents <= c->cache_max && c->cache_max_bytes == SIZE_MAX) return;
+    if (c->cache_max_bytes == SIZE_MAX) {
+        /* no byte limit: drop entries from the end until there are no more
+         * than the limit, which bounds the loaded ones too, without a walk
+         * of the whole cache (it cost a read of every object's header at
+         * every boundary: 11% of a prefetch benchmark's time with 100,000
+         * objects cached) */
+        for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {
+            const ost__pent *e = ent(c, i);
+            ost_value o = e->obj;
+            if (e->oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
+            if (OST__O(o)->refcnt == 1) cache_remove(c, i);
+        }
+        if (c->nents <= c->cache_max) return;
+    }
     size_t active = 0, bytes = 0;
     for (size_t i = 0; i < c->nents; i++) {
         ost_value o = ent(c, i)->obj;
