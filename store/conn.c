@@ -531,9 +531,44 @@ static int u64_cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Puts p's records in oid order. The records added since the last sort
+ * (the tail) are sorted alone, and only if they are not in order already
+ * (a fetch of sorted oids gives them sorted on both engines), then merged
+ * with the sorted head: sorting the whole table again at each call cost a
+ * prefetch of 1,000 records about a tenth of its time. */
 static void pf_sort(struct ost__pf *p) {
-    qsort(p->r, p->n, sizeof *p->r, pf_cmp);
+    size_t h = p->sorted, t = p->n - h;
+    if (!t) return;
+    pf_rec *tail = p->r + h;
+    size_t i = 1;
+    while (i < t && tail[i - 1].oid <= tail[i].oid) i++;
+    if (i < t) qsort(tail, t, sizeof *tail, pf_cmp);
+    if (h && p->r[h - 1].oid > tail[0].oid) {
+        pf_rec *tmp = malloc(t * sizeof *tmp);
+        if (!tmp) {
+            qsort(p->r, p->n, sizeof *p->r, pf_cmp);
+        } else {
+            /* merge from the end: the head's records move up into place */
+            memcpy(tmp, tail, t * sizeof *tmp);
+            size_t a = h, b = t, k = p->n;
+            while (b) {
+                if (a && p->r[a - 1].oid > tmp[b - 1].oid) p->r[--k] = p->r[--a];
+                else p->r[--k] = tmp[--b];
+            }
+            free(tmp);
+        }
+    }
     p->sorted = p->n;
+}
+
+/* Sorts oids[0, n) and drops repeats: the new count. */
+static size_t oids_sort_unique(uint64_t *oids, size_t n) {
+    if (n < 2) return n;
+    qsort(oids, n, sizeof *oids, u64_cmp);
+    size_t u = 1;
+    for (size_t i = 1; i < n; i++)
+        if (oids[i] != oids[u - 1]) oids[u++] = oids[i];
+    return u;
 }
 
 static const ost__recview *pf_find(const struct ost__pf *p, uint64_t oid) {
@@ -644,6 +679,10 @@ int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *ob
     size_t nw = 0;
     for (size_t i = 0; i < n; i++)
         if (!find_oid(c, oids[i]) && !pf_find(p, oids[i])) want[nw++] = oids[i];
+    /* in oid order: the records come back sorted (pf_sort then has
+     * nothing to do), LMDB reads neighbours by a cursor step, and an oid
+     * asked twice is read once */
+    nw = oids_sort_unique(want, nw);
     size_t before = p->n;
     if ((rc = pf_fetch(c, p, want, nw))) p->n = before;
     free(want);
@@ -697,6 +736,7 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
     }
     for (size_t g = 0; g < ng; g++) /* read ahead already (a reference of an earlier one) */
         if (!pf_find(p, oids[g])) want[nw++] = oids[g];
+    nw = oids_sort_unique(want, nw); /* as ost_conn_get_many's */
     size_t before = p->n;
     if ((rc = pf_fetch(c, p, want, nw))) {
         p->n = before;

@@ -2855,6 +2855,69 @@ OST_TEST(store, prefetch_loads_the_ghosts_it_is_given) {
     ost_store_close(st);
 }
 
+OST_TEST(store, get_many_in_any_order_and_with_repeats_gives_each_oid_its_object) {
+    /* Records read ahead in one snapshot accumulate: a later call's
+     * records are sorted and merged with those of the earlier ones, and
+     * the oids asked go out sorted, each once. Every order must still give
+     * each oid its own object. */
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 400; i++) {
+        ost_value n = new_node();
+        set(n, "v", ost_int(i));
+        cr_assert_eq(ost_list_append(l, n), 0);
+    }
+    root_set(c, "nodes", l);
+    commit_ok(c);
+    uint64_t oid_of[400];
+    for (int i = 0; i < 400; i++) oid_of[i] = ost_oid(c, ost_item(l, (size_t)i));
+    ost_store_close(st);
+
+    st = open_store(false);
+    c = conn_of(st);
+    uint64_t ask[600];
+    ost_value got[600];
+    int want[600];
+    /* the odd ones, shuffled (a fixed permutation) */
+    size_t n = 0;
+    for (int k = 0; k < 200; k++) {
+        int i = 2 * ((k * 37) % 200) + 1;
+        want[n] = i;
+        ask[n++] = oid_of[i];
+    }
+    cr_assert_eq(ost_conn_get_many(c, ask, n, got), 0, "%s", ost_conn_errmsg(c));
+    for (size_t k = 0; k < n; k++) {
+        cr_assert_not(ost_is_ghost(got[k]));
+        cr_assert_eq(iattr(got[k], "v"), want[k], "call 1, oid %llu", (unsigned long long)ask[k]);
+    }
+    /* the even ones, descending, each asked three times: interleaved with
+     * the records already read ahead */
+    n = 0;
+    for (int i = 398; i >= 0; i -= 2)
+        for (int r = 0; r < 3 && n < 600; r++) {
+            want[n] = i;
+            ask[n++] = oid_of[i];
+        }
+    cr_assert_eq(ost_conn_get_many(c, ask, n, got), 0, "%s", ost_conn_errmsg(c));
+    for (size_t k = 0; k < n; k++) {
+        cr_assert_eq(iattr(got[k], "v"), want[k], "call 2, oid %llu", (unsigned long long)ask[k]);
+        if (k % 3) cr_assert_eq(got[k], got[k - 1], "one object per oid");
+    }
+    /* all of them on a new connection (nothing cached), every third
+     * first, then the rest */
+    c = conn_of(st);
+    n = 0;
+    for (int i = 0; i < 400; i += 3) want[n] = i, ask[n++] = oid_of[i];
+    for (int i = 0; i < 400; i++)
+        if (i % 3) want[n] = i, ask[n++] = oid_of[i];
+    cr_assert_eq(n, 400);
+    cr_assert_eq(ost_conn_get_many(c, ask, n, got), 0, "%s", ost_conn_errmsg(c));
+    for (size_t k = 0; k < n; k++)
+        cr_assert_eq(iattr(got[k], "v"), want[k], "call 3, oid %llu", (unsigned long long)ask[k]);
+    ost_store_close(st);
+}
+
 #ifdef OST_HAVE_POSTGRESQL
 extern uint64_t ost__pg_par_given, ost__pg_par_redone; /* store/pg/pg.c */
 
