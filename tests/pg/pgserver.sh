@@ -18,7 +18,12 @@
 #
 # Environment: PGSERVER_FSYNC=on (default off) turns fsync,
 # synchronous_commit and full_page_writes on; PGSERVER_SHARED_BUFFERS
-# (default 32MB, e.g. 2GB for benchmarks) sets shared_buffers.
+# (default 32MB, e.g. 2GB for benchmarks) sets shared_buffers;
+# PGSERVER_HUGE_PAGES=on puts them in huge pages (huge_pages = on), as
+# PostgreSQL's documentation advises for large shared_buffers: a new
+# server process then maps them in 2 MB pages instead of faulting in each
+# 4 kB page it touches. Run by root, it reserves the pages it lacks
+# (vm.nr_hugepages) and gives them back at the end.
 #
 # The server is stopped and the directory removed whatever happens. The
 # exit status is COMMAND's.
@@ -34,6 +39,36 @@ if ! [[ "$bufs" =~ ^[0-9]+(kB|MB|GB)$ ]]; then
   echo "pgserver.sh: PGSERVER_SHARED_BUFFERS: '$bufs' is not a size such as 512MB or 2GB" >&2
   exit 2
 fi
+huge=${PGSERVER_HUGE_PAGES:-off}
+case "$huge" in on|off) ;; *)
+  echo "pgserver.sh: PGSERVER_HUGE_PAGES: '$huge' is not on or off" >&2
+  exit 2 ;;
+esac
+hp_file=/proc/sys/vm/nr_hugepages
+hp_old=
+if [ "$huge" = on ]; then
+  # shared_buffers in 2 MB pages, and a tenth more for the rest of the
+  # server's shared memory
+  mb=${bufs%[kMG]B}
+  case "$bufs" in *kB) mb=$((mb / 1024)) ;; *GB) mb=$((mb * 1024)) ;; esac
+  need=$((mb / 2 + mb / 20 + 32))
+  have=$(cat "$hp_file")
+  if [ "$have" -lt "$need" ]; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "pgserver.sh: PGSERVER_HUGE_PAGES=on: $need huge pages needed, $have reserved;" \
+        "run as root or reserve them (sysctl vm.nr_hugepages=$need)" >&2
+      exit 2
+    fi
+    hp_old=$have
+    echo "$need" >"$hp_file"
+    if [ "$(cat "$hp_file")" -lt "$need" ]; then
+      echo "pgserver.sh: PGSERVER_HUGE_PAGES=on: the kernel gave $(cat "$hp_file") of" \
+        "$need huge pages (memory too fragmented?)" >&2
+      echo "$hp_old" >"$hp_file"
+      exit 1
+    fi
+  fi
+fi
 dir=$(mktemp -d /tmp/ostore-pg.XXXXXX) || exit 1
 chmod 755 "$dir"
 as=()
@@ -45,6 +80,7 @@ data="$dir/data"
 cleanup() {
   "${as[@]}" "$BIN/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1
   rm -rf "$dir"
+  if [ -n "$hp_old" ]; then echo "$hp_old" >"$hp_file"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -67,6 +103,7 @@ synchronous_commit = $sync
 full_page_writes = $sync
 max_connections = 60
 shared_buffers = $bufs
+huge_pages = $([ "$huge" = on ] && echo on || echo try)
 CONF
 opts="-w -t 20 -l $dir/server.log"
 "${as[@]}" "$BIN/pg_ctl" -D "$data" $opts start >/dev/null ||
