@@ -50,8 +50,10 @@ typedef struct {
                                 * ost_conn_get_many: 256 records or more)
                                 * reads with at once, in one snapshot; 0 or
                                 * 1: its own only (the default), up to 8.
-                                * Each connection then opens up to N - 1 more
-                                * at its first such read. LMDB ignores it. */
+                                * Each connection then opens N - 1 more
+                                * with its first snapshot (by ost_conn_open),
+                                * not inside its first large read. LMDB
+                                * ignores it. */
 } ost_store_options;
 
 /* Fills o with the defaults: no create, read-write, 64 MiB map, full
