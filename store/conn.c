@@ -669,6 +669,35 @@ int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *ob
     memset(objs, 0, n * sizeof *objs);
     int rc = pin(c);
     if (rc) return rc;
+    ost__recview *rv = c->st->ops->flags & OST__ENG_LOCAL_READS ? malloc(n * sizeof *rv) : NULL;
+    if (rv) {
+        /* A read costs no round trip: the objects are made (every oid
+         * checked first, as below), then loaded from the records read for
+         * them, without the read-ahead table, whose building and searches
+         * made 1,000 random oids slower than as many single reads on LMDB
+         * (0.8x to 0.9x in bench_engines). The views stay valid while the
+         * snapshot is pinned. */
+        for (size_t i = 0; i < n && !rc; i++) {
+            rv[i].pickle = NULL;
+            ost__pent *e = find_oid(c, oids[i]);
+            if (e) objs[i] = e->obj;
+            else if (!(rc = get_locked(c, oids[i], &objs[i]))) rv[i] = c->hint;
+        }
+        if (rc) memset(objs, 0, n * sizeof *objs);
+        for (size_t i = 0; i < n && !rc; i++) {
+            ost__pent *e = find_obj(c, objs[i]);
+            if (!e || !(OST__O(objs[i])->flags & OST__F_GHOST)) continue;
+            if (rv[i].pickle) { /* the record get_locked read */
+                c->hint_oid = oids[i];
+                c->hint = rv[i];
+                c->hint_gen = c->snap_gen;
+            }
+            rc = activate_locked(c, e);
+        }
+        free(rv);
+        unpin(c);
+        return rc;
+    }
     uint64_t *want = malloc(n * sizeof *want);
     struct ost__pf *p = want ? pf_table(c, n) : NULL;
     if (!p) {

@@ -291,7 +291,9 @@ typedef struct ost__engine_ops {
 #define OST__ENG_SNAP_MAY_MOVE 2u
 
 /* A read costs no round trip (LMDB reads its memory map): ost_prefetch
- * then reads nothing ahead but the ghosts it is given. */
+ * then reads nothing ahead but the ghosts it is given, and
+ * ost_conn_get_many reads each record with get, without the read-ahead
+ * table. */
 #define OST__ENG_LOCAL_READS 4u
 
 /* The engines built in, in the order they are asked to claim an address;
