@@ -634,10 +634,7 @@ static void pf_fetch_refs(ost_conn *c, struct ost__pf *p, const uint64_t *oids, 
         if (v) (void)ost__scan_pids(v->pickle, v->len, pf_ref, &w);
     }
     if (w.n) {
-        qsort(w.oids, w.n, sizeof *w.oids, u64_cmp);
-        size_t u = 0;
-        for (size_t i = 0; i < w.n; i++)
-            if (!u || w.oids[u - 1] != w.oids[i]) w.oids[u++] = w.oids[i];
+        size_t u = oids_sort_unique(w.oids, w.n);
         for (size_t i = 0; i < u; i += PF_CHUNK) {
             size_t k = u - i < PF_CHUNK ? u - i : PF_CHUNK;
             if (c->st->ops->get_many(c->sess, w.oids + i, k, pf_add, p)) break;

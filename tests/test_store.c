@@ -1838,6 +1838,19 @@ OST_TEST(store, check_reports_a_record_that_does_not_decode) {
     cr_assert_eq(ost_instance_set_state(b, ost_dict_new()), OST_EBADOPCODE);
     commit_ok(c);
     cr_assert_eq(stats(st).last_serial, serial, "nothing written");
+    /* by ost_conn_get_many: the objects are given, those before it load,
+     * it and those after stay ghosts (as ost_prefetch leaves them) */
+    ost_conn *gm = conn_of(st);
+    uint64_t three[3] = {chain.d, chain.b, chain.c};
+    ost_value got[3];
+    rc = ost_conn_get_many(gm, three, 3, got);
+    cr_assert_eq(rc, OST_EBADOPCODE, "%s", ost_err_name(rc));
+    expect_oid_in(ost_conn_errmsg(gm), chain.b);
+    cr_assert(got[0] && got[1] && got[2], "the objects are given");
+    cr_assert_not(ost_is_ghost(got[0]));
+    cr_assert_str_eq(sattr(got[0], "name"), "d");
+    cr_assert(ost_is_ghost(got[1]));
+    cr_assert(ost_is_ghost(got[2]), "nothing after the failure is loaded");
     cr_assert_str_eq(sattr(root_get(c, "d"), "name"), "d");
     ost_value cc;
     cr_assert_eq(ost_conn_get(c, chain.c, &cc), 0);
