@@ -526,11 +526,6 @@ static int pf_cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int u64_cmp(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Puts p's records in oid order. The records added since the last sort
  * (the tail) are sorted alone, and only if they are not in order already
  * (a fetch of sorted oids gives them sorted on both engines), then merged
@@ -559,16 +554,6 @@ static void pf_sort(struct ost__pf *p) {
         }
     }
     p->sorted = p->n;
-}
-
-/* Sorts oids[0, n) and drops repeats: the new count. */
-static size_t oids_sort_unique(uint64_t *oids, size_t n) {
-    if (n < 2) return n;
-    qsort(oids, n, sizeof *oids, u64_cmp);
-    size_t u = 1;
-    for (size_t i = 1; i < n; i++)
-        if (oids[i] != oids[u - 1]) oids[u++] = oids[i];
-    return u;
 }
 
 static const ost__recview *pf_find(const struct ost__pf *p, uint64_t oid) {
@@ -634,7 +619,7 @@ static void pf_fetch_refs(ost_conn *c, struct ost__pf *p, const uint64_t *oids, 
         if (v) (void)ost__scan_pids(v->pickle, v->len, pf_ref, &w);
     }
     if (w.n) {
-        size_t u = oids_sort_unique(w.oids, w.n);
+        size_t u = ost__sort_unique(w.oids, w.n);
         for (size_t i = 0; i < u; i += PF_CHUNK) {
             size_t k = u - i < PF_CHUNK ? u - i : PF_CHUNK;
             if (c->st->ops->get_many(c->sess, w.oids + i, k, pf_add, p)) break;
@@ -708,7 +693,7 @@ int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *ob
     /* in oid order: the records come back sorted (pf_sort then has
      * nothing to do), LMDB reads neighbours by a cursor step, and an oid
      * asked twice is read once */
-    nw = oids_sort_unique(want, nw);
+    nw = ost__sort_unique(want, nw);
     size_t before = p->n;
     if ((rc = pf_fetch(c, p, want, nw))) p->n = before;
     free(want);
@@ -762,7 +747,7 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
     }
     for (size_t g = 0; g < ng; g++) /* read ahead already (a reference of an earlier one) */
         if (!pf_find(p, oids[g])) want[nw++] = oids[g];
-    nw = oids_sort_unique(want, nw); /* as ost_conn_get_many's */
+    nw = ost__sort_unique(want, nw); /* as ost_conn_get_many's */
     size_t before = p->n;
     if ((rc = pf_fetch(c, p, want, nw))) {
         p->n = before;

@@ -114,6 +114,18 @@ uint64_t ost__rd_be64(const uint8_t *b) {
     for (int i = 0; i < 8; i++) v = v << 8 | b[i];
     return v;
 }
+int ost__u64_cmp(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+size_t ost__sort_unique(uint64_t *v, size_t n) {
+    if (n < 2) return n;
+    qsort(v, n, sizeof *v, ost__u64_cmp);
+    size_t u = 1;
+    for (size_t i = 1; i < n; i++)
+        if (v[i] != v[u - 1]) v[u++] = v[i];
+    return u;
+}
 void ost__le64(uint8_t *b, uint64_t v) {
     for (int i = 0; i < 8; i++, v >>= 8) b[i] = (uint8_t)v;
 }

@@ -227,6 +227,10 @@ int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
 int ost__mdb_code(int rc);
 void ost__be64(uint8_t *b, uint64_t v);
 uint64_t ost__rd_be64(const uint8_t *b);
+/* qsort's order of uint64_t; sorts v[0, n) and drops repeats, returning
+ * the new count (conn.c's read-ahead, the PostgreSQL engine's row locks). */
+int ost__u64_cmp(const void *a, const void *b);
+size_t ost__sort_unique(uint64_t *v, size_t n);
 void ost__le64(uint8_t *b, uint64_t v);
 uint64_t ost__rd_le64(const uint8_t *b);
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id);

@@ -139,20 +139,6 @@ static void p_bytes(params *p, const void *d, size_t n) {
     p->f[p->n++] = 1;
 }
 
-static int u64cmp(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts v[0, n) and keeps each value once: the new count. */
-static size_t sort_unique(uint64_t *v, size_t n) {
-    qsort(v, n, sizeof *v, u64cmp);
-    size_t u = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!u || v[i] != v[u - 1]) v[u++] = v[i];
-    return u;
-}
-
 /* A one-dimensional array parameter in PostgreSQL's binary format
  * (array_recv): ndim, flags, element type, then per dimension its size
  * and lower bound, then per element a length and the bytes. */
@@ -1083,7 +1069,7 @@ static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_f
          * again (found: marked by a sorted copy) */
         uint64_t *mine = redo + nredo;
         memcpy(mine, oids + at[i], k * sizeof *mine);
-        qsort(mine, k, sizeof *mine, u64cmp);
+        qsort(mine, k, sizeof *mine, ost__u64_cmp);
         for (int j = 0, nt = PQntuples(rows); j < nt && !rc; j++) {
             uint64_t oid = rd64(PQgetvalue(rows, j, 0));
             if (rd64(PQgetvalue(rows, j, 1)) > last) continue;
@@ -1907,7 +1893,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         if (p->recs[i].read_serial) lk[nl++] = p->recs[i].oid;
     for (size_t i = 0; i < p->nments; i++)
         if (!nl || p->ments[i].map != lk[nl - 1]) lk[nl++] = p->ments[i].map;
-    nl = sort_unique(lk, nl);
+    nl = ost__sort_unique(lk, nl);
     PGresult *r = NULL;
     if (nl) {
         arr a = {0};
@@ -2178,7 +2164,7 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         if (mine[i])
             for (size_t j = 0; j < pkgs[i]->nrecs; j++)
                 if (pkgs[i]->recs[j].read_serial) lk[nl++] = pkgs[i]->recs[j].oid;
-    nl = sort_unique(lk, nl);
+    nl = ost__sort_unique(lk, nl);
     arr_begin(&al, OIDTYPE_INT8);
     for (size_t i = 0; i < nl; i++) arr_add_i64(&al, lk[i]);
     if (arr_end(&al)) goto out;
