@@ -1,13 +1,14 @@
 /* Commits in two steps: a connection prepares a package (the records of
  * its changed and new objects, as bytes, with the serials it read), then
- * the package is applied in an LMDB write transaction: directly, or by the
- * store's group committer thread, which applies many packages in nested
- * transactions and ends them with one commit (one fsync). The bulk loader
- * sends its batches the same way. */
+ * the engine applies it: directly, or with group commit in a group of
+ * packages, each nested in one write transaction ended by one commit (one
+ * fsync), applied by a committing thread or the store's committer thread.
+ * The bulk loader sends its batches the same way. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lmdb/engine.h"
 #include "store_internal.h"
@@ -24,8 +25,10 @@
  * No lock is taken on waking (each checks its own package's done flag),
  * so they do not queue as on a condition variable's broadcast. */
 #define GC_FUTEX 1
-static void epoch_wait(uint32_t *epoch, uint32_t seen) {
-    syscall(SYS_futex, epoch, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+/* Sleeps while *epoch is seen, at most wait_ns (0: no limit). */
+static void epoch_wait(uint32_t *epoch, uint32_t seen, uint64_t wait_ns) {
+    struct timespec ts = {(time_t)(wait_ns / 1000000000u), (long)(wait_ns % 1000000000u)};
+    syscall(SYS_futex, epoch, FUTEX_WAIT_PRIVATE, seen, wait_ns ? &ts : NULL, NULL, 0);
 }
 static void epoch_wake_all(uint32_t *epoch) {
     syscall(SYS_futex, epoch, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
@@ -204,15 +207,149 @@ int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p) {
     return p->rc;
 }
 
-/* ---- the group committer ------------------------------------------------------- */
+/* ---- group commit ----------------------------------------------------------------- */
 
-/* The committer thread. Committers sleep on their own package's semaphore
- * and the committer posts each one: a broadcast on one condition variable
- * would wake them all at once to queue on gc_lock, and they came back one
- * by one (a third of a group's time went to gathering them at 16 threads).
- * A submit wakes the committer only when it has something to do: when it
- * is idle, or when the queue reaches the size it gathers for (st->gc_need),
- * not once per package. */
+/* Packages wait in the store's queue and are applied a group at a time:
+ * the whole queue, in one engine commit (one fsync), by the group's leader.
+ * A committing thread (ost__pkg_commit) leads the group its own package
+ * completes, or whose deadline passes while it waits, so a group costs no
+ * hand-off to another thread and back: with one thread committing, its
+ * commit is applied on its own thread at once, as without group commit.
+ * Packages whose caller goes on meanwhile (the loader's batches,
+ * asynchronous commits) are taken by the committer thread. One group at a
+ * time (gc_busy). */
+
+/* Queues p (gc_lock held). */
+static void enqueue(ost_store *st, ost__pkg *p) {
+    p->next = NULL;
+    p->queued = true;
+    if (st->gc_tail) {
+        st->gc_tail->next = p;
+    } else {
+        st->gc_queue = p;
+        uint64_t now = uv_hrtime();
+        st->gc_first_ns = now;
+        if (!st->gc_busy && now > st->gc_end_ns) st->gc_idle_ns += now - st->gc_end_ns;
+    }
+    st->gc_tail = p;
+    st->gc_qlen++;
+}
+
+/* When the queue's group stops waiting for more packages (gc_lock held):
+ * the threads of the last group come back one by one, and taking the
+ * queue at the first arrival split 16 threads into two groups that
+ * alternate, each half the size (and twice the syncs). So a group waits
+ * for as many packages as the last group had plus those that queued while
+ * it was written (gc_want), until a deadline counted from the end of the
+ * last group (or the first arrival, if later): the time that group took to
+ * apply and commit, or twice the time the last complete group took to
+ * gather if that is longer (with a fast sync the gathering is the longer
+ * part), and never more than 2 ms. */
+static uint64_t gather_deadline(const ost_store *st) {
+    uint64_t wait = st->gc_last_ns;
+    if (wait < 2 * st->gc_last_gather_ns) wait = 2 * st->gc_last_gather_ns;
+    if (wait > 2000000) wait = 2000000;
+    uint64_t from = st->gc_first_ns > st->gc_end_ns ? st->gc_first_ns : st->gc_end_ns;
+    return from + wait;
+}
+
+/* Applies the whole queue as one group. Called with gc_lock held, by the
+ * group's leader, when no group is being applied; releases the lock while
+ * the engine applies and commits, and returns with it held, every package
+ * of the group done and its committer woken. */
+static void run_group(ost_store *st, bool led) {
+    uint64_t took = uv_hrtime();
+    uint64_t from = st->gc_first_ns > st->gc_end_ns ? st->gc_first_ns : st->gc_end_ns;
+    if (took > from) st->gc_gather_ns += took - from;
+    if (st->gc_qlen >= st->gc_want && took > from) st->gc_last_gather_ns = took - from;
+    ost__pkg *group = st->gc_queue;
+    size_t ngroup = st->gc_qlen;
+    for (ost__pkg *p = group; p; p = p->next) p->queued = false;
+    st->gc_queue = st->gc_tail = NULL;
+    st->gc_qlen = 0;
+    st->gc_nfollow = 0;
+    st->gc_busy = true;
+    uv_mutex_unlock(&st->gc_lock);
+    /* the engine applies the group in one write transaction, each package
+     * nested in it, and ends it with one commit (one fsync); gc_arr is the
+     * busy leader's alone */
+    if (ngroup > st->gc_cap) {
+        ost__pkg **na = realloc(st->gc_arr, ngroup * sizeof *na);
+        if (na) {
+            st->gc_arr = na;
+            st->gc_cap = ngroup;
+        }
+    }
+    size_t i = 0;
+    for (ost__pkg *p = group; p; p = p->next) {
+        if (i == st->gc_cap) { /* no memory for the array: one by one */
+            st->ops->commit(st->gc_sess, &p, 1);
+            continue;
+        }
+        st->gc_arr[i++] = p;
+    }
+    if (i) st->ops->commit(st->gc_sess, st->gc_arr, i);
+    uint64_t ended = uv_hrtime();
+    if (st->ops == &ost__lmdb_engine) { /* the split of its time (benchmarks) */
+        st->gc_apply_ns = st->gc_sess->apply_ns;
+        st->gc_commit_ns = st->gc_sess->commit_ns;
+    }
+    uv_mutex_lock(&st->gc_lock);
+    st->gc_groups++;
+    if (led) st->gc_led++;
+    st->gc_busy = false;
+    st->gc_end_ns = ended;
+    st->gc_last_ns = ended - took;
+    st->gc_want = ngroup + st->gc_qlen;
+    /* async packages are done under the lock (ost__pkg_is_done); the
+     * waiting committers are woken after it is released: each wake may
+     * hand the CPU to the committer it wakes, which would then block on
+     * gc_lock to submit its next package */
+    ost__pkg *wake = NULL, **wtail = &wake;
+    for (ost__pkg *p = group, *next; p; p = next) {
+        next = p->next; /* an async package may be submitted again once done */
+        if (p->async) {
+            p->done = true;
+            uv_async_send(p->async);
+        } else {
+            *wtail = p;
+            wtail = &p->wnext;
+        }
+    }
+    *wtail = NULL;
+    if (st->gc_cond_waiters) uv_cond_broadcast(&st->gc_done);
+    /* the committer thread's packages that queued meanwhile are its to
+     * take now; committing threads that queued meanwhile wait on the
+     * epoch, untimed while a group was being applied: they are woken too,
+     * to lead the next group or set their deadline */
+    if (st->gc_nfollow) uv_cond_signal(&st->gc_cond);
+    bool kick = wake || st->gc_qlen > st->gc_nfollow;
+    uv_mutex_unlock(&st->gc_lock);
+#ifdef GC_FUTEX
+    for (ost__pkg *p = wake, *next; p; p = next) {
+        next = p->wnext; /* p may be gone once its done flag is set */
+        __atomic_store_n(&p->done, true, __ATOMIC_RELEASE);
+    }
+    if (kick) {
+        __atomic_fetch_add(&st->gc_epoch, 1, __ATOMIC_RELEASE);
+        epoch_wake_all(&st->gc_epoch);
+    }
+#else
+    (void)kick;
+    for (ost__pkg *p = wake, *next; p; p = next) {
+        next = p->wnext; /* p may be gone once its committer is woken */
+        p->done = true;
+        uv_sem_post(&p->sem);
+    }
+#endif
+    uv_mutex_lock(&st->gc_lock);
+}
+
+/* The committer thread: applies the queue when it holds packages whose
+ * callers do not wait to lead (the loader's batches, asynchronous
+ * commits), at once (they gather by themselves while a group is applied).
+ * A submit wakes it only when no group is being applied; the end of a
+ * group wakes it when such packages queued meanwhile. */
 static void committer_main(void *arg) {
     ost_store *st = arg;
 #ifdef __linux__
@@ -220,111 +357,12 @@ static void committer_main(void *arg) {
 #endif
     uv_mutex_lock(&st->gc_lock);
     for (;;) {
-        /* Gathering: the committers of the last group are woken together
-         * and come back one by one; taking the queue at the first arrival
-         * splits them into two groups that alternate, each half the size
-         * (and twice the syncs). So the next group waits for as many
-         * packages as the last group had plus those that queued while it
-         * was written. The first arrival does not wake the committer: one
-         * wake-up per group, by the package that completes it or by the
-         * deadline. The deadline, counted from the end of the last group,
-         * is the time that group took to apply and commit, or twice the
-         * time the last complete group took to gather if that is longer
-         * (with a fast sync the gathering is the longer part), and never
-         * more than 2 ms. With nothing queued by then, the first package
-         * wakes it. */
-        uint64_t t_idle = uv_hrtime(), t_gather = 0;
-        if (st->gc_want > 1 && st->gc_qlen < st->gc_want && !st->gc_stop) {
-            uint64_t wait = st->gc_last_ns;
-            if (wait < 2 * st->gc_last_gather_ns) wait = 2 * st->gc_last_gather_ns;
-            if (wait > 2000000) wait = 2000000;
-            uint64_t end = t_idle + wait;
-            st->gc_need = st->gc_want;
-            while (st->gc_qlen < st->gc_want && !st->gc_stop) {
-                uint64_t now = uv_hrtime();
-                if (now >= end || uv_cond_timedwait(&st->gc_cond, &st->gc_lock, end - now))
-                    break;
-            }
-            if (st->gc_queue) t_gather = t_idle; /* gathered from the start */
-            if (st->gc_qlen >= st->gc_want) st->gc_last_gather_ns = uv_hrtime() - t_idle;
+        if (st->gc_nfollow && !st->gc_busy) {
+            run_group(st, false);
+            continue;
         }
-        while (!st->gc_queue && !st->gc_stop) {
-            st->gc_need = 1;
-            uv_cond_wait(&st->gc_cond, &st->gc_lock);
-        }
-        if (!st->gc_queue && st->gc_stop) break;
-        if (!t_gather) t_gather = uv_hrtime();
-        st->gc_idle_ns += t_gather - t_idle;
-        st->gc_need = SIZE_MAX; /* busy: submits need not wake it */
-        ost__pkg *group = st->gc_queue;
-        size_t ngroup = st->gc_qlen;
-        st->gc_queue = st->gc_tail = NULL;
-        st->gc_qlen = 0;
-        uv_mutex_unlock(&st->gc_lock);
-        uint64_t started = uv_hrtime();
-        st->gc_gather_ns += started - t_gather;
-        /* the engine applies the group in one write transaction, each
-         * package nested in it, and ends it with one commit (one fsync) */
-        if (ngroup > st->gc_cap) {
-            ost__pkg **na = realloc(st->gc_arr, ngroup * sizeof *na);
-            if (na) {
-                st->gc_arr = na;
-                st->gc_cap = ngroup;
-            }
-        }
-        size_t i = 0;
-        for (ost__pkg *p = group; p; p = p->next) {
-            if (i == st->gc_cap) { /* no memory for the array: one by one */
-                st->ops->commit(st->gc_sess, &p, 1);
-                continue;
-            }
-            st->gc_arr[i++] = p;
-        }
-        if (i) st->ops->commit(st->gc_sess, st->gc_arr, i);
-        st->gc_groups++;
-        uint64_t ended = uv_hrtime();
-        if (st->ops == &ost__lmdb_engine) { /* the split of its time (benchmarks) */
-            st->gc_apply_ns = st->gc_sess->apply_ns;
-            st->gc_commit_ns = st->gc_sess->commit_ns;
-        }
-        uv_mutex_lock(&st->gc_lock);
-        st->gc_last_ns = ended - started;
-        st->gc_want = ngroup + st->gc_qlen;
-        /* async packages are done under the lock (ost__pkg_is_done); the
-         * waiting committers are posted after it is released: each post
-         * may hand the CPU to the committer it wakes, which would then
-         * block on gc_lock to submit its next package */
-        ost__pkg *wake = NULL, **wtail = &wake;
-        for (ost__pkg *p = group, *next; p; p = next) {
-            next = p->next; /* an async package may be submitted again once done */
-            if (p->async) {
-                p->done = true;
-                uv_async_send(p->async);
-            } else {
-                *wtail = p;
-                wtail = &p->wnext;
-            }
-        }
-        *wtail = NULL;
-        if (st->gc_cond_waiters) uv_cond_broadcast(&st->gc_done);
-        uv_mutex_unlock(&st->gc_lock);
-#ifdef GC_FUTEX
-        if (wake) {
-            for (ost__pkg *p = wake, *next; p; p = next) {
-                next = p->wnext; /* p may be gone once its done flag is set */
-                __atomic_store_n(&p->done, true, __ATOMIC_RELEASE);
-            }
-            __atomic_fetch_add(&st->gc_epoch, 1, __ATOMIC_RELEASE);
-            epoch_wake_all(&st->gc_epoch);
-        }
-#else
-        for (ost__pkg *p = wake, *next; p; p = next) {
-            next = p->wnext; /* p may be gone once its committer is woken */
-            p->done = true;
-            uv_sem_post(&p->sem);
-        }
-#endif
-        uv_mutex_lock(&st->gc_lock);
+        if (st->gc_stop && !st->gc_nfollow) break;
+        uv_cond_wait(&st->gc_cond, &st->gc_lock);
     }
     uv_mutex_unlock(&st->gc_lock);
 }
@@ -343,7 +381,10 @@ int ost__committer_start(ost_store *st) {
         return OST_ENOMEM;
     }
     st->gc_stop = false;
-    st->gc_need = 1;
+    st->gc_busy = false;
+    st->gc_want = 1;
+    st->gc_nfollow = 0;
+    st->gc_end_ns = uv_hrtime();
     st->gc_cond_waiters = 0;
     if (uv_thread_create(&st->gc_thread, committer_main, st)) {
         st->ops->sess_close(st->gc_sess);
@@ -375,17 +416,55 @@ void ost__committer_stop(ost_store *st) {
     st->gc_running = false;
 }
 
-/* Queues p for the committer thread. */
+/* Queues p for the committer thread: its caller goes on meanwhile and
+ * waits later (ost__pkg_wait, or p->async). */
 void ost__pkg_submit(ost_store *st, ost__pkg *p) {
     p->done = false;
-    p->next = NULL;
     uv_mutex_lock(&st->gc_lock);
-    if (st->gc_tail) st->gc_tail->next = p;
-    else st->gc_queue = p;
-    st->gc_tail = p;
-    st->gc_qlen++;
-    if (st->gc_qlen >= st->gc_need) uv_cond_signal(&st->gc_cond);
+    p->follow = true;
+    enqueue(st, p);
+    st->gc_nfollow++;
+    if (!st->gc_busy) uv_cond_signal(&st->gc_cond);
     uv_mutex_unlock(&st->gc_lock);
+}
+
+/* Queues p and returns its outcome once a group applied it: the calling
+ * thread applies the group itself when p completes it or its deadline
+ * passes with nobody applying a group (gather_deadline), else it sleeps on
+ * the store's epoch until a group has applied p or it has to lead. */
+int ost__pkg_commit(ost_store *st, ost__pkg *p) {
+#ifdef GC_FUTEX
+    p->done = false;
+    p->async = NULL;
+    uv_mutex_lock(&st->gc_lock);
+    p->follow = false;
+    enqueue(st, p);
+    for (;;) {
+        uint64_t wait_ns = 0; /* 0: until woken */
+        if (p->queued && !st->gc_busy) {
+            uint64_t now = uv_hrtime(), end = gather_deadline(st);
+            if (st->gc_qlen >= st->gc_want || now >= end || st->gc_stop) {
+                run_group(st, true); /* p is in it */
+                uv_mutex_unlock(&st->gc_lock);
+                return p->rc;
+            }
+            /* the first of the queue keeps the deadline; the others
+             * sleep until a group ends (or the keeper leads theirs), or
+             * they would all wake at once when it passes */
+            if (st->gc_queue == p) wait_ns = end - now;
+        }
+        /* the epoch before the flag: a group done in between changes it,
+         * and the wait returns at once */
+        uint32_t e = __atomic_load_n(&st->gc_epoch, __ATOMIC_ACQUIRE);
+        uv_mutex_unlock(&st->gc_lock);
+        if (!__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) epoch_wait(&st->gc_epoch, e, wait_ns);
+        if (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) return p->rc;
+        uv_mutex_lock(&st->gc_lock);
+    }
+#else
+    ost__pkg_submit(st, p);
+    return ost__pkg_wait(st, p);
+#endif
 }
 
 /* Waits until the committer has applied p: on p's semaphore, posted once
@@ -399,7 +478,7 @@ int ost__pkg_wait(ost_store *st, ost__pkg *p) {
         for (;;) {
             uint32_t e = __atomic_load_n(&st->gc_epoch, __ATOMIC_ACQUIRE);
             if (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) break;
-            epoch_wait(&st->gc_epoch, e);
+            epoch_wait(&st->gc_epoch, e, 0);
         }
 #else
         uv_sem_wait(&p->sem);

@@ -1345,8 +1345,7 @@ int ost_commit(ost_conn *c) {
         return rc;
     }
     if (c->st->group_commit) {
-        ost__pkg_submit(c->st, c->pkg);
-        rc = ost__pkg_wait(c->st, c->pkg);
+        rc = ost__pkg_commit(c->st, c->pkg);
     } else {
         /* the session commits in a transaction of its own: the snapshot
          * ends (after a commit, or a failed one, only abort goes on, and

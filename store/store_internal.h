@@ -45,10 +45,12 @@ typedef struct ost__pkg {
     int rc;          /* outcome */
     uint64_t serial; /* the commit's serial when it succeeded */
     bool done;
+    bool queued;       /* in the store's queue, not yet taken into a group */
+    bool follow;       /* queued by a caller that cannot lead a group (loader, async) */
     uv_sem_t sem;      /* posted once when done (a waited commit, not async) */
     uv_async_t *async; /* wakes a loop when done (async commit) */
     struct ost__pkg *next;
-    struct ost__pkg *wnext; /* committers to wake after a group (committer only) */
+    struct ost__pkg *wnext; /* committers to wake after a group (its leader only) */
     /* stored objects the records refer to without writing them, and the
      * meta.low (pack mark) the connection's cache was checked at: if a
      * pack ran since, apply checks that they still exist */
@@ -101,23 +103,28 @@ struct ost_store {
     ost_store *next_open; /* process-wide list of open stores */
     ost__nametab ctab;    /* class ids by name (under lock) */
     bool group_commit;
-    /* the group committer thread */
+    /* group commit (store/commit.c): a queue of packages, applied a group
+     * at a time by a leader (a committing thread) or the committer thread */
     bool gc_running, gc_stop;
     uv_thread_t gc_thread;
     uv_mutex_t gc_lock;
     uv_cond_t gc_cond, gc_done;
     ost__pkg *gc_queue, *gc_tail;
     size_t gc_qlen;     /* packages in the queue */
+    size_t gc_nfollow;  /* of them, packages only the committer thread takes */
     size_t gc_want;     /* packages the next group waits a little for */
-    size_t gc_need;     /* queue length at which a submit wakes the committer */
+    bool gc_busy;       /* a group is being applied */
     size_t gc_cond_waiters; /* threads waiting on gc_done (async packages) */
+    uint64_t gc_first_ns; /* when the queue's first package arrived */
+    uint64_t gc_end_ns; /* when the last group ended */
     uint64_t gc_last_ns; /* how long the last group took to apply and sync */
     uint64_t gc_last_gather_ns; /* how long the last complete group took to gather */
     uint64_t gc_groups; /* groups committed (for tests and benchmarks) */
+    uint64_t gc_led;    /* of them, groups a committing thread applied itself */
     uint32_t gc_epoch;  /* bumped after each group's packages are done (Linux: a futex) */
-    /* where the committer's time went, in ns (for benchmarks): waiting for
-     * a first package, gathering the rest of a group, applying the
-     * packages, committing (writing and syncing) */
+    /* where group commit's time went, in ns (for benchmarks): the queue
+     * empty, gathering a group, applying its packages, committing
+     * (writing and syncing) */
     uint64_t gc_idle_ns, gc_gather_ns, gc_apply_ns, gc_commit_ns;
     uint64_t uid;       /* names the handle's messages (per thread: store.c) */
     const ost__engine_ops *ops; /* the engine (store/engine.h) */
@@ -345,6 +352,7 @@ int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p);
 int ost__committer_start(ost_store *st);
 void ost__committer_stop(ost_store *st);
 void ost__pkg_submit(ost_store *st, ost__pkg *p);
+int ost__pkg_commit(ost_store *st, ost__pkg *p);
 int ost__pkg_wait(ost_store *st, ost__pkg *p);
 bool ost__pkg_is_done(ost_store *st, ost__pkg *p);
 int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, size_t klen,

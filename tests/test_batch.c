@@ -583,7 +583,7 @@ OST_TEST(batch, eight_threads_increment_one_counter) {
     enum { T = 8, R = 100 };
     ost_store *st = open_store(true, true);
     uint64_t oid = make_counter(st, "counter");
-    uint64_t groups0 = st->gc_groups;
+    uint64_t groups0 = st->gc_groups, led0 = st->gc_led;
     uv_thread_t th[T];
     incr_arg a[T];
     for (int i = 0; i < T; i++) {
@@ -600,10 +600,33 @@ OST_TEST(batch, eight_threads_increment_one_counter) {
     }
     cr_assert_eq(commits, T * R);
     cr_assert_eq(read_counter(st, oid), T * R);
-    /* every commit went through the committer thread */
+    /* every commit went through group commit, each group applied by one
+     * of the committing threads (the committer thread takes only the
+     * loader's and asynchronous packages) */
     cr_assert_geq(st->gc_groups - groups0, 1);
     cr_assert_leq(st->gc_groups - groups0, (uint64_t)(commits + conflicts));
+    cr_assert_eq(st->gc_led - led0, st->gc_groups - groups0);
     check_clean(st, 2);
+    ost_store_close(st);
+}
+
+/* With group commit, a thread committing alone applies its commit itself:
+ * no hand-off to the committer thread and back. */
+OST_TEST(batch, a_lone_commit_with_group_commit_is_applied_by_its_own_thread) {
+    ost_store *st = open_store(true, true);
+    uint64_t oid = make_counter(st, "counter");
+    ost_conn *c = conn_of(st);
+    ost_value o;
+    cr_assert_eq(ost_conn_get(c, oid, &o), 0);
+    uint64_t groups0 = st->gc_groups, led0 = st->gc_led;
+    for (int i = 1; i <= 5; i++) {
+        set(o, "value", ost_int(i));
+        commit_ok(c);
+    }
+    cr_assert_eq(st->gc_groups - groups0, 5, "a group a commit");
+    cr_assert_eq(st->gc_led - led0, 5, "each applied by the committing thread");
+    ost_conn_close(c);
+    cr_assert_eq(read_counter(st, oid), 5);
     ost_store_close(st);
 }
 

@@ -43,8 +43,10 @@ typedef struct {
     ost_durability durability;
     unsigned max_readers;      /* LMDB reader slots (connections + helpers) */
     ost_registry *registry;    /* classes (not owned; must outlive the store) */
-    bool group_commit;         /* commits go through one writer thread that
-                                * ends each group with one fsync */
+    bool group_commit;         /* commits that meet are applied as one
+                                * group with one fsync, by one of the
+                                * committing threads (a lone commit by
+                                * its own thread, at once) */
     unsigned prefetch_connections; /* PostgreSQL: server connections a
                                 * connection's large read (ost_prefetch,
                                 * ost_conn_get_many: 256 records or more)
