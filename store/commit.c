@@ -235,6 +235,7 @@ static void enqueue(ost_store *st, ost__pkg *p) {
     st->gc_qlen++;
 }
 
+#ifdef GC_FUTEX
 /* When the queue's group stops waiting for more packages (gc_lock held):
  * the threads of the last group come back one by one, and taking the
  * queue at the first arrival split 16 threads into two groups that
@@ -252,6 +253,7 @@ static uint64_t gather_deadline(const ost_store *st) {
     uint64_t from = st->gc_first_ns > st->gc_end_ns ? st->gc_first_ns : st->gc_end_ns;
     return from + wait;
 }
+#endif
 
 /* Applies the whole queue as one group. Called with gc_lock held, by the
  * group's leader, when no group is being applied; releases the lock while
@@ -263,7 +265,7 @@ static void run_group(ost_store *st, bool led) {
     if (took > from) st->gc_gather_ns += took - from;
     if (st->gc_qlen >= st->gc_want && took > from) st->gc_last_gather_ns = took - from;
     ost__pkg *group = st->gc_queue;
-    size_t ngroup = st->gc_qlen;
+    size_t ngroup = st->gc_qlen, nlead = st->gc_qlen - st->gc_nfollow;
     for (ost__pkg *p = group; p; p = p->next) p->queued = false;
     st->gc_queue = st->gc_tail = NULL;
     st->gc_qlen = 0;
@@ -300,7 +302,10 @@ static void run_group(ost_store *st, bool led) {
     st->gc_busy = false;
     st->gc_end_ns = ended;
     st->gc_last_ns = ended - took;
-    st->gc_want = ngroup + st->gc_qlen;
+    /* the committing threads' packages only: the loader's batches and
+     * asynchronous commits do not come back to complete a group */
+    st->gc_want = nlead + (st->gc_qlen - st->gc_nfollow);
+    if (!st->gc_want) st->gc_want = 1;
     /* async packages are done under the lock (ost__pkg_is_done); the
      * waiting committers are woken after it is released: each wake may
      * hand the CPU to the committer it wakes, which would then block on
@@ -367,8 +372,18 @@ static void committer_main(void *arg) {
     uv_mutex_unlock(&st->gc_lock);
 }
 
+/* Starts the committer thread unless it runs: 0 or OST_ENOMEM. Thread
+ * safe (two loaders may open at once on a store without group_commit). */
+static int committer_start_locked(ost_store *st);
+
 int ost__committer_start(ost_store *st) {
-    if (st->gc_running) return 0;
+    uv_mutex_lock(&st->lock);
+    int rc = st->gc_running ? 0 : committer_start_locked(st);
+    uv_mutex_unlock(&st->lock);
+    return rc;
+}
+
+static int committer_start_locked(ost_store *st) {
     if (uv_mutex_init(&st->gc_lock)) return OST_ENOMEM;
     if (uv_cond_init(&st->gc_cond) || uv_cond_init(&st->gc_done)) {
         uv_mutex_destroy(&st->gc_lock);
@@ -421,7 +436,6 @@ void ost__committer_stop(ost_store *st) {
 void ost__pkg_submit(ost_store *st, ost__pkg *p) {
     p->done = false;
     uv_mutex_lock(&st->gc_lock);
-    p->follow = true;
     enqueue(st, p);
     st->gc_nfollow++;
     if (!st->gc_busy) uv_cond_signal(&st->gc_cond);
@@ -437,7 +451,6 @@ int ost__pkg_commit(ost_store *st, ost__pkg *p) {
     p->done = false;
     p->async = NULL;
     uv_mutex_lock(&st->gc_lock);
-    p->follow = false;
     enqueue(st, p);
     for (;;) {
         uint64_t wait_ns = 0; /* 0: until woken */

@@ -46,7 +46,6 @@ typedef struct ost__pkg {
     uint64_t serial; /* the commit's serial when it succeeded */
     bool done;
     bool queued;       /* in the store's queue, not yet taken into a group */
-    bool follow;       /* queued by a caller that cannot lead a group (loader, async) */
     uv_sem_t sem;      /* posted once when done (a waited commit, not async) */
     uv_async_t *async; /* wakes a loop when done (async commit) */
     struct ost__pkg *next;

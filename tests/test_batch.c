@@ -605,7 +605,11 @@ OST_TEST(batch, eight_threads_increment_one_counter) {
      * loader's and asynchronous packages) */
     cr_assert_geq(st->gc_groups - groups0, 1);
     cr_assert_leq(st->gc_groups - groups0, (uint64_t)(commits + conflicts));
+#ifdef __linux__ /* elsewhere the committer thread applies every group */
     cr_assert_eq(st->gc_led - led0, st->gc_groups - groups0);
+#else
+    (void)led0;
+#endif
     check_clean(st, 2);
     ost_store_close(st);
 }
@@ -624,7 +628,11 @@ OST_TEST(batch, a_lone_commit_with_group_commit_is_applied_by_its_own_thread) {
         commit_ok(c);
     }
     cr_assert_eq(st->gc_groups - groups0, 5, "a group a commit");
+#ifdef __linux__ /* elsewhere the committer thread applies every group */
     cr_assert_eq(st->gc_led - led0, 5, "each applied by the committing thread");
+#else
+    (void)led0;
+#endif
     ost_conn_close(c);
     cr_assert_eq(read_counter(st, oid), 5);
     ost_store_close(st);
