@@ -927,13 +927,21 @@ static size_t queued(ost_store *st) {
     return n;
 }
 
+extern int ost__lmdb_flat_spoil;
+extern unsigned ost__lmdb_flat_redos;
+
 /* N threads commit at once (ost_commit, each waiting on its own package)
  * and are applied in one group; one of them changed a counter that a
  * commit outside the group changed after it read it. That one gets
  * OST_ECONFLICT and stores nothing; the others land, each with its own
- * serial, and every waiter is woken. */
-Test(batch, a_group_of_waiting_commits_with_one_conflict_stores_the_others) {
+ * serial, and every waiter is woken. spoil >= 0: the group's flat try
+ * fails after the writes of its package spoil (or the next that writes:
+ * store/lmdb/engine.c, flat_group). */
+
+static void group_with_one_conflict(int spoil) {
     enum { N = 6, LOSER = 2 };
+    unsigned redos0 = ost__lmdb_flat_redos;
+    ost__lmdb_flat_spoil = -1;
     ost_store *st = open_store(true, true);
     uint64_t oids[N], shared = make_counter(st, "shared"), stall_oid = make_counter(st, "stall");
     for (int i = 0; i < N; i++) {
@@ -978,6 +986,7 @@ Test(batch, a_group_of_waiting_commits_with_one_conflict_stores_the_others) {
         cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
     }
     while (queued(st) < N) uv_sleep(1);
+    if (!on_pg()) ost__lmdb_flat_spoil = spoil; /* the group of N only (LMDB's flat try) */
     char go = 1;
     cr_assert_eq(write(release, &go, 1), 1);
     close(release);
@@ -1014,6 +1023,24 @@ Test(batch, a_group_of_waiting_commits_with_one_conflict_stores_the_others) {
     ost_conn_close(cstall);
     ost_store_close(st);
     cr_assert_eq(uv_loop_close(&loop), 0);
+    cr_assert_eq(ost__lmdb_flat_redos - redos0, spoil >= 0 && !on_pg() ? 1u : 0u,
+                 "the group went the nested way only when its flat try failed");
+    cr_assert_eq(ost__lmdb_flat_spoil, -1);
+}
+
+/* The packages of a group are applied one after another in the group's
+ * transaction: the conflicting one is refused before it writes. */
+Test(batch, a_group_of_waiting_commits_with_one_conflict_stores_the_others) {
+    group_with_one_conflict(-1);
+}
+
+/* A write that fails in that flat try spoils the transaction: the group is
+ * applied again, each package in a nested transaction, with the same
+ * outcomes (the failure comes after the writes of the fifth package in
+ * the queue, or of the sixth when the fifth is the conflicting one). On
+ * PostgreSQL, which has no flat try, it runs as the test above. */
+Test(batch, a_group_whose_flat_try_fails_is_applied_again_nested) {
+    group_with_one_conflict(4);
 }
 
 /* New objects are appended through a cursor; a commit whose new oids lie

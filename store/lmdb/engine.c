@@ -607,6 +607,42 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
              ost__mdb_strerror(st, rc));
 }
 
+/* flat_group's outcome when every package was applied or refused */
+#define FLAT_DONE 0
+
+/* Applies a group's packages one after another in t itself, without a
+ * nested transaction each (a child transaction costs LMDB a dirty list
+ * and copies of the pages it touches: most of a group's apply time at 16
+ * threads). Equivalent to the nested way as long as a package that fails
+ * fails before it writes: apply checks the serials and references first
+ * (OST_ECONFLICT, OST_ECORRUPT for a damaged record), and only then
+ * writes (a group with map entries, whose checks go with their writes,
+ * goes the nested way). Returns FLAT_DONE with each
+ * package's outcome set, or the code of the first write that failed (t is
+ * then spoilt: the caller aborts it). */
+int ost__lmdb_flat_spoil = -1; /* tests: the flat try fails after the writes of the first
+                                * package from k on that writes */
+unsigned ost__lmdb_flat_redos;  /* tests: groups applied again, nested */
+
+static int flat_group(ost__sess *s, MDB_txn *t, ost__pkg *const *pkgs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        ost__pkg *p = pkgs[i];
+        p->rc = 0;
+        p->msg[0] = 0;
+        s->wtxn = t;
+        int prc = apply(s, p);
+        s->wtxn = NULL;
+        if (!prc && ost__lmdb_flat_spoil >= 0 && (int)i >= ost__lmdb_flat_spoil) {
+            ost__lmdb_flat_spoil = -1;
+            prc = MDB_TXN_FULL; /* as a write that failed */
+        }
+        if (prc && prc != OST_ECONFLICT && prc != OST_ECORRUPT) return prc;
+        set_outcome(s->st, p, prc, "commit");
+        if (prc) p->serial = 0;
+    }
+    return FLAT_DONE;
+}
+
 /* One try of a group: 0, or the LMDB code of a failure of the whole group
  * (MDB_MAP_FULL and MDB_MAP_RESIZED: grow the map and try again). A
  * package's own failure is its outcome, not the group's. */
@@ -639,6 +675,18 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
             rc = mdb_txn_commit(parent);
         }
     } else {
+        bool flat = true; /* map entries' checks go with their writes */
+        for (size_t i = 0; i < n && flat; i++) flat = !pkgs[i]->nments;
+        if (flat) {
+            int frc = flat_group(s, parent, pkgs, n);
+            if (frc == FLAT_DONE) goto applied;
+            /* a write failed in the flat try: the transaction is spoilt,
+             * and the group is applied again, each package nested */
+            mdb_txn_abort(parent);
+            if (OST__REMAP(frc)) return frc;
+            ost__lmdb_flat_redos++;
+            if ((rc = mdb_txn_begin(st->env, NULL, 0, &parent))) return rc;
+        }
         for (size_t i = 0; i < n; i++) {
             ost__pkg *p = pkgs[i];
             MDB_txn *child;
@@ -659,6 +707,7 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
             set_outcome(st, p, prc, "commit");
             if (prc) p->serial = 0;
         }
+    applied:
         applied = uv_hrtime();
         if (rc) mdb_txn_abort(parent);
         else rc = mdb_txn_commit(parent);
