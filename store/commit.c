@@ -1,8 +1,8 @@
 /* Commits in two steps: a connection prepares a package (the records of
  * its changed and new objects, as bytes, with the serials it read), then
  * the engine applies it: directly, or with group commit in a group of
- * packages, each nested in one write transaction ended by one commit (one
- * fsync), applied by a committing thread or the store's committer thread.
+ * packages, one write transaction ended by one commit (one fsync), applied
+ * by a committing thread or the store's committer thread.
  * The bulk loader sends its batches the same way. */
 #include <pthread.h>
 #include <stdio.h>
@@ -272,9 +272,8 @@ static void run_group(ost_store *st, bool led) {
     st->gc_nfollow = 0;
     st->gc_busy = true;
     uv_mutex_unlock(&st->gc_lock);
-    /* the engine applies the group in one write transaction, each package
-     * nested in it, and ends it with one commit (one fsync); gc_arr is the
-     * busy leader's alone */
+    /* the engine applies the group in one write transaction and ends it
+     * with one commit (one fsync); gc_arr is the busy leader's alone */
     if (ngroup > st->gc_cap) {
         ost__pkg **na = realloc(st->gc_arr, ngroup * sizeof *na);
         if (na) {

@@ -610,6 +610,10 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
 /* flat_group's outcome when every package was applied or refused */
 #define FLAT_DONE 0
 
+int ost__lmdb_flat_spoil = -1; /* tests: the flat try fails after the writes of the first
+                                * package from k on that writes */
+unsigned ost__lmdb_flat_redos;  /* tests: groups applied again, nested */
+
 /* Applies a group's packages one after another in t itself, without a
  * nested transaction each (a child transaction costs LMDB a dirty list
  * and copies of the pages it touches: most of a group's apply time at 16
@@ -617,13 +621,9 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
  * fails before it writes: apply checks the serials and references first
  * (OST_ECONFLICT, OST_ECORRUPT for a damaged record), and only then
  * writes (a group with map entries, whose checks go with their writes,
- * goes the nested way). Returns FLAT_DONE with each
- * package's outcome set, or the code of the first write that failed (t is
- * then spoilt: the caller aborts it). */
-int ost__lmdb_flat_spoil = -1; /* tests: the flat try fails after the writes of the first
-                                * package from k on that writes */
-unsigned ost__lmdb_flat_redos;  /* tests: groups applied again, nested */
-
+ * goes the nested way). Returns FLAT_DONE with each package's outcome
+ * set, or the code of the first write that failed (t is then spoilt:
+ * the caller aborts it). */
 static int flat_group(ost__sess *s, MDB_txn *t, ost__pkg *const *pkgs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         ost__pkg *p = pkgs[i];
