@@ -16,11 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "engine.h"
+#include "leakcheck.h"
 #include "rmtree.h"
 #include "store_internal.h"
 
@@ -204,7 +207,7 @@ static void scan_all(ost__sess *s, dump *d) { scan_from(s, 0, d); }
 
 /* ---- opening ---------------------------------------------------------------------- */
 
-Test(engine, claims_its_addresses_and_no_path) {
+OST_TEST(engine, claims_its_addresses_and_no_path) {
     bool pg = !strcmp(E->name, "postgresql");
     cr_assert_eq(E->ops->claims("postgresql://h/db"), pg);
     cr_assert_eq(E->ops->claims("postgres://h/db"), pg);
@@ -214,7 +217,7 @@ Test(engine, claims_its_addresses_and_no_path) {
     cr_assert_eq(E->ops->claims("postgresql"), !pg); /* a directory of that name */
 }
 
-Test(engine, creates_then_reopens_with_counters) {
+OST_TEST(engine, creates_then_reopens_with_counters) {
     ost_store_stats ss;
     cr_assert_eq(E->ops->stat(eng, &ss), 0);
     cr_assert_eq(ss.records, E->base_records);
@@ -236,7 +239,7 @@ Test(engine, creates_then_reopens_with_counters) {
     cr_assert_eq(oids(1), f + 5);
 }
 
-Test(engine, refuses_a_database_without_the_schema) {
+OST_TEST(engine, refuses_a_database_without_the_schema) {
     char a2[1024];
     cr_assert(!E->fresh(a2, sizeof a2));
     ost_store_options o;
@@ -251,7 +254,7 @@ Test(engine, refuses_a_database_without_the_schema) {
     ost_store_close(st2);
 }
 
-Test(engine, refuses_another_format) {
+OST_TEST(engine, refuses_another_format) {
     if (!E->sql) cr_skip_test("%s: no SQL to edit the format with (tests/test_safety.c covers it)", E->name);
     cr_assert_eq(E->sql(addr, "UPDATE ost_meta SET format = 99"), 0);
     ost_store_options o;
@@ -262,7 +265,7 @@ Test(engine, refuses_another_format) {
               ost_store_errmsg(st));
 }
 
-Test(engine, bad_addresses_fail_with_a_clear_message) {
+OST_TEST(engine, bad_addresses_fail_with_a_clear_message) {
     if (strcmp(E->name, "postgresql")) cr_skip_test("no server addresses on %s (the store suite tests bad paths)", E->name);
     ost_store_options o;
     ost_store_options_init(&o);
@@ -295,7 +298,7 @@ Test(engine, bad_addresses_fail_with_a_clear_message) {
 
 /* ---- classes and oids ---------------------------------------------------------------- */
 
-Test(engine, class_ids_are_created_once_and_found) {
+OST_TEST(engine, class_ids_are_created_once_and_found) {
     uint32_t a = cls("mod", "A"), b = cls("mod", "B");
     cr_assert_neq(a, b);
     cr_assert_eq(cls("mod", "A"), a);
@@ -360,7 +363,7 @@ static void two_racers(racer *r, void *(*fn)(void *)) {
     }
 }
 
-Test(engine, racing_class_ids_agree) {
+OST_TEST(engine, racing_class_ids_agree) {
     racer r[2];
     two_racers(r, race_classes);
     for (int i = 0; i < 20; i++) cr_assert_eq(r[0].ids[i], r[1].ids[i], "class %d", i);
@@ -372,7 +375,7 @@ static int u64cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-Test(engine, oid_blocks_never_overlap) {
+OST_TEST(engine, oid_blocks_never_overlap) {
     racer r[2];
     two_racers(r, race_oids);
     uint64_t all[200];
@@ -383,7 +386,7 @@ Test(engine, oid_blocks_never_overlap) {
     for (int i = 1; i < 200; i++) cr_assert_geq(all[i], all[i - 1] + 10, "block %d", i);
 }
 
-Test(engine, oids_stop_short_of_2_to_the_63) {
+OST_TEST(engine, oids_stop_short_of_2_to_the_63) {
     uint64_t f = oids(1);
     uint64_t x;
     cr_assert_eq(E->ops->reserve_oids(eng, ((uint64_t)1 << 63), &x), OST_ELIMIT);
@@ -393,7 +396,7 @@ Test(engine, oids_stop_short_of_2_to_the_63) {
 
 /* ---- commits and reads ----------------------------------------------------------------- */
 
-Test(engine, commits_new_records_then_reads_them) {
+OST_TEST(engine, commits_new_records_then_reads_them) {
     ost_store_stats base;
     cr_assert_eq(E->ops->stat(eng, &base), 0);
     uint32_t c = cls("m", "Rec");
@@ -445,7 +448,7 @@ Test(engine, commits_new_records_then_reads_them) {
     E->ops->sess_close(s);
 }
 
-Test(engine, serials_follow_commit_order) {
+OST_TEST(engine, serials_follow_commit_order) {
     uint64_t f = oids(10);
     ost__sess *s = sess();
     ost__pkg *p = pkg();
@@ -467,7 +470,7 @@ Test(engine, serials_follow_commit_order) {
     E->ops->sess_close(s);
 }
 
-Test(engine, the_second_of_two_writers_conflicts) {
+OST_TEST(engine, the_second_of_two_writers_conflicts) {
     uint64_t f = oids(1);
     ost__sess *a = sess(), *b = sess();
     ost__pkg *p = pkg();
@@ -508,7 +511,7 @@ static void *commit_thread(void *arg) {
     return NULL;
 }
 
-Test(engine, concurrent_writers_of_one_oid_one_wins) {
+OST_TEST(engine, concurrent_writers_of_one_oid_one_wins) {
     uint64_t f = oids(2);
     ost__sess *s = sess();
     ost__pkg *p = pkg();
@@ -558,7 +561,7 @@ static bool rec_of(ost__sess *s, uint64_t oid, char *out, size_t cap, uint64_t *
  * see the writes of the earlier ones, and a package that fails after
  * writing (a reference pack removed; on a server, a statement refused)
  * takes nothing of the others with it. */
-Test(engine, a_group_commits_each_package_on_its_own) {
+OST_TEST(engine, a_group_commits_each_package_on_its_own) {
     uint64_t f = oids(6);
     ost__sess *s = sess();
     ost__pkg *p = pkg();
@@ -612,7 +615,7 @@ Test(engine, a_group_commits_each_package_on_its_own) {
  * oids are reserved: OST_EIO with the cause, no crash (the retry on a new
  * connection used an unset connection when it could not connect), and
  * the next reservation works once the server takes connections again. */
-Test(engine, reserving_oids_with_the_server_gone_says_so) {
+OST_TEST(engine, reserving_oids_with_the_server_gone_says_so) {
     if (!E->sql) cr_skip_test("LMDB has no server");
     uint64_t first;
     cr_assert_eq(E->ops->reserve_oids(eng, 10, &first), 0, "%s", ost_store_errmsg(st));
@@ -639,7 +642,7 @@ Test(engine, reserving_oids_with_the_server_gone_says_so) {
  * a package conflicts with a record an earlier package of the group
  * wrote unless it read that very serial, and a package the server
  * refuses sends the group the slow way, with the same outcomes. */
-Test(engine, a_group_of_plain_packages_has_each_outcome) {
+OST_TEST(engine, a_group_of_plain_packages_has_each_outcome) {
     uint64_t f = oids(8);
     ost__sess *s = sess();
     ost__pkg *p = pkg();
@@ -698,7 +701,7 @@ Test(engine, a_group_of_plain_packages_has_each_outcome) {
     E->ops->sess_close(s);
 }
 
-Test(engine, a_failed_package_leaves_nothing) {
+OST_TEST(engine, a_failed_package_leaves_nothing) {
     uint64_t f = oids(4);
     ost__sess *s = sess();
     ost__pkg *p = pkg();
@@ -761,7 +764,7 @@ Test(engine, a_failed_package_leaves_nothing) {
     E->ops->sess_close(s);
 }
 
-Test(engine, each_package_of_a_call_has_its_own_outcome) {
+OST_TEST(engine, each_package_of_a_call_has_its_own_outcome) {
     uint64_t f = oids(3);
     ost__sess *s = sess();
     ost__pkg *p[3] = {pkg(), pkg(), pkg()};
@@ -801,7 +804,7 @@ static void collect(void *ud, uint64_t oid, uint64_t serial) {
     d->count++;
 }
 
-Test(engine, changes_between_snapshots_then_a_gap_after_sweep) {
+OST_TEST(engine, changes_between_snapshots_then_a_gap_after_sweep) {
     uint64_t f = oids(4);
     ost__sess *s = sess(), *w = sess();
     ost__pkg *p = pkg();
@@ -875,7 +878,7 @@ static bool keep_odd(void *ud, uint64_t oid) {
     return (oid - base) % 2 == 1;
 }
 
-Test(engine, sweep_removes_exactly_the_unkept_unwritten_records) {
+OST_TEST(engine, sweep_removes_exactly_the_unkept_unwritten_records) {
     uint64_t f = oids(6);
     ost__sess *s = sess();
     ost__pkg *p = pkg();
@@ -954,7 +957,7 @@ static const struct {
 /* bytewise, shorter first: \x00 < a < a\x00 < ab < b < \xff */
 static const int order[] = {4, 1, 5, 3, 0, 2};
 
-Test(engine, map_entries_in_bytewise_order_both_ways) {
+OST_TEST(engine, map_entries_in_bytewise_order_both_ways) {
     ost__sess *s = sess();
     uint64_t m = new_map(s), m2 = new_map(s);
     ost__pkg *p = pkg();
@@ -1034,7 +1037,7 @@ static int list_maps(void *ud, uint64_t map) {
 
 static bool keep_all_but(void *ud, uint64_t oid) { return oid != *(uint64_t *)ud; }
 
-Test(engine, map_entries_deleted_conflicting_dropped_and_listed) {
+OST_TEST(engine, map_entries_deleted_conflicting_dropped_and_listed) {
     ost__entry e0;
     ost__sess *s = sess(), *s2 = sess();
     uint64_t m = new_map(s), m2 = new_map(s);
@@ -1112,7 +1115,7 @@ Test(engine, map_entries_deleted_conflicting_dropped_and_listed) {
 
 /* ---- the server going away ------------------------------------------------------------- */
 
-Test(engine, a_restarted_server_fails_once_then_recovers) {
+OST_TEST(engine, a_restarted_server_fails_once_then_recovers) {
     const char *restart = getenv("OST_TEST_PG_RESTART");
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to restart", E->name);
     cr_assert(restart, "OST_TEST_PG_RESTART is not set (tests/pg/pgserver.sh sets it)");
@@ -1213,7 +1216,7 @@ static int64_t item_n(ost_value a) {
 
 TestSuite(api, .init = api_setup, .fini = api_teardown, .timeout = 120);
 
-Test(api, open_by_address_commit_and_read_back_in_another_handle) {
+OST_TEST(api, open_by_address_commit_and_read_back_in_another_handle) {
     ost_store *a = api_open(true, false);
     ost_store_stats ss;
     cr_assert_eq(ost_store_stat(a, &ss), 0, "%s", ost_store_errmsg(a));
@@ -1257,7 +1260,7 @@ Test(api, open_by_address_commit_and_read_back_in_another_handle) {
     ost_store_close(b);
 }
 
-Test(api, two_handles_conflict_and_invalidate) {
+OST_TEST(api, two_handles_conflict_and_invalidate) {
     if (E->one_open) /* LMDB: one handle per store in a process */
         cr_skip_test("%s: two handles of one store in a process (test_store.c uses two processes)", E->name);
     ost_store *a = api_open(true, false), *b = api_open(false, false);
@@ -1287,7 +1290,7 @@ Test(api, two_handles_conflict_and_invalidate) {
     ost_store_close(b);
 }
 
-Test(api, ordered_maps_and_the_loader) {
+OST_TEST(api, ordered_maps_and_the_loader) {
 
     ost_store *a = api_open(true, true); /* loader and group commit on the engine */
     ost_conn *c;
@@ -1392,7 +1395,7 @@ static int increment(void *ud, ost_conn *c) {
     return rc ? rc : ost_instance_setattr(ctr, "n", ost_int(n + 1));
 }
 
-Test(api, four_processes_times_fifty_increments_with_retries_make_exactly_200) {
+OST_TEST(api, four_processes_times_fifty_increments_with_retries_make_exactly_200) {
     ost_store *a = api_open(true, false);
     ost_conn *c;
     cr_assert_eq(ost_conn_open(a, &c), 0);
@@ -1437,7 +1440,7 @@ Test(api, four_processes_times_fifty_increments_with_retries_make_exactly_200) {
     ost_store_close(a);
 }
 
-Test(api, a_process_sees_another_processes_commit_at_its_next_transaction) {
+OST_TEST(api, a_process_sees_another_processes_commit_at_its_next_transaction) {
     ost_store *a = api_open(true, false);
     ost_conn *c;
     cr_assert_eq(ost_conn_open(a, &c), 0);
@@ -1481,7 +1484,7 @@ static void expect_names_store(ost_store *s, const char *msg) {
     cr_assert(!strchr(msg, '\n'), "one line: %s", msg);
 }
 
-Test(api, a_restart_under_an_open_connection_fails_clearly_and_the_next_transaction_reconnects) {
+OST_TEST(api, a_restart_under_an_open_connection_fails_clearly_and_the_next_transaction_reconnects) {
     const char *restart = getenv("OST_TEST_PG_RESTART");
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to restart", E->name);
     cr_assert(restart, "OST_TEST_PG_RESTART is not set (tests/pg/pgserver.sh sets it)");
@@ -1532,7 +1535,7 @@ Test(api, a_restart_under_an_open_connection_fails_clearly_and_the_next_transact
     ost_store_close(a);
 }
 
-Test(api, a_stopped_server_fails_clearly_naming_the_address_and_never_hangs) {
+OST_TEST(api, a_stopped_server_fails_clearly_naming_the_address_and_never_hangs) {
     const char *stop = getenv("OST_TEST_PG_STOP"), *start = getenv("OST_TEST_PG_START");
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to stop", E->name);
     cr_assert(stop && start, "OST_TEST_PG_STOP/START are not set (tests/pg/pgserver.sh sets them)");
@@ -1583,6 +1586,50 @@ Test(api, a_stopped_server_fails_clearly_naming_the_address_and_never_hangs) {
     ost_store_close(a);
 }
 
+/* A server that takes the connection but never answers (a socket that
+ * listens and never accepts: libpq's startup packet waits in its queue):
+ * the open fails at the connect timeout, the address's connect_timeout or
+ * else the engine's 10 s, naming the address and the cause, instead of
+ * hanging. */
+OST_TEST(api, a_server_that_never_answers_fails_at_the_connect_timeout) {
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to connect to", E->name);
+    char dir[] = "/tmp/ost_mute_XXXXXX";
+    cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/.s.PGSQL.5432", dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0, "bind: %s", strerror(errno));
+    cr_assert_eq(listen(fd, 8), 0, "listen: %s", strerror(errno));
+    static const struct {
+        const char *query;
+        double lo, hi;
+    } tries[] = {{"&connect_timeout=2", 1.5, 8.0}, {"", 9.5, 16.0}};
+    for (size_t i = 0; i < 2; i++) {
+        char addr[256];
+        snprintf(addr, sizeof addr, "postgresql:///ostore?host=%s%s", dir, tries[i].query);
+        ost_store_options o;
+        ost_store_options_init(&o);
+        o.registry = g_reg;
+        ost_store *b = ost_store_new();
+        double t0 = now_s();
+        int rc = ost_store_open(b, addr, &o);
+        double took = now_s() - t0;
+        const char *msg = ost_store_errmsg(b);
+        cr_assert_eq(rc, OST_EIO, "%s: %s: %s", addr, ost_err_name(rc), msg);
+        cr_assert(strstr(msg, "cannot connect"), "%s", msg);
+        cr_assert(strstr(msg, dir), "names the address: %s", msg);
+        cr_assert(strstr(msg, "timeout"), "says why: %s", msg);
+        cr_assert(!strchr(msg, '\n'), "one line: %s", msg);
+        cr_assert(took >= tries[i].lo && took < tries[i].hi, "%s: failed after %.2f s", addr, took);
+        cr_log_info("a mute server: open failed in %.2f s: %s", took, msg);
+        ost_store_close(b);
+    }
+    close(fd);
+    unlink(sa.sun_path);
+    rmdir(dir);
+}
+
 /* ---- raw access and imports (include/ostore/raw.h) on the engine ------------------
  * What ostore export, import, copy, ls, cat and info read and write with. */
 
@@ -1603,7 +1650,7 @@ static void raw_fill(ost_store *a) {
     ost_conn_close(c);
 }
 
-Test(raw, snapshot_reads_records_classes_entries_and_counters) {
+OST_TEST(raw, snapshot_reads_records_classes_entries_and_counters) {
     ost_store *a = api_open(true, false);
     raw_fill(a);
     ost__pg_page_rows = 7; /* scans and entry cursors page */
@@ -1789,7 +1836,7 @@ static int raw_copy_into(ost_snap *s, ost_import *im) {
     return 0;
 }
 
-Test(raw, import_copies_exactly_and_a_failed_one_leaves_nothing) {
+OST_TEST(raw, import_copies_exactly_and_a_failed_one_leaves_nothing) {
     if (E->one_open) cr_skip_test("%s: LMDB checks a map's record at each entry, not at commit (engine.h); tests/test_raw.c covers LMDB imports", E->name);
     ost_store *src = api_open(true, false);
     raw_fill(src);
@@ -1928,7 +1975,7 @@ static void collect_problem(void *ud, uint64_t oid, uint64_t missing, int err, c
     r->n++;
 }
 
-Test(api, pack_removes_what_the_root_and_the_maps_no_longer_reach) {
+OST_TEST(api, pack_removes_what_the_root_and_the_maps_no_longer_reach) {
     if (E->one_open) cr_skip_test("%s: two handles of one store in a process; test_store.c and test_maps.c cover pack on LMDB", E->name);
     ost_store *a = api_open(true, false), *b = api_open(false, false);
     ost_conn *c, *cb;
@@ -2052,7 +2099,7 @@ static void *commit_loop(void *ud) {
     return NULL;
 }
 
-Test(api, pack_during_commits_of_another_handle_keeps_what_they_wrote) {
+OST_TEST(api, pack_during_commits_of_another_handle_keeps_what_they_wrote) {
     if (E->one_open) cr_skip_test("%s: two handles of one store in a process; test_store.c covers pack during commits on LMDB", E->name);
     ost_store *a = api_open(true, false);
     ost_conn *c;
@@ -2100,7 +2147,7 @@ Test(api, pack_during_commits_of_another_handle_keeps_what_they_wrote) {
     ost_store_close(a);
 }
 
-Test(api, check_reports_a_dangling_reference_and_an_unknown_class) {
+OST_TEST(api, check_reports_a_dangling_reference_and_an_unknown_class) {
     if (E->one_open) cr_skip_test("%s: no SQL to damage rows with; test_store.c and test_safety.c cover check's reports on LMDB", E->name);
     ost_store *a = api_open(true, false);
     ost_conn *c;
@@ -2172,7 +2219,7 @@ static int cli(const char *command, char *out, size_t cap) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-Test(api, the_cli_checks_and_packs_a_server_store) {
+OST_TEST(api, the_cli_checks_and_packs_a_server_store) {
     ost_store *a = api_open(true, false);
     ost_conn *c;
     cr_assert_eq(ost_conn_open(a, &c), 0);
@@ -2210,7 +2257,7 @@ static void relink_hook(ost_store *s, int step) {
     g_relink_rc = ost_commit(g_relinker);
 }
 
-Test(api, pack_keeps_an_object_a_commit_links_again_during_the_pack) {
+OST_TEST(api, pack_keeps_an_object_a_commit_links_again_during_the_pack) {
     if (E->one_open) cr_skip_test("%s: two handles of one store in a process; test_store.c has the same test on LMDB", E->name);
     ost_store *a = api_open(true, false), *b = api_open(false, false);
     ost_conn *c;
@@ -2245,7 +2292,7 @@ Test(api, pack_keeps_an_object_a_commit_links_again_during_the_pack) {
     ost_store_close(b);
 }
 
-Test(api, prefetch_loads_ghosts_in_one_trip) {
+OST_TEST(api, prefetch_loads_ghosts_in_one_trip) {
     ost_store *a = api_open(true, false);
     ost_conn *c;
     cr_assert_eq(ost_conn_open(a, &c), 0);
@@ -2323,7 +2370,7 @@ Test(api, prefetch_loads_ghosts_in_one_trip) {
     ost_store_close(b);
 }
 
-Test(api, loader_batches_go_by_copy_and_a_failed_one_leaves_nothing) {
+OST_TEST(api, loader_batches_go_by_copy_and_a_failed_one_leaves_nothing) {
     if (E->one_open) cr_skip_test("%s: no COPY; tests/test_batch.c covers the loader's batches", E->name);
     ost_store *a = api_open(true, false);
     ost_conn *c;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "leakcheck.h"
 #include "ostore.h"
 #include "lmdb/pagecheck.h"
 #include "storetest.h"
@@ -373,7 +374,7 @@ static ost__pc_stats walk_matches_lmdb(const char *dir) {
     return st;
 }
 
-Test(pagecheck, clean_store_walks_clean_with_lmdbs_counts) {
+OST_TEST(pagecheck, clean_store_walks_clean_with_lmdbs_counts) {
     make_store();
     ost__pc_stats st = walk_matches_lmdb(F.dir);
     cr_assert_eq(st.psize, 4096u);
@@ -455,7 +456,7 @@ static uint64_t each_matches_lmdb(const char *dir, const char *name) {
     return f.n;
 }
 
-Test(pagecheck, each_gives_lmdbs_entries_in_order) {
+OST_TEST(pagecheck, each_gives_lmdbs_entries_in_order) {
     make_store();
     cr_assert_eq(each_matches_lmdb(F.dir, "records"), NITEMS + 3);
     cr_assert_eq(each_matches_lmdb(F.dir, "mapents"), NMAP);
@@ -537,7 +538,7 @@ static int collect_oid_any(void *ud, const uint8_t *k, size_t kl, const uint8_t 
 /* 2. opening                                                               */
 /* ======================================================================= */
 
-Test(pagecheck, open_refuses_what_is_not_a_data_file) {
+OST_TEST(pagecheck, open_refuses_what_is_not_a_data_file) {
     ost__pc *pc = (ost__pc *)1;
     char msg[256], sub[256], path[300];
     cr_assert_eq(ost__pc_open(F.dir, &pc, msg, sizeof msg), OST_ENOTFOUND, "%s", msg);
@@ -594,7 +595,7 @@ static int meta_check_copy(char *msg, size_t cap) {
     return rc;
 }
 
-Test(pagecheck, meta_page_0_with_page_size_0) {
+OST_TEST(pagecheck, meta_page_0_with_page_size_0) {
     make_store();
     copy_store();
     int cur = cur_meta();
@@ -611,7 +612,7 @@ Test(pagecheck, meta_page_0_with_page_size_0) {
     if (cur == 1) cr_assert_eq(ps.n, 1, "meta page 1's snapshot is intact:%s", dump(&ps));
 }
 
-Test(pagecheck, bad_magic) {
+OST_TEST(pagecheck, bad_magic) {
     make_store();
     copy_store();
     poke32(pg(1) + 16, 0xDEADBEEF);
@@ -623,7 +624,7 @@ Test(pagecheck, bad_magic) {
     EXPECT(&ps, "meta page", 1, "magic");
 }
 
-Test(pagecheck, damage_to_the_older_meta_page_is_named_as_such) {
+OST_TEST(pagecheck, damage_to_the_older_meta_page_is_named_as_such) {
     make_store();
     copy_store();
     int older = 1 - cur_meta();
@@ -644,7 +645,7 @@ Test(pagecheck, damage_to_the_older_meta_page_is_named_as_such) {
 /* A byte of a transaction id changed high up (the damage test's seed
  * 1711663137, trial 64): the parity stays right and the page is sane, but
  * the two ids are no longer one commit apart, which LMDB never writes. */
-Test(pagecheck, meta_transaction_ids_not_one_commit_apart) {
+OST_TEST(pagecheck, meta_transaction_ids_not_one_commit_apart) {
     make_store();
     copy_store();
     int older = 1 - cur_meta();
@@ -666,7 +667,7 @@ Test(pagecheck, meta_transaction_ids_not_one_commit_apart) {
               "%s", dump(&ps));
 }
 
-Test(pagecheck, last_page_beyond_the_file) {
+OST_TEST(pagecheck, last_page_beyond_the_file) {
     make_store();
     copy_store();
     int cur = cur_meta();
@@ -683,7 +684,7 @@ Test(pagecheck, last_page_beyond_the_file) {
     EXPECT(&ps, "meta page", (uint64_t)cur, "beyond the end of the file");
 }
 
-Test(pagecheck, map_size_and_database_records_in_meta) {
+OST_TEST(pagecheck, map_size_and_database_records_in_meta) {
     make_store();
     copy_store();
     int cur = cur_meta();
@@ -707,7 +708,7 @@ Test(pagecheck, map_size_and_database_records_in_meta) {
     EXPECT(&ps, NULL, UINT64_MAX, "neither in use nor in the free list");
 }
 
-Test(pagecheck, truncated_file) {
+OST_TEST(pagecheck, truncated_file) {
     make_store();
     copy_store();
     char p[256];
@@ -731,7 +732,7 @@ Test(pagecheck, truncated_file) {
 /* 4. trees                                                                 */
 /* ======================================================================= */
 
-Test(pagecheck, branch_child_out_of_range) {
+OST_TEST(pagecheck, branch_child_out_of_range) {
     make_store();
     copy_store();
     rec r = named_db("records", NULL);
@@ -769,7 +770,7 @@ static uint64_t first_leaf(const rec *r, uint64_t *parent) {
     return p;
 }
 
-Test(pagecheck, node_offset_past_the_page_end) {
+OST_TEST(pagecheck, node_offset_past_the_page_end) {
     make_store();
     copy_store();
     rec r = named_db("records", NULL);
@@ -795,7 +796,7 @@ Test(pagecheck, node_offset_past_the_page_end) {
     EXPECT(&ps, "records", leaf, "runs past the page end");
 }
 
-Test(pagecheck, key_out_of_order) {
+OST_TEST(pagecheck, key_out_of_order) {
     make_store();
     copy_store();
     rec r = named_db("records", NULL);
@@ -859,7 +860,7 @@ static uint64_t big_leaf(int *idx) {
     return 0;
 }
 
-Test(pagecheck, overflow_run_past_the_file_end) {
+OST_TEST(pagecheck, overflow_run_past_the_file_end) {
     make_store();
     copy_store();
     int i;
@@ -876,7 +877,7 @@ Test(pagecheck, overflow_run_past_the_file_end) {
     EXPECT(&ps, NULL, ov, "leaked");
 }
 
-Test(pagecheck, overflow_run_shorter_than_its_value) {
+OST_TEST(pagecheck, overflow_run_shorter_than_its_value) {
     make_store();
     copy_store();
     int i;
@@ -901,7 +902,7 @@ Test(pagecheck, overflow_run_shorter_than_its_value) {
     EXPECT(&ps, "records", leaf, "page flags 0x2");
 }
 
-Test(pagecheck, a_page_pointing_back_to_its_parent) {
+OST_TEST(pagecheck, a_page_pointing_back_to_its_parent) {
     make_store();
     copy_store();
     rec r = named_db("records", NULL);
@@ -925,7 +926,7 @@ Test(pagecheck, a_page_pointing_back_to_its_parent) {
     EXPECT(&ps, "records", r.root, "a cycle");
 }
 
-Test(pagecheck, wrong_page_number_and_type) {
+OST_TEST(pagecheck, wrong_page_number_and_type) {
     make_store();
     copy_store();
     rec r = named_db("records", NULL);
@@ -944,7 +945,7 @@ Test(pagecheck, wrong_page_number_and_type) {
     EXPECT(&ps, "records", leaf, "mp_lower 8");
 }
 
-Test(pagecheck, free_list_entry_altered) {
+OST_TEST(pagecheck, free_list_entry_altered) {
     make_store();
     copy_store();
     rec fr = rec_at(pg((uint64_t)cur_meta()) + 40);
@@ -977,7 +978,7 @@ Test(pagecheck, free_list_entry_altered) {
     EXPECT(&ps, "free list", leaf, "does not fit");
 }
 
-Test(pagecheck, damaged_named_database_record) {
+OST_TEST(pagecheck, damaged_named_database_record) {
     make_store();
     copy_store();
     uint64_t holder;
@@ -1009,7 +1010,7 @@ static void count_all(void *ud, const ost__pc_problem *p) {
     if (strstr(p->msg, "more problems")) n[2]++;
 }
 
-Test(pagecheck, problems_are_bounded_per_page_and_in_all) {
+OST_TEST(pagecheck, problems_are_bounded_per_page_and_in_all) {
     make_store();
     copy_store();
     rec r = named_db("records", NULL);
@@ -1049,7 +1050,7 @@ Test(pagecheck, problems_are_bounded_per_page_and_in_all) {
 /* 5. each, scan and the previous snapshot on damaged files                   */
 /* ======================================================================= */
 
-Test(pagecheck, each_skips_a_damaged_leaf_and_names_its_oids) {
+OST_TEST(pagecheck, each_skips_a_damaged_leaf_and_names_its_oids) {
     make_store();
     copy_store();
     rec r = named_db("records", NULL);
@@ -1082,7 +1083,7 @@ Test(pagecheck, each_skips_a_damaged_leaf_and_names_its_oids) {
     free(o);
 }
 
-Test(pagecheck, scan_finds_the_records_under_a_damaged_root) {
+OST_TEST(pagecheck, scan_finds_the_records_under_a_damaged_root) {
     make_store();
     copy_store();
     rec r = named_db("records", NULL);
@@ -1101,7 +1102,7 @@ Test(pagecheck, scan_finds_the_records_under_a_damaged_root) {
     free(o);
 }
 
-Test(pagecheck, the_previous_snapshot_walks_clean) {
+OST_TEST(pagecheck, the_previous_snapshot_walks_clean) {
     make_store();
     copy_store();
     int cur = cur_meta();
@@ -1200,7 +1201,7 @@ static void make_lmdb_env(const char *dir, int rounds, uint64_t seed) {
     mdb_env_close(env);
 }
 
-Test(pagecheck, every_kind_of_database_walks_clean) {
+OST_TEST(pagecheck, every_kind_of_database_walks_clean) {
     char dir[256];
     snprintf(dir, sizeof dir, "%s/env", F.tmp);
     make_lmdb_env(dir, 30, 7);
@@ -1262,7 +1263,7 @@ static bool try_image(const uint8_t *img, size_t n, uint64_t off) {
     return found;
 }
 
-Test(pagecheck, random_byte_changes) {
+OST_TEST(pagecheck, random_byte_changes) {
     make_store();
     char path[256];
     data_path(path, sizeof path, F.dir);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../store/store_internal.h"
+#include "leakcheck.h"
 #include "ostore.h"
 #include "storetest.h"
 
@@ -122,7 +123,7 @@ static void write_at(const char *path, size_t off, const void *b, size_t n) {
 
 /* ---- the checksum function ---------------------------------------------------- */
 
-Test(safety, crc32c_gives_the_standard_values) {
+OST_TEST(safety, crc32c_gives_the_standard_values) {
     cr_assert_eq(ost__crc32c(0, "123456789", 9), 0xE3069283u);
     cr_assert_eq(ost__crc32c_soft(0, "123456789", 9), 0xE3069283u);
     cr_assert_eq(ost__crc32c(0, "", 0), 0);
@@ -133,7 +134,7 @@ Test(safety, crc32c_gives_the_standard_values) {
     cr_assert_eq(ost__crc32c(0, f, 32), 0x62A8AB43u);
 }
 
-Test(safety, crc32c_agrees_at_every_length_and_alignment) {
+OST_TEST(safety, crc32c_agrees_at_every_length_and_alignment) {
     uint8_t buf[600];
     uint64_t x = 88172645463325252ULL;
     for (size_t i = 0; i < sizeof buf; i++) {
@@ -193,7 +194,7 @@ static void expect_all_sealed(void) {
     mdb_env_close(env);
 }
 
-Test(safety, commits_loaders_and_count_changes_write_checksums) {
+OST_TEST(safety, commits_loaders_and_count_changes_write_checksums) {
     make_store(20, 3000, NULL); /* records on overflow pages too */
     ost_store *st = open_store(false);
     ost_conn *c = conn_of(st);
@@ -221,7 +222,7 @@ Test(safety, commits_loaders_and_count_changes_write_checksums) {
 
 /* ---- damage is reported, never read ----------------------------------------------- */
 
-Test(safety, a_changed_byte_in_a_record_is_corrupt_naming_the_oid) {
+OST_TEST(safety, a_changed_byte_in_a_record_is_corrupt_naming_the_oid) {
     uint64_t oids[3];
     make_store(3, 10, oids);
     uint8_t k[8];
@@ -256,7 +257,7 @@ Test(safety, a_changed_byte_in_a_record_is_corrupt_naming_the_oid) {
     ost_store_close(st);
 }
 
-Test(safety, a_record_under_another_oid_fails_its_checksum) {
+OST_TEST(safety, a_record_under_another_oid_fails_its_checksum) {
     uint64_t oids[2];
     make_store(2, 10, oids);
     uint8_t k0[8], k1[8];
@@ -275,7 +276,7 @@ Test(safety, a_record_under_another_oid_fails_its_checksum) {
     ost_store_close(st);
 }
 
-Test(safety, a_changed_byte_in_a_map_entry_is_corrupt_naming_map_and_key) {
+OST_TEST(safety, a_changed_byte_in_a_map_entry_is_corrupt_naming_map_and_key) {
     make_store(5, 10, NULL);
     uint8_t key[16];
     put_be64(key, g_map);
@@ -321,7 +322,7 @@ Test(safety, a_changed_byte_in_a_map_entry_is_corrupt_naming_map_and_key) {
 /* A record on overflow pages whose stored length was damaged to 1.7 GB:
  * LMDB hands out a pointer and a length that run past the end of the
  * file, and reading them ended the process with SIGBUS. */
-Test(safety, a_record_length_past_the_end_of_the_file_is_reported_not_read) {
+OST_TEST(safety, a_record_length_past_the_end_of_the_file_is_reported_not_read) {
     uint64_t oids[2];
     make_store(2, 20000, oids);
     char path[256];
@@ -396,7 +397,7 @@ static void expect_contents(ost_store *st, int n) {
     ost_conn_close(c);
 }
 
-Test(safety, a_format2_store_reads_read_only_as_it_is_and_upgrades_on_a_write_open) {
+OST_TEST(safety, a_format2_store_reads_read_only_as_it_is_and_upgrades_on_a_write_open) {
     make_store(30, 3000, NULL);
     make_old_format(F.dir, 2);
     cr_assert_eq(meta_format(), 2);
@@ -415,7 +416,7 @@ Test(safety, a_format2_store_reads_read_only_as_it_is_and_upgrades_on_a_write_op
     ost_store_close(st);
 }
 
-Test(safety, a_format1_store_upgrades) {
+OST_TEST(safety, a_format1_store_upgrades) {
     make_store(5, 10, NULL);
     /* format 1 has no maps: drop the map from the root first */
     ost_store *st = open_store(false);
@@ -438,7 +439,7 @@ Test(safety, a_format1_store_upgrades) {
     expect_all_sealed();
 }
 
-Test(safety, a_damaged_record_stops_the_upgrade_and_changes_nothing) {
+OST_TEST(safety, a_damaged_record_stops_the_upgrade_and_changes_nothing) {
     uint64_t oids[3];
     make_store(3, 10, oids);
     make_old_format(F.dir, 2);
@@ -482,7 +483,7 @@ static int upgrade_child(void *arg) {
 /* A read-only handle opened at format 2 reads on after another process
  * upgraded the store (records then carry checksums where it expected
  * zeros). */
-Test(safety, a_read_only_handle_follows_an_upgrade_by_another_process) {
+OST_TEST(safety, a_read_only_handle_follows_an_upgrade_by_another_process) {
     make_store(4, 10, NULL);
     make_old_format(F.dir, 2);
     ost_store *st = open_read_only(F.dir, F.reg);
@@ -507,7 +508,7 @@ static uint64_t record_count(ost_store *st) { return stats(st).records; }
 /* A changed key byte moves a record under another oid: the root's
  * reference to it dangles, and what only it referred to looks unreachable.
  * Pack used to delete those intact records for good. */
-Test(safety, pack_refuses_when_a_reference_dangles_and_force_packs_anyway) {
+OST_TEST(safety, pack_refuses_when_a_reference_dangles_and_force_packs_anyway) {
     uint64_t oids[3];
     make_store(3, 10, oids);
     /* item 2 refers to a new object X that nothing else refers to */
@@ -593,7 +594,7 @@ static void expect_same_records(const char *a, const char *b, const uint64_t *sk
     mdb_env_close(eb);
 }
 
-Test(safety, salvage_copies_a_sound_store_whole_and_leaves_it_unchanged) {
+OST_TEST(safety, salvage_copies_a_sound_store_whole_and_leaves_it_unchanged) {
     make_store(30, 3000, NULL);
     char dst[200], path[256];
     snprintf(dst, sizeof dst, "%s/new", F.tmp);
@@ -631,7 +632,7 @@ Test(safety, salvage_copies_a_sound_store_whole_and_leaves_it_unchanged) {
 
 /* Damage of every kind the page checks see, and records whose bytes
  * changed: everything else comes back, the damaged ones are named lost. */
-Test(safety, salvage_recovers_every_record_whose_bytes_were_not_touched) {
+OST_TEST(safety, salvage_recovers_every_record_whose_bytes_were_not_touched) {
     uint64_t oids[40];
     make_store(40, 10, oids);
     char path[256], dst[200];
@@ -691,7 +692,7 @@ Test(safety, salvage_recovers_every_record_whose_bytes_were_not_touched) {
 /* Byte 41 of the file is the high byte of meta page 0's page size: 0 made
  * liblmdb divide by zero (SIGFPE) in mdb_env_open. Other meta bytes made
  * it fail an assertion, or report MDB_MAP_RESIZED or ENOMEM. */
-Test(safety, a_damaged_meta_page_is_refused_at_open_naming_page_and_field) {
+OST_TEST(safety, a_damaged_meta_page_is_refused_at_open_naming_page_and_field) {
     make_store(3, 10, NULL);
     char path[256];
     snprintf(path, sizeof path, "%s/data.mdb", F.dir);
@@ -731,7 +732,7 @@ Test(safety, a_damaged_meta_page_is_refused_at_open_naming_page_and_field) {
 
 /* A record whose class entry is lost (the class table cut off, here its
  * two keys deleted) keeps its bytes under a stand-in name, reported. */
-Test(safety, salvage_keeps_records_whose_class_is_lost_under_a_stand_in_name) {
+OST_TEST(safety, salvage_keeps_records_whose_class_is_lost_under_a_stand_in_name) {
     uint64_t oids[4];
     make_store(4, 10, oids);
     size_t n;
@@ -772,7 +773,7 @@ Test(safety, salvage_keeps_records_whose_class_is_lost_under_a_stand_in_name) {
 /* liblmdb falls back on the previous snapshot after a crash that cut the
  * last commit: check walks its meta page and pages too. Here its record of
  * the main database's overflow pages is changed (byte 112 of its page). */
-Test(safety, check_reports_damage_in_the_previous_snapshot) {
+OST_TEST(safety, check_reports_damage_in_the_previous_snapshot) {
     make_store(3, 10, NULL);
     char path[256];
     snprintf(path, sizeof path, "%s/data.mdb", F.dir);

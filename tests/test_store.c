@@ -478,8 +478,7 @@ OST_TEST(store, read_only_reads_and_refuses_commits) {
     ost_abort(c);
     uint64_t removed = 7;
     int rc = ost_store_pack(st, &removed);
-    if (!(on_pg() && rc == OST_EINVAL)) /* pack is not on PostgreSQL yet */
-        cr_assert_eq(rc, OST_EREADONLY, "%s: %s", ost_err_name(rc), ost_store_errmsg(st));
+    cr_assert_eq(rc, OST_EREADONLY, "%s: %s", ost_err_name(rc), ost_store_errmsg(st));
     cr_assert_eq(removed, 0);
     check_passes(st);
     cr_assert_eq(stats(st).last_serial, 2);
@@ -2258,13 +2257,8 @@ OST_TEST(store, sigkill_during_commits_loses_nothing_acknowledged) {
         st = open_store(false);
         uint64_t records;
         reports r = {0};
-        if (on_pg()) /* check is not on PostgreSQL yet: the count of records */
-            records = stats(st).records;
-        else {
-            int rc = ost_store_check(st, collect, &r, &records);
-            cr_assert_eq(rc, 0, "round %d: check: %s", round,
-                         r.n ? r.msg[0] : ost_store_errmsg(st));
-        }
+        int rc = ost_store_check(st, collect, &r, &records);
+        cr_assert_eq(rc, 0, "round %d: check: %s", round, r.n ? r.msg[0] : ost_store_errmsg(st));
         c = conn_of(st);
         int64_t count;
         cr_assert_eq(ost_int_value(root_get(c, "count"), &count), 0);

@@ -67,7 +67,9 @@ static int general_help(void) {
     puts("usage: ostore COMMAND [ARGS]\n\ncommands:");
     for (size_t i = 0; i < NCOMMANDS; i++)
         printf("  %-8s %s\n", commands[i]->name, commands[i]->summary);
-    puts("\nDB is a store directory (it holds data.mdb and lock.mdb).\n"
+    puts("\nDB is a store directory (it holds data.mdb and lock.mdb) or, in a build with the\n"
+         "PostgreSQL engine, a database address (postgresql://..., postgres://..., or\n"
+         "postgres: and a conninfo): every command but upgrade and salvage takes one.\n"
          "'ostore help COMMAND' or 'ostore COMMAND --help' tells more about a command.\n"
          "\nExit status: 0 success, 1 the operation failed (one line on stderr),\n"
          "2 bad usage (the usage on stderr). See also ostore(1) and docs/cli.md.");

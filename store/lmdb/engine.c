@@ -562,6 +562,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
     }
     size_t nlog = 0;
     if ((rc = put_records(st, t, p, serial, &nlog))) return rc;
+    if (ost__test_mid_write && p->nrecs > 1) ost__test_mid_write();
     if (p->nments) {
         s->mdb_rc = 0;
         rc = ost__maps_apply(&ost__lmdb_engine, s, p, serial);

@@ -1749,6 +1749,8 @@ static int copy_in(ost__sess *s, const char *sql, const char *what,
         cb_u32(&cb, 0); /* flags */
         cb_u32(&cb, 0); /* header extension */
         rows(&cb, ud);
+        cb_flush(&cb);
+        if (ost__test_mid_write) ost__test_mid_write();
         cb_u16(&cb, 0xffff);
         cb_flush(&cb);
         free(cb.b);
