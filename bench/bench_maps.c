@@ -40,6 +40,7 @@
 #define BENCH_NAME "bench_maps"
 #include "benchlib.h"
 #include "ostore.h"
+#include "../store/lmdb/engine.h"
 #include "../store/store_internal.h"
 
 
@@ -302,7 +303,7 @@ static __attribute__((noinline)) uint64_t scan_map(ost_conn *c, ost_value m, uin
 static __attribute__((noinline)) uint64_t scan_raw(ost_store *st, uint64_t oid, uint64_t *count) {
     MDB_txn *t;
     MDB_cursor *cur;
-    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t) || mdb_cursor_open(t, st->ments, &cur))
+    if (mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t) || mdb_cursor_open(t, st->eng->ments, &cur))
         DIE("raw scan");
     uint8_t kb[8];
     ost__be64(kb, oid);
@@ -338,11 +339,11 @@ static __attribute__((noinline)) uint64_t get_map(ost_conn *c, ost_value m, cons
 static __attribute__((noinline)) uint64_t get_raw(ost_store *st, const uint8_t *keys, size_t kl,
                                                    uint64_t r) {
     MDB_txn *t;
-    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t)) DIE("raw txn");
+    if (mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t)) DIE("raw txn");
     uint64_t sum = 0;
     for (uint64_t i = 0; i < r; i++) {
         MDB_val k = {kl, (void *)(keys + i * kl)}, v;
-        if (mdb_get(t, st->ments, &k, &v)) DIE("raw get");
+        if (mdb_get(t, st->eng->ments, &k, &v)) DIE("raw get");
         sum += ((const uint8_t *)v.mv_data)[v.mv_size - 2];
         if ((i + 1) % READ_TXN == 0) {
             mdb_txn_reset(t);
@@ -358,7 +359,7 @@ static __attribute__((noinline)) uint64_t get_raw(ost_store *st, const uint8_t *
 static void entry_bytes(ost_store *st, uint64_t oid, uint64_t *kbytes, uint64_t *vbytes) {
     MDB_txn *t;
     MDB_cursor *cur;
-    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t) || mdb_cursor_open(t, st->ments, &cur))
+    if (mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t) || mdb_cursor_open(t, st->eng->ments, &cur))
         DIE("entry bytes");
     uint8_t kb[8];
     ost__be64(kb, oid);
@@ -376,7 +377,7 @@ static void entry_bytes(ost_store *st, uint64_t oid, uint64_t *kbytes, uint64_t 
 
 static void mapents_stat(ost_store *st, MDB_stat *ms) {
     MDB_txn *t;
-    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t) || mdb_stat(t, st->ments, ms)) DIE("stat");
+    if (mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t) || mdb_stat(t, st->eng->ments, ms)) DIE("stat");
     mdb_txn_abort(t);
 }
 

@@ -35,6 +35,7 @@
 #define BENCH_NAME "bench_store"
 #include "benchlib.h"
 #include "ostore.h"
+#include "../store/lmdb/engine.h"
 #include "../store/store_internal.h"
 
 
@@ -590,7 +591,7 @@ static void cmd_reads(const char *dir, uint64_t n, uint64_t r) {
     MDB_cursor *cur;
     MDB_val k, v;
     uint64_t sum = 0;
-    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t) || mdb_cursor_open(t, st->recs, &cur))
+    if (mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t) || mdb_cursor_open(t, st->eng->recs, &cur))
         DIE("warm");
     while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) sum += ((uint8_t *)v.mv_data)[v.mv_size - 1];
     mdb_cursor_close(cur);
@@ -608,12 +609,12 @@ static void cmd_reads(const char *dir, uint64_t n, uint64_t r) {
 
     /* raw LMDB: the same keys, a read transaction per READ_TXN gets */
     t0 = now();
-    if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &t)) DIE("raw txn");
+    if (mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t)) DIE("raw txn");
     for (uint64_t i = 0; i < r; i++) {
         uint8_t kb[8];
         ost__be64(kb, keys[i]);
         MDB_val kk = {8, kb};
-        if (mdb_get(t, st->recs, &kk, &v)) DIE("raw get");
+        if (mdb_get(t, st->eng->recs, &kk, &v)) DIE("raw get");
         sum += ((uint8_t *)v.mv_data)[v.mv_size - 2];
         if ((i + 1) % READ_TXN == 0) {
             mdb_txn_reset(t);

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "lmdb/engine.h"
 #include "store_internal.h"
 
 #ifdef __linux__
@@ -67,46 +66,6 @@ int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
 }
 
 void ost__class_cache_free(ost_store *st) { ost__nametab_free(&st->ctab, NULL); }
-
-/* ---- oid blocks ---------------------------------------------------------------- */
-
-/* Takes want oids from meta.next_oid in a write transaction of its own:
- * the caller owns [*first, *first + want). Thread safe. 0; OST_ECORRUPT
- * when meta.next_oid is past OST__OID_LIMIT (damage: the block would wrap
- * to oids in use), OST_ELIMIT when the block would pass it; or the code of
- * an LMDB error. */
-struct oid_try {
-    uint64_t want, first;
-};
-
-/* Moves meta.next_oid on by want in t: 0, OST_ECORRUPT, OST_ELIMIT (as
- * ost__reserve_oids says) or an LMDB code. */
-static int oid_try(ost_store *st, MDB_txn *t, void *ud) {
-    struct oid_try *ot = ud;
-    MDB_val k = {8, "next_oid"}, v;
-    int rc = mdb_get(t, st->meta, &k, &v);
-    if (!rc && v.mv_size != 8) rc = MDB_CORRUPTED;
-    if (rc) return rc;
-    uint64_t next = ost__rd_le64(v.mv_data);
-    /* damaged meta (or 2^63 oids): the block would wrap to oids in use */
-    if (next > OST__OID_LIMIT) return OST_ECORRUPT;
-    if (ot->want > OST__OID_LIMIT - next) return OST_ELIMIT;
-    uint8_t b[8];
-    ost__le64(b, next + ot->want);
-    MDB_val nv = {8, b};
-    rc = mdb_put(t, st->meta, &k, &nv, 0);
-    if (!rc) ot->first = next;
-    return rc;
-}
-
-int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
-    if (st->read_only) return OST_EREADONLY;
-    struct oid_try ot = {want, 0};
-    int rc = ost__lmdb_txn_retry(st, 0, oid_try, &ot);
-    if (rc) return OST__OURS(rc) ? rc : ost__mdb_code(rc);
-    *first = ot.first;
-    return 0;
-}
 
 /* ---- packages ---------------------------------------------------------------- */
 
@@ -276,13 +235,7 @@ static void run_group(ost_store *st, bool led) {
     uv_mutex_unlock(&st->gc_lock);
     /* the engine applies the group in one write transaction and ends it
      * with one commit (one fsync); gc_arr is the busy leader's alone */
-    if (ngroup > st->gc_cap) {
-        ost__pkg **na = realloc(st->gc_arr, ngroup * sizeof *na);
-        if (na) {
-            st->gc_arr = na;
-            st->gc_cap = ngroup;
-        }
-    }
+    (void)ost__reserve((void **)&st->gc_arr, &st->gc_cap, ngroup, sizeof *st->gc_arr, 16);
     size_t i = 0;
     for (ost__pkg *p = group; p; p = p->next) {
         if (i == st->gc_cap) { /* no memory for the array: one by one */
@@ -293,10 +246,8 @@ static void run_group(ost_store *st, bool led) {
     }
     if (i) st->ops->commit(st->gc_sess, st->gc_arr, i);
     uint64_t ended = uv_hrtime();
-    if (st->ops == &ost__lmdb_engine) { /* the split of its time (benchmarks) */
-        st->gc_apply_ns = st->gc_sess->apply_ns;
-        st->gc_commit_ns = st->gc_sess->commit_ns;
-    }
+    if (st->ops->commit_split) /* the split of its time (benchmarks) */
+        st->ops->commit_split(st->gc_sess, &st->gc_apply_ns, &st->gc_commit_ns);
     uv_mutex_lock(&st->gc_lock);
     st->gc_groups++;
     if (led) st->gc_led++;

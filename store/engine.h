@@ -286,6 +286,24 @@ typedef struct ost__engine_ops {
      * NULL for an engine whose stores the caller removes (LMDB: files in a
      * directory). ost_store_drop_new. */
     int (*drop_new)(ost__engine *e);
+
+    /* ---- optional (NULL when the engine has no such thing) ------------------ */
+
+    /* The check of the engine's own structures that ost_store_check runs
+     * first, under the pinned snapshot of s, before anything reads through
+     * them (LMDB: its pages, and the previous snapshot's, which liblmdb
+     * trusts): each problem to report(ud, UINT64_MAX or an oid, 0,
+     * OST_ECORRUPT, text); *problems counts them. 0 when the records may
+     * be read (problems found in the previous snapshot only are counted),
+     * OST_ECORRUPT with the store's message set when they may not (then
+     * *records gets the records checked some other way), or another
+     * code. */
+    int (*check_pages)(ost__sess *s, ost_check_fn report, void *ud, uint64_t *problems,
+                       uint64_t *records);
+    /* Adds to *apply_ns and *commit_ns the time s spent, in its commits
+     * since the last call, applying packages and committing them (writing
+     * and syncing): the group committer's split (benchmarks). */
+    void (*commit_split)(ost__sess *s, uint64_t *apply_ns, uint64_t *commit_ns);
 } ost__engine_ops;
 
 /* The engine serializes writers itself (LMDB: one write transaction at a
@@ -302,6 +320,13 @@ typedef struct ost__engine_ops {
  * ost_conn_get_many reads each record with get, without the read-ahead
  * table. */
 #define OST__ENG_LOCAL_READS 4u
+/* open writes a new store's root (in the transaction that makes the
+ * store); otherwise ost_store_open writes it in a commit of its own. */
+#define OST__ENG_MAKES_ROOT 8u
+/* Reads trust the engine's own structures (LMDB: its pages), so pack runs
+ * verify on its snapshot before it reads or deletes anything, and damage
+ * stops it. */
+#define OST__ENG_VERIFY_FIRST 16u
 
 /* The engines built in, in the order they are asked to claim an address;
  * the last one (LMDB) claims every path. */

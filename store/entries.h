@@ -1,19 +1,20 @@
-/* The ordered entries of maps, behind a small engine-neutral interface:
- * store/maps.c (the map logic: keys, pending changes, cursors, conflict
- * checks, counts) calls only these, and store/lmdb/entries.c implements
- * them on LMDB. A second engine implements the same functions.
+/* The ordered entries of maps as LMDB's engine keeps them, and the entry
+ * format every engine shares. The functions that take a txn are LMDB's
+ * (store/lmdb/entries.c): only store/lmdb/ calls them, and the engine
+ * table's ent_* and ecur_* operations (store/engine.h), which store/maps.c
+ * uses on any engine, translate their results. The checksum and value
+ * helpers at the end are the entry format's, for every engine.
  *
  * An entry is (map oid, encoded key) -> (serial, value bytes): serial is
  * the commit that wrote it (the per-key serial that conflict checks
  * compare), the value bytes are a pickle (empty for a set). Keys compare
  * bytewise, shorter first when one is a prefix of the other.
  *
- * txn is the engine's transaction (an MDB_txn * here), read-only or
- * read-write as the call needs. Results: 0, OST_ENOTFOUND, another
- * OST_E* code (-1 to -99: OST__OURS), or an engine code (an LMDB error:
- * errno values and MDB_* codes, which are negative from -30799), which
- * the caller translates with ost__ent_code and which may ask it to grow
- * the map and retry. */
+ * txn is an MDB_txn *, read-only or read-write as the call needs.
+ * Results: 0, OST_ENOTFOUND, another OST_E* code (-1 to -99: OST__OURS),
+ * or an LMDB code (errno values and MDB_* codes, which are negative from
+ * -30799), which the LMDB engine translates with ost__ent_code (and which
+ * may ask it to grow the map and retry). */
 #ifndef OST_STORE_ENTRIES_H
 #define OST_STORE_ENTRIES_H
 

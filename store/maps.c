@@ -572,11 +572,11 @@ static int damaged_entry(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl) 
     return OST_ECORRUPT;
 }
 
+/* An engine operation's failure (an OST_E* code, as every engine
+ * operation returns: store/engine.h) as the connection's. */
 static int eng_fail(ost_conn *c, ost__map *m, int rc) {
-    if (OST__OURS(rc))
-        return c->msg[0] ? rc : ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
-    return ost__c_fail(c, ost__ent_code(rc), "map %llu: %s", (unsigned long long)m->oid,
-                       ost__ent_strerror(rc));
+    return c->msg[0] ? rc
+                     : ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
 }
 
 /* The base serial of an entry first looked at now: after the snapshot

@@ -13,8 +13,7 @@
 #include <string.h>
 
 #include "entries.h"
-#include "lmdb/engine.h"
-#include "lmdb/oidset.h"
+#include "oidset.h"
 #include "store_internal.h"
 
 /* The class ids of ostore.maps.OrderedMap and OrderedSet (0 when the
@@ -60,11 +59,6 @@ static bool is_map_cid(const uint32_t ids[2], uint32_t cid) {
     return cid && (cid == ids[0] || cid == ids[1]);
 }
 
-/* The LMDB snapshot of a pinned session of the LMDB engine, else NULL. */
-static MDB_txn *lmdb_txn(ost_store *st, ost__sess *s) {
-    return st->ops == &ost__lmdb_engine && st->env && s->live ? s->rtxn : NULL;
-}
-
 /* ---- pack ---------------------------------------------------------------- */
 
 enum { REACHED, SCANNED }; /* the flags of the oid set */
@@ -92,15 +86,10 @@ typedef struct {
 #define MARK_STACK_MAX ((size_t)1 << 20)
 
 static void push(mark_ctx *m, size_t place) {
-    if (m->len == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        size_t *n = cap <= MARK_STACK_MAX ? realloc(m->stack, cap * sizeof *n) : NULL;
-        if (!n) {
-            m->overflow = true; /* found again by a rescan */
-            return;
-        }
-        m->stack = n;
-        m->cap = cap;
+    if (m->len == MARK_STACK_MAX ||
+        ost__reserve((void **)&m->stack, &m->cap, m->len + 1, sizeof *m->stack, 1024)) {
+        m->overflow = true; /* found again by a rescan */
+        return;
     }
     m->stack[m->len++] = place;
 }
@@ -269,11 +258,11 @@ static int list_oid(void *ud, uint64_t oid, const ost__recview *r) {
     return 0;
 }
 
-#define DENSE_MIN_BYTES ((uint64_t)1 << 20) /* as lmdb/oidset.c */
+#define DENSE_MIN_BYTES ((uint64_t)1 << 20) /* as oidset.c */
 #define DENSE_BYTES_PER_RECORD 8
 
 /* The oid set of the snapshot, sized by the records, not by meta alone
- * (which damage could make anything; lmdb/oidset.h): dense below
+ * (which damage could make anything; oidset.h): dense below
  * next_oid when that bitmap is small for the records the store holds and
  * no record lies at or above next_oid (one short scan), else the sorted
  * oids of every record (a full scan). */
@@ -346,13 +335,13 @@ static int pack_mark(mark_ctx *m, uint64_t *mark) {
         return rc;
     }
     *mark = info.last_serial;
-    /* LMDB: pack trusts what liblmdb reads, and deleting through damaged
-     * pages makes the damage worse (liblmdb overflows its heap): the pages
-     * are checked first, and damage stops the pack even when forced */
-    MDB_txn *t = lmdb_txn(st, m->s);
-    if (t) {
+    /* an engine whose reads trust its own structures (LMDB: liblmdb its
+     * pages, and deleting through damaged pages makes the damage worse:
+     * liblmdb overflows its heap) has them checked first, and damage stops
+     * the pack even when forced */
+    if (st->ops->flags & OST__ENG_VERIFY_FIRST) {
         char first[400];
-        rc = ost__walk_first(st, t, false, first, sizeof first);
+        rc = st->ops->verify(m->s, first, sizeof first);
         if (rc == OST_ECORRUPT)
             rc = ost__st_fail(st, OST_ECORRUPT,
                               "%s: pack: the store's pages are damaged (%s); nothing was "
@@ -584,16 +573,10 @@ static void check_map_record(check_ctx *c, uint64_t oid, bool is_set, ost_value 
                 (unsigned long long)oid);
         return;
     }
-    if (c->nmaps == c->capmaps) {
-        size_t cap = c->capmaps ? c->capmaps * 2 : 16;
-        check_map *n = realloc(c->maps, cap * sizeof *n);
-        if (!n) {
-            problem(c, oid, OST_ENOMEM, "oid %llu: out of memory: its entries are not checked",
-                    (unsigned long long)oid);
-            return;
-        }
-        c->maps = n;
-        c->capmaps = cap;
+    if (ost__reserve((void **)&c->maps, &c->capmaps, c->nmaps + 1, sizeof *c->maps, 16)) {
+        problem(c, oid, OST_ENOMEM, "oid %llu: out of memory: its entries are not checked",
+                (unsigned long long)oid);
+        return;
     }
     c->maps[c->nmaps++] = cm;
 }
@@ -727,116 +710,6 @@ static int check_load(void *ud, ost_value pid, ost_value *obj) {
     return *obj ? 0 : OST_ENOMEM;
 }
 
-/* Page problems go to the check's report, without an oid. */
-typedef struct {
-    ost_check_fn report;
-    void *ud;
-    uint64_t n;
-    uint64_t records, entries; /* walked through the pages (damaged store) */
-    uint64_t format;
-} page_ctx;
-
-static void page_problem(void *ud, const ost__pc_problem *p) {
-    page_ctx *pc = ud;
-    pc->n++;
-    if (!pc->report) return;
-    char msg[400];
-    ost__problem_text(p, msg, sizeof msg);
-    pc->report(pc->ud, UINT64_MAX, 0, OST_ECORRUPT, msg);
-}
-
-/* A damaged store: the records and entries that the pages still reach,
- * read through the walker (never liblmdb), each checked against its
- * checksum. */
-static int each_record(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
-                       uint64_t pg) {
-    page_ctx *pc = ud;
-    (void)pg;
-    pc->records++;
-    uint64_t oid = kl == 8 ? ost__rd_be64(k) : UINT64_MAX;
-    bool ok = kl == 8 && vl >= OST_HDR_SIZE + 2 &&
-              (pc->format < 3 || ost__rec_crc_ok(oid, v, vl));
-    if (!ok) {
-        pc->n++;
-        char msg[160];
-        snprintf(msg, sizeof msg, "oid %llu: damaged record (%s)", (unsigned long long)oid,
-                 kl != 8 ? "its key is not an oid" : "its checksum does not match its bytes");
-        if (pc->report) pc->report(pc->ud, oid, 0, OST_ECORRUPT, msg);
-    }
-    return 0;
-}
-
-static int each_entry(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
-                      uint64_t pg) {
-    page_ctx *pc = ud;
-    (void)pg;
-    pc->entries++;
-    bool ok = kl >= 8 && (pc->format >= 3 ? ost__ent_crc_ok(k, kl, v, vl) : vl >= 8);
-    if (!ok) {
-        pc->n++;
-        char msg[160];
-        snprintf(msg, sizeof msg, "map %llu: a damaged entry (its checksum does not match its bytes)",
-                 (unsigned long long)(kl >= 8 ? ost__rd_be64(k) : UINT64_MAX));
-        if (pc->report) pc->report(pc->ud, kl >= 8 ? ost__rd_be64(k) : UINT64_MAX, 0, OST_ECORRUPT,
-                                   msg);
-    }
-    return 0;
-}
-
-/* The previous snapshot: liblmdb opens it after a crash that cut the last
- * commit short, so its meta page and pages are checked too. Its pages are
- * not kept for this reader: a writer may reuse them during the walk, so
- * what it finds counts only when no commit happened meanwhile. */
-typedef struct {
-    page_ctx *pc;
-    int meta;
-    struct {
-        char msg[300];
-    } p[64];
-    size_t n, more;
-} prev_ctx;
-
-static void prev_problem(void *ud, const ost__pc_problem *p) {
-    prev_ctx *x = ud;
-    if (x->n < sizeof x->p / sizeof *x->p)
-        snprintf(x->p[x->n++].msg, sizeof x->p[0].msg, "the previous snapshot (meta page %d): %s",
-                 x->meta, p->msg);
-    else
-        x->more++;
-}
-
-static int check_previous(ost_store *st, ost__pc *pc, uint64_t txnid, page_ctx *pcx) {
-    uint64_t id;
-    int other = -1;
-    for (int i = 0; i < 2; i++)
-        if (ost__pc_meta_txnid(pc, i, &id) == 0 && id != txnid) other = i;
-    if (other < 0 || ost__pc_use_meta(pc, other)) return 0;
-    MDB_envinfo before, after;
-    mdb_env_info(st->env, &before);
-    prev_ctx *x = calloc(1, sizeof *x);
-    if (!x) return OST_ENOMEM;
-    x->pc = pcx;
-    x->meta = other;
-    int rc = ost__pc_walk(pc, prev_problem, x, NULL);
-    mdb_env_info(st->env, &after);
-    if (rc == OST_ECORRUPT && before.me_last_txnid == after.me_last_txnid) {
-        for (size_t i = 0; i < x->n; i++) {
-            pcx->n++;
-            if (pcx->report) pcx->report(pcx->ud, UINT64_MAX, 0, OST_ECORRUPT, x->p[i].msg);
-        }
-        if (x->more) {
-            char m[96];
-            snprintf(m, sizeof m, "the previous snapshot: %zu more problems", x->more);
-            pcx->n++;
-            if (pcx->report) pcx->report(pcx->ud, UINT64_MAX, 0, OST_ECORRUPT, m);
-        }
-    } else {
-        rc = 0; /* a commit came between: the old pages may have been reused */
-    }
-    free(x);
-    return rc == OST_ENOMEM ? rc : rc ? OST_ECORRUPT : 0;
-}
-
 /* The damage a scan reported for a record (its message, "ADDR: oid N:
  * damaged record (WHY)"), without the address. */
 static const char *damage_of(ost_store *st) {
@@ -884,39 +757,6 @@ static int check_record(void *ud, uint64_t oid, const ost__recview *v) {
     return c->fail ? c->fail : 0;
 }
 
-/* LMDB only: the walk of the snapshot's pages (liblmdb trusts them, so
- * nothing else reads the snapshot before it passes) and of the previous
- * snapshot's. 0, OST_ECORRUPT with the store's message set (the pages are
- * damaged: records were checked against their checksums only, through
- * the walker), or another code. */
-static int check_pages(check_ctx *c, MDB_txn *t, uint64_t *records) {
-    ost_store *st = c->st;
-    page_ctx pcx = {.report = c->report, .ud = c->ud, .format = st->format};
-    ost__pc *pc = NULL;
-    int wrc = ost__walk_snapshot(st, t, false, page_problem, &pcx, &pc);
-    if (wrc == OST_ECORRUPT && pc) {
-        ost__pc_each(pc, "records", each_record, NULL, &pcx);
-        ost__pc_each(pc, "mapents", each_entry, NULL, &pcx);
-    }
-    if (wrc == 0 && pc) {
-        /* the current snapshot is sound: liblmdb may read it; problems of
-         * the previous one are counted with the rest */
-        int prc = check_previous(st, pc, mdb_txn_id(t), &pcx);
-        if (prc == OST_ENOMEM) wrc = prc;
-        c->problems += pcx.n;
-    }
-    ost__pc_close(pc);
-    if (wrc == OST_ECORRUPT) {
-        *records = pcx.records;
-        return ost__st_fail(st, OST_ECORRUPT,
-                            "%s: %llu problems found: the store's pages are damaged, so "
-                            "records were only checked against their checksums ('ostore "
-                            "salvage' copies what is intact)",
-                            st->shown, (unsigned long long)pcx.n);
-    }
-    return wrc;
-}
-
 int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *records) {
     if (records) *records = 0;
     if (!st || !st->eng) return OST_EINVAL;
@@ -930,9 +770,13 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     bool snap = false, pinned = false;
     if (!rc && !(rc = ops->snap_begin(c.s, &info))) snap = true;
     if (!rc && !(rc = ops->pin(c.s))) pinned = true;
-    /* first the pages, with checks of our own: liblmdb trusts them */
-    MDB_txn *t = rc ? NULL : lmdb_txn(st, c.s);
-    if (t) rc = check_pages(&c, t, &n);
+    /* first the engine's own structures, where reads trust them (LMDB's
+     * pages) */
+    if (!rc && ops->check_pages) {
+        uint64_t problems = 0;
+        rc = ops->check_pages(c.s, report, ud, &problems, &n);
+        c.problems += problems;
+    }
     if (!rc) rc = read_classes(st, c.s, &c.classes);
     if (!rc) rc = ops->scan(c.s, 0, 0, check_record, &c);
     if (!rc) {

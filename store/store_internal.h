@@ -2,15 +2,15 @@
 #ifndef OST_STORE_INTERNAL_H
 #define OST_STORE_INTERNAL_H
 
-#include <lmdb.h>
 #include <uv.h>
 
 #include "../serializer/internal.h"
 #include "engine.h"
-#include "lmdb/pagecheck.h"
 #include "ostore/maps.h"
 
 #define OST_HDR_SIZE 16
+/* ost_store_options.map_size's default (LMDB's map, 64 MiB: it grows). */
+#define OST__DEFAULT_MAP ((size_t)64 << 20)
 
 /* A record of a commit package: its bytes are p->bytes[off, off + len). */
 typedef struct {
@@ -73,33 +73,21 @@ typedef struct {
 typedef struct ost__map ost__map;
 
 struct ost_store {
-    MDB_env *env;
-    MDB_dbi recs, meta, classes, txlog, ments;
-    bool no_ments; /* a format-1 store opened read-only: no mapents database */
+    bool no_ments; /* a format-1 store opened read-only: no map entries table */
     /* the store's format (docs/format.md): 3 (checksums) after any
      * read-write open; a read-only handle of an older store reads it as it
      * is and looks again at each snapshot (ost__format_refresh), since
      * another process may upgrade it meanwhile */
     uint64_t format;
-    /* where the map lies, for bounds checks of what LMDB returns (a damaged
-     * length must not send a read past the end of the file): changed only
-     * under the maplock's write lock; file_size is refreshed when a value
-     * seems to run past it (ost__in_file) */
-    uintptr_t map_base;
-    size_t map_size;
-    uint64_t file_size;
     char *path;    /* the real path of the directory */
     char shown[OST__PATH_SHOWN]; /* the real path as messages show it (ost__path_show) */
     bool read_only;
-    bool no_lock; /* read-only without lock.mdb (MDB_NOLOCK): it could not be written */
     ost_durability durability;
     ost_registry *registry;
     ost_value root_cls;
     ost_value map_cls, set_cls; /* ostore.maps.OrderedMap and OrderedSet */
     uv_mutex_t lock;      /* the connection list */
-    uv_rwlock_t maplock;  /* readers: any LMDB txn; writer: map resize */
     ost_conn *conns;
-    ost_store *next_open; /* process-wide list of open stores */
     ost__nametab ctab;    /* class ids by name (under lock) */
     bool group_commit;
     /* group commit (store/commit.c): a queue of packages, applied a group
@@ -126,8 +114,11 @@ struct ost_store {
      * (writing and syncing) */
     uint64_t gc_idle_ns, gc_gather_ns, gc_apply_ns, gc_commit_ns;
     uint64_t uid;       /* names the handle's messages (per thread: store.c) */
-    const ost__engine_ops *ops; /* the engine (store/engine.h) */
-    ost__engine *eng;   /* its object for this store */
+    /* the engine (store/engine.h) and its object for this store: every
+     * engine's own handles (LMDB's environment and databases, PostgreSQL's
+     * connections) live in *eng, which only the engine's files see into */
+    const ost__engine_ops *ops;
+    ost__engine *eng;
     ost__sess *gc_sess; /* the committer's engine session */
     ost__pkg **gc_arr;  /* the committer's group as an array */
     size_t gc_cap;
@@ -207,15 +198,6 @@ struct ost_conn {
 #define OST__SERIAL_LIMIT ((uint64_t)1 << 63)
 #define OST__CLASS_LIMIT ((uint64_t)UINT32_MAX)
 
-/* The text for an LMDB or errno code rc after an operation on the files of
- * the store in dir (NULL: unknown): mdb_strerror(rc), except that a full
- * disk says so: ENOSPC, and also the EIO LMDB gives for a write cut short
- * and the MDB_PANIC of every transaction after it, when dir's filesystem
- * has less than 1 MiB left, become "no space left on device ..."; EDQUOT
- * "disk quota exceeded". A static string. */
-const char *ost__io_strerror(const char *dir, int rc);
-/* The same for the store st (st->path). */
-const char *ost__mdb_strerror(const ost_store *st, int rc);
 
 /* Whether rc is one of ours (an OST_E* code, -1 to -99), not liblmdb's
  * (its MDB_* codes are negative too, from -30799; errno values positive). */
@@ -228,9 +210,6 @@ int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
 void ost__st_clear(ost_store *st);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* The OST_E* code of an LMDB or errno result rc (0 stays 0):
- * store/lmdb/errors.c, the engine's boundary. */
-int ost__mdb_code(int rc);
 void ost__be64(uint8_t *b, uint64_t v);
 uint64_t ost__rd_be64(const uint8_t *b);
 /* qsort's order of uint64_t; sorts v[0, n) and drops repeats, returning
@@ -251,71 +230,18 @@ void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid);
 /* Whether record rec[0, n) of oid carries the checksum its bytes give
  * (format 3); false for one too short to hold a header and a pickle. */
 bool ost__rec_crc_ok(uint64_t oid, const void *rec, size_t n);
-/* Checks record v of oid as read from the store and reads its header:
- * 0, or one of OST__DMG_* (what is wrong; ost__damage_text says it in
- * words). Checksums are checked in format 3; in older formats the
- * reserved bytes must be zero. */
-int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
-                  uint32_t *class_id);
 #define OST__DMG_SHORT 1    /* too short for its header */
 #define OST__DMG_CRC 2      /* the checksum does not match */
 #define OST__DMG_BEYOND 3   /* its length runs past the end of the file */
 #define OST__DMG_RESERVED 4 /* format 1 or 2: reserved header bytes not zero */
 const char *ost__damage_text(int dmg);
-/* Whether [p, p + n), returned by LMDB, lies in the file (or outside the
- * map: a write transaction's own pages are in memory). */
-bool ost__in_file(ost_store *st, const void *p, size_t n);
-/* In a store of format < 3, reads the format again in t (another process
- * may have upgraded the store). */
-void ost__format_refresh(ost_store *st, MDB_txn *t);
-/* verify.c: the cheap check of dir/data.mdb's meta pages (0,
- * OST_ENOTFOUND when there is no data.mdb, OST_ECORRUPT or OST_EIO with one
- * line in msg), and the walk of every page of the snapshot of t (write:
- * t is the write transaction; its parent is walked) before liblmdb reads
- * its data. The walk reports each problem and returns 0, OST_ECORRUPT, or
- * another code with st's message set; *out (if not NULL) gets the walker
- * for further reads of the same snapshot, which the caller closes. */
-int ost__meta_check(const char *dir, char *msg, size_t cap);
-int ost__walk_snapshot(ost_store *st, MDB_txn *t, bool write, ost__pc_report report, void *ud,
-                       ost__pc **out);
-/* The same, keeping the first problem in first (", and N more" after it
- * when there are others), for a one-line refusal. */
-int ost__walk_first(ost_store *st, MDB_txn *t, bool write, char *first, size_t cap);
-/* A problem in one line, with the oids behind it when it hides records. */
-void ost__problem_text(const ost__pc_problem *p, char *buf, size_t cap);
-/* Rewrites every record and map entry of an older store with checksums,
- * inside write transaction t, and sets the format to 3. */
-int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from);
-/* The id of class cls in transaction t (any): 0 and *id, MDB_NOTFOUND
- * when the store has none for it, or another LMDB code. */
-/* Class ids by names: ost__class_find_name finds, ost__class_id_name finds
- * or adds (t writable). LMDB codes; EINVAL when the names are too long. */
-int ost__class_find_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
-                         size_t nl, uint32_t *id);
-int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
-                       size_t nl, uint32_t *id);
-int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
-int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 /* The class value (a new reference) of a class table entry, through the
  * registry: 0 or OST_ENOMEM. */
 int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls);
-int ost__grow_map(ost_store *st);
-/* Runs fn(st, t, ud) in a top-level LMDB transaction of its own (flags:
- * 0 or MDB_RDONLY) with st's maplock held for reading; commits t when fn
- * returns 0, aborts it otherwise. When the map is full or another process
- * grew it (OST__REMAP), grows it and runs fn again from the start, so fn
- * must not keep anything of a failed try. Returns 0, fn's result, or an
- * LMDB code (the caller translates it). store/lmdb/txn.c. */
-int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
-                        int (*fn)(ost_store *st, MDB_txn *t, void *ud), void *ud);
-int ost__ensure_room(ost_store *st, size_t bytes, size_t items);
-/* An LMDB result that ost__grow_map cures: the map is full, or another
- * process grew it past this process's mapping (MDB_MAP_RESIZED). */
-#define OST__REMAP(rc) ((rc) == MDB_MAP_FULL || (rc) == MDB_MAP_RESIZED)
-/* Takes the maplock for reading (the caller unlocks it, whatever the
- * result) and begins a top-level LMDB transaction, adopting a map that
- * another process grew. Returns an LMDB code. */
-int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t);
+/* The state pickle of a new root of class cls (*inst keeps it alive until
+ * the caller drops it): a PersistentMapping whose state is {'data': {}}.
+ * 0 or OST_ENOMEM. */
+int ost__root_dump(ost_value cls, ost_writer *w, ost_value *inst, const void **p, size_t *n);
 /* Closes what ost_store_open opened (connections detached, committer
  * stopped, environment closed) and keeps the handle for another open or
  * ost_store_close. */
@@ -331,7 +257,6 @@ void ost__loader_forget(ost_value obj);
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);
 void ost__class_cache_free(ost_store *st);
-int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first);
 ost__pkg *ost__pkg_new(void);
 void ost__pkg_reset(ost__pkg *p);
 void ost__pkg_free(ost__pkg *p);

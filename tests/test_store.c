@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../store/lmdb/import.h"
+#include "../store/lmdb/engine.h"
 #include "../store/store_internal.h"
 #include "internal.h"
 #include "ostore.h"
@@ -3064,11 +3065,11 @@ OST_TEST(store, prefetch_sees_invalidations_and_reports_a_missing_record) {
     cr_assert_eq(ost_invalidate(b, bn[5]), 0);
     uint64_t gone = ost_oid(b, bn[5]);
     MDB_txn *t;
-    cr_assert_eq(mdb_txn_begin(st->env, NULL, 0, &t), 0);
+    cr_assert_eq(mdb_txn_begin(st->eng->env, NULL, 0, &t), 0);
     uint8_t k[8];
     put_be64(k, gone);
     MDB_val key = {8, k};
-    cr_assert_eq(mdb_del(t, st->recs, &key, NULL), 0);
+    cr_assert_eq(mdb_del(t, st->eng->recs, &key, NULL), 0);
     cr_assert_eq(mdb_txn_commit(t), 0);
     ost_abort(b); /* the next snapshot no longer has it */
     int rc = ost_prefetch(b, bn, 10);

@@ -1,8 +1,8 @@
 /* The LMDB engine's table of operations (store/engine.h): snapshots,
- * reads, class ids, oid blocks, commits of packages (moved here from
- * store/commit.c: conflict checks, records, the txlog, last_serial), the
- * sweep of a pack and map entries, all on the environment the store opens
- * in store/store.c. Every result leaves here as an OST_E* code. */
+ * reads, class ids, oid blocks, commits of packages (conflict checks,
+ * records, the txlog, last_serial), the sweep of a pack, the page checks
+ * of pack and check, and map entries, on the environment env.c opens.
+ * Every result leaves here as an OST_E* code. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,49 +13,19 @@
 
 /* ---- the engine object ------------------------------------------------------------ */
 
-int ost__lmdb_engine_attach(ost_store *st) {
-    if (st->eng) return 0;
-    ost__engine *e = calloc(1, sizeof *e);
-    if (!e) return OST_ENOMEM;
-    e->st = st;
-    st->eng = e;
-    return 0;
-}
-
-void ost__lmdb_engine_detach(ost_store *st) {
-    ost__engine *e = st->eng;
-    if (!e) return;
-    /* sessions left open are the caller's bug; they are cut loose */
-    for (ost__sess *s = e->sessions; s; s = s->next) s->listed = false;
-    st->eng = NULL;
-    free(e);
-}
-
 /* A path (anything that is not a server's address) is LMDB's. */
 static bool lmdb_claims(const char *addr) { return ost_store_addr_is_path(addr); }
 
+/* env.c opens the environment and makes the engine object (st->eng from
+ * then on), and closes both. */
 static int lmdb_open(ost_store *st, const char *addr, const ost_store_options *o,
                      ost__engine **out) {
-    *out = NULL;
-    /* The environment's open (and its resize, which every session must
-     * hear of) is store.c's lmdb_store_open, reached through
-     * ost_store_open; this entry serves callers of the table itself (the
-     * conformance suite), on a handle of their own. */
-    if (st->env || st->eng) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", st->shown);
-    int rc = ost_store_open(st, addr, o);
-    if (rc) return rc;
-    st->eng->owns_store = true;
-    *out = st->eng;
-    return 0;
+    return ost__lmdb_env_open(st, addr, o, out);
 }
 
-static void lmdb_close(ost__engine *e) {
-    if (!e) return;
-    ost_store *st = e->st;
-    if (e->owns_store) ost__store_shut(st); /* detaches e */
-}
+static void lmdb_close(ost__engine *e) { ost__lmdb_env_close(e); }
 
-static int lmdb_stat(ost__engine *e, ost_store_stats *out) { return ost_store_stat(e->st, out); }
+static int lmdb_stat(ost__engine *e, ost_store_stats *out) { return ost__lmdb_stat(e, out); }
 
 /* ---- sessions and snapshots --------------------------------------------------------- */
 
@@ -82,12 +52,12 @@ static void unlist(ost__sess *s) {
 
 static void lmdb_sess_close(ost__sess *s) {
     if (!s) return;
-    uv_rwlock_rdlock(&s->st->maplock);
+    uv_rwlock_rdlock(&s->st->eng->maplock);
     if (s->rcur) mdb_cursor_close(s->rcur); /* a read-only txn's: any order */
     if (s->rtxn) mdb_txn_abort(s->rtxn);
     s->rtxn = NULL;
     s->live = false;
-    uv_rwlock_rdunlock(&s->st->maplock);
+    uv_rwlock_rdunlock(&s->st->eng->maplock);
     unlist(s);
     free(s);
 }
@@ -118,10 +88,10 @@ static int lock_snap(ost__sess *s) {
     if (s->wtxn) return 0;
     if (s->pins++) return s->live ? 0 : ost__st_fail(st, OST_EINVAL, "%s: no snapshot is open", st->shown);
     for (int tries = 0;; tries++) {
-        uv_rwlock_rdlock(&st->maplock);
+        uv_rwlock_rdlock(&st->eng->maplock);
         if (s->live) return 0;
         if (!s->in_snap) return ost__st_fail(st, OST_EINVAL, "%s: no snapshot is open", st->shown);
-        int rc = s->rtxn ? mdb_txn_renew(s->rtxn) : mdb_txn_begin(st->env, NULL, MDB_RDONLY, &s->rtxn);
+        int rc = s->rtxn ? mdb_txn_renew(s->rtxn) : mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &s->rtxn);
         if (!rc) {
             s->live = true;
             s->gen++;
@@ -142,16 +112,16 @@ static int lock_snap(ost__sess *s) {
             s->rtxn = NULL;
         }
         if (rc != MDB_MAP_RESIZED || tries == 8) return fail_mdb(s, rc, "cannot start a read transaction");
-        uv_rwlock_rdunlock(&st->maplock);
+        uv_rwlock_rdunlock(&st->eng->maplock);
         if ((rc = ost__grow_map(st))) {
-            uv_rwlock_rdlock(&st->maplock);
+            uv_rwlock_rdlock(&st->eng->maplock);
             return fail_mdb(s, rc, "adopting the map another process grew");
         }
     }
 }
 
 static void unlock(ost__sess *s) {
-    if (!s->wtxn && !--s->pins) uv_rwlock_rdunlock(&s->st->maplock);
+    if (!s->wtxn && !--s->pins) uv_rwlock_rdunlock(&s->st->eng->maplock);
 }
 
 static int lmdb_pin(ost__sess *s) {
@@ -165,7 +135,7 @@ static MDB_txn *txn_of(ost__sess *s) { return s->wtxn ? s->wtxn : s->rtxn; }
 
 static uint64_t meta_u64(ost__sess *s, const char *key) {
     MDB_val k = {strlen(key), (void *)key}, v;
-    if (mdb_get(txn_of(s), s->st->meta, &k, &v) || v.mv_size != 8) return 0;
+    if (mdb_get(txn_of(s), s->st->eng->meta, &k, &v) || v.mv_size != 8) return 0;
     return ost__rd_le64(v.mv_data);
 }
 
@@ -189,11 +159,11 @@ static int lmdb_snap_begin(ost__sess *s, ost__snapinfo *info) {
 
 static void lmdb_snap_end(ost__sess *s) {
     bool lock = !s->pins; /* pinned: the maplock is held already */
-    if (lock) uv_rwlock_rdlock(&s->st->maplock);
+    if (lock) uv_rwlock_rdlock(&s->st->eng->maplock);
     if (s->live) mdb_txn_reset(s->rtxn);
     s->live = false;
     s->in_snap = false;
-    if (lock) uv_rwlock_rdunlock(&s->st->maplock);
+    if (lock) uv_rwlock_rdunlock(&s->st->eng->maplock);
 }
 
 static bool lmdb_snap_moved(ost__sess *s) {
@@ -211,7 +181,7 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
     MDB_val k = {8, kb}, v;
     int rc;
     if (s->wtxn) {
-        rc = mdb_get(s->wtxn, s->st->recs, &k, &v);
+        rc = mdb_get(s->wtxn, s->st->eng->recs, &k, &v);
     } else {
         /* a positioned cursor finds a record on the same leaf page as the
          * last one (an object's references often are) without descending
@@ -220,7 +190,7 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
          * items, one item and the next) is one step away */
         if (!s->rcur || s->rcur_gen != s->gen) {
             int crc = s->rcur ? mdb_cursor_renew(s->rtxn, s->rcur)
-                              : mdb_cursor_open(s->rtxn, s->st->recs, &s->rcur);
+                              : mdb_cursor_open(s->rtxn, s->st->eng->recs, &s->rcur);
             s->rcur_at = false;
             if (crc) {
                 if (s->rcur) mdb_cursor_close(s->rcur);
@@ -229,7 +199,7 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
                 s->rcur_gen = s->gen;
         }
         if (!s->rcur) {
-            rc = mdb_get(s->rtxn, s->st->recs, &k, &v);
+            rc = mdb_get(s->rtxn, s->st->eng->recs, &k, &v);
         } else {
             bool stepped = false;
             if (s->rcur_at && (oid == s->rcur_oid + 1 || oid + 1 == s->rcur_oid)) {
@@ -292,7 +262,7 @@ static int lmdb_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_
 static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, void *ud) {
     int rc = lock_snap(s);
     MDB_cursor *cur = NULL;
-    if (!rc && (rc = mdb_cursor_open(txn_of(s), s->st->recs, &cur))) rc = fail_mdb(s, rc, "scan");
+    if (!rc && (rc = mdb_cursor_open(txn_of(s), s->st->eng->recs, &cur))) rc = fail_mdb(s, rc, "scan");
     if (!rc) {
         uint8_t kb[8];
         ost__be64(kb, from);
@@ -340,7 +310,7 @@ static int lmdb_changes(ost__sess *s, uint64_t after, uint64_t upto,
         return 0;
     }
     MDB_cursor *cur;
-    if ((rc = mdb_cursor_open(txn_of(s), s->st->txlog, &cur))) {
+    if ((rc = mdb_cursor_open(txn_of(s), s->st->eng->txlog, &cur))) {
         rc = fail_mdb(s, rc, "reading the txlog");
         unlock(s);
         return rc;
@@ -377,7 +347,7 @@ static int lmdb_class_get(ost__sess *s, uint32_t id, ost__classview *out) {
         char ikey[5] = {'i'};
         memcpy(ikey + 1, &id, 4);
         MDB_val k = {5, ikey}, v;
-        rc = mdb_get(txn_of(s), s->st->classes, &k, &v);
+        rc = mdb_get(txn_of(s), s->st->eng->classes, &k, &v);
         if (rc == MDB_NOTFOUND)
             rc = ost__st_fail(s->st, OST_ENOTFOUND, "%s: no class %u", s->st->shown, id);
         else if (rc)
@@ -400,7 +370,7 @@ static int lmdb_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classvie
     MDB_cursor *cur = NULL;
     ost__classview *all = NULL;
     size_t n = 0, cap = 0;
-    if (!rc && (rc = mdb_cursor_open(txn_of(s), s->st->classes, &cur)))
+    if (!rc && (rc = mdb_cursor_open(txn_of(s), s->st->eng->classes, &cur)))
         rc = fail_mdb(s, rc, "reading the class table");
     if (!rc) {
         /* keys 'i' + the id in host order, which is not id order: the views
@@ -463,6 +433,46 @@ static int lmdb_class_id(ost__engine *e, const char *module, size_t mlen, const 
     return 0;
 }
 
+/* ---- oid blocks ---------------------------------------------------------------- */
+
+/* Takes want oids from meta.next_oid in a write transaction of its own:
+ * the caller owns [*first, *first + want). Thread safe. 0; OST_ECORRUPT
+ * when meta.next_oid is past OST__OID_LIMIT (damage: the block would wrap
+ * to oids in use), OST_ELIMIT when the block would pass it; or the code of
+ * an LMDB error. */
+struct oid_try {
+    uint64_t want, first;
+};
+
+/* Moves meta.next_oid on by want in t: 0, OST_ECORRUPT, OST_ELIMIT (as
+ * ost__reserve_oids says) or an LMDB code. */
+static int oid_try(ost_store *st, MDB_txn *t, void *ud) {
+    struct oid_try *ot = ud;
+    MDB_val k = {8, "next_oid"}, v;
+    int rc = mdb_get(t, st->eng->meta, &k, &v);
+    if (!rc && v.mv_size != 8) rc = MDB_CORRUPTED;
+    if (rc) return rc;
+    uint64_t next = ost__rd_le64(v.mv_data);
+    /* damaged meta (or 2^63 oids): the block would wrap to oids in use */
+    if (next > OST__OID_LIMIT) return OST_ECORRUPT;
+    if (ot->want > OST__OID_LIMIT - next) return OST_ELIMIT;
+    uint8_t b[8];
+    ost__le64(b, next + ot->want);
+    MDB_val nv = {8, b};
+    rc = mdb_put(t, st->eng->meta, &k, &nv, 0);
+    if (!rc) ot->first = next;
+    return rc;
+}
+
+int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
+    if (st->read_only) return OST_EREADONLY;
+    struct oid_try ot = {want, 0};
+    int rc = ost__lmdb_txn_retry(st, 0, oid_try, &ot);
+    if (rc) return OST__OURS(rc) ? rc : ost__mdb_code(rc);
+    *first = ot.first;
+    return 0;
+}
+
 static int lmdb_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
     int rc = ost__reserve_oids(e->st, want, first);
     if (!rc) return 0;
@@ -490,16 +500,16 @@ static int put_records(ost_store *st, MDB_txn *t, ost__pkg *p, uint64_t serial, 
         ost__be64(kb, r->oid);
         MDB_val rk = {8, kb}, rv = {r->len + OST_HDR_SIZE, NULL};
         if (!r->read_serial && append) {
-            if (!cur && (rc = mdb_cursor_open(t, st->recs, &cur))) break;
+            if (!cur && (rc = mdb_cursor_open(t, st->eng->recs, &cur))) break;
             rc = mdb_cursor_put(cur, &rk, &rv, MDB_RESERVE | MDB_APPEND);
             if (rc == MDB_KEYEXIST) {
                 /* another writer's oids are above ours: plain puts from now */
                 append = false;
                 rv = (MDB_val){r->len + OST_HDR_SIZE, NULL};
-                rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE);
+                rc = mdb_put(t, st->eng->recs, &rk, &rv, MDB_RESERVE);
             }
         } else
-            rc = mdb_put(t, st->recs, &rk, &rv, MDB_RESERVE);
+            rc = mdb_put(t, st->eng->recs, &rk, &rv, MDB_RESERVE);
         if (rc) break;
         ost__hdr_write(rv.mv_data, serial, r->cid);
         memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p->bytes + r->off, r->len);
@@ -522,7 +532,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         return 0;
     }
     MDB_val k = {11, "last_serial"}, v;
-    int rc = mdb_get(t, st->meta, &k, &v);
+    int rc = mdb_get(t, st->eng->meta, &k, &v);
     if (rc) return rc;
     if (v.mv_size != 8) return MDB_CORRUPTED;
     uint64_t last = ost__rd_le64(v.mv_data);
@@ -534,7 +544,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         uint8_t kb[8];
         ost__be64(kb, r->oid);
         MDB_val rk = {8, kb}, rv;
-        rc = mdb_get(t, st->recs, &rk, &rv);
+        rc = mdb_get(t, st->eng->recs, &rk, &rv);
         uint64_t cur = 0;
         uint32_t cid;
         if (rc == MDB_NOTFOUND) return ost__pkg_conflict(p, OST__CONFL_REMOVED, r->oid, 0, 0);
@@ -556,7 +566,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         uint8_t kb[8];
         ost__be64(kb, p->refs[i]);
         MDB_val rk = {8, kb}, rv;
-        rc = mdb_get(t, st->recs, &rk, &rv);
+        rc = mdb_get(t, st->eng->recs, &rk, &rv);
         if (rc == MDB_NOTFOUND) return ost__pkg_conflict(p, OST__CONFL_REF_GONE, p->refs[i], 0, 0);
         if (rc) return rc;
     }
@@ -574,7 +584,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         uint8_t kb[8];
         ost__be64(kb, serial);
         MDB_val lk = {8, kb}, lv = {nlog * 8, NULL};
-        rc = mdb_put(t, st->txlog, &lk, &lv, MDB_RESERVE);
+        rc = mdb_put(t, st->eng->txlog, &lk, &lv, MDB_RESERVE);
         if (rc) return rc;
         uint8_t *out = lv.mv_data;
         for (size_t i = 0; i < p->nrecs; i++)
@@ -586,7 +596,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
     uint8_t b[8];
     ost__le64(b, serial);
     v = (MDB_val){8, b};
-    rc = mdb_put(t, st->meta, &k, &v, 0);
+    rc = mdb_put(t, st->eng->meta, &k, &v, 0);
     if (!rc) p->serial = serial;
     return rc;
 }
@@ -651,7 +661,7 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     ost_store *st = s->st;
     uint64_t started = uv_hrtime(), applied = 0;
     MDB_txn *parent;
-    int rc = mdb_txn_begin(st->env, NULL, 0, &parent);
+    int rc = mdb_txn_begin(st->eng->env, NULL, 0, &parent);
     if (rc) return rc;
     if (n == 1) {
         /* one package (a loader's batch, a lone commit): applied in the
@@ -686,14 +696,14 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
             mdb_txn_abort(parent);
             if (OST__REMAP(frc)) return frc;
             ost__lmdb_flat_redos++;
-            if ((rc = mdb_txn_begin(st->env, NULL, 0, &parent))) return rc;
+            if ((rc = mdb_txn_begin(st->eng->env, NULL, 0, &parent))) return rc;
         }
         for (size_t i = 0; i < n; i++) {
             ost__pkg *p = pkgs[i];
             MDB_txn *child;
             p->rc = 0;
             p->msg[0] = 0;
-            int prc = mdb_txn_begin(st->env, parent, 0, &child);
+            int prc = mdb_txn_begin(st->eng->env, parent, 0, &child);
             if (!prc) {
                 s->wtxn = child;
                 prc = apply(s, p);
@@ -733,9 +743,9 @@ static int lmdb_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     ost__ensure_room(st, bytes, items); /* else MDB_MAP_FULL, grown below */
     int rc;
     for (;;) {
-        uv_rwlock_rdlock(&st->maplock);
+        uv_rwlock_rdlock(&st->eng->maplock);
         rc = commit_once(s, pkgs, n);
-        uv_rwlock_rdunlock(&st->maplock);
+        uv_rwlock_rdunlock(&st->eng->maplock);
         if (!OST__REMAP(rc)) break;
         if ((rc = ost__grow_map(st))) break;
     }
@@ -766,7 +776,7 @@ static int sweep_map(void *ud, uint64_t map) {
     uint8_t kb[8];
     ost__be64(kb, map);
     MDB_val k = {8, kb}, v;
-    int rc = mdb_get(sc->t, sc->st->recs, &k, &v);
+    int rc = mdb_get(sc->t, sc->st->eng->recs, &k, &v);
     if (rc == MDB_NOTFOUND) return 1;
     return rc ? rc : 0;
 }
@@ -775,11 +785,11 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
                       uint64_t *removed) {
     ost_store *st = s->st;
     MDB_txn *t;
-    int rc = mdb_txn_begin(st->env, NULL, 0, &t);
+    int rc = mdb_txn_begin(st->eng->env, NULL, 0, &t);
     if (rc) return rc;
     MDB_cursor *cur;
     uint64_t gone = 0;
-    rc = mdb_cursor_open(t, st->recs, &cur);
+    rc = mdb_cursor_open(t, st->eng->recs, &cur);
     if (!rc) {
         MDB_val k, v;
         while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
@@ -801,7 +811,7 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
     }
     struct sweep_ctx sc = {keep, ud, st, t};
     if (!rc) rc = ost__ent_each_map(st, t, sweep_map, &sc);
-    if (!rc) rc = mdb_drop(t, st->txlog, 0);
+    if (!rc) rc = mdb_drop(t, st->eng->txlog, 0);
     if (!rc) {
         s->wtxn = t;
         uint64_t last = meta_u64(s, "last_serial");
@@ -809,7 +819,7 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
         uint8_t b[8];
         ost__le64(b, last + 1);
         MDB_val key = {3, "low"}, val = {8, b};
-        rc = mdb_put(t, st->meta, &key, &val, 0);
+        rc = mdb_put(t, st->eng->meta, &key, &val, 0);
     }
     if (rc) {
         mdb_txn_abort(t);
@@ -827,9 +837,9 @@ static int lmdb_sweep(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->shown);
     int rc;
     for (;;) {
-        uv_rwlock_rdlock(&st->maplock);
+        uv_rwlock_rdlock(&st->eng->maplock);
         rc = sweep_once(s, mark, keep, ud, removed);
-        uv_rwlock_rdunlock(&st->maplock);
+        uv_rwlock_rdunlock(&st->eng->maplock);
         if (!OST__REMAP(rc)) break;
         if ((rc = ost__grow_map(st))) break;
     }
@@ -929,7 +939,7 @@ static int lmdb_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), vo
 
 static int raw_meta(ost__sess *s, const char *key, uint64_t *out) {
     MDB_val k = {strlen(key), (void *)key}, v;
-    int rc = mdb_get(txn_of(s), s->st->meta, &k, &v);
+    int rc = mdb_get(txn_of(s), s->st->eng->meta, &k, &v);
     if (rc == MDB_NOTFOUND)
         return ost__st_fail(s->st, OST_ECORRUPT, "%s: damaged meta (no %s)", s->st->shown, key);
     if (rc) return fail_mdb(s, rc, "reading meta");
@@ -967,14 +977,14 @@ static int lmdb_snap_stat(ost__sess *s, ost_snap_stats *out) {
     if (!rc) {
         ost_store *st = s->st;
         MDB_stat ms;
-        if (mdb_stat(txn_of(s), st->recs, &ms) == 0) out->records = ms.ms_entries;
-        if (!st->no_ments && mdb_stat(txn_of(s), st->ments, &ms) == 0) {
+        if (mdb_stat(txn_of(s), st->eng->recs, &ms) == 0) out->records = ms.ms_entries;
+        if (!st->no_ments && mdb_stat(txn_of(s), st->eng->ments, &ms) == 0) {
             out->entries = ms.ms_entries;
             out->entry_bytes = (uint64_t)ms.ms_psize *
                                (ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages);
         }
         MDB_envinfo ei;
-        if (mdb_env_info(st->env, &ei) == 0 && mdb_env_stat(st->env, &ms) == 0) {
+        if (mdb_env_info(st->eng->env, &ei) == 0 && mdb_env_stat(st->eng->env, &ms) == 0) {
             out->page_size = ms.ms_psize;
             out->pages_used = (uint64_t)ei.me_last_pgno + 1;
             out->map_size = ei.me_mapsize;
@@ -996,6 +1006,21 @@ static int lmdb_verify(ost__sess *s, char *first, size_t cap) {
     return rc;
 }
 
+/* check's walk of the pages (verify.c), on the pinned snapshot. */
+static int lmdb_check_pages(ost__sess *s, ost_check_fn report, void *ud, uint64_t *problems,
+                            uint64_t *records) {
+    int rc = lock_snap(s);
+    if (!rc) rc = ost__lmdb_check_pages(s->st, txn_of(s), report, ud, problems, records);
+    unlock(s);
+    return rc;
+}
+
+static void lmdb_commit_split(ost__sess *s, uint64_t *apply_ns, uint64_t *commit_ns) {
+    *apply_ns += s->apply_ns;
+    *commit_ns += s->commit_ns;
+    s->apply_ns = s->commit_ns = 0;
+}
+
 /* The import is import.c's, on the store's environment. */
 static int lmdb_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
     return ost__import_begin(e->st, size_hint, out);
@@ -1003,7 +1028,8 @@ static int lmdb_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out)
 
 const ost__engine_ops ost__lmdb_engine = {
     .name = "lmdb",
-    .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE | OST__ENG_LOCAL_READS,
+    .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE | OST__ENG_LOCAL_READS |
+             OST__ENG_MAKES_ROOT | OST__ENG_VERIFY_FIRST,
     .claims = lmdb_claims,
     .open = lmdb_open,
     .close = lmdb_close,
@@ -1038,6 +1064,8 @@ const ost__engine_ops ost__lmdb_engine = {
     .map_count_add = lmdb_map_count_add,
     .snap_stat = lmdb_snap_stat,
     .verify = lmdb_verify,
+    .check_pages = lmdb_check_pages,
+    .commit_split = lmdb_commit_split,
     .imp_begin = lmdb_imp_begin,
     .imp_class = ost__import_class,
     .imp_record = ost__import_record,

@@ -1,18 +1,33 @@
-/* The LMDB engine's objects (store/engine.h), for the files of store/ that
- * still reach LMDB themselves while the store moves onto the interface:
- * the group committer and ost__pkg_apply_direct commit through
- * ost__lmdb_engine.commit, map entries apply through the table. */
+/* The LMDB engine's own objects and functions, for store/lmdb/ only: the
+ * engine-independent part of store/ reaches LMDB through the table
+ * ost__lmdb_engine (store/engine.h) and never includes this header. */
 #ifndef OST_STORE_LMDB_ENGINE_H
 #define OST_STORE_LMDB_ENGINE_H
 
 #include <lmdb.h>
 
 #include "../engine.h"
+#include "../store_internal.h"
+#include "pagecheck.h"
 
+/* One per open store (st->eng): the environment and its databases. */
 struct ost__engine {
     ost_store *st;
-    bool owns_store; /* open opened st (close closes it) */
+    MDB_env *env;
+    MDB_dbi recs, meta, classes, txlog, ments;
+    /* readers: any LMDB transaction or view into the map; writer: a map
+     * resize (which closes every read snapshot of the process) */
+    uv_rwlock_t maplock;
+    bool no_lock; /* read-only without lock.mdb (MDB_NOLOCK): it could not be written */
+    /* where the map lies, for bounds checks of what LMDB returns (a damaged
+     * length must not send a read past the end of the file): changed only
+     * under the maplock's write lock; file_size is refreshed when a value
+     * seems to run past it (ost__in_file) */
+    uintptr_t map_base;
+    size_t map_size;
+    uint64_t file_size;
     ost__sess *sessions; /* those with a read transaction (under st->lock) */
+    ost__engine *next_open; /* the process's open LMDB stores (env.c) */
 };
 
 struct ost__sess {
@@ -36,11 +51,105 @@ struct ost__sess {
     ost__sess *next;
 };
 
+/* env.c: the environment's open (the engine's open: every check of the
+ * directory and its files, the meta-page check, the environment, the
+ * databases, a new store's meta and root, an upgrade) and close. */
+int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options *opts,
+                       ost__engine **out);
+void ost__lmdb_env_close(ost__engine *e);
+/* The store's counters and sizes (ost_store_stat on LMDB). */
+int ost__lmdb_stat(ost__engine *e, ost_store_stats *out);
+
 /* Closes every open read transaction of st's engine sessions: the map is
- * being resized (st->maplock held for writing). They reopen at next use. */
+ * being resized (st->eng->maplock held for writing). They reopen at next use. */
 void ost__lmdb_sess_reset_all(ost_store *st);
-/* Makes the engine object of an open store, and frees it. */
-int ost__lmdb_engine_attach(ost_store *st);
-void ost__lmdb_engine_detach(ost_store *st);
+
+/* verify.c: the walk of a check (ost_store_check) over the pinned
+ * snapshot t: its pages and the previous snapshot's, each problem to
+ * report; *problems counts them. 0, OST_ECORRUPT with the store's message
+ * set (the pages are damaged: records were checked against their
+ * checksums only, through the walker; *records gets how many), or
+ * another code. */
+int ost__lmdb_check_pages(ost_store *st, MDB_txn *t, ost_check_fn report, void *ud,
+                          uint64_t *problems, uint64_t *records);
+
+/* The text for an LMDB or errno code rc after an operation on the files of
+ * the store in dir (NULL: unknown): mdb_strerror(rc), except that a full
+ * disk says so: ENOSPC, and also the EIO LMDB gives for a write cut short
+ * and the MDB_PANIC of every transaction after it, when dir's filesystem
+ * has less than 1 MiB left, become "no space left on device ..."; EDQUOT
+ * "disk quota exceeded". A static string. */
+const char *ost__io_strerror(const char *dir, int rc);
+/* The same for the store st (st->path). */
+const char *ost__mdb_strerror(const ost_store *st, int rc);
+
+/* The OST_E* code of an LMDB or errno result rc (0 stays 0):
+ * store/lmdb/errors.c, the engine's boundary. */
+int ost__mdb_code(int rc);
+
+/* Checks record v of oid as read from the store and reads its header:
+ * 0, or one of OST__DMG_* (what is wrong; ost__damage_text says it in
+ * words). Checksums are checked in format 3; in older formats the
+ * reserved bytes must be zero. */
+int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
+                  uint32_t *class_id);
+
+/* Whether [p, p + n), returned by LMDB, lies in the file (or outside the
+ * map: a write transaction's own pages are in memory). */
+bool ost__in_file(ost_store *st, const void *p, size_t n);
+
+/* In a store of format < 3, reads the format again in t (another process
+ * may have upgraded the store). */
+void ost__format_refresh(ost_store *st, MDB_txn *t);
+
+/* verify.c: the cheap check of dir/data.mdb's meta pages (0,
+ * OST_ENOTFOUND when there is no data.mdb, OST_ECORRUPT or OST_EIO with one
+ * line in msg), and the walk of every page of the snapshot of t (write:
+ * t is the write transaction; its parent is walked) before liblmdb reads
+ * its data. The walk reports each problem and returns 0, OST_ECORRUPT, or
+ * another code with st's message set; *out (if not NULL) gets the walker
+ * for further reads of the same snapshot, which the caller closes. */
+int ost__meta_check(const char *dir, char *msg, size_t cap);
+int ost__walk_snapshot(ost_store *st, MDB_txn *t, bool write, ost__pc_report report, void *ud,
+                       ost__pc **out);
+/* The same, keeping the first problem in first (", and N more" after it
+ * when there are others), for a one-line refusal. */
+int ost__walk_first(ost_store *st, MDB_txn *t, bool write, char *first, size_t cap);
+/* A problem in one line, with the oids behind it when it hides records. */
+void ost__problem_text(const ost__pc_problem *p, char *buf, size_t cap);
+/* Rewrites every record and map entry of an older store with checksums,
+ * inside write transaction t, and sets the format to 3. */
+int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from);
+/* The id of class cls in transaction t (any): 0 and *id, MDB_NOTFOUND
+ * when the store has none for it, or another LMDB code. */
+/* Class ids by names: ost__class_find_name finds, ost__class_id_name finds
+ * or adds (t writable). LMDB codes; EINVAL when the names are too long. */
+int ost__class_find_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+                         size_t nl, uint32_t *id);
+int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+                       size_t nl, uint32_t *id);
+int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
+int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
+
+int ost__grow_map(ost_store *st);
+
+/* Runs fn(st, t, ud) in a top-level LMDB transaction of its own (flags:
+ * 0 or MDB_RDONLY) with st's maplock held for reading; commits t when fn
+ * returns 0, aborts it otherwise. When the map is full or another process
+ * grew it (OST__REMAP), grows it and runs fn again from the start, so fn
+ * must not keep anything of a failed try. Returns 0, fn's result, or an
+ * LMDB code (the caller translates it). store/lmdb/txn.c. */
+int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
+                        int (*fn)(ost_store *st, MDB_txn *t, void *ud), void *ud);
+int ost__ensure_room(ost_store *st, size_t bytes, size_t items);
+/* An LMDB result that ost__grow_map cures: the map is full, or another
+ * process grew it past this process's mapping (MDB_MAP_RESIZED). */
+#define OST__REMAP(rc) ((rc) == MDB_MAP_FULL || (rc) == MDB_MAP_RESIZED)
+/* Takes the maplock for reading (the caller unlocks it, whatever the
+ * result) and begins a top-level LMDB transaction, adopting a map that
+ * another process grew. Returns an LMDB code. */
+int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t);
+
+int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "../entries.h"
 #include "../store_internal.h"
+#include "engine.h"
 
 #define KEYMAX (8 + OST_MAP_KEY_MAX)
 
@@ -84,7 +85,7 @@ int ost__ent_check(ost_store *st, const void *key, size_t klen, const void *val,
 int ost__ent_upgrade(ost_store *st, void *txn, uint64_t *n) {
     MDB_cursor *cur;
     *n = 0;
-    int rc = mdb_cursor_open(txn, st->ments, &cur);
+    int rc = mdb_cursor_open(txn, st->eng->ments, &cur);
     if (rc) return rc;
     MDB_val k, v;
     uint8_t *buf = NULL;
@@ -96,16 +97,9 @@ int ost__ent_upgrade(ost_store *st, void *txn, uint64_t *n) {
             break;
         }
         size_t len = v.mv_size - 8;
-        if (len + EHDR > cap) {
-            size_t nc = cap ? cap * 2 : 4096;
-            while (nc < len + EHDR) nc *= 2;
-            uint8_t *nb = realloc(buf, nc);
-            if (!nb) {
-                rc = OST_ENOMEM;
-                break;
-            }
-            buf = nb;
-            cap = nc;
+        if (ost__reserve((void **)&buf, &cap, len + EHDR, 1, 4096)) {
+            rc = OST_ENOMEM;
+            break;
         }
         /* the key and value point into the page the put changes: copies */
         uint8_t kb[KEYMAX];
@@ -130,7 +124,7 @@ int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX];
     MDB_val k = full_key(buf, map, key, klen), v;
-    int rc = mdb_get(txn, st->ments, &k, &v);
+    int rc = mdb_get(txn, st->eng->ments, &k, &v);
     if (rc == MDB_NOTFOUND) return OST_ENOTFOUND;
     if (rc) return rc;
     return to_entry(st, &k, &v, e);
@@ -144,7 +138,7 @@ int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     MDB_val k = full_key(buf, map, key, klen), v = {EHDR + len, NULL};
     int rc = MDB_KEYEXIST;
     if (append && *append) {
-        rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE | MDB_APPEND);
+        rc = mdb_put(txn, st->eng->ments, &k, &v, MDB_RESERVE | MDB_APPEND);
         if (rc == MDB_KEYEXIST) {
             *append = false; /* not beyond the last key: plain puts from now */
             v = (MDB_val){EHDR + len, NULL};
@@ -156,11 +150,11 @@ int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     }
     if (rc == MDB_KEYEXIST) {
         /* one descent for a new key: NOOVERWRITE says whether it existed */
-        rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE | (existed ? MDB_NOOVERWRITE : 0));
+        rc = mdb_put(txn, st->eng->ments, &k, &v, MDB_RESERVE | (existed ? MDB_NOOVERWRITE : 0));
         if (existed) *existed = rc == MDB_KEYEXIST;
         if (rc == MDB_KEYEXIST) {
             v = (MDB_val){EHDR + len, NULL};
-            rc = mdb_put(txn, st->ments, &k, &v, MDB_RESERVE);
+            rc = mdb_put(txn, st->eng->ments, &k, &v, MDB_RESERVE);
         }
         if (rc) return rc;
     }
@@ -173,7 +167,7 @@ int ost__ent_del(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX];
     MDB_val k = full_key(buf, map, key, klen);
-    int rc = mdb_del(txn, st->ments, &k, NULL);
+    int rc = mdb_del(txn, st->eng->ments, &k, NULL);
     return rc == MDB_NOTFOUND ? OST_ENOTFOUND : rc;
 }
 
@@ -181,7 +175,7 @@ int ost__ent_drop_map(ost_store *st, void *txn, uint64_t map, uint64_t *n) {
     if (st->no_ments) return OST_EREADONLY;
     if (n) *n = 0;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, st->ments, &cur);
+    int rc = mdb_cursor_open(txn, st->eng->ments, &cur);
     if (rc) return rc;
     uint8_t buf[8];
     MDB_val k = full_key(buf, map, NULL, 0), v;
@@ -212,7 +206,7 @@ int ost__ecur_open(ost_store *st, void *txn, uint64_t map, ost__ecur **out) {
     if (st->no_ments) return OST_ENOTFOUND;
     ost__ecur *ec = calloc(1, sizeof *ec);
     if (!ec) return OST_ENOMEM;
-    int rc = mdb_cursor_open(txn, st->ments, &ec->cur);
+    int rc = mdb_cursor_open(txn, st->eng->ments, &ec->cur);
     if (rc) {
         free(ec);
         return rc;
@@ -280,7 +274,7 @@ void ost__ecur_close(ost__ecur *ec) {
 int ost__ent_each_map(ost_store *st, void *txn, int (*fn)(void *ud, uint64_t map), void *ud) {
     if (st->no_ments) return 0;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, st->ments, &cur);
+    int rc = mdb_cursor_open(txn, st->eng->ments, &cur);
     if (rc) return rc;
     MDB_val k, v;
     rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
@@ -299,7 +293,7 @@ int ost__ent_each_map(ost_store *st, void *txn, int (*fn)(void *ud, uint64_t map
             mdb_cursor_close(cur);
             cur = NULL;
             if ((rc = ost__ent_drop_map(st, txn, map, NULL))) break;
-            if ((rc = mdb_cursor_open(txn, st->ments, &cur))) break;
+            if ((rc = mdb_cursor_open(txn, st->eng->ments, &cur))) break;
         }
         if (map == UINT64_MAX) break;
         uint8_t buf[8];
@@ -316,7 +310,7 @@ static int record(ost_store *st, void *txn, uint64_t map, MDB_val *v) {
     uint8_t kb[8];
     ost__be64(kb, map);
     MDB_val k = {8, kb};
-    int rc = mdb_get(txn, st->recs, &k, v);
+    int rc = mdb_get(txn, st->eng->recs, &k, v);
     return rc == MDB_NOTFOUND ? OST_ENOTFOUND : rc;
 }
 
@@ -341,7 +335,7 @@ int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, ui
     uint8_t copy[OST_HDR_SIZE + 600];
     if (v.mv_size > sizeof copy) return OST_ECORRUPT;
     memcpy(copy, v.mv_data, v.mv_size); /* a put may move the old bytes */
-    if ((rc = mdb_put(txn, st->recs, &k, &nv, MDB_RESERVE))) return rc;
+    if ((rc = mdb_put(txn, st->eng->recs, &k, &nv, MDB_RESERVE))) return rc;
     memcpy(nv.mv_data, copy, v.mv_size);
     ost__hdr_write(nv.mv_data, serial, cid);
     ost__map_record_setcount((uint8_t *)nv.mv_data + OST_HDR_SIZE, n, count + (uint64_t)delta);

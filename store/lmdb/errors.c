@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../store_internal.h"
+#include "engine.h"
 
 int ost__mdb_code(int rc) {
     switch (rc) {

@@ -10,6 +10,7 @@
 #include "../entries.h"
 #include "import.h"
 #include "../store_internal.h"
+#include "engine.h"
 
 struct ost__import {
     ost_store *st;
@@ -52,22 +53,22 @@ static int meta_put(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) {
 /* Ends the transaction after a failure and frees im; returns code. */
 static int im_fail(ost__import *im, int code) {
     mdb_txn_abort(im->t);
-    uv_rwlock_rdunlock(&im->st->maplock);
+    uv_rwlock_rdunlock(&im->st->eng->maplock);
     free(im);
     return code;
 }
 
 int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     *out = NULL;
-    if (!st || !st->env) return OST_EINVAL;
+    if (!st || !st->eng->env) return OST_EINVAL;
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->shown);
     if (st->conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->shown);
     MDB_envinfo ei;
-    mdb_env_info(st->env, &ei);
+    mdb_env_info(st->eng->env, &ei);
     if (map_need > ei.me_mapsize) {
-        uv_rwlock_wrlock(&st->maplock);
-        int rc = mdb_env_set_mapsize(st->env, (size_t)map_need);
-        uv_rwlock_wrunlock(&st->maplock);
+        uv_rwlock_wrlock(&st->eng->maplock);
+        int rc = mdb_env_set_mapsize(st->eng->env, (size_t)map_need);
+        uv_rwlock_wrunlock(&st->eng->maplock);
         if (rc)
             return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot grow the map to %llu bytes: %s",
                                 st->shown, (unsigned long long)map_need, ost__mdb_strerror(st, rc));
@@ -75,19 +76,19 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     ost__import *im = calloc(1, sizeof *im);
     if (!im) return ost__st_fail(st, OST_ENOMEM, "out of memory");
     im->st = st;
-    uv_rwlock_rdlock(&st->maplock);
-    int rc = mdb_txn_begin(st->env, NULL, 0, &im->t);
+    uv_rwlock_rdlock(&st->eng->maplock);
+    int rc = mdb_txn_begin(st->eng->env, NULL, 0, &im->t);
     if (rc) {
-        uv_rwlock_rdunlock(&st->maplock);
+        uv_rwlock_rdunlock(&st->eng->maplock);
         free(im);
         return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
                             st->shown, ost__mdb_strerror(st, rc));
     }
     MDB_stat ms;
     uint64_t next_oid = 0, last = 0;
-    rc = mdb_stat(im->t, st->recs, &ms);
-    if (!rc) rc = meta_u64(im->t, st->meta, "next_oid", &next_oid);
-    if (!rc) rc = meta_u64(im->t, st->meta, "last_serial", &last);
+    rc = mdb_stat(im->t, st->eng->recs, &ms);
+    if (!rc) rc = meta_u64(im->t, st->eng->meta, "next_oid", &next_oid);
+    if (!rc) rc = meta_u64(im->t, st->eng->meta, "last_serial", &last);
     if (rc) {
         ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown,
                      ost__mdb_strerror(st, rc));
@@ -100,10 +101,10 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
                      st->shown, (unsigned long long)ms.ms_entries, (unsigned long long)last);
         return im_fail(im, OST_EEXIST);
     }
-    rc = mdb_drop(im->t, st->recs, 0);
-    if (!rc) rc = mdb_drop(im->t, st->classes, 0);
-    if (!rc) rc = mdb_drop(im->t, st->txlog, 0);
-    if (!rc) rc = mdb_drop(im->t, st->ments, 0);
+    rc = mdb_drop(im->t, st->eng->recs, 0);
+    if (!rc) rc = mdb_drop(im->t, st->eng->classes, 0);
+    if (!rc) rc = mdb_drop(im->t, st->eng->txlog, 0);
+    if (!rc) rc = mdb_drop(im->t, st->eng->ments, 0);
     if (rc) {
         ost__st_fail(st, ost__mdb_code(rc), "%s: emptying the store: %s", st->shown,
                      ost__mdb_strerror(st, rc));
@@ -124,13 +125,13 @@ int ost__import_class(ost__import *im, uint32_t id, const char *module, size_t m
     key[1 + ml] = 0;
     memcpy(key + 2 + ml, name, nl);
     MDB_val k = {ml + nl + 2, key}, v = {4, &id};
-    int rc = mdb_put(im->t, st->classes, &k, &v, MDB_NOOVERWRITE);
+    int rc = mdb_put(im->t, st->eng->classes, &k, &v, MDB_NOOVERWRITE);
     if (!rc) {
         char ikey[5];
         ikey[0] = 'i';
         memcpy(ikey + 1, &id, 4);
         MDB_val ik = {5, ikey}, iv = {ml + nl + 1, key + 1};
-        rc = mdb_put(im->t, st->classes, &ik, &iv, MDB_NOOVERWRITE);
+        rc = mdb_put(im->t, st->eng->classes, &ik, &iv, MDB_NOOVERWRITE);
     }
     if (rc == MDB_KEYEXIST)
         return ost__st_fail(st, OST_EEXIST, "class id %u (%.*s.%.*s) is listed twice", id, (int)ml,
@@ -147,7 +148,7 @@ int ost__import_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb}, v = {n + OST_HDR_SIZE, NULL};
-    int rc = mdb_put(im->t, st->recs, &k, &v, MDB_APPEND | MDB_RESERVE);
+    int rc = mdb_put(im->t, st->eng->recs, &k, &v, MDB_APPEND | MDB_RESERVE);
     if (rc == MDB_KEYEXIST)
         return ost__st_fail(st, OST_EINVAL, "oid %llu: oids must ascend, each once",
                             (unsigned long long)oid);
@@ -168,7 +169,7 @@ static uint32_t maps_cid(ost__import *im, const char *name) {
     int n = snprintf(key, sizeof key, "nostore.maps%c%s", 0, name);
     MDB_val k = {(size_t)n, key}, v;
     uint32_t id = 0;
-    if (mdb_get(im->t, im->st->classes, &k, &v) == 0 && v.mv_size == 4) memcpy(&id, v.mv_data, 4);
+    if (mdb_get(im->t, im->st->eng->classes, &k, &v) == 0 && v.mv_size == 4) memcpy(&id, v.mv_data, 4);
     return id;
 }
 
@@ -189,7 +190,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
         MDB_val k = {8, kb}, v;
         uint64_t s;
         uint32_t cid = 0;
-        int rc = mdb_get(im->t, st->recs, &k, &v);
+        int rc = mdb_get(im->t, st->eng->recs, &k, &v);
         if (rc && rc != MDB_NOTFOUND)
             return ost__st_fail(st, ost__mdb_code(rc), "%s: map %llu: %s", st->shown,
                                 (unsigned long long)map, ost__mdb_strerror(st, rc));
@@ -211,7 +212,7 @@ int ost__import_ment(ost__import *im, uint64_t map, const uint8_t *key, size_t k
     ost__be64(kb, map);
     if (klen) memcpy(kb + 8, key, klen);
     MDB_val k = {8 + klen, kb}, v = {ost__ent_vsize(vlen), NULL};
-    int rc = mdb_put(im->t, st->ments, &k, &v, MDB_APPEND | MDB_RESERVE);
+    int rc = mdb_put(im->t, st->eng->ments, &k, &v, MDB_APPEND | MDB_RESERVE);
     if (rc == MDB_KEYEXIST)
         return ost__st_fail(st, OST_EINVAL,
                             "map %llu: entries must ascend (by map oid, then by key), each once",
@@ -230,18 +231,18 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     MDB_txn *t = im->t;
     (void)format; /* store/snap.c checked format and counters against what was added */
     /* what was imported has checksums, whatever the exported store's format */
-    int rc = meta_put(t, st->meta, "format", OST_STORE_FORMAT);
-    if (!rc) rc = meta_put(t, st->meta, "next_oid", next_oid);
-    if (!rc) rc = meta_put(t, st->meta, "last_serial", last_serial);
-    if (!rc) rc = meta_put(t, st->meta, "next_class", next_class);
-    if (!rc) rc = meta_put(t, st->meta, "low", last_serial + 1);
+    int rc = meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
+    if (!rc) rc = meta_put(t, st->eng->meta, "next_oid", next_oid);
+    if (!rc) rc = meta_put(t, st->eng->meta, "last_serial", last_serial);
+    if (!rc) rc = meta_put(t, st->eng->meta, "next_class", next_class);
+    if (!rc) rc = meta_put(t, st->eng->meta, "low", last_serial + 1);
     if (rc) {
         ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->shown,
                      ost__mdb_strerror(st, rc));
         return im_fail(im, ost__mdb_code(rc));
     }
     rc = mdb_txn_commit(t);
-    uv_rwlock_rdunlock(&st->maplock);
+    uv_rwlock_rdunlock(&st->eng->maplock);
     free(im);
     if (rc)
         return ost__st_fail(st, ost__mdb_code(rc), "%s: import commit: %s", st->shown,

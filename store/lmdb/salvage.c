@@ -14,6 +14,7 @@
 #include "pagecheck.h"
 #include "salvage.h"
 #include "../store_internal.h"
+#include "engine.h"
 
 /* A record found: pickle points into the damaged file's mapping, which
  * stays until the end. */
@@ -79,15 +80,10 @@ typedef struct {
 
 #define PUSH(a, item)                                                   \
     do {                                                                \
-        if ((a).n == (a).cap) {                                         \
-            size_t nc_ = (a).cap ? (a).cap * 2 : 256;                   \
-            void *nv_ = realloc((a).v, nc_ * sizeof *(a).v);            \
-            if (!nv_) {                                                 \
-                s->nomem = true;                                        \
-                break;                                                  \
-            }                                                           \
-            (a).v = nv_;                                                \
-            (a).cap = nc_;                                              \
+        if (ost__reserve((void **)&(a).v, &(a).cap, (a).n + 1,          \
+                         sizeof *(a).v, 256)) {                         \
+            s->nomem = true;                                            \
+            break;                                                      \
         }                                                               \
         (a).v[(a).n++] = (item);                                        \
     } while (0)
@@ -724,7 +720,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     salv sv = {.report = report, .ud = ud, .st = stats};
     salv *s = &sv;
     char (*stand)[40] = NULL; /* stand-in names of classes whose entries are lost */
-    size_t nstand = 0;
+    size_t nstand = 0, capstand = 0;
     int rc = ost__pc_open(src, &s->pc, msg, cap);
     if (rc) return rc;
     char why[256];
@@ -859,9 +855,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     for (size_t i = 0; i < s->recs.n; i++) {
         uint32_t cid = s->recs.v[i].cid;
         if (class_of(s, cid)) continue;
-        char (*ns)[40] = realloc(stand, (nstand + 1) * sizeof *stand);
-        if (!ns) goto nomem;
-        stand = ns;
+        if (ost__reserve((void **)&stand, &capstand, nstand + 1, sizeof *stand, 16)) goto nomem;
         snprintf(stand[nstand], sizeof stand[0], "LostClass%u", cid);
         scls c = {cid, "ostore.salvage", NULL, 14, strlen(stand[nstand])};
         nstand++;

@@ -5,14 +5,15 @@
 #include <lmdb.h>
 
 #include "../store_internal.h"
+#include "engine.h"
 
 int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
                         int (*fn)(ost_store *st, MDB_txn *t, void *ud), void *ud) {
-    uv_rwlock_rdlock(&st->maplock);
+    uv_rwlock_rdlock(&st->eng->maplock);
     int rc;
     for (;;) {
         MDB_txn *t;
-        rc = mdb_txn_begin(st->env, NULL, flags, &t);
+        rc = mdb_txn_begin(st->eng->env, NULL, flags, &t);
         if (!rc) {
             rc = fn(st, t, ud);
             if (rc)
@@ -22,11 +23,11 @@ int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
         }
         if (!OST__REMAP(rc)) break;
         /* the map grows under the write lock, which waits for every reader */
-        uv_rwlock_rdunlock(&st->maplock);
+        uv_rwlock_rdunlock(&st->eng->maplock);
         rc = ost__grow_map(st);
-        uv_rwlock_rdlock(&st->maplock);
+        uv_rwlock_rdlock(&st->eng->maplock);
         if (rc) break;
     }
-    uv_rwlock_rdunlock(&st->maplock);
+    uv_rwlock_rdunlock(&st->eng->maplock);
     return rc;
 }

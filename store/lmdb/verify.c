@@ -3,11 +3,13 @@
  * every page of a snapshot (store/pagecheck.c) that check, pack and the
  * CLI run first. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "pagecheck.h"
 #include "../store_internal.h"
+#include "engine.h"
 
 int ost__meta_check(const char *dir, char *msg, size_t cap) {
     /* a writer of another process may be writing a meta page as it is
@@ -82,3 +84,146 @@ int ost__walk_first(ost_store *st, MDB_txn *t, bool write, char *first, size_t c
     }
     return rc;
 }
+
+/* ---- the page walk of ost_store_check ---------------------------------------------- */
+
+/* Page problems go to the check's report, without an oid. */
+typedef struct {
+    ost_check_fn report;
+    void *ud;
+    uint64_t n;
+    uint64_t records, entries; /* walked through the pages (damaged store) */
+    uint64_t format;
+} page_ctx;
+
+static void page_problem(void *ud, const ost__pc_problem *p) {
+    page_ctx *pc = ud;
+    pc->n++;
+    if (!pc->report) return;
+    char msg[400];
+    ost__problem_text(p, msg, sizeof msg);
+    pc->report(pc->ud, UINT64_MAX, 0, OST_ECORRUPT, msg);
+}
+
+/* A damaged store: the records and entries that the pages still reach,
+ * read through the walker (never liblmdb), each checked against its
+ * checksum. */
+static int each_record(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                       uint64_t pg) {
+    page_ctx *pc = ud;
+    (void)pg;
+    pc->records++;
+    uint64_t oid = kl == 8 ? ost__rd_be64(k) : UINT64_MAX;
+    bool ok = kl == 8 && vl >= OST_HDR_SIZE + 2 &&
+              (pc->format < 3 || ost__rec_crc_ok(oid, v, vl));
+    if (!ok) {
+        pc->n++;
+        char msg[160];
+        snprintf(msg, sizeof msg, "oid %llu: damaged record (%s)", (unsigned long long)oid,
+                 kl != 8 ? "its key is not an oid" : "its checksum does not match its bytes");
+        if (pc->report) pc->report(pc->ud, oid, 0, OST_ECORRUPT, msg);
+    }
+    return 0;
+}
+
+static int each_entry(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl,
+                      uint64_t pg) {
+    page_ctx *pc = ud;
+    (void)pg;
+    pc->entries++;
+    bool ok = kl >= 8 && (pc->format >= 3 ? ost__ent_crc_ok(k, kl, v, vl) : vl >= 8);
+    if (!ok) {
+        pc->n++;
+        char msg[160];
+        snprintf(msg, sizeof msg, "map %llu: a damaged entry (its checksum does not match its bytes)",
+                 (unsigned long long)(kl >= 8 ? ost__rd_be64(k) : UINT64_MAX));
+        if (pc->report) pc->report(pc->ud, kl >= 8 ? ost__rd_be64(k) : UINT64_MAX, 0, OST_ECORRUPT,
+                                   msg);
+    }
+    return 0;
+}
+
+/* The previous snapshot: liblmdb opens it after a crash that cut the last
+ * commit short, so its meta page and pages are checked too. Its pages are
+ * not kept for this reader: a writer may reuse them during the walk, so
+ * what it finds counts only when no commit happened meanwhile. */
+typedef struct {
+    page_ctx *pc;
+    int meta;
+    struct {
+        char msg[300];
+    } p[64];
+    size_t n, more;
+} prev_ctx;
+
+static void prev_problem(void *ud, const ost__pc_problem *p) {
+    prev_ctx *x = ud;
+    if (x->n < sizeof x->p / sizeof *x->p)
+        snprintf(x->p[x->n++].msg, sizeof x->p[0].msg, "the previous snapshot (meta page %d): %s",
+                 x->meta, p->msg);
+    else
+        x->more++;
+}
+
+static int check_previous(ost_store *st, ost__pc *pc, uint64_t txnid, page_ctx *pcx) {
+    uint64_t id;
+    int other = -1;
+    for (int i = 0; i < 2; i++)
+        if (ost__pc_meta_txnid(pc, i, &id) == 0 && id != txnid) other = i;
+    if (other < 0 || ost__pc_use_meta(pc, other)) return 0;
+    MDB_envinfo before, after;
+    mdb_env_info(st->eng->env, &before);
+    prev_ctx *x = calloc(1, sizeof *x);
+    if (!x) return OST_ENOMEM;
+    x->pc = pcx;
+    x->meta = other;
+    int rc = ost__pc_walk(pc, prev_problem, x, NULL);
+    mdb_env_info(st->eng->env, &after);
+    if (rc == OST_ECORRUPT && before.me_last_txnid == after.me_last_txnid) {
+        for (size_t i = 0; i < x->n; i++) {
+            pcx->n++;
+            if (pcx->report) pcx->report(pcx->ud, UINT64_MAX, 0, OST_ECORRUPT, x->p[i].msg);
+        }
+        if (x->more) {
+            char m[96];
+            snprintf(m, sizeof m, "the previous snapshot: %zu more problems", x->more);
+            pcx->n++;
+            if (pcx->report) pcx->report(pcx->ud, UINT64_MAX, 0, OST_ECORRUPT, m);
+        }
+    } else {
+        rc = 0; /* a commit came between: the old pages may have been reused */
+    }
+    free(x);
+    return rc == OST_ENOMEM ? rc : rc ? OST_ECORRUPT : 0;
+}
+
+/* The walk of the snapshot's pages (liblmdb trusts them, so nothing else
+ * reads the snapshot before it passes) and of the previous snapshot's. */
+int ost__lmdb_check_pages(ost_store *st, MDB_txn *t, ost_check_fn report, void *ud,
+                          uint64_t *problems, uint64_t *records) {
+    page_ctx pcx = {.report = report, .ud = ud, .format = st->format};
+    ost__pc *pc = NULL;
+    int wrc = ost__walk_snapshot(st, t, false, page_problem, &pcx, &pc);
+    if (wrc == OST_ECORRUPT && pc) {
+        ost__pc_each(pc, "records", each_record, NULL, &pcx);
+        ost__pc_each(pc, "mapents", each_entry, NULL, &pcx);
+    }
+    if (wrc == 0 && pc) {
+        /* the current snapshot is sound: liblmdb may read it; problems of
+         * the previous one are counted with the rest */
+        int prc = check_previous(st, pc, mdb_txn_id(t), &pcx);
+        if (prc == OST_ENOMEM) wrc = prc;
+    }
+    *problems = pcx.n;
+    ost__pc_close(pc);
+    if (wrc == OST_ECORRUPT) {
+        *records = pcx.records;
+        return ost__st_fail(st, OST_ECORRUPT,
+                            "%s: %llu problems found: the store's pages are damaged, so "
+                            "records were only checked against their checksums ('ostore "
+                            "salvage' copies what is intact)",
+                            st->shown, (unsigned long long)pcx.n);
+    }
+    return wrc;
+}
+

@@ -494,6 +494,12 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
                    ost__engine **out) {
     *out = NULL;
     if (!pg_claims(addr)) return ost__st_fail(st, OST_EINVAL, "not a PostgreSQL address");
+    if (o && ((unsigned)o->durability > OST_SYNC_NONE || (o->create && o->read_only)))
+        return ost__st_fail(st, OST_EINVAL, "postgresql store: bad options");
+    if (o && o->prefetch_connections > 8)
+        return ost__st_fail(st, OST_EINVAL,
+                            "postgresql store: prefetch_connections is %u: at most 8 (0 or 1: one)",
+                            o->prefetch_connections);
     ost__engine *e = calloc(1, sizeof *e);
     if (!e) return ost__st_fail(st, OST_ENOMEM, "out of memory");
     pthread_mutex_init(&e->lock, NULL);

@@ -7,13 +7,13 @@
  * heap buffer written far past its end. The set is sized by the records
  * themselves instead:
  *
- * - dense: one bit per oid from 0 to the highest oid present (the last key
- *   of the records B-tree, one cursor step), when that bitmap is no larger
+ * - dense: one bit per oid from 0 to the highest oid present, when that
+ *   bitmap is no larger
  *   than 8 bytes per record or 1 MiB, whichever is more: the usual case,
  *   since oids are handed out in ascending blocks; a lookup is a shift;
  * - sparse: otherwise (a few records with huge oids), the sorted array of
- *   the oids present, read from the B-tree's keys in one pass, with the
- *   flags by rank; a lookup is a binary search.
+ *   the oids present (as the engine's scan gives them), with the flags by
+ *   rank; a lookup is a binary search.
  *
  * Either way the memory is bounded by the number of records, not by any
  * counter. An oid that has no record has no place in the sparse set
@@ -22,7 +22,6 @@
 #ifndef OST_STORE_OIDSET_H
 #define OST_STORE_OIDSET_H
 
-#include <lmdb.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,13 +34,7 @@ typedef struct {
     uint8_t *bits[OST__OIDSET_FLAGS]; /* a bit per place for each flag */
 } ost__oidset;
 
-/* Builds the set of the oids of records database dbi in t, all flags
- * clear (a key that is not 8 bytes is no oid and gets no place). 0;
- * OST_ENOMEM; or an LMDB error code (positive), from the cursor. On
- * failure the set holds nothing. The set owns its memory; t is not kept. */
-int ost__oidset_init(ost__oidset *s, MDB_txn *t, MDB_dbi dbi);
-/* The same without LMDB, for the walks that go through the engine table
- * (store/engine.h): a dense set of places 0 .. n - 1 (the caller bounds
+/* Builds a set, all flags clear: a dense set of places 0 .. n - 1 (the caller bounds
  * n), or a sparse one of oids[0, n), ascending without repeats, which the
  * set takes over (freed by ost__oidset_free, also on failure). 0 or
  * OST_ENOMEM; on failure the set holds nothing. */

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "oidset.h"
-#include "../store_internal.h"
+#include "store_internal.h"
 
 #define DENSE_MIN_BYTES ((uint64_t)1 << 20) /* a dense bitmap this small is always fine */
 #define DENSE_BYTES_PER_RECORD 8            /* what the sparse array costs a record */
@@ -14,60 +14,6 @@ static int alloc_bits(ost__oidset *s) {
     for (int f = 0; f < OST__OIDSET_FLAGS; f++)
         if (!(s->bits[f] = calloc(bytes, 1))) return OST_ENOMEM;
     return 0;
-}
-
-int ost__oidset_init(ost__oidset *s, MDB_txn *t, MDB_dbi dbi) {
-    memset(s, 0, sizeof *s);
-    MDB_stat ms;
-    MDB_cursor *cur;
-    int rc = mdb_stat(t, dbi, &ms);
-    if (!rc) rc = mdb_cursor_open(t, dbi, &cur);
-    if (rc) return rc;
-    MDB_val k, v;
-    uint64_t records = ms.ms_entries, highest = 0;
-    /* the highest oid: the last key (keys that are not 8 bytes are no
-     * oids and have no place; check reports them, pack removes them) */
-    rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
-    while (rc == 0 && k.mv_size != 8) rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
-    if (rc == MDB_NOTFOUND) { /* no records: no places */
-        mdb_cursor_close(cur);
-        goto bits;
-    }
-    if (rc) {
-        mdb_cursor_close(cur);
-        return rc;
-    }
-    highest = ost__rd_be64(k.mv_data);
-    uint64_t dense_max = records * DENSE_BYTES_PER_RECORD;
-    if (dense_max < DENSE_MIN_BYTES) dense_max = DENSE_MIN_BYTES;
-    if (highest / 8 < dense_max && highest < SIZE_MAX - 8) {
-        mdb_cursor_close(cur);
-        s->n = (size_t)highest + 1;
-        goto bits;
-    }
-    /* sparse: every key, in B-tree order (ascending) */
-    if (records > SIZE_MAX / sizeof *s->oids || !(s->oids = malloc(records ? records * 8 : 8))) {
-        mdb_cursor_close(cur);
-        return OST_ENOMEM;
-    }
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size != 8) continue;
-        if (s->n == records) { /* more keys than counted: the B-tree is damaged */
-            rc = MDB_CORRUPTED;
-            break;
-        }
-        s->oids[s->n++] = ost__rd_be64(k.mv_data);
-    }
-    mdb_cursor_close(cur);
-    if (rc != MDB_NOTFOUND) {
-        ost__oidset_free(s);
-        return rc;
-    }
-bits:
-    rc = alloc_bits(s);
-    if (rc) ost__oidset_free(s);
-    return rc;
 }
 
 int ost__oidset_init_dense(ost__oidset *s, uint64_t n) {

@@ -1,0 +1,685 @@
+/* The LMDB environment of a store: the engine's open and close (the
+ * checks of the directory and its files before liblmdb sees them, the
+ * environment and its databases, a new store's meta and root, the upgrade
+ * of an older format), the map's resize, the store's counters, and the
+ * class table. Layout (docs/format.md): named databases "records" (oid,
+ * 8 bytes big-endian -> 16-byte header + state pickle), "meta" (format,
+ * next oid, last serial, next class id), "classes" ("i" + id -> module
+ * NUL name, "n" + module NUL name -> id), "txlog" (serial -> oids of
+ * existing objects that commit changed, for the caches of other
+ * connections) and "mapents" (map entries: entries.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "../entries.h"
+#include "engine.h"
+
+#define META_MAGIC "ostore"
+#define ROOT_OID 0
+
+/* ---- the process's open stores ------------------------------------------------ */
+
+static uv_mutex_t g_open_lock;
+static uv_once_t g_once = UV_ONCE_INIT;
+static ost__engine *g_open; /* LMDB stores open in this process, by path */
+
+/* fork: the child inherits the list of the parent's open stores, whose
+ * handles it must not use (LMDB forbids it), and would refuse to open its
+ * own handle on the same path with OST_EBUSY. The lock is held across the
+ * fork so the child's copy of the list is whole, and the child starts with
+ * an empty list. */
+static void atfork_prepare(void) { uv_mutex_lock(&g_open_lock); }
+static void atfork_parent(void) { uv_mutex_unlock(&g_open_lock); }
+static void atfork_child(void) {
+    g_open = NULL;
+    uv_mutex_unlock(&g_open_lock);
+}
+
+static void open_list_init(void) {
+    uv_mutex_init(&g_open_lock);
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* ---- records in the map ---------------------------------------------------------- */
+
+bool ost__in_file(ost_store *st, const void *p, size_t n) {
+    uintptr_t a = (uintptr_t)p, base = st->eng->map_base;
+    if (!base || a < base || a - base >= st->eng->map_size) return true; /* not in the map */
+    uint64_t end = (uint64_t)(a - base) + n;
+    if (end < n) return false;
+    if (end <= __atomic_load_n(&st->eng->file_size, __ATOMIC_RELAXED)) return true;
+    /* the file may have grown since the size was read */
+    int fd;
+    struct stat sb;
+    if (mdb_env_get_fd(st->eng->env, &fd) || fstat(fd, &sb)) return false;
+    __atomic_store_n(&st->eng->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
+    return end <= (uint64_t)sb.st_size;
+}
+
+int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
+                  uint32_t *class_id) {
+    const uint8_t *h = v->mv_data;
+    if (v->mv_size < OST_HDR_SIZE + 2) return OST__DMG_SHORT;
+    if (!ost__in_file(st, h, v->mv_size)) return OST__DMG_BEYOND;
+    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 3) {
+        if (!ost__rec_crc_ok(oid, h, v->mv_size)) return OST__DMG_CRC;
+    } else if (h[12] | h[13] | h[14] | h[15]) {
+        return OST__DMG_RESERVED;
+    }
+    *serial = ost__rd_le64(h);
+    *class_id = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 |
+                (uint32_t)h[11] << 24;
+    return 0;
+}
+
+static int meta_get_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out) {
+    MDB_val k = {strlen(key), (void *)key}, v;
+    int rc = mdb_get(t, dbi, &k, &v);
+    if (rc) return rc;
+    if (v.mv_size != 8) return MDB_CORRUPTED;
+    *out = ost__rd_le64(v.mv_data);
+    return 0;
+}
+
+static int meta_put_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) {
+    uint8_t b[8];
+    ost__le64(b, val);
+    MDB_val k = {strlen(key), (void *)key}, v = {8, b};
+    return mdb_put(t, dbi, &k, &v, 0);
+}
+
+/* dir/data.mdb in buf. */
+static const char *datafile_of(const char *dir, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/data.mdb", dir);
+    return buf;
+}
+
+/* Notes where LMDB maps the file and how big the file is (after the
+ * environment opens and after each resize, under the maplock's write
+ * lock or before any other thread uses the store). */
+static void map_changed(ost_store *st) {
+    int fd;
+    struct stat sb;
+    st->eng->map_base = 0;
+    st->eng->map_size = 0;
+    if (mdb_env_get_fd(st->eng->env, &fd) != 0 || fstat(fd, &sb) != 0) return;
+    __atomic_store_n(&st->eng->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
+    /* LMDB tells where it maps the file only with MDB_FIXEDMAP: the
+     * process's map list tells, the mapping of data.mdb's inode at offset 0 */
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return;
+    char line[PATH_MAX + 128];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, off, ino;
+        char perms[8];
+        unsigned maj, min;
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &lo, &hi, perms, &off, &maj, &min,
+                   &ino) == 7 &&
+            ino == (unsigned long long)sb.st_ino && off == 0) {
+            st->eng->map_base = (uintptr_t)lo;
+            st->eng->map_size = (size_t)(hi - lo);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+void ost__format_refresh(ost_store *st, MDB_txn *t) {
+    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
+    uint64_t f;
+    if (meta_get_u64(t, st->eng->meta, "format", &f) == 0 && f > st->format && f <= OST_STORE_FORMAT)
+        __atomic_store_n(&st->format, f, __ATOMIC_RELAXED);
+}
+
+int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
+    /* every record is rewritten through liblmdb, which trusts the pages */
+    char first[400];
+    int rc = ost__walk_first(st, t, true, first, sizeof first);
+    if (rc == OST_ECORRUPT)
+        return ost__st_fail(st, OST_ECORRUPT,
+                            "%s: cannot upgrade from format %llu: the store's pages are damaged "
+                            "(%s); 'ostore check' says more, 'ostore salvage' copies what is intact",
+                            st->shown, (unsigned long long)from, first);
+    if (rc) return rc;
+    MDB_cursor *cur;
+    rc = mdb_cursor_open(t, st->eng->recs, &cur);
+    if (rc) return rc;
+    MDB_val k, v;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    st->format = from; /* records are read as the old format says */
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        uint64_t serial;
+        uint32_t cid;
+        uint64_t oid = k.mv_size == 8 ? ost__rd_be64(k.mv_data) : 0;
+        int dmg = k.mv_size != 8 ? OST__DMG_SHORT : ost__rec_open(st, oid, &v, &serial, &cid);
+        if (dmg) {
+            rc = ost__st_fail(st, OST_ECORRUPT,
+                              "%s: cannot upgrade from format %llu: oid %llu: damaged record (%s); "
+                              "'ostore check' says more, 'ostore salvage' copies what is intact",
+                              st->path, (unsigned long long)from, (unsigned long long)oid,
+                              ost__damage_text(dmg));
+            break;
+        }
+        if (ost__reserve((void **)&buf, &cap, v.mv_size, 1, 4096)) {
+            rc = ost__st_fail(st, OST_ENOMEM, "out of memory");
+            break;
+        }
+        memcpy(buf, v.mv_data, v.mv_size);
+        ost__rec_seal(buf, v.mv_size, oid);
+        uint8_t kb[8]; /* the key points into the page the put changes */
+        ost__be64(kb, oid);
+        MDB_val kc = {8, kb}, nv = {v.mv_size, buf};
+        if ((rc = mdb_cursor_put(cur, &kc, &nv, MDB_CURRENT))) break;
+    }
+    free(buf);
+    mdb_cursor_close(cur);
+    if (rc && rc != MDB_NOTFOUND) return rc;
+    uint64_t n;
+    rc = ost__ent_upgrade(st, t, &n);
+    if (rc == OST_ECORRUPT)
+        return ost__st_fail(st, OST_ECORRUPT,
+                            "%s: cannot upgrade from format %llu: a damaged map entry; "
+                            "'ostore check' says more",
+                            st->path, (unsigned long long)from);
+    if (OST__OURS(rc))
+        return ost__st_fail(st, rc, "%s: upgrading map entries: %s", st->shown, ost_strerror(rc));
+    if (rc) return rc;
+    return meta_put_u64(t, st->eng->meta, "format", OST_STORE_FORMAT);
+}
+
+/* ---- open and close ------------------------------------------------------------ */
+
+/* Writes a new, empty store: meta and the root. */
+static int init_store(ost_store *st, MDB_txn *t) {
+    MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v = {strlen(META_MAGIC), META_MAGIC};
+    int rc = mdb_put(t, st->eng->meta, &k, &v, 0);
+    if (!rc) rc = meta_put_u64(t, st->eng->meta, "format", OST_STORE_FORMAT);
+    if (!rc) rc = meta_put_u64(t, st->eng->meta, "next_oid", 1);
+    if (!rc) rc = meta_put_u64(t, st->eng->meta, "last_serial", 1);
+    if (!rc) rc = meta_put_u64(t, st->eng->meta, "next_class", 1);
+    if (rc) return rc;
+    /* the root: a PersistentMapping whose state is {'data': {}} (the
+     * store's class, or one of its own when the table's open is called
+     * without ost_store_open, as the conformance suite does) */
+    ost_class_def rdef = {.module = "persistent.mapping", .name = "PersistentMapping",
+                          .persistent = true};
+    ost_value cls = st->root_cls ? ost_incref(st->root_cls) : ost_class_new(&rdef);
+    if (!cls) return ENOMEM;
+    uint32_t cid;
+    rc = ost__class_id(st, t, cls, &cid);
+    if (rc) {
+        ost_decref(cls);
+        return rc;
+    }
+    ost_writer *w = ost_writer_new();
+    ost_value inst = 0;
+    const void *p;
+    size_t n;
+    int orc = w ? ost__root_dump(cls, w, &inst, &p, &n) : OST_ENOMEM;
+    ost_decref(cls);
+    if (!orc) {
+        uint8_t key[8];
+        ost__be64(key, ROOT_OID);
+        MDB_val kk = {8, key}, vv = {n + OST_HDR_SIZE, NULL};
+        rc = mdb_put(t, st->eng->recs, &kk, &vv, MDB_RESERVE);
+        if (!rc) {
+            ost__hdr_write(vv.mv_data, 1, cid);
+            memcpy((uint8_t *)vv.mv_data + OST_HDR_SIZE, p, n);
+            ost__rec_seal(vv.mv_data, vv.mv_size, ROOT_OID);
+        }
+    }
+    ost_decref(inst);
+    ost_writer_free(w);
+    if (orc) return ENOMEM;
+    return rc;
+}
+
+/* Makes st->eng->env and opens it on directory real with flags; on failure
+ * st->eng->env is closed and NULL again (LMDB's rule after a failed open).
+ * Returns LMDB's code. */
+static int env_open(ost_store *st, const char *real, const ost_store_options *opts,
+                    unsigned flags) {
+    int rc = mdb_env_create(&st->eng->env);
+    if (rc) {
+        st->eng->env = NULL;
+        return rc;
+    }
+    rc = mdb_env_set_maxdbs(st->eng->env, 8);
+    if (!rc) rc = mdb_env_set_mapsize(st->eng->env, opts->map_size ? opts->map_size : OST__DEFAULT_MAP);
+    if (!rc) rc = mdb_env_set_maxreaders(st->eng->env, opts->max_readers ? opts->max_readers : 126);
+    if (!rc) rc = mdb_env_open(st->eng->env, real, flags, 0644);
+    if (rc) {
+        mdb_env_close(st->eng->env);
+        st->eng->env = NULL;
+    }
+    return rc;
+}
+
+static unsigned env_flags(const ost_store_options *o) {
+    unsigned f = MDB_NOTLS;
+    if (o->read_only) f |= MDB_RDONLY;
+    if (o->durability == OST_SYNC_NOMETA) f |= MDB_NOMETASYNC;
+    if (o->durability == OST_SYNC_NONE) f |= MDB_NOSYNC;
+    return f;
+}
+
+int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options *opts,
+                       ost__engine **out) {
+    *out = NULL;
+    uv_once(&g_once, open_list_init);
+    char shown[OST__PATH_SHOWN]; /* path as messages show it */
+    ost__path_show(shown, sizeof shown, path);
+    if (st->eng) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", shown);
+    if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
+        return ost__st_fail(st, OST_EINVAL, "%s: bad options", shown);
+    if (opts->prefetch_connections > 8)
+        return ost__st_fail(st, OST_EINVAL, "%s: prefetch_connections is %u: at most 8 (0 or 1: one)",
+                            shown, opts->prefetch_connections);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno != ENOENT || !opts->create)
+            return ost__st_fail(st, errno == ENOENT ? OST_ENOTFOUND : OST_EIO,
+                                "%s: %s", shown, strerror(errno));
+        if (mkdir(path, 0755) != 0)
+            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", shown, strerror(errno));
+    } else if (!S_ISDIR(sb.st_mode)) {
+        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", shown);
+    }
+    char real[PATH_MAX];
+    if (!realpath(path, real)) return ost__st_fail(st, OST_EIO, "%s: %s", shown, strerror(errno));
+    /* LMDB opens data.mdb and lock.mdb as they are: a FIFO would block
+     * the open for ever, a directory or a device fail in odd ways. Absent
+     * is fine where the store may be created (and lock.mdb always). */
+    static const char *const files[2] = {"data.mdb", "lock.mdb"};
+    for (int i = 0; i < 2; i++) {
+        char file[PATH_MAX + 16];
+        snprintf(file, sizeof file, "%s/%s", real, files[i]);
+        if (stat(file, &sb) == 0) {
+            if (!S_ISREG(sb.st_mode))
+                return ost__st_fail(st, OST_ECORRUPT, "%s: %s is not a regular file (%s)", shown,
+                                    files[i], ost__file_kind(sb.st_mode));
+        } else if (errno != ENOENT) {
+            return ost__st_fail(st, OST_EIO, "%s: %s: %s", shown, files[i], strerror(errno));
+        } else if (i == 0 && !opts->create) {
+            return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", shown);
+        }
+    }
+    /* liblmdb trusts its meta pages (a page size of 0 divides by zero in
+     * mdb_env_open): ours are checked first */
+    char why[400];
+    int mrc = ost__meta_check(real, why, sizeof why);
+    if (mrc && mrc != OST_ENOTFOUND)
+        return ost__st_fail(st, mrc,
+                            "%s: damaged store: %s ('ostore check' says more, 'ostore salvage' "
+                            "copies what is intact)",
+                            shown, why);
+
+    /* liblmdb makes lock.mdb with ftruncate and writes it through a map:
+     * on a full disk the first write of a page that has no block faults
+     * (SIGBUS in mdb_env_open). Its blocks are allocated first, so a full
+     * disk is an error here. */
+    char lockfile[PATH_MAX + 16];
+    snprintf(lockfile, sizeof lockfile, "%s/lock.mdb", real);
+    int lfd = open(lockfile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    if (lfd >= 0) {
+        struct stat lsb = {0};
+        off_t want = ((off_t)(opts->max_readers ? opts->max_readers : 126) * 64 + 8191) & ~(off_t)4095;
+        int frc = fstat(lfd, &lsb) == 0 && S_ISREG(lsb.st_mode)
+                      ? posix_fallocate(lfd, 0, lsb.st_size > want ? lsb.st_size : want)
+                      : 0;
+        bool made = lsb.st_size == 0;
+        close(lfd);
+        if (frc == ENOSPC || frc == EDQUOT) {
+            if (made) unlink(lockfile);
+            return ost__st_fail(st, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
+                                shown, strerror(frc));
+        }
+    }
+
+    ost__engine *e = calloc(1, sizeof *e);
+    if (!e) return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    if (uv_rwlock_init(&e->maplock)) {
+        free(e);
+        return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    }
+    e->st = st;
+    uv_mutex_lock(&g_open_lock);
+    for (ost__engine *o = g_open; o; o = o->next_open)
+        if (strcmp(o->st->path, real) == 0) {
+            uv_mutex_unlock(&g_open_lock);
+            uv_rwlock_destroy(&e->maplock);
+            free(e);
+            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", shown);
+        }
+    st->path = strdup(real);
+    ost__path_show(st->shown, sizeof st->shown, real);
+    if (!st->path) {
+        uv_mutex_unlock(&g_open_lock);
+        uv_rwlock_destroy(&e->maplock);
+        free(e);
+        return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    }
+    e->next_open = g_open;
+    g_open = e;
+    uv_mutex_unlock(&g_open_lock);
+    st->eng = e;
+    st->read_only = opts->read_only;
+
+    int code = OST_EIO;
+    int rc = env_open(st, real, opts, env_flags(opts));
+    if ((rc == EACCES || rc == EPERM || rc == EROFS) && opts->read_only) {
+        /* lock.mdb cannot be written (or made) by this user: read without
+         * the lock file, as for a store on read-only media */
+        int rc2 = env_open(st, real, opts, env_flags(opts) | MDB_NOLOCK);
+        if (!rc2) st->eng->no_lock = true;
+        else if (rc2 != EACCES && rc2 != EPERM && rc2 != EROFS) rc = rc2;
+        if (!rc2) rc = 0;
+    }
+    if (rc) {
+        const char *hint = rc != EACCES && rc != EPERM && rc != EROFS ? ""
+                           : opts->read_only ? " (reading needs read access to data.mdb)"
+                                             : " (writing needs write access to the directory, "
+                                               "data.mdb and lock.mdb; a read-only open needs "
+                                               "read access only)";
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s%s",
+                            shown, ost__mdb_strerror(st, rc), hint);
+        goto fail;
+    }
+    if (!opts->read_only) {
+        /* an upgrade (below, when the store is older) rewrites every page:
+         * room for the copy on write of all of them */
+        MDB_envinfo ei;
+        struct stat dsb;
+        char df[PATH_MAX + 16];
+        if (stat(datafile_of(real, df, sizeof df), &dsb) == 0 && mdb_env_info(st->eng->env, &ei) == 0 &&
+            ei.me_mapsize < (uint64_t)dsb.st_size * 3 + ((uint64_t)64 << 20))
+            mdb_env_set_mapsize(st->eng->env, (size_t)dsb.st_size * 3 + ((size_t)64 << 20));
+    }
+    map_changed(st);
+
+    MDB_txn *t;
+    rc = mdb_txn_begin(st->eng->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
+    if (rc) {
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
+        goto fail;
+    }
+    unsigned cf = st->read_only ? 0 : MDB_CREATE;
+    rc = mdb_dbi_open(t, "meta", cf, &st->eng->meta);
+    if (rc == MDB_NOTFOUND) {
+        mdb_txn_abort(t);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", shown);
+        goto fail;
+    }
+    if (!rc) rc = mdb_dbi_open(t, "records", cf, &st->eng->recs);
+    if (!rc) rc = mdb_dbi_open(t, "classes", cf, &st->eng->classes);
+    if (!rc) rc = mdb_dbi_open(t, "txlog", cf, &st->eng->txlog);
+    if (!rc) rc = mdb_dbi_open(t, "mapents", cf, &st->eng->ments);
+    if (rc == MDB_NOTFOUND && st->read_only) { /* a format-1 store: no maps */
+        rc = 0;
+        st->no_ments = true;
+    }
+    if (rc) {
+        mdb_txn_abort(t);
+        code = ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
+                     "%s: cannot open databases: %s", shown, ost__mdb_strerror(st, rc));
+        goto fail;
+    }
+    MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v;
+    rc = mdb_get(t, st->eng->meta, &k, &v);
+    if (rc == MDB_NOTFOUND && !st->read_only && opts->create) {
+        rc = init_store(st, t);
+        if (rc) {
+            mdb_txn_abort(t);
+            code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", shown,
+                         ost__mdb_strerror(st, rc));
+            goto fail;
+        }
+    } else if (rc || v.mv_size != strlen(META_MAGIC) || memcmp(v.mv_data, META_MAGIC, v.mv_size)) {
+        mdb_txn_abort(t);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", shown);
+        goto fail;
+    }
+    uint64_t fmt;
+    rc = meta_get_u64(t, st->eng->meta, "format", &fmt);
+    if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
+        mdb_txn_abort(t);
+        if (rc)
+            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", shown,
+                                ost__mdb_strerror(st, rc));
+        else
+            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d",
+                                shown,
+                         (unsigned long long)fmt, OST_STORE_FORMAT);
+        goto fail;
+    }
+    if (fmt < OST_STORE_FORMAT && !st->read_only) {
+        rc = ost__upgrade(st, t, fmt);
+        if (rc) {
+            mdb_txn_abort(t);
+            if (OST__OURS(rc)) { /* st->msg says which record */
+                code = rc;
+                goto fail;
+            }
+            code = ost__st_fail(st, ost__mdb_code(rc), "%s: upgrading the store from format %llu: %s",
+                                path, (unsigned long long)fmt, mdb_strerror(rc));
+            goto fail;
+        }
+        fmt = OST_STORE_FORMAT;
+    }
+    st->format = fmt;
+    uint64_t x;
+    if (meta_get_u64(t, st->eng->meta, "next_oid", &x) || meta_get_u64(t, st->eng->meta, "last_serial", &x) ||
+        meta_get_u64(t, st->eng->meta, "next_class", &x)) {
+        mdb_txn_abort(t);
+        code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", shown);
+        goto fail;
+    }
+    rc = mdb_txn_commit(t);
+    if (rc) {
+        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
+        goto fail;
+    }
+    *out = e;
+    return 0;
+fail:
+    ost__lmdb_env_close(e);
+    return code;
+}
+
+void ost__lmdb_env_close(ost__engine *e) {
+    if (!e) return;
+    ost_store *st = e->st;
+    /* sessions left open are the caller's bug; they are cut loose */
+    for (ost__sess *s = e->sessions; s; s = s->next) s->listed = false;
+    if (e->env) mdb_env_close(e->env);
+    uv_mutex_lock(&g_open_lock);
+    for (ost__engine **pp = &g_open; *pp; pp = &(*pp)->next_open)
+        if (*pp == e) {
+            *pp = e->next_open;
+            break;
+        }
+    uv_mutex_unlock(&g_open_lock);
+    uv_rwlock_destroy(&e->maplock);
+    if (st->eng == e) st->eng = NULL;
+    free(st->path); /* open made it */
+    st->path = NULL;
+    free(e);
+}
+
+
+int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t) {
+    for (int tries = 0;; tries++) {
+        uv_rwlock_rdlock(&st->eng->maplock);
+        int rc = mdb_txn_begin(st->eng->env, NULL, flags, t);
+        if (rc != MDB_MAP_RESIZED || tries == 8) return rc;
+        uv_rwlock_rdunlock(&st->eng->maplock);
+        int grc = ost__grow_map(st);
+        if (grc) {
+            uv_rwlock_rdlock(&st->eng->maplock);
+            return grc;
+        }
+    }
+}
+
+/* Doubles the map after MDB_MAP_FULL. Every read snapshot of the process
+ * must be closed while LMDB remaps: the write lock of maplock waits for
+ * them; connections reopen their snapshot on next use. */
+static int resize_map(ost_store *st, uint64_t at_least) {
+    /* no LMDB call of the process runs under the write lock; a connection
+     * that closes aborts its snapshot under the read lock, then leaves the
+     * list (ost_conn_close), so the list holds no aborted snapshot here */
+    uv_rwlock_wrlock(&st->eng->maplock);
+    ost__lmdb_sess_reset_all(st);
+    MDB_envinfo ei;
+    mdb_env_info(st->eng->env, &ei);
+    uint64_t size = ei.me_mapsize * 2;
+    while (size < at_least) size *= 2;
+    int rc = mdb_env_set_mapsize(st->eng->env, (size_t)size);
+    map_changed(st);
+    uv_rwlock_wrunlock(&st->eng->maplock);
+    return rc;
+}
+
+int ost__grow_map(ost_store *st) { return resize_map(st, 0); }
+
+/* Before a write of `items` records and entries of `bytes` bytes: grows
+ * the map when the write could fill it, so that a big batch is not
+ * written a second time after MDB_MAP_FULL. Copy on write may copy every
+ * page the items land on (a batch of random keys, every leaf page), so
+ * the room asked for is what is used now plus a page per item, at most
+ * the whole used size again. The map is address space: the file grows
+ * only by what is written. */
+int ost__ensure_room(ost_store *st, size_t bytes, size_t items) {
+    MDB_envinfo ei;
+    MDB_stat es;
+    uv_rwlock_rdlock(&st->eng->maplock); /* they read the map, which a resize replaces */
+    int rc = mdb_env_info(st->eng->env, &ei) || mdb_env_stat(st->eng->env, &es);
+    uv_rwlock_rdunlock(&st->eng->maplock);
+    if (rc) return 0;
+    uint64_t ps = es.ms_psize, used = ((uint64_t)ei.me_last_pgno + 1) * ps;
+    uint64_t touch = (uint64_t)items * ps;
+    if (touch > used) touch = used;
+    uint64_t want = used + touch + 2 * (uint64_t)bytes + ((uint64_t)1 << 20);
+    if (ei.me_mapsize >= want) return 0;
+    return resize_map(st, want);
+}
+
+/* ---- classes ------------------------------------------------------------------------ */
+
+/* The classes table's key of class (module, name), 'n' module NUL name, in
+ * key (cap bytes): its length, or 0 when the names do not fit. */
+static size_t class_key(const char *m, size_t ml, const char *n, size_t nl, char *key,
+                        size_t cap) {
+    if (!m || !n || ml + nl + 2 > cap) return 0;
+    key[0] = 'n';
+    memcpy(key + 1, m, ml);
+    key[1 + ml] = 0;
+    memcpy(key + 2 + ml, n, nl);
+    return ml + nl + 2;
+}
+
+int ost__class_find_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+                         size_t nl, uint32_t *id) {
+    char key[1024];
+    MDB_val k = {class_key(m, ml, n, nl, key, sizeof key), key}, v;
+    if (!k.mv_size) return MDB_NOTFOUND; /* no such name can be stored */
+    int rc = mdb_get(t, st->eng->classes, &k, &v);
+    if (rc) return rc;
+    if (v.mv_size != 4) return MDB_CORRUPTED;
+    memcpy(id, v.mv_data, 4);
+    return 0;
+}
+
+int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+                       size_t nl, uint32_t *id) {
+    char key[1024];
+    MDB_val k = {class_key(m, ml, n, nl, key, sizeof key), key};
+    if (!k.mv_size) return EINVAL;
+    int rc = ost__class_find_name(st, t, m, ml, n, nl, id);
+    if (rc != MDB_NOTFOUND) return rc;
+    uint64_t next;
+    rc = meta_get_u64(t, st->eng->meta, "next_class", &next);
+    if (rc) return rc;
+    if (next == 0 || next > OST__CLASS_LIMIT) return MDB_CORRUPTED; /* the id would wrap */
+    uint32_t nid = (uint32_t)next;
+    MDB_val nv = {4, &nid};
+    rc = mdb_put(t, st->eng->classes, &k, &nv, 0);
+    if (rc) return rc;
+    char ikey[5];
+    ikey[0] = 'i';
+    memcpy(ikey + 1, &nid, 4);
+    MDB_val ik = {5, ikey}, iv = {k.mv_size - 1, key + 1};
+    rc = mdb_put(t, st->eng->classes, &ik, &iv, 0);
+    if (!rc) rc = meta_put_u64(t, st->eng->meta, "next_class", next + 1);
+    if (!rc) *id = nid;
+    return rc;
+}
+
+/* Finds or creates the id of class cls inside write transaction t. */
+int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
+    size_t ml, nl;
+    const char *m = ost_data(ost_global_module(cls), &ml);
+    const char *n = ost_data(ost_global_name(cls), &nl);
+    return ost__class_id_name(st, t, m, ml, n, nl, id);
+}
+
+/* The class value of an id (new reference), through the registry. */
+int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls) {
+    char ikey[5];
+    ikey[0] = 'i';
+    memcpy(ikey + 1, &id, 4);
+    MDB_val k = {5, ikey}, v;
+    int rc = mdb_get(t, st->eng->classes, &k, &v);
+    if (rc) return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
+    const char *m = v.mv_data;
+    const char *z = memchr(m, 0, v.mv_size);
+    if (!z || z == m || (size_t)(z - m) + 1 >= v.mv_size) return MDB_CORRUPTED;
+    ost__classview cv = {id, m, z + 1, (size_t)(z - m), v.mv_size - (size_t)(z - m) - 1};
+    rc = ost__class_value(st, &cv, cls);
+    return rc == OST_ENOMEM ? ENOMEM : rc ? MDB_CORRUPTED : 0;
+}
+
+
+/* ---- the store's counters --------------------------------------------------------- */
+
+int ost__lmdb_stat(ost__engine *e, ost_store_stats *out) {
+    ost_store *st = e->st;
+    memset(out, 0, sizeof *out);
+    MDB_txn *t;
+    int rc = ost__locked_txn_begin(st, MDB_RDONLY, &t);
+    if (!rc) {
+        MDB_stat ms;
+        MDB_envinfo ei;
+        rc = mdb_stat(t, st->eng->recs, &ms);
+        if (!rc) out->records = ms.ms_entries;
+        if (!rc) rc = meta_get_u64(t, st->eng->meta, "next_oid", &out->next_oid);
+        if (!rc) rc = meta_get_u64(t, st->eng->meta, "last_serial", &out->last_serial);
+        if (!rc) {
+            MDB_cursor *cur;
+            MDB_val k, v;
+            rc = mdb_cursor_open(t, st->eng->recs, &cur);
+            if (!rc) {
+                while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) out->bytes += v.mv_size;
+                mdb_cursor_close(cur);
+            }
+        }
+        mdb_env_info(st->eng->env, &ei);
+        out->map_size = ei.me_mapsize;
+        mdb_txn_abort(t);
+    }
+    uv_rwlock_rdunlock(&st->eng->maplock);
+    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown,
+                             ost__mdb_strerror(st, rc)) : 0;
+}
+
