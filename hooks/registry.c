@@ -80,13 +80,9 @@ int ost_registry_alias(ost_registry *reg, const char *module, const char *name, 
     if (lookup(reg, module, name)) return OST_EEXIST;
     size_t ml = strlen(module), nl = strlen(name);
     if (ost_utf8_check(module, ml, NULL) || ost_utf8_check(name, nl, NULL)) return OST_EINVAL;
-    if (reg->naliases == reg->capaliases) {
-        size_t cap = reg->capaliases ? reg->capaliases * 2 : 4;
-        alias *a = realloc(reg->aliases, cap * sizeof *a);
-        if (!a) return OST_ENOMEM;
-        reg->aliases = a;
-        reg->capaliases = cap;
-    }
+    if (ost__reserve((void **)&reg->aliases, &reg->capaliases, reg->naliases + 1,
+                     sizeof *reg->aliases, 4))
+        return OST_ENOMEM;
     char *b = malloc(ml + nl + 2);
     if (!b) return OST_ENOMEM;
     memcpy(b, module, ml + 1);

@@ -30,13 +30,8 @@ void ost_txn_hooks_free(ost_txn_hooks *h) {
 static int add(ost_txn_hooks *h, int kind, void (*fn)(void), void *ud) {
     if (!h || !fn) return OST_EINVAL;
     queue *q = &h->q[kind];
-    if (q->len == q->cap) {
-        size_t cap = q->cap ? q->cap * 2 : 8;
-        hook *n = realloc(q->items, cap * sizeof *n);
-        if (!n) return OST_ENOMEM;
-        q->items = n;
-        q->cap = cap;
-    }
+    if (ost__reserve((void **)&q->items, &q->cap, q->len + 1, sizeof *q->items, 8))
+        return OST_ENOMEM;
     q->items[q->len++] = (hook){fn, ud};
     return 0;
 }

@@ -280,15 +280,8 @@ void ost__ptrtab_del(ost__ptrtab *t, uintptr_t key) {
 /* ---- buffers ------------------------------------------------------------ */
 
 int ost__buf_reserve(ost_buf *b, size_t extra) {
-    if (b->cap - b->len > extra) return 0;
-    size_t need = b->len + extra + 1;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need) cap *= 2;
-    char *d = realloc(b->data, cap);
-    if (!d) return OST_ENOMEM;
-    b->data = d;
-    b->cap = cap;
-    return 0;
+    if (extra >= SIZE_MAX - b->len) return OST_ENOMEM;
+    return ost__reserve((void **)&b->data, &b->cap, b->len + extra + 1, 1, 64);
 }
 
 int ost__buf_append(ost_buf *b, const void *p, size_t n) {

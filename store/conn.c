@@ -120,13 +120,9 @@ static int cache_add(ost_conn *c, ost_value obj, uint64_t oid, uint64_t serial) 
     if (ost__type(obj) != OST_T_INSTANCE) return OST_EINVAL;
     if (c->nents >= UINT32_MAX - 1) return OST_ENOMEM; /* pidx is 32 bits */
     if (c->nents == c->nechunks * OST__ECHUNK) {
-        if (c->nechunks == c->capechunks) {
-            size_t cap = c->capechunks ? c->capechunks * 2 : 8;
-            ost__pent **t = realloc(c->echunks, cap * sizeof *t);
-            if (!t) return OST_ENOMEM;
-            c->echunks = t;
-            c->capechunks = cap;
-        }
+        if (ost__reserve((void **)&c->echunks, &c->capechunks, c->nechunks + 1,
+                         sizeof *c->echunks, 8))
+            return OST_ENOMEM;
         ost__pent *chunk = malloc(OST__ECHUNK * sizeof *chunk);
         if (!chunk) return OST_ENOMEM;
         c->echunks[c->nechunks++] = chunk;
@@ -334,12 +330,11 @@ static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
     if ((rc = ost__class_value(c->st, &cv, cls))) return ost__c_fail(c, rc, "out of memory");
     if (cid >= 65536) return 0;
     if (cid >= c->ncls_by_id) {
-        size_t n = (size_t)cid + 16;
-        ost_value *t = realloc(c->cls_by_id, n * sizeof *t);
-        if (!t) return 0; /* not kept, found again next time */
-        memset(t + c->ncls_by_id, 0, (n - c->ncls_by_id) * sizeof *t);
-        c->cls_by_id = t;
-        c->ncls_by_id = n;
+        size_t was = c->ncls_by_id;
+        if (ost__reserve((void **)&c->cls_by_id, &c->ncls_by_id, (size_t)cid + 1,
+                         sizeof *c->cls_by_id, 16))
+            return 0; /* not kept, found again next time */
+        memset(c->cls_by_id + was, 0, (c->ncls_by_id - was) * sizeof *c->cls_by_id);
     }
     c->cls_by_id[cid] = ost_incref(*cls);
     return 0;
@@ -507,15 +502,9 @@ struct ost__pf {
 
 static int pf_add(void *ud, uint64_t oid, const ost__recview *v) {
     struct ost__pf *p = ud;
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 64;
-        pf_rec *r = realloc(p->r, cap * sizeof *r);
-        if (!r) {
-            p->nomem = true;
-            return OST_ENOMEM;
-        }
-        p->r = r;
-        p->cap = cap;
+    if (ost__reserve((void **)&p->r, &p->cap, p->n + 1, sizeof *p->r, 64)) {
+        p->nomem = true;
+        return OST_ENOMEM;
     }
     p->r[p->n++] = (pf_rec){oid, *v};
     return 0;
@@ -596,15 +585,9 @@ typedef struct {
 static void pf_ref(void *ud, uint64_t oid) {
     pf_refs *w = ud;
     if (w->nomem || find_oid(w->c, oid) || pf_find(w->c->pf, oid)) return;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 256;
-        uint64_t *o = realloc(w->oids, cap * sizeof *o);
-        if (!o) {
-            w->nomem = true; /* read them one by one later instead */
-            return;
-        }
-        w->oids = o;
-        w->cap = cap;
+    if (ost__reserve((void **)&w->oids, &w->cap, w->n + 1, sizeof *w->oids, 256)) {
+        w->nomem = true; /* read them one by one later instead */
+        return;
     }
     w->oids[w->n++] = oid;
 }
@@ -779,13 +762,9 @@ bool ost_is_ghost(ost_value obj) {
 
 static int note_changed(ost_conn *c, ost_value obj) {
     if (OST__O(obj)->flags & OST__F_CHANGED) return 0;
-    if (c->nchanged == c->capchanged) {
-        size_t cap = c->capchanged ? c->capchanged * 2 : 64;
-        ost_value *n = realloc(c->changed, cap * sizeof *n);
-        if (!n) return OST_ENOMEM;
-        c->changed = n;
-        c->capchanged = cap;
-    }
+    if (ost__reserve((void **)&c->changed, &c->capchanged, c->nchanged + 1,
+                     sizeof *c->changed, 64))
+        return OST_ENOMEM;
     c->changed[c->nchanged++] = obj;
     OST__O(obj)->flags |= OST__F_CHANGED;
     return 0;

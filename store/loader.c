@@ -139,15 +139,10 @@ static int take(ost_loader *l, ost_value obj, uint64_t *oid) {
     if (rc) return rc;
     if (!l->pkg[l->cur]->nrecs && !l->npending) l->cur_start = *oid;
     if (ost__ptrtab_put(&l->oids, obj, *oid)) return lfail(l, OST_ENOMEM, "out of memory");
-    if (l->npending == l->cappending) {
-        size_t cap = l->cappending ? l->cappending * 2 : 64;
-        ost_value *n = realloc(l->pending, cap * sizeof *n);
-        if (!n) {
-            ost__ptrtab_del(&l->oids, obj);
-            return lfail(l, OST_ENOMEM, "out of memory");
-        }
-        l->pending = n;
-        l->cappending = cap;
+    if (ost__reserve((void **)&l->pending, &l->cappending, l->npending + 1,
+                     sizeof *l->pending, 64)) {
+        ost__ptrtab_del(&l->oids, obj);
+        return lfail(l, OST_ENOMEM, "out of memory");
     }
     l->pending[l->npending++] = ost_incref(obj);
     OST__O(obj)->flags |= OST__F_PERSISTENT;
@@ -198,13 +193,9 @@ static int submit(ost_loader *l) {
     if (ost__pkg_sort_ments(p, &l->msort)) return lfail(l, OST_ENOMEM, "out of memory");
     int rc = wait_inflight(l);
     if (rc) return rc;
-    if (l->nbatch_first == l->capbatch_first) {
-        size_t cap = l->capbatch_first ? l->capbatch_first * 2 : 64;
-        uint64_t *n = realloc(l->batch_first, cap * sizeof *n);
-        if (!n) return lfail(l, OST_ENOMEM, "out of memory");
-        l->batch_first = n;
-        l->capbatch_first = cap;
-    }
+    if (ost__reserve((void **)&l->batch_first, &l->capbatch_first, l->nbatch_first + 1,
+                     sizeof *l->batch_first, 64))
+        return lfail(l, OST_ENOMEM, "out of memory");
     l->batch_first[l->nbatch_first++] = p->nrecs ? p->recs[0].oid : l->cur_start;
     l->batch_no++;
     l->inflight_start = l->cur_start;
