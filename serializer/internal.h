@@ -239,6 +239,15 @@ typedef struct {
 } ost_persref_obj;
 
 #define OST__O(v) ((ost_obj *)(v))
+/* The store's marks on an object (OST__F_PERSISTENT, OST__F_GHOST,
+ * OST__F_CHANGED; OST__F_SHARED on the classes every connection shares):
+ * store/ sets and clears them with ost__pers_mark and reads them with
+ * ost__pers_is, never through the header itself; the value layer reads
+ * them (OST__UNGHOST, ost_changed). mark clears `clear`, then sets `set`. */
+static inline bool ost__pers_is(ost_value v, uint8_t f) { return (OST__O(v)->flags & f) != 0; }
+static inline void ost__pers_mark(ost_value v, uint8_t set, uint8_t clear) {
+    OST__O(v)->flags = (uint8_t)((OST__O(v)->flags & ~clear) | set);
+}
 
 static inline ost__klass *ost__klass_of(ost_value cls) {
     return ((ost_global_obj *)cls)->k;

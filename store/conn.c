@@ -107,7 +107,7 @@ static inline void set_pbytes(ost_value obj, size_t n) {
 }
 
 static ost__pent *find_obj(ost_conn *c, ost_value obj) {
-    if (!ost__is_heap(obj) || !(OST__O(obj)->flags & OST__F_PERSISTENT) ||
+    if (!ost__is_heap(obj) || !ost__pers_is(obj, OST__F_PERSISTENT) ||
         OST__O(obj)->type != OST_T_INSTANCE)
         return NULL;
     uint32_t p = *pidx_of(obj);
@@ -134,7 +134,7 @@ static int cache_add(ost_conn *c, ost_value obj, uint64_t oid, uint64_t serial) 
     c->nents++;
     oid_set(c, oid, i);
     *pidx_of(obj) = (uint32_t)(i + 1);
-    OST__O(obj)->flags |= OST__F_PERSISTENT;
+    ost__pers_mark(obj, OST__F_PERSISTENT, 0);
     return 0;
 }
 
@@ -173,15 +173,14 @@ static void cache_remove(ost_conn *c, size_t i) {
     *pidx_of(e.obj) = 0;
     /* a ghost stays one: it can no longer load, and no connection may
      * store it as a new object with an empty state */
-    OST__O(e.obj)->flags &= (uint8_t)~(OST__F_PERSISTENT | OST__F_CHANGED);
+    ost__pers_mark(e.obj, 0, OST__F_PERSISTENT | OST__F_CHANGED);
     ost_release(e.obj);
 }
 
 /* Drops the state of obj: it becomes a ghost. */
 static void ghostify(ost_value obj) {
-    ost_obj *o = OST__O(obj);
-    if (o->flags & OST__F_GHOST) return;
-    o->flags = (uint8_t)((o->flags | OST__F_GHOST) & ~OST__F_CHANGED);
+    if (ost__pers_is(obj, OST__F_GHOST)) return;
+    ost__pers_mark(obj, OST__F_GHOST, OST__F_CHANGED);
     if (ost__slotted(obj)) {
         ost__slots_clear(obj);
     } else {
@@ -213,7 +212,7 @@ static void end_snapshot(ost_conn *c) {
 static void invalidate_one(void *ud, uint64_t oid, uint64_t serial) {
     ost_conn *c = ud;
     ost__pent *e = find_oid(c, oid);
-    if (e && e->serial < serial && !(OST__O(e->obj)->flags & OST__F_CHANGED)) ghostify(e->obj);
+    if (e && e->serial < serial && !ost__pers_is(e->obj, OST__F_CHANGED)) ghostify(e->obj);
 }
 
 /* Makes the connection forget objects other commits changed since it last
@@ -227,7 +226,7 @@ static int apply_invalidations(ost_conn *c, uint64_t last) {
     if (gap)
         for (size_t i = 0; i < c->nents; i++) {
             ost_value o = ent(c, i)->obj;
-            if (!(OST__O(o)->flags & OST__F_CHANGED)) ghostify(o);
+            if (!ost__pers_is(o, OST__F_CHANGED)) ghostify(o);
         }
     c->seen_serial = last;
     return 0;
@@ -241,7 +240,7 @@ static void drop_packed(ost_conn *c, uint64_t low) {
     c->low_seen = low;
     for (size_t i = c->nents; i-- > 0;) {
         ost__pent *e = ent(c, i);
-        if (!e->serial || (OST__O(e->obj)->flags & OST__F_CHANGED)) continue;
+        if (!e->serial || ost__pers_is(e->obj, OST__F_CHANGED)) continue;
         ost__recview r;
         if (c->st->ops->get(c->sess, e->oid, &r) != OST_ENOTFOUND) continue;
         ghostify(e->obj);
@@ -364,7 +363,7 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     uint64_t serial = v.serial;
     ost_value inst = ost_instance_new(cls);
     if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
-    OST__O(inst)->flags |= OST__F_GHOST;
+    ost__pers_mark(inst, OST__F_GHOST, 0);
     rc = cache_add(c, inst, oid, serial);
     ost_decref(inst);
     if (rc) return ost__c_fail(c, rc, "out of memory");
@@ -420,7 +419,7 @@ static int pers_load(void *ud, ost_value pid, ost_value *obj) {
 static int activate_locked(ost_conn *c, ost__pent *e) {
     ost_value obj = e->obj;
     int rc;
-    if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0; /* pin() may not ghostify it */
+    if (!ost__pers_is(obj, OST__F_GHOST)) return 0; /* pin() may not ghostify it */
     ost__recview v;
     if (c->hint_gen == c->snap_gen && c->hint_oid == e->oid) {
         v = c->hint; /* read and checked by get_locked in this snapshot */
@@ -433,13 +432,13 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
      * that uses the public setters would load it again, without end) and
      * is not tracked (what the callback sets is no change): the CHANGED
      * flag keeps the setters from reporting to the connection. */
-    uint8_t was_changed = OST__O(obj)->flags & OST__F_CHANGED;
-    OST__O(obj)->flags = (uint8_t)((OST__O(obj)->flags & ~OST__F_GHOST) | OST__F_CHANGED);
+    uint8_t was_changed = ost__pers_is(obj, OST__F_CHANGED) ? OST__F_CHANGED : 0;
+    ost__pers_mark(obj, OST__F_CHANGED, OST__F_GHOST);
     rc = ost_load_state(c->r, obj, v.pickle, v.len);
-    OST__O(obj)->flags = (uint8_t)((OST__O(obj)->flags & ~OST__F_CHANGED) | was_changed);
+    ost__pers_mark(obj, was_changed, OST__F_CHANGED);
     if (rc) {
         ghostify(obj); /* drops what a callback set before failing */
-        OST__O(obj)->flags |= was_changed;
+        ost__pers_mark(obj, was_changed, 0);
         /* a hook's message (missing oid) is more precise than the reader's */
         char inner[sizeof c->msg];
         ost__fmt(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
@@ -457,7 +456,7 @@ int ost_activate(ost_conn *c, ost_value obj) {
     if (!c->st) return ost__conn_dead(c);
     ost__pent *e = find_obj(c, obj);
     if (!e) return ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
-    if (!(OST__O(obj)->flags & OST__F_GHOST)) return 0;
+    if (!ost__pers_is(obj, OST__F_GHOST)) return 0;
     int rc = pin(c);
     if (rc) return rc;
     e = find_obj(c, obj);
@@ -651,7 +650,7 @@ int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *ob
         if (rc) memset(objs, 0, n * sizeof *objs);
         for (size_t i = 0; i < n && !rc; i++) {
             ost__pent *e = find_obj(c, objs[i]);
-            if (!e || !(OST__O(objs[i])->flags & OST__F_GHOST)) continue;
+            if (!e || !ost__pers_is(objs[i], OST__F_GHOST)) continue;
             if (rv[i].pickle) { /* the record get_locked read */
                 c->hint_oid = oids[i];
                 c->hint = rv[i];
@@ -704,7 +703,7 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
     for (size_t i = 0; i < n; i++) {
         ost__pent *e = find_obj(c, objs[i]);
         if (!e) {
-            if (ost__is_heap(objs[i]) && (OST__O(objs[i])->flags & OST__F_PERSISTENT)) {
+            if (ost__is_heap(objs[i]) && ost__pers_is(objs[i], OST__F_PERSISTENT)) {
                 rc = ost__c_fail(c, OST_EINVAL,
                                  "%s: ost_prefetch: objs[%zu] is a persistent object of "
                                  "another connection; nothing was loaded",
@@ -713,7 +712,7 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
             }
             continue; /* not persistent: nothing to load */
         }
-        if (!(OST__O(objs[i])->flags & OST__F_GHOST)) continue;
+        if (!ost__pers_is(objs[i], OST__F_GHOST)) continue;
         if (!oids && (!(oids = malloc(n * sizeof *oids)) || !(at = malloc(n * sizeof *at)) ||
                       !(want = malloc(n * sizeof *want)))) {
             rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
@@ -757,16 +756,16 @@ out:
 }
 
 bool ost_is_ghost(ost_value obj) {
-    return ost__is_heap(obj) && (OST__O(obj)->flags & OST__F_GHOST);
+    return ost__is_heap(obj) && ost__pers_is(obj, OST__F_GHOST);
 }
 
 static int note_changed(ost_conn *c, ost_value obj) {
-    if (OST__O(obj)->flags & OST__F_CHANGED) return 0;
+    if (ost__pers_is(obj, OST__F_CHANGED)) return 0;
     if (ost__reserve((void **)&c->changed, &c->capchanged, c->nchanged + 1,
                      sizeof *c->changed, 64))
         return OST_ENOMEM;
     c->changed[c->nchanged++] = obj;
-    OST__O(obj)->flags |= OST__F_CHANGED;
+    ost__pers_mark(obj, OST__F_CHANGED, 0);
     return 0;
 }
 
@@ -814,7 +813,7 @@ int ost_invalidate(ost_conn *c, ost_value obj) {
     if (!c->st) return ost__conn_dead(c);
     ost__pent *e = find_obj(c, obj);
     if (!e) return ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
-    if (OST__O(obj)->flags & OST__F_CHANGED)
+    if (ost__pers_is(obj, OST__F_CHANGED))
         return ost__c_fail(c, OST_EBUSY, "oid %llu has uncommitted changes",
                            (unsigned long long)e->oid);
     ghostify(obj);
@@ -1040,7 +1039,7 @@ static void cache_gc(ost_conn *c) {
         for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {
             const ost__pent *e = ent(c, i);
             ost_value o = e->obj;
-            if (e->oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
+            if (e->oid == 0 || ost__pers_is(o, OST__F_CHANGED)) continue;
             if (OST__O(o)->refcnt == 1) cache_remove(c, i);
         }
         if (c->nents <= c->cache_max) return;
@@ -1048,7 +1047,7 @@ static void cache_gc(ost_conn *c) {
     size_t active = 0, bytes = 0;
     for (size_t i = 0; i < c->nents; i++) {
         ost_value o = ent(c, i)->obj;
-        if (!(OST__O(o)->flags & OST__F_GHOST)) {
+        if (!ost__pers_is(o, OST__F_GHOST)) {
             active++;
             bytes += pbytes(o);
         }
@@ -1058,9 +1057,9 @@ static void cache_gc(ost_conn *c) {
     for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {
         const ost__pent *e = ent(c, i);
         ost_value o = e->obj;
-        if (e->oid == 0 || (OST__O(o)->flags & OST__F_CHANGED)) continue;
+        if (e->oid == 0 || ost__pers_is(o, OST__F_CHANGED)) continue;
         if (OST__O(o)->refcnt == 1) {
-            if (!(OST__O(o)->flags & OST__F_GHOST)) {
+            if (!ost__pers_is(o, OST__F_GHOST)) {
                 active--;
                 bytes -= pbytes(o);
             }
@@ -1070,7 +1069,7 @@ static void cache_gc(ost_conn *c) {
     for (size_t i = 0; i < c->nents && (active > c->cache_max || bytes > c->cache_max_bytes); i++) {
         const ost__pent *e = ent(c, i);
         ost_value o = e->obj;
-        if (e->oid == 0 || (OST__O(o)->flags & (OST__F_CHANGED | OST__F_GHOST))) continue;
+        if (e->oid == 0 || ost__pers_is(o, OST__F_CHANGED | OST__F_GHOST)) continue;
         ghostify(o);
         active--;
         bytes -= pbytes(o);
@@ -1159,7 +1158,7 @@ static int new_oid(ost_conn *c, uint64_t *oid) {
  * get an oid and join the objects to write. */
 static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
     ost_conn *c = ud;
-    if (OST__O(obj)->flags & (OST__F_PERSISTENT | OST__F_GHOST)) {
+    if (ost__pers_is(obj, OST__F_PERSISTENT | OST__F_GHOST)) {
         ost__pent *e = find_obj(c, obj);
         if (!e)
             return ost__c_fail(c, OST_EINVAL,
@@ -1187,7 +1186,7 @@ static void drop_new(ost_conn *c) {
         ost_value o = ent(c, c->nents - 1)->obj;
         for (size_t i = 0; i < c->nchanged; i++)
             if (c->changed[i] == o) c->changed[i] = 0;
-        OST__O(o)->flags &= (uint8_t)~OST__F_CHANGED;
+        ost__pers_mark(o, 0, OST__F_CHANGED);
         cache_remove(c, c->nents - 1);
     }
 }
@@ -1211,7 +1210,7 @@ static int prepare(ost_conn *c) {
     }
     for (size_t i = 0; i < c->nchanged; i++) {
         ost_value o = c->changed[i];
-        if (!o || (OST__O(o)->flags & OST__F_GHOST)) continue;
+        if (!o || ost__pers_is(o, OST__F_GHOST)) continue;
         ost__pent *e = find_obj(c, o);
         if (!e) continue;
         uint64_t oid = e->oid, read = e->serial;
@@ -1271,7 +1270,7 @@ static void commit_done(ost_conn *c, int rc) {
         }
     }
     for (size_t i = 0; i < c->nchanged; i++)
-        if (c->changed[i]) OST__O(c->changed[i])->flags &= (uint8_t)~OST__F_CHANGED;
+        if (c->changed[i]) ost__pers_mark(c->changed[i], 0, OST__F_CHANGED);
     c->nchanged = 0;
     ost__maps_txn_end(c, true);
     if (p->serial == c->seen_serial + 1) c->seen_serial = p->serial;
@@ -1400,7 +1399,7 @@ void ost_abort(ost_conn *c) {
         ost_value o = c->changed[i];
         if (!o) continue;
         ost__pent *e = find_obj(c, o);
-        OST__O(o)->flags &= (uint8_t)~OST__F_CHANGED;
+        ost__pers_mark(o, 0, OST__F_CHANGED);
         if (e) ghostify(o);
     }
     c->nchanged = 0;

@@ -145,14 +145,14 @@ static int take(ost_loader *l, ost_value obj, uint64_t *oid) {
         return lfail(l, OST_ENOMEM, "out of memory");
     }
     l->pending[l->npending++] = ost_incref(obj);
-    OST__O(obj)->flags |= OST__F_PERSISTENT;
+    ost__pers_mark(obj, OST__F_PERSISTENT, 0);
     return 0;
 }
 
 static int loader_pid(void *ud, ost_value obj, ost_value *pid) {
     ost_loader *l = ud;
     uint64_t oid;
-    if (OST__O(obj)->flags & OST__F_PERSISTENT) {
+    if (ost__pers_is(obj, OST__F_PERSISTENT)) {
         ost__ptr_slot *s = ost__ptrtab_find(&l->oids, obj);
         if (s->key) oid = s->val;
         else if ((oid = ost_oid(l->c, obj)) == UINT64_MAX)
@@ -264,7 +264,7 @@ int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid) {
     if (ost_typeof(obj) != OST_T_INSTANCE)
         return lfail(l, OST_EINVAL, "only instances can be stored (got a %s)",
                      ost_type_name(ost_typeof(obj)));
-    if (OST__O(obj)->flags & OST__F_PERSISTENT)
+    if (ost__pers_is(obj, OST__F_PERSISTENT))
         return lfail(l, OST_EEXIST, "the object is stored already");
     uint64_t first;
     int rc = take(l, obj, &first);
@@ -325,7 +325,7 @@ static void hand_over(ost_loader *l, uint64_t good_below) {
         if (!s->key) continue;
         ost_value obj = s->key;
         uint64_t oid = s->val;
-        OST__O(obj)->flags &= (uint8_t)~OST__F_PERSISTENT;
+        ost__pers_mark(obj, 0, OST__F_PERSISTENT);
         if (oid < good_below) ost__conn_adopt(l->c, obj, oid);
     }
     ost__ptrtab_clear(t);

@@ -640,7 +640,7 @@ int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
     } else if (!rc) {
         ost_value x;
         rc = decode_val(c, m, kb, kl, &e, &x);
-        if (!rc && ost__is_heap(x) && (OST__O(x)->flags & OST__F_PERSISTENT)) {
+        if (!rc && ost__is_heap(x) && ost__pers_is(x, OST__F_PERSISTENT)) {
             /* a stored object: the connection's cache holds it (and gives
              * the same object each time) until the transaction ends */
             ost_decref(x);

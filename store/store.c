@@ -244,13 +244,13 @@ static int store_setup(ost_store *st, const ost_store_options *opts) {
                           .persistent = true};
     ost_value rc_cls = st->registry ? ost_registry_get(st->registry, rdef.module, rdef.name) : 0;
     st->root_cls = rc_cls ? ost_incref(rc_cls) : ost_class_new(&rdef);
-    if (st->root_cls) OST__O(st->root_cls)->flags |= OST__F_SHARED; /* all connections' */
+    if (st->root_cls) ost__pers_mark(st->root_cls, OST__F_SHARED, 0); /* all connections' */
     ost_class_def mdef = {.module = "ostore.maps", .name = "OrderedMap", .persistent = true};
     st->map_cls = ost_class_new(&mdef);
     mdef.name = "OrderedSet";
     st->set_cls = ost_class_new(&mdef);
-    if (st->map_cls) OST__O(st->map_cls)->flags |= OST__F_SHARED;
-    if (st->set_cls) OST__O(st->set_cls)->flags |= OST__F_SHARED;
+    if (st->map_cls) ost__pers_mark(st->map_cls, OST__F_SHARED, 0);
+    if (st->set_cls) ost__pers_mark(st->set_cls, OST__F_SHARED, 0);
     if (!st->root_cls || !st->map_cls || !st->set_cls)
         return ost__st_fail(st, OST_ENOMEM, "out of memory");
     return 0;

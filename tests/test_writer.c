@@ -1379,7 +1379,7 @@ static ost_value fp_graph(int depth, ost_value *pool, size_t *npool, ost_value c
         size_t n = big ? 995 + fp_next() % 10 : fp_next() % 6;
         v = ost_dict_new();
         for (size_t i = 0; i < n; i++) {
-            char key[16];
+            char key[24];
             snprintf(key, sizeof key, "k%zu", i);
             ost_value kv = fp_next() % 4 ? ost_str_c(key) : ost_int((int64_t)i);
             cr_assert_eq(ost_dict_set(v, kv, !big || i % 97 == 96
