@@ -686,6 +686,43 @@ oom:
     return 0;
 }
 
+/* A set or frozenset below protocol 4 (no EMPTY_SET, ADDITEMS,
+ * FROZENSET): builtins.set(list) or builtins.frozenset(list), as
+ * CPython's save_set writes it then. 0 or the writer's error. */
+static int save_set_by_call(ost_writer *w, ost_value v, bool fz, bool sh) {
+    ost_value g = fz ? cached_global(w, &w->g_frozenset, "builtins", "frozenset")
+                     : cached_global(w, &w->g_set, "builtins", "set");
+    ost_value args = g ? items_args(v) : 0;
+    wframe *f = args ? push_build(w, v, OP_REDUCE, g, args, 0) : NULL;
+    if (!f) {
+        ost_decref(args);
+        return w->err ? w->err : fail(w, OST_ENOMEM, "out of memory");
+    }
+    f->aux = args;
+    if (sh) open_window(w, f);
+    return 0;
+}
+
+/* A NEWOBJ_EX reduce below protocol 4 (no NEWOBJ_EX opcode):
+ * copyreg.__newobj_ex__(cls, args, kwargs), as CPython writes it. The
+ * frame, or NULL (out of memory; w->err may say more). */
+static wframe *push_newobj_ex_call(ost_writer *w, ost_value v, const ost_reduce_obj *r) {
+    ost_value g = cached_global(w, &w->g_newobj_ex, "copyreg", "__newobj_ex__");
+    ost_value args = ost_tuple_new(3), kw = r->kwargs ? ost_incref(r->kwargs) : ost_dict_new();
+    if (!g || !args || !kw) {
+        ost_decref(args);
+        ost_decref(kw);
+        return NULL;
+    }
+    ost_tuple_set(args, 0, ost_incref(r->callable));
+    ost_tuple_set(args, 1, ost_incref(r->args));
+    ost_tuple_set(args, 2, kw);
+    wframe *f = push_build(w, v, OP_REDUCE, g, args, 0);
+    if (f) f->aux = args;
+    else ost_decref(args);
+    return f;
+}
+
 static int call_hook(ost_writer *w, ost_value v, bool *done);
 static int save(ost_writer *w, ost_value v, bool nohook);
 
@@ -1243,17 +1280,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
             f->left = n;
             return 0;
         }
-        ost_value g = fz ? cached_global(w, &w->g_frozenset, "builtins", "frozenset")
-                         : cached_global(w, &w->g_set, "builtins", "set");
-        ost_value args = g ? items_args(v) : 0;
-        wframe *f = args ? push_build(w, v, OP_REDUCE, g, args, 0) : NULL;
-        if (!f) {
-            ost_decref(args);
-            return w->err ? w->err : fail(w, OST_ENOMEM, "out of memory");
-        }
-        f->aux = args;
-        if (sh) open_window(w, f);
-        return 0;
+        return save_set_by_call(w, v, fz, sh);
     }
     case OST_T_INSTANCE: {
         if (save_plain_instance(w, v, sh)) return w->err;
@@ -1341,21 +1368,8 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
         else if (w->proto >= 4)
             f = push_build(w, v, OP_NEWOBJ_EX, r->callable, r->args,
                            r->kwargs ? r->kwargs : OST_NONE);
-        else { /* copyreg.__newobj_ex__(cls, args, kwargs) */
-            ost_value g = cached_global(w, &w->g_newobj_ex, "copyreg", "__newobj_ex__");
-            ost_value args = ost_tuple_new(3), kw = r->kwargs ? ost_incref(r->kwargs) : ost_dict_new();
-            if (!g || !args || !kw) {
-                ost_decref(args);
-                ost_decref(kw);
-                return fail(w, OST_ENOMEM, "out of memory");
-            }
-            ost_tuple_set(args, 0, ost_incref(r->callable));
-            ost_tuple_set(args, 1, ost_incref(r->args));
-            ost_tuple_set(args, 2, kw);
-            f = push_build(w, v, OP_REDUCE, g, args, 0);
-            if (f) f->aux = args;
-            else ost_decref(args);
-        }
+        else if (!(f = push_newobj_ex_call(w, v, r)))
+            return w->err ? w->err : fail(w, OST_ENOMEM, "out of memory");
         if (!f) return w->err;
         if (sh) open_window(w, f);
         f->post_list = r->listitems;
