@@ -57,6 +57,10 @@ struct ost__sess {
 int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options *opts,
                        ost__engine **out);
 void ost__lmdb_env_close(ost__engine *e);
+/* A counter of the meta database dbi in t: get reads it (MDB_CORRUPTED
+ * when it is not 8 bytes), put writes it. LMDB codes. */
+int ost__lmdb_meta_get(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out);
+int ost__lmdb_meta_put(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val);
 /* The store's counters and sizes (ost_store_stat on LMDB). */
 int ost__lmdb_stat(ost__engine *e, ost_store_stats *out);
 

@@ -81,7 +81,7 @@ int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *seria
     return 0;
 }
 
-static int meta_get_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out) {
+int ost__lmdb_meta_get(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out) {
     MDB_val k = {strlen(key), (void *)key}, v;
     int rc = mdb_get(t, dbi, &k, &v);
     if (rc) return rc;
@@ -90,7 +90,7 @@ static int meta_get_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out)
     return 0;
 }
 
-static int meta_put_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) {
+int ost__lmdb_meta_put(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) {
     uint8_t b[8];
     ost__le64(b, val);
     MDB_val k = {strlen(key), (void *)key}, v = {8, b};
@@ -136,7 +136,7 @@ static void map_changed(ost_store *st) {
 void ost__format_refresh(ost_store *st, MDB_txn *t) {
     if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
     uint64_t f;
-    if (meta_get_u64(t, st->eng->meta, "format", &f) == 0 && f > st->format && f <= OST_STORE_FORMAT)
+    if (ost__lmdb_meta_get(t, st->eng->meta, "format", &f) == 0 && f > st->format && f <= OST_STORE_FORMAT)
         __atomic_store_n(&st->format, f, __ATOMIC_RELAXED);
 }
 
@@ -195,7 +195,7 @@ int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
     if (OST__OURS(rc))
         return ost__st_fail(st, rc, "%s: upgrading map entries: %s", st->shown, ost_strerror(rc));
     if (rc) return rc;
-    return meta_put_u64(t, st->eng->meta, "format", OST_STORE_FORMAT);
+    return ost__lmdb_meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
 }
 
 /* ---- open and close ------------------------------------------------------------ */
@@ -204,10 +204,10 @@ int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
 static int init_store(ost_store *st, MDB_txn *t) {
     MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v = {strlen(META_MAGIC), META_MAGIC};
     int rc = mdb_put(t, st->eng->meta, &k, &v, 0);
-    if (!rc) rc = meta_put_u64(t, st->eng->meta, "format", OST_STORE_FORMAT);
-    if (!rc) rc = meta_put_u64(t, st->eng->meta, "next_oid", 1);
-    if (!rc) rc = meta_put_u64(t, st->eng->meta, "last_serial", 1);
-    if (!rc) rc = meta_put_u64(t, st->eng->meta, "next_class", 1);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "next_oid", 1);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "last_serial", 1);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "next_class", 1);
     if (rc) return rc;
     /* the root: a PersistentMapping whose state is {'data': {}} (the
      * store's class, or one of its own when the table's open is called
@@ -451,7 +451,7 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
         goto fail;
     }
     uint64_t fmt;
-    rc = meta_get_u64(t, st->eng->meta, "format", &fmt);
+    rc = ost__lmdb_meta_get(t, st->eng->meta, "format", &fmt);
     if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
         mdb_txn_abort(t);
         if (rc)
@@ -479,8 +479,8 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     }
     st->format = fmt;
     uint64_t x;
-    if (meta_get_u64(t, st->eng->meta, "next_oid", &x) || meta_get_u64(t, st->eng->meta, "last_serial", &x) ||
-        meta_get_u64(t, st->eng->meta, "next_class", &x)) {
+    if (ost__lmdb_meta_get(t, st->eng->meta, "next_oid", &x) || ost__lmdb_meta_get(t, st->eng->meta, "last_serial", &x) ||
+        ost__lmdb_meta_get(t, st->eng->meta, "next_class", &x)) {
         mdb_txn_abort(t);
         code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", shown);
         goto fail;
@@ -609,7 +609,7 @@ int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, cons
     int rc = ost__class_find_name(st, t, m, ml, n, nl, id);
     if (rc != MDB_NOTFOUND) return rc;
     uint64_t next;
-    rc = meta_get_u64(t, st->eng->meta, "next_class", &next);
+    rc = ost__lmdb_meta_get(t, st->eng->meta, "next_class", &next);
     if (rc) return rc;
     if (next == 0 || next > OST__CLASS_LIMIT) return MDB_CORRUPTED; /* the id would wrap */
     uint32_t nid = (uint32_t)next;
@@ -621,7 +621,7 @@ int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, cons
     memcpy(ikey + 1, &nid, 4);
     MDB_val ik = {5, ikey}, iv = {k.mv_size - 1, key + 1};
     rc = mdb_put(t, st->eng->classes, &ik, &iv, 0);
-    if (!rc) rc = meta_put_u64(t, st->eng->meta, "next_class", next + 1);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "next_class", next + 1);
     if (!rc) *id = nid;
     return rc;
 }
@@ -663,8 +663,8 @@ int ost__lmdb_stat(ost__engine *e, ost_store_stats *out) {
         MDB_envinfo ei;
         rc = mdb_stat(t, st->eng->recs, &ms);
         if (!rc) out->records = ms.ms_entries;
-        if (!rc) rc = meta_get_u64(t, st->eng->meta, "next_oid", &out->next_oid);
-        if (!rc) rc = meta_get_u64(t, st->eng->meta, "last_serial", &out->last_serial);
+        if (!rc) rc = ost__lmdb_meta_get(t, st->eng->meta, "next_oid", &out->next_oid);
+        if (!rc) rc = ost__lmdb_meta_get(t, st->eng->meta, "last_serial", &out->last_serial);
         if (!rc) {
             MDB_cursor *cur;
             MDB_val k, v;

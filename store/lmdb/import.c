@@ -24,32 +24,6 @@ struct ost__import {
     uint32_t map_cid, set_cid; /* 0: no such class */
 };
 
-static void put_le64(uint8_t *b, uint64_t v) {
-    for (int i = 0; i < 8; i++, v >>= 8) b[i] = (uint8_t)v;
-}
-
-static uint64_t get_le64(const MDB_val *v) {
-    uint64_t x = 0;
-    x = ost__rd_le64(v->mv_data);
-    return x;
-}
-
-static int meta_u64(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out) {
-    MDB_val k = {strlen(key), (void *)key}, v;
-    int rc = mdb_get(t, dbi, &k, &v);
-    if (rc) return rc;
-    if (v.mv_size != 8) return MDB_CORRUPTED;
-    *out = get_le64(&v);
-    return 0;
-}
-
-static int meta_put(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val) {
-    uint8_t b[8];
-    put_le64(b, val);
-    MDB_val k = {strlen(key), (void *)key}, v = {8, b};
-    return mdb_put(t, dbi, &k, &v, 0);
-}
-
 /* Ends the transaction after a failure and frees im; returns code. */
 static int im_fail(ost__import *im, int code) {
     mdb_txn_abort(im->t);
@@ -87,8 +61,8 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     MDB_stat ms;
     uint64_t next_oid = 0, last = 0;
     rc = mdb_stat(im->t, st->eng->recs, &ms);
-    if (!rc) rc = meta_u64(im->t, st->eng->meta, "next_oid", &next_oid);
-    if (!rc) rc = meta_u64(im->t, st->eng->meta, "last_serial", &last);
+    if (!rc) rc = ost__lmdb_meta_get(im->t, st->eng->meta, "next_oid", &next_oid);
+    if (!rc) rc = ost__lmdb_meta_get(im->t, st->eng->meta, "last_serial", &last);
     if (rc) {
         ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown,
                      ost__mdb_strerror(st, rc));
@@ -231,11 +205,11 @@ int ost__import_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
     MDB_txn *t = im->t;
     (void)format; /* store/snap.c checked format and counters against what was added */
     /* what was imported has checksums, whatever the exported store's format */
-    int rc = meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
-    if (!rc) rc = meta_put(t, st->eng->meta, "next_oid", next_oid);
-    if (!rc) rc = meta_put(t, st->eng->meta, "last_serial", last_serial);
-    if (!rc) rc = meta_put(t, st->eng->meta, "next_class", next_class);
-    if (!rc) rc = meta_put(t, st->eng->meta, "low", last_serial + 1);
+    int rc = ost__lmdb_meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "next_oid", next_oid);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "last_serial", last_serial);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "next_class", next_class);
+    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "low", last_serial + 1);
     if (rc) {
         ost__st_fail(st, ost__mdb_code(rc), "%s: writing meta: %s", st->shown,
                      ost__mdb_strerror(st, rc));
