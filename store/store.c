@@ -263,11 +263,6 @@ static void store_unset(ost_store *st) {
     st->root_cls = st->map_cls = st->set_cls = 0;
 }
 
-int ost__lmdb_only(ost_store *st, const char *what) {
-    return ost__st_fail(st, OST_EINVAL, "%s: %s: not available on the %s engine yet (LMDB only)",
-                        st->shown, what, st->ops ? st->ops->name : "?");
-}
-
 int ost_store_open(ost_store *st, const char *addr, const ost_store_options *opts) {
     ost_store_options def;
     if (!st) return OST_EINVAL;

@@ -246,9 +246,6 @@ int ost__root_dump(ost_value cls, ost_writer *w, ost_value *inst, const void **p
  * stopped, environment closed) and keeps the handle for another open or
  * ost_store_close. */
 void ost__store_shut(ost_store *st);
-/* The refusal of an operation the store's engine does not have yet:
- * OST_EINVAL, "ADDR: WHAT: not available on the ENGINE engine yet". */
-int ost__lmdb_only(ost_store *st, const char *what);
 /* Tests only: pack calls it (when not NULL) after its mark and before
  * each round of catching up with the commits made since (step 0, 1, ...),
  * with no snapshot open. store/pack.c. */

@@ -444,13 +444,21 @@ static int load_child(kill_arg *ka) {
     return ost_loader_close(l) ? 6 : 0;
 }
 
+/* The parent's view of the oids a child notes as it adds (shared memory,
+ * every slot UINT64_MAX: not added). */
+static uint64_t *shared_oids(size_t *maplen) {
+    *maplen = KMAX * sizeof(uint64_t);
+    uint64_t *oids = mmap(NULL, *maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(oids, MAP_FAILED);
+    memset(oids, 0xff, *maplen);
+    return oids;
+}
+
 OST_TEST(batch, sigkill_during_a_load_keeps_whole_batches) {
     ost_store *st = open_store(true, false);
     ost_store_close(st);
-    size_t maplen = KMAX * sizeof(uint64_t);
-    uint64_t *oids = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(oids, MAP_FAILED);
-    memset(oids, 0xff, maplen); /* UINT64_MAX: not added */
+    size_t maplen;
+    uint64_t *oids = shared_oids(&maplen);
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
     kill_arg ka = {.dir = F.dir, .reg = F.reg, .item = F.item, .fd = fds[1], .oids = oids};
@@ -530,10 +538,8 @@ static int mid_write_child(void *arg) {
 OST_TEST(batch, sigkill_in_the_middle_of_a_batch_write_keeps_the_batches_before_it) {
     ost_store *st = open_store(true, false);
     ost_store_close(st);
-    size_t maplen = KMAX * sizeof(uint64_t);
-    uint64_t *oids = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert_neq(oids, MAP_FAILED);
-    memset(oids, 0xff, maplen);
+    size_t maplen;
+    uint64_t *oids = shared_oids(&maplen);
     int rep[2], mid[2];
     cr_assert_eq(pipe(rep), 0);
     cr_assert_eq(pipe(mid), 0);
