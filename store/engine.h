@@ -281,11 +281,12 @@ typedef struct ost__engine_ops {
                       uint64_t next_class);
     /* Rolls everything back and frees im. NULL is allowed. */
     void (*imp_abort)(ost__import *im);
-    /* Removes the store if it is new (what imp_begin takes), in one
-     * transaction that checks it: OST_EEXIST with what it holds otherwise.
-     * NULL for an engine whose stores the caller removes (LMDB: files in a
-     * directory). ost_store_drop_new. */
-    int (*drop_new)(ost__engine *e);
+    /* Removes the store (its tables, its files), in one write transaction
+     * that, when only_new, first checks that it is new (what imp_begin
+     * takes): OST_EEXIST with what it holds otherwise, nothing removed.
+     * The store then only closes (close). ost_store_drop_new,
+     * ost_store_drop. */
+    int (*drop)(ost__engine *e, bool only_new);
 
     /* ---- optional (NULL when the engine has no such thing) ------------------ */
 

@@ -617,20 +617,24 @@ void ost_import_abort(ost_import *im) {
     free(im);
 }
 
-int ost_store_drop_new(ost_store *st) {
+/* ost_store_drop_new and ost_store_drop: the engine removes the store in
+ * one write transaction that checks it (only_new); the handle is then
+ * shut, so every later call but ost_store_close fails with OST_EINVAL. */
+static int store_drop(ost_store *st, bool only_new) {
     if (!st || !st->eng || !st->ops) return OST_EINVAL;
-    if (!st->ops->drop_new)
-        return ost__st_fail(st, OST_EINVAL,
-                            "%s: a store of engine '%s' is removed with its files, not through "
-                            "the library",
-                            st->shown, st->ops->name);
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->shown);
     uv_mutex_lock(&st->lock);
     bool busy = st->conns != NULL;
     uv_mutex_unlock(&st->lock);
     if (busy) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->shown);
-    return st->ops->drop_new(st->eng);
+    int rc = st->ops->drop(st->eng, only_new);
+    if (!rc) ost__store_shut(st);
+    return rc;
 }
+
+int ost_store_drop_new(ost_store *st) { return store_drop(st, true); }
+
+int ost_store_drop(ost_store *st) { return store_drop(st, false); }
 
 /* ---- salvage ----------------------------------------------------------------- */
 

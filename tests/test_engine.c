@@ -1484,6 +1484,53 @@ static void expect_names_store(ost_store *s, const char *msg) {
     cr_assert(!strchr(msg, '\n'), "one line: %s", msg);
 }
 
+/* In a child: 1 when an exclusive open of g_addr is refused with
+ * "store is locked", 0 when it opens, 2 otherwise. */
+static int excl_in_child(void) {
+    pid_t p = fork_child();
+    if (p == 0) {
+        ost_store_options o;
+        ost_store_options_init(&o);
+        o.exclusive = true;
+        ost_store *s = ost_store_new();
+        int rc = s ? ost_store_open(s, g_addr, &o) : OST_ENOMEM;
+        int code = !rc ? 0 : rc == OST_EBUSY && strstr(ost_store_errmsg(s), "store is locked") ? 1 : 2;
+        if (code == 2) fprintf(stderr, "child: %s: %s\n", ost_err_name(rc), ost_store_errmsg(s));
+        ost_store_close(s);
+        _exit(code);
+    }
+    return child_status(p);
+}
+
+OST_TEST(api, an_exclusive_lock_a_server_restart_dropped_is_taken_again_or_refused) {
+    const char *restart = getenv("OST_TEST_PG_RESTART");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to restart", E->name);
+    cr_assert(restart, "OST_TEST_PG_RESTART is not set (tests/pg/pgserver.sh sets it)");
+    ost_store_close(api_open(true, false));
+    ost_store_options o;
+    ost_store_options_init(&o);
+    o.exclusive = true;
+    ost_store *a = ost_store_new();
+    cr_assert_eq(ost_store_open(a, g_addr, &o), 0, "%s", ost_store_errmsg(a));
+    cr_assert_eq(excl_in_child(), 1, "held");
+    ost_store_stats s;
+    /* nobody took it meanwhile: the reconnection takes it again */
+    cr_assert_eq(system(restart), 0);
+    cr_assert_eq(ost_store_stat(a, &s), 0, "%s", ost_store_errmsg(a));
+    cr_assert_eq(excl_in_child(), 1, "held again after the reconnection");
+    /* another handle took it while the connection was down: refused */
+    cr_assert_eq(system(restart), 0);
+    ost_store *b = ost_store_new();
+    cr_assert_eq(ost_store_open(b, g_addr, &o), 0, "%s", ost_store_errmsg(b));
+    cr_assert_eq(ost_store_stat(a, &s), OST_EBUSY);
+    cr_assert(strstr(ost_store_errmsg(a), "store is locked"), "%s", ost_store_errmsg(a));
+    ost_store_close(b);
+    cr_assert_eq(ost_store_stat(a, &s), 0, "%s", ost_store_errmsg(a));
+    cr_assert_eq(excl_in_child(), 1, "held again once the other let it go");
+    ost_store_close(a);
+    cr_assert_eq(excl_in_child(), 0, "free after the close");
+}
+
 OST_TEST(api, a_restart_under_an_open_connection_fails_clearly_and_the_next_transaction_reconnects) {
     const char *restart = getenv("OST_TEST_PG_RESTART");
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to restart", E->name);

@@ -391,33 +391,50 @@ OST_TEST(store, format_version_mismatch) {
 }
 
 
-OST_TEST(store, drop_new_removes_only_a_new_store) {
-    /* what a failed `ostore import` or `copy` into a database uses to
-     * leave nothing behind (docs/postgresql.md) */
-    ost_store *st = open_store(true);
+/* Whether the store at F.dir is gone: no schema (PostgreSQL) or no
+ * data.mdb and lock.mdb (LMDB). */
+static bool store_gone(void) {
     char msg[512];
-    if (!on_pg()) {
-        cr_assert_eq(ost_store_drop_new(st), OST_EINVAL);
-        cr_assert(strstr(ost_store_errmsg(st), "removed with its files"), "%s", ost_store_errmsg(st));
-        ost_store_close(st);
-        return;
-    }
-    cr_assert_eq(ost_store_drop_new(NULL), OST_EINVAL);
-    /* a new store (the fixture's fresh database): its tables go */
-    cr_assert_eq(ost_store_drop_new(st), 0, "%s", ost_store_errmsg(st));
-    ost_store_close(st);
     ost_store_options o = opts_for(false);
-    cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND, "%s", msg);
-    cr_assert(strstr(msg, "no ostore schema"), "%s", msg);
-    /* made again; a connection open: busy, nothing removed */
-    st = open_store(true);
-    ost_conn *c = conn_of(st);
-    cr_assert_eq(ost_store_drop_new(st), OST_EBUSY);
-    /* an object stored: not new, nothing removed */
+    o.read_only = true;
+    int rc = open_fails(F.dir, &o, msg, sizeof msg);
+    if (rc != OST_ENOTFOUND) return false;
+    if (on_pg()) return strstr(msg, "no ostore schema") != NULL;
+    char f[4096];
+    snprintf(f, sizeof f, "%s/data.mdb", F.dir);
+    bool data = access(f, F_OK) == 0;
+    snprintf(f, sizeof f, "%s/lock.mdb", F.dir);
+    return !data && access(f, F_OK) != 0;
+}
+
+/* root["node"] = a new node with i = i, committed. */
+static void commit_node(ost_conn *c, int64_t i) {
     ost_value n = new_node();
-    set(n, "i", ost_int(7));
+    set(n, "i", ost_int(i));
     root_set(c, "node", n);
     commit_ok(c);
+}
+
+OST_TEST(store, drop_new_removes_only_a_new_store) {
+    /* what a failed `ostore import` or `copy` into a store it made uses
+     * to leave nothing behind (docs/postgresql.md, docs/cli.md) */
+    cr_assert_eq(ost_store_drop_new(NULL), OST_EINVAL);
+    ost_store *st = open_store(true);
+    /* a connection open: busy, nothing removed */
+    ost_conn *c = conn_of(st);
+    cr_assert_eq(ost_store_drop_new(st), OST_EBUSY);
+    cr_assert(strstr(ost_store_errmsg(st), "connections are open"), "%s", ost_store_errmsg(st));
+    ost_conn_close(c);
+    /* a new store: it goes, and the handle is closed */
+    cr_assert_eq(ost_store_drop_new(st), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(ost_conn_open(st, &c), OST_EINVAL, "a dropped store's handle only closes");
+    cr_assert_eq(ost_store_drop_new(st), OST_EINVAL);
+    ost_store_close(st);
+    cr_assert(store_gone(), "the new store was removed");
+    /* made again; an object stored: not new, nothing removed */
+    st = open_store(true);
+    c = conn_of(st);
+    commit_node(c, 7);
     ost_conn_close(c);
     cr_assert_eq(ost_store_drop_new(st), OST_EEXIST);
     cr_assert(strstr(ost_store_errmsg(st), "not a new store"), "%s", ost_store_errmsg(st));
@@ -426,6 +443,95 @@ OST_TEST(store, drop_new_removes_only_a_new_store) {
     c = conn_of(st);
     cr_assert_eq(iattr(root_get(c, "node"), "i"), 7, "the store is intact");
     ost_conn_close(c);
+    /* read-only: refused, nothing removed */
+    ost_store_close(st);
+    st = open_read_only(F.dir, F.reg);
+    cr_assert_eq(ost_store_drop_new(st), OST_EREADONLY);
+    cr_assert_eq(ost_store_drop(st), OST_EREADONLY);
+    ost_store_close(st);
+    cr_assert(!store_gone());
+}
+
+OST_TEST(store, drop_removes_a_store_that_holds_objects) {
+    cr_assert_eq(ost_store_drop(NULL), OST_EINVAL);
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    commit_node(c, 7);
+    ost_conn_close(c);
+    cr_assert_eq(ost_store_drop(st), 0, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    cr_assert(store_gone(), "the store was removed");
+    /* the address takes a new store, empty */
+    st = open_store(true);
+    c = conn_of(st);
+    cr_assert_eq(root_get(c, "node"), 0, "a new store after a drop is empty");
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
+OST_TEST(store, drop_new_removes_the_directory_its_open_made) {
+    LMDB_ONLY("a PostgreSQL store has no directory");
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/made-by-open", F.tmp);
+    ost_store_options o = opts_for(true);
+    ost_store *st = open_with(sub, &o);
+    cr_assert_eq(ost_store_drop_new(st), 0, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    cr_assert_neq(access(sub, F_OK), 0, "the directory the open made is gone");
+    /* a directory that was there stays, with what else it holds */
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    char other[4200];
+    snprintf(other, sizeof other, "%s/notes.txt", sub);
+    FILE *f = fopen(other, "w");
+    cr_assert(f);
+    fclose(f);
+    st = open_with(sub, &o);
+    cr_assert_eq(ost_store_drop_new(st), 0, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    cr_assert_eq(access(other, F_OK), 0, "what else the directory held stays");
+}
+
+
+/* In a child process: opens F.dir read-only (or read-write), with
+ * exclusive as given; exit 0 when it opened, 1 when it was refused with
+ * OST_EBUSY "store is locked", 2 on any other result. */
+static int open_in_child(bool exclusive, bool write) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        ost_store_options o = opts_for(false);
+        o.exclusive = exclusive;
+        o.read_only = !write;
+        ost_store *st = ost_store_new();
+        int rc = st ? ost_store_open(st, F.dir, &o) : OST_ENOMEM;
+        int code = rc == 0 ? 0 : rc == OST_EBUSY && strstr(ost_store_errmsg(st), "store is locked") ? 1 : 2;
+        if (code == 2) fprintf(stderr, "child open: %s: %s\n", ost_err_name(rc), ost_store_errmsg(st));
+        ost_store_close(st);
+        _exit(code);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "the child died");
+    return WEXITSTATUS(status);
+}
+
+OST_TEST(store, exclusive_keeps_a_second_exclusive_open_out_in_any_process) {
+    ost_store_close(open_store(true));
+    ost_store_options o = opts_for(false);
+    o.exclusive = true;
+    ost_store *st = open_with(F.dir, &o);
+    cr_assert_eq(open_in_child(true, true), 1, "a second exclusive open is refused");
+    cr_assert_eq(open_in_child(true, false), 1, "read-only too");
+    cr_assert_eq(open_in_child(false, true), 0, "an open without the option is not stopped");
+    ost_conn *c = conn_of(st);
+    root_set(c, "k", ost_int(1));
+    commit_ok(c);
+    ost_conn_close(c);
+    ost_store_close(st);
+    cr_assert_eq(open_in_child(true, true), 0, "the lock goes with the close");
+    /* a store opened without the option does not hold it */
+    st = open_store(false);
+    cr_assert_eq(open_in_child(true, true), 0);
     ost_store_close(st);
 }
 OST_TEST(store, same_path_twice_is_busy) {
@@ -2720,6 +2826,47 @@ static void full_disk(bool group) {
     int status = wait_child(spawn(fill_the_disk, group ? (void *)1 : NULL));
     if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
     cr_assert_eq(status, 0, "the child failed (its stderr says why)");
+}
+
+/* In a child of its own mount namespace: a tmpfs of size (k) on
+ * F.tmp/small, too small for a store; the open that creates one there
+ * fails saying the disk is full, and leaves nothing of what it made. */
+static int create_on_a_full_disk(void *arg) {
+    char mnt[256], dir[300], opt[32];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    snprintf(opt, sizeof opt, "size=%dk", (int)(intptr_t)arg);
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", mnt, "tmpfs", 0, opt) != 0) {
+        fprintf(stderr, "skip: a tmpfs of its own: %s\n", strerror(errno));
+        return SKIP_STATUS;
+    }
+    snprintf(dir, sizeof dir, "%s/db", mnt);
+    ost_store_options o = opts_for(true);
+    ost_store *st = ost_store_new();
+    CHILD_CHECK(st, "a handle");
+    int rc = ost_store_open(st, dir, &o);
+    const char *msg = ost_store_errmsg(st);
+    CHILD_CHECK(rc == OST_EIO && strstr(msg, "no space left"), "%s: %s: %s", opt, ost_err_name(rc),
+                msg);
+    ost_store_close(st);
+    CHILD_CHECK(access(dir, F_OK) != 0, "%s: the directory the open made stays", opt);
+    return 0;
+}
+
+OST_TEST(store, a_create_that_fails_leaves_nothing_it_made) {
+    LMDB_ONLY("a store on a full tmpfs (PostgreSQL makes its schema in one transaction)");
+    char mnt[256];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    cr_assert_eq(mkdir(mnt, 0755), 0);
+    if (geteuid() != 0) cr_skip_test("a tmpfs of its own needs root");
+    /* 4 KiB: no room for lock.mdb; 16 KiB: lock.mdb and the meta pages,
+     * no room for the first commit */
+    int sizes[] = {4, 16};
+    for (int i = 0; i < 2; i++) {
+        int status = wait_child(spawn(create_on_a_full_disk, (void *)(intptr_t)sizes[i]));
+        if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
+        cr_assert_eq(status, 0, "the child failed at %d KiB (its stderr says why)", sizes[i]);
+    }
 }
 
 OST_TEST(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }

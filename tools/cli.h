@@ -89,10 +89,10 @@ int write_stdout(void *ud, const void *data, size_t len);
  * postgresql://...) read-only (or read-write), with a message naming dir
  * on failure; a directory must exist and be one. */
 int open_store(const char *dir, bool write, ost_store **out);
-/* Takes an exclusive, non-blocking flock on dir/data.mdb for the life of
- * the process (fd kept open). EXIT_OK or EXIT_FAIL with the message.
- * Nothing for a database URI (the server has its own locks). */
-int lock_store(const char *dir);
+/* open_store read-write with the store's exclusive lock (the option
+ * exclusive of ost_store_options), for the commands that rewrite a store
+ * over several transactions: a second one fails with "store is locked". */
+int open_store_excl(const char *dir, ost_store **out);
 /* open_store runs ostore's own walk of every page of the store (liblmdb
  * trusts its file, and damage makes it crash) and refuses a damaged store
  * with one line, unless this was called before it: check, which reports

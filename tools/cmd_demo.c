@@ -276,8 +276,9 @@ static void say(const char *fmt, ...) {
 /* How the demo knows its own store: the file MARKER in the directory,
  * holding MARKER_TEXT, written before the store. A directory is the
  * demo's to remove and remake when it holds MARKER with that text and
- * nothing but data.mdb and lock.mdb besides; an empty directory, or none,
- * is fine too; anything else is refused, untouched.
+ * nothing but data.mdb and lock.mdb besides (the files of an LMDB store,
+ * docs/format.md); an empty directory, or none, is fine too; anything
+ * else is refused, untouched. The previous store goes with ost_store_drop.
  *
  * Two demos on one DIR: each takes an exclusive flock on the directory
  * itself (an fd of it kept open until the process ends) before it looks
@@ -355,12 +356,25 @@ static int prepare_dir(const char *dir) {
                         "another DIR or remove them yourself",
                         shown(dir), other, nother > 3 ? ", ..." : "");
         if (store) {
-            if (lock_store(dir)) return EXIT_FAIL; /* a pack or import of it is running */
-            static const char *const files[] = {"data.mdb", "lock.mdb"};
-            for (size_t i = 0; i < NELEM(files); i++)
-                if (unlinkat(dfd, files[i], 0) != 0 && errno != ENOENT)
-                    return fail("%s: cannot remove the previous demo store: %s: %s", shown(dir),
-                                files[i], strerror(errno));
+            /* with the store's exclusive lock: a pack or import of it
+             * that is running makes this fail with "store is locked" */
+            ost_store *st = ost_store_new();
+            if (!st) return fail("out of memory");
+            ost_store_options o;
+            ost_store_options_init(&o);
+            o.exclusive = true;
+            int rc = ost_store_open(st, dir, &o);
+            if (!rc) rc = ost_store_drop(st);
+            if (rc) {
+                int r = rc == OST_EBUSY
+                            ? fail("%s", ost_store_errmsg(st))
+                            : fail("%s: cannot remove the previous demo store: %s (remove the "
+                                   "directory yourself)",
+                                   shown(dir), ost_store_errmsg(st));
+                ost_store_close(st);
+                return r;
+            }
+            ost_store_close(st);
             say("removed the previous demo store %s\n", shown(dir));
         }
     }
@@ -461,6 +475,7 @@ static int open_shop_store(const char *dir, shop *s, bool create, bool group, os
     ost_store_options o;
     ost_store_options_init(&o);
     o.create = create;
+    o.exclusive = create; /* the load (a pack meanwhile would remove what it has not linked) */
     o.registry = s->reg;
     o.group_commit = group;
     o.map_size = (size_t)256 << 20;
@@ -493,10 +508,6 @@ static int note_orders(counts *k, uint64_t id, int n) {
 static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     ost_store *st = NULL;
     if (open_shop_store(dir, s, true, false, &st)) return EXIT_FAIL;
-    if (lock_store(dir)) {
-        ost_store_close(st);
-        return EXIT_FAIL;
-    }
     ost_conn *c;
     int rc = ost_conn_open(st, &c);
     if (rc) {

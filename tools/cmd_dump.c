@@ -421,89 +421,58 @@ static int bad_dump(const char *file, stream *s, const char *what) {
     return fail("%s: bad export: %s (at byte %llu)", shown(file), what, (unsigned long long)s->off);
 }
 
-/* Removes the store files (and the directory) that this import created. */
-static void remove_created(const char *db, bool dir) {
-    static const char *const files[] = {"data.mdb", "lock.mdb"};
-    for (int i = 0; i < 2; i++) {
-        char p[PATH_MAX];
-        int n = snprintf(p, sizeof p, "%s/%s", db, files[i]);
-        if (n > 0 && (size_t)n < sizeof p) unlink(p); /* never a cut name */
-    }
-    if (dir) rmdir(db);
-}
-
-/* Whether the database at db holds no ostore schema (an open without
- * create says so with OST_ENOTFOUND): then the import or copy makes it,
- * and removes it again if it fails. */
+/* Whether there is no ostore store at db (an open without create says
+ * so with OST_ENOTFOUND: a missing or empty directory, a database without
+ * the schema): then the import or copy makes it, and removes it again if
+ * it fails. Read-only: an older store is not upgraded by looking. */
 static bool db_without_store(const char *db) {
     ost_store *st = ost_store_new();
     if (!st) return false;
     ost_store_options o;
     ost_store_options_init(&o);
+    o.read_only = true;
     bool none = ost_store_open(st, db, &o) == OST_ENOTFOUND;
     ost_store_close(st);
     return none;
 }
 
-/* Undoes what open_target created, after a failure: the files (and the
- * directory) of an LMDB store, the tables of a database's. st is closed. */
-static void undo_created(const char *db, ost_store *st, bool made_dir) {
-    if (!ost_store_addr_is_path(db)) {
-        if (st && ost_store_drop_new(st))
-            fprintf(stderr, "ostore: warning: the store this command made at %s stays: %s\n",
-                    shown(db), ost_store_errmsg(st));
-        ost_store_close(st);
-        return;
-    }
+/* Undoes what open_target created, after a failure (ost_store_drop_new:
+ * an LMDB store's files, and its directory if the open made it; a
+ * database's tables), and closes st. */
+static void undo_created(const char *db, ost_store *st) {
+    if (st && ost_store_drop_new(st))
+        fprintf(stderr, "ostore: warning: the store this command made at %s stays: %s\n",
+                shown(db), ost_store_errmsg(st));
     ost_store_close(st);
-    remove_created(db, made_dir);
 }
 
 /* A destination store for import and copy, at db: created when missing
  * (a path that does not exist, an empty directory, a database without the
  * schema), else opened (ost_import_begin then refuses it unless it is
- * new), and locked. *created and *made_dir say what to remove again on
- * failure (undo_created). EXIT_OK with *out, or EXIT_FAIL after the
+ * new), with the store's exclusive lock. *created says whether to remove
+ * it again on failure (undo_created). A failed open leaves nothing it
+ * made (ost_store_open). EXIT_OK with *out, or EXIT_FAIL after the
  * message. */
-static int open_target(const char *db, ost_store **out, bool *created, bool *made_dir) {
+static int open_target(const char *db, ost_store **out, bool *created) {
     *out = NULL;
-    *created = *made_dir = false;
+    *created = false;
     struct stat sb;
-    char datafile[PATH_MAX];
     bool path = ost_store_addr_is_path(db);
-    int dn = snprintf(datafile, sizeof datafile, "%s/data.mdb", db);
-    if (path && (dn < 0 || (size_t)dn >= sizeof datafile))
-        return fail("%s: %s", shown(db), strerror(ENAMETOOLONG));
-    if (!path) {
-        *created = db_without_store(db); /* its schema is made when missing */
-    } else if (stat(db, &sb) != 0) {
-        if (errno != ENOENT) return fail("%s: %s", shown(db), strerror(errno));
-        *created = *made_dir = true;
-    } else if (!S_ISDIR(sb.st_mode)) {
+    if (path && stat(db, &sb) == 0 && !S_ISDIR(sb.st_mode))
         return fail("%s: not a directory (a store is a directory)", shown(db));
-    } else if (stat(datafile, &sb) != 0) {
-        if (errno != ENOENT) return fail("%s: data.mdb: %s", shown(db), strerror(errno));
-        *created = true; /* an empty directory: the store files are ours */
-    }
+    if (path && stat(db, &sb) != 0 && errno != ENOENT)
+        return fail("%s: %s", shown(db), strerror(errno));
+    *created = db_without_store(db);
     ost_store *st = ost_store_new();
     if (!st) return fail("out of memory");
     ost_store_options o;
     ost_store_options_init(&o);
-    o.create = *created || !path;
-    int rc = EXIT_OK;
-    if (!*created && lock_store(db)) {
-        rc = EXIT_FAIL;
-    } else if (ost_store_open(st, db, &o)) {
-        rc = fail("%s", ost_store_errmsg(st));
-    } else if (*created && lock_store(db)) {
-        rc = EXIT_FAIL;
-    }
-    if (rc) {
-        /* a database's failed open made nothing to take back: its schema
-         * is made and checked in the open, which failed */
-        if (*created && path) undo_created(db, st, *made_dir);
-        else ost_store_close(st);
-        *created = *made_dir = false;
+    o.create = *created || !path; /* a database's schema is made when missing */
+    o.exclusive = true;
+    if (ost_store_open(st, db, &o)) {
+        int rc = fail("%s", ost_store_errmsg(st));
+        ost_store_close(st);
+        *created = false;
         return rc;
     }
     *out = st;
@@ -737,10 +706,10 @@ static int run_import(int argc, char **argv) {
         return EXIT_FAIL;
     }
     /* the store: created when missing; an existing one must be new */
-    bool created = false, made_dir = false;
+    bool created = false;
     ost_store *st = NULL;
     guard_crashes(db);
-    if (open_target(db, &st, &created, &made_dir)) {
+    if (open_target(db, &st, &created)) {
         if (!from_stdin) fclose(f);
         return EXIT_FAIL;
     }
@@ -945,7 +914,7 @@ out:
     free(maps.v);
     ost_reader_free(rd);
     ost_import_abort(im);
-    if (rc && created) undo_created(db, st, made_dir);
+    if (rc && created) undo_created(db, st);
     else ost_store_close(st);
     if (!from_stdin) fclose(f);
     free(buf);
@@ -1003,7 +972,7 @@ static int run_copy(int argc, char **argv) {
     ost_import *im = NULL;
     ost_snap_cursor *cur = NULL;
     ost_entry_cursor *ec = NULL;
-    bool created = false, made_dir = false;
+    bool created = false;
     int rc = EXIT_OK;
     double t0 = now_s();
     if (open_store(src, false, &sst)) return EXIT_FAIL;
@@ -1017,7 +986,7 @@ static int run_copy(int argc, char **argv) {
         rc = fail("%s", ost_snap_errmsg(s));
         goto out;
     }
-    if (open_target(dst, &dst_st, &created, &made_dir)) {
+    if (open_target(dst, &dst_st, &created)) {
         rc = EXIT_FAIL;
         goto out;
     }
@@ -1141,7 +1110,7 @@ out:
     ost_entry_cursor_close(ec);
     ost_snap_cursor_close(cur);
     ost_import_abort(im);
-    if (rc && created) undo_created(dst, dst_st, made_dir);
+    if (rc && created) undo_created(dst, dst_st);
     else ost_store_close(dst_st);
     raw_end(t);
     ost_store_close(sst);

@@ -303,7 +303,7 @@ static int run_pack(int argc, char **argv) {
     const char *db = pos[0];
     guard_crashes(db);
     ost_store *st;
-    if (lock_store(db) || open_store(db, true, &st)) return EXIT_FAIL;
+    if (open_store_excl(db, &st)) return EXIT_FAIL;
     ost_store_stats before, after;
     uint64_t removed = 0, ents_before = 0, ents_after = 0;
     double t0 = now_s();
@@ -364,8 +364,8 @@ const cli_cmd cmd_pack = {
             "(docs/recovery.md). --force packs anyway: what only damaged records\n"
             "referred to is then removed for good.\n"
             "\nDo not pack while a program is still bulk-loading objects it has not yet\n"
-            "linked to the root: they are unreachable until then. ostore takes an\n"
-            "exclusive lock on DB/data.mdb, so a pack, import or demo of another ostore\n"
+            "linked to the root: they are unreachable until then. Pack opens the store\n"
+            "with its exclusive lock, so a pack, import, copy or demo of another ostore\n"
             "process on the same store fails at once with 'store is locked'.\n",
     .run = run_pack,
 };
@@ -408,7 +408,7 @@ static int run_upgrade(int argc, char **argv) {
     double t0 = now_s();
     ost_store *st;
     /* a read-write open upgrades the store, all or nothing */
-    if (lock_store(db) || open_store(db, true, &st)) return EXIT_FAIL;
+    if (open_store_excl(db, &st)) return EXIT_FAIL;
     ost_store_stats s;
     int rc = ost_store_stat(st, &s);
     uint64_t ents = 0;

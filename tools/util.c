@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -140,7 +139,7 @@ static bool g_no_walk;
 
 void open_store_no_walk(void) { g_no_walk = true; }
 
-int open_store(const char *dir, bool write, ost_store **out) {
+static int open_how(const char *dir, bool write, bool excl, ost_store **out) {
     *out = NULL;
     struct stat sb;
     if (ost_store_addr_is_path(dir) && stat(dir, &sb) != 0)
@@ -154,11 +153,9 @@ int open_store(const char *dir, bool write, ost_store **out) {
     ost_store_options o;
     ost_store_options_init(&o);
     o.read_only = !write;
-    int rc = ost_store_open(st, dir, &o);
-    if (rc) {
-        int r = rc == OST_ENOTFOUND && strstr(ost_store_errmsg(st), "data.mdb")
-                    ? fail("%s: no store here (no data.mdb)", shown(dir))
-                    : fail("%s", ost_store_errmsg(st));
+    o.exclusive = excl;
+    if (ost_store_open(st, dir, &o)) {
+        int r = fail("%s", ost_store_errmsg(st));
         ost_store_close(st);
         return r;
     }
@@ -171,39 +168,11 @@ int open_store(const char *dir, bool write, ost_store **out) {
     return EXIT_OK;
 }
 
-int lock_store(const char *dir) {
-    /* a database server keeps its own locks and checks serials: two
-     * writers there conflict, they do not corrupt */
-    if (!ost_store_addr_is_path(dir)) return EXIT_OK;
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/data.mdb", dir);
-    /* O_NONBLOCK: a FIFO in data.mdb's place must not block the open */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) /* no store: the open that follows says so */
-        return errno == ENOENT || errno == ENOTDIR ? EXIT_OK : fail("%s: %s", shown(path),
-                                                                    strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return fail("%s: %s", shown(path), strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return fail("%s: data.mdb is not a regular file (%s)", shown(dir),
-                    ost_file_kind(sb.st_mode));
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
-        close(fd);
-        if (e == EWOULDBLOCK)
-            return fail("%s: store is locked: another ostore process (demo, pack or import) "
-                        "is writing it",
-                        shown(dir));
-        return fail("%s: cannot lock: %s", shown(path), strerror(e));
-    }
-    return EXIT_OK; /* fd stays open: the lock lasts until exit */
+int open_store(const char *dir, bool write, ost_store **out) {
+    return open_how(dir, write, false, out);
 }
+
+int open_store_excl(const char *dir, ost_store **out) { return open_how(dir, true, true, out); }
 
 /* ---- output helpers ------------------------------------------------------ */
 

@@ -170,16 +170,28 @@ OST_EXTERN int ost_import_commit(ost_import *im, uint64_t format, uint64_t next_
 OST_EXTERN void ost_import_abort(ost_import *im);
 /* Removes the store st has open if it is new (what ost_import_begin
  * takes: at most the root, no oid handed out, no map entries), so that an
- * import or copy into a store it created can fail without leaving one:
- * PostgreSQL drops the store's tables, after locking them and checking
- * in the same transaction that the store is still new (a writer that came
- * meanwhile keeps it: OST_EEXIST, nothing removed). st then only closes
- * (ost_store_close). An LMDB store is files in a directory, which the
- * caller removes (`ostore import` does): OST_EINVAL. No connection may be
- * open: OST_EBUSY. 0, OST_EEXIST, OST_EREADONLY, OST_EBUSY, OST_EINVAL, or
- * the engine's code (OST_EIO when another session holds the tables for
- * 10 s); the message is ost_store_errmsg's. */
+ * import or copy into a store it created can fail without leaving one.
+ * The check and the removal happen in one write transaction: a writer
+ * that came meanwhile keeps the store (OST_EEXIST, nothing removed).
+ * PostgreSQL drops the store's tables, after locking them. LMDB removes
+ * data.mdb and lock.mdb, and the directory if this handle's open created
+ * it and nothing else is in it. Caveat (LMDB): a process that has the
+ * store open meanwhile keeps its open files, so its later commits go to
+ * the removed files; use it on a store this process just created (as
+ * ostore import does), best opened with the exclusive option. On
+ * success st is closed, as after a failed open: ost_store_close frees it
+ * (or ost_store_open opens a store with it again); any other call fails
+ * with OST_EINVAL. No connection may be open: OST_EBUSY. 0, OST_EEXIST,
+ * OST_EREADONLY, OST_EBUSY, OST_EINVAL, or the engine's code (OST_EIO
+ * when a file cannot be removed, or when another session holds the
+ * PostgreSQL tables for 10 s); the message is ost_store_errmsg's. */
 OST_EXTERN int ost_store_drop_new(ost_store *st);
+/* Removes the store st has open, whatever it holds, as ost_store_drop_new
+ * does without the check that it is new (like dropdb): the records, map
+ * entries, classes and counters are gone for good. For a program that
+ * owns the store and remakes it (ostore demo). Same rules and results,
+ * without OST_EEXIST. */
+OST_EXTERN int ost_store_drop(ost_store *st);
 
 /* ---- limits and salvage ------------------------------------------------------ */
 

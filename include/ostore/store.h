@@ -56,11 +56,25 @@ typedef struct {
                                 * with its first snapshot (by ost_conn_open),
                                 * not inside its first large read. LMDB
                                 * ignores it. */
+    bool exclusive;            /* hold the store's exclusive lock while open:
+                                * a second handle asking for it, in any
+                                * process, fails to open with OST_EBUSY
+                                * ("store is locked"). Opens without it are
+                                * not stopped: it keeps apart the tools that
+                                * rewrite a store over several transactions
+                                * (ostore pack, import, copy and the demo's
+                                * load). LMDB: an flock on data.mdb, released
+                                * when the store closes or the process ends.
+                                * PostgreSQL: a session advisory lock keyed
+                                * by the store's schema, on the store's own
+                                * server connection; a server restart drops
+                                * it, and the reconnection takes it again or
+                                * fails with OST_EBUSY. */
 } ost_store_options;
 
 /* Fills o with the defaults: no create, read-write, 64 MiB map, full
  * durability, 126 readers, no registry (every class generic), no group
- * commit, prefetches on one server connection. */
+ * commit, prefetches on one server connection, not exclusive. */
 OST_EXTERN void ost_store_options_init(ost_store_options *o);
 
 /* New closed store handle. NULL on ENOMEM. After fork(), a child opens
@@ -76,7 +90,8 @@ OST_EXTERN ost_store *ost_store_new(void);
  * regular file: a FIFO, a directory or a device is refused before LMDB
  * opens it, since a FIFO would block the open; symbolic links to regular
  * files are followed), OST_EREADONLY (permission denied: the message says
- * what access is needed), OST_EIO, OST_EBUSY (already open), OST_EINVAL;
+ * what access is needed), OST_EIO, OST_EBUSY (already open in this
+ * process, or o->exclusive and another handle holds the lock), OST_EINVAL;
  * ost_store_errmsg names the path (and the file).
  *
  * Read-only opens need only read access. LMDB writes its reader table in

@@ -1072,4 +1072,5 @@ const ost__engine_ops ost__lmdb_engine = {
     .imp_entry = ost__import_ment,
     .imp_commit = ost__import_commit,
     .imp_abort = ost__import_abort,
+    .drop = ost__lmdb_drop,
 };

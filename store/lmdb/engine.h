@@ -19,6 +19,7 @@ struct ost__engine {
      * resize (which closes every read snapshot of the process) */
     uv_rwlock_t maplock;
     bool no_lock; /* read-only without lock.mdb (MDB_NOLOCK): it could not be written */
+    bool made_dir; /* the open created the directory (drop removes it) */
     /* where the map lies, for bounds checks of what LMDB returns (a damaged
      * length must not send a read past the end of the file): changed only
      * under the maplock's write lock; file_size is refreshed when a value
@@ -61,6 +62,8 @@ void ost__lmdb_env_close(ost__engine *e);
  * when it is not 8 bytes), put writes it. LMDB codes. */
 int ost__lmdb_meta_get(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t *out);
 int ost__lmdb_meta_put(MDB_txn *t, MDB_dbi dbi, const char *key, uint64_t val);
+/* Removes the store's files (ost_store_drop, ost_store_drop_new). */
+int ost__lmdb_drop(ost__engine *e, bool only_new);
 /* The store's counters and sizes (ost_store_stat on LMDB). */
 int ost__lmdb_stat(ost__engine *e, ost_store_stats *out);
 

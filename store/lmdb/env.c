@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -287,12 +288,14 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
         return ost__st_fail(st, OST_EINVAL, "%s: prefetch_connections is %u: at most 8 (0 or 1: one)",
                             shown, opts->prefetch_connections);
     struct stat sb;
+    bool made_dir = false;
     if (stat(path, &sb) != 0) {
         if (errno != ENOENT || !opts->create)
             return ost__st_fail(st, errno == ENOENT ? OST_ENOTFOUND : OST_EIO,
                                 "%s: %s", shown, strerror(errno));
         if (mkdir(path, 0755) != 0)
             return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", shown, strerror(errno));
+        made_dir = true;
     } else if (!S_ISDIR(sb.st_mode)) {
         return ost__st_fail(st, OST_EINVAL, "%s: not a directory", shown);
     }
@@ -302,9 +305,11 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
      * the open for ever, a directory or a device fail in odd ways. Absent
      * is fine where the store may be created (and lock.mdb always). */
     static const char *const files[2] = {"data.mdb", "lock.mdb"};
+    bool absent[2] = {false, false}; /* what a failed open removes again */
     for (int i = 0; i < 2; i++) {
         char file[PATH_MAX + 16];
         snprintf(file, sizeof file, "%s/%s", real, files[i]);
+        absent[i] = false;
         if (stat(file, &sb) == 0) {
             if (!S_ISREG(sb.st_mode))
                 return ost__st_fail(st, OST_ECORRUPT, "%s: %s is not a regular file (%s)", shown,
@@ -313,6 +318,8 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
             return ost__st_fail(st, OST_EIO, "%s: %s: %s", shown, files[i], strerror(errno));
         } else if (i == 0 && !opts->create) {
             return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", shown);
+        } else {
+            absent[i] = true;
         }
     }
     /* liblmdb trusts its meta pages (a page size of 0 divides by zero in
@@ -342,6 +349,7 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
         close(lfd);
         if (frc == ENOSPC || frc == EDQUOT) {
             if (made) unlink(lockfile);
+            if (made_dir) (void)rmdir(real);
             return ost__st_fail(st, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
                                 shown, strerror(frc));
         }
@@ -354,6 +362,7 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
         return ost__st_fail(st, OST_ENOMEM, "out of memory");
     }
     e->st = st;
+    e->made_dir = made_dir;
     uv_mutex_lock(&g_open_lock);
     for (ost__engine *o = g_open; o; o = o->next_open)
         if (strcmp(o->st->path, real) == 0) {
@@ -395,6 +404,24 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
         code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s%s",
                             shown, ost__mdb_strerror(st, rc), hint);
         goto fail;
+    }
+    if (opts->exclusive) {
+        /* an flock of LMDB's own descriptor of data.mdb: it goes with the
+         * descriptor, when the environment closes or the process ends; a
+         * locked store is refused before anything is written to it */
+        mdb_filehandle_t fd;
+        rc = mdb_env_get_fd(st->eng->env, &fd);
+        if (!rc && flock(fd, LOCK_EX | LOCK_NB) != 0) rc = errno;
+        if (rc) {
+            code = rc == EWOULDBLOCK
+                       ? ost__st_fail(st, OST_EBUSY,
+                                      "%s: store is locked: another handle holds it with the "
+                                      "exclusive option (an ostore pack, import, copy or demo)",
+                                      shown)
+                       : ost__st_fail(st, OST_EIO, "%s: cannot lock data.mdb: %s", shown,
+                                      strerror(rc));
+            goto fail;
+        }
     }
     if (!opts->read_only) {
         /* an upgrade (below, when the store is older) rewrites every page:
@@ -494,6 +521,68 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     return 0;
 fail:
     ost__lmdb_env_close(e);
+    /* a store this open was making goes again (not when another handle
+     * holds it locked: that one may have made it meanwhile) */
+    if (absent[0] && code != OST_EBUSY) {
+        for (int i = 0; i < 2; i++) {
+            char file[PATH_MAX + 16];
+            snprintf(file, sizeof file, "%s/%s", real, files[i]);
+            if (absent[i]) (void)unlink(file);
+        }
+        if (made_dir) (void)rmdir(real);
+    }
+    return code;
+}
+
+int ost__lmdb_drop(ost__engine *e, bool only_new) {
+    ost_store *st = e->st;
+    /* the write transaction keeps every writer of the store, in this
+     * process and others, out from the check to the removal */
+    MDB_txn *t;
+    uv_rwlock_rdlock(&e->maplock);
+    int rc = mdb_txn_begin(e->env, NULL, 0, &t);
+    if (rc) {
+        uv_rwlock_rdunlock(&e->maplock);
+        return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
+                            st->shown, ost__mdb_strerror(st, rc));
+    }
+    int code = 0;
+    if (only_new) {
+        MDB_stat rs, ms = {0};
+        uint64_t next_oid = 0, last = 0;
+        rc = mdb_stat(t, e->recs, &rs);
+        if (!rc && !st->no_ments) rc = mdb_stat(t, e->ments, &ms);
+        if (!rc) rc = ost__lmdb_meta_get(t, e->meta, "next_oid", &next_oid);
+        if (!rc) rc = ost__lmdb_meta_get(t, e->meta, "last_serial", &last);
+        if (rc)
+            code = ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown,
+                                ost__mdb_strerror(st, rc));
+        else if (rs.ms_entries > 1 || ms.ms_entries || next_oid != 1)
+            code = ost__st_fail(st, OST_EEXIST,
+                                "%s: not a new store (%llu objects, last commit %llu); only a new "
+                                "store is removed",
+                                st->shown, (unsigned long long)rs.ms_entries,
+                                (unsigned long long)last);
+    }
+    char file[PATH_MAX + 16];
+    if (!code) {
+        /* data.mdb first: once it is gone there is no store, whatever
+         * happens to lock.mdb */
+        snprintf(file, sizeof file, "%s/data.mdb", st->path);
+        if (unlink(file) != 0)
+            code = ost__st_fail(st, OST_EIO, "%s: cannot remove data.mdb: %s", st->shown,
+                                strerror(errno));
+    }
+    if (!code) {
+        snprintf(file, sizeof file, "%s/lock.mdb", st->path);
+        if (!e->no_lock && unlink(file) != 0 && errno != ENOENT)
+            code = ost__st_fail(st, OST_EIO, "%s: data.mdb removed, but not lock.mdb: %s",
+                                st->shown, strerror(errno));
+    }
+    /* the directory too if the open made it and it is empty now */
+    if (!code && e->made_dir) (void)rmdir(st->path);
+    mdb_txn_abort(t);
+    uv_rwlock_rdunlock(&e->maplock);
     return code;
 }
 

@@ -44,6 +44,9 @@ int ost__pg_page_rows = 500;
 
 /* The advisory lock key that serializes schema creation. */
 #define SCHEMA_LOCK "7310593858183458126"
+/* The exclusive option's session advisory lock: this key and a hash of
+ * the store's schema (two stores in one database do not share it). */
+#define EXCL_LOCK "pg_try_advisory_lock(731059385, hashtext(coalesce(current_schema(), '')))"
 
 struct ost__engine {
     ost_store *st;
@@ -54,6 +57,7 @@ struct ost__engine {
     pthread_mutex_t lock; /* conn: class ids, oid blocks, stat */
     PGconn *conn;
     unsigned par; /* connections a session's large get_many reads with (1 to 8) */
+    bool exclusive; /* conn holds the exclusive lock (ost_store_options.exclusive) */
 };
 
 /* A helper connection of a session's large get_many (get_many_par). */
@@ -343,7 +347,10 @@ static int connect_db(ost__engine *e, PGconn **out) {
     return 0;
 }
 
-/* The engine's own connection, under e->lock: (re)connected when needed. */
+static int take_excl(ost__engine *e, PGconn *c);
+
+/* The engine's own connection, under e->lock: (re)connected when needed,
+ * with the exclusive lock taken again when the store holds it. */
 static int eng_conn(ost__engine *e, PGconn **out) {
     if (e->conn && PQstatus(e->conn) != CONNECTION_OK) {
         PQfinish(e->conn);
@@ -351,7 +358,12 @@ static int eng_conn(ost__engine *e, PGconn **out) {
     }
     if (!e->conn) {
         int rc = connect_db(e, &e->conn);
-        if (rc) return rc;
+        if (!rc && e->exclusive) rc = take_excl(e, e->conn);
+        if (rc) {
+            if (e->conn) PQfinish(e->conn);
+            e->conn = NULL;
+            return rc;
+        }
     }
     *out = e->conn;
     return 0;
@@ -447,6 +459,22 @@ static int schema_create(ost__engine *e, PGconn *c) {
     return rc;
 }
 
+/* Takes the exclusive option's lock on c, for the life of the session:
+ * 0, OST_EBUSY when another session holds it, or the failure. */
+static int take_excl(ost__engine *e, PGconn *c) {
+    int rc = 0;
+    PGresult *r = run(e, c, "taking the exclusive lock", "SELECT " EXCL_LOCK, NULL, &rc, NULL);
+    if (!r) return rc;
+    bool got = PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0] == 1;
+    PQclear(r);
+    if (!got)
+        return ost__st_fail(e->st, OST_EBUSY,
+                            "%s: store is locked: another handle holds it with the exclusive "
+                            "option (an ostore pack, import, copy or demo)",
+                            e->shown);
+    return 0;
+}
+
 /* Checks that the schema is there, whole, and of our format. */
 static int schema_check(ost__engine *e, PGconn *c) {
     int rc = 0;
@@ -523,6 +551,10 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
     e->conn = c;
     if (o && o->create && !e->read_only) rc = schema_create(e, c);
     if (!rc) rc = schema_check(e, c);
+    if (!rc && o && o->exclusive) {
+        rc = take_excl(e, c);
+        e->exclusive = !rc;
+    }
     if (rc) {
         eng_free(e);
         return rc;
@@ -3000,11 +3032,11 @@ static void pg_imp_abort(ost__import *im) {
     if (im) imp_fail(im, 0);
 }
 
-/* Drops the store's tables if it is new, on a connection of its own: the
- * schema lock and the tables locked against every other session first (a
- * session of this process that holds a snapshot makes the lock time out
- * rather than wait for ever). */
-static int pg_drop_new(ost__engine *e) {
+/* Drops the store's tables (if it is new, when only_new), on a connection
+ * of its own: the schema lock and the tables locked against every other
+ * session first (a session of this process that holds a snapshot makes
+ * the lock time out rather than wait for ever). */
+static int pg_drop(ost__engine *e, bool only_new) {
     PGconn *c;
     int rc = connect_db(e, &c);
     if (rc) return rc;
@@ -3014,7 +3046,7 @@ static int pg_drop_new(ost__engine *e) {
                          "SET LOCAL lock_timeout = '10s'; SELECT pg_advisory_xact_lock(" SCHEMA_LOCK
                          "); LOCK TABLE ost_meta, ost_records, ost_classes, ost_txlog, ost_ments "
                          "IN ACCESS EXCLUSIVE MODE");
-    if (!rc) rc = check_new(e, c, "only a new store is removed");
+    if (!rc && only_new) rc = check_new(e, c, "only a new store is removed");
     if (!rc)
         rc = run0(e, c, "removing the store",
                   "DROP TABLE ost_ments, ost_txlog, ost_classes, ost_records, ost_meta", NULL);
@@ -3068,7 +3100,7 @@ const ost__engine_ops ost__pg_engine = {
     .imp_entry = pg_imp_entry,
     .imp_commit = pg_imp_commit,
     .imp_abort = pg_imp_abort,
-    .drop_new = pg_drop_new,
+    .drop = pg_drop,
     .views_mark = pg_views_mark,
     .views_release = pg_views_release,
 };
