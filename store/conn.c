@@ -1089,26 +1089,37 @@ ost_value ost_conn_root(ost_conn *c) {
     return root;
 }
 
-static ost_value root_data(ost_conn *c, ost_value *root) {
-    *root = ost_conn_root(c);
-    if (!*root) return 0;
+/* The root's 'data' dict (borrowed) in *d, the root in *root: 0, or the
+ * failure to load the root (the message says why), OST_ECORRUPT when its
+ * state has no such dict. */
+static int root_data_rc(ost_conn *c, ost_value *root, ost_value *d) {
+    *d = 0;
+    int rc = ost_conn_get(c, 0, root);
+    if (!rc) rc = ost_activate(c, *root);
+    if (rc) return rc;
     ost_value st = ost_instance_state(*root);
-    ost_value d = ost__type(st) == OST_T_DICT ? ost_dict_get_c(st, "data") : 0;
-    if (ost__type(d) != OST_T_DICT) {
-        ost__c_fail(c, OST_ECORRUPT, "the root's state has no 'data' dict");
-        return 0;
+    *d = ost__type(st) == OST_T_DICT ? ost_dict_get_c(st, "data") : 0;
+    if (ost__type(*d) != OST_T_DICT) {
+        *d = 0;
+        return ost__c_fail(c, OST_ECORRUPT, "the root's state has no 'data' dict");
     }
-    return d;
+    return 0;
+}
+
+static ost_value root_data(ost_conn *c, ost_value *root) {
+    ost_value d;
+    return root_data_rc(c, root, &d) ? 0 : d;
 }
 
 int ost_root_set(ost_conn *c, ost_value key, ost_value val) {
-    ost_value root, d = c ? root_data(c, &root) : 0;
-    if (!d) {
+    ost_value root, d = 0;
+    int rc = !c ? OST_EINVAL : !c->st ? OST_EINVAL : root_data_rc(c, &root, &d);
+    if (rc) {
         ost_decref(key);
         ost_decref(val);
-        return !c ? OST_EINVAL : !c->st ? OST_EINVAL : OST_ECORRUPT;
+        return rc;
     }
-    int rc = ost_dict_set(d, key, val);
+    rc = ost_dict_set(d, key, val);
     if (!rc) ost_changed(root);
     return rc;
 }

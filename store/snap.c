@@ -53,8 +53,17 @@ struct ost_snap {
     uint64_t *maps; /* the oids that have entries, ascending; made by the first next_map */
     size_t nmaps, capmaps;
     bool maps_known;
+    bool counted; /* in st->nraw */
     char msg[512];
 };
+
+/* Counts a raw snapshot or import in or out of st->nraw (a drop waits
+ * for none to be open). */
+static void raw_count(ost_store *st, int d) {
+    uv_mutex_lock(&st->lock);
+    st->nraw += (size_t)d;
+    uv_mutex_unlock(&st->lock);
+}
 
 struct ost_snap_cursor {
     ost_snap *s;
@@ -148,12 +157,15 @@ int ost_snap_open(ost_store *st, ost_snap **out) {
         ost_snap_close(s);
         return rc;
     }
+    s->counted = true;
+    raw_count(st, 1);
     *out = s;
     return 0;
 }
 
 void ost_snap_close(ost_snap *s) {
     if (!s) return;
+    if (s->counted) raw_count(s->st, -1);
     if (s->pinned) s->ops->unpin(s->sess);
     s->ops->snap_end(s->sess);
     s->ops->sess_close(s->sess);
@@ -507,6 +519,7 @@ int ost_import_begin(ost_store *st, uint64_t size_hint, ost_import **out) {
         free(im);
         return rc;
     }
+    raw_count(st, 1);
     *out = im;
     return 0;
 }
@@ -595,6 +608,7 @@ int ost_import_commit(ost_import *im, uint64_t format, uint64_t next_oid, uint64
                       uint64_t next_class) {
     ost_store *st = im->st;
     int rc = import_counters_check(im, format, next_oid, last_serial, next_class);
+    raw_count(st, -1);
     if (rc) {
         im->ops->imp_abort(im->im);
         free(im);
@@ -613,6 +627,7 @@ int ost_import_commit(ost_import *im, uint64_t format, uint64_t next_oid, uint64
 
 void ost_import_abort(ost_import *im) {
     if (!im) return;
+    raw_count(im->st, -1);
     im->ops->imp_abort(im->im);
     free(im);
 }
@@ -624,9 +639,11 @@ static int store_drop(ost_store *st, bool only_new) {
     if (!st || !st->eng || !st->ops) return OST_EINVAL;
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->shown);
     uv_mutex_lock(&st->lock);
-    bool busy = st->conns != NULL;
+    bool busy = st->conns != NULL, raw = st->nraw != 0;
     uv_mutex_unlock(&st->lock);
     if (busy) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->shown);
+    if (raw)
+        return ost__st_fail(st, OST_EBUSY, "%s: a raw snapshot or an import is open", st->shown);
     int rc = st->ops->drop(st->eng, only_new);
     if (!rc) ost__store_shut(st);
     return rc;

@@ -86,8 +86,9 @@ struct ost_store {
     ost_registry *registry;
     ost_value root_cls;
     ost_value map_cls, set_cls; /* ostore.maps.OrderedMap and OrderedSet */
-    uv_mutex_t lock;      /* the connection list */
+    uv_mutex_t lock;      /* the connection list, nraw */
     ost_conn *conns;
+    size_t nraw;          /* raw snapshots and imports open (store/snap.c) */
     ost__nametab ctab;    /* class ids by name (under lock) */
     bool group_commit;
     /* group commit (store/commit.c): a queue of packages, applied a group

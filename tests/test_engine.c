@@ -1518,15 +1518,40 @@ OST_TEST(api, an_exclusive_lock_a_server_restart_dropped_is_taken_again_or_refus
     cr_assert_eq(system(restart), 0);
     cr_assert_eq(ost_store_stat(a, &s), 0, "%s", ost_store_errmsg(a));
     cr_assert_eq(excl_in_child(), 1, "held again after the reconnection");
-    /* another handle took it while the connection was down: refused */
+    /* another handle took it while the connection was down: refused, to
+     * the engine's calls and to a connection's commits alike */
+    ost_conn *ca;
+    cr_assert_eq(ost_conn_open(a, &ca), 0);
+    cr_assert_eq(ost_root_set_c(ca, "k", ost_int(1)), 0);
+    cr_assert_eq(ost_commit(ca), 0, "%s", ost_conn_errmsg(ca));
     cr_assert_eq(system(restart), 0);
     ost_store *b = ost_store_new();
     cr_assert_eq(ost_store_open(b, g_addr, &o), 0, "%s", ost_store_errmsg(b));
+    int rc = 0;
+    for (int i = 0; i < 3; i++) { /* the first may fail on the broken session */
+        ost_abort(ca);
+        rc = ost_root_set_c(ca, "k", ost_int(2 + i)); /* the root's load may be refused */
+        if (!rc) rc = ost_commit(ca);
+        cr_assert_neq(rc, 0, "attempt %d: a commit without the lock went through", i);
+    }
+    cr_assert_eq(rc, OST_EBUSY, "%s: %s", ost_err_name(rc), ost_conn_errmsg(ca));
+    cr_assert(strstr(ost_conn_errmsg(ca), "store is locked"), "%s", ost_conn_errmsg(ca));
+    ost_abort(ca);
     cr_assert_eq(ost_store_stat(a, &s), OST_EBUSY);
     cr_assert(strstr(ost_store_errmsg(a), "store is locked"), "%s", ost_store_errmsg(a));
+    ost_conn *cb;
+    cr_assert_eq(ost_conn_open(b, &cb), 0);
+    int64_t k = 0;
+    cr_assert_eq(ost_int_value(ost_root_get_c(cb, "k"), &k), 0, "%s", ost_conn_errmsg(cb));
+    cr_assert_eq(k, 1, "nothing of the refused commits was written");
+    ost_conn_close(cb);
     ost_store_close(b);
     cr_assert_eq(ost_store_stat(a, &s), 0, "%s", ost_store_errmsg(a));
     cr_assert_eq(excl_in_child(), 1, "held again once the other let it go");
+    cr_assert_eq(ost_root_set_c(ca, "k", ost_int(9)), 0);
+    rc = ost_commit(ca);
+    cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_conn_errmsg(ca));
+    ost_conn_close(ca);
     ost_store_close(a);
     cr_assert_eq(excl_in_child(), 0, "free after the close");
 }

@@ -443,6 +443,23 @@ OST_TEST(store, drop_new_removes_only_a_new_store) {
     c = conn_of(st);
     cr_assert_eq(iattr(root_get(c, "node"), "i"), 7, "the store is intact");
     ost_conn_close(c);
+    ost_store_close(st);
+    /* a commit of the root alone makes a store not new either */
+    cr_assert_eq(ost_store_drop(st = open_store(false)), 0, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    st = open_store(true);
+    c = conn_of(st);
+    root_set(c, "config", ost_int(42));
+    commit_ok(c);
+    ost_conn_close(c);
+    cr_assert_eq(ost_store_drop_new(st), OST_EEXIST, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    int64_t cfg = 0;
+    cr_assert_eq(ost_int_value(root_get(c, "config"), &cfg), 0);
+    cr_assert_eq(cfg, 42, "the root's commit is kept");
+    ost_conn_close(c);
     /* read-only: refused, nothing removed */
     ost_store_close(st);
     st = open_read_only(F.dir, F.reg);
@@ -450,6 +467,25 @@ OST_TEST(store, drop_new_removes_only_a_new_store) {
     cr_assert_eq(ost_store_drop(st), OST_EREADONLY);
     ost_store_close(st);
     cr_assert(!store_gone());
+}
+
+OST_TEST(store, drop_refuses_while_a_raw_snapshot_or_an_import_is_open) {
+    ost_store *st = open_store(true);
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(st, &s), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(ost_store_drop(st), OST_EBUSY);
+    cr_assert(strstr(ost_store_errmsg(st), "a raw snapshot or an import is open"), "%s",
+              ost_store_errmsg(st));
+    ost_snap_close(s);
+    ost_import *im;
+    cr_assert_eq(ost_import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(ost_store_drop_new(st), OST_EBUSY, "an import holds the write transaction");
+    ost_import_abort(im);
+    cr_assert_eq(ost_import_begin(st, 0, &im), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(ost_import_commit(im, OST_STORE_FORMAT, 1, 1, 1), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(ost_store_drop_new(st), 0, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+    cr_assert(store_gone());
 }
 
 OST_TEST(store, drop_removes_a_store_that_holds_objects) {

@@ -3,9 +3,10 @@
  * Exit statuses, for every command: 0 success, 1 a failed operation (one
  * line on stderr, "ostore: ..." naming the path or oid), 2 bad usage (the
  * command's usage on stderr). Read-only commands open the store read-only;
- * commands that write (demo, pack, import) also take an exclusive flock on
- * DIR/data.mdb so that two ostore processes never pack or import the same
- * store at once. */
+ * commands that rewrite a store (pack, upgrade, import, copy, the demo's
+ * load) open it with the store's exclusive lock (open_store_excl, the
+ * exclusive option of ost_store_options), so that two ostore processes
+ * never pack or import the same store at once. */
 #ifndef OSTORE_CLI_H
 #define OSTORE_CLI_H
 

@@ -436,11 +436,14 @@ static bool db_without_store(const char *db) {
     return none;
 }
 
-/* Undoes what open_target created, after a failure (ost_store_drop_new:
- * an LMDB store's files, and its directory if the open made it; a
- * database's tables), and closes st. */
-static void undo_created(const char *db, ost_store *st) {
-    if (st && ost_store_drop_new(st))
+/* Undoes what open_target created, after a failure, and closes st: an
+ * LMDB store's files, and its directory if the open made it; a database's
+ * tables. Before the import's commit, only if the store is still new
+ * (ost_store_drop_new: a writer that came meanwhile keeps it); after it
+ * (committed: the copy's check failed), whatever it holds (ost_store_drop:
+ * the command made it, and holds its exclusive lock). */
+static void undo_created(const char *db, ost_store *st, bool committed) {
+    if (st && (committed ? ost_store_drop(st) : ost_store_drop_new(st)))
         fprintf(stderr, "ostore: warning: the store this command made at %s stays: %s\n",
                 shown(db), ost_store_errmsg(st));
     ost_store_close(st);
@@ -914,7 +917,7 @@ out:
     free(maps.v);
     ost_reader_free(rd);
     ost_import_abort(im);
-    if (rc && created) undo_created(db, st);
+    if (rc && created) undo_created(db, st, false);
     else ost_store_close(st);
     if (!from_stdin) fclose(f);
     free(buf);
@@ -972,7 +975,7 @@ static int run_copy(int argc, char **argv) {
     ost_import *im = NULL;
     ost_snap_cursor *cur = NULL;
     ost_entry_cursor *ec = NULL;
-    bool created = false;
+    bool created = false, committed = false;
     int rc = EXIT_OK;
     double t0 = now_s();
     if (open_store(src, false, &sst)) return EXIT_FAIL;
@@ -1078,6 +1081,7 @@ static int run_copy(int argc, char **argv) {
         rc = fail("%s", ost_store_errmsg(dst_st));
         goto out_bar;
     }
+    committed = true;
     double copied = now_s() - t0;
     /* the final check, as zodbconvert's users run fsrefs: every record of
      * the copy decodes and every reference resolves */
@@ -1110,7 +1114,7 @@ out:
     ost_entry_cursor_close(ec);
     ost_snap_cursor_close(cur);
     ost_import_abort(im);
-    if (rc && created) undo_created(dst, dst_st);
+    if (rc && created) undo_created(dst, dst_st, committed);
     else ost_store_close(dst_st);
     raw_end(t);
     ost_store_close(sst);

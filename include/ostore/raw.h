@@ -174,14 +174,17 @@ OST_EXTERN void ost_import_abort(ost_import *im);
  * The check and the removal happen in one write transaction: a writer
  * that came meanwhile keeps the store (OST_EEXIST, nothing removed).
  * PostgreSQL drops the store's tables, after locking them. LMDB removes
- * data.mdb and lock.mdb, and the directory if this handle's open created
- * it and nothing else is in it. Caveat (LMDB): a process that has the
+ * data.mdb, then lock.mdb (one that cannot be removed stays: a store made
+ * there later uses it), and the directory if this handle's open created
+ * it and nothing else is in it. New means: nothing but the root that the
+ * store's creation wrote, no commit since (not even of the root alone). Caveat (LMDB): a process that has the
  * store open meanwhile keeps its open files, so its later commits go to
  * the removed files; use it on a store this process just created (as
  * ostore import does), best opened with the exclusive option. On
  * success st is closed, as after a failed open: ost_store_close frees it
  * (or ost_store_open opens a store with it again); any other call fails
- * with OST_EINVAL. No connection may be open: OST_EBUSY. 0, OST_EEXIST,
+ * with OST_EINVAL. No connection, raw snapshot (ost_snap_open) or import
+ * may be open: OST_EBUSY. 0, OST_EEXIST,
  * OST_EREADONLY, OST_EBUSY, OST_EINVAL, or the engine's code (OST_EIO
  * when a file cannot be removed, or when another session holds the
  * PostgreSQL tables for 10 s); the message is ost_store_errmsg's. */

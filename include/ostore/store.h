@@ -68,8 +68,11 @@ typedef struct {
                                 * PostgreSQL: a session advisory lock keyed
                                 * by the store's schema, on the store's own
                                 * server connection; a server restart drops
-                                * it, and the reconnection takes it again or
-                                * fails with OST_EBUSY. */
+                                * it: the next reconnection (of that
+                                * connection, or of any connection of the
+                                * store, which checks it first) takes it
+                                * again, or fails with OST_EBUSY when another
+                                * handle took it meanwhile. */
 } ost_store_options;
 
 /* Fills o with the defaults: no create, read-write, 64 MiB map, full
@@ -102,7 +105,8 @@ OST_EXTERN ost_store *ost_store_new(void);
  * time may reuse pages this reader still reads, giving wrong data or
  * OST_ECORRUPT. Such an open is meant for stores nobody writes (archives,
  * another user's store, read-only media). A read-write open with no write
- * access fails with OST_EREADONLY. */
+ * access fails with OST_EREADONLY. An open that fails while it creates an
+ * LMDB store removes the files (and the directory) it made. */
 OST_EXTERN int ost_store_open(ost_store *st, const char *path,
                               const ost_store_options *o);
 /* Closes the store and frees the handle. NULL is allowed. Connections
@@ -213,7 +217,10 @@ OST_EXTERN const char *ost_conn_errmsg(const ost_conn *c);
 /* The root object (borrowed): an instance whose state is {'data': dict}.
  * Starts the transaction if none. 0 on error (see ost_conn_errmsg). */
 OST_EXTERN ost_value ost_conn_root(ost_conn *c);
-/* root['data'][key] = val and marks the root changed; steals key and val. */
+/* root['data'][key] = val and marks the root changed; steals key and val.
+ * 0; OST_EINVAL (NULL c, or a connection of a closed store); the failure
+ * to load the root (OST_EIO, OST_EBUSY, ...; ost_conn_errmsg says why);
+ * OST_ECORRUPT when the root's state has no 'data' dict; OST_ENOMEM. */
 OST_EXTERN int ost_root_set(ost_conn *c, ost_value key, ost_value val);
 /* root['data'][key] (borrowed), or 0. key is borrowed. */
 OST_EXTERN ost_value ost_root_get(ost_conn *c, ost_value key);

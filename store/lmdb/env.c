@@ -476,6 +476,8 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
         mdb_txn_abort(t);
         code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", shown);
         goto fail;
+    } else {
+        absent[0] = false; /* another handle made the store meanwhile: it stays */
     }
     uint64_t fmt;
     rc = ost__lmdb_meta_get(t, st->eng->meta, "format", &fmt);
@@ -521,8 +523,10 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     return 0;
 fail:
     ost__lmdb_env_close(e);
-    /* a store this open was making goes again (not when another handle
-     * holds it locked: that one may have made it meanwhile) */
+    /* a store this open was making goes again: not when another handle
+     * holds it locked or wrote its meta (that one made it meanwhile).
+     * Caveat: a process that opened the files between this open's look
+     * and its failure, before writing anything, loses them. */
     if (absent[0] && code != OST_EBUSY) {
         for (int i = 0; i < 2; i++) {
             char file[PATH_MAX + 16];
@@ -539,8 +543,7 @@ int ost__lmdb_drop(ost__engine *e, bool only_new) {
     /* the write transaction keeps every writer of the store, in this
      * process and others, out from the check to the removal */
     MDB_txn *t;
-    uv_rwlock_rdlock(&e->maplock);
-    int rc = mdb_txn_begin(e->env, NULL, 0, &t);
+    int rc = ost__locked_txn_begin(st, 0, &t);
     if (rc) {
         uv_rwlock_rdunlock(&e->maplock);
         return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
@@ -548,6 +551,9 @@ int ost__lmdb_drop(ost__engine *e, bool only_new) {
     }
     int code = 0;
     if (only_new) {
+        /* new: what init_store wrote and nothing since (the commit that
+         * made the root is serial 1; any later commit, even of the root
+         * alone, makes the store not new), as import.c asks */
         MDB_stat rs, ms = {0};
         uint64_t next_oid = 0, last = 0;
         rc = mdb_stat(t, e->recs, &rs);
@@ -557,7 +563,7 @@ int ost__lmdb_drop(ost__engine *e, bool only_new) {
         if (rc)
             code = ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown,
                                 ost__mdb_strerror(st, rc));
-        else if (rs.ms_entries > 1 || ms.ms_entries || next_oid != 1)
+        else if (rs.ms_entries > 1 || ms.ms_entries || next_oid != 1 || last != 1)
             code = ost__st_fail(st, OST_EEXIST,
                                 "%s: not a new store (%llu objects, last commit %llu); only a new "
                                 "store is removed",
@@ -566,8 +572,9 @@ int ost__lmdb_drop(ost__engine *e, bool only_new) {
     }
     char file[PATH_MAX + 16];
     if (!code) {
-        /* data.mdb first: once it is gone there is no store, whatever
-         * happens to lock.mdb */
+        /* data.mdb first: once it is gone there is no store, and the drop
+         * is done; a lock.mdb that cannot go stays (a store made here
+         * later uses it), and so does the directory then */
         snprintf(file, sizeof file, "%s/data.mdb", st->path);
         if (unlink(file) != 0)
             code = ost__st_fail(st, OST_EIO, "%s: cannot remove data.mdb: %s", st->shown,
@@ -575,12 +582,9 @@ int ost__lmdb_drop(ost__engine *e, bool only_new) {
     }
     if (!code) {
         snprintf(file, sizeof file, "%s/lock.mdb", st->path);
-        if (!e->no_lock && unlink(file) != 0 && errno != ENOENT)
-            code = ost__st_fail(st, OST_EIO, "%s: data.mdb removed, but not lock.mdb: %s",
-                                st->shown, strerror(errno));
+        (void)unlink(file);
+        if (e->made_dir) (void)rmdir(st->path); /* when the open made it and it is empty */
     }
-    /* the directory too if the open made it and it is empty now */
-    if (!code && e->made_dir) (void)rmdir(st->path);
     mdb_txn_abort(t);
     uv_rwlock_rdunlock(&e->maplock);
     return code;

@@ -393,6 +393,28 @@ static void help_close(ost__sess *s, bool off) {
 
 static bool help_connect(ost__sess *s, size_t want);
 
+/* When the store holds the exclusive lock: whether the engine's
+ * connection still holds it (a server restart ends the session and the
+ * lock with it): asked again on that connection, reconnected and taken
+ * again if it broke. 0, or OST_EBUSY when another handle took it, or the
+ * failure. A session checks it each time it connects, so that no
+ * session writes to a store whose lock went to another handle. */
+static int excl_check(ost__engine *e) {
+    if (!e->exclusive) return 0;
+    pthread_mutex_lock(&e->lock);
+    PGconn *c;
+    int rc = eng_conn(e, &c);
+    /* held: asking again stacks it on the same session, which is fine:
+     * the session's end releases every hold */
+    if (!rc) {
+        rc = take_excl(e, c);
+        if (rc == OST_EIO && PQstatus(c) != CONNECTION_OK && !(rc = eng_conn(e, &c)))
+            rc = take_excl(e, c);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
 static int sess_conn(ost__sess *s) {
     drain(s);
     if (s->conn && PQstatus(s->conn) != CONNECTION_OK) {
@@ -401,7 +423,8 @@ static int sess_conn(ost__sess *s) {
         s->prepared = 0;
     }
     if (s->conn) return 0;
-    return connect_db(s->e, &s->conn);
+    int rc = excl_check(s->e);
+    return rc ? rc : connect_db(s->e, &s->conn);
 }
 
 static void keep_clear(ost__sess *s) {
@@ -2831,8 +2854,9 @@ static int imp_mode(ost__import *im, int mode) {
 }
 
 /* Checks, in c's open transaction with the tables locked, that the store
- * is new: at most the root that ost_store_open wrote (in a commit of its
- * own, so last_serial may be 2), no oid handed out, no entries. 0, or
+ * is new: at most the root that ost_store_open wrote (commit 1) and no
+ * commit since, not even of the root alone, no oid handed out, no
+ * entries (what LMDB's import.c asks too). 0, or
  * OST_EEXIST with what it holds and then need (what needs it new), or the
  * failure to read. */
 static int check_new(ost__engine *e, PGconn *c, const char *need) {
@@ -2850,7 +2874,7 @@ static int check_new(ost__engine *e, PGconn *c, const char *need) {
     uint64_t nrec = col64(r, 0), others = col64(r, 1), nent = col64(r, 2), next_oid = col64(r, 3),
              last = col64(r, 4);
     PQclear(r);
-    if (others || nent || next_oid != 1)
+    if (others || nent || next_oid != 1 || last > 1)
         return ost__st_fail(e->st, OST_EEXIST, "%s: not a new store (%llu objects, last commit %llu); %s",
                             e->shown, (unsigned long long)nrec, (unsigned long long)last, need);
     return 0;

@@ -769,6 +769,18 @@ def test_copy(tmp, db, recs, meta):
     check(not os.path.exists(out), "a refused export left its file")
     if not on_pg():
         shutil.rmtree(bad)
+    # a reference to a record that is not there: the copy commits, its
+    # check finds the missing record, and the store the copy made goes
+    # again, committed as it was (ost_store_drop)
+    referred = sorted({r for _, (_, _, data, _) in recs.items() for r in refs_of(data)
+                       if r and r in recs and not (recs[r][1] or "").startswith("ostore.maps.")})
+    check(referred, "the test store has no references")
+    bad = clilib.copy_store(db, tmp, "copy-dangling")
+    clilib.delete_record(bad, referred[0])
+    fails(["copy", bad, gone], "the copy does not check", "copy of a store with a dangling reference")
+    check(not clilib.left_behind(gone), "a copy that did not check left its target store")
+    if not on_pg():
+        shutil.rmtree(bad)
     usage(["copy", db], "missing arguments")
     if not on_pg():
         shutil.rmtree(dst)

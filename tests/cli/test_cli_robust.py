@@ -234,6 +234,11 @@ def test_demo_dir(tmp):
           "a refused demo changed %s: %r" % (d, os.listdir(d)))
     ok(["check", d], "check after a refused demo")
     os.unlink(os.path.join(d, "notes.txt"))
+    # the marker and a lock.mdb without data.mdb (a demo killed in its
+    # open): the next demo goes on and makes its store
+    os.unlink(os.path.join(d, "data.mdb"))
+    ok(["demo", d, "--objects", "1000", "--quiet"], "demo over a marker and a stray lock.mdb")
+    ok(["check", d], "check after a demo over a stray lock.mdb")
     # an ostore-demo that is not the demo's marker: not the demo's store
     fake = os.path.join(tmp, "fake.ostore")
     os.mkdir(fake)
