@@ -1513,6 +1513,16 @@ OST_TEST(api, an_exclusive_lock_a_server_restart_dropped_is_taken_again_or_refus
     ost_store *a = ost_store_new();
     cr_assert_eq(ost_store_open(a, g_addr, &o), 0, "%s", ost_store_errmsg(a));
     cr_assert_eq(excl_in_child(), 1, "held");
+    /* the key is the schema's: a store in another schema of the same
+     * database takes its own lock meanwhile */
+    char other[sizeof g_addr];
+    cr_assert(!E->fresh(other, sizeof other), "cannot make a fresh address");
+    cr_assert_neq(strcmp(other, g_addr), 0);
+    ost_store_options oc = o;
+    oc.create = true;
+    ost_store *x = ost_store_new();
+    cr_assert_eq(ost_store_open(x, other, &oc), 0, "%s", ost_store_errmsg(x));
+    ost_store_close(x);
     ost_store_stats s;
     /* nobody took it meanwhile: the reconnection takes it again */
     cr_assert_eq(system(restart), 0);

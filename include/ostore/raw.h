@@ -177,17 +177,17 @@ OST_EXTERN void ost_import_abort(ost_import *im);
  * data.mdb, then lock.mdb (one that cannot be removed stays: a store made
  * there later uses it), and the directory if this handle's open created
  * it and nothing else is in it. New means: nothing but the root that the
- * store's creation wrote, no commit since (not even of the root alone). Caveat (LMDB): a process that has the
- * store open meanwhile keeps its open files, so its later commits go to
- * the removed files; use it on a store this process just created (as
- * ostore import does), best opened with the exclusive option. On
- * success st is closed, as after a failed open: ost_store_close frees it
- * (or ost_store_open opens a store with it again); any other call fails
- * with OST_EINVAL. No connection, raw snapshot (ost_snap_open) or import
- * may be open: OST_EBUSY. 0, OST_EEXIST,
- * OST_EREADONLY, OST_EBUSY, OST_EINVAL, or the engine's code (OST_EIO
- * when a file cannot be removed, or when another session holds the
- * PostgreSQL tables for 10 s); the message is ost_store_errmsg's. */
+ * store's creation wrote, no commit since (not even of the root alone).
+ * Caveat (LMDB): a process that has the store open meanwhile keeps its
+ * open files, so its later commits go to the removed files; use it on a
+ * store this process just created (as ostore import does), best opened
+ * with the exclusive option. On success st is closed, as after a failed
+ * open: ost_store_close frees it (or ost_store_open opens a store with it
+ * again); any other call fails with OST_EINVAL. No connection, raw
+ * snapshot (ost_snap_open) or import may be open: OST_EBUSY. 0,
+ * OST_EEXIST, OST_EREADONLY, OST_EBUSY, OST_EINVAL, or the engine's code
+ * (OST_EIO when data.mdb cannot be removed, or when another session holds
+ * the PostgreSQL tables for 10 s); the message is ost_store_errmsg's. */
 OST_EXTERN int ost_store_drop_new(ost_store *st);
 /* Removes the store st has open, whatever it holds, as ost_store_drop_new
  * does without the check that it is new (like dropdb): the records, map

@@ -309,7 +309,6 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     for (int i = 0; i < 2; i++) {
         char file[PATH_MAX + 16];
         snprintf(file, sizeof file, "%s/%s", real, files[i]);
-        absent[i] = false;
         if (stat(file, &sb) == 0) {
             if (!S_ISREG(sb.st_mode))
                 return ost__st_fail(st, OST_ECORRUPT, "%s: %s is not a regular file (%s)", shown,
