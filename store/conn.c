@@ -248,14 +248,23 @@ static void drop_packed(ost_conn *c, uint64_t low) {
     }
 }
 
-/* Opens the snapshot (renew: the open one ends in the same engine call,
- * snap_renew), pins it and, at a transaction's start, applies
- * invalidations. On failure nothing is open or pinned. */
-static int open_snapshot(ost_conn *c, bool renew) {
+/* How open_snapshot opens: snap_begin, snap_renew (the open snapshot
+ * ends in the same engine call), or snap_adopt (the engine's view after
+ * the connection's commit). */
+enum { SNAP_BEGIN, SNAP_RENEW, SNAP_ADOPT };
+
+/* Opens the snapshot as mode says, pins it and, at a transaction's start,
+ * applies invalidations. On failure nothing is open or pinned; except
+ * that SNAP_ADOPT returns 1, with nothing changed, when the engine has no
+ * view after commit `serial`. */
+static int open_snapshot(ost_conn *c, int mode, uint64_t serial) {
     const ost__engine_ops *ops = c->st->ops;
     ost__snapinfo si;
+    int rc = mode == SNAP_ADOPT    ? ops->snap_adopt(c->sess, serial, c->seen_serial, &si)
+             : mode == SNAP_RENEW ? ops->snap_renew(c->sess, &si)
+                                  : ops->snap_begin(c->sess, &si);
+    if (mode == SNAP_ADOPT && rc == OST_ENOTFOUND) return 1;
     c->snap_open = false;
-    int rc = renew ? ops->snap_renew(c->sess, &si) : ops->snap_begin(c->sess, &si);
     if (rc) return ost__c_fail(c, rc, "cannot start a read transaction: %s",
                                ost_store_errmsg(c->st));
     c->snap_open = true;
@@ -295,7 +304,7 @@ static int pin(ost_conn *c) {
         }
         return 0;
     }
-    return open_snapshot(c, false);
+    return open_snapshot(c, SNAP_BEGIN, 0);
 }
 
 static void unpin(ost_conn *c) { c->st->ops->unpin(c->sess); }
@@ -995,17 +1004,22 @@ ost_txn_hooks *ost_conn_hooks(ost_conn *c) { return c && c->st ? c->hooks : NULL
 
 /* Starts the next transaction at once, so that objects other commits
  * changed become ghosts now, not when something happens to load: cached
- * objects are used without the connection seeing it. If the snapshot
- * cannot open now, the next one applies the invalidations. */
-static void begin_txn(ost_conn *c) {
+ * objects are used without the connection seeing it. serial: the commit
+ * the connection just made (0: none), whose view the engine may hand
+ * over (snap_adopt) instead of a new snapshot. If the snapshot cannot
+ * open now, the next one applies the invalidations. */
+static void begin_txn(ost_conn *c, uint64_t serial) {
     const ost__engine_ops *ops = c->st->ops;
-    /* an engine that renews a snapshot in one round trip does so */
-    bool renew = c->snap_open && ops->snap_renew;
-    if (!renew) end_snapshot(c);
     c->at_boundary = true;
     char keep[sizeof c->msg];
     memcpy(keep, c->msg, sizeof keep);
-    int rc = renew ? open_snapshot(c, true) : pin(c);
+    int rc = serial && ops->snap_adopt ? open_snapshot(c, SNAP_ADOPT, serial) : 1;
+    if (rc == 1) {
+        /* an engine that renews a snapshot in one round trip does so */
+        bool renew = c->snap_open && ops->snap_renew;
+        if (!renew) end_snapshot(c);
+        rc = renew ? open_snapshot(c, SNAP_RENEW, 0) : pin(c);
+    }
     if (rc) memcpy(c->msg, keep, sizeof keep);
     else unpin(c);
 }
@@ -1210,6 +1224,7 @@ static int prepare(ost_conn *c) {
     ost__pkg *p = c->pkg;
     ost__pkg_reset(p);
     p->low = c->low_seen;
+    p->next_txn = true;
     c->nnew_start = c->nents;
     ost_writer_set_persistent_id(c->w, commit_pid, c, OST_PID_INSTANCES);
     /* map entries first: new objects their values reach join c->changed */
@@ -1286,7 +1301,7 @@ static void commit_done(ost_conn *c, int rc) {
     ost__maps_txn_end(c, true);
     if (p->serial == c->seen_serial + 1) c->seen_serial = p->serial;
     cache_gc(c);
-    begin_txn(c); /* ends the snapshot */
+    begin_txn(c, p->serial); /* ends the snapshot */
     ost_txn_hooks_run_after_commit(c->hooks, true);
 }
 
@@ -1324,7 +1339,7 @@ int ost_commit(ost_conn *c) {
     if (!any) {
         ost__maps_txn_end(c, true);
         cache_gc(c);
-        begin_txn(c); /* ends the snapshot */
+        begin_txn(c, 0); /* ends the snapshot */
         ost_txn_hooks_run_after_commit(c->hooks, true);
         return 0;
     }
@@ -1415,7 +1430,7 @@ void ost_abort(ost_conn *c) {
     }
     c->nchanged = 0;
     cache_gc(c);
-    begin_txn(c); /* ends the snapshot */
+    begin_txn(c, 0); /* ends the snapshot */
     ost_txn_hooks_run_after_abort(c->hooks);
 }
 

@@ -125,6 +125,20 @@ typedef struct ost__engine_ops {
      * store renews a transaction's snapshot this way at the boundary
      * after a commit or an abort. On failure no snapshot is open. */
     int (*snap_renew)(ost__sess *s, ost__snapinfo *info);
+    /* Optional (NULL: the store renews): at the boundary right after this
+     * session's package committed with serial `serial`, ends the open
+     * snapshot and begins one from a view the engine took after that
+     * commit, in no round trip of the session's own (PostgreSQL: the view
+     * the group committer polled right after the group's COMMIT, which
+     * the session's first read then imports). The snapshot is exactly
+     * what snap_begin at the view's serial would see, and *info says it;
+     * changes(after, the view's serial), after being the serial up to
+     * which the store has applied invalidations, is served without a
+     * round trip.
+     * 0 on success; OST_ENOTFOUND, with nothing changed (the open
+     * snapshot still open), when the engine has no view that new; another
+     * code on failure, with no snapshot open. */
+    int (*snap_adopt)(ost__sess *s, uint64_t serial, uint64_t after, ost__snapinfo *info);
     /* Whether the snapshot was reopened since snap_begin (it holds newer
      * data: the store then applies invalidations at the next boundary
      * only). Clears the flag. */

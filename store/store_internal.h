@@ -59,6 +59,9 @@ typedef struct ost__pkg {
     ost__ment *ments; /* map entries, grouped by map, each map's in key order */
     size_t nments, capments;
     uint64_t conflict_oid; /* the object of an OST_ECONFLICT (UINT64_MAX: none) */
+    /* a connection's commit: the connection begins its next transaction
+     * right after it (snap_adopt), unlike a loader's batch */
+    bool next_txn;
     char msg[320];
 } ost__pkg;
 

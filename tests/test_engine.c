@@ -1617,6 +1617,280 @@ OST_TEST(api, a_restart_under_an_open_connection_fails_clearly_and_the_next_tran
     ost_store_close(a);
 }
 
+/* ---- the view a commit hands to the next transaction (PostgreSQL) -------------------- */
+
+#ifdef OST_HAVE_POSTGRESQL
+extern uint64_t ost__pg_adopted, ost__pg_imported; /* store/pg/pg.c */
+#else
+static uint64_t ost__pg_adopted, ost__pg_imported;
+#endif
+
+/* Sets root key to a new item with n in its own commit on c. */
+static void put_item(ost_conn *c, const char *key, int64_t n) {
+    cr_assert_eq(ost_root_set_c(c, key, item(key, n)), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+}
+
+/* Sets the n of root key's item to n in its own commit on c. */
+static void set_item(ost_conn *c, const char *key, int64_t n) {
+    ost_value x = ost_root_get_c(c, key);
+    cr_assert(x, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_instance_setattr(x, "n", ost_int(n)), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+}
+
+OST_TEST(api, a_commit_hands_the_next_transaction_a_view_as_of_it_whatever_commits_after) {
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no views (its snapshots cost no round trip)", E->name);
+    for (int group = 0; group < 2; group++) {
+        ost_store *a = api_open(!group, group), *b = api_open(false, false);
+        ost_conn *ca, *cb;
+        cr_assert_eq(ost_conn_open(a, &ca), 0);
+        cr_assert_eq(ost_conn_open(b, &cb), 0);
+        put_item(cb, "x", 1);
+        put_item(cb, "seen", 1);
+        put_item(cb, "z", 0);
+        ost_abort(ca);
+        /* ca caches seen; then its commit hands it the view after it */
+        cr_assert_eq(item_n(ost_root_get_c(ca, "seen")), 1);
+        uint64_t adopted = ost__pg_adopted, imported = ost__pg_imported;
+        set_item(ca, "z", 5);
+        /* views with group commit only: without, the connection renews */
+        cr_assert_eq(ost__pg_adopted, adopted + (unsigned)group, "group %d: adopted", group);
+        cr_assert_eq(ost__pg_imported, imported, "nothing read yet");
+        /* other commits land before ca's transaction reads anything */
+        ost_abort(cb);
+        set_item(cb, "x", 2);
+        set_item(cb, "seen", 2);
+        /* x, never loaded by ca, is read as of ca's view: 1, not 2; and
+         * seen, cached, is not invalidated within the transaction */
+        ost_value x = ost_root_get_c(ca, "x");
+        cr_assert(x, "%s", ost_conn_errmsg(ca));
+        cr_assert_eq(item_n(x), 1, "group %d: read as of the view", group);
+        cr_assert_eq(ost__pg_imported, imported + (unsigned)group, "the first read imported the view");
+        cr_assert_eq(item_n(ost_root_get_c(ca, "seen")), 1);
+        /* the next transaction sees both */
+        ost_abort(ca);
+        cr_assert_eq(item_n(x), 2);
+        cr_assert_eq(item_n(ost_root_get_c(ca, "seen")), 2);
+        /* a view's commit log turns what others changed into ghosts */
+        set_item(cb, "x", 3);
+        set_item(ca, "z", 6); /* adopts a view after cb's commit */
+        cr_assert_eq(ost__pg_imported, imported + (unsigned)group, "invalidations need no import");
+        cr_assert(ost_is_ghost(x), "group %d: x was invalidated by the view's log", group);
+        cr_assert_eq(item_n(x), 3);
+        ost_conn_close(ca);
+        ost_conn_close(cb);
+        ost_store_close(a);
+        ost_store_close(b);
+    }
+}
+
+OST_TEST(api, views_still_held_are_kept_and_when_none_is_free_a_commit_renews) {
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no views", E->name);
+    enum { N = 6 };
+    ost_store *a = api_open(true, true);
+    ost_conn *c[N], *cw;
+    cr_assert_eq(ost_conn_open(a, &cw), 0);
+    for (int i = 0; i < N; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "k%d", i);
+        cr_assert_eq(ost_conn_open(a, &c[i]), 0);
+        put_item(cw, k, 0);
+    }
+    put_item(cw, "x", 0);
+    /* each connection commits in turn after x changed, and keeps the view
+     * it adopted (it reads nothing), so that no view can end: the engine
+     * has 4, then the commits renew */
+    uint64_t adopted = ost__pg_adopted;
+    for (int i = 0; i < N; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "k%d", i);
+        set_item(cw, "x", i + 1);
+        ost_abort(c[i]);
+        set_item(c[i], k, 1); /* x is i + 1 as of the snapshot after it */
+    }
+    uint64_t n = ost__pg_adopted - adopted;
+    cr_assert(n >= 4 && n < 2 * N, "4 views, then renewals: %llu adopted", (unsigned long long)n);
+    /* each reads as of its own snapshot, a view (some no longer current)
+     * or a renewal */
+    for (int i = 0; i < N; i++) {
+        ost_value x = ost_root_get_c(c[i], "x");
+        cr_assert(x, "%d: %s", i, ost_conn_errmsg(c[i]));
+        cr_assert_eq(item_n(x), i + 1, "connection %d", i);
+    }
+    /* the views are free again: the next commit adopts one */
+    for (int i = 0; i < N; i++) ost_abort(c[i]);
+    adopted = ost__pg_adopted;
+    set_item(c[0], "k0", 2);
+    cr_assert_eq(ost__pg_adopted, adopted + 1);
+    for (int i = 0; i < N; i++) ost_conn_close(c[i]);
+    ost_conn_close(cw);
+    ost_store_close(a);
+}
+
+#ifdef OST_HAVE_POSTGRESQL
+#include <libpq-fe.h>
+
+/* Server connections of ostore to the test's database that sit idle in
+ * a transaction (a snapshot held open). */
+static int idle_in_txn(void) {
+    PGconn *pc = PQconnectdb(getenv("OST_TEST_PG"));
+    cr_assert_eq(PQstatus(pc), CONNECTION_OK, "%s", PQerrorMessage(pc));
+    PGresult *r = PQexec(pc, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                             "current_database() AND application_name = 'ostore' AND state = "
+                             "'idle in transaction'");
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(pc));
+    int n = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    PQfinish(pc);
+    return n;
+}
+#else
+static int idle_in_txn(void) { return 0; }
+#endif
+
+OST_TEST(api, a_handle_whose_connections_closed_holds_no_snapshot) {
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server snapshots", E->name);
+    ost_store *a = api_open(true, true);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    put_item(c, "x", 1);
+    uint64_t adopted = ost__pg_adopted;
+    set_item(c, "x", 2);
+    cr_assert_eq(ost__pg_adopted, adopted + 1);
+    cr_assert_geq(idle_in_txn(), 1, "the view c adopted is open");
+    ost_conn_close(c);
+    cr_assert_eq(idle_in_txn(), 0, "no snapshot held once the connections closed");
+    ost_store_close(a);
+}
+
+/* Threads of the invariant test. The writer (id 0) sets a and b to the
+ * same new value in each commit. The others each commit a counter of
+ * their own (no conflicts: the views their commits leave them are
+ * adopted), then read a and b, which the writer's commits turned into
+ * ghosts: loaded through the view they imported, they must agree. */
+typedef struct {
+    ost_store *st;
+    int id, want, bad, err;
+    char msg[256];
+} pair_arg;
+
+static void *pair_thread(void *arg) {
+    pair_arg *p = arg;
+    ost_conn *c;
+    if ((p->err = ost_conn_open(p->st, &c))) return NULL;
+    char own[16];
+    snprintf(own, sizeof own, "t%d", p->id);
+    for (int i = 1; i <= p->want && !p->err; i++) {
+        if (p->id == 0) {
+            ost_value a = ost_root_get_c(c, "a"), b = ost_root_get_c(c, "b");
+            if (!a || !b) p->err = OST_EIO;
+            else {
+                ost_instance_setattr(a, "n", ost_int(i));
+                ost_instance_setattr(b, "n", ost_int(i));
+            }
+        } else {
+            ost_value a = ost_root_get_c(c, "a"), b = ost_root_get_c(c, "b"), t = ost_root_get_c(c, own);
+            int64_t na = -1, nb = -2;
+            if (!a || !b || !t || ost_int_value(ost_instance_getattr(a, "n"), &na) ||
+                ost_int_value(ost_instance_getattr(b, "n"), &nb))
+                p->err = OST_EIO;
+            else {
+                p->bad += na != nb;
+                ost_instance_setattr(t, "n", ost_int(i));
+            }
+        }
+        if (p->err) {
+            snprintf(p->msg, sizeof p->msg, "read: %s", ost_conn_errmsg(c));
+            break;
+        }
+        int rc = ost_commit(c);
+        if (rc) {
+            snprintf(p->msg, sizeof p->msg, "commit: %s", ost_conn_errmsg(c));
+            p->err = rc;
+        }
+    }
+    ost_conn_close(c);
+    return NULL;
+}
+
+OST_TEST(api, threads_adopting_and_importing_views_always_read_one_snapshot) {
+    enum { T = 4, EACH = 60 };
+    ost_store *a = api_open(true, true);
+    ost_conn *c;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    put_item(c, "a", 0);
+    put_item(c, "b", 0);
+    for (int i = 1; i < T; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "t%d", i);
+        put_item(c, k, 0);
+    }
+    ost_conn_close(c);
+    uint64_t imported = ost__pg_imported;
+    pair_arg args[T];
+    pthread_t th[T];
+    for (int i = 0; i < T; i++) {
+        args[i] = (pair_arg){.st = a, .id = i, .want = EACH};
+        cr_assert_eq(pthread_create(&th[i], NULL, pair_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(args[i].err, 0, "thread %d: %s", i, args[i].msg);
+        cr_assert_eq(args[i].bad, 0, "thread %d read a and b from two snapshots", i);
+    }
+    if (!strcmp(E->name, "postgresql"))
+        cr_assert_gt(ost__pg_imported, imported, "the threads imported views");
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    cr_assert_eq(item_n(ost_root_get_c(c, "a")), EACH);
+    cr_assert_eq(item_n(ost_root_get_c(c, "b")), EACH);
+    ost_conn_close(c);
+    ost_store_close(a);
+}
+
+OST_TEST(api, a_restart_under_an_adopted_view_fails_its_read_clearly_and_the_next_transaction_recovers) {
+    const char *restart = getenv("OST_TEST_PG_RESTART");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to restart", E->name);
+    cr_assert(restart, "OST_TEST_PG_RESTART is not set (tests/pg/pgserver.sh sets it)");
+    ost_store *a = api_open(true, true);
+    ost_conn *c, *c2;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    cr_assert_eq(ost_conn_open(a, &c2), 0);
+    put_item(c, "x", 1);
+    put_item(c2, "w", 7);
+    uint64_t w = ost_oid(c2, ost_root_get_c(c2, "w"));
+    ost_conn_close(c2);
+    ost_abort(c); /* a snapshot after w's commit: the next view covers it */
+    uint64_t adopted = ost__pg_adopted;
+    set_item(c, "x", 2);
+    cr_assert_eq(ost__pg_adopted, adopted + 1);
+    ost_value x = ost_root_get_c(c, "x"); /* cached: no read */
+    cr_assert(x && !ost_is_ghost(x));
+    cr_assert_eq(system(restart), 0);
+    /* the view went with the server: a read of the transaction fails,
+     * and so does the next, until the transaction ends */
+    ost_value y = 0;
+    int rc = ost_conn_get(c, w, &y); /* a ghost (the root names it) or a read */
+    if (!rc) rc = ost_activate(c, y);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    cr_assert(strstr(ost_conn_errmsg(c), "abort and retry"), "%s", ost_conn_errmsg(c));
+    expect_names_store(a, ost_conn_errmsg(c));
+    rc = y ? ost_activate(c, y) : ost_conn_get(c, w, &y);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    cr_assert(strstr(ost_conn_errmsg(c), "snapshot was lost"), "%s", ost_conn_errmsg(c));
+    ost_abort(c);
+    cr_assert_eq(item_n(x), 2, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_conn_get(c, w, &y), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(item_n(y), 7);
+    cr_assert_eq(ost_instance_setattr(x, "n", ost_int(3)), 0);
+    rc = ost_commit(c);
+    cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    ost_abort(c);
+    cr_assert_eq(item_n(x), 3);
+    ost_conn_close(c);
+    ost_store_close(a);
+}
+
 OST_TEST(api, a_stopped_server_fails_clearly_naming_the_address_and_never_hangs) {
     const char *stop = getenv("OST_TEST_PG_STOP"), *start = getenv("OST_TEST_PG_START");
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to stop", E->name);

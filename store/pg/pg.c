@@ -42,11 +42,32 @@ int ost__pg_page_rows = 500;
 #define OIDTYPE_INT4 23
 #define OIDTYPE_BYTEA 17
 
+/* A notice processor that drops the notice (PQsetNoticeProcessor with
+ * NULL keeps libpq's, which prints to stderr). */
+static void quiet_notice(void *arg, const char *msg) {
+    (void)arg;
+    (void)msg;
+}
+
 /* The advisory lock key that serializes schema creation. */
 #define SCHEMA_LOCK "7310593858183458126"
 /* The exclusive option's session advisory lock: this key and a hash of
  * the store's schema (two stores in one database do not share it). */
 #define EXCL_LOCK "pg_try_advisory_lock(731059385, hashtext(coalesce(current_schema(), '')))"
+
+/* The views a commit leaves for its sessions to adopt (snap_adopt): "Views
+ * after a commit" below. */
+#define NVIEWS 4
+typedef struct {
+    ost__sess *s;    /* a session of its own, whose snapshot is the view */
+    unsigned refs;   /* sessions that adopted it and have not imported it */
+    bool current;    /* the newest: sessions adopt this one */
+    bool busy;       /* a poll is filling it */
+    /* pg_export_snapshot()'s name, once an import asked: made and read
+     * under xlock (importers hold a ref, so nothing else uses s then) */
+    pthread_mutex_t xlock;
+    char snapid[64];
+} pgview;
 
 struct ost__engine {
     ost_store *st;
@@ -58,6 +79,9 @@ struct ost__engine {
     PGconn *conn;
     unsigned par; /* connections a session's large get_many reads with (1 to 8) */
     bool exclusive; /* conn holds the exclusive lock (ost_store_options.exclusive) */
+    pthread_mutex_t vlock; /* views, view_last */
+    pgview views[NVIEWS];
+    uint64_t view_last; /* the serial of the newest view published (0: none) */
 };
 
 /* A helper connection of a session's large get_many (get_many_par). */
@@ -88,6 +112,13 @@ struct ost__sess {
     ost__help help[7];
     unsigned nhelp; /* connected so far */
     bool help_off;  /* a helper failed: the session reads alone from now on */
+    /* An adopted view (snap_adopt) that no read has imported yet: the
+     * snapshot is the view's, no transaction is open on conn, and pre is
+     * the view's (pre_shared: not the session's to clear). lost: an
+     * import failed, and reads fail until the snapshot ends. */
+    pgview *lazy;
+    bool pre_shared, lost;
+    bool is_view; /* a view's own session (views_close closes it) */
 };
 
 struct ost__ecur {
@@ -331,8 +362,10 @@ static int connect_db(ost__engine *e, PGconn **out) {
         PQfinish(c);
         return ost__st_fail(e->st, OST_EIO, "%s: cannot connect: %s", e->shown, cause);
     }
-    /* quiet notices; the store's durability */
-    PQsetNoticeProcessor(c, NULL, NULL);
+    /* quiet notices (a library does not write to stderr: a warning or a
+     * server's FATAL at a restart shows in the failure's message); the
+     * store's durability */
+    PQsetNoticeProcessor(c, quiet_notice, NULL);
     PGresult *r = PQexec(c, e->sync_off ? "SET synchronous_commit TO off; SET client_min_messages TO warning"
                                         : "SET synchronous_commit TO on; SET client_min_messages TO warning");
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
@@ -533,9 +566,14 @@ static int schema_check(ost__engine *e, PGconn *c) {
 
 /* ---- open, close, stat ---------------------------------------------------------- */
 
+static void views_close(ost__engine *e);
+
 static void eng_free(ost__engine *e) {
     if (!e) return;
+    views_close(e);
     if (e->conn) PQfinish(e->conn);
+    for (int i = 0; i < NVIEWS; i++) pthread_mutex_destroy(&e->views[i].xlock);
+    pthread_mutex_destroy(&e->vlock);
     pthread_mutex_destroy(&e->lock);
     free(e->conninfo);
     free(e);
@@ -554,6 +592,8 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
     ost__engine *e = calloc(1, sizeof *e);
     if (!e) return ost__st_fail(st, OST_ENOMEM, "out of memory");
     pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_init(&e->vlock, NULL);
+    for (int i = 0; i < NVIEWS; i++) pthread_mutex_init(&e->views[i].xlock, NULL);
     e->st = st;
     e->read_only = o && o->read_only;
     e->par = o && o->prefetch_connections > 1 ? o->prefetch_connections : 1;
@@ -631,7 +671,11 @@ static int pg_sess_open(ost__engine *e, ost__sess **out) {
  * (the server ends the transaction at once, and the session reads the
  * answer at its next statement, drain): one round trip less a
  * transaction. */
+static void lazy_end(ost__sess *s);
+
 static void pg_snap_end(ost__sess *s) {
+    lazy_end(s);
+    s->lost = false;
     if (s->snap && s->conn && PQstatus(s->conn) == CONNECTION_OK) {
         if (PQsendQuery(s->conn, "COMMIT")) s->end_sent = true;
         else PQclear(PQexec(s->conn, "COMMIT"));
@@ -642,9 +686,14 @@ static void pg_snap_end(ost__sess *s) {
     keep_clear(s);
 }
 
+static void views_end(ost__engine *e);
+
 static void pg_sess_close(ost__sess *s) {
     if (!s) return;
     pg_snap_end(s);
+    /* the newest view ends with the connections that could adopt it: a
+     * handle whose connections closed holds no snapshot */
+    if (!s->is_view) views_end(s->e);
     drain(s);
     help_close(s, true);
     if (s->conn) PQfinish(s->conn);
@@ -860,6 +909,8 @@ static int pipe_run(ost__sess *s, const char *what, const pstmt *st, int n, PGre
  * sees are those of the commits meta's last_serial counts, as they commit
  * together. */
 static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
+    lazy_end(s);
+    s->lost = false;
     bool end = s->snap; /* the open snapshot's COMMIT goes first */
     if (end) {
         s->snap = false;
@@ -929,6 +980,224 @@ static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
     return 0;
 }
 
+/* ---- views after a commit (snap_adopt) -------------------------------------------------
+ * Right after a commit, every connection whose package it carried begins
+ * its next transaction (store/conn.c, begin_txn). Each used to renew its
+ * snapshot on its own server connection: a round trip that, at 16
+ * committing threads, cost the server processes about 67 us of CPU per
+ * commit, more than the commit itself. Instead, the session that made the
+ * commit (the group committer's, most often) polls once for all of them,
+ * on a connection of the engine's own: it begins a REPEATABLE READ
+ * snapshot there and reads meta and the commit log rows since the last
+ * poll, in one round trip (pg_snap_begin), and publishes it as the
+ * current view. Each session of the group then adopts that view: it takes
+ * the view's counters and log rows (the store's invalidations need no
+ * more) and opens nothing on its own connection. Only when the
+ * transaction reads from the server does the session begin its own
+ * transaction on the view's snapshot (pg_export_snapshot on the view's
+ * connection, once a view; SET TRANSACTION SNAPSHOT on the session's): it
+ * sees exactly what the view saw, whatever committed since. A view's
+ * snapshot stays open while it is current or adopted and not imported;
+ * then its transaction ends. NVIEWS views at most: when none is free, no
+ * poll is made and the sessions renew as before. */
+
+uint64_t ost__pg_adopted, ost__pg_imported; /* views adopted and imported (tests) */
+
+/* Under e->vlock: ends the view's snapshot once no session may still
+ * import it. */
+static void view_idle(pgview *v) {
+    if (v->refs || v->current || v->busy || !v->s) return;
+    if (v->s->snap) pg_snap_end(v->s);
+    v->snapid[0] = 0;
+}
+
+/* Drops the session's adopted view, if any: its snapshot is no longer the
+ * view's. */
+static void lazy_end(ost__sess *s) {
+    if (s->pre_shared) {
+        s->pre = NULL;
+        s->pre_shared = false;
+    }
+    pgview *v = s->lazy;
+    if (!v) return;
+    s->lazy = NULL;
+    pthread_mutex_lock(&s->e->vlock);
+    v->refs--;
+    view_idle(v);
+    pthread_mutex_unlock(&s->e->vlock);
+}
+
+/* Ends every view no session holds (a drop or an import must lock the
+ * tables, which an open snapshot's table locks would block). */
+static void views_end(ost__engine *e) {
+    pthread_mutex_lock(&e->vlock);
+    for (int i = 0; i < NVIEWS; i++) {
+        e->views[i].current = false;
+        view_idle(&e->views[i]);
+    }
+    e->view_last = 0; /* an import may start the serials over */
+    pthread_mutex_unlock(&e->vlock);
+}
+
+/* Closes the views' sessions (the engine closes: no session is left). */
+static void views_close(ost__engine *e) {
+    for (int i = 0; i < NVIEWS; i++) {
+        pgview *v = &e->views[i];
+        pg_sess_close(v->s);
+        v->s = NULL;
+        v->refs = 0;
+        v->current = v->busy = false;
+        v->snapid[0] = 0;
+    }
+}
+
+/* After a commit: a view of the store as it is now, with the commit log
+ * rows after `from` (or after the last view's serial, if lower), as the
+ * current view. Nothing when no view is free or the poll fails (the
+ * sessions then renew); the caller's message of the store is kept. */
+static void view_poll(ost__engine *e, uint64_t from) {
+    pgview *v = NULL;
+    pthread_mutex_lock(&e->vlock);
+    for (int i = 0; i < NVIEWS && !v; i++) {
+        pgview *w = &e->views[i];
+        if (!w->busy && !w->current && !w->refs) v = w;
+    }
+    if (v) {
+        v->busy = true;
+        if (e->view_last && e->view_last < from) from = e->view_last;
+    }
+    pthread_mutex_unlock(&e->vlock);
+    if (!v) return;
+    char msg[512]; /* the store's message buffer's size (store.c) */
+    snprintf(msg, sizeof msg, "%s", ost_store_errmsg(e->st));
+    int rc = 0;
+    if (!v->s && !(rc = pg_sess_open(e, &v->s))) {
+        v->s->help_off = true; /* no prefetch helpers */
+        v->s->is_view = true;
+    }
+    if (!rc) {
+        if (v->s->snap) pg_snap_end(v->s);
+        v->s->info.last_serial = from; /* its log rows start after from */
+        v->s->had_snap = true;
+        rc = pg_snap_begin(v->s, NULL);
+    }
+    pthread_mutex_lock(&e->vlock);
+    v->busy = false;
+    if (!rc && v->s->info.last_serial >= e->view_last) {
+        for (int i = 0; i < NVIEWS; i++)
+            if (e->views[i].current) {
+                e->views[i].current = false;
+                view_idle(&e->views[i]);
+            }
+        v->current = true;
+        v->snapid[0] = 0;
+        e->view_last = v->s->info.last_serial;
+    } else
+        view_idle(v); /* failed, or a newer view came meanwhile */
+    pthread_mutex_unlock(&e->vlock);
+    if (rc && msg[0]) ost__st_fail(e->st, rc, "%s", msg);
+    else if (rc) ost__st_clear(e->st);
+}
+
+static int pg_snap_adopt(ost__sess *s, uint64_t serial, uint64_t after, ost__snapinfo *info) {
+    ost__engine *e = s->e;
+    pgview *v = NULL;
+    pthread_mutex_lock(&e->vlock);
+    for (int i = 0; i < NVIEWS && !v; i++)
+        if (e->views[i].current) v = &e->views[i];
+    /* new enough, and its log rows cover what the store asks changes for
+     * (after this session's last snapshot): else renewing costs less than
+     * importing the view for the rest of the log */
+    const ost__sess *vs = v ? v->s : NULL;
+    if (vs && vs->info.last_serial >= serial && vs->info.last_serial >= s->info.last_serial &&
+        vs->pre && after >= vs->pre_from && vs->pre_to >= vs->info.last_serial)
+        v->refs++;
+    else
+        v = NULL;
+    pthread_mutex_unlock(&e->vlock);
+    if (!v) return OST_ENOTFOUND;
+    /* the open snapshot ends (its COMMIT is not waited for) */
+    pg_snap_end(s);
+    /* the view's session changes only when no session holds it */
+    s->lazy = v;
+    s->pre = v->s->pre;
+    s->pre_shared = true;
+    s->pre_from = v->s->pre_from;
+    s->pre_to = v->s->pre_to;
+    s->info = v->s->info;
+    s->had_snap = true;
+    __atomic_add_fetch(&ost__pg_adopted, 1, __ATOMIC_RELAXED);
+    if (info) *info = s->info;
+    return 0;
+}
+
+/* Whether id looks like what pg_export_snapshot returns (hex digits and
+ * dashes): it goes into a statement's text. */
+static bool snapid_ok(const char *id) {
+    if (!*id) return false;
+    for (; *id; id++)
+        if (!(*id == '-' || (*id >= '0' && *id <= '9') || (*id >= 'A' && *id <= 'F') ||
+              (*id >= 'a' && *id <= 'f')))
+            return false;
+    return true;
+}
+
+/* Begins the session's transaction on the snapshot named id: 0 or the
+ * failure. A connection the server closed while it sat idle (nothing
+ * tells before it is used) is made again once: the view still holds the
+ * snapshot. */
+static int import_on(ost__sess *s, const char *id) {
+    ost__engine *e = s->e;
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '%s'", id);
+    int rc = 0;
+    for (int tries = 0; tries < 2; tries++) {
+        if ((rc = sess_conn(s))) return rc;
+        rc = exec_simple(e, s->conn, "beginning this transaction's snapshot", sql);
+        if (!rc) return 0;
+        if (PQstatus(s->conn) == CONNECTION_OK) {
+            if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
+            return rc;
+        }
+    }
+    return rc;
+}
+
+/* A read of a session with an adopted view: its own transaction begins
+ * on the view's snapshot. Whatever happens, the view is released; on
+ * failure the snapshot is lost: reads fail (OST_EIO) until it ends. */
+static int view_import(ost__sess *s) {
+    ost__engine *e = s->e;
+    pgview *v = s->lazy;
+    char id[sizeof v->snapid] = "", cause[240] = "the connection to the server was lost";
+    /* the session's ref keeps the view's snapshot (and session) as they
+     * are; importers of the same view take turns on its connection */
+    pthread_mutex_lock(&v->xlock);
+    if (!v->snapid[0] && v->s->conn && PQstatus(v->s->conn) == CONNECTION_OK) {
+        PGresult *r = PQexec(v->s->conn, "SELECT pg_export_snapshot()");
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+            PQgetlength(r, 0, 0) < (int)sizeof v->snapid && snapid_ok(PQgetvalue(r, 0, 0)))
+            snprintf(v->snapid, sizeof v->snapid, "%s", PQgetvalue(r, 0, 0));
+        else
+            pg_cause(v->s->conn, r, cause, sizeof cause);
+        PQclear(r);
+    }
+    snprintf(id, sizeof id, "%s", v->snapid);
+    pthread_mutex_unlock(&v->xlock);
+    int rc = id[0] ? import_on(s, id) : OST_EIO;
+    if (rc && id[0]) snprintf(cause, sizeof cause, "%s", ost_store_errmsg(e->st));
+    lazy_end(s); /* imported or lost: the view is not needed */
+    if (rc) {
+        s->lost = true;
+        return ost__st_fail(e->st, rc, "%s: cannot share this transaction's snapshot: %s (abort and retry)",
+                            e->shown, cause);
+    }
+    s->snap = true;
+    __atomic_add_fetch(&ost__pg_imported, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
 static bool pg_snap_moved(ost__sess *s) {
     (void)s;
     return false; /* a REPEATABLE READ snapshot never moves */
@@ -949,6 +1218,10 @@ static void pg_unpin(ost__sess *s) {
  * in autocommit on a live connection. */
 static int read_ready(ost__sess *s) {
     if (s->snap || s->write) return 0;
+    if (s->lazy) return view_import(s);
+    if (s->lost)
+        return ost__st_fail(s->e->st, OST_EIO,
+                            "%s: this transaction's snapshot was lost: abort and retry", s->e->shown);
     return sess_conn(s);
 }
 
@@ -1206,14 +1479,16 @@ static int pg_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, voi
 static int pg_changes(ost__sess *s, uint64_t after, uint64_t upto,
                       void (*fn)(void *ud, uint64_t oid, uint64_t serial), void *ud,
                       bool *gap) {
-    int rc = read_ready(s);
+    /* an adopted view's rows serve it without importing the view */
+    bool covered = s->lazy && s->pre && after >= s->pre_from && upto <= s->pre_to;
+    int rc = covered ? 0 : read_ready(s);
     if (rc) return rc;
     ost__snapinfo info = s->info;
-    if (!s->snap && (rc = read_meta(s, &info))) return rc;
+    if (!s->snap && !covered && (rc = read_meta(s, &info))) return rc;
     if (gap) *gap = after + 1 < info.low;
     if (upto > (uint64_t)INT64_MAX) upto = (uint64_t)INT64_MAX;
     uint64_t at = after;
-    if (s->snap && s->pre && after >= s->pre_from && after < s->pre_to) {
+    if ((s->snap || covered) && s->pre && after >= s->pre_from && after < s->pre_to) {
         /* read with the snapshot's BEGIN */
         for (int i = 0, nt = PQntuples(s->pre); i < nt; i++) {
             uint64_t serial = rd64(PQgetvalue(s->pre, i, 0));
@@ -2427,11 +2702,11 @@ static int begin_group(ost__engine *e, ost__sess *s) {
  * synchronous_commit off (the meta row lock is not held through a flush:
  * that would serialize the flushes of all sessions); flush_wait then
  * waits for the flush once for the whole call. */
-static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
+static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     ost__engine *e = s->e;
     int whole = 0;
     size_t committed = 0; /* pkgs[0, committed) are past their COMMIT */
-    if (s->snap) pg_snap_end(s);
+    if (s->snap || s->lazy) pg_snap_end(s);
     for (size_t i = 0; i < n; i++) {
         ost__pkg *p = pkgs[i];
         p->rc = 0;
@@ -2529,6 +2804,24 @@ static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     return whole;
 }
 
+/* pg_commit: commit_call, then, when a connection's package committed,
+ * the view its session adopts (snap_adopt). */
+static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
+    int rc = commit_call(s, pkgs, n);
+    /* with group commit only: without it, each connection commits on its
+     * own session, and its renewal costs the one round trip a poll would */
+    if (rc || !s->e->st->group_commit) return rc;
+    uint64_t first = 0;
+    bool adopters = false;
+    for (size_t i = 0; i < n; i++)
+        if (!pkgs[i]->rc && pkgs[i]->serial) {
+            if (!first || pkgs[i]->serial < first) first = pkgs[i]->serial;
+            adopters |= pkgs[i]->next_txn; /* not a loader's batch alone */
+        }
+    if (adopters) view_poll(s->e, first - 1);
+    return rc;
+}
+
 /* ---- sweep --------------------------------------------------------------------------- */
 
 static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint64_t oid), void *ud,
@@ -2612,7 +2905,7 @@ static int pg_sweep(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint64
                     uint64_t *removed) {
     if (s->e->read_only)
         return ost__st_fail(s->e->st, OST_EREADONLY, "%s: pack: the store is read-only", s->e->shown);
-    if (s->snap) pg_snap_end(s);
+    if (s->snap || s->lazy) pg_snap_end(s);
     int rc;
     for (int tries = 0;; tries++) {
         if ((rc = sess_conn(s))) return rc;
@@ -2889,6 +3182,7 @@ static int pg_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
     ost__import *im = calloc(1, sizeof *im);
     if (!im) return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", e->shown);
     im->e = e;
+    views_end(e); /* their snapshots would hold the tables against TRUNCATE */
     int rc = connect_db(e, &im->c);
     if (rc) {
         imp_free(im);
@@ -3061,6 +3355,7 @@ static void pg_imp_abort(ost__import *im) {
  * session first (a session of this process that holds a snapshot makes
  * the lock time out rather than wait for ever). */
 static int pg_drop(ost__engine *e, bool only_new) {
+    views_end(e); /* their snapshots would hold the tables */
     PGconn *c;
     int rc = connect_db(e, &c);
     if (rc) return rc;
@@ -3091,6 +3386,7 @@ const ost__engine_ops ost__pg_engine = {
     .sess_close = pg_sess_close,
     .snap_begin = pg_snap_begin,
     .snap_renew = pg_snap_begin, /* it ends an open snapshot in its own round trip */
+    .snap_adopt = pg_snap_adopt,
     .snap_end = pg_snap_end,
     .snap_moved = pg_snap_moved,
     .pin = pg_pin,
