@@ -11,9 +11,12 @@
  *   2. one-object commits (each changes one object of its own) from 1 and
  *      from 16 threads, each thread with its own connection, opened before
  *      the clock starts; the commits a group of the group committer. In
- *      four rounds, 1 thread, 16, 16, 1 (1,000 commits a side from one
- *      thread, 500 a thread from 16), so that both sides meet the same
- *      disk: its sync time drifts from one minute to the next;
+ *      four rounds, 1 thread, 16, 16, 1 (4,000 commits a side from one
+ *      thread, 2,000 a thread from 16: rounds of 0.5 to 1 s, long enough
+ *      that a round's start and end do not weigh), so that both sides
+ *      meet the same disk: its sync time drifts from one minute to the
+ *      next; before them, a round of 50 commits a thread from 16, not
+ *      timed (what a store sets up at its first commits);
  *   3. R random reads (default 20,000) of those objects: one at a time
  *      (ost_conn_get and ost_activate), then with prefetch
  *      (ost_conn_get_many, 1,000 oids a call); first each on a fresh
@@ -265,18 +268,22 @@ static void engine_run(const char *name, const char *addr, uint64_t n, uint64_t 
     }
     if (ost_commit(c)) DIE("commit: %s", ost_conn_errmsg(c));
     ost_conn_close(c);
+    /* a round not timed first: what a store makes once, at its first
+     * commits, is not a commit's cost (PostgreSQL: the connections of the
+     * views its commits leave, docs/postgresql.md) */
+    uint64_t g, g16 = 0;
+    (void)commits(st, 16, 50, &g);
     /* 1 thread, 16, 16, 1: the disk's sync time drifts within a minute,
      * and both sides meet the same drift */
-    uint64_t g, g16 = 0;
-    double s1 = commits(st, 1, 500, &g);
-    double s16 = commits(st, 16, 250, &g);
+    double s1 = commits(st, 1, 2000, &g);
+    double s16 = commits(st, 16, 1000, &g);
     g16 += g;
-    s16 += commits(st, 16, 250, &g);
+    s16 += commits(st, 16, 1000, &g);
     g16 += g;
-    s1 += commits(st, 1, 500, &g);
-    f->c1 = 1000 / s1;
-    f->c16 = 8000 / s16;
-    f->per_group = g16 ? 8000.0 / (double)g16 : 0;
+    s1 += commits(st, 1, 2000, &g);
+    f->c1 = 4000 / s1;
+    f->c16 = 32000 / s16;
+    f->per_group = g16 ? 32000.0 / (double)g16 : 0;
     printf("%-10s commits of one object: 1 thread %.0f/s, 16 threads %.0f/s (x%.2f, %.1f a group)\n",
            name, f->c1, f->c16, f->c16 / f->c1, f->per_group);
     fflush(stdout);
