@@ -145,3 +145,50 @@ OST_TEST(cache, oids_find_their_objects_through_eviction_and_new_snapshots, .ini
     ost_conn_close(a);
     ost_store_close(st);
 }
+
+/* A boundary that drops many entries at once refills the oid table
+ * instead of emptying it slot by slot: the objects the caller still holds
+ * stay, found by oid as the same objects; the dropped ones load again as
+ * new objects. */
+OST_TEST(cache, a_trim_of_many_keeps_held_objects_findable_by_oid, .init = setup, .fini = teardown) {
+    ost_store *st = filled_store();
+    ost_conn *a, *c;
+    cr_assert_eq(ost_conn_open(st, &a), 0);
+    ost_value l = ost_root_get_c(a, "blobs");
+    uint64_t oids[200];
+    for (size_t i = 0; i < 200; i++) oids[i] = ost_oid(a, ost_item(l, i));
+    ost_conn_close(a);
+    cr_assert_eq(ost_conn_open(st, &c), 0);
+    ost_conn_set_cache_size(c, 10);
+    enum { HELD = 7 };
+    ost_value held[HELD];
+    for (int round = 0; round < 3; round++) {
+        /* 150 objects only the cache holds, HELD of them held here too */
+        for (size_t i = 0; i < 150; i++) {
+            ost_value o;
+            cr_assert_eq(ost_conn_get(c, oids[i], &o), 0, "%s", ost_conn_errmsg(c));
+            cr_assert_eq(ost_activate(c, o), 0, "%s", ost_conn_errmsg(c));
+            if (i % 21 == 0 && i / 21 < HELD) held[i / 21] = ost_incref(o);
+        }
+        cr_assert_geq(ost_conn_cache_count(c, NULL), 150);
+        ost_abort(c); /* drops 140 or more: the bulk path */
+        size_t n = ost_conn_cache_count(c, NULL);
+        cr_assert_leq(n, 10, "round %d: %zu cached", round, n);
+        for (int h = 0; h < HELD; h++) {
+            ost_value o;
+            cr_assert_eq(ost_conn_get(c, oids[h * 21], &o), 0, "%s", ost_conn_errmsg(c));
+            cr_assert_eq(o, held[h], "round %d: a held object is found by its oid", round);
+        }
+        for (size_t i = 1; i < 200; i += 20) {
+            ost_value o;
+            cr_assert_eq(ost_conn_get(c, oids[i], &o), 0, "%s", ost_conn_errmsg(c));
+            cr_assert_eq(ost_oid(c, o), oids[i]);
+            cr_assert_eq(ost_activate(c, o), 0, "%s", ost_conn_errmsg(c));
+            cr_assert_eq(ost_len(ost_instance_slot(o, 0)), 1000);
+        }
+        for (int h = 0; h < HELD; h++) ost_decref(held[h]);
+        ost_abort(c);
+    }
+    ost_conn_close(c);
+    ost_store_close(st);
+}
