@@ -357,28 +357,20 @@ static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
     return 0;
 }
 
-/* The cached object for oid, or a new ghost of the record's class. ref:
- * for a reference a record being decoded makes, which is often never
- * loaded (the engine's peek: its header alone is read and checked; the
- * whole record is checked when the ghost loads). */
-static int get_ghost(ost_conn *c, uint64_t oid, ost_value *obj, bool ref) {
+/* The cached object for oid, or a new ghost of the record's class. */
+static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     ost__pent *e = find_oid(c, oid);
     if (e) {
         *obj = e->obj;
         return 0;
     }
     ost__recview v;
-    int rc;
-    const ost__engine_ops *ops = c->st->ops;
-    if (ref && ops->peek && !c->pf) {
-        if ((rc = ops->peek(c->sess, oid, &v))) return sfail(c, rc);
-    } else {
-        if ((rc = get_record(c, oid, &v))) return rc;
-        /* a get is often followed by the activation of the same object */
-        c->hint_oid = oid;
-        c->hint = v;
-        c->hint_gen = c->snap_gen;
-    }
+    int rc = get_record(c, oid, &v);
+    if (rc) return rc;
+    /* a get is often followed by the activation of the same object */
+    c->hint_oid = oid;
+    c->hint = v;
+    c->hint_gen = c->snap_gen;
     ost_value cls;
     rc = class_of(c, v.cid, &cls);
     if (rc) {
@@ -395,10 +387,6 @@ static int get_ghost(ost_conn *c, uint64_t oid, ost_value *obj, bool ref) {
     if (rc) return ost__c_fail(c, rc, "out of memory");
     *obj = inst;
     return 0;
-}
-
-static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
-    return get_ghost(c, oid, obj, false);
 }
 
 int ost__conn_class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
@@ -439,7 +427,7 @@ static int pers_load(void *ud, ost_value pid, ost_value *obj) {
         return ost__c_fail(c, OST_ECORRUPT, "persistent id is a %s, not an oid",
                            ost_type_name(ost_typeof(pid)));
     ost_value o;
-    int rc = get_ghost(c, (uint64_t)oid, &o, true);
+    int rc = get_locked(c, (uint64_t)oid, &o);
     if (rc) return rc;
     *obj = ost_incref(o);
     return 0;

@@ -163,11 +163,6 @@ typedef struct ost__engine_ops {
     /* The record of oid: 0, OST_ENOTFOUND (message "oid N: no such
      * object"), OST_ECORRUPT (its checksum or header is wrong). */
     int (*get)(ost__sess *s, uint64_t oid, ost__recview *r);
-    /* Optional (NULL: the store calls get): get for a ghost's making,
-     * which needs the record's serial and class id alone: the engine may
-     * skip checks of the rest (LMDB: the checksum; the bounds and the
-     * header are checked). Its views are not used as the record. */
-    int (*peek)(ost__sess *s, uint64_t oid, ost__recview *r);
     /* The records of oids[0, n) in one round trip where the engine can:
      * fn for each one found, in any order; missing oids are skipped. */
     int (*get_many)(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_fn fn, void *ud);

@@ -257,37 +257,6 @@ OST_TEST(safety, a_changed_byte_in_a_record_is_corrupt_naming_the_oid) {
     ost_store_close(st);
 }
 
-/* A reference to a damaged record makes its ghost from the header alone
- * (the engine's peek): the object that refers to it loads, and the damage
- * is reported, naming the oid, when the ghost itself loads. */
-OST_TEST(safety, a_damaged_record_fails_when_it_loads_not_when_a_referrer_does) {
-    uint64_t oids[3];
-    make_store(3, 10, oids);
-    uint8_t k[8];
-    put_be64(k, oids[1]);
-    size_t n;
-    uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
-    rec[n - 3] ^= 0x01;
-    raw_put(F.dir, "records", k, 8, rec, n);
-    free(rec);
-    ost_store *st = open_store(false);
-    ost_conn *c = conn_of(st);
-    ost_value items = root_get(c, "items"); /* the list refers to all three */
-    cr_assert(items, "%s", ost_conn_errmsg(c));
-    cr_assert_eq(ost_len(items), 3);
-    ost_value bad = ost_item(items, 1);
-    cr_assert(ost_is_ghost(bad));
-    cr_assert_eq(ost_oid(c, bad), oids[1]);
-    cr_assert_eq(ost_activate(c, bad), OST_ECORRUPT);
-    expect_oid_in(ost_conn_errmsg(c), oids[1]);
-    cr_assert(strstr(ost_conn_errmsg(c), "checksum"), "%s", ost_conn_errmsg(c));
-    cr_assert(ost_is_ghost(bad), "nothing of the damaged record was loaded");
-    cr_assert_eq(ost_activate(c, ost_item(items, 0)), 0, "%s", ost_conn_errmsg(c));
-    cr_assert_eq(ost_activate(c, ost_item(items, 2)), 0, "%s", ost_conn_errmsg(c));
-    ost_conn_close(c);
-    ost_store_close(st);
-}
-
 OST_TEST(safety, a_record_under_another_oid_fails_its_checksum) {
     uint64_t oids[2];
     make_store(2, 10, oids);

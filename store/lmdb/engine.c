@@ -174,9 +174,8 @@ static bool lmdb_snap_moved(ost__sess *s) {
 
 /* ---- reads ------------------------------------------------------------------------ */
 
-/* Reads oid's record in the session's transaction into r; crc: its
- * checksum checked (else only its header and bounds: lmdb_peek). */
-static int get_in(ost__sess *s, uint64_t oid, ost__recview *r, bool crc) {
+/* Reads oid's record in the session's transaction into r. */
+static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb}, v;
@@ -227,7 +226,7 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r, bool crc) {
         return ost__st_fail(s->st, OST_ENOTFOUND, "oid %llu: no such object",
                             (unsigned long long)oid);
     if (rc) return fail_mdb(s, rc, "reading a record");
-    int dmg = ost__rec_head(s->st, oid, &v, &r->serial, &r->cid, crc);
+    int dmg = ost__rec_open(s->st, oid, &v, &r->serial, &r->cid);
     if (dmg)
         return ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
                             s->st->shown, (unsigned long long)oid, ost__damage_text(dmg));
@@ -240,14 +239,7 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r, bool crc) {
 
 static int lmdb_get(ost__sess *s, uint64_t oid, ost__recview *r) {
     int rc = lock_snap(s);
-    if (!rc) rc = get_in(s, oid, r, true);
-    unlock(s);
-    return rc;
-}
-
-static int lmdb_peek(ost__sess *s, uint64_t oid, ost__recview *r) {
-    int rc = lock_snap(s);
-    if (!rc) rc = get_in(s, oid, r, false);
+    if (!rc) rc = get_in(s, oid, r);
     unlock(s);
     return rc;
 }
@@ -256,7 +248,7 @@ static int lmdb_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_
     int rc = lock_snap(s);
     for (size_t i = 0; !rc && i < n; i++) {
         ost__recview r;
-        rc = get_in(s, oids[i], &r, true);
+        rc = get_in(s, oids[i], &r);
         if (rc == OST_ENOTFOUND) {
             rc = 0;
             continue;
@@ -1050,7 +1042,6 @@ const ost__engine_ops ost__lmdb_engine = {
     .pin = lmdb_pin,
     .unpin = lmdb_unpin,
     .get = lmdb_get,
-    .peek = lmdb_peek,
     .get_many = lmdb_get_many,
     .scan = lmdb_scan,
     .changes = lmdb_changes,

@@ -100,10 +100,6 @@ int ost__mdb_code(int rc);
  * reserved bytes must be zero. */
 int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
                   uint32_t *class_id);
-/* ost__rec_open, the checksum checked only when crc (a ghost's making
- * needs its header alone: the record's own read checks the rest). */
-int ost__rec_head(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
-                  uint32_t *class_id, bool crc);
 
 /* Whether [p, p + n), returned by LMDB, lies in the file (or outside the
  * map: a write transaction's own pages are in memory). */

@@ -68,16 +68,11 @@ bool ost__in_file(ost_store *st, const void *p, size_t n) {
 
 int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
                   uint32_t *class_id) {
-    return ost__rec_head(st, oid, v, serial, class_id, true);
-}
-
-int ost__rec_head(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
-                  uint32_t *class_id, bool crc) {
     const uint8_t *h = v->mv_data;
     if (v->mv_size < OST_HDR_SIZE + 2) return OST__DMG_SHORT;
     if (!ost__in_file(st, h, v->mv_size)) return OST__DMG_BEYOND;
     if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 3) {
-        if (crc && !ost__rec_crc_ok(oid, h, v->mv_size)) return OST__DMG_CRC;
+        if (!ost__rec_crc_ok(oid, h, v->mv_size)) return OST__DMG_CRC;
     } else if (h[12] | h[13] | h[14] | h[15]) {
         return OST__DMG_RESERVED;
     }
