@@ -1059,12 +1059,15 @@ static void cache_gc(ost_conn *c) {
          * of the whole cache (it cost a read of every object's header at
          * every boundary: 11% of a prefetch benchmark's time with 100,000
          * objects cached) */
-        /* many to drop (as many as half of what stays): the oid table is
+        /* many to drop (at least half as many as stay): the oid table is
          * refilled once, not emptied slot by slot (each deletion walks
          * its cluster, reading an entry per slot: 14% of a read-heavy
          * benchmark's time, bench_store reads, at 1,000 reads and 1,000
          * cached objects a transaction) */
-        bool bulk = (c->nents - c->cache_max) * 2 >= c->cache_max;
+        size_t excess = c->nents - c->cache_max;
+        /* ... unless the table is far larger than what goes (a cache that
+         * once held millions): clearing it would cost more */
+        bool bulk = excess * 2 >= c->cache_max && c->oidcap <= 16 * excess;
         size_t was = c->nents;
         for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {
             const ost__pent *e = ent(c, i);
