@@ -73,6 +73,11 @@ static size_t next_cap(size_t n) {
     return ((n >> k) + 1) << k;
 }
 
+/* Points the slots of an empty oid table at every entry. */
+static void oidtab_fill(ost_conn *c) {
+    for (size_t i = 0; i < c->nents; i++) oid_set(c, ent(c, i)->oid, i);
+}
+
 /* Makes the oid table take at least one more entry. */
 static int oidtab_grow(ost_conn *c) {
     size_t n = c->oidtab ? next_cap(c->oidcap) : 512;
@@ -88,7 +93,7 @@ static int oidtab_grow(ost_conn *c) {
     c->oidcap = n;
     c->oidmax = max;
     c->oididx = bits >= 32 ? UINT32_MAX : ((uint32_t)1 << bits) - 1;
-    for (size_t i = 0; i < c->nents; i++) oid_set(c, ent(c, i)->oid, i);
+    oidtab_fill(c);
     return 0;
 }
 
@@ -183,7 +188,7 @@ static void cache_remove(ost_conn *c, size_t i) { entry_remove(c, i, true); }
 /* Refills the oid table from the entries (after entry_remove without it). */
 static void oidtab_rebuild(ost_conn *c) {
     memset(c->oidtab, 0, c->oidcap * sizeof *c->oidtab);
-    for (size_t i = 0; i < c->nents; i++) oid_set(c, ent(c, i)->oid, i);
+    oidtab_fill(c);
 }
 
 /* Drops the state of obj: it becomes a ghost. */
@@ -1059,14 +1064,14 @@ static void cache_gc(ost_conn *c) {
          * of the whole cache (it cost a read of every object's header at
          * every boundary: 11% of a prefetch benchmark's time with 100,000
          * objects cached) */
-        /* many to drop (at least half as many as stay): the oid table is
-         * refilled once, not emptied slot by slot (each deletion walks
-         * its cluster, reading an entry per slot: 14% of a read-heavy
-         * benchmark's time, bench_store reads, at 1,000 reads and 1,000
-         * cached objects a transaction) */
+        /* Many to drop (at least half as many as stay), from a table not
+         * far larger than what goes (clearing the table of a cache that
+         * once held millions would cost more): the oid table is refilled
+         * once, not emptied slot by slot. Each deletion walks its
+         * cluster, reading an entry per slot: 14% of bench_store reads'
+         * own time, at 1,000 reads and 1,000 cached objects a
+         * transaction. */
         size_t excess = c->nents - c->cache_max;
-        /* ... unless the table is far larger than what goes (a cache that
-         * once held millions): clearing it would cost more */
         bool bulk = excess * 2 >= c->cache_max && c->oidcap <= 16 * excess;
         size_t was = c->nents;
         for (size_t i = c->nents; i-- > 0 && c->nents > c->cache_max;) {

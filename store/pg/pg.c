@@ -1076,7 +1076,6 @@ static void view_poll(ost__engine *e, uint64_t from) {
         v->s->is_view = true;
     }
     if (!rc) {
-        if (v->s->snap) pg_snap_end(v->s);
         v->s->info.last_serial = from; /* its log rows start after from */
         v->s->had_snap = true;
         rc = pg_snap_begin(v->s, NULL);
