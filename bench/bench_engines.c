@@ -17,9 +17,11 @@
  *      meet the same disk: its sync time drifts from one minute to the
  *      next; before them, a round of 50 commits a thread from 16, not
  *      timed (what a store sets up at its first commits);
- *   3. R random reads (default 20,000) of those objects: one at a time
- *      (ost_conn_get and ost_activate), then with prefetch
- *      (ost_conn_get_many, 1,000 oids a call); first each on a fresh
+ *   3. R random reads (default 20,000) of those objects one at a time
+ *      (ost_conn_get and ost_activate), then PF_TIMES x R with prefetch
+ *      (ost_conn_get_many, 1,000 oids a call: as many keys would be 20
+ *      calls and 80 ms, too short a measure to say a rate, so both last
+ *      about a second); first each on a fresh
  *      connection (its server process has touched nothing yet), then on
  *      a warm one: a connection that first read every object once in oid
  *      order, as a long-running application's connections have;
@@ -28,9 +30,12 @@
  *   a. COPY ... FROM STDIN (binary) of the rows the loader wrote (read
  *      back first), into a table of the same shape, in one transaction;
  *   b. a prepared single-row SELECT by primary key, R random keys;
- *   c. 1,000 random keys per `= ANY($1)` query, R keys;
+ *   c. 1,000 random keys per `= ANY($1)` query, PF_TIMES x R keys;
  *   b and c on a fresh connection, then after the same warm-up (every row
  *   once, in key order, 1,000 keys per `= ANY($1)`), with the keys of 3.
+ *   Each is measured beside ostore's figure it is compared with (a right
+ *   after the loader, b and c in reads()), not after the whole run: the
+ *   machine's speed drifts within a minute.
  * Then the ratios against the references and the targets of issue 13.
  * --no-copy makes the PostgreSQL loader write by INSERT as before COPY;
  * BENCH_NO_GROUP=1 in the environment opens both stores without
@@ -84,6 +89,9 @@ static ost_value g_item;
 typedef struct {
     double load, c1, c16, per_group, single, prefetched, single_cold, prefetched_cold;
     uint64_t first, n; /* the loaded oids: [first, first + n) */
+    /* PostgreSQL's references, measured beside ostore's figures (rows/s) */
+    double copy, sel, sel_cold, any, any_cold;
+    uint64_t copy_rows;
 } figures;
 
 static ost_store *open_at(const char *addr, bool create) {
@@ -183,7 +191,7 @@ static void random_oids(const figures *f, uint64_t *oids, uint64_t r, uint64_t s
     for (uint64_t i = 0; i < r; i++) oids[i] = f->first + rnd() % f->n;
 }
 
-/* Reads a second, one at a time, a transaction per 1,000. */
+/* The seconds r reads take, one at a time, a transaction per 1,000. */
 static double single_reads(ost_conn *c, const uint64_t *oids, uint64_t r) {
     double t0 = now();
     for (uint64_t i = 0; i < r; i++) {
@@ -192,10 +200,11 @@ static double single_reads(ost_conn *c, const uint64_t *oids, uint64_t r) {
         if (i % 1000 == 999) ost_abort(c); /* a new transaction: the cache trims itself */
     }
     ost_abort(c);
-    return (double)r / (now() - t0);
+    return now() - t0;
 }
 
-/* Reads a second with ost_conn_get_many, 1,000 a call and a transaction. */
+/* The seconds r reads take with ost_conn_get_many, 1,000 a call and a
+ * transaction. */
 static double prefetched_reads(ost_conn *c, const uint64_t *oids, uint64_t r, ost_value *objs) {
     double t0 = now();
     for (uint64_t i = 0; i < r; i += 1000) {
@@ -205,7 +214,7 @@ static double prefetched_reads(ost_conn *c, const uint64_t *oids, uint64_t r, os
             if (ost_is_ghost(objs[j])) DIE("a prefetched object is a ghost");
         ost_abort(c);
     }
-    return (double)r / (now() - t0);
+    return now() - t0;
 }
 
 /* The warm-up: every loaded object, in oid order, 1,000 a call (not
@@ -227,36 +236,80 @@ static void warm_up(ost_conn *c, const figures *f, ost_value *objs) {
  * each measure, so that no page one measure read is favoured in the next. */
 enum { SEED_SINGLE_COLD = 42, SEED_MANY_COLD = 4242, SEED_SINGLE = 43, SEED_MANY = 4243 };
 
-static void reads(ost_store *st, uint64_t r, figures *f) {
-    uint64_t *oids = malloc(r * sizeof *oids);
+/* Keys read with prefetch (and by the `= ANY` reference) per key read one
+ * at a time: a prefetch reads ten times as fast, at least, so the two
+ * measures take about as long. */
+enum { PF_TIMES = 10 };
+
+/* The references (below), for reads() and engine_run(). */
+static double ref_copy(PGconn *c, uint64_t *rows);
+static PGconn *prepare_refs(const char *base);
+static double ref_select(PGconn *c, const uint64_t *oids, uint64_t r);
+static double ref_any(PGconn *c, const figures *f, const uint64_t *oids, uint64_t r);
+
+/* ostore's reads; with base (PostgreSQL), the references' beside them, on
+ * the same keys: each fresh measure right after ostore's, and the warm
+ * ones in halves, ostore, reference, reference, ostore, so that a drift
+ * of the machine's speed within the minute falls on both alike. */
+static void reads(ost_store *st, uint64_t r, figures *f, const char *base) {
+    uint64_t rp = r * PF_TIMES, h = r / 2, hp = rp / 2;
+    uint64_t *oids = malloc(rp * sizeof *oids);
     ost_value *objs = malloc(1000 * sizeof *objs);
     if (!oids || !objs) DIE("out of memory");
     ost_conn *c;
     /* fresh connections */
     if (ost_conn_open(st, &c)) DIE("conn");
     random_oids(f, oids, r, SEED_SINGLE_COLD);
-    f->single_cold = single_reads(c, oids, r);
+    f->single_cold = (double)r / single_reads(c, oids, r);
     ost_conn_close(c);
+    PGconn *rc = base ? prepare_refs(base) : NULL;
+    if (rc) f->sel_cold = (double)r / ref_select(rc, oids, r);
     if (ost_conn_open(st, &c)) DIE("conn");
-    random_oids(f, oids, r, SEED_MANY_COLD);
-    f->prefetched_cold = prefetched_reads(c, oids, r, objs);
+    random_oids(f, oids, rp, SEED_MANY_COLD);
+    f->prefetched_cold = (double)rp / prefetched_reads(c, oids, rp, objs);
     ost_conn_close(c);
-    /* a warm one */
+    if (rc) {
+        f->any_cold = (double)rp / ref_any(rc, f, oids, rp);
+        PQfinish(rc);
+    }
+    /* warm ones */
     if (ost_conn_open(st, &c)) DIE("conn");
     warm_up(c, f, objs);
+    rc = base ? prepare_refs(base) : NULL;
+    if (rc) (void)ref_any(rc, f, NULL, f->n); /* one process: once is enough */
     random_oids(f, oids, r, SEED_SINGLE);
-    f->single = single_reads(c, oids, r);
-    random_oids(f, oids, r, SEED_MANY);
-    f->prefetched = prefetched_reads(c, oids, r, objs);
+    double mine = single_reads(c, oids, h), theirs = 0;
+    if (rc) theirs = ref_select(rc, oids, h) + ref_select(rc, oids + h, r - h);
+    mine += single_reads(c, oids + h, r - h);
+    f->single = (double)r / mine;
+    if (rc) f->sel = (double)r / theirs;
+    random_oids(f, oids, rp, SEED_MANY);
+    mine = prefetched_reads(c, oids, hp, objs);
+    if (rc) theirs = ref_any(rc, f, oids, hp) + ref_any(rc, f, oids + hp, rp - hp);
+    mine += prefetched_reads(c, oids + hp, rp - hp, objs);
+    f->prefetched = (double)rp / mine;
+    if (rc) {
+        f->any = (double)rp / theirs;
+        PQfinish(rc);
+    }
     ost_conn_close(c);
     free(oids);
     free(objs);
 }
 
-static void engine_run(const char *name, const char *addr, uint64_t n, uint64_t r, figures *f) {
+/* The run on one engine; with pc and base (PostgreSQL), the references'
+ * measures beside ostore's: COPY right after the loader, the reads in
+ * reads(). */
+static void engine_run(const char *name, const char *addr, uint64_t n, uint64_t r, figures *f,
+                       PGconn *pc, const char *base) {
     ost_store *st = open_at(addr, true);
     load(st, n, f);
     printf("%-10s load:   %llu objects, %.0f objects/s\n", name, (unsigned long long)n, f->load);
+    if (pc) {
+        f->copy = ref_copy(pc, &f->copy_rows);
+        printf("reference  COPY FROM STDIN (binary) of the %llu rows the loader wrote: %.0f rows/s\n",
+               (unsigned long long)f->copy_rows, f->copy);
+    }
     fflush(stdout);
     /* the counters of the commit threads */
     ost_conn *c;
@@ -287,13 +340,19 @@ static void engine_run(const char *name, const char *addr, uint64_t n, uint64_t 
     printf("%-10s commits of one object: 1 thread %.0f/s, 16 threads %.0f/s (x%.2f, %.1f a group)\n",
            name, f->c1, f->c16, f->c16 / f->c1, f->per_group);
     fflush(stdout);
-    reads(st, r, f);
+    reads(st, r, f, pc ? base : NULL);
     printf("%-10s random reads, fresh connection: one at a time %.0f objects/s, prefetched "
            "(1,000 a call) %.0f objects/s (x%.1f)\n",
            name, f->single_cold, f->prefetched_cold, f->prefetched_cold / f->single_cold);
     printf("%-10s random reads, warm connection:  one at a time %.0f objects/s, prefetched "
            "(1,000 a call) %.0f objects/s (x%.1f)\n",
            name, f->single, f->prefetched, f->prefetched / f->single);
+    if (pc) {
+        printf("reference  prepared SELECT by primary key, 1 client: fresh connection %.0f rows/s, "
+               "warm %.0f rows/s\n", f->sel_cold, f->sel);
+        printf("reference  1,000 random keys per = ANY($1): fresh connection %.0f rows/s, warm %.0f "
+               "rows/s\n", f->any_cold, f->any);
+    }
     fflush(stdout);
     ost_store_close(st);
 }
@@ -366,31 +425,29 @@ static void be64(char *b, uint64_t v) {
     for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (char)(v & 0xff);
 }
 
-/* Rows a second of a prepared single-row SELECT by key, the keys of seed
- * ("one" prepared on c, prepare_refs). */
-static double ref_select(PGconn *c, const figures *f, uint64_t r, uint64_t seed) {
-    rnd_state = seed;
+/* The seconds a prepared single-row SELECT by primary key ("one",
+ * prepared by prepare_refs) takes for each of oids[0, r). */
+static double ref_select(PGconn *c, const uint64_t *oids, uint64_t r) {
     double t0 = now();
     for (uint64_t i = 0; i < r; i++) {
         char k[8];
-        be64(k, f->first + rnd() % f->n);
+        be64(k, oids[i]);
         const char *v[1] = {k};
         int l[1] = {8}, fm[1] = {1};
         PGresult *q = PQexecPrepared(c, "one", 1, v, l, fm, 1);
         if (PQresultStatus(q) != PGRES_TUPLES_OK || PQntuples(q) != 1) DIE("select: %s", PQerrorMessage(c));
         PQclear(q);
     }
-    return (double)r / (now() - t0);
+    return now() - t0;
 }
 
-/* Rows a second of 1,000 keys per prepared `= ANY($1)` ("many"), the keys
- * of seed; seed 0: every key once, in order (the warm-up). */
-static double ref_any(PGconn *c, const figures *f, uint64_t r, uint64_t seed) {
+/* The seconds 1,000 keys per prepared `= ANY($1)` ("many") take for
+ * oids[0, r); oids NULL: the r keys from f->first, in order (the
+ * warm-up). */
+static double ref_any(PGconn *c, const figures *f, const uint64_t *oids, uint64_t r) {
     /* a binary int8[]: ndim 1, no nulls, element type 20, then (length, value) each */
     size_t cap = 20 + 1000 * 12;
     char *a = malloc(cap);
-    rnd_state = seed;
-    uint64_t got = 0;
     double t0 = now();
     for (uint64_t i = 0; i < r; i += 1000) {
         int k = (int)(r - i < 1000 ? r - i : 1000);
@@ -400,18 +457,17 @@ static double ref_any(PGconn *c, const figures *f, uint64_t r, uint64_t seed) {
             for (int b = 0; b < 4; b++) o[b] = (char)(hdr[j] >> (24 - 8 * b));
         for (int j = 0; j < k; j++) {
             o[0] = o[1] = o[2] = 0, o[3] = 8;
-            be64(o + 4, f->first + (seed ? rnd() % f->n : i + (uint64_t)j));
+            be64(o + 4, oids ? oids[i + (uint64_t)j] : f->first + i + (uint64_t)j);
             o += 12;
         }
         const char *v[1] = {a};
         int l[1] = {(int)(o - a)}, fm[1] = {1};
         PGresult *q = PQexecPrepared(c, "many", 1, v, l, fm, 1);
         if (PQresultStatus(q) != PGRES_TUPLES_OK) DIE("any: %s", PQerrorMessage(c));
-        got += (uint64_t)k;
         PQclear(q);
     }
     free(a);
-    return (double)got / (now() - t0);
+    return now() - t0;
 }
 
 /* A new connection to the references' table, its statements prepared. */
@@ -486,29 +542,10 @@ int main(int argc, char **argv) {
     PQclear(sc);
 
     figures fl = {0}, fp = {0};
-    if (!getenv("BENCH_ONLY_PG")) engine_run("lmdb", dir, n, r, &fl);
-    engine_run("postgresql", pgaddr, n, r, &fp);
-
-    uint64_t rows = 0;
-    double copy = ref_copy(pc, &rows);
-    printf("reference  COPY FROM STDIN (binary) of the %llu rows the loader wrote: %.0f rows/s\n",
-           (unsigned long long)rows, copy);
+    if (!getenv("BENCH_ONLY_PG")) engine_run("lmdb", dir, n, r, &fl, NULL, NULL);
+    engine_run("postgresql", pgaddr, n, r, &fp, pc, base);
     PQfinish(pc);
-    /* a fresh connection, then the same after its warm-up, with the keys
-     * ostore read */
-    PGconn *rc = prepare_refs(base);
-    double sel_cold = ref_select(rc, &fp, r, SEED_SINGLE_COLD);
-    double any_cold = ref_any(rc, &fp, r, SEED_MANY_COLD);
-    PQfinish(rc);
-    rc = prepare_refs(base);
-    (void)ref_any(rc, &fp, fp.n, 0); /* one process: once is enough */
-    double sel = ref_select(rc, &fp, r, SEED_SINGLE);
-    double any = ref_any(rc, &fp, r, SEED_MANY);
-    PQfinish(rc);
-    printf("reference  prepared SELECT by primary key, 1 client: fresh connection %.0f rows/s, "
-           "warm %.0f rows/s\n", sel_cold, sel);
-    printf("reference  1,000 random keys per = ANY($1): fresh connection %.0f rows/s, warm %.0f "
-           "rows/s\n", any_cold, any);
+
     if (demo) {
         printf("demo walk (--objects %llu):\n", (unsigned long long)(n / 10));
         char ddir[1100];
@@ -525,16 +562,16 @@ int main(int argc, char **argv) {
         const char *what;
         double got, want;
     } t[] = {
-        {"PG loader / raw COPY", fp.load / copy, 0.8},
-        {"PG single reads / prepared SELECT (warm)", fp.single / sel, 0.8},
-        {"PG single reads / prepared SELECT (fresh)", fp.single_cold / sel_cold, 0.8},
+        {"PG loader / raw COPY", fp.load / fp.copy, 0.8},
+        {"PG single reads / prepared SELECT (warm)", fp.single / fp.sel, 0.8},
+        {"PG single reads / prepared SELECT (fresh)", fp.single_cold / fp.sel_cold, 0.8},
         {"PG prefetched reads, objects/s (warm)", fp.prefetched, 100000},
         {"PG prefetched reads, objects/s (fresh)", fp.prefetched_cold, 100000},
         {"PG prefetched / single reads (warm)", fp.prefetched / fp.single, 10},
         {"PG prefetched / single reads (fresh)", fp.prefetched_cold / fp.single_cold, 10},
         {"PG commits 16 threads / 1 thread", fp.c16 / fp.c1, 5},
-        {"PG prefetched reads / = ANY reference (warm)", fp.prefetched / any, 0},
-        {"PG prefetched reads / = ANY reference (fresh)", fp.prefetched_cold / any_cold, 0},
+        {"PG prefetched reads / = ANY reference (warm)", fp.prefetched / fp.any, 0},
+        {"PG prefetched reads / = ANY reference (fresh)", fp.prefetched_cold / fp.any_cold, 0},
         {"LMDB loader / PG loader", fl.load / fp.load, 0},
         {"LMDB single reads / PG single reads", fl.single / fp.single, 0},
     };
