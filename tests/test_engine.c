@@ -1620,9 +1620,9 @@ OST_TEST(api, a_restart_under_an_open_connection_fails_clearly_and_the_next_tran
 /* ---- the view a commit hands to the next transaction (PostgreSQL) -------------------- */
 
 #ifdef OST_HAVE_POSTGRESQL
-extern uint64_t ost__pg_adopted, ost__pg_imported; /* store/pg/pg.c */
+extern uint64_t ost__pg_adopted, ost__pg_imported, ost__pg_overlapped; /* store/pg/pg.c */
 #else
-static uint64_t ost__pg_adopted, ost__pg_imported;
+static uint64_t ost__pg_adopted, ost__pg_imported, ost__pg_overlapped;
 #endif
 
 /* Sets root key to a new item with n in its own commit on c. */
@@ -1652,10 +1652,13 @@ OST_TEST(api, a_commit_hands_the_next_transaction_a_view_as_of_it_whatever_commi
         ost_abort(ca);
         /* ca caches seen; then its commit hands it the view after it */
         cr_assert_eq(item_n(ost_root_get_c(ca, "seen")), 1);
-        uint64_t adopted = ost__pg_adopted, imported = ost__pg_imported;
+        uint64_t adopted = ost__pg_adopted, imported = ost__pg_imported,
+                 overlapped = ost__pg_overlapped;
         set_item(ca, "z", 5);
         /* views with group commit only: without, the connection renews */
         cr_assert_eq(ost__pg_adopted, adopted + (unsigned)group, "group %d: adopted", group);
+        /* the view's poll went out while the group's flush was waited for */
+        cr_assert_eq(ost__pg_overlapped, overlapped + (unsigned)group, "group %d: overlapped", group);
         cr_assert_eq(ost__pg_imported, imported, "nothing read yet");
         /* other commits land before ca's transaction reads anything */
         ost_abort(cb);

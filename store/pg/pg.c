@@ -89,6 +89,15 @@ typedef struct {
     PGconn *conn;
 } ost__help;
 
+/* A snapshot's beginning that snap_send sent and snap_recv reads. */
+typedef struct {
+    bool end;      /* the old snapshot's COMMIT went first */
+    bool pre;      /* the commit log rows were asked for */
+    bool sent;     /* pipe_send succeeded */
+    int n;         /* statements sent */
+    uint64_t from; /* the rows asked for are after it */
+} snapsend;
+
 struct ost__sess {
     ost__engine *e;
     PGconn *conn;
@@ -119,6 +128,10 @@ struct ost__sess {
     pgview *lazy;
     bool pre_shared, lost;
     bool is_view; /* a view's own session (views_close closes it) */
+    /* The view whose poll a commit of this session sent while it waited
+     * for its flush (commit_mid), read by pg_commit, and what was sent. */
+    pgview *poll_v;
+    snapsend poll_ss;
 };
 
 struct ost__ecur {
@@ -813,7 +826,14 @@ static int ps_ready(ost__sess *s, int which) {
 
 /* Sends st[0, n) on c in one pipeline (pipeline mode, then a sync):
  * false when libpq could not. */
-static bool pipe_send(PGconn *c, const pstmt *st, int n) {
+static bool pipe_send_mid(PGconn *c, const pstmt *st, int n, int k);
+
+static bool pipe_send(PGconn *c, const pstmt *st, int n) { return pipe_send_mid(c, st, n, 0); }
+
+/* pipe_send, asking the server to send the answers of the first k
+ * statements as soon as they are ready (a flush request after them):
+ * else it keeps every answer of a pipeline until its end, the Sync. */
+static bool pipe_send_mid(PGconn *c, const pstmt *st, int n, int k) {
     bool ok = PQenterPipelineMode(c);
     for (int i = 0; i < n && ok; i++) {
         const params *p = st[i].p;
@@ -822,6 +842,7 @@ static bool pipe_send(PGconn *c, const pstmt *st, int n) {
         const int *l = p ? p->l : NULL, *f = p ? p->f : NULL;
         ok = st[i].ps >= 0 ? PQsendQueryPrepared(c, ps_name[st[i].ps], np, v, l, f, 1)
                            : PQsendQueryParams(c, st[i].sql, np, NULL, v, l, f, 1);
+        if (ok && i == k - 1 && k < n) ok = PQsendFlushRequest(c);
     }
     return ok && PQpipelineSync(c);
 }
@@ -833,8 +854,19 @@ static bool pipe_send(PGconn *c, const pstmt *st, int n) {
  * its cause, and *failed its index; n when the pipeline itself failed
  * (every res[i] is then NULL, and c is in no known state: the caller
  * closes it). */
+static int pipe_recv_mid(PGconn *c, bool sent, int n, PGresult **res, int *failed, char *cause,
+                         size_t cap, int k, void (*mid)(void *), void *ud);
+
 static int pipe_recv(PGconn *c, bool sent, int n, PGresult **res, int *failed, char *cause,
                      size_t cap) {
+    return pipe_recv_mid(c, sent, n, res, failed, cause, cap, 0, NULL, NULL);
+}
+
+/* pipe_recv, calling mid(ud) once the first k statements' results are
+ * read, if they all succeeded; with pipe_send_mid's flush request after
+ * them, before the later ones are answered. */
+static int pipe_recv_mid(PGconn *c, bool sent, int n, PGresult **res, int *failed, char *cause,
+                         size_t cap, int k, void (*mid)(void *), void *ud) {
     int rc = 0;
     bool ok = sent;
     *failed = -1;
@@ -862,6 +894,7 @@ static int pipe_recv(PGconn *c, bool sent, int n, PGresult **res, int *failed, c
             PQclear(end);
             ok = false;
         }
+        if (ok && mid && i == k - 1 && *failed < 0) mid(ud);
     }
     PGresult *sync = ok ? PQgetResult(c) : NULL;
     ok = ok && sync && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
@@ -879,6 +912,19 @@ static int pipe_recv(PGconn *c, bool sent, int n, PGresult **res, int *failed, c
     return rc;
 }
 
+/* The failure rc of a pipeline on s's connection (broken: the pipeline
+ * itself failed, and the connection is closed), as the store's message:
+ * rc. */
+static int pipe_fail(ost__sess *s, const char *what, int rc, bool broken, const char *cause) {
+    if (broken) {
+        /* the session reconnects at its next use */
+        PQfinish(s->conn);
+        s->conn = NULL;
+        s->prepared = 0;
+    }
+    return ost__st_fail(s->e->st, rc, "%s: %s: %s", s->e->shown, what, cause);
+}
+
 /* Sends st[0, n) in one pipeline on s's connection and reads their
  * results: res[i] gets statement i's result when it succeeded (the caller
  * clears it), NULL otherwise. Returns 0 when all succeeded; else the code
@@ -887,28 +933,15 @@ static int pipe_recv(PGconn *c, bool sent, int n, PGresult **res, int *failed, c
  * closed, and what the server did is not known). */
 static int pipe_run(ost__sess *s, const char *what, const pstmt *st, int n, PGresult **res,
                     int *failed) {
-    ost__engine *e = s->e;
     char cause[240];
     bool sent = pipe_send(s->conn, st, n);
     int rc = pipe_recv(s->conn, sent, n, res, failed, cause, sizeof cause);
-    if (!rc) return 0;
-    if (*failed == n) {
-        /* the session reconnects at its next use */
-        PQfinish(s->conn);
-        s->conn = NULL;
-        s->prepared = 0;
-    }
-    return ost__st_fail(e->st, rc, "%s: %s: %s", e->shown, what, cause);
+    return rc ? pipe_fail(s, what, rc, *failed == n, cause) : 0;
 }
 
-/* Begins the snapshot and reads meta in one round trip (a pipeline of
- * prepared statements), ending the open one first in the same round trip
- * (snap_renew). After a first snapshot, the same round trip reads the
- * commit log rows since the previous one's last serial (a page of them at
- * most), which changes then serves: the rows a REPEATABLE READ snapshot
- * sees are those of the commits meta's last_serial counts, as they commit
- * together. */
-static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
+/* pg_snap_begin's first half: sends its round trip without waiting for
+ * the answer, which snap_recv reads. 0, or the failure (nothing sent). */
+static int snap_send(ost__sess *s, snapsend *ss) {
     lazy_end(s);
     s->lost = false;
     bool end = s->snap; /* the open snapshot's COMMIT goes first */
@@ -935,11 +968,23 @@ static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
                    {-1, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL},
                    {PS_META, NULL, NULL},
                    {PS_CHANGES, NULL, &q}};
+    s->snap = true; /* pg_snap_end ends what was begun, whatever fails */
+    *ss = (snapsend){end, pre, false, (end ? 1 : 0) + (pre ? 3 : 2), from};
+    ss->sent = pipe_send(s->conn, end ? st : st + 1, ss->n);
+    return 0;
+}
+
+/* pg_snap_begin's second half: reads the answer to what snap_send sent
+ * (ss). 0 or the failure (the snapshot is then ended). */
+static int snap_recv(ost__sess *s, const snapsend *ss, ost__snapinfo *info) {
+    bool end = ss->end, pre = ss->pre;
+    uint64_t from = ss->from;
     PGresult *all[4] = {NULL}, **res = all + 1;
     int failed;
-    s->snap = true; /* pg_snap_end ends what was begun, whatever fails */
-    if ((rc = pipe_run(s, "beginning a snapshot", end ? st : st + 1, (end ? 1 : 0) + (pre ? 3 : 2),
-                       end ? all : res, &failed))) {
+    char cause[240];
+    int rc = pipe_recv(s->conn, ss->sent, ss->n, end ? all : res, &failed, cause, sizeof cause);
+    if (rc) {
+        pipe_fail(s, "beginning a snapshot", rc, failed == ss->n, cause);
         pg_snap_end(s);
         return rc;
     }
@@ -980,6 +1025,19 @@ static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
     return 0;
 }
 
+/* Begins the snapshot and reads meta in one round trip (a pipeline of
+ * prepared statements), ending the open one first in the same round trip
+ * (snap_renew). After a first snapshot, the same round trip reads the
+ * commit log rows since the previous one's last serial (a page of them at
+ * most), which changes then serves: the rows a REPEATABLE READ snapshot
+ * sees are those of the commits meta's last_serial counts, as they commit
+ * together. */
+static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
+    snapsend ss;
+    int rc = snap_send(s, &ss);
+    return rc ? rc : snap_recv(s, &ss, info);
+}
+
 /* ---- views after a commit (snap_adopt) -------------------------------------------------
  * Right after a commit, every connection whose package it carried begins
  * its next transaction (store/conn.c, begin_txn). Each used to renew its
@@ -1002,6 +1060,7 @@ static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
  * poll is made and the sessions renew as before. */
 
 uint64_t ost__pg_adopted, ost__pg_imported; /* views adopted and imported (tests) */
+uint64_t ost__pg_overlapped; /* polls sent while a flush was waited for (tests) */
 
 /* Under e->vlock: ends the view's snapshot once no session may still
  * import it. */
@@ -1051,35 +1110,9 @@ static void views_close(ost__engine *e) {
     }
 }
 
-/* After a commit: a view of the store as it is now, with the commit log
- * rows after `from` (or after the last view's serial, if lower), as the
- * current view. Nothing when no view is free or the poll fails (the
- * sessions then renew); the caller's message of the store is kept. */
-static void view_poll(ost__engine *e, uint64_t from) {
-    pgview *v = NULL;
-    pthread_mutex_lock(&e->vlock);
-    for (int i = 0; i < NVIEWS && !v; i++) {
-        pgview *w = &e->views[i];
-        if (!w->busy && !w->current && !w->refs) v = w;
-    }
-    if (v) {
-        v->busy = true;
-        if (e->view_last && e->view_last < from) from = e->view_last;
-    }
-    pthread_mutex_unlock(&e->vlock);
-    if (!v) return;
-    char msg[512]; /* the store's message buffer's size (store.c) */
-    snprintf(msg, sizeof msg, "%s", ost_store_errmsg(e->st));
-    int rc = 0;
-    if (!v->s && !(rc = pg_sess_open(e, &v->s))) {
-        v->s->help_off = true; /* no prefetch helpers */
-        v->s->is_view = true;
-    }
-    if (!rc) {
-        v->s->info.last_serial = from; /* its log rows start after from */
-        v->s->had_snap = true;
-        rc = pg_snap_begin(v->s, NULL);
-    }
+/* Marks v, whose poll ended with rc, no longer busy: the current view if
+ * the poll succeeded and no newer view came meanwhile, else idle. */
+static void view_done(ost__engine *e, pgview *v, int rc) {
     pthread_mutex_lock(&e->vlock);
     v->busy = false;
     if (!rc && v->s->info.last_serial >= e->view_last) {
@@ -1094,8 +1127,78 @@ static void view_poll(ost__engine *e, uint64_t from) {
     } else
         view_idle(v); /* failed, or a newer view came meanwhile */
     pthread_mutex_unlock(&e->vlock);
+}
+
+/* The store's message, kept across a view's poll: a poll's failure is no
+ * failure of the commit that made it. */
+static void msg_keep(ost__engine *e, char *msg, size_t cap) {
+    snprintf(msg, cap, "%s", ost_store_errmsg(e->st));
+}
+
+static void msg_back(ost__engine *e, int rc, const char *msg) {
     if (rc && msg[0]) ost__st_fail(e->st, rc, "%s", msg);
     else if (rc) ost__st_clear(e->st);
+}
+
+/* After a commit, the first half of a view's poll: takes a free view and
+ * sends the beginning of its snapshot (ss), with the commit log rows
+ * after `from` (or after the last view's serial, if lower), without
+ * waiting for the answer (view_recv reads it). The view, busy; NULL when
+ * none is free or the send failed (the sessions then renew). The
+ * caller's message of the store is kept. */
+static pgview *view_send(ost__engine *e, uint64_t from, snapsend *ss) {
+    pgview *v = NULL;
+    pthread_mutex_lock(&e->vlock);
+    for (int i = 0; i < NVIEWS && !v; i++) {
+        pgview *w = &e->views[i];
+        if (!w->busy && !w->current && !w->refs) v = w;
+    }
+    if (v) {
+        v->busy = true;
+        if (e->view_last && e->view_last < from) from = e->view_last;
+    }
+    pthread_mutex_unlock(&e->vlock);
+    if (!v) return NULL;
+    char msg[512]; /* the store's message buffer's size (store.c) */
+    msg_keep(e, msg, sizeof msg);
+    int rc = 0;
+    if (!v->s && !(rc = pg_sess_open(e, &v->s))) {
+        v->s->help_off = true; /* no prefetch helpers */
+        v->s->is_view = true;
+    }
+    if (!rc) {
+        v->s->info.last_serial = from; /* its log rows start after from */
+        v->s->had_snap = true;
+        rc = snap_send(v->s, ss);
+        /* not sent: snap_recv closes the connection and ends the snapshot */
+        if (!rc && !ss->sent) rc = snap_recv(v->s, ss, NULL);
+    }
+    if (rc) {
+        view_done(e, v, rc);
+        v = NULL;
+    }
+    msg_back(e, rc, msg);
+    return v;
+}
+
+/* The second half: reads the answer to what view_send sent for v (ss).
+ * keep: v becomes the store's current view (views after a commit,
+ * above); else the snapshot is read and dropped. The caller's message of
+ * the store is kept. */
+static void view_recv(ost__engine *e, pgview *v, const snapsend *ss, bool keep) {
+    char msg[512];
+    msg_keep(e, msg, sizeof msg);
+    int rc = snap_recv(v->s, ss, NULL);
+    view_done(e, v, rc ? rc : keep ? 0 : OST_ENOTFOUND);
+    msg_back(e, rc, msg);
+}
+
+/* After a commit: a view of the store as it is now, in one round trip
+ * (view_send, view_recv). */
+static void view_poll(ost__engine *e, uint64_t from) {
+    snapsend ss;
+    pgview *v = view_send(e, from, &ss);
+    if (v) view_recv(e, v, &ss, true);
 }
 
 static int pg_snap_adopt(ost__sess *s, uint64_t serial, uint64_t after, ost__snapinfo *info) {
@@ -2475,6 +2578,36 @@ static bool fast_fits(ost__engine *e, ost__pkg *const *pkgs, size_t n, size_t *n
     return count && count <= GROUP_MAX && recs <= FAST_RECS && bytes <= FAST_BYTES && !e->read_only;
 }
 
+/* Whether a connection begins its next transaction after one of pkgs[0,
+ * n) that committed (not only loader batches did), and then in *first
+ * the lowest serial they committed. */
+static bool commit_adopters(ost__pkg *const *pkgs, size_t n, uint64_t *first) {
+    bool adopters = false;
+    *first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!pkgs[i]->rc && pkgs[i]->serial) {
+            if (!*first || pkgs[i]->serial < *first) *first = pkgs[i]->serial;
+            adopters |= pkgs[i]->next_txn; /* not a loader's batch alone */
+        }
+    return adopters;
+}
+
+typedef struct {
+    ost__sess *s;
+    ost__pkg *const *pkgs;
+    size_t n;
+} commit_mid_ctx;
+
+/* A group's COMMIT is answered (the commit is visible, its flush not yet
+ * waited for): the view's poll is sent, for pg_commit to read. */
+static void commit_mid(void *ud) {
+    commit_mid_ctx *m = ud;
+    uint64_t first;
+    if (commit_adopters(m->pkgs, m->n, &first) &&
+        (m->s->poll_v = view_send(m->s->e, first - 1, &m->s->poll_ss)))
+        __atomic_add_fetch(&ost__pg_overlapped, 1, __ATOMIC_RELAXED);
+}
+
 /* Commits pkgs[0, n) as the comment above says. Returns false, with every
  * package as it came, when the group must take the other path; true with
  * *whole (pg_commit's result) when it is done. */
@@ -2621,8 +2754,17 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         res[i] = NULL;
     }
     pstmt st2[3] = {{PS_GWRITE, NULL, &qw}, {-1, "COMMIT", NULL}, {-1, "SELECT txid_current()", NULL}};
-    int n2 = e->sync_off ? 2 : 3;
-    int rc = pipe_run(s, "commit", st2, n2, res, &failed);
+    int n2 = e->sync_off ? 2 : 3, rc;
+    if (n2 == 3 && e->st->group_commit) {
+        /* the view's poll (pg_commit) goes out once COMMIT's answer is
+         * in: its round trip overlaps the wait for the flush */
+        commit_mid_ctx m = {s, pkgs, n};
+        char cause[240];
+        bool sent = pipe_send_mid(s->conn, st2, n2, 2);
+        rc = pipe_recv_mid(s->conn, sent, n2, res, &failed, cause, sizeof cause, 2, commit_mid, &m);
+        if (rc) pipe_fail(s, "commit", rc, failed == n2, cause);
+    } else
+        rc = pipe_run(s, "commit", st2, n2, res, &failed);
     bool broken = rc && failed == n2;
     if (rc && !broken && failed < 2) {
         /* the write or the COMMIT failed and the server said so: nothing
@@ -2804,20 +2946,24 @@ static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
 }
 
 /* pg_commit: commit_call, then, when a connection's package committed,
- * the view its session adopts (snap_adopt). */
+ * the view its session adopts (snap_adopt): sent by commit_mid while the
+ * group's flush was waited for, or polled now (a group that took the
+ * slow path). */
 static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     int rc = commit_call(s, pkgs, n);
+    uint64_t first;
+    bool adopters = !rc && commit_adopters(pkgs, n, &first);
+    pgview *v = s->poll_v;
+    if (v) {
+        /* sent while the flush was waited for (commit_mid): kept only if
+         * the flush succeeded for a package that adopts */
+        s->poll_v = NULL;
+        view_recv(s->e, v, &s->poll_ss, adopters);
+        return rc;
+    }
     /* with group commit only: without it, each connection commits on its
      * own session, and its renewal costs the one round trip a poll would */
-    if (rc || !s->e->st->group_commit) return rc;
-    uint64_t first = 0;
-    bool adopters = false;
-    for (size_t i = 0; i < n; i++)
-        if (!pkgs[i]->rc && pkgs[i]->serial) {
-            if (!first || pkgs[i]->serial < first) first = pkgs[i]->serial;
-            adopters |= pkgs[i]->next_txn; /* not a loader's batch alone */
-        }
-    if (adopters) view_poll(s->e, first - 1);
+    if (adopters && s->e->st->group_commit) view_poll(s->e, first - 1);
     return rc;
 }
 
