@@ -568,15 +568,20 @@ static void pf_sort(struct ost__pf *p) {
 }
 
 static const ost__recview *pf_find(const struct ost__pf *p, uint64_t oid) {
-    size_t lo = 0, hi = p->sorted;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->r[mid].oid < oid)
-            lo = mid + 1;
-        else
-            hi = mid;
+    /* a binary search without a branch on the comparison (the compiler
+     * makes it a conditional move): the table's random lookups took a
+     * mispredicted branch at nearly every step, and a prefetch of 1,000
+     * looks up each oid four or five times */
+    size_t n = p->sorted;
+    if (!n) return NULL;
+    const pf_rec *b = p->r;
+    while (n > 1) {
+        size_t half = n / 2;
+        b = b[half].oid < oid ? b + half : b;
+        n -= half;
     }
-    return lo < p->sorted && p->r[lo].oid == oid ? &p->r[lo].v : NULL;
+    b += b->oid < oid; /* the first record not below oid, or the end */
+    return b < p->r + p->sorted && b->oid == oid ? &b->v : NULL;
 }
 
 /* The record of oid read ahead in the connection's snapshot, or NULL. */
