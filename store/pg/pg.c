@@ -2947,11 +2947,11 @@ static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
 
 /* pg_commit: commit_call, then, when a connection's package committed,
  * the view its session adopts (snap_adopt): sent by commit_mid while the
- * group's flush was waited for, or polled now (a group that took the
- * slow path). */
+ * group's flush was waited for, or polled now (a group that did not take
+ * group_fast's pipeline, or a store that waits for no flush). */
 static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     int rc = commit_call(s, pkgs, n);
-    uint64_t first;
+    uint64_t first = 0;
     bool adopters = !rc && commit_adopters(pkgs, n, &first);
     pgview *v = s->poll_v;
     if (v) {
