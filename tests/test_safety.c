@@ -257,6 +257,40 @@ OST_TEST(safety, a_changed_byte_in_a_record_is_corrupt_naming_the_oid) {
     ost_store_close(st);
 }
 
+/* A record whose header names another class that exists: the object
+ * that refers to it fails to load, naming the damaged oid, instead of
+ * making a ghost of the wrong class from the header (a ghost is made only
+ * from a record whose checksum holds). */
+OST_TEST(safety, a_damaged_class_id_fails_the_referrer_and_makes_no_ghost) {
+    uint64_t oids[3];
+    make_store(3, 10, oids);
+    uint8_t k[8], km[8];
+    put_be64(k, oids[1]);
+    put_be64(km, g_map);
+    size_t n, nm;
+    uint8_t *rec = raw_get(F.dir, "records", k, 8, &n);
+    uint8_t *map = raw_get(F.dir, "records", km, 8, &nm);
+    cr_assert_neq(memcmp(rec + 8, map + 8, 4), 0, "the item and the map have other classes");
+    memcpy(rec + 8, map + 8, 4); /* the map's class id, in the item's header */
+    raw_put(F.dir, "records", k, 8, rec, n);
+    free(rec);
+    free(map);
+
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    ost_value root, obj;
+    cr_assert_eq(ost_conn_get(c, 0, &root), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_activate(c, root), OST_ECORRUPT, "the root refers to the damaged item");
+    expect_oid_in(ost_conn_errmsg(c), oids[1]);
+    cr_assert(strstr(ost_conn_errmsg(c), "checksum"), "%s", ost_conn_errmsg(c));
+    cr_assert(ost_is_ghost(root));
+    cr_assert_eq(ost_conn_get(c, oids[1], &obj), OST_ECORRUPT, "no ghost of it was kept");
+    cr_assert_eq(ost_conn_get(c, oids[2], &obj), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_activate(c, obj), 0, "%s", ost_conn_errmsg(c));
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
 OST_TEST(safety, a_record_under_another_oid_fails_its_checksum) {
     uint64_t oids[2];
     make_store(2, 10, oids);
