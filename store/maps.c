@@ -78,7 +78,7 @@ int ost__mkind_parse(const char *s, ost__mkind *k) {
         else if (strncmp(s, "str", 3) == 0) e = 's', s += 3;
         else if (strncmp(s, "bytes", 5) == 0) e = 'b', s += 5;
         else return OST_EINVAL;
-        if (k->n == OST__MKIND_MAX) return OST_EINVAL;
+        if (k->n == OST__MKIND_MAX) return OST_ELIMIT;
         k->el[k->n++] = e;
         while (*s == ' ') s++;
         if (!tuple) break;
@@ -464,7 +464,12 @@ static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
     if (!c->st) return ost__conn_dead(c);
     c->msg[0] = 0;
     ost__mkind k;
-    if (ost__mkind_parse(kind, &k))
+    int prc = ost__mkind_parse(kind, &k);
+    if (prc == OST_ELIMIT)
+        return ost__c_fail(c, OST_EINVAL,
+                           "bad key kind \"%.60s\": a tuple kind has at most %d elements",
+                           kind, OST__MKIND_MAX);
+    if (prc)
         return ost__c_fail(c, OST_EINVAL,
                            "bad key kind \"%.60s\": say int, str, bytes, or a tuple of them "
                            "such as (int, str)",

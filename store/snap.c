@@ -674,8 +674,12 @@ int ost_map_key_encode(const char *kind, ost_value key, bool prefix, uint8_t *ou
                        char *err, size_t cap) {
     ost__mkind k;
     *n = 0;
-    if (ost__mkind_parse(kind, &k)) {
-        snprintf(err, cap, "'%s' is not a key kind", kind ? kind : "(null)");
+    int prc = ost__mkind_parse(kind, &k);
+    if (prc) {
+        if (prc == OST_ELIMIT)
+            snprintf(err, cap, "'%s' is not a key kind: a tuple kind has at most %d elements",
+                     kind, OST__MKIND_MAX);
+        else snprintf(err, cap, "'%s' is not a key kind", kind ? kind : "(null)");
         return OST_EINVAL;
     }
     return ost__mkey_encode(&k, key, prefix, out, n, err, cap);

@@ -66,7 +66,7 @@ typedef struct ost__pkg {
 } ost__pkg;
 
 /* A map's key kind: up to OST__MKIND_MAX elements 'i', 's', 'b'. */
-#define OST__MKIND_MAX 8
+#define OST__MKIND_MAX OST_MAP_KIND_MAX
 typedef struct {
     uint8_t n;
     bool tuple;
@@ -306,6 +306,8 @@ void ost__conn_forget(ost_conn *c, uint64_t oid);
 void ost__conn_refresh(ost_conn *c);
 
 /* maps.c */
+/* Parses key kind s into k: 0, OST_ELIMIT (a tuple of more than
+ * OST__MKIND_MAX elements) or OST_EINVAL (not a kind). */
 int ost__mkind_parse(const char *s, ost__mkind *k);
 /* Encodes key (a shorter tuple too when prefix) for a map of kind k into
  * out[0..*n); on failure a code (OST_ETYPE, OST_ELIMIT, OST_EINVAL) and

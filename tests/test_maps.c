@@ -1965,6 +1965,35 @@ OST_TEST(maps, a_key_longer_than_the_limit_is_refused_and_changes_nothing) {
     ost_store_close(st);
 }
 
+/* Issue 30: a tuple kind of more elements than the limit was refused with
+ * only "bad key kind"; the message says the limit, and a kind of exactly
+ * OST_MAP_KIND_MAX elements works. */
+OST_TEST(maps, tuple_kind_past_the_limit_says_the_limit) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    char kind[256] = "(";
+    for (int i = 0; i < OST_MAP_KIND_MAX; i++) strcat(kind, i ? ", int" : "int");
+    strcat(kind, ")");
+    ost_value m = 0;
+    cr_assert_eq(ost_map_new(c, kind, &m), 0, "%s: %s", kind, ost_conn_errmsg(c));
+    kind[strlen(kind) - 1] = 0;
+    strcat(kind, ", str)");
+    cr_assert_eq(ost_map_new(c, kind, &m), OST_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "at most %d elements", OST_MAP_KIND_MAX);
+    expect_in(ost_conn_errmsg(c), want);
+    expect_in(ost_conn_errmsg(c), kind);
+    cr_assert_eq(ost_keyset_new(c, kind, &m), OST_EINVAL);
+    expect_in(ost_conn_errmsg(c), want);
+    uint8_t out[OST_MAP_KEY_MAX];
+    size_t n;
+    char err[200];
+    cr_assert_eq(ost_map_key_encode(kind, ost_int(1), true, out, &n, err, sizeof err), OST_EINVAL);
+    expect_in(err, want);
+    ost_abort(c);
+    ost_store_close(st);
+}
+
 OST_TEST(maps, bad_kind_strings_are_refused) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);

@@ -14,7 +14,8 @@
  *   "str"    text, ordered by code point
  *   "bytes"  byte strings, ordered bytewise
  *   "(int, str)", "(str, bytes, int)", ...  tuples of those, in that
- *            order, compared lexicographically (composite keys).
+ *            order, compared lexicographically (composite keys), of at
+ *            most OST_MAP_KIND_MAX elements.
  * The order is Python's order for those types. An encoded key may not pass
  * OST_MAP_KEY_MAX bytes (LMDB's key limit less the map oid).
  *
@@ -58,12 +59,15 @@ extern "C" {
 
 /* Longest encoded key: LMDB's 511-byte key limit less the 8-byte map oid. */
 #define OST_MAP_KEY_MAX 503
+/* Most elements of a tuple key kind: "(int, int, ..., int)" of 8. */
+#define OST_MAP_KIND_MAX 8
 
 /* Makes a new, empty map whose keys are of kind (see above) in connection
  * c's transaction, and gives it an oid at once (as ZODB's Connection.add);
  * it is stored by the next commit, and pack removes it later unless a
  * stored object refers to it. *out is a borrowed reference held by the
- * connection's cache. 0, OST_EINVAL (bad kind: the message names it),
+ * connection's cache. 0, OST_EINVAL (bad kind: the message names it, and
+ * the limit when a tuple has more than OST_MAP_KIND_MAX elements),
  * OST_EREADONLY, OST_ENOMEM. */
 OST_EXTERN int ost_map_new(ost_conn *c, const char *kind, ost_value *out);
 /* The same for a set: a map whose entries have keys only (indexes are
