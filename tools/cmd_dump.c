@@ -58,7 +58,8 @@ typedef struct {
     FILE *f;
     const char *name;
     uint32_t crc;
-    uint64_t off;
+    uint64_t off;  /* bytes written or read so far, a short read's included */
+    uint64_t size; /* import: the file's size when it is a regular file, else 0 */
     bool err;
 } stream;
 
@@ -84,10 +85,14 @@ static void put_u64(stream *s, uint64_t v) {
     put(s, b, 8);
 }
 
-/* Reads exactly n bytes; false at end of input or on error. */
+/* Reads exactly n bytes; false at end of input or on error. A short read
+ * still counts the bytes it got in s->off, so that a truncated file's
+ * message names its true end. */
 static bool get(stream *s, void *p, size_t n) {
     if (s->err) return false;
-    if (n && fread(p, 1, n, s->f) != n) {
+    size_t got = n ? fread(p, 1, n, s->f) : 0;
+    if (got != n) {
+        s->off += got;
         s->err = true;
         return false;
     }
@@ -506,6 +511,50 @@ static uint64_t le64_at(const uint8_t *b) {
 #define HEADER_V1 56 /* bytes: magic, version, format, five u64 */
 #define HEADER_V2 72 /* and the two entry counters */
 
+/* Grows buf to at least n bytes. */
+static bool reserve(uint8_t **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return true;
+    size_t nc = *cap ? *cap : 65536;
+    while (nc < n) nc *= 2;
+    uint8_t *nb = realloc(*buf, nc);
+    if (!nb) return false;
+    *buf = nb;
+    *cap = nc;
+    return true;
+}
+
+/* The fewest bytes of each item after the header: a class (u32 id, two
+ * u16 lengths), a record (oid, serial, class id, length), an entry (map
+ * oid, key length, serial, value length), the trailer. */
+#define CLASS_MIN 8
+#define RECORD_MIN 24
+#define ENTRY_MIN 22
+#define TRAILER_LEN 12
+
+/* The fewest bytes a dump holds after header h: the class count, each
+ * record's and entry's fixed fields and the bytes the header counts for
+ * them, the trailer (the header's limits keep this far from wrapping). */
+static uint64_t rest_min(const dump_header *h) {
+    return 4 + h->records * RECORD_MIN + h->bytes + h->entries * ENTRY_MIN + h->ebytes +
+           TRAILER_LEN;
+}
+
+/* Reads n bytes into *buf, growing it (reserve) by at most 1 MiB past
+ * what was read at each step, so that a length read from the dump never
+ * allocates much more than the bytes really there (a pipe has no size to
+ * check it against first). 0, 1 (end of input or a read error: s->err)
+ * or -1 (out of memory). */
+static int get_buf(stream *s, uint8_t **buf, size_t *cap, size_t n) {
+    size_t have = 0;
+    do {
+        size_t step = n - have < (1u << 20) ? n - have : (1u << 20);
+        if (!reserve(buf, cap, have + step ? have + step : 1)) return -1;
+        if (!get(s, *buf + have, step)) return 1;
+        have += step;
+    } while (have < n);
+    return 0;
+}
+
 /* Reads the header and checks its counters against each other and against
  * the limits of a store (store/lmdb/import.h): what the dump holds is checked
  * against them as it is read. */
@@ -567,19 +616,17 @@ static int read_header(const char *file, stream *s, dump_header *h) {
         return fail("%s: bad export: %llu map entries in a dump of a format-%u store (maps came "
                     "with format 2)",
                     shown(file), (unsigned long long)h->entries, h->format);
+    /* a regular file's size bounds every count: nothing (the map size the
+     * import asks for included) is sized by a count the file cannot hold */
+    if (s->size && s->size - s->off < rest_min(h))
+        return fail("%s: truncated export or damaged header: the file ends at byte %llu, but "
+                    "the header counts %llu records of %llu bytes and %llu entries of %llu "
+                    "bytes (at least %llu bytes after the header's %llu)",
+                    shown(file), (unsigned long long)s->size, (unsigned long long)h->records,
+                    (unsigned long long)h->bytes, (unsigned long long)h->entries,
+                    (unsigned long long)h->ebytes, (unsigned long long)rest_min(h),
+                    (unsigned long long)s->off);
     return EXIT_OK;
-}
-
-/* Grows buf to at least n bytes. */
-static bool reserve(uint8_t **buf, size_t *cap, size_t n) {
-    if (n <= *cap) return true;
-    size_t nc = *cap ? *cap : 65536;
-    while (nc < n) nc *= 2;
-    uint8_t *nb = realloc(*buf, nc);
-    if (!nb) return false;
-    *buf = nb;
-    *cap = nc;
-    return true;
 }
 
 /* Reads and imports the entries section of a version-2 dump, checked as
@@ -619,8 +666,9 @@ static int import_entries(const char *file, stream *s, const dump_header *h, ost
             return fail("%s: bad export: map %llu: entry lengths do not fit the header",
                         shown(file),
                         (unsigned long long)map);
-        if (!reserve(buf, cap, vlen ? vlen : 1)) return fail("out of memory");
-        if (!get(s, *buf, vlen)) return bad_dump(file, s, "a map entry's value");
+        int g = get_buf(s, buf, cap, vlen);
+        if (g < 0) return fail("out of memory");
+        if (g) return bad_dump(file, s, "a map entry's value");
         const char *why = entry_problem(d, key, klen, vlen);
         if (why)
             return fail("%s: bad export: map %llu: %s", shown(file), (unsigned long long)map, why);
@@ -703,6 +751,8 @@ static int run_import(int argc, char **argv) {
     FILE *f = stdin;
     if (!from_stdin && open_dump(file, &f)) return EXIT_FAIL;
     stream s = {.f = f, .name = file};
+    struct stat fsb;
+    if (fstat(fileno(f), &fsb) == 0 && S_ISREG(fsb.st_mode)) s.size = (uint64_t)fsb.st_size;
     dump_header h = {0};
     if (read_header(file, &s, &h)) {
         if (!from_stdin) fclose(f);
@@ -736,13 +786,21 @@ static int run_import(int argc, char **argv) {
         rc = bad_dump(file, &s, "the class table");
         goto out;
     }
-    ids = malloc(((size_t)ncls + 1) * sizeof *ids);
+    /* each class takes CLASS_MIN bytes at least, before the rest of what
+     * the header counts */
+    if (s.size && (uint64_t)ncls * CLASS_MIN > s.size - s.off - (rest_min(&h) - 4)) {
+        rc = fail("%s: bad export: the class table counts %u classes (%d bytes each at least), "
+                  "more than the file's %llu bytes left hold",
+                  shown(file), ncls, CLASS_MIN, (unsigned long long)(s.size - s.off));
+        goto out;
+    }
     mod = malloc(65536);
     name = malloc(65536);
-    if (!ids || !mod || !name) {
+    if (!mod || !name) {
         rc = fail("out of memory");
         goto out;
     }
+    size_t idcap = 0; /* ids grow as classes are read: a pipe has no size to bound ncls */
     bool have_root_class = false, have_map_cid = false, have_set_cid = false;
     uint32_t root_cid = 0, map_cid = 0, set_cid = 0;
     for (uint32_t i = 0; i < ncls; i++) {
@@ -762,6 +820,16 @@ static int run_import(int argc, char **argv) {
                       "%llu",
                       shown(file), id, (unsigned long long)h.next_class);
             goto out;
+        }
+        if (i == idcap) {
+            size_t nc = idcap ? idcap * 2 : 64;
+            uint32_t *ni = realloc(ids, nc * sizeof *ids);
+            if (!ni) {
+                rc = fail("out of memory");
+                goto out;
+            }
+            ids = ni;
+            idcap = nc;
         }
         ids[i] = id;
         if (ost_import_class(im, id, mod, ml, name, nl)) {
@@ -839,12 +907,9 @@ static int run_import(int argc, char **argv) {
                       (unsigned long long)oid, len);
             goto out;
         }
-        if (!reserve(&buf, &cap, len)) {
-            rc = fail("out of memory");
-            goto out;
-        }
-        if (!get(&s, buf, len)) {
-            rc = bad_dump(file, &s, "a record's pickle");
+        int g = get_buf(&s, &buf, &cap, len);
+        if (g) {
+            rc = g < 0 ? fail("out of memory") : bad_dump(file, &s, "a record's pickle");
             goto out;
         }
         if ((have_map_cid && cid == map_cid) || (have_set_cid && cid == set_cid)) {

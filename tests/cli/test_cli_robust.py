@@ -126,6 +126,32 @@ def test_hostile_dumps(tmp, data):
                                  % (n, "" if n == 1 else "s")]))
     v1 = build_dump(1, fmt, counters, classes, records, [])
     cases.append((v1[:50], ["truncated dump: 50 bytes, the header needs 56"]))
+
+    # issue 30: every count of the format is bounded by the bytes left
+    # before anything is allocated by it (a class count of 0xFFFFFFFF was
+    # a 16 GiB request), and a cut file is reported where it ends
+    def patched(off, fmt_, value, base=data):
+        b = bytearray(base)
+        struct.pack_into(fmt_, b, off, value)
+        return bytes(b)
+
+    cases += [
+        (patched(72, "<I", 0xFFFFFFFF), ["the class table counts 4294967295 classes",
+                                         "bytes left hold"]),
+        (patched(72, "<I", len(classes) + len(data) // 8),
+         ["the class table counts %d classes" % (len(classes) + len(data) // 8)]),
+        (patched(32, "<Q", 2**40 + 1, patched(16, "<Q", 2**40)),
+         ["header counts 1099511627776 records", "the file ends at byte %d" % len(data)]),
+        (patched(56, "<Q", 2**40), ["1099511627776 entries", "ends at byte %d" % len(data)]),
+        (patched(64, "<Q", 2**45), ["entries of 35184372088832 bytes", "ends at byte"]),
+    ]
+    # cut inside a field (the class count, a class, a record header, a
+    # pickle, the trailer's CRC): the message names the byte where the file
+    # really ends, from the file's size, and read from a pipe (no size: the
+    # read that meets the end says it)
+    cuts = (75, 72 + 4 + 9, len(data) // 2 + 3, len(data) - 1, len(data) - 3)
+    for n in cuts:
+        cases.append((data[:n], ["the file ends at byte %d" % n]))
     for i, (bad, needles) in enumerate(cases):
         path = os.path.join(tmp, "hostile%d.dump" % i)
         with open(path, "wb") as f:
@@ -134,6 +160,11 @@ def test_hostile_dumps(tmp, data):
         out, err = fails(["import", target, path], needles[0], "import of hostile dump %d" % i)
         for needle in needles[1:]:
             check(needle in err, "hostile dump %d: stderr lacks %r: %r" % (i, needle, err))
+        check(not left_behind(target), "a refused import left %s behind" % target)
+    for n in cuts:
+        target = new_store(tmp, "cut%d.ostore" % n)
+        fails(["import", target, "-"], "the file ends at byte %d, inside" % n,
+              "import of a dump cut to %d bytes from a pipe" % n, stdin=data[:n])
         check(not left_behind(target), "a refused import left %s behind" % target)
     # the header a real export writes still imports
     good = os.path.join(tmp, "rebuilt.dump")
