@@ -222,8 +222,24 @@ static int ensure_root(ost_store *st) {
     return rc;
 }
 
+/* The PostgreSQL engine is referenced weakly, so that a program linked
+ * statically against libostore.a links it (and libpq) only when it asks
+ * for it: an undefined weak symbol does not make the link editor extract
+ * the archive member that defines it (System V gABI, "Symbol Table":
+ * "The link editor does not extract archive members to resolve undefined
+ * weak symbols"; GNU ld does so, tests/install_test.py links such a
+ * program), and it is then 0 here. The shared library always holds
+ * store/pg/pg.c, so there it is the engine. A static program that wants
+ * the engine names it to the linker (-Wl,--undefined=ost__pg_engine and
+ * a static libpq with what it needs: docs/tutorial.md, "Building a
+ * program"). */
+#ifdef OST_HAVE_POSTGRESQL
+extern const ost__engine_ops ost__pg_engine __attribute__((weak));
+#endif
+
 /* The engines built in, in the order they are asked to claim an address
- * (store/engine.h): LMDB last, it claims every path. */
+ * (store/engine.h): LMDB last, it claims every path. An entry is NULL
+ * for an engine this program did not link (above). */
 static const ost__engine_ops *const g_engines[] = {
 #ifdef OST_HAVE_POSTGRESQL
     &ost__pg_engine,
@@ -278,12 +294,28 @@ int ost_store_open(ost_store *st, const char *addr, const ost_store_options *opt
         ost_store_options_init(&def);
         opts = &def;
     }
-    const ost__engine_ops *ops = g_engines[0];
+    const ost__engine_ops *ops = NULL;
     for (size_t i = 0; i < sizeof g_engines / sizeof *g_engines; i++)
-        if (g_engines[i]->claims(addr)) {
+        if (g_engines[i] && g_engines[i]->claims(addr)) {
             ops = g_engines[i];
             break;
         }
+    if (!ops) { /* only a PostgreSQL address is no path (ost_store_addr_is_path) */
+        char shown[OST__PATH_SHOWN];
+        ost__addr_scrub(addr, shown, sizeof shown);
+#ifdef OST_HAVE_POSTGRESQL
+        return ost__st_fail(st, OST_EUNSUPPORTED,
+                            "%s: a PostgreSQL address, and this program was linked without the "
+                            "PostgreSQL engine (a static link leaves it out unless asked: "
+                            "docs/tutorial.md, \"Building a program\")",
+                            shown);
+#else
+        return ost__st_fail(st, OST_EUNSUPPORTED,
+                            "%s: a PostgreSQL address, and this ostore was built without the "
+                            "PostgreSQL engine (meson option postgresql disabled, or libpq not found)",
+                            shown);
+#endif
+    }
     int rc = store_setup(st, opts);
     if (rc) {
         store_unset(st);

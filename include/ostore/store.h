@@ -87,7 +87,10 @@ OST_EXTERN ost_store *ost_store_new(void);
 /* Opens the store at path: a directory (the embedded LMDB engine) or, in
  * a build with the PostgreSQL engine, a database address
  * ("postgresql://...", "postgres://...", "postgres:" + a conninfo; see
- * docs/postgresql.md: create makes the schema). For a directory:
+ * docs/postgresql.md: create makes the schema). A database address is
+ * OST_EUNSUPPORTED in a build without that engine, and in a program linked
+ * statically that did not ask for it (docs/tutorial.md, "Building a
+ * program"). For a directory:
  * returns 0, or OST_ENOTFOUND (no store and create is false), OST_EVERSION (another format), OST_ECORRUPT
  * (not an ostore store, damaged meta, or data.mdb or lock.mdb is not a
  * regular file: a FIFO, a directory or a device is refused before LMDB
