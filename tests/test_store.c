@@ -551,6 +551,167 @@ static int open_in_child(bool exclusive, bool write) {
     return WEXITSTATUS(status);
 }
 
+/* ---- a map another process grew (issue 30, item 6) ------------------------- */
+
+/* In a child process with an LMDB environment of its own (raw LMDB, as
+ * another program's writer): commits `mib` MiB into a named database of
+ * F.dir and drops it again, so that the file's used space (LMDB's
+ * mm_last_pg) ends past `mib` MiB and the records are as they were.
+ * Returns when the child has exited 0. */
+static void grow_in_child(unsigned mib) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        static char val[1 << 20];
+        MDB_env *env;
+        MDB_txn *t;
+        MDB_dbi d;
+        int rc = mdb_env_create(&env);
+        if (!rc) rc = mdb_env_set_maxdbs(env, 16);
+        if (!rc) rc = mdb_env_set_mapsize(env, ((size_t)mib + 64) << 20);
+        if (!rc) rc = mdb_env_open(env, F.dir, 0, 0644);
+        if (!rc) rc = mdb_txn_begin(env, NULL, 0, &t);
+        if (!rc) rc = mdb_dbi_open(t, "grow", MDB_CREATE, &d);
+        for (unsigned i = 0; !rc && i < mib; i++) {
+            MDB_val k = {sizeof i, &i}, v = {sizeof val, val};
+            rc = mdb_put(t, d, &k, &v, 0);
+        }
+        if (!rc) rc = mdb_txn_commit(t);
+        if (!rc) rc = mdb_txn_begin(env, NULL, 0, &t);
+        if (!rc) rc = mdb_drop(t, d, 1);
+        if (!rc) rc = mdb_txn_commit(t);
+        if (rc) fprintf(stderr, "grow_in_child: %s\n", mdb_strerror(rc));
+        _exit(rc ? 1 : 0);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the growing child failed");
+}
+
+/* A read-only handle with a map of 1 MiB (LMDB raises it to the space in
+ * use at open): what a read command such as `ostore check` opens. */
+static ost_store_options small_map_reader(void) {
+    ost_store_options o = opts_for(false);
+    o.read_only = true;
+    o.map_size = 1 << 20;
+    return o;
+}
+
+static void grow_16(void) { grow_in_child(16); }
+
+static int64_t ival(ost_value v) {
+    int64_t i = -1;
+    cr_assert_eq(ost_int_value(v, &i), 0, "not an int");
+    return i;
+}
+
+/* The open's own first transaction: another process grew the map between
+ * mdb_env_open and it (the window where `ostore check` beside a growing
+ * writer failed with MDB_MAP_RESIZED, 1 run in 97). The open adopts the
+ * new size and goes on. */
+OST_TEST(store, a_map_another_process_grew_during_the_open_is_adopted) {
+    LMDB_ONLY("LMDB's map size");
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    root_set(c, "k", ost_int(7));
+    commit_ok(c);
+    ost_conn_close(c);
+    ost_store_close(st);
+    ost_store_options o = small_map_reader();
+    ost__test_lmdb_opened = grow_16;
+    st = ost_store_new();
+    int rc = ost_store_open(st, F.dir, &o);
+    ost__test_lmdb_opened = NULL;
+    cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_store_errmsg(st));
+    ost_store_stats ss;
+    cr_assert_eq(ost_store_stat(st, &ss), 0, "%s", ost_store_errmsg(st));
+    cr_assert_geq(ss.map_size, (uint64_t)16 << 20, "the map adopted: %llu",
+                  (unsigned long long)ss.map_size);
+    c = conn_of(st);
+    cr_assert_eq(ival(root_get(c, "k")), 7);
+    ost_conn_close(c);
+    cr_assert_eq(ost_store_check(st, NULL, NULL, NULL), 0, "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+}
+
+/* Every read path that begins an LMDB read transaction, each after another
+ * process grew the map past this handle's: a connection's next snapshot
+ * (a get, the root), check, stat, a raw snapshot, an iterator, and a
+ * read-write handle's commit. */
+OST_TEST(store, reads_after_another_process_grew_the_map_go_on) {
+    LMDB_ONLY("LMDB's map size");
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    root_set(c, "k", ost_int(7));
+    commit_ok(c);
+    ost_conn_close(c);
+    ost_store_close(st);
+    ost_store_options o = small_map_reader();
+    unsigned mib = 4;
+    for (int path = 0; path < 6; path++) {
+        st = open_with(F.dir, &o);
+        c = conn_of(st);
+        cr_assert_eq(ival(root_get(c, "k")), 7); /* a snapshot open, then renewed */
+        ost_abort(c);
+        grow_in_child(mib += 4);
+        int rc = 0;
+        const char *what = "";
+        switch (path) {
+        case 0: {
+            ost_value obj = 0;
+            what = "ost_conn_get";
+            rc = ost_conn_get(c, 0, &obj);
+            break;
+        }
+        case 1:
+            what = "ost_store_check";
+            rc = ost_store_check(st, NULL, NULL, NULL);
+            break;
+        case 2: {
+            ost_store_stats ss;
+            what = "ost_store_stat";
+            rc = ost_store_stat(st, &ss);
+            break;
+        }
+        case 3: {
+            ost_snap *sn = NULL;
+            what = "ost_snap_open";
+            rc = ost_snap_open(st, &sn);
+            ost_snap_close(sn);
+            break;
+        }
+        case 4: {
+            ost_iter *it = NULL;
+            ost_record_info ri;
+            ost_value obj;
+            what = "ost_iter_next";
+            rc = ost_iter_open(c, 0, &it);
+            if (!rc) rc = ost_iter_next(it, &ri, &obj);
+            ost_iter_close(it);
+            break;
+        }
+        case 5:
+            what = "root on the next transaction";
+            rc = ival(root_get(c, "k")) == 7 ? 0 : OST_EIO;
+            break;
+        }
+        cr_assert_eq(rc, 0, "%s after the map grew: %s: %s %s", what, ost_err_name(rc),
+                     ost_store_errmsg(st), ost_conn_errmsg(c));
+        ost_conn_close(c);
+        ost_store_close(st);
+    }
+    /* a writer's commit */
+    st = open_store(false);
+    c = conn_of(st);
+    cr_assert_eq(ival(root_get(c, "k")), 7);
+    ost_abort(c);
+    grow_in_child(200); /* past the writer's map: data * 3 + 64 MiB */
+    root_set(c, "k", ost_int(8));
+    commit_ok(c);
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
 OST_TEST(store, exclusive_keeps_a_second_exclusive_open_out_in_any_process) {
     ost_store_close(open_store(true));
     ost_store_options o = opts_for(false);

@@ -113,7 +113,7 @@ static int lock_snap(ost__sess *s) {
         }
         if (rc != MDB_MAP_RESIZED || tries == 8) return fail_mdb(s, rc, "cannot start a read transaction");
         uv_rwlock_rdunlock(&st->eng->maplock);
-        if ((rc = ost__grow_map(st))) {
+        if ((rc = ost__remap(st, rc))) {
             uv_rwlock_rdlock(&st->eng->maplock);
             return fail_mdb(s, rc, "adopting the map another process grew");
         }
@@ -747,7 +747,7 @@ static int lmdb_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         rc = commit_once(s, pkgs, n);
         uv_rwlock_rdunlock(&st->eng->maplock);
         if (!OST__REMAP(rc)) break;
-        if ((rc = ost__grow_map(st))) break;
+        if ((rc = ost__remap(st, rc))) break;
     }
     if (!rc) return 0;
     for (size_t i = 0; i < n; i++) {
@@ -841,7 +841,7 @@ static int lmdb_sweep(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
         rc = sweep_once(s, mark, keep, ud, removed);
         uv_rwlock_rdunlock(&st->eng->maplock);
         if (!OST__REMAP(rc)) break;
-        if ((rc = ost__grow_map(st))) break;
+        if ((rc = ost__remap(st, rc))) break;
     }
     if (OST__OURS(rc)) return ost__st_fail(st, rc, "%s: pack: %s", st->shown, ost_strerror(rc));
     return rc ? fail_mdb(s, rc, "pack") : 0;

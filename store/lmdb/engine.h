@@ -139,6 +139,16 @@ int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 
 int ost__grow_map(ost_store *st);
+/* Cures an OST__REMAP result mdb_rc: MDB_MAP_RESIZED adopts the size
+ * another process grew the map to (mdb_env_set_mapsize(env, 0), never
+ * smaller than this process's), MDB_MAP_FULL doubles it (ost__grow_map).
+ * Takes the maplock's write lock: call it without the read lock. 0 or an
+ * LMDB code. */
+int ost__remap(ost_store *st, int mdb_rc);
+/* Tests only (tests/test_store.c): called by an open between mdb_env_open
+ * and its first transaction, where a test grows the map from another
+ * process. NULL by default. */
+extern void (*ost__test_lmdb_opened)(void);
 
 /* Runs fn(st, t, ud) in a top-level LMDB transaction of its own (flags:
  * 0 or MDB_RDONLY) with st's maplock held for reading; commits t when fn
@@ -149,7 +159,7 @@ int ost__grow_map(ost_store *st);
 int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
                         int (*fn)(ost_store *st, MDB_txn *t, void *ud), void *ud);
 int ost__ensure_room(ost_store *st, size_t bytes, size_t items);
-/* An LMDB result that ost__grow_map cures: the map is full, or another
+/* An LMDB result that ost__remap cures: the map is full, or another
  * process grew it past this process's mapping (MDB_MAP_RESIZED). */
 #define OST__REMAP(rc) ((rc) == MDB_MAP_FULL || (rc) == MDB_MAP_RESIZED)
 /* Takes the maplock for reading (the caller unlocks it, whatever the

@@ -29,6 +29,8 @@
 
 /* ---- the process's open stores ------------------------------------------------ */
 
+
+void (*ost__test_lmdb_opened)(void); /* engine.h */
 static uv_mutex_t g_open_lock;
 static uv_once_t g_once = UV_ONCE_INIT;
 static ost__engine *g_open; /* LMDB stores open in this process, by path */
@@ -434,8 +436,15 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     }
     map_changed(st);
 
+    if (ost__test_lmdb_opened) ost__test_lmdb_opened();
     MDB_txn *t;
-    rc = mdb_txn_begin(st->eng->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
+    /* another process may have grown the map since mdb_env_open sized
+     * this one (a writer beside a read command): adopt its size and
+     * begin again (ost__remap) */
+    for (int tries = 0;; tries++) {
+        rc = mdb_txn_begin(st->eng->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
+        if (rc != MDB_MAP_RESIZED || tries == 8 || ost__remap(st, rc)) break;
+    }
     if (rc) {
         code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
         goto fail;
@@ -616,7 +625,7 @@ int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t) {
         int rc = mdb_txn_begin(st->eng->env, NULL, flags, t);
         if (rc != MDB_MAP_RESIZED || tries == 8) return rc;
         uv_rwlock_rdunlock(&st->eng->maplock);
-        int grc = ost__grow_map(st);
+        int grc = ost__remap(st, rc);
         if (grc) {
             uv_rwlock_rdlock(&st->eng->maplock);
             return grc;
@@ -644,6 +653,33 @@ static int resize_map(ost_store *st, uint64_t at_least) {
 }
 
 int ost__grow_map(ost_store *st) { return resize_map(st, 0); }
+
+/* After MDB_MAP_RESIZED: another process grew the map and committed data
+ * past this process's mapping (LMDB's mdb_txn_renew0, in
+ * libraries/liblmdb/mdb.c, fails a begin, read or write, when me_maxpg <
+ * mt_next_pgno). lmdb.h, mdb_env_set_mapsize: it "may be called with a
+ * size of zero to adopt the new size"; mdb.c's mdb_env_set_mapsize then
+ * takes the newest meta page's mm_mapsize, raised to the space in use
+ * ((mm_last_pg + 1) pages). A map this process made larger stays as
+ * large. Under the maplock's write lock, as resize_map; tested by
+ * test_store's map_another_process_grew tests. */
+static int adopt_map(ost_store *st) {
+    uv_rwlock_wrlock(&st->eng->maplock);
+    ost__lmdb_sess_reset_all(st);
+    MDB_envinfo ei;
+    mdb_env_info(st->eng->env, &ei);
+    size_t before = ei.me_mapsize;
+    int rc = mdb_env_set_mapsize(st->eng->env, 0);
+    if (!rc && mdb_env_info(st->eng->env, &ei) == 0 && ei.me_mapsize < before)
+        rc = mdb_env_set_mapsize(st->eng->env, before);
+    map_changed(st);
+    uv_rwlock_wrunlock(&st->eng->maplock);
+    return rc;
+}
+
+int ost__remap(ost_store *st, int mdb_rc) {
+    return mdb_rc == MDB_MAP_RESIZED ? adopt_map(st) : resize_map(st, 0);
+}
 
 /* Before a write of `items` records and entries of `bytes` bytes: grows
  * the map when the write could fill it, so that a big batch is not

@@ -1,7 +1,8 @@
 /* The one grow-the-map-and-retry loop of the LMDB engine: a write that
  * meets a full map (MDB_MAP_FULL), or a begin that meets a map another
- * process grew (MDB_MAP_RESIZED), grows the map under the maplock's write
- * lock and runs the whole transaction again from its start. */
+ * process grew (MDB_MAP_RESIZED), grows the map (or adopts the other's
+ * size: ost__remap) under the maplock's write lock and runs the whole
+ * transaction again from its start. */
 #include <lmdb.h>
 
 #include "../store_internal.h"
@@ -24,7 +25,7 @@ int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
         if (!OST__REMAP(rc)) break;
         /* the map grows under the write lock, which waits for every reader */
         uv_rwlock_rdunlock(&st->eng->maplock);
-        rc = ost__grow_map(st);
+        rc = ost__remap(st, rc);
         uv_rwlock_rdlock(&st->eng->maplock);
         if (rc) break;
     }
