@@ -4,8 +4,11 @@
  * store/snap.c checks class names, counters and format before. Records and entries are appended (MDB_APPEND), since an
  * export lists oids, and each map's keys, in ascending order, which also
  * makes a repeated or unordered oid or key an error. */
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "../entries.h"
 #include "import.h"
@@ -40,6 +43,19 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
     MDB_envinfo ei;
     mdb_env_info(st->eng->env, &ei);
     if (map_need > ei.me_mapsize) {
+        /* LMDB unmaps the old map before it maps the new one, and a
+         * failed mmap leaves the environment with no map at all (mdb.c:
+         * mdb_env_set_mapsize, mdb_env_map), which no later call can
+         * restore: the next read faults. A size past the address space
+         * (the counts of a dump read from a pipe, which has no size to
+         * check them against) is refused before LMDB sees it. */
+        void *probe = map_need > SIZE_MAX ? MAP_FAILED
+                                          : mmap(NULL, (size_t)map_need, PROT_NONE,
+                                                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (probe == MAP_FAILED)
+            return ost__st_fail(st, OST_ENOMEM, "%s: cannot grow the map to %llu bytes: %s",
+                                st->shown, (unsigned long long)map_need, strerror(ENOMEM));
+        munmap(probe, (size_t)map_need);
         uv_rwlock_wrlock(&st->eng->maplock);
         int rc = mdb_env_set_mapsize(st->eng->env, (size_t)map_need);
         uv_rwlock_wrunlock(&st->eng->maplock);
