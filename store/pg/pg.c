@@ -3597,6 +3597,11 @@ static int pg_drop(ost__engine *e, bool only_new) {
                          "); LOCK TABLE ost_meta, ost_records, ost_classes, ost_txlog, ost_ments "
                          "IN ACCESS EXCLUSIVE MODE");
     if (!rc && only_new) rc = check_new(e, c, "only a new store is removed");
+    /* missing in a store made before deletion records and opened only
+     * read-only since (mapdels_ensure) */
+    if (!rc)
+        rc = run0(e, c, "removing the store: deletion records", "DROP TABLE IF EXISTS ost_mapdels",
+                  NULL);
     if (!rc)
         rc = run0(e, c, "removing the store",
                   "DROP TABLE ost_ments, ost_txlog, ost_classes, ost_records, ost_meta", NULL);
