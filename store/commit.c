@@ -92,6 +92,7 @@ void ost__pkg_reset(ost__pkg *p) {
     p->rc = 0;
     p->msg[0] = 0;
     p->serial = 0;
+    p->since = 0;
     p->done = false;
     p->conflict_oid = UINT64_MAX;
 }

@@ -227,9 +227,23 @@ typedef struct ost__engine_ops {
     int (*ent_get)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e);
     int (*ent_put)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, uint64_t serial,
                    const void *data, size_t len, bool *existed, bool *append);
-    int (*ent_del)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen);
+    /* Removes entry (map, key) (0 or OST_ENOTFOUND) and records that commit
+     * `serial` deleted it, for ent_get_del: LMDB's database "mapdels",
+     * PostgreSQL's table ost_mapdels (docs/format.md, docs/postgresql.md),
+     * one record per key, which the key's next delete overwrites. */
+    int (*ent_del)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, uint64_t serial);
+    /* Inside commit only: reads entry (map, key) as ent_get does (0,
+     * OST_ENOTFOUND, OST_ECORRUPT), and, when it is absent, sets *deleted
+     * to the serial of the last commit that deleted it (ent_del's record;
+     * 0 when none is recorded; 0 too when the entry is there). Commits
+     * check keys with it (store/maps.c, ost__maps_apply): a key absent at
+     * a transaction's first look and at its commit was written meanwhile
+     * exactly when its record is newer than the transaction's snapshot. */
+    int (*ent_get_del)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e,
+                       uint64_t *deleted);
     /* Writes (ent_put, ent_del, ent_drop_map, map_count_add) only inside
-     * commit: LMDB answers OST_EINVAL "a write outside a commit". */
+     * commit: LMDB answers OST_EINVAL "a write outside a commit".
+     * ent_drop_map removes the map's deletion records too. */
     int (*ent_drop_map)(ost__sess *s, uint64_t map, uint64_t *n);
     int (*ecur_open)(ost__sess *s, uint64_t map, ost__ecur **out);
     int (*ecur_seek)(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse);

@@ -42,7 +42,19 @@ int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
                  uint64_t serial, const void *data, size_t len, bool *existed, bool *append);
 /* Removes entry (map, key): 0 or OST_ENOTFOUND. */
 int ost__ent_del(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen);
-/* Removes every entry of map; *n (if not NULL) gets how many. */
+/* The serial of the last commit that deleted (map, key) into *serial (0:
+ * no record): 0, OST_ECORRUPT (a damaged record), or an LMDB code. */
+int ost__ent_deleted(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+                     uint64_t *serial);
+/* Records that commit serial deleted (map, key), replacing the key's
+ * record: 0 or a code. */
+int ost__ent_del_record(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+                        uint64_t serial);
+/* Removes the deletion records of each map for which gone(ud, map) is
+ * true (pack: maps whose record is gone). */
+int ost__ent_dels_sweep(ost_store *st, void *txn, bool (*gone)(void *ud, uint64_t map), void *ud);
+/* Removes every entry of map, and its deletion records; *n (if not NULL)
+ * gets how many entries. */
 int ost__ent_drop_map(ost_store *st, void *txn, uint64_t map, uint64_t *n);
 
 /* A cursor over the entries of one map, in key order. */

@@ -1007,6 +1007,7 @@ bool ost__maps_dirty(ost_conn *c) {
 }
 
 int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
+    p->since = c->txn_serial;
     for (ost__map *m = c->mtouched; m; m = m->tnext) {
         if (m->is_new) {
             uint8_t rec[128];
@@ -1142,7 +1143,8 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
             dl = !existed;
         } else {
             ost__entry e;
-            rc = ops->ent_get(s, me->map, k, me->klen, &e);
+            uint64_t deleted = 0;
+            rc = ops->ent_get_del(s, me->map, k, me->klen, &e, &deleted);
             uint64_t cur = rc == 0 ? e.serial : 0;
             if (rc == OST_ENOTFOUND) rc = 0;
             if (rc == OST_ECORRUPT) {
@@ -1154,7 +1156,16 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
                          (unsigned long long)me->map, kt);
             }
             if (rc) break;
-            if (cur != me->base) {
+            /* The rule (docs/maps.md): conflict when a commit after the
+             * transaction's snapshot (p->since) wrote the key. Serials are
+             * unique per commit and every write of an entry stamps it, so
+             * an entry seen at serial base != 0 is unwritten since exactly
+             * when it still has that serial. A key absent at the first look
+             * (base 0) and absent now was written since exactly when its
+             * last delete came after the snapshot: a set since then leaves
+             * the key there or is undone by a later delete. */
+            bool gone = !cur && !me->base && deleted > p->since;
+            if (cur != me->base || gone) {
                 char kt[200];
                 key_text(ops, s, me->map, k, me->klen, kt, sizeof kt);
                 if (me->base == OST__BASE_MOVED)
@@ -1168,6 +1179,12 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
                              "transaction read it",
                              (unsigned long long)me->map, kt, (unsigned long long)cur,
                              me->base ? "changed" : "added");
+                else if (deleted)
+                    ost__fmt(p->msg, sizeof p->msg,
+                             "conflict on map %llu, key %s: commit %llu deleted it after this "
+                             "transaction %s",
+                             (unsigned long long)me->map, kt, (unsigned long long)deleted,
+                             gone ? "began" : "read it");
                 else
                     ost__fmt(p->msg, sizeof p->msg,
                              "conflict on map %llu, key %s: another commit deleted it after this "
@@ -1178,7 +1195,7 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
             }
             if (me->flags & OST__MENT_DEL) {
                 if (cur) {
-                    rc = ops->ent_del(s, me->map, k, me->klen);
+                    rc = ops->ent_del(s, me->map, k, me->klen, serial);
                     dl = -1;
                 }
             } else {

@@ -58,6 +58,10 @@ typedef struct ost__pkg {
     uint64_t low;
     ost__ment *ments; /* map entries, grouped by map, each map's in key order */
     size_t nments, capments;
+    /* the last commit the snapshot of the transaction that wrote ments saw
+     * (ost_conn.txn_serial): a key absent at its first look and at commit
+     * conflicts when a commit after it deleted the key (ost__maps_apply) */
+    uint64_t since;
     uint64_t conflict_oid; /* the object of an OST_ECONFLICT (UINT64_MAX: none) */
     /* a connection's commit: the connection begins its next transaction
      * right after it (snap_adopt), unlike a loader's batch */

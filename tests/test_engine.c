@@ -1054,8 +1054,9 @@ OST_TEST(engine, map_entries_deleted_conflicting_dropped_and_listed) {
     cr_assert_eq(commit1(s, p), 0, "%s", p->msg);
     uint64_t ser2 = p->serial;
     cr_assert_eq(map_count(s, m), 1);
-    /* a writer that read k2 at s1 conflicts; one adding k1 after it was
-     * read absent does not */
+    /* a writer that read k2 at s1 conflicts; one adding k1 that it read
+     * absent in a snapshot older than the delete conflicts (the delete's
+     * record, ent_get_del); one whose snapshot saw the delete does not */
     ost__pkg *q = pkg();
     ost__pkg_ment(q, m, s1, (const uint8_t *)"k2", 2, "x", 1, 0);
     cr_assert_eq(commit1(s2, q), OST_ECONFLICT);
@@ -1064,6 +1065,14 @@ OST_TEST(engine, map_entries_deleted_conflicting_dropped_and_listed) {
              (unsigned long long)m, (unsigned long long)ser2);
     cr_assert_str_eq(q->msg, want);
     ost__pkg_reset(q);
+    q->since = s1;
+    ost__pkg_ment(q, m, 0, (const uint8_t *)"k1", 2, "x", 1, 0);
+    cr_assert_eq(commit1(s2, q), OST_ECONFLICT);
+    snprintf(want, sizeof want, "conflict on map %llu, key b'k1': commit %llu deleted it after this transaction began",
+             (unsigned long long)m, (unsigned long long)ser2);
+    cr_assert_str_eq(q->msg, want);
+    ost__pkg_reset(q);
+    q->since = ser2;
     ost__pkg_ment(q, m, 0, (const uint8_t *)"k1", 2, "x", 1, 0);
     cr_assert_eq(commit1(s2, q), 0, "%s", q->msg);
     cr_assert_eq(map_count(s, m), 2);

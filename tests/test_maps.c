@@ -1282,6 +1282,317 @@ OST_TEST(maps, deleting_a_key_that_another_commit_changed_conflicts) {
     ost_store_close(st);
 }
 
+/* ---- the conflict rule for every history of one key ------------------------
+ *
+ * docs/maps.md: a commit fails with OST_ECONFLICT when a commit that
+ * committed after this transaction began wrote (set or deleted) a key that
+ * this transaction writes. The test below enumerates every history of one
+ * key: its state before B's transaction (absent or present), a sequence
+ * of one-key commits by connection A (each a set, or a delete of a key
+ * that is there) of length 0 to 4 (OST_TEST_MAPCONF_LEN raises it: 6
+ * takes about 4 times as long), the point among them where B first looks
+ * at the key, and B's write (a set, or a delete of a key B sees). B's
+ * commit must conflict exactly when A committed at least once; and the
+ * same histories on a neighbouring key must never make B conflict. Each
+ * history uses keys of its own in one map. */
+
+enum { HIST_MAXLEN = 8 };
+
+typedef struct {
+    int len;
+    bool del[HIST_MAXLEN]; /* A's commit i deletes (else sets) */
+} hist;
+
+/* Whether h is a possible history from initial state present: a delete
+ * only of a key that is there. *after gets the state it ends in. */
+static bool hist_valid(const hist *h, bool present, bool *after) {
+    for (int i = 0; i < h->len; i++) {
+        if (h->del[i] && !present) return false;
+        present = !h->del[i];
+    }
+    *after = present;
+    return true;
+}
+
+/* A's commit of one write to key k of map am. */
+static void a_commit(ost_conn *a, ost_value am, int64_t k, bool del, int64_t v) {
+    if (del) cr_assert_eq(mdel(a, am, ost_int(k)), 0, "a deletes %lld", (long long)k);
+    else mset(a, am, ost_int(k), ost_int(v));
+    commit_ok(a);
+}
+
+/* One history: returns B's commit code. key is B's key, akey the key A
+ * writes (key itself, or a neighbour for the control), look the number
+ * of A's commits before B first looks at key (h->len: B's write is its
+ * first look). */
+static int run_history(ost_conn *a, ost_conn *b, ost_value am, const hist *h, bool present,
+                       bool b_del, int look, int64_t key, int64_t akey, int64_t *vals) {
+    if (present) {
+        mset(a, am, ost_int(key), ost_int(1));
+        if (akey != key) mset(a, am, ost_int(akey), ost_int(1));
+        commit_ok(a);
+    }
+    /* B's transaction begins: its snapshot is taken by a read of another key */
+    ost_abort(b);
+    ost_value bm = root_map(b, "m");
+    cr_assert_eq(mcontains(b, bm, ost_int(-1)), 0);
+    for (int i = 0; i < h->len; i++) {
+        if (i == look) cr_assert_eq(mcontains(b, bm, ost_int(key)), present, "b's first look");
+        a_commit(a, am, akey, h->del[i], ++*vals);
+    }
+    if (b_del) cr_assert_eq(mdel(b, bm, ost_int(key)), 0, "b deletes the key it sees");
+    else mset(b, bm, ost_int(key), ost_int(-1));
+    int rc = ost_commit(b);
+    if (rc) ost_abort(b);
+    return rc;
+}
+
+static void hist_text(const hist *h, char *out, size_t cap) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < h->len && n + 8 < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", i ? "," : "", h->del[i] ? "del" : "set");
+    if (!h->len) snprintf(out, cap, "nothing");
+}
+
+OST_TEST(maps, a_write_conflicts_exactly_when_another_commit_wrote_the_key_in_every_history) {
+    int maxlen = 4;
+    const char *env = getenv("OST_TEST_MAPCONF_LEN");
+    if (env && atoi(env) > 0) maxlen = atoi(env) < HIST_MAXLEN ? atoi(env) : HIST_MAXLEN;
+    ost_store_options o = opts_for(true);
+    o.durability = OST_SYNC_NONE; /* thousands of small commits; no crash here */
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value am = new_map(a, "int", "m");
+    uint64_t moid = ost_oid(a, am);
+    int64_t next_key = 0, vals = 1;
+    int cases = 0, conflicts = 0, wrong = 0;
+    char first[600] = "";
+    for (int len = 0; len <= maxlen; len++) {
+        for (unsigned bits = 0; bits < (1u << len); bits++) {
+            hist h = {.len = len};
+            for (int i = 0; i < len; i++) h.del[i] = bits >> i & 1;
+            for (int present = 0; present <= 1; present++) {
+                bool after;
+                if (!hist_valid(&h, present, &after)) continue;
+                for (int b_del = 0; b_del <= present; b_del++) {
+                    for (int look = 0; look <= len; look++) {
+                        for (int control = 0; control <= 1; control++) {
+                            int64_t key = next_key += 2, akey = control ? key + 1 : key;
+                            int rc = run_history(a, b, am, &h, present, b_del, look, key, akey, &vals);
+                            char ht[80];
+                            hist_text(&h, ht, sizeof ht);
+                            bool want = !control && len > 0;
+                            cases++;
+                            if (rc != (want ? OST_ECONFLICT : 0)) {
+                                /* counted, so that a failure says how many break the rule */
+                                if (!wrong++)
+                                    snprintf(first, sizeof first,
+                                             "key %s before b's transaction; then a: %s (b looks "
+                                             "after %d of them)%s; b %s it: commit gives %s (%s), "
+                                             "the rule says %s",
+                                             present ? "present" : "absent", ht, look,
+                                             control ? " on the neighbouring key" : "",
+                                             b_del ? "deletes" : "sets", ost_err_name(rc),
+                                             rc ? ost_conn_errmsg(b) : "",
+                                             want ? "OST_ECONFLICT" : "0");
+                                ost_abort(a);
+                                continue;
+                            }
+                            if (want) {
+                                conflicts++;
+                                expect_map_oid(ost_conn_errmsg(b), moid);
+                                char kt[32];
+                                snprintf(kt, sizeof kt, "key %lld", (long long)key);
+                                expect_in(ost_conn_errmsg(b), kt);
+                            }
+                            /* what B's commit left: its write, or A's last one */
+                            ost_abort(a);
+                            bool there = want ? after : !b_del;
+                            if (control) there = !b_del;
+                            cr_assert_eq(mcontains(a, am, ost_int(key)), there,
+                                         "the key's state after the history");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    cr_log_info("%d histories, %d of them conflicts", cases, conflicts);
+    cr_assert_eq(wrong, 0, "%d of %d histories break the rule; the first: %s", wrong, cases, first);
+    ost_abort(a);
+    uint64_t n = 0;
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(a, am, NULL, &cur), 0);
+    while (ost_map_cursor_next(cur, NULL, NULL) == 0) n++;
+    ost_map_cursor_close(cur);
+    cr_assert_eq(n, map_len(a, am), "the count is the number of entries");
+    check_clean(st, 0);
+    ost_store_close(st);
+}
+
+/* ---- deletion records: old stores and pack ------------------------------ */
+
+/* The deletion records of map (a closed store): how many. LMDB reads the
+ * database "mapdels" raw; PostgreSQL the table ost_mapdels. -1: there is
+ * no such database or table. */
+static int64_t count_dels(uint64_t map) {
+    int64_t n = 0;
+    if (on_pg()) {
+#ifdef OST_HAVE_POSTGRESQL
+        PGconn *pc = PQconnectdb(F.dir);
+        cr_assert_eq(PQstatus(pc), CONNECTION_OK, "%s", PQerrorMessage(pc));
+        PGresult *r = PQexec(pc, "SELECT to_regclass('ost_mapdels') IS NULL");
+        cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(pc));
+        n = PQgetvalue(r, 0, 0)[0] == 't' ? -1 : 0;
+        PQclear(r);
+        if (!n) {
+            char sql[100];
+            snprintf(sql, sizeof sql, "SELECT count(*) FROM ost_mapdels WHERE map = %llu",
+                     (unsigned long long)map);
+            r = PQexec(pc, sql);
+            cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQerrorMessage(pc));
+            n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+            PQclear(r);
+        }
+        PQfinish(pc);
+#endif
+        return n;
+    }
+    MDB_env *env = raw_env(F.dir);
+    MDB_txn *t;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &t), 0);
+    if (mdb_dbi_open(t, "mapdels", 0, &dbi)) {
+        n = -1;
+    } else {
+        MDB_cursor *cur;
+        cr_assert_eq(mdb_cursor_open(t, dbi, &cur), 0);
+        MDB_val k, v;
+        int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        for (; rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            cr_assert_geq(k.mv_size, 8);
+            cr_assert_eq(v.mv_size, 12, "a record is a serial and a checksum");
+            uint8_t be[8];
+            memcpy(be, k.mv_data, 8);
+            uint64_t m = 0;
+            for (int i = 0; i < 8; i++) m = m << 8 | be[i];
+            n += m == map;
+        }
+        mdb_cursor_close(cur);
+    }
+    mdb_txn_abort(t);
+    mdb_env_close(env);
+    return n;
+}
+
+/* Removes the deletion records' database or table of the closed store, as
+ * in a store made before them. */
+static void drop_dels(void) {
+    if (on_pg()) {
+#ifdef OST_HAVE_POSTGRESQL
+        PGconn *pc = PQconnectdb(F.dir);
+        cr_assert_eq(PQstatus(pc), CONNECTION_OK, "%s", PQerrorMessage(pc));
+        PGresult *r = PQexec(pc, "DROP TABLE ost_mapdels");
+        cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(pc));
+        PQclear(r);
+        PQfinish(pc);
+#endif
+        return;
+    }
+    MDB_env *env = raw_env(F.dir);
+    MDB_txn *t;
+    MDB_dbi dbi;
+    cr_assert_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+    cr_assert_eq(mdb_dbi_open(t, "mapdels", 0, &dbi), 0, "the store has deletion records");
+    cr_assert_eq(mdb_drop(t, dbi, 1), 0);
+    cr_assert_eq(mdb_txn_commit(t), 0);
+    mdb_env_close(env);
+}
+
+/* A store made before deletion records (no "mapdels" database, no
+ * ost_mapdels table): a read-only handle opens it as it is and reads it;
+ * a read-write open makes them, and the rule holds from then on. */
+OST_TEST(maps, a_store_made_before_deletion_records_gets_them_at_a_read_write_open) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st);
+    ost_value am = new_map(a, "int", "m");
+    uint64_t moid = ost_oid(a, am);
+    mset(a, am, ost_int(1), ost_int(1));
+    commit_ok(a);
+    cr_assert_eq(mdel(a, am, ost_int(1)), 0);
+    commit_ok(a);
+    ost_store_close(st);
+    cr_assert_eq(count_dels(moid), 1, "the delete left a record");
+    drop_dels();
+    cr_assert_eq(count_dels(moid), -1);
+    st = open_read_only(F.dir, F.reg);
+    ost_conn *r = conn_of(st);
+    cr_assert_eq(mcontains(r, root_map(r, "m"), ost_int(1)), 0);
+    ost_store_close(st);
+    cr_assert_eq(count_dels(moid), -1, "a read-only open makes nothing");
+    st = open_store(false);
+    a = conn_of(st);
+    ost_conn *b = conn_of(st);
+    am = root_map(a, "m");
+    ost_value bm = root_map(b, "m");
+    cr_assert_eq(mcontains(b, bm, ost_int(5)), 0);
+    mset(a, am, ost_int(5), ost_int(5));
+    commit_ok(a);
+    cr_assert_eq(mdel(a, am, ost_int(5)), 0);
+    commit_ok(a);
+    mset(b, bm, ost_int(5), ost_int(6));
+    int rc = ost_commit(b);
+    cr_assert_eq(rc, OST_ECONFLICT, "%s: %s", ost_err_name(rc), ost_conn_errmsg(b));
+    expect_in(ost_conn_errmsg(b), "deleted it after this transaction began");
+    ost_store_close(st);
+    cr_assert_eq(count_dels(moid), 1);
+}
+
+/* Pack removes the deletion records of the maps it removes and keeps
+ * those of the maps that stay. */
+OST_TEST(maps, pack_removes_the_deletion_records_of_removed_maps) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value keep = new_map(c, "int", "keep");
+    ost_value drop = new_map(c, "str", "drop");
+    uint64_t keep_oid = ost_oid(c, keep), drop_oid = ost_oid(c, drop);
+    for (int64_t i = 0; i < 20; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%lld", (long long)i);
+        mset(c, keep, ost_int(i), ost_int(i));
+        mset(c, drop, ost_str_c(k), ost_int(i));
+    }
+    commit_ok(c);
+    for (int64_t i = 0; i < 20; i += 2) {
+        char k[16];
+        snprintf(k, sizeof k, "k%lld", (long long)i);
+        cr_assert_eq(mdel(c, keep, ost_int(i)), 0);
+        cr_assert_eq(mdel(c, drop, ost_str_c(k)), 0);
+    }
+    commit_ok(c);
+    cr_assert_eq(mdel(c, keep, ost_int(1)), 0); /* a key deleted twice: one record */
+    commit_ok(c);
+    mset(c, keep, ost_int(1), ost_int(1));
+    commit_ok(c);
+    cr_assert_eq(mdel(c, keep, ost_int(1)), 0);
+    commit_ok(c);
+    root_set(c, "drop", OST_NONE);
+    commit_ok(c);
+    ost_store_close(st);
+    cr_assert_eq(count_dels(keep_oid), 11);
+    cr_assert_eq(count_dels(drop_oid), 10);
+    st = open_store(false);
+    uint64_t removed = 0;
+    int rc = ost_store_pack(st, &removed);
+    cr_assert_eq(rc, 0, "pack: %s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 1, "the map drop");
+    check_clean(st, 0);
+    ost_store_close(st);
+    cr_assert_eq(count_dels(keep_oid), 11, "a map that stays keeps its records");
+    cr_assert_eq(count_dels(drop_oid), 0, "a removed map's records go with it");
+}
+
 /* ======================================================================= */
 /* 8. processes                                                             */
 /* ======================================================================= */
@@ -2580,26 +2891,99 @@ OST_TEST(maps, a_write_after_a_map_resize_renewed_the_snapshot_still_conflicts) 
     commit_ok(a);
     ost_value bm = root_map(b, "m");
     cr_assert_eq(ival(mget(b, bm, ost_str_c("k"))), 1, "b reads k in its transaction");
-    /* a writes k, and enough besides to make the map grow */
+    /* a writes k, then commits enough to make the map grow. The open gave
+     * the map room for 64 MiB whatever map_size says (env.c), so the blob
+     * is the map's size; the grow renews b's snapshot before that commit
+     * lands, so b then sees the commit that wrote k, not the blob. */
     mset(a, am, ost_str_c("k"), ost_int(2));
-    size_t big = 4u << 20;
+    commit_ok(a);
+    uint64_t map_before = stats(st).map_size;
+    size_t big = (size_t)map_before;
     char *blob = malloc(big);
+    cr_assert(blob);
     memset(blob, 'x', big);
     mset(a, am, ost_str_c("big"), ost_bytes(blob, big));
     free(blob);
     commit_ok(a);
-    cr_assert_gt(stats(st).map_size, 1u << 20, "the map grew");
+    cr_assert_gt(stats(st).map_size, map_before, "the map grew");
     /* still b's transaction, on a renewed snapshot */
     mset(b, bm, ost_str_c("k"), ost_int(3));
     int rc = ost_commit(b);
     cr_assert_eq(rc, OST_ECONFLICT, "b read k before a wrote it: %s: %s", ost_err_name(rc),
                  ost_conn_errmsg(b));
     expect_in(ost_conn_errmsg(b), "'k'");
+    expect_in(ost_conn_errmsg(b), "its snapshot was renewed when the map grew");
     ost_abort(b);
     /* a new transaction starts from the newest commit: no conflict */
     mset(b, bm, ost_str_c("k"), ost_int(3));
     commit_ok(b);
     ost_store_close(st);
+}
+
+/* The case issue 10 left out: B's transaction began with key 5 absent
+ * (round 0) or present (round 1); commits of A set and delete it (round 0)
+ * or delete it (round 1), then a commit of A grows the map, which renews
+ * B's snapshot. B then first looks at 5, sees it absent and adds it:
+ * commits after B's transaction began wrote 5, so B's commit conflicts.
+ * Round 2 is the control: A's commits write only key 6, and B's add of 5
+ * commits. */
+OST_TEST(maps, re_adding_a_key_deleted_by_a_commit_that_a_map_resize_made_visible_conflicts) {
+    LMDB_ONLY("LMDB's map resize renews snapshots");
+    for (int round = 0; round < 3; round++) {
+        char dir[160];
+        snprintf(dir, sizeof dir, "%s/r%d", F.tmp, round);
+        ost_store_options o = opts_for(true);
+        o.map_size = 1u << 20;
+        o.durability = OST_SYNC_NONE;
+        ost_store *st = open_with(dir, &o);
+        ost_conn *a = conn_of(st), *b = conn_of(st);
+        ost_value am = new_map(a, "int", "m");
+        if (round == 1) {
+            mset(a, am, ost_int(5), ost_int(1));
+            commit_ok(a);
+        }
+        ost_value bm = root_map(b, "m");
+        cr_assert_eq(mcontains(b, bm, ost_int(-1)), 0, "b's transaction has begun");
+        int64_t akey = round == 2 ? 6 : 5;
+        if (round != 1) {
+            mset(a, am, ost_int(akey), ost_int(2));
+            commit_ok(a);
+        }
+        if (round != 2) cr_assert_eq(mdel(a, am, ost_int(akey)), 0);
+        mset(a, am, ost_int(7), ost_int(7)); /* shows the renewal to b */
+        commit_ok(a);
+        /* the commit that grows the map renews b's snapshot before it
+         * commits: b sees the commits before it */
+        uint64_t map_before = stats(st).map_size;
+        size_t big = (size_t)map_before;
+        char *blob = malloc(big);
+        cr_assert(blob);
+        memset(blob, 'x', big);
+        mset(a, am, ost_int(100), ost_bytes(blob, big));
+        free(blob);
+        commit_ok(a);
+        cr_assert_gt(stats(st).map_size, map_before, "the map grew");
+        /* still b's transaction, on a renewed snapshot that sees a's commits */
+        int there = mcontains(b, bm, ost_int(7));
+        cr_assert_eq(there, 1, "round %d: b's snapshot was renewed: %d %s", round, there,
+                     ost_conn_errmsg(b));
+        cr_assert_eq(mcontains(b, bm, ost_int(5)), 0, "b sees 5 absent");
+        mset(b, bm, ost_int(5), ost_int(3));
+        int rc = ost_commit(b);
+        if (round == 2) {
+            cr_assert_eq(rc, 0, "no commit wrote 5: %s: %s", ost_err_name(rc), ost_conn_errmsg(b));
+        } else {
+            cr_assert_eq(rc, OST_ECONFLICT, "round %d: commits after b began wrote 5: %s: %s",
+                         round, ost_err_name(rc), ost_conn_errmsg(b));
+            expect_in(ost_conn_errmsg(b), "key 5");
+            ost_abort(b);
+            /* a new transaction starts from the newest commit: no conflict */
+            bm = root_map(b, "m");
+            mset(b, bm, ost_int(5), ost_int(3));
+            commit_ok(b);
+        }
+        ost_store_close(st);
+    }
 }
 
 /* Makes the store at F.dir (closed) a format-1 store: no "mapents"

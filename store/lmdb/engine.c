@@ -781,6 +781,16 @@ static int sweep_map(void *ud, uint64_t map) {
     return rc ? rc : 0;
 }
 
+/* A map whose record the sweep removed (or that never had one): its
+ * deletion records go too. */
+static bool sweep_dels_gone(void *ud, uint64_t map) {
+    struct sweep_ctx *sc = ud;
+    uint8_t kb[8];
+    ost__be64(kb, map);
+    MDB_val k = {8, kb}, v;
+    return mdb_get(sc->t, sc->st->eng->recs, &k, &v) == MDB_NOTFOUND;
+}
+
 static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,
                       uint64_t *removed) {
     ost_store *st = s->st;
@@ -811,6 +821,7 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
     }
     struct sweep_ctx sc = {keep, ud, st, t};
     if (!rc) rc = ost__ent_each_map(st, t, sweep_map, &sc);
+    if (!rc) rc = ost__ent_dels_sweep(st, t, sweep_dels_gone, &sc);
     if (!rc) rc = mdb_drop(t, st->eng->txlog, 0);
     if (!rc) {
         s->wtxn = t;
@@ -887,9 +898,29 @@ static int lmdb_ent_put(ost__sess *s, uint64_t map, const uint8_t *key, size_t k
                                   append));
 }
 
-static int lmdb_ent_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen) {
+static int lmdb_ent_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
+                        uint64_t serial) {
     if (!s->wtxn) return need_write(s);
-    return ent_rc(s, ost__ent_del(s->st, s->wtxn, map, key, klen));
+    int rc = ost__ent_del(s->st, s->wtxn, map, key, klen);
+    if (!rc) rc = ost__ent_del_record(s->st, s->wtxn, map, key, klen, serial);
+    return ent_rc(s, rc);
+}
+
+/* LMDB has one writer: inside commit, the write transaction sees every
+ * commit before it, deletion records included. */
+static int lmdb_ent_get_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
+                            ost__entry *e, uint64_t *deleted) {
+    *deleted = 0;
+    if (!s->wtxn) return need_write(s);
+    int rc = ost__ent_get(s->st, s->wtxn, map, key, klen, e);
+    if (rc == OST_ENOTFOUND) {
+        int drc = ost__ent_deleted(s->st, s->wtxn, map, key, klen, deleted);
+        if (drc == OST_ECORRUPT)
+            return ost__st_fail(s->st, drc, "%s: map %llu: a damaged deletion record",
+                                s->st->shown, (unsigned long long)map);
+        if (drc) return ent_rc(s, drc);
+    }
+    return ent_rc(s, rc);
 }
 
 static int lmdb_ent_drop_map(ost__sess *s, uint64_t map, uint64_t *n) {
@@ -1054,6 +1085,7 @@ const ost__engine_ops ost__lmdb_engine = {
     .ent_get = lmdb_ent_get,
     .ent_put = lmdb_ent_put,
     .ent_del = lmdb_ent_del,
+    .ent_get_del = lmdb_ent_get_del,
     .ent_drop_map = lmdb_ent_drop_map,
     .ecur_open = lmdb_ecur_open,
     .ecur_seek = lmdb_ecur_seek,

@@ -15,6 +15,10 @@ struct ost__engine {
     ost_store *st;
     MDB_env *env;
     MDB_dbi recs, meta, classes, txlog, ments;
+    /* "mapdels" (entries.c: the last commit that deleted each key), opened
+     * by read-write handles only (made by the open when missing) */
+    MDB_dbi mdels;
+    bool has_mdels;
     /* readers: any LMDB transaction or view into the map; writer: a map
      * resize (which closes every read snapshot of the process) */
     uv_rwlock_t maplock;

@@ -171,9 +171,107 @@ int ost__ent_del(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     return rc == MDB_NOTFOUND ? OST_ENOTFOUND : rc;
 }
 
+/* ---- deletion records ----------------------------------------------------
+ *
+ * The database "mapdels" has one record per deleted key: the same key as
+ * the entry's (map oid + encoded key), value the serial of the last commit
+ * that deleted it (u64 little-endian) and a CRC-32C of the key and those 8
+ * bytes (u32 little-endian). A commit reads it only for a key that is
+ * absent when it checks (store/maps.c: a key absent at a transaction's
+ * first look conflicts when its record is newer than the snapshot), so
+ * reads, cursors and the loader never touch it. */
+
+#define DELREC 12
+
+int ost__ent_deleted(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+                     uint64_t *serial) {
+    *serial = 0;
+    if (!st->eng->has_mdels || klen > OST_MAP_KEY_MAX) return 0;
+    uint8_t buf[KEYMAX];
+    MDB_val k = full_key(buf, map, key, klen), v;
+    int rc = mdb_get(txn, st->eng->mdels, &k, &v);
+    if (rc == MDB_NOTFOUND) return 0;
+    if (rc) return rc;
+    const uint8_t *b = v.mv_data;
+    if (v.mv_size != DELREC || !ost__in_file(st, b, v.mv_size)) return OST_ECORRUPT;
+    uint32_t crc = ost__crc32c(ost__crc32c(0, k.mv_data, k.mv_size), b, 8);
+    if (crc != ((uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
+                (uint32_t)b[11] << 24))
+        return OST_ECORRUPT;
+    *serial = ost__rd_le64(b);
+    return 0;
+}
+
+int ost__ent_del_record(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+                        uint64_t serial) {
+    if (!st->eng->has_mdels) return OST_EREADONLY;
+    if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
+    uint8_t buf[KEYMAX], b[DELREC];
+    MDB_val k = full_key(buf, map, key, klen), v = {DELREC, b};
+    ost__le64(b, serial);
+    uint32_t crc = ost__crc32c(ost__crc32c(0, k.mv_data, k.mv_size), b, 8);
+    for (int i = 0; i < 4; i++) b[8 + i] = (uint8_t)(crc >> (8 * i));
+    return mdb_put(txn, st->eng->mdels, &k, &v, 0);
+}
+
+/* Removes the deletion records of every map for which gone(ud, map) says
+ * so (and records whose key is too short to name a map), in one pass. */
+int ost__ent_dels_sweep(ost_store *st, void *txn, bool (*gone)(void *ud, uint64_t map), void *ud) {
+    if (!st->eng->has_mdels) return 0;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, st->eng->mdels, &cur);
+    if (rc) return rc;
+    MDB_val k, v;
+    uint64_t map = 0;
+    bool drop = false, have = false;
+    rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    while (rc == 0) {
+        uint64_t m = k.mv_size >= 8 ? ost__rd_be64(k.mv_data) : UINT64_MAX;
+        if (!have || m != map) {
+            map = m;
+            have = true;
+            drop = k.mv_size < 8 || gone(ud, m);
+        }
+        if (drop) {
+            /* after deleting the last key the cursor has no current entry:
+             * seek again from the deleted key */
+            uint8_t kb[KEYMAX];
+            size_t kl = k.mv_size < sizeof kb ? k.mv_size : sizeof kb;
+            memcpy(kb, k.mv_data, kl);
+            if ((rc = mdb_cursor_del(cur, 0))) break;
+            k = (MDB_val){kl, kb};
+            rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        } else {
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        }
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Removes the deletion records of map. */
+static int dels_drop_map(ost_store *st, void *txn, uint64_t map) {
+    if (!st->eng->has_mdels) return 0;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, st->eng->mdels, &cur);
+    if (rc) return rc;
+    uint8_t buf[8];
+    MDB_val k, v;
+    for (;;) {
+        k = full_key(buf, map, NULL, 0);
+        if ((rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE))) break;
+        if (k.mv_size < 8 || ost__rd_be64(k.mv_data) != map) break;
+        if ((rc = mdb_cursor_del(cur, 0))) break;
+    }
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int ost__ent_drop_map(ost_store *st, void *txn, uint64_t map, uint64_t *n) {
     if (st->no_ments) return OST_EREADONLY;
     if (n) *n = 0;
+    int drc = dels_drop_map(st, txn, map);
+    if (drc) return drc;
     MDB_cursor *cur;
     int rc = mdb_cursor_open(txn, st->eng->ments, &cur);
     if (rc) return rc;

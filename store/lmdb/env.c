@@ -7,7 +7,8 @@
  * next oid, last serial, next class id), "classes" ("i" + id -> module
  * NUL name, "n" + module NUL name -> id), "txlog" (serial -> oids of
  * existing objects that commit changed, for the caches of other
- * connections) and "mapents" (map entries: entries.c). */
+ * connections), "mapents" (map entries: entries.c) and "mapdels" (the
+ * last commit that deleted each key: entries.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -463,6 +464,13 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     if (rc == MDB_NOTFOUND && st->read_only) { /* a format-1 store: no maps */
         rc = 0;
         st->no_ments = true;
+    }
+    /* the deletion records commits check (entries.c): a read-write handle
+     * makes the database in a store made before it, a read-only one never
+     * commits and does not open it (docs/format.md) */
+    if (!rc && !st->read_only) {
+        rc = mdb_dbi_open(t, "mapdels", MDB_CREATE, &st->eng->mdels);
+        st->eng->has_mdels = rc == 0;
     }
     if (rc) {
         mdb_txn_abort(t);

@@ -497,6 +497,14 @@ static int keep(ost__sess *s, PGresult *r) {
 
 /* ---- the schema ------------------------------------------------------------------ */
 
+/* The deletion records of map keys (pg_ent_del, pg_ent_get_del): the
+ * last commit that deleted each key. Not in schema_check's list, so that
+ * a database made before it opens; a read-write open makes it when it is
+ * missing (mapdels_ensure). */
+#define MAPDELS_SQL                                                                                \
+    "CREATE TABLE IF NOT EXISTS ost_mapdels (map bigint NOT NULL, key bytea NOT NULL, serial "     \
+    "bigint NOT NULL, PRIMARY KEY (map, key))"
+
 static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS ost_meta (id int PRIMARY KEY CHECK (id = 1), format bigint NOT "
     "NULL, next_oid bigint NOT NULL, last_serial bigint NOT NULL, low bigint NOT NULL, "
@@ -508,6 +516,7 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS ost_txlog (serial bigint PRIMARY KEY, oids bytea NOT NULL);"
     "CREATE TABLE IF NOT EXISTS ost_ments (map bigint NOT NULL, key bytea NOT NULL, serial bigint "
     "NOT NULL, value bytea NOT NULL, PRIMARY KEY (map, key));"
+    MAPDELS_SQL ";"
     "INSERT INTO ost_meta VALUES (1, 3, 1, 0, 0, 1) ON CONFLICT DO NOTHING;";
 
 static int schema_create(ost__engine *e, PGconn *c) {
@@ -577,6 +586,14 @@ static int schema_check(ost__engine *e, PGconn *c) {
     return 0;
 }
 
+/* Makes ost_mapdels in a database whose schema predates it, under the
+ * schema lock: one simple query, which PostgreSQL runs as one implicit
+ * transaction (the lock ends with it, a failure undoes it all). */
+static int mapdels_ensure(ost__engine *e, PGconn *c) {
+    return exec_simple(e, c, "making the table ost_mapdels",
+                       "SELECT pg_advisory_xact_lock(" SCHEMA_LOCK "); " MAPDELS_SQL);
+}
+
 /* ---- open, close, stat ---------------------------------------------------------- */
 
 static void views_close(ost__engine *e);
@@ -627,6 +644,7 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
     e->conn = c;
     if (o && o->create && !e->read_only) rc = schema_create(e, c);
     if (!rc) rc = schema_check(e, c);
+    if (!rc && !e->read_only) rc = mapdels_ensure(e, c);
     if (!rc && o && o->exclusive) {
         rc = take_excl(e, c);
         e->exclusive = !rc;
@@ -1833,6 +1851,60 @@ static int pg_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t kle
     return keep(s, r);
 }
 
+/* The entry and, when it is absent, its deletion record, in one round
+ * trip (one row always: both sides of the outer joins may be NULL). Called
+ * inside commit (ost__maps_apply) after the package took the meta row's
+ * lock with its serial, which every package holds until it commits: a
+ * package that deleted the key has committed before this statement
+ * begins, and a READ COMMITTED statement sees every commit before it
+ * (GetTransactionSnapshot in src/backend/utils/time/snapmgr.c takes a new
+ * snapshot per statement unless IsolationUsesXactSnapshot()), as for the
+ * entries themselves. tests/test_maps.c's every-history test runs on a
+ * server as maps-pg. */
+static int pg_ent_get_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
+                          ost__entry *out, uint64_t *deleted) {
+    *deleted = 0;
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, map);
+    p_bytes(&p, key, klen);
+    PGresult *r = run(s->e, s->conn, "reading a map entry",
+                      "SELECT m.serial, m.value, d.serial FROM (SELECT $1::bigint AS map, "
+                      "$2::bytea AS key) q LEFT JOIN ost_ments m ON m.map = q.map AND m.key = q.key "
+                      "LEFT JOIN ost_mapdels d ON d.map = q.map AND d.key = q.key",
+                      &p, &rc, NULL);
+    if (!r) return rc;
+    if (PQntuples(r) != 1 || PQnfields(r) != 3) {
+        int rows = PQntuples(r);
+        PQclear(r);
+        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: reading a map entry: %d rows", s->e->shown,
+                            rows);
+    }
+    if (PQgetisnull(r, 0, 0)) {
+        if (!PQgetisnull(r, 0, 2)) {
+            if (PQgetlength(r, 0, 2) != 8) {
+                PQclear(r);
+                return ost__st_fail(s->e->st, OST_ECORRUPT,
+                                    "%s: map %llu: a deletion record's serial is not a bigint",
+                                    s->e->shown, (unsigned long long)map);
+            }
+            *deleted = rd64(PQgetvalue(r, 0, 2));
+        }
+        PQclear(r);
+        return OST_ENOTFOUND;
+    }
+    if (PQgetlength(r, 0, 0) != 8) {
+        PQclear(r);
+        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: map %llu: an entry's serial is not a bigint",
+                            s->e->shown, (unsigned long long)map);
+    }
+    out->serial = rd64(PQgetvalue(r, 0, 0));
+    out->data = (const uint8_t *)PQgetvalue(r, 0, 1);
+    out->len = (size_t)PQgetlength(r, 0, 1);
+    return keep(s, r);
+}
+
 static int pg_ent_put(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, uint64_t serial,
                       const void *data, size_t len, bool *existed, bool *append) {
     (void)append; /* a hint LMDB uses; PostgreSQL's B-tree needs none */
@@ -1855,15 +1927,22 @@ static int pg_ent_put(ost__sess *s, uint64_t map, const uint8_t *key, size_t kle
     return 0;
 }
 
-static int pg_ent_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen) {
+/* Removes the entry and records its deletion by commit serial in one
+ * statement: the count it reports is the INSERT's, one row when the
+ * DELETE removed one. */
+static int pg_ent_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
+                      uint64_t serial) {
     int rc = read_ready(s);
     if (rc) return rc;
     params p = {0};
     p_i64(&p, map);
     p_bytes(&p, key, klen);
+    p_i64(&p, serial);
     PGresult *r = run(s->e, s->conn, "removing a map entry",
-                      "DELETE FROM ost_ments WHERE map = $1::bigint AND key = $2::bytea", &p, &rc,
-                      NULL);
+                      "WITH d AS (DELETE FROM ost_ments WHERE map = $1::bigint AND key = $2::bytea "
+                      "RETURNING map, key) INSERT INTO ost_mapdels SELECT map, key, $3::bigint FROM "
+                      "d ON CONFLICT (map, key) DO UPDATE SET serial = EXCLUDED.serial",
+                      &p, &rc, NULL);
     if (!r) return rc;
     rc = strcmp(PQcmdTuples(r), "0") ? 0 : OST_ENOTFOUND;
     PQclear(r);
@@ -1880,7 +1959,8 @@ static int pg_ent_drop_map(ost__sess *s, uint64_t map, uint64_t *n) {
     if (!r) return rc;
     if (n) *n = strtoull(PQcmdTuples(r), NULL, 10);
     PQclear(r);
-    return 0;
+    return run0(s->e, s->conn, "removing a map's deletion records",
+                "DELETE FROM ost_mapdels WHERE map = $1::bigint", &p);
 }
 
 /* The maps with entries, in oid order, one index probe each; fn's 1
@@ -3031,6 +3111,12 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
                   "DELETE FROM ost_ments m WHERE NOT EXISTS (SELECT 1 FROM ost_records r WHERE "
                   "r.oid = m.map)",
                   NULL);
+    /* the deletion records of maps that are gone */
+    if (!rc)
+        rc = run0(e, s->conn, "sweep: removing deletion records",
+                  "DELETE FROM ost_mapdels d WHERE NOT EXISTS (SELECT 1 FROM ost_records r WHERE "
+                  "r.oid = d.map)",
+                  NULL);
     /* the commit log restarts: caches older than now reload everything */
     if (!rc) rc = run0(e, s->conn, "sweep: trimming the commit log", "DELETE FROM ost_txlog", NULL);
     if (!rc) {
@@ -3511,6 +3597,11 @@ static int pg_drop(ost__engine *e, bool only_new) {
                          "); LOCK TABLE ost_meta, ost_records, ost_classes, ost_txlog, ost_ments "
                          "IN ACCESS EXCLUSIVE MODE");
     if (!rc && only_new) rc = check_new(e, c, "only a new store is removed");
+    /* missing in a store made before deletion records and opened only
+     * read-only since (mapdels_ensure) */
+    if (!rc)
+        rc = run0(e, c, "removing the store: deletion records", "DROP TABLE IF EXISTS ost_mapdels",
+                  NULL);
     if (!rc)
         rc = run0(e, c, "removing the store",
                   "DROP TABLE ost_ments, ost_txlog, ost_classes, ost_records, ost_meta", NULL);
@@ -3549,6 +3640,7 @@ const ost__engine_ops ost__pg_engine = {
     .ent_get = pg_ent_get,
     .ent_put = pg_ent_put,
     .ent_del = pg_ent_del,
+    .ent_get_del = pg_ent_get_del,
     .ent_drop_map = pg_ent_drop_map,
     .ecur_open = pg_ecur_open,
     .ecur_seek = pg_ecur_seek,
