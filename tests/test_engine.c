@@ -1157,6 +1157,53 @@ OST_TEST(engine, a_restarted_server_fails_once_then_recovers) {
     E->ops->sess_close(s);
 }
 
+/* A commit call whose server went away: every package of it carries the
+ * failure, not only the first (issue 30: the others kept rc 0, told
+ * committed though nothing was written), and all of them commit once the
+ * server is back. */
+OST_TEST(engine, a_group_whose_server_stopped_fails_every_package) {
+    const char *stop = getenv("OST_TEST_PG_STOP"), *start = getenv("OST_TEST_PG_START");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to stop", E->name);
+    cr_assert(stop && start, "OST_TEST_PG_STOP/START are not set (tests/pg/pgserver.sh sets them)");
+    enum { N = 6 };
+    uint64_t f = oids(N + 1);
+    ost__sess *s = sess();
+    ost__pkg *p = pkg();
+    ost__pkg_add(p, f, 0, 1, "x.", 2);
+    cr_assert_eq(commit1(s, p), 0, "%s", p->msg); /* the session's connection is up */
+    ost__pkg *ps[N];
+    for (int i = 0; i < N; i++) {
+        ps[i] = pkg();
+        ost__pkg_add(ps[i], f + 1 + (uint64_t)i, 0, 1, "y.", 2);
+    }
+    cr_assert_eq(system(stop), 0);
+    int rc = E->ops->commit(s, ps, N);
+    int rcs[N];
+    uint64_t serials[N];
+    for (int i = 0; i < N; i++) {
+        rcs[i] = ps[i]->rc;
+        serials[i] = ps[i]->serial;
+    }
+    cr_assert_eq(system(start), 0); /* before any assertion: the next tests need it */
+    cr_assert_eq(rc, OST_EIO, "%s", ost_err_name(rc));
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(rcs[i], OST_EIO, "package %d of %d: %s (told committed, nothing written)", i,
+                     N, ost_err_name(rcs[i]));
+        cr_assert_eq(serials[i], 0);
+        cr_assert(ps[i]->msg[0], "package %d has no message", i);
+    }
+    /* nothing of them was written; the same call commits them all now */
+    rc = E->ops->commit(s, ps, N);
+    if (rc == OST_EIO) rc = E->ops->commit(s, ps, N); /* the broken connection, once */
+    cr_assert_eq(rc, 0, "%s", ost_store_errmsg(st));
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(ps[i]->rc, 0, "%s", ps[i]->msg);
+        ost__pkg_free(ps[i]);
+    }
+    ost__pkg_free(p);
+    E->ops->sess_close(s);
+}
+
 /* ---- the public API on the engine ---------------------------------------------
  * ost_store_open dispatches on the address; connections, commits, conflicts,
  * invalidations, maps, iterators and the bulk loader then run on the engine

@@ -2871,7 +2871,12 @@ static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         if (rc) {
             if (s->conn && PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
             pkg_fail(s, pkgs[i], rc);
-            if (rc == OST_EIO && (!s->conn || PQstatus(s->conn) != CONNECTION_OK)) whole = rc;
+            if (rc == OST_EIO && (!s->conn || PQstatus(s->conn) != CONNECTION_OK)) {
+                /* the call ends here: every package not tried yet carries
+                 * the failure (none of them is written), not rc 0 */
+                whole = rc;
+                fail_range(s, pkgs, i + 1, n, rc);
+            }
             i++;
             continue;
         }
