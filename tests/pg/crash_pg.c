@@ -433,7 +433,7 @@ int main(void) {
     ost_conn *c;
     if (ost_conn_open(st, &c)) die("ost_conn_open", ost_store_errmsg(st));
     ost_value m;
-    if (ost_map_new(c, "int", &m) || ost_root_set_c(c, "m", m) ||
+    if (ost_map_new(c, "int", &m) || ost_root_set_c(c, "m", ost_incref(m)) || /* m is borrowed */
         ost_root_set_c(c, "counter", new_item(0)) || ost_commit(c))
         die("making the store", ost_conn_errmsg(c));
     ost_conn_close(c);
