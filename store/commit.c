@@ -161,10 +161,29 @@ int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
     return 0;
 }
 
+/* The engine's commit of pkgs[0, n) in session s, after which every
+ * package holds its true outcome: engine.h says a failure of the whole
+ * call (the disk, the server) is carried by every package too; a package
+ * the engine left at rc 0 with something to write although the call
+ * failed gets that failure here, so that no member of a failed call is
+ * told it committed (a group's member, a loader's batch, an asynchronous
+ * commit's callback). */
+static void commit_pkgs(ost_store *st, ost__sess *s, ost__pkg **pkgs, size_t n) {
+    int rc = st->ops->commit(s, pkgs, n);
+    if (!rc) return;
+    for (size_t i = 0; i < n; i++) {
+        ost__pkg *p = pkgs[i];
+        if (p->rc || (!p->nrecs && !p->nments)) continue;
+        p->rc = rc;
+        p->serial = 0;
+        ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(st));
+    }
+}
+
 /* Applies one package on the calling thread, in session s (whose
  * snapshot is closed). */
 int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p) {
-    (void)st->ops->commit(s, &p, 1); /* the outcome is p's */
+    commit_pkgs(st, s, &p, 1); /* the outcome is p's */
     p->done = true;
     return p->rc;
 }
@@ -240,12 +259,12 @@ static void run_group(ost_store *st, bool led) {
     size_t i = 0;
     for (ost__pkg *p = group; p; p = p->next) {
         if (i == st->gc_cap) { /* no memory for the array: one by one */
-            st->ops->commit(st->gc_sess, &p, 1);
+            commit_pkgs(st, st->gc_sess, &p, 1);
             continue;
         }
         st->gc_arr[i++] = p;
     }
-    if (i) st->ops->commit(st->gc_sess, st->gc_arr, i);
+    if (i) commit_pkgs(st, st->gc_sess, st->gc_arr, i);
     uint64_t ended = uv_hrtime();
     if (st->ops->commit_split) /* the split of its time (benchmarks) */
         st->ops->commit_split(st->gc_sess, &st->gc_apply_ns, &st->gc_commit_ns);

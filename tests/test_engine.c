@@ -1166,6 +1166,104 @@ OST_TEST(engine, a_restarted_server_fails_once_then_recovers) {
     E->ops->sess_close(s);
 }
 
+/* A commit is acknowledged only once the server flushed its WAL past the
+ * commit record (issue 30: the flush wait, SELECT txid_current(), wrote no
+ * WAL, so PostgreSQL committed it asynchronously and nothing waited).
+ * Right after each commit call returns, the server's flush LSN must have
+ * reached its insert LSN. Nothing else may write WAL meanwhile: the server
+ * runs with wal_level minimal (no running-xacts records), autovacuum off,
+ * no checkpoint due, and the WAL writer slowed to 10 s so that it does not
+ * flush for the commit; the settings go back at the end (two restarts).
+ * Both paths: a plain package (the two-pipeline path) and one of 300
+ * records (COPY, the statement path). */
+static const char *const flush_settings[] = {"wal_level", "max_wal_senders", "autovacuum",
+                                             "wal_writer_delay", "checkpoint_timeout"};
+
+OST_TEST(engine, a_commit_returns_after_the_server_flushed_it) {
+    const char *admin = getenv("OST_TEST_PG_ADMIN"), *restart = getenv("OST_TEST_PG_RESTART");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server WAL", E->name);
+    cr_assert(admin && restart, "run through tests/pg/pgserver.sh");
+    static const char *const values[] = {"minimal", "0", "off", "'10s'", "'1h'"};
+    char sql[128];
+    for (int i = 0; i < 5; i++) {
+        snprintf(sql, sizeof sql, "ALTER SYSTEM SET %s = %s", flush_settings[i], values[i]);
+        cr_assert_eq(psql(admin, sql), 0, "%s", sql);
+    }
+    cr_assert_eq(system(restart), 0);
+    /* fails (division by zero) unless everything inserted is flushed */
+    const char *flushed =
+        "SELECT 1 / (pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn())::int";
+    enum { BIG = 300 };
+    uint64_t f = oids(2 * BIG + 2);
+    ost__sess *s = sess();
+    int bad = 0;
+    for (int round = 0; round < 2; round++) {
+        ost__pkg *p = pkg();
+        size_t n = round == 0 ? 1 : BIG; /* 1: the short path; BIG: COPY */
+        for (size_t i = 0; i < n; i++) ost__pkg_add(p, f + round * 2 + i * 2, 0, 1, "x.", 2);
+        int rc = E->ops->commit(s, &p, 1);
+        int prc = p->rc;
+        bool ok = rc == 0 && prc == 0 && psql(admin, flushed) == 0;
+        if (!ok) cr_log_error("%zu records: rc %d, package %d, flushed: no", n, rc, prc);
+        bad += !ok;
+        ost__pkg_free(p);
+    }
+    E->ops->sess_close(s);
+    for (int i = 0; i < 5; i++) {
+        snprintf(sql, sizeof sql, "ALTER SYSTEM RESET %s", flush_settings[i]);
+        psql(admin, sql);
+    }
+    cr_assert_eq(system(restart), 0);
+    cr_assert_eq(bad, 0, "a commit returned before the server flushed it");
+}
+
+/* A commit call whose server went away: every package of it carries the
+ * failure, not only the first (issue 30: the others kept rc 0, told
+ * committed though nothing was written), and all of them commit once the
+ * server is back. */
+OST_TEST(engine, a_group_whose_server_stopped_fails_every_package) {
+    const char *stop = getenv("OST_TEST_PG_STOP"), *start = getenv("OST_TEST_PG_START");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to stop", E->name);
+    cr_assert(stop && start, "OST_TEST_PG_STOP/START are not set (tests/pg/pgserver.sh sets them)");
+    enum { N = 6 };
+    uint64_t f = oids(N + 1);
+    ost__sess *s = sess();
+    ost__pkg *p = pkg();
+    ost__pkg_add(p, f, 0, 1, "x.", 2);
+    cr_assert_eq(commit1(s, p), 0, "%s", p->msg); /* the session's connection is up */
+    ost__pkg *ps[N];
+    for (int i = 0; i < N; i++) {
+        ps[i] = pkg();
+        ost__pkg_add(ps[i], f + 1 + (uint64_t)i, 0, 1, "y.", 2);
+    }
+    cr_assert_eq(system(stop), 0);
+    int rc = E->ops->commit(s, ps, N);
+    int rcs[N];
+    uint64_t serials[N];
+    for (int i = 0; i < N; i++) {
+        rcs[i] = ps[i]->rc;
+        serials[i] = ps[i]->serial;
+    }
+    cr_assert_eq(system(start), 0); /* before any assertion: the next tests need it */
+    cr_assert_eq(rc, OST_EIO, "%s", ost_err_name(rc));
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(rcs[i], OST_EIO, "package %d of %d: %s (told committed, nothing written)", i,
+                     N, ost_err_name(rcs[i]));
+        cr_assert_eq(serials[i], 0);
+        cr_assert(ps[i]->msg[0], "package %d has no message", i);
+    }
+    /* nothing of them was written; the same call commits them all now */
+    rc = E->ops->commit(s, ps, N);
+    if (rc == OST_EIO) rc = E->ops->commit(s, ps, N); /* the broken connection, once */
+    cr_assert_eq(rc, 0, "%s", ost_store_errmsg(st));
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(ps[i]->rc, 0, "%s", ps[i]->msg);
+        ost__pkg_free(ps[i]);
+    }
+    ost__pkg_free(p);
+    E->ops->sess_close(s);
+}
+
 /* ---- the public API on the engine ---------------------------------------------
  * ost_store_open dispatches on the address; connections, commits, conflicts,
  * invalidations, maps, iterators and the bulk loader then run on the engine

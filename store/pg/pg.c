@@ -2577,16 +2577,36 @@ static void fail_done(ost__sess *s, ost__pkg *const *pkgs, size_t n, int rc) {
         }
 }
 
+/* The statement that waits for the flush (see flush_wait). */
+#define FLUSH_SQL "SELECT pg_logical_emit_message(true, 'ostore', '')"
+
 /* Durability, once for the packages of pkgs[0, n) committed (rc 0 and a
  * serial) since the last flush, as LMDB's one fsync per group of the
- * store's group committer: a transaction of its own that takes an xid
- * commits synchronously, so it returns once the WAL is flushed past its
- * commit record, hence past every commit before it on the server. Other
- * sessions' flushes merge with it (PostgreSQL's group commit), since no
- * lock is held. It runs on the connection the packages committed on: a
- * new connection could flush a server that restarted and lost them. If
- * it fails, each of those packages carries the failure (it may be
- * stored, but is not known durable). 0 or that code. */
+ * store's group committer. Their COMMIT ran with synchronous_commit off:
+ * its commit record is in the WAL, not known flushed. Then one
+ * transaction of its own, with the session's synchronous_commit on,
+ * writes a WAL record after theirs and commits: PostgreSQL answers it
+ * only once the WAL is flushed past its commit record, hence past every
+ * commit record before it (the WAL is one sequence, flushed in order).
+ *
+ * The transaction must write WAL itself: RecordTransactionCommit
+ * (src/backend/access/transam/xact.c) flushes (XLogFlush(XactLastRecEnd))
+ * only when "wrote_xlog && markXidCommitted && synchronous_commit >
+ * SYNCHRONOUS_COMMIT_OFF" (or a forced sync, or files to delete); a
+ * transaction that only took an xid (SELECT txid_current(), what this
+ * used to run) wrote no WAL before its commit record, so it commits
+ * asynchronously and waits for nothing (measured on PostgreSQL 15: the
+ * flush LSN did not move; docs/postgresql.md, "Durability"). A
+ * transactional logical message does both: LogLogicalMessage
+ * (src/backend/replication/logical/message.c) takes an xid
+ * (GetCurrentTransactionId) and inserts a WAL record, at any wal_level,
+ * and PUBLIC may call it; its redo is a no-op, and it writes no table, so
+ * nothing waits on a row lock. Other sessions' flushes merge with it
+ * (XLogFlush flushes everything inserted so far; commit_delay groups
+ * more), since no lock is held. It runs on the connection the packages
+ * committed on: a new connection could flush a server that restarted and
+ * lost them. If it fails, each of those packages carries the failure (it
+ * may be stored, but is not known durable). 0 or that code. */
 static int flush_wait(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     ost__engine *e = s->e;
     int rc;
@@ -2595,7 +2615,7 @@ static int flush_wait(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
                           "%s: commit: the connection to the server broke before the flush",
                           e->shown);
     else
-        rc = run0(e, s->conn, "commit: waiting for the flush", "SELECT txid_current()", NULL);
+        rc = run0(e, s->conn, "commit: waiting for the flush", FLUSH_SQL, NULL);
     if (rc) fail_done(s, pkgs, n, rc);
     return rc;
 }
@@ -2833,7 +2853,10 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         PQclear(res[i]);
         res[i] = NULL;
     }
-    pstmt st2[3] = {{PS_GWRITE, NULL, &qw}, {-1, "COMMIT", NULL}, {-1, "SELECT txid_current()", NULL}};
+    /* the third statement is flush_wait's, in an implicit transaction of
+     * its own that commits at the pipeline's Sync: its answer (the Sync's)
+     * comes once the flush is done */
+    pstmt st2[3] = {{PS_GWRITE, NULL, &qw}, {-1, "COMMIT", NULL}, {-1, FLUSH_SQL, NULL}};
     int n2 = e->sync_off ? 2 : 3, rc;
     if (n2 == 3 && e->st->group_commit) {
         /* the view's poll (pg_commit) goes out once COMMIT's answer is
@@ -2951,7 +2974,12 @@ static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         if (rc) {
             if (s->conn && PQstatus(s->conn) == CONNECTION_OK) PQclear(PQexec(s->conn, "ROLLBACK"));
             pkg_fail(s, pkgs[i], rc);
-            if (rc == OST_EIO && (!s->conn || PQstatus(s->conn) != CONNECTION_OK)) whole = rc;
+            if (rc == OST_EIO && (!s->conn || PQstatus(s->conn) != CONNECTION_OK)) {
+                /* the call ends here: every package not tried yet carries
+                 * the failure (none of them is written), not rc 0 */
+                whole = rc;
+                fail_range(s, pkgs, i + 1, n, rc);
+            }
             i++;
             continue;
         }
