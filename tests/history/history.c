@@ -104,9 +104,14 @@ void h_fail(const char *fmt, ...) {
     fprintf(stderr, "history %s FAILED (engine %s, seed %llu): %s\n", h_mode, h_engine,
             (unsigned long long)h_seed, msg);
     if (g_note) fprintf(stderr, "(a regression seed: it found \"%s\" before)\n", g_note);
-    fprintf(stderr, "replay: OST_HISTORY_SEED=%llu OST_HISTORY_VERBOSE=1 history %s ADDR 0 1 %u\n"
-                    "  (ADDR: tmp for LMDB, or pg under tests/pg/pgserver.sh)\n",
-            (unsigned long long)h_seed, h_mode, h_nops);
+    if (!strcmp(h_mode, "procs"))
+        fprintf(stderr, "replay: OST_HISTORY_SEED=%llu history procs ADDR 0 %u (the same choices and kill times; "
+                        "the processes may interleave otherwise)\n",
+                (unsigned long long)h_seed, h_nops);
+    else
+        fprintf(stderr, "replay: OST_HISTORY_SEED=%llu OST_HISTORY_VERBOSE=1 history model ADDR 0 1 %u\n",
+                (unsigned long long)h_seed, h_nops);
+    fprintf(stderr, "  (ADDR: tmp for LMDB, or pg under tests/pg/pgserver.sh)\n");
     fflush(stderr);
     _exit(1);
 }

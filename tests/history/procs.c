@@ -528,6 +528,7 @@ int procs_main(const char *addr, uint64_t first, unsigned count, unsigned nops) 
     h_seed = e.seed;
     double secs = lng ? atof(lng) : 0;
     unsigned kills = lng ? UINT32_MAX : count;
+    h_nops = count;
     char tmp[] = "/tmp/ostore-history-procs-XXXXXX", dir[600], data[600];
     if (!mkdtemp(tmp)) h_fail("mkdtemp: %s", strerror(errno));
     snprintf(g_logpath, sizeof g_logpath, "%s/log", tmp);
