@@ -141,11 +141,12 @@ ost_registry *h_registry(ost_value *obj_cls, ost_value *marker_cls) {
     return reg;
 }
 
-ost_store *h_open(const char *addr, ost_registry *reg) {
+ost_store *h_open(const char *addr, ost_registry *reg, bool group) {
     ost_store_options o;
     ost_store_options_init(&o);
     o.create = true;
     o.registry = reg;
+    o.group_commit = group;
     o.durability = OST_SYNC_FULL;
     ost_store *st = ost_store_new();
     if (!st) h_fail("ost_store_new: out of memory");
@@ -229,6 +230,8 @@ typedef struct {
     uint64_t objver[NOBJ], keyver[NMAP][NKEY]; /* the commit that last wrote each */
     mconn conn[NCONN];
     uint64_t rng;
+    uint64_t rng2; /* a stream of its own for the store's options, so that
+                    * the operations of a seed stay what they were */
     int64_t nextval;
     /* figures */
     unsigned long ops, commits, conflicts, aborts, reopens, ranges;
@@ -540,7 +543,7 @@ static void op_abort(hist *h, int k) {
 static void op_reopen(hist *h) {
     close_all(h);
     h_log("reopen the store");
-    h->st = h_open(h->pg ? h->addr : h->dir, h->reg);
+    h->st = h_open(h->pg ? h->addr : h->dir, h->reg, h_below(&h->rng2, 2));
     open_conns(h);
     h->reopens++;
 }
@@ -631,7 +634,8 @@ static void run_history(const char *addr, uint64_t seed, unsigned nops) {
     snprintf(h.name, sizeof h.name, "history-%d-%llu", (int)getpid(), (unsigned long long)seed);
     if (!h.pg) snprintf(h.dir, sizeof h.dir, "%s/s%llu", addr, (unsigned long long)seed);
     h.reg = h_registry(&h.obj_cls, &h.marker_cls);
-    h.st = h_open(h.pg ? h.addr : h.dir, h.reg);
+    h.rng2 = seed ^ 0x67c0ull;
+    h.st = h_open(h.pg ? h.addr : h.dir, h.reg, h_below(&h.rng2, 2));
     setup(&h);
     open_conns(&h);
     for (unsigned n = 0; n < nops; n++) {

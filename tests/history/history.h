@@ -38,9 +38,10 @@ void h_rmtree(const char *path);
 
 /* A registry with the classes history.Obj and history.Marker (borrowed
  * into *obj_cls and *marker_cls); the store at addr opened (made if need
- * be) with full durability; a connection. Each fails the test on error. */
+ * be) with full durability, with group commit or without; a connection.
+ * Each fails the test on error. */
 ost_registry *h_registry(ost_value *obj_cls, ost_value *marker_cls);
-ost_store *h_open(const char *addr, ost_registry *reg);
+ost_store *h_open(const char *addr, ost_registry *reg, bool group);
 ost_conn *h_conn(ost_store *st);
 /* The int in x, or fails naming what. */
 int64_t h_int(ost_value x, const char *what);

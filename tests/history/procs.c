@@ -217,6 +217,7 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
         ost_store_options o;
         ost_store_options_init(&o);
         o.registry = e->reg;
+        o.group_commit = (e->seed + (uint64_t)s + (uint64_t)inc) % 2; /* every other incarnation */
         st = ost_store_new();
         if (!st) h_fail("out of memory");
         int rc = ost_store_open(st, e->addr, &o);
