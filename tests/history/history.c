@@ -212,6 +212,7 @@ typedef struct {
 typedef struct {
     ost_conn *c;
     uint64_t snapver; /* the model's commits its snapshot holds */
+    mstate snap;      /* the committed state its snapshot holds */
     mstate view;      /* its snapshot with its own changes */
     bool wobj[NOBJ], wkey[NMAP][NKEY];
     bool dirty;
@@ -256,6 +257,7 @@ static ost_value handle(hist *h, int k, int i) {
 static void model_begin(hist *h, int k) {
     mconn *m = &h->conn[k];
     m->snapver = h->ver;
+    m->snap = h->committed;
     m->view = h->committed;
     memset(m->wobj, 0, sizeof m->wobj);
     memset(m->wkey, 0, sizeof m->wkey);
@@ -554,7 +556,12 @@ static void op_commit(hist *h, int k) {
             }
         for (int mi = 0; mi < NMAP; mi++)
             for (int i = 0; i < NKEY; i++)
-                if (m->wkey[mi][i]) {
+                /* a key absent from the snapshot that the transaction set
+                 * and deleted again: the commit leaves it as it was and
+                 * other transactions do not conflict with it (its own
+                 * commit still does, above, when another commit wrote the
+                 * key meanwhile) */
+                if (m->wkey[mi][i] && (m->view.has[mi][i] || m->snap.has[mi][i])) {
                     h->committed.has[mi][i] = m->view.has[mi][i];
                     h->committed.val[mi][i] = m->view.val[mi][i];
                     h->keyver[mi][i] = h->ver;
