@@ -742,6 +742,9 @@ static const struct {
      * sets it and commits; c2 deletes it and commits; c0's commit returned
      * OST_OK instead of OST_ECONFLICT */
     {35, "a map key set then deleted by other commits raised no conflict"},
+    /* the same on the int map: c2 sets map0[5] and commits, then deletes
+     * it and commits; c1, whose snapshot is older, sets it: OST_OK */
+    {216, "a map key set then deleted by other commits raised no conflict (int map)"},
 };
 
 static int model_main(const char *addr, uint64_t first, unsigned count, unsigned nops) {
