@@ -105,8 +105,9 @@ void h_fail(const char *fmt, ...) {
             (unsigned long long)h_seed, msg);
     if (g_note) fprintf(stderr, "(a regression seed: it found \"%s\" before)\n", g_note);
     if (!strcmp(h_mode, "procs"))
-        fprintf(stderr, "replay: OST_HISTORY_SEED=%llu history procs ADDR 0 %u (the same choices and kill times; "
-                        "the processes may interleave otherwise)\n",
+        fprintf(stderr,
+                "replay: OST_HISTORY_SEED=%llu history procs ADDR 0 %u (the same choices and kill times; "
+                "the processes may interleave otherwise)\n",
                 (unsigned long long)h_seed, h_nops);
     else
         fprintf(stderr, "replay: OST_HISTORY_SEED=%llu OST_HISTORY_VERBOSE=1 history model ADDR 0 1 %u\n",
@@ -133,8 +134,8 @@ ost_registry *h_registry(ost_value *obj_cls, ost_value *marker_cls) {
     static const char *fields[] = {"v"};
     ost_registry *reg = ost_registry_new();
     if (!reg) h_fail("ost_registry_new: out of memory");
-    ost_class_def d = {.module = "history", .name = "Obj", .fields = fields, .nfields = 1,
-                       .persistent = true};
+    ost_class_def d = {
+        .module = "history", .name = "Obj", .fields = fields, .nfields = 1, .persistent = true};
     if (ost_registry_add(reg, &d, obj_cls)) h_fail("ost_registry_add history.Obj");
     d.name = "Marker";
     if (ost_registry_add(reg, &d, marker_cls)) h_fail("ost_registry_add history.Marker");
@@ -180,9 +181,12 @@ int64_t h_int(ost_value x, const char *what) {
 ost_value h_key(int m, int i) {
     if (m == 0) return ost_int(i - NKEY / 2);
     char s[8];
-    if (i < 0) snprintf(s, sizeof s, "k");
-    else if (i >= NKEY) snprintf(s, sizeof s, "l");
-    else snprintf(s, sizeof s, "k%02d", i);
+    if (i < 0)
+        snprintf(s, sizeof s, "k");
+    else if (i >= NKEY)
+        snprintf(s, sizeof s, "l");
+    else
+        snprintf(s, sizeof s, "k%02d", i);
     return ost_str_c(s);
 }
 
@@ -227,7 +231,7 @@ typedef struct {
     char dir[512]; /* the history's store (LMDB) */
     char name[48]; /* its root key */
     mstate committed;
-    uint64_t ver; /* commits made */
+    uint64_t ver;                              /* commits made */
     uint64_t objver[NOBJ], keyver[NMAP][NKEY]; /* the commit that last wrote each */
     mconn conn[NCONN];
     uint64_t rng;
@@ -312,10 +316,14 @@ static void op_obj_set(hist *h, int k) {
 }
 
 static void show_key(int mi, int i, char *buf, size_t cap) {
-    if (mi == 0) snprintf(buf, cap, "%d", i - NKEY / 2);
-    else if (i < 0) snprintf(buf, cap, "'k'");
-    else if (i >= NKEY) snprintf(buf, cap, "'l'");
-    else snprintf(buf, cap, "'k%02d'", i);
+    if (mi == 0)
+        snprintf(buf, cap, "%d", i - NKEY / 2);
+    else if (i < 0)
+        snprintf(buf, cap, "'k'");
+    else if (i >= NKEY)
+        snprintf(buf, cap, "'l'");
+    else
+        snprintf(buf, cap, "'k%02d'", i);
 }
 
 static void op_map_get(hist *h, int k) {
@@ -333,8 +341,8 @@ static void op_map_get(hist *h, int k) {
         h_fail("c%d: map%d.get(%s) returned %s, the model says %s (%s)", k, mi, ks, ost_err_name(rc),
                ost_err_name(want), ost_conn_errmsg(m->c));
     if (!rc && h_int(v, "value") != m->view.val[mi][i])
-        h_fail("c%d: map%d.get(%s) gave %lld, the model says %lld", k, mi, ks,
-               (long long)h_int(v, "value"), (long long)m->view.val[mi][i]);
+        h_fail("c%d: map%d.get(%s) gave %lld, the model says %lld", k, mi, ks, (long long)h_int(v, "value"),
+               (long long)m->view.val[mi][i]);
 }
 
 static void op_map_contains(hist *h, int k) {
@@ -413,8 +421,8 @@ static void op_map_end(hist *h, int k) {
     ost_decref(key);
     h_log("c%d: map%d.%s() -> %s %d", k, mi, last ? "last" : "first", ost_err_name(rc), got);
     if (rc != (want < 0 ? OST_ENOTFOUND : 0) || got != want)
-        h_fail("c%d: map%d.%s() gave key index %d (%s), the model says %d", k, mi,
-               last ? "last" : "first", got, ost_err_name(rc), want);
+        h_fail("c%d: map%d.%s() gave key index %d (%s), the model says %d", k, mi, last ? "last" : "first",
+               got, ost_err_name(rc), want);
 }
 
 /* Whether key index i is within range r of from/to (key indexes). */
@@ -471,11 +479,12 @@ static void op_map_range(hist *h, int k) {
             h_fail("c%d: cursor step on map%d: %s: %s", k, mi, ost_err_name(rc), ost_conn_errmsg(m->c));
         int i = rc ? -1 : h_key_index(mi, kv);
         int64_t v = rc ? 0 : h_int(vv, "value");
-        if (!rc && gl < sizeof got - 24) gl += (size_t)snprintf(got + gl, sizeof got - gl, " %d=%lld", i, (long long)v);
+        if (!rc && gl < sizeof got - 24)
+            gl += (size_t)snprintf(got + gl, sizeof got - gl, " %d=%lld", i, (long long)v);
         if (i != want || (!rc && m->view.val[mi][i] != v)) {
             ost_map_cursor_close(cur);
-            h_log("c%d: range map%d from %s%s to %s%s%s -> [%s ]", k, mi, fs, r.from_exclusive ? "(x)" : "", ts,
-                  r.to_exclusive ? "(x)" : "", r.reverse ? " reversed" : "", got);
+            h_log("c%d: range map%d from %s%s to %s%s%s -> [%s ]", k, mi, fs, r.from_exclusive ? "(x)" : "",
+                  ts, r.to_exclusive ? "(x)" : "", r.reverse ? " reversed" : "", got);
             h_fail("c%d: range of map%d from %s%s to %s%s%s: step %d gave %s index %d = %lld; the model says "
                    "index %d = %lld",
                    k, mi, fs, r.from_exclusive ? " (excl)" : "", ts, r.to_exclusive ? " (excl)" : "",
@@ -543,7 +552,8 @@ static void op_commit(hist *h, int k) {
           ost_err_name(want), why[0] ? ", " : "", why);
     if (rc != want)
         h_fail("c%d: commit returned %s (%s), the model says %s%s%s", k, ost_err_name(rc), msg,
-               ost_err_name(want), why[0] ? ": " : "", why[0] ? why : " (no commit since its snapshot wrote what it wrote)");
+               ost_err_name(want), why[0] ? ": " : "",
+               why[0] ? why : " (no commit since its snapshot wrote what it wrote)");
     if (rc) {
         h->conflicts++;
         ost_abort(m->c);
@@ -615,7 +625,8 @@ static void check_committed(hist *h, const char *when) {
             while (next < NKEY && !h->committed.has[mi][next]) next++;
             if (i != next || h_int(vv, "value") != h->committed.val[mi][i])
                 h_fail("%s: map%d's entry %d = %lld, the model's next is %d = %lld", when, mi, i,
-                       (long long)h_int(vv, "value"), next, next < NKEY ? (long long)h->committed.val[mi][next] : 0LL);
+                       (long long)h_int(vv, "value"), next,
+                       next < NKEY ? (long long)h->committed.val[mi][next] : 0LL);
             next++;
         }
         ost_map_cursor_close(cur);
@@ -683,18 +694,30 @@ static void run_history(const char *addr, uint64_t seed, unsigned nops) {
         int k = (int)h_below(&h.rng, NCONN);
         unsigned p = h_below(&h.rng, 1000);
         h.ops++;
-        if (p < 150) op_map_get(&h, k);
-        else if (p < 320) op_map_set(&h, k);
-        else if (p < 430) op_map_del(&h, k);
-        else if (p < 470) op_map_contains(&h, k);
-        else if (p < 510) op_map_len(&h, k);
-        else if (p < 590) op_map_range(&h, k);
-        else if (p < 620) op_map_end(&h, k);
-        else if (p < 720) op_obj_get(&h, k);
-        else if (p < 800) op_obj_set(&h, k);
-        else if (p < 950) op_commit(&h, k);
-        else if (p < 990) op_abort(&h, k);
-        else op_reopen(&h);
+        if (p < 150)
+            op_map_get(&h, k);
+        else if (p < 320)
+            op_map_set(&h, k);
+        else if (p < 430)
+            op_map_del(&h, k);
+        else if (p < 470)
+            op_map_contains(&h, k);
+        else if (p < 510)
+            op_map_len(&h, k);
+        else if (p < 590)
+            op_map_range(&h, k);
+        else if (p < 620)
+            op_map_end(&h, k);
+        else if (p < 720)
+            op_obj_get(&h, k);
+        else if (p < 800)
+            op_obj_set(&h, k);
+        else if (p < 950)
+            op_commit(&h, k);
+        else if (p < 990)
+            op_abort(&h, k);
+        else
+            op_reopen(&h);
     }
     for (int k = 0; k < NCONN; k++) op_commit(&h, k);
     check_committed(&h, "at the end");
@@ -715,7 +738,8 @@ static void run_history(const char *addr, uint64_t seed, unsigned nops) {
 uint64_t h_random_seed(void) {
     uint64_t s = 0;
     int fd = open("/dev/urandom", O_RDONLY);
-    if (fd < 0 || read(fd, &s, sizeof s) != (ssize_t)sizeof s) s = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
+    if (fd < 0 || read(fd, &s, sizeof s) != (ssize_t)sizeof s)
+        s = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32;
     if (fd >= 0) close(fd);
     return s % 1000000000000ull;
 }
@@ -756,8 +780,8 @@ static int model_main(const char *addr, uint64_t first, unsigned count, unsigned
     } else if (lng) {
         double secs = atof(lng);
         uint64_t s = h_random_seed();
-        printf("history model: long mode for %.0f s from seed %llu (engine %s)\n", secs, (unsigned long long)s,
-               h_engine);
+        printf("history model: long mode for %.0f s from seed %llu (engine %s)\n", secs,
+               (unsigned long long)s, h_engine);
         fflush(stdout);
         while (h_now() - t0 < secs) run_history(addr, s++, nops);
     } else {
@@ -777,10 +801,11 @@ static int model_main(const char *addr, uint64_t first, unsigned count, unsigned
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: history model|procs ADDR [FIRST_SEED [COUNT [OPS]]]\n"
-                    "  ADDR: a directory for the stores, or pg ($OST_TEST_PG)\n"
+    fprintf(stderr, "usage: history model ADDR [FIRST_SEED [COUNT [OPS]]]   COUNT histories of OPS operations\n"
+                    "       history procs ADDR [SEED [KILLS]]                two workers, KILLS kills\n"
+                    "  ADDR: tmp (LMDB stores in a temporary directory), a directory, or pg ($OST_TEST_PG)\n"
                     "  OST_HISTORY_SEED=N replays seed N; OST_HISTORY_LONG=SECONDS draws a seed and\n"
-                    "  runs for that long; OST_HISTORY_VERBOSE=1 prints every operation\n");
+                    "  runs for that long; OST_HISTORY_VERBOSE=1 prints every operation of a model history\n");
     exit(2);
 }
 

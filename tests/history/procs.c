@@ -107,7 +107,8 @@ static htx *read_log(size_t *n) {
                 hw *w = &x->w[x->nw];
                 int used = 0;
                 long long pv, nv;
-                if (sscanf(q + 1, " %c %d %d %lld %lld%n", &w->kind, &w->mi, &w->i, &pv, &nv, &used) != 5) break;
+                if (sscanf(q + 1, " %c %d %d %lld %lld%n", &w->kind, &w->mi, &w->i, &pv, &nv, &used) != 5)
+                    break;
                 w->prev = pv;
                 w->next = nv;
                 x->nw++;
@@ -192,13 +193,16 @@ static void settle(ost_conn *c, const penv *e, int s, int64_t id, const char *wh
         int rc = read_marker(c, e, s, &v, &serial);
         if (!rc) {
             char line[128];
-            if (v == id) snprintf(line, sizeof line, "A %d %lld %llu %s\n", s, (long long)id,
-                                  (unsigned long long)serial, why);
-            else snprintf(line, sizeof line, "N %d %lld %s\n", s, (long long)id, why);
+            if (v == id)
+                snprintf(line, sizeof line, "A %d %lld %llu %s\n", s, (long long)id,
+                         (unsigned long long)serial, why);
+            else
+                snprintf(line, sizeof line, "N %d %lld %s\n", s, (long long)id, why);
             log_line(line);
             return;
         }
-        if (!e->pg || tries > 600) h_fail("worker %d: reading its marker: %s: %s", s, ost_err_name(rc), ost_conn_errmsg(c));
+        if (!e->pg || tries > 600)
+            h_fail("worker %d: reading its marker: %s: %s", s, ost_err_name(rc), ost_conn_errmsg(c));
         pgkill_sleep_ms(100);
     }
 }
@@ -222,7 +226,8 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
         if (!st) h_fail("out of memory");
         int rc = ost_store_open(st, e->addr, &o);
         if (!rc && !(rc = ost_conn_open(st, &c))) break;
-        if (!e->pg || tries > 600) h_fail("worker %d: open: %s: %s", s, ost_err_name(rc), ost_store_errmsg(st));
+        if (!e->pg || tries > 600)
+            h_fail("worker %d: open: %s: %s", s, ost_err_name(rc), ost_store_errmsg(st));
         ost_store_close(st);
         pgkill_sleep_ms(100);
     }
@@ -252,7 +257,8 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
                 w.i = (int)h_below(&rng, NKEY);
             }
             bool dup = false;
-            for (int q = 0; q < x.nw; q++) dup |= x.w[q].kind == w.kind && x.w[q].mi == w.mi && x.w[q].i == w.i;
+            for (int q = 0; q < x.nw; q++)
+                dup |= x.w[q].kind == w.kind && x.w[q].mi == w.mi && x.w[q].i == w.i;
             if (dup) continue;
             w.next = id * 16 + k;
             if (w.kind == 'o') {
@@ -288,15 +294,17 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
         }
         if (rc) {
             /* a read failed before the commit: nothing logged, nothing to settle */
-            if (!e->pg) h_fail("worker %d: transaction %lld: %s: %s", s, (long long)id, ost_err_name(rc), ost_conn_errmsg(c));
+            if (!e->pg)
+                h_fail("worker %d: transaction %lld: %s: %s", s, (long long)id, ost_err_name(rc),
+                       ost_conn_errmsg(c));
             pgkill_sleep_ms(50);
             continue;
         }
         char line[512];
         int len = snprintf(line, sizeof line, "I %d %lld:", s, (long long)id);
         for (int k = 0; k < x.nw; k++)
-            len += snprintf(line + len, sizeof line - (size_t)len, "%s %c %d %d %lld %lld", k ? "," : "", x.w[k].kind,
-                            x.w[k].mi, x.w[k].i, (long long)x.w[k].prev, (long long)x.w[k].next);
+            len += snprintf(line + len, sizeof line - (size_t)len, "%s %c %d %d %lld %lld", k ? "," : "",
+                            x.w[k].kind, x.w[k].mi, x.w[k].i, (long long)x.w[k].prev, (long long)x.w[k].next);
         snprintf(line + len, sizeof line - (size_t)len, "\n");
         log_line(line);
         rc = ost_commit(c);
@@ -318,7 +326,9 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
             log_line(line);
             ost_abort(c);
         } else {
-            if (!e->pg) h_fail("worker %d: commit of %lld: %s: %s", s, (long long)id, ost_err_name(rc), ost_conn_errmsg(c));
+            if (!e->pg)
+                h_fail("worker %d: commit of %lld: %s: %s", s, (long long)id, ost_err_name(rc),
+                       ost_conn_errmsg(c));
             settle(c, e, s, id, "commit failed");
         }
     }
@@ -403,7 +413,8 @@ static void check(const penv *e, const char *when, pstats *ps) {
     for (size_t k = 0; k < nt; k++) last[t[k].slot] = (int)k;
     for (size_t k = 0; k < nt; k++) {
         htx *x = &t[k];
-        if (x->outcome == 'A' && x->serial <= snap) com[nc++] = x;
+        if (x->outcome == 'A' && x->serial <= snap)
+            com[nc++] = x;
         else if (!x->outcome && (int)k == last[x->slot] && mark[x->slot] == x->id) {
             x->serial = markser[x->slot]; /* unsettled, and the marker says committed */
             com[nc++] = x;
@@ -419,19 +430,21 @@ static void check(const penv *e, const char *when, pstats *ps) {
     for (size_t k = 0; k < nc; k++) {
         htx *x = com[k];
         if (k && com[k - 1]->serial == x->serial)
-            h_fail("%s: commits %lld (slot %d) and %lld (slot %d) both have serial %llu: one of them was lost "
-                   "and its serial given again",
-                   when, (long long)com[k - 1]->id, com[k - 1]->slot, (long long)x->id, x->slot,
-                   (unsigned long long)x->serial);
+            h_fail(
+                "%s: commits %lld (slot %d) and %lld (slot %d) both have serial %llu: one of them was lost "
+                "and its serial given again",
+                when, (long long)com[k - 1]->id, com[k - 1]->slot, (long long)x->id, x->slot,
+                (unsigned long long)x->serial);
         for (int q = 0; q < x->nw; q++) {
             hw *w = &x->w[q];
             int64_t before = w->kind == 'o' ? robj[w->i] : rhas[w->mi][w->i] ? rval[w->mi][w->i] : -1;
             if (before != w->prev)
-                h_fail("%s: commit %llu (slot %d, transaction %lld) read %s%d[%d] = %lld, but the commits before "
+                h_fail("%s: commit %llu (slot %d, transaction %lld) read %s%d[%d] = %lld, but the commits "
+                       "before "
                        "it in serial order left %lld: an update was lost or a conflict missed",
-                       when, (unsigned long long)x->serial, x->slot, (long long)x->id, w->kind == 'o' ? "obj" : "map",
-                       w->kind == 'o' ? w->i : w->mi, w->kind == 'o' ? 0 : w->i, (long long)w->prev,
-                       (long long)before);
+                       when, (unsigned long long)x->serial, x->slot, (long long)x->id,
+                       w->kind == 'o' ? "obj" : "map", w->kind == 'o' ? w->i : w->mi,
+                       w->kind == 'o' ? 0 : w->i, (long long)w->prev, (long long)before);
             if (w->kind == 'o') {
                 robj[w->i] = w->next;
                 robjser[w->i] = x->serial;
@@ -445,8 +458,9 @@ static void check(const penv *e, const char *when, pstats *ps) {
     /* the store against the replay */
     for (int j = 0; j < NOBJ; j++)
         if (obj[j] != robj[j] || (robjser[j] && objser[j] != robjser[j]))
-            h_fail("%s: obj%d holds %lld (record serial %llu); the %zu commits replayed leave %lld (serial %llu)", when,
-                   j, (long long)obj[j], (unsigned long long)objser[j], nc, (long long)robj[j],
+            h_fail("%s: obj%d holds %lld (record serial %llu); the %zu commits replayed leave %lld (serial "
+                   "%llu)",
+                   when, j, (long long)obj[j], (unsigned long long)objser[j], nc, (long long)robj[j],
                    (unsigned long long)robjser[j]);
     for (int s = 0; s < NSLOT; s++)
         if (mark[s] != rmark[s])
@@ -489,7 +503,8 @@ static void poll_worker(pid_t pid, int s) {
     int status;
     pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid)
-        h_fail("worker %d (pid %ld) ended by itself (status %d): see its message above", s, (long)pid, status);
+        h_fail("worker %d (pid %ld) ended by itself (status %d): see its message above", s, (long)pid,
+               status);
 }
 
 static void setup(penv *e) {
@@ -599,8 +614,8 @@ int procs_main(const char *addr, uint64_t first, unsigned count, unsigned nops) 
         int status;
         /* a worker spawned just before may end by SIGTERM before it set
          * its handler: as a kill, which the check settles by its marker */
-        if (waitpid(pid[s], &status, 0) != pid[s] ||
-            !((WIFEXITED(status) && !WEXITSTATUS(status)) || (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)))
+        if (waitpid(pid[s], &status, 0) != pid[s] || !((WIFEXITED(status) && !WEXITSTATUS(status)) ||
+                                                       (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)))
             h_fail("worker %d did not end cleanly (status %d): see above", s, status);
     }
     check(&e, "at the end", &ps);
@@ -614,11 +629,12 @@ int procs_main(const char *addr, uint64_t first, unsigned count, unsigned nops) 
             kn += line[0] == 'N';
         }
     if (f) fclose(f);
-    printf("history procs: engine %s, seed %llu: %u worker kills (%u with a commit in flight), %u server kills, "
-           "%u backend terminations; commits whose outcome a kill hid: %lu committed, %lu not; %lu commits "
-           "checked in serial order, %lu conflicts; %lu checks, all as logged, in %.1f s\n",
-           h_engine, (unsigned long long)e.seed, wkills, inflight, skills, terms, kc, kn, ps.committed, ps.conflicts,
-           ps.checks, h_now() - t0);
+    printf(
+        "history procs: engine %s, seed %llu: %u worker kills (%u with a commit in flight), %u server kills, "
+        "%u backend terminations; commits whose outcome a kill hid: %lu committed, %lu not; %lu commits "
+        "checked in serial order, %lu conflicts; %lu checks, all as logged, in %.1f s\n",
+        h_engine, (unsigned long long)e.seed, wkills, inflight, skills, terms, kc, kn, ps.committed,
+        ps.conflicts, ps.checks, h_now() - t0);
     ost_registry_free(e.reg);
     h_rmtree(tmp);
     return 0;
