@@ -551,8 +551,8 @@ static void op_commit(hist *h, int k) {
     h_log("c%d: commit -> %s%s%s (model: %s%s%s)", k, ost_err_name(rc), rc ? ": " : "", rc ? msg : "",
           ost_err_name(want), why[0] ? ", " : "", why);
     if (rc != want)
-        h_fail("c%d: commit returned %s (%s), the model says %s%s%s", k, ost_err_name(rc), msg,
-               ost_err_name(want), why[0] ? ": " : "",
+        h_fail("c%d: commit returned %s%s%s%s, the model says %s%s%s", k, ost_err_name(rc), rc ? " (" : "",
+               rc ? msg : "", rc ? ")" : "", ost_err_name(want), why[0] ? ": " : "",
                why[0] ? why : " (no commit since its snapshot wrote what it wrote)");
     if (rc) {
         h->conflicts++;
