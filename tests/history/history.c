@@ -51,6 +51,7 @@ static size_t g_oplen, g_opcap;
 static bool g_verbose;
 uint64_t h_seed;
 unsigned h_nops = 200;
+char h_keep[600];
 static const char *g_note; /* the bug a regression seed found */
 const char *h_mode = "model";
 const char *h_engine = "lmdb";
@@ -104,6 +105,7 @@ void h_fail(const char *fmt, ...) {
     fprintf(stderr, "history %s FAILED (engine %s, seed %llu): %s\n", h_mode, h_engine,
             (unsigned long long)h_seed, msg);
     if (g_note) fprintf(stderr, "(a regression seed: it found \"%s\" before)\n", g_note);
+    if (h_keep[0]) fprintf(stderr, "(its files are kept in %s)\n", h_keep);
     if (!strcmp(h_mode, "procs"))
         fprintf(stderr,
                 "replay: OST_HISTORY_SEED=%llu history procs ADDR 0 %u (the same choices and kill times; "
@@ -821,6 +823,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(addr, "tmp")) {
         if (!mkdtemp(tmp)) h_fail("mkdtemp: %s", strerror(errno));
         addr = tmp;
+        snprintf(h_keep, sizeof h_keep, "%s", tmp);
         made = true;
     }
     uint64_t first = argc > 3 ? strtoull(argv[3], NULL, 10) : 1;

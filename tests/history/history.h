@@ -19,6 +19,7 @@
 extern uint64_t h_seed;    /* the seed of the history running */
 extern const char *h_mode; /* "model" or "procs", for messages */
 extern const char *h_engine;
+extern char h_keep[600]; /* a directory a failure leaves for a look ("" if none) */
 extern unsigned h_nops; /* operations of a model history; kills of a procs run */
 
 /* Appends a line to the history's operation log (printed on failure; on

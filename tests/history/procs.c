@@ -548,6 +548,7 @@ int procs_main(const char *addr, uint64_t first, unsigned count, unsigned nops) 
     char tmp[] = "/tmp/ostore-history-procs-XXXXXX", dir[600], data[600];
     if (!mkdtemp(tmp)) h_fail("mkdtemp: %s", strerror(errno));
     snprintf(g_logpath, sizeof g_logpath, "%s/log", tmp);
+    snprintf(h_keep, sizeof h_keep, "%.200s (the log: %.300s)", tmp, g_logpath);
     if (e.pg) {
         e.addr = getenv("OST_TEST_PG");
         if (!e.addr || pgkill_datadir(data, sizeof data))
