@@ -215,8 +215,9 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
     uint64_t rng = e->seed * 1000003u + (uint64_t)s * 7919u + (uint64_t)inc * 104729u;
     h_seed = e->seed;
     ost_store *st = NULL;
-    ost_conn *c = NULL;
-    /* open, retrying while the server restarts */
+    /* two connections, a transaction on one or the other: each sees the
+     * other's commits and the other process's at its next transaction */
+    ost_conn *cs[2] = {NULL, NULL}, *c;
     for (int tries = 0;; tries++) {
         ost_store_options o;
         ost_store_options_init(&o);
@@ -225,12 +226,15 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
         st = ost_store_new();
         if (!st) h_fail("out of memory");
         int rc = ost_store_open(st, e->addr, &o);
-        if (!rc && !(rc = ost_conn_open(st, &c))) break;
+        if (!rc && !(rc = ost_conn_open(st, &cs[0])) && !(rc = ost_conn_open(st, &cs[1]))) break;
         if (!e->pg || tries > 600)
             h_fail("worker %d: open: %s: %s", s, ost_err_name(rc), ost_store_errmsg(st));
+        ost_conn_close(cs[0]);
+        cs[0] = NULL;
         ost_store_close(st);
         pgkill_sleep_ms(100);
     }
+    c = cs[0];
     /* the last transaction of the slot's previous incarnation, killed */
     size_t nt;
     htx *t = read_log(&nt);
@@ -243,6 +247,7 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
     int64_t seq = 0;
     while (!g_stop) {
         int64_t id = (int64_t)inc * ID_INC + ++seq;
+        c = cs[h_below(&rng, 2)];
         ost_abort(c); /* a new snapshot */
         htx x = {.slot = s, .id = id};
         int nw = 1 + (int)h_below(&rng, NW), rc = 0;
@@ -332,7 +337,8 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
             settle(c, e, s, id, "commit failed");
         }
     }
-    ost_conn_close(c);
+    ost_conn_close(cs[0]);
+    ost_conn_close(cs[1]);
     ost_store_close(st);
     _exit(0);
 }
