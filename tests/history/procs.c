@@ -1,6 +1,7 @@
 /* The history test's multi-process part (history procs ADDR SEED KILLS):
- * two worker processes run the same kind of random transactions on one
- * store while the parent kills them (SIGKILL) or, on PostgreSQL, kills the
+ * two worker processes (two connections each, a transaction on one or the
+ * other; every other incarnation with group commit) run the same kind of
+ * random transactions on one store while the parent kills them (SIGKILL) or, on PostgreSQL, kills the
  * server (tests/pg/pgkill.h: the postmaster and every backend, SIGKILL,
  * then a restart with crash recovery) or terminates the workers' backends.
  *
