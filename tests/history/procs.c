@@ -1,9 +1,10 @@
 /* The history test's multi-process part (history procs ADDR SEED KILLS):
  * two worker processes (two connections each, a transaction on one or the
  * other; every other incarnation with group commit) run the same kind of
- * random transactions on one store while the parent kills them (SIGKILL) or, on PostgreSQL, kills the
- * server (tests/pg/pgkill.h: the postmaster and every backend, SIGKILL,
- * then a restart with crash recovery) or terminates the workers' backends.
+ * random transactions on one store while the parent kills them
+ * (SIGKILL) or, on PostgreSQL, kills the server (tests/pg/pgkill.h: the
+ * postmaster and every backend, SIGKILL, then a restart with crash
+ * recovery) or terminates the workers' backends.
  *
  * Each transaction of worker slot s reads what it is about to write (NW
  * objects or map keys), writes new values (map keys: set, or delete when
