@@ -2902,3 +2902,85 @@ OST_TEST(api, loader_batches_go_by_copy_and_a_failed_one_leaves_nothing) {
     ost_conn_close(c);
     ost_store_close(a);
 }
+
+/* Issue 30, item 5: a server that went away is OST_EIO, and the message
+ * names the address and what was being done, in one line: a map write
+ * said only "map N: input/output error" (the engine's message dropped),
+ * and a snapshot begun on a connection the server had closed said
+ * "beginning a snapshot: ADDR: beginning a snapshot:  server closed..."
+ * (the store's message formatted from itself). */
+OST_TEST(api, a_server_gone_is_eio_naming_the_address_and_what_was_done) {
+    const char *stop = getenv("OST_TEST_PG_STOP");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to stop", E->name);
+    cr_assert(stop, "OST_TEST_PG_STOP is not set (tests/pg/pgserver.sh sets it)");
+    ost_store *a = api_open(true, false);
+    ost_conn *c, *c2;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, "int", &m), 0);
+    for (int i = 0; i < 10; i++) cr_assert_eq(ost_map_set(c, m, ost_int(i), item("i", i)), 0);
+    cr_assert_eq(ost_root_set_c(c, "m", m), 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    /* c2 holds a connection (its first snapshot, begun by the open) that
+     * the server will close under it */
+    cr_assert_eq(ost_conn_open(a, &c2), 0);
+    /* c3 in a snapshot, the map's entries not read yet */
+    ost_conn *c3;
+    cr_assert_eq(ost_conn_open(a, &c3), 0);
+    ost_value m3 = ost_root_get_c(c3, "m");
+    cr_assert(m3, "%s", ost_conn_errmsg(c3));
+    cr_assert_eq(ost_activate(c3, m3), 0, "%s", ost_conn_errmsg(c3));
+    /* c5's cursor holds a page of entries whose items it has not read */
+    ost_conn *c5;
+    cr_assert_eq(ost_conn_open(a, &c5), 0);
+    ost_value m5 = ost_root_get_c(c5, "m");
+    cr_assert(m5, "%s", ost_conn_errmsg(c5));
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c5, m5, NULL, &cur), 0, "%s", ost_conn_errmsg(c5));
+    ost_value k5, v5;
+    cr_assert_eq(ost_map_cursor_next(cur, &k5, &v5), 0, "%s", ost_conn_errmsg(c5));
+    g_stopped = true;
+    cr_assert_eq(system(stop), 0);
+    /* a map read */
+    ost_value v;
+    int rc = ost_map_get(c3, m3, ost_int(5), &v);
+    const char *msg = ost_conn_errmsg(c3);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    cr_assert(strstr(msg, "map entry"), "says what was done: %s", msg);
+    ost_conn_close(c3);
+    /* an entry whose value refers to an object that cannot be read now:
+     * the server's failure, not damage ("does not decode", OST_ECORRUPT) */
+    rc = ost_map_cursor_next(cur, &k5, &v5);
+    msg = ost_conn_errmsg(c5);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    cr_assert(strstr(msg, "reading a record") && !strstr(msg, "does not decode"), "%s", msg);
+    ost_map_cursor_close(cur);
+    ost_conn_close(c5);
+    /* a snapshot on the connection the server closed */
+    rc = ost_conn_get(c2, 0, &v);
+    msg = ost_conn_errmsg(c2);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    const char *first = strstr(msg, "beginning a snapshot");
+    cr_assert(first && !strstr(first + 1, "beginning a snapshot"), "once: %s", msg);
+    cr_assert(!strstr(strstr(msg, a->shown) + 1, a->shown), "the address once: %s", msg);
+    cr_assert(strstr(msg, "server closed the connection"), "the server's cause: %s", msg);
+    /* a new connection: nothing to connect to */
+    ost_conn *c4 = NULL;
+    rc = ost_conn_open(a, &c4);
+    if (!rc) {
+        rc = ost_conn_get(c4, 0, &v);
+        msg = ost_conn_errmsg(c4);
+    } else
+        msg = ost_store_errmsg(a);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    cr_assert(strstr(msg, "cannot connect"), "%s", msg);
+    cr_log_info("server gone: %s", msg);
+    ost_conn_close(c4);
+    ost_conn_close(c);
+    ost_conn_close(c2);
+    ost_store_close(a);
+}

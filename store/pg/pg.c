@@ -1215,9 +1215,17 @@ static int snap_send(ost__sess *s, snapsend *ss) {
     if (s->conn != was) end = false; /* a new connection: nothing to end */
     uint64_t from = s->info.last_serial;
     bool pre = s->had_snap;
-    if ((rc = ps_ready(s, PS_META)) || (pre && (rc = ps_ready(s, PS_CHANGES))))
-        return ost__st_fail(s->e->st, rc, "%s: beginning a snapshot: %s", s->e->shown,
-                            ost_store_errmsg(s->e->st));
+    if ((rc = ps_ready(s, PS_META)) || (pre && (rc = ps_ready(s, PS_CHANGES)))) {
+        /* ps_ready's message, copied: formatting the store's message
+         * from itself wrote over what it read ("beginning a snapshot:"
+         * twice, the cause cut) */
+        char cause[300];
+        const char *m = ost_store_errmsg(s->e->st);
+        size_t n = strlen(s->e->shown);
+        if (!strncmp(m, s->e->shown, n) && !strncmp(m + n, ": ", 2)) m += n + 2;
+        snprintf(cause, sizeof cause, "%s", m);
+        return ost__st_fail(s->e->st, rc, "%s: beginning a snapshot: %s", s->e->shown, cause);
+    }
     params q = {0};
     p_i64(&q, from);
     p_i64(&q, (uint64_t)INT64_MAX);
