@@ -2919,7 +2919,7 @@ OST_TEST(api, a_server_gone_is_eio_naming_the_address_and_what_was_done) {
     ost_value m;
     cr_assert_eq(ost_map_new(c, "int", &m), 0);
     for (int i = 0; i < 10; i++) cr_assert_eq(ost_map_set(c, m, ost_int(i), item("i", i)), 0);
-    cr_assert_eq(ost_root_set_c(c, "m", m), 0);
+    cr_assert_eq(ost_root_set_c(c, "m", ost_incref(m)) /* m is borrowed */, 0);
     cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
     /* c2 holds a connection (its first snapshot, begun by the open) that
      * the server will close under it */
