@@ -1015,9 +1015,14 @@ int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
             uint8_t rec[128];
             size_t n = ost__map_record(rec, sizeof rec, m->kind.canon, 0);
             uint32_t cid;
+            ost__st_clear(c->st); /* the engine's message, if class_id fails */
             int rc = ost__class_id_cached(c->st, m->is_set ? c->st->set_cls : c->st->map_cls, &cid);
             if (!rc) rc = ost__pkg_add(p, m->oid, 0, cid, rec, n);
-            if (rc) return ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
+            if (rc) {
+                const char *why = ost_store_errmsg(c->st);
+                return ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid,
+                                   why[0] ? why : ost_strerror(rc));
+            }
         }
         if (!m->ndirty) continue;
         for (pnode *n = m->head->next[0]; n; n = n->next[0]) {

@@ -2913,6 +2913,12 @@ OST_TEST(api, a_server_gone_is_eio_naming_the_address_and_what_was_done) {
     const char *stop = getenv("OST_TEST_PG_STOP");
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to stop", E->name);
     cr_assert(stop, "OST_TEST_PG_STOP is not set (tests/pg/pgserver.sh sets it)");
+    /* a class no commit has stored yet: its id is asked of the server */
+    static const char *ofields[] = {"n"};
+    ost_class_def odef = {.module = "shop", .name = "Other", .fields = ofields, .nfields = 1,
+                          .persistent = true};
+    ost_value other;
+    cr_assert_eq(ost_registry_add(g_reg, &odef, &other), 0);
     ost_store *a = api_open(true, false);
     ost_conn *c, *c2;
     cr_assert_eq(ost_conn_open(a, &c), 0);
@@ -2967,6 +2973,16 @@ OST_TEST(api, a_server_gone_is_eio_naming_the_address_and_what_was_done) {
     cr_assert(first && !strstr(first + 1, "beginning a snapshot"), "once: %s", msg);
     cr_assert(!strstr(strstr(msg, a->shown) + 1, a->shown), "the address once: %s", msg);
     cr_assert(strstr(msg, "server closed the connection"), "the server's cause: %s", msg);
+    /* a commit of an object of that class: its class id cannot be had */
+    ost_value o = ost_instance_new(ost_incref(other));
+    cr_assert(o);
+    cr_assert_eq(ost_root_set_c(c, "other", o), 0, "%s", ost_conn_errmsg(c));
+    rc = ost_commit(c);
+    msg = ost_conn_errmsg(c);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    cr_assert(strstr(msg, "cannot connect") || strstr(msg, "reading a class"), "%s", msg);
+    ost_abort(c);
     /* a new connection: nothing to connect to */
     ost_conn *c4 = NULL;
     rc = ost_conn_open(a, &c4);
