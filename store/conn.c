@@ -1280,10 +1280,13 @@ static int prepare(ost_conn *c) {
             return rc;
         }
         uint32_t cid;
+        ost__st_clear(st); /* the engine's message, if class_id fails, and no older one */
         rc = ost__class_id_cached(st, ost_instance_class(o), &cid);
         if (!rc) rc = ost__pkg_add(p, oid, read, cid, data, n);
         if (rc) {
-            ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, ost_strerror(rc));
+            const char *why = ost_store_errmsg(st);
+            ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid,
+                        why[0] ? why : ost_strerror(rc));
             drop_new(c);
             return rc;
         }

@@ -229,10 +229,13 @@ static int flush_pending(ost_loader *l) {
         ost_value cls = ost_instance_class(o);
         uint32_t cid = l->last_cid;
         if (cls != l->last_cls) {
+            ost__st_clear(l->st); /* the engine's message, if class_id fails */
             if ((rc = ost__class_id_cached(l->st, cls, &cid))) {
+                char why[512];
+                snprintf(why, sizeof why, "%s", ost_store_errmsg(l->st));
                 lfail(l, rc, "batch %llu (oids %llu and up) failed: oid %llu: class id: %s",
                       (unsigned long long)l->batch_no + 1, (unsigned long long)l->cur_start,
-                      (unsigned long long)ooid, ost_strerror(rc));
+                      (unsigned long long)ooid, why[0] ? why : ost_strerror(rc));
                 break;
             }
             l->last_cls = cls;

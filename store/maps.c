@@ -556,11 +556,15 @@ static int decode_val(ost_conn *c, ost__map *m, const uint8_t *key, size_t kl,
     ost_value kv = ost__mkey_decode(&m->kind, key, kl);
     ost_buf b = {0};
     if (!kv || ost_repr(kv, &b)) b.data = NULL;
-    ost__c_fail(c, OST_ECORRUPT, "map %llu: the entry of key %.120s does not decode: %s",
-                (unsigned long long)m->oid, b.data ? b.data : "(damaged)", inner);
+    /* an object the value refers to that could not be read (the server
+     * went away: OST_EIO) or no memory is that failure, not damage */
+    bool io = rc == OST_EIO || rc == OST_ENOMEM;
+    ost__c_fail(c, io ? rc : OST_ECORRUPT, "map %llu: the entry of key %.120s %s: %s",
+                (unsigned long long)m->oid, b.data ? b.data : "(damaged)",
+                io ? "cannot be loaded" : "does not decode", inner);
     ost_buf_free(&b);
     ost_decref(kv);
-    return OST_ECORRUPT;
+    return io ? rc : OST_ECORRUPT;
 }
 
 /* The entry of key k in the snapshot fails its checksum. */
@@ -578,10 +582,14 @@ static int damaged_entry(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl) 
 }
 
 /* An engine operation's failure (an OST_E* code, as every engine
- * operation returns: store/engine.h) as the connection's. */
+ * operation returns: store/engine.h) as the connection's: the engine's
+ * own message (the store's: on PostgreSQL the address, what was being
+ * done and the server's cause), else the code's text. */
 static int eng_fail(ost_conn *c, ost__map *m, int rc) {
-    return c->msg[0] ? rc
-                     : ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
+    if (c->msg[0]) return rc;
+    const char *why = ost_store_errmsg(c->st);
+    return ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid,
+                       why[0] ? why : ost_strerror(rc));
 }
 
 /* The base serial of an entry first looked at now: after the snapshot
@@ -1013,9 +1021,14 @@ int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
             uint8_t rec[128];
             size_t n = ost__map_record(rec, sizeof rec, m->kind.canon, 0);
             uint32_t cid;
+            ost__st_clear(c->st); /* the engine's message, if class_id fails */
             int rc = ost__class_id_cached(c->st, m->is_set ? c->st->set_cls : c->st->map_cls, &cid);
             if (!rc) rc = ost__pkg_add(p, m->oid, 0, cid, rec, n);
-            if (rc) return ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid, ost_strerror(rc));
+            if (rc) {
+                const char *why = ost_store_errmsg(c->st);
+                return ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid,
+                                   why[0] ? why : ost_strerror(rc));
+            }
         }
         if (!m->ndirty) continue;
         for (pnode *n = m->head->next[0]; n; n = n->next[0]) {

@@ -265,6 +265,120 @@ OST_TEST(engine, refuses_another_format) {
               ost_store_errmsg(st));
 }
 
+/* Issue 30, item 5: the engine reads nothing it has not checked. A column
+ * whose type changed under an open store (ALTER TABLE by another program)
+ * is refused with OST_ECORRUPT naming it, where the engine read the int's
+ * 4 bytes and 4 past them as a bigint (a garbage serial, rc 0), or the
+ * first half of a bigint as a class id (0, rc 0). Reopened, the store is
+ * refused as not ostore's, naming the column. */
+OST_TEST(engine, a_column_of_another_type_is_refused_not_misread) {
+    if (!E->sql) cr_skip_test("%s: no SQL to change a column with", E->name);
+    uint64_t f = oids(1);
+    ost__sess *s = sess();
+    ost__pkg *p = pkg();
+    ost__pkg_add(p, f, 0, 7, "v1", 2);
+    cr_assert_eq(commit1(s, p), 0);
+    static const struct {
+        const char *alter, *undo, *what;
+    } cases[] = {
+        {"ALTER TABLE ost_records ALTER COLUMN serial TYPE int",
+         "ALTER TABLE ost_records ALTER COLUMN serial TYPE bigint",
+         "column serial is integer, ostore reads bigint"},
+        {"ALTER TABLE ost_records ALTER COLUMN cid TYPE bigint",
+         "ALTER TABLE ost_records ALTER COLUMN cid TYPE int",
+         "column cid is bigint, ostore reads integer"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_assert_eq(E->sql(addr, cases[i].alter), 0, "%s", cases[i].alter);
+        dump d = {0};
+        cr_assert_eq(E->ops->snap_begin(s, NULL), 0, "%s", ost_store_errmsg(st));
+        int rc = E->ops->scan(s, 0, 0, dump_fn, &d);
+        E->ops->snap_end(s);
+        cr_assert_eq(rc, OST_ECORRUPT, "%s: scan gave %s (%s): %s", cases[i].alter,
+                     ost_err_name(rc), ost_store_errmsg(st), d.buf);
+        const char *m = ost_store_errmsg(st);
+        cr_assert(strstr(m, cases[i].what) && strstr(m, "scanning records") &&
+                      strstr(m, "search_path"),
+                  "%s: %s", cases[i].alter, m);
+        /* a new handle refuses the store, naming the column */
+        ost_store_options o;
+        ost_store_options_init(&o);
+        ost_store *st2 = ost_store_new();
+        ost__engine *e2 = NULL;
+        rc = E->ops->open(st2, addr, &o, &e2);
+        cr_assert_eq(rc, OST_ECORRUPT, "%s: open gave %s", cases[i].alter, ost_err_name(rc));
+        cr_assert(strstr(ost_store_errmsg(st2), "not an ostore schema: column ost_records."),
+                  "%s", ost_store_errmsg(st2));
+        ost_store_close(st2);
+        cr_assert_eq(E->sql(addr, cases[i].undo), 0, "%s", cases[i].undo);
+    }
+    /* meta's counters too (the engine's own connection) */
+    cr_assert_eq(E->sql(addr, "ALTER TABLE ost_meta ALTER COLUMN next_oid TYPE int"), 0);
+    ost_store_stats ss;
+    int rc = E->ops->stat(eng, &ss);
+    cr_assert_eq(rc, OST_ECORRUPT, "stat gave %s, next_oid %llu", ost_err_name(rc),
+                 (unsigned long long)ss.next_oid);
+    cr_assert(strstr(ost_store_errmsg(st), "column next_oid is integer, ostore reads bigint"), "%s",
+              ost_store_errmsg(st));
+    ost__pkg_free(p);
+    E->ops->sess_close(s);
+}
+
+/* Tables of ostore's names that another program made: open (with create
+ * or not) refuses them, saying what differs, and creates nothing (before,
+ * create made the four tables missing beside a foreign ost_records, which
+ * stayed when the store's first read failed). */
+OST_TEST(engine, tables_that_are_not_ostores_are_refused_and_nothing_is_made) {
+    if (!E->sql) cr_skip_test("%s: no SQL to make foreign tables with", E->name);
+    static const struct {
+        const char *make, *why;
+    } cases[] = {
+        {"CREATE TABLE ost_records (oid bigint PRIMARY KEY, x int)",
+         "not an ostore schema: table ost_records has no column serial"},
+        {"CREATE VIEW ost_meta AS SELECT 1 AS id",
+         "not an ostore schema: ost_meta is not a table (relkind 'v')"},
+        {"CREATE TABLE ost_txlog (serial bigint PRIMARY KEY, oids bytea NOT NULL)",
+         "not an ostore schema: table ost_meta is missing (ost_txlog is there)"},
+        {"CREATE TABLE ost_classes (id int PRIMARY KEY, module text, name text)",
+         "not an ostore schema: table ost_classes has no unique key (module,name)"},
+        {"CREATE TABLE ost_ments (map bigint, key bytea, value bytea, serial bigint, PRIMARY KEY "
+         "(map, key))",
+         "not an ostore schema: the columns of table ost_ments are not in ostore's order (serial "
+         "is column 3)"},
+        {"CREATE TABLE ost_txlog (serial bigint PRIMARY KEY, oids bytea, extra int)",
+         "not an ostore schema: table ost_txlog has a column extra that ostore's has not"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char a2[1024];
+        cr_assert(!E->fresh(a2, sizeof a2));
+        cr_assert_eq(E->sql(a2, cases[i].make), 0, "%s", cases[i].make);
+        for (int create = 0; create < 2; create++) {
+            ost_store_options o;
+            ost_store_options_init(&o);
+            o.create = create;
+            ost__engine *e2 = NULL;
+            ost_store *st2 = ost_store_new();
+            int rc = E->ops->open(st2, a2, &o, &e2);
+            cr_assert_eq(rc, OST_ECORRUPT, "%s (create %d): %s: %s", cases[i].make, create,
+                         ost_err_name(rc), ost_store_errmsg(st2));
+            cr_assert_null(e2);
+            cr_assert(strstr(ost_store_errmsg(st2), cases[i].why), "%s (create %d): %s",
+                      cases[i].make, create, ost_store_errmsg(st2));
+            ost_store_close(st2);
+        }
+        /* nothing made: the one relation of the case is all there is */
+#ifdef OST_HAVE_POSTGRESQL
+        char q[512];
+        snprintf(q, sizeof q,
+                 "DO \\$\\$ BEGIN IF (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid "
+                 "= c.relnamespace WHERE n.nspname = '%s' AND c.relkind IN ('r', 'v')) <> 1 THEN "
+                 "RAISE 'made'; END IF; END \\$\\$",
+                 g_schema);
+        cr_assert_eq(E->sql(a2, q), 0, "%s: an open made tables", cases[i].make);
+#endif
+    }
+}
+
 OST_TEST(engine, bad_addresses_fail_with_a_clear_message) {
     if (strcmp(E->name, "postgresql")) cr_skip_test("no server addresses on %s (the store suite tests bad paths)", E->name);
     ost_store_options o;
@@ -2893,5 +3007,103 @@ OST_TEST(api, loader_batches_go_by_copy_and_a_failed_one_leaves_nothing) {
                  (unsigned long long)ss.records);
     cr_assert_eq(ss.last_serial, serial, "no serial taken");
     ost_conn_close(c);
+    ost_store_close(a);
+}
+
+/* Issue 30, item 5: a server that went away is OST_EIO, and the message
+ * names the address and what was being done, in one line: a map write
+ * said only "map N: input/output error" (the engine's message dropped),
+ * and a snapshot begun on a connection the server had closed said
+ * "beginning a snapshot: ADDR: beginning a snapshot:  server closed..."
+ * (the store's message formatted from itself). */
+OST_TEST(api, a_server_gone_is_eio_naming_the_address_and_what_was_done) {
+    const char *stop = getenv("OST_TEST_PG_STOP");
+    if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to stop", E->name);
+    cr_assert(stop, "OST_TEST_PG_STOP is not set (tests/pg/pgserver.sh sets it)");
+    /* a class no commit has stored yet: its id is asked of the server */
+    static const char *ofields[] = {"n"};
+    ost_class_def odef = {.module = "shop", .name = "Other", .fields = ofields, .nfields = 1,
+                          .persistent = true};
+    ost_value other;
+    cr_assert_eq(ost_registry_add(g_reg, &odef, &other), 0);
+    ost_store *a = api_open(true, false);
+    ost_conn *c, *c2;
+    cr_assert_eq(ost_conn_open(a, &c), 0);
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, "int", &m), 0);
+    for (int i = 0; i < 10; i++) cr_assert_eq(ost_map_set(c, m, ost_int(i), item("i", i)), 0);
+    cr_assert_eq(ost_root_set_c(c, "m", ost_incref(m)) /* m is borrowed */, 0);
+    cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
+    /* c2 holds a connection (its first snapshot, begun by the open) that
+     * the server will close under it */
+    cr_assert_eq(ost_conn_open(a, &c2), 0);
+    /* c3 in a snapshot, the map's entries not read yet */
+    ost_conn *c3;
+    cr_assert_eq(ost_conn_open(a, &c3), 0);
+    ost_value m3 = ost_root_get_c(c3, "m");
+    cr_assert(m3, "%s", ost_conn_errmsg(c3));
+    cr_assert_eq(ost_activate(c3, m3), 0, "%s", ost_conn_errmsg(c3));
+    /* c5's cursor holds a page of entries whose items it has not read */
+    ost_conn *c5;
+    cr_assert_eq(ost_conn_open(a, &c5), 0);
+    ost_value m5 = ost_root_get_c(c5, "m");
+    cr_assert(m5, "%s", ost_conn_errmsg(c5));
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c5, m5, NULL, &cur), 0, "%s", ost_conn_errmsg(c5));
+    ost_value k5, v5;
+    cr_assert_eq(ost_map_cursor_next(cur, &k5, &v5), 0, "%s", ost_conn_errmsg(c5));
+    g_stopped = true;
+    cr_assert_eq(system(stop), 0);
+    /* a map read */
+    ost_value v;
+    int rc = ost_map_get(c3, m3, ost_int(5), &v);
+    const char *msg = ost_conn_errmsg(c3);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    cr_assert(strstr(msg, "map entry"), "says what was done: %s", msg);
+    ost_conn_close(c3);
+    /* an entry whose value refers to an object that cannot be read now:
+     * the server's failure, not damage ("does not decode", OST_ECORRUPT) */
+    rc = ost_map_cursor_next(cur, &k5, &v5);
+    msg = ost_conn_errmsg(c5);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    cr_assert(strstr(msg, "reading a record") && !strstr(msg, "does not decode"), "%s", msg);
+    ost_map_cursor_close(cur);
+    ost_conn_close(c5);
+    /* a snapshot on the connection the server closed */
+    rc = ost_conn_get(c2, 0, &v);
+    msg = ost_conn_errmsg(c2);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    const char *first = strstr(msg, "beginning a snapshot");
+    cr_assert(first && !strstr(first + 1, "beginning a snapshot"), "once: %s", msg);
+    cr_assert(!strstr(strstr(msg, a->shown) + 1, a->shown), "the address once: %s", msg);
+    cr_assert(strstr(msg, "server closed the connection"), "the server's cause: %s", msg);
+    /* a commit of an object of that class: its class id cannot be had */
+    ost_value o = ost_instance_new(ost_incref(other));
+    cr_assert(o);
+    cr_assert_eq(ost_root_set_c(c, "other", o), 0, "%s", ost_conn_errmsg(c));
+    rc = ost_commit(c);
+    msg = ost_conn_errmsg(c);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    cr_assert(strstr(msg, "cannot connect") || strstr(msg, "reading a class"), "%s", msg);
+    ost_abort(c);
+    /* a new connection: nothing to connect to */
+    ost_conn *c4 = NULL;
+    rc = ost_conn_open(a, &c4);
+    if (!rc) {
+        rc = ost_conn_get(c4, 0, &v);
+        msg = ost_conn_errmsg(c4);
+    } else
+        msg = ost_store_errmsg(a);
+    cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
+    expect_names_store(a, msg);
+    cr_assert(strstr(msg, "cannot connect"), "%s", msg);
+    cr_log_info("server gone: %s", msg);
+    ost_conn_close(c4);
+    ost_conn_close(c);
+    ost_conn_close(c2);
     ost_store_close(a);
 }

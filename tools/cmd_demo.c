@@ -1265,7 +1265,14 @@ static int one_order(ost_conn *c, const shop *s, const counts *k, rng *r, int64_
                      int64_t *cid) {
     ost_value cm = root_map(c, M_CUSTOMERS), om = root_map(c, M_ORDERS);
     ost_value pm = root_map(c, M_PRODUCTS);
-    if (!cm || !om || !pm) return OST_ECORRUPT;
+    if (!cm || !om || !pm) {
+        /* the root's failure when it did not load (a server that cannot
+         * be reached is OST_EIO, not a damaged store) */
+        ost_value root;
+        int rc = ost_conn_get(c, 0, &root);
+        if (!rc) rc = ost_activate(c, root);
+        return rc ? rc : OST_ECORRUPT;
+    }
     int64_t id = 1 + (int64_t)rnd_below(r, k->customers);
     char sku[32];
     sku_of(sku, sizeof sku, rnd_below(r, k->products));

@@ -345,6 +345,106 @@ static int run0r(ost__engine *e, PGconn *c, const char *what, const char *sql, c
     return r ? 0 : rc;
 }
 
+/* ---- checked reads -------------------------------------------------------------
+ * Nothing is decoded from a result before its shape is checked: the
+ * number of columns, each column's type (PQftype) and, for the fixed-width
+ * types, each value's length (PQgetlength) and whether it is NULL. The
+ * schema is checked when the store opens (schema_valid), but a table can
+ * change under an open store (ALTER TABLE by someone else), and a value
+ * of the wrong width would make rd64 read past it. libpq's PQgetvalue
+ * returns the value as the server sent it and PQgetlength its length,
+ * checking only the row and column numbers (src/interfaces/libpq/
+ * fe-exec.c); the server sends an int in binary as 4 bytes (int4send,
+ * src/backend/utils/adt/int.c). Seen before these checks: a database
+ * whose ost_meta.format was an int holding 3 opened as "store format
+ * 12897402558", the 4 bytes of the int and 4 past them.
+ *
+ * A shape is a string, one letter a column: L bigint (int8, 8 bytes), I
+ * int (int4, 4 bytes), Z boolean (1 byte), B bytea, T text (any length).
+ * A lower-case letter allows NULL. */
+
+#define OIDTYPE_BOOL 16
+#define OIDTYPE_TEXT 25
+
+static const char *type_name(Oid t) {
+    switch (t) {
+    case OIDTYPE_INT8: return "bigint";
+    case OIDTYPE_INT4: return "integer";
+    case 21: return "smallint";
+    case OIDTYPE_BYTEA: return "bytea";
+    case OIDTYPE_TEXT: return "text";
+    case OIDTYPE_BOOL: return "boolean";
+    case 1043: return "character varying";
+    case 1700: return "numeric";
+    default: return NULL;
+    }
+}
+
+/* Whether r (a result in binary format) has the columns shape says, with
+ * a value of the right width in each fixed-width one, non-NULL unless the
+ * letter is lower case: 0, or OST_ECORRUPT with the store's message
+ * naming the address, what was being done, the column and what is wrong
+ * with it. r is not cleared. */
+static int res_check(ost__engine *e, const PGresult *r, const char *what, const char *shape) {
+    int nf = (int)strlen(shape);
+    if (PQnfields(r) != nf)
+        return ost__st_fail(e->st, OST_ECORRUPT,
+                            "%s: %s: the server's answer has %d columns, ostore reads %d", e->shown,
+                            what, PQnfields(r), nf);
+    int nt = PQntuples(r);
+    for (int j = 0; j < nf; j++) {
+        char k = shape[j];
+        bool null_ok = k >= 'a' && k <= 'z';
+        if (null_ok) k = (char)(k - 'a' + 'A');
+        Oid want = k == 'L'   ? OIDTYPE_INT8
+                   : k == 'I' ? OIDTYPE_INT4
+                   : k == 'Z' ? OIDTYPE_BOOL
+                   : k == 'B' ? OIDTYPE_BYTEA
+                              : OIDTYPE_TEXT;
+        int width = k == 'L' ? 8 : k == 'I' ? 4 : k == 'Z' ? 1 : -1;
+        const char *col = PQfname(r, j) ? PQfname(r, j) : "?";
+        Oid got = PQftype(r, j);
+        if (got != want || PQfformat(r, j) != 1) {
+            const char *gn = type_name(got);
+            char gbuf[32];
+            if (!gn) {
+                snprintf(gbuf, sizeof gbuf, "of type oid %u", (unsigned)got);
+                gn = gbuf;
+            }
+            return ost__st_fail(e->st, OST_ECORRUPT,
+                                "%s: %s: column %s is %s%s, ostore reads %s", e->shown, what, col,
+                                gn, PQfformat(r, j) != 1 ? " (as text)" : "", type_name(want));
+        }
+        for (int i = 0; i < nt; i++) {
+            if (PQgetisnull(r, i, j)) {
+                if (null_ok) continue;
+                return ost__st_fail(e->st, OST_ECORRUPT, "%s: %s: column %s is NULL (row %d)",
+                                    e->shown, what, col, i + 1);
+            }
+            int len = PQgetlength(r, i, j);
+            if (width >= 0 && len != width)
+                return ost__st_fail(e->st, OST_ECORRUPT,
+                                    "%s: %s: column %s holds %d bytes (row %d), a %s has %d",
+                                    e->shown, what, col, len, i + 1, type_name(want), width);
+        }
+    }
+    return 0;
+}
+
+/* run, then res_check: the result, or NULL with *code and the message
+ * set (r cleared) when the statement failed or the result is not of
+ * that shape. */
+static PGresult *run_as(ost__engine *e, PGconn *c, const char *what, const char *sql,
+                        const params *p, int *code, bool *retry, const char *shape) {
+    PGresult *r = run(e, c, what, sql, p, code, retry);
+    if (r && (*code = res_check(e, r, what, shape))) {
+        if (retry) *retry = false;
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
 /* ---- addresses ----------------------------------------------------------------- */
 
 static bool pg_claims(const char *addr) {
@@ -498,81 +598,218 @@ static int keep(ost__sess *s, PGresult *r) {
 /* ---- the schema ------------------------------------------------------------------ */
 
 /* The deletion records of map keys (pg_ent_del, pg_ent_get_del): the
- * last commit that deleted each key. Not in schema_check's list, so that
- * a database made before it opens; a read-write open makes it when it is
+ * last commit that deleted each key. Optional in schema_want, so that a
+ * database made before it opens; a read-write open makes it when it is
  * missing (mapdels_ensure). */
 #define MAPDELS_SQL                                                                                \
     "CREATE TABLE IF NOT EXISTS ost_mapdels (map bigint NOT NULL, key bytea NOT NULL, serial "     \
     "bigint NOT NULL, PRIMARY KEY (map, key))"
 
 static const char schema_sql[] =
-    "CREATE TABLE IF NOT EXISTS ost_meta (id int PRIMARY KEY CHECK (id = 1), format bigint NOT "
+    "CREATE TABLE ost_meta (id int PRIMARY KEY CHECK (id = 1), format bigint NOT "
     "NULL, next_oid bigint NOT NULL, last_serial bigint NOT NULL, low bigint NOT NULL, "
     "next_class bigint NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS ost_records (oid bigint PRIMARY KEY, serial bigint NOT NULL, "
+    "CREATE TABLE ost_records (oid bigint PRIMARY KEY, serial bigint NOT NULL, "
     "cid int NOT NULL, state bytea NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS ost_classes (id int PRIMARY KEY, module text NOT NULL, name text "
+    "CREATE TABLE ost_classes (id int PRIMARY KEY, module text NOT NULL, name text "
     "NOT NULL, UNIQUE (module, name));"
-    "CREATE TABLE IF NOT EXISTS ost_txlog (serial bigint PRIMARY KEY, oids bytea NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS ost_ments (map bigint NOT NULL, key bytea NOT NULL, serial bigint "
+    "CREATE TABLE ost_txlog (serial bigint PRIMARY KEY, oids bytea NOT NULL);"
+    "CREATE TABLE ost_ments (map bigint NOT NULL, key bytea NOT NULL, serial bigint "
     "NOT NULL, value bytea NOT NULL, PRIMARY KEY (map, key));"
     MAPDELS_SQL ";"
-    "INSERT INTO ost_meta VALUES (1, 3, 1, 0, 0, 1) ON CONFLICT DO NOTHING;";
+    "INSERT INTO ost_meta VALUES (1, 3, 1, 0, 0, 1);";
 
-static int schema_create(ost__engine *e, PGconn *c) {
-    int rc = run0(e, c, "begin", "BEGIN", NULL);
-    if (!rc) rc = run0(e, c, "creating the schema", "SELECT pg_advisory_xact_lock(" SCHEMA_LOCK ")", NULL);
-    if (!rc) {
-        PGresult *r = PQexec(c, schema_sql);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-            char cause[240];
-            pg_cause(c, r, cause, sizeof cause);
-            rc = ost__st_fail(e->st, pg_code(c, r), "%s: cannot create the schema: %s", e->shown,
-                              cause);
-        }
-        PQclear(r);
+/* What schema_sql makes, as schema_valid compares it with the catalog:
+ * each table's columns in order with their types (format_type's names),
+ * its primary key and (ost_classes) the unique key class_id relies on.
+ * Every statement of this file names its columns or lists them in this
+ * order (INSERT ... VALUES), and ON CONFLICT needs the keys. The first
+ * NREQUIRED tables make a store; the last, ost_mapdels, is checked when
+ * it is there (a database made before it has none: mapdels_ensure). */
+#define NTABLES 6
+#define NREQUIRED 5
+static const struct {
+    const char *name;
+    int ncols;
+    const char *col[6], *type[6];
+    const char *pk, *unique;
+} schema_want[NTABLES] = {
+    {"ost_meta", 6, {"id", "format", "next_oid", "last_serial", "low", "next_class"},
+     {"integer", "bigint", "bigint", "bigint", "bigint", "bigint"}, "id", NULL},
+    {"ost_records", 4, {"oid", "serial", "cid", "state"}, {"bigint", "bigint", "integer", "bytea"},
+     "oid", NULL},
+    {"ost_classes", 3, {"id", "module", "name"}, {"integer", "text", "text"}, "id", "module,name"},
+    {"ost_txlog", 2, {"serial", "oids"}, {"bigint", "bytea"}, "serial", NULL},
+    {"ost_ments", 4, {"map", "key", "serial", "value"}, {"bigint", "bytea", "bigint", "bytea"},
+     "map,key", NULL},
+    {"ost_mapdels", 3, {"map", "key", "serial"}, {"bigint", "bytea", "bigint"}, "map,key", NULL},
+};
+
+/* The catalog's view of the six tables as the connection's search_path
+ * finds them (to_regclass): one row per table and column, in column
+ * order (a missing table: one row of NULLs), with the table's primary
+ * key and its unique keys (column lists, ';' between keys; partial and
+ * expression indexes left out). Text results. */
+static const char schema_sql_catalog[] =
+    "SELECT t.i, c.relkind, a.attname, format_type(a.atttypid, a.atttypmod), (SELECT "
+    "string_agg(pa.attname, ',' ORDER BY k.n) FROM pg_index i CROSS JOIN unnest(i.indkey::int2[]) "
+    "WITH ORDINALITY k(att, n) JOIN pg_attribute pa ON pa.attrelid = i.indrelid AND pa.attnum = "
+    "k.att WHERE i.indrelid = c.oid AND i.indisprimary), (SELECT string_agg(u.cols, ';') FROM "
+    "(SELECT (SELECT string_agg(pa.attname, ',' ORDER BY k.n) FROM unnest(i.indkey::int2[]) WITH "
+    "ORDINALITY k(att, n) JOIN pg_attribute pa ON pa.attrelid = i.indrelid AND pa.attnum = k.att) "
+    "AS cols FROM pg_index i WHERE i.indrelid = c.oid AND i.indisunique AND i.indpred IS NULL) u) "
+    "FROM unnest(ARRAY['ost_meta', 'ost_records', 'ost_classes', 'ost_txlog', 'ost_ments', "
+    "'ost_mapdels']) WITH "
+    "ORDINALITY AS t(name, i) LEFT JOIN pg_class c ON c.oid = to_regclass(t.name) LEFT JOIN "
+    "pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY t.i, "
+    "a.attnum";
+
+/* Whether the list "a,b;c" holds the key k ("a,b") as one of its items. */
+static bool key_listed(const char *list, const char *k) {
+    size_t n = strlen(k);
+    for (const char *p = list; p && *p;) {
+        size_t m = strcspn(p, ";");
+        if (m == n && !memcmp(p, k, n)) return true;
+        p += m;
+        if (*p) p++;
     }
-    if (!rc) rc = run0(e, c, "creating the schema (commit)", "COMMIT", NULL);
-    else PQclear(PQexec(c, "ROLLBACK"));
-    return rc;
+    return false;
 }
 
-/* Takes the exclusive option's lock on c, for the life of the session:
- * 0, OST_EBUSY when another session holds it, or the failure. */
-static int take_excl(ost__engine *e, PGconn *c) {
-    int rc = 0;
-    PGresult *r = run(e, c, "taking the exclusive lock", "SELECT " EXCL_LOCK, NULL, &rc, NULL);
-    if (!r) return rc;
-    bool got = PQntuples(r) == 1 && PQgetlength(r, 0, 0) == 1 && PQgetvalue(r, 0, 0)[0] == 1;
-    PQclear(r);
-    if (!got)
-        return ost__st_fail(e->st, OST_EBUSY,
-                            "%s: store is locked: another handle holds it with the exclusive "
-                            "option (an ostore pack, import, copy or demo)",
-                            e->shown);
+/* Compares table t of schema_want with its rows [from, to) of r (the
+ * catalog's answer, text): 0, or OST_ECORRUPT with the message saying the
+ * first difference. */
+static int table_valid(ost__engine *e, const PGresult *r, int t, int from, int to) {
+    const char *tn = schema_want[t].name;
+    const char *kind = PQgetvalue(r, from, 1);
+    if (strcmp(kind, "r") && strcmp(kind, "p"))
+        return ost__st_fail(e->st, OST_ECORRUPT,
+                            "%s: not an ostore schema: %s is not a table (relkind '%s')", e->shown,
+                            tn, kind);
+    /* every column of ours, of our type */
+    for (int k = 0; k < schema_want[t].ncols; k++) {
+        int at = -1;
+        for (int i = from; i < to && at < 0; i++)
+            if (!strcmp(PQgetvalue(r, i, 2), schema_want[t].col[k])) at = i;
+        if (at < 0)
+            return ost__st_fail(e->st, OST_ECORRUPT,
+                                "%s: not an ostore schema: table %s has no column %s", e->shown, tn,
+                                schema_want[t].col[k]);
+        if (strcmp(PQgetvalue(r, at, 3), schema_want[t].type[k]))
+            return ost__st_fail(e->st, OST_ECORRUPT,
+                                "%s: not an ostore schema: column %s.%s is %s, ostore's is %s",
+                                e->shown, tn, schema_want[t].col[k], PQgetvalue(r, at, 3),
+                                schema_want[t].type[k]);
+    }
+    /* nothing else, and in our order */
+    if (to - from != schema_want[t].ncols) {
+        for (int i = from; i < to; i++) {
+            bool ours = false;
+            for (int k = 0; k < schema_want[t].ncols && !ours; k++)
+                ours = !strcmp(PQgetvalue(r, i, 2), schema_want[t].col[k]);
+            if (!ours)
+                return ost__st_fail(e->st, OST_ECORRUPT,
+                                    "%s: not an ostore schema: table %s has a column %s that "
+                                    "ostore's has not",
+                                    e->shown, tn, PQgetvalue(r, i, 2));
+        }
+    }
+    for (int k = 0; k < schema_want[t].ncols; k++)
+        if (strcmp(PQgetvalue(r, from + k, 2), schema_want[t].col[k]))
+            return ost__st_fail(e->st, OST_ECORRUPT,
+                                "%s: not an ostore schema: the columns of table %s are not in "
+                                "ostore's order (%s is column %d)",
+                                e->shown, tn, schema_want[t].col[k], k + 1);
+    const char *pk = PQgetisnull(r, from, 4) ? "" : PQgetvalue(r, from, 4);
+    if (strcmp(pk, schema_want[t].pk))
+        return ost__st_fail(e->st, OST_ECORRUPT,
+                            "%s: not an ostore schema: table %s has %s%s%s, ostore's is (%s)",
+                            e->shown, tn, *pk ? "primary key (" : "no primary key", pk,
+                            *pk ? ")" : "", schema_want[t].pk);
+    const char *uq = PQgetisnull(r, from, 5) ? "" : PQgetvalue(r, from, 5);
+    if (schema_want[t].unique && !key_listed(uq, schema_want[t].unique))
+        return ost__st_fail(e->st, OST_ECORRUPT,
+                            "%s: not an ostore schema: table %s has no unique key (%s)", e->shown,
+                            tn, schema_want[t].unique);
     return 0;
 }
 
-/* Checks that the schema is there, whole, and of our format. */
-static int schema_check(ost__engine *e, PGconn *c) {
-    int rc = 0;
-    PGresult *r = run(e, c, "checking the schema",
-                      "SELECT to_regclass('ost_meta') IS NOT NULL, "
-                      "to_regclass('ost_records') IS NOT NULL AND to_regclass('ost_classes') IS "
-                      "NOT NULL AND to_regclass('ost_txlog') IS NOT NULL AND "
-                      "to_regclass('ost_ments') IS NOT NULL",
-                      NULL, &rc, NULL);
-    if (!r) return rc;
-    bool meta = PQgetvalue(r, 0, 0)[0], rest = PQgetvalue(r, 0, 1)[0];
+/* Checks the tables of ostore's names that c's search_path finds against
+ * what schema_sql makes (schema_want): 0 with *present the number of them
+ * there (0: none, the database has no store), or OST_ECORRUPT ("not an
+ * ostore schema: ...", saying what differs: a table missing beside the
+ * others, not a table, a column missing, of another type, one more, out
+ * of order, another key), or the failure to read the catalog. One round
+ * trip (PostgreSQL's catalogs: pg_class, pg_attribute, pg_index). */
+static int schema_valid(ost__engine *e, PGconn *c, int *present) {
+    *present = 0;
+    PGresult *r = PQexec(c, schema_sql_catalog);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        char cause[240];
+        pg_cause(c, r, cause, sizeof cause);
+        int rc = pg_code(c, r);
+        PQclear(r);
+        return ost__st_fail(e->st, rc, "%s: checking the schema: %s", e->shown, cause);
+    }
+    /* the rows of each table: [at[t], at[t + 1]); a table is there when
+     * its first row has a relkind */
+    int at[NTABLES + 1], nt = PQntuples(r), row = 0, rc = 0;
+    bool there[NTABLES];
+    for (int t = 0; t < NTABLES; t++) {
+        at[t] = row;
+        while (row < nt && atoi(PQgetvalue(r, row, 0)) == t + 1) row++;
+        there[t] = row > at[t] && !PQgetisnull(r, at[t], 1);
+        if (t < NREQUIRED) *present += there[t];
+    }
+    at[NTABLES] = row;
+    if (PQnfields(r) != 6 || row != nt) {
+        PQclear(r);
+        return ost__st_fail(e->st, OST_EIO, "%s: checking the schema: an answer of another shape",
+                            e->shown);
+    }
+    /* the tables that are there first (what is wrong with a table of
+     * another program says more than that ours are missing) */
+    for (int t = 0; t < NTABLES && !rc; t++)
+        if (there[t]) rc = table_valid(e, r, t, at[t], at[t + 1]);
     PQclear(r);
-    if (!meta)
-        return ost__st_fail(e->st, OST_ENOTFOUND, "no ostore schema at %s (open with create to make one)",
-                            e->shown);
-    if (!rest)
-        return ost__st_fail(e->st, OST_ECORRUPT,
-                            "%s: not a whole ostore schema (ost_meta without the other tables)",
-                            e->shown);
-    r = run(e, c, "reading meta", "SELECT format FROM ost_meta WHERE id = 1", NULL, &rc, NULL);
+    if (!rc && *present && *present < NREQUIRED) {
+        int miss = 0, have = 0;
+        while (miss < NREQUIRED - 1 && there[miss]) miss++;
+        while (have < NREQUIRED - 1 && !there[have]) have++;
+        rc = ost__st_fail(e->st, OST_ECORRUPT,
+                          "%s: not an ostore schema: table %s is missing (%s is there)", e->shown,
+                          schema_want[miss].name, schema_want[have].name);
+    }
+    return rc;
+}
+
+/* Opens the schema: checks the tables (schema_valid), makes them when
+ * none is there and create is set, then checks meta's format. With
+ * create, in one transaction under an advisory lock (two creators do not
+ * race; a failure leaves nothing made). 0; OST_ENOTFOUND when there is no
+ * schema and create is not set; OST_ECORRUPT for tables that are not
+ * ostore's (nothing is made then); OST_EVERSION for another format; or a
+ * failure of the server. */
+static int schema_open(ost__engine *e, PGconn *c, bool create) {
+    int rc = 0, present = 0;
+    if (create) {
+        rc = run0(e, c, "creating the schema", "BEGIN", NULL);
+        if (!rc)
+            rc = run0(e, c, "creating the schema", "SELECT pg_advisory_xact_lock(" SCHEMA_LOCK ")",
+                      NULL);
+    }
+    if (!rc) rc = schema_valid(e, c, &present);
+    if (!rc && !present && !create)
+        rc = ost__st_fail(e->st, OST_ENOTFOUND, "no ostore schema at %s (open with create to make one)",
+                          e->shown);
+    if (!rc && !present) rc = exec_simple(e, c, "cannot create the schema", schema_sql);
+    if (create) {
+        if (!rc) rc = run0(e, c, "creating the schema (commit)", "COMMIT", NULL);
+        else if (PQstatus(c) == CONNECTION_OK) PQclear(PQexec(c, "ROLLBACK"));
+    }
+    if (rc) return rc;
+    PGresult *r = run_as(e, c, "reading meta", "SELECT format FROM ost_meta WHERE id = 1", NULL, &rc,
+                         NULL, "L");
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
@@ -592,6 +829,22 @@ static int schema_check(ost__engine *e, PGconn *c) {
 static int mapdels_ensure(ost__engine *e, PGconn *c) {
     return exec_simple(e, c, "making the table ost_mapdels",
                        "SELECT pg_advisory_xact_lock(" SCHEMA_LOCK "); " MAPDELS_SQL);
+}
+
+/* Takes the exclusive option's lock on c, for the life of the session:
+ * 0, OST_EBUSY when another session holds it, or the failure. */
+static int take_excl(ost__engine *e, PGconn *c) {
+    int rc = 0;
+    PGresult *r = run_as(e, c, "taking the exclusive lock", "SELECT " EXCL_LOCK, NULL, &rc, NULL, "Z");
+    if (!r) return rc;
+    bool got = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 1;
+    PQclear(r);
+    if (!got)
+        return ost__st_fail(e->st, OST_EBUSY,
+                            "%s: store is locked: another handle holds it with the exclusive "
+                            "option (an ostore pack, import, copy or demo)",
+                            e->shown);
+    return 0;
 }
 
 /* ---- open, close, stat ---------------------------------------------------------- */
@@ -642,8 +895,7 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
         return rc;
     }
     e->conn = c;
-    if (o && o->create && !e->read_only) rc = schema_create(e, c);
-    if (!rc) rc = schema_check(e, c);
+    rc = schema_open(e, c, o && o->create && !e->read_only);
     if (!rc && !e->read_only) rc = mapdels_ensure(e, c);
     if (!rc && o && o->exclusive) {
         rc = take_excl(e, c);
@@ -667,11 +919,11 @@ static int stat_once(ost__engine *e, ost_store_stats *out) {
     PGresult *r = NULL;
     if (!rc) rc = run0(e, c, "stat", "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL);
     if (!rc) {
-        r = run(e, c, "stat",
-                "SELECT (SELECT count(*) FROM ost_records)::bigint, (SELECT "
-                "coalesce(sum(16 + octet_length(state)), 0) FROM ost_records)::bigint, next_oid, "
-                "last_serial FROM ost_meta WHERE id = 1",
-                NULL, &rc, NULL);
+        r = run_as(e, c, "stat",
+                   "SELECT (SELECT count(*) FROM ost_records)::bigint, (SELECT "
+                   "coalesce(sum(16 + octet_length(state)), 0) FROM ost_records)::bigint, next_oid, "
+                   "last_serial FROM ost_meta WHERE id = 1",
+                   NULL, &rc, NULL, "LLLL");
         PQclear(PQexec(c, "COMMIT"));
     }
     if (r && PQntuples(r) == 1) {
@@ -735,8 +987,9 @@ static void pg_sess_close(ost__sess *s) {
 /* Reads meta's counters in the open transaction. */
 static int read_meta(ost__sess *s, ost__snapinfo *info) {
     int rc = 0;
-    PGresult *r = run(s->e, s->conn, "reading meta",
-                      "SELECT last_serial, low, next_oid FROM ost_meta WHERE id = 1", NULL, &rc, NULL);
+    PGresult *r = run_as(s->e, s->conn, "reading meta",
+                         "SELECT last_serial, low, next_oid FROM ost_meta WHERE id = 1", NULL, &rc,
+                         NULL, "LLL");
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
@@ -792,6 +1045,9 @@ static const char *const ps_sql[PS_N] = {
  * first on its first use on the connection, as run runs sql: the result
  * or NULL with *code, *retry (if not NULL) and the store's message set. A
  * failed PREPARE (inside a transaction it ends it) is said as such. */
+/* The shape of each statement's result (res_check): run_ps checks it. */
+static const char *const ps_shape[PS_N] = {"LIB", "LLIB", "LB", "LL", "LL", "", "LLL", "LL"};
+
 static PGresult *run_ps(ost__sess *s, int which, const char *what, const params *p, int *code,
                         bool *retry) {
     PGresult *r = NULL;
@@ -806,7 +1062,14 @@ static PGresult *run_ps(ost__sess *s, int which, const char *what, const params 
     if (s->prepared & 1u << which) {
         r = PQexecPrepared(s->conn, ps_name[which], p->n, p->v, p->l, p->f, 1);
         ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
-        if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) return r;
+        if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+            int rc = res_check(s->e, r, what, ps_shape[which]);
+            if (!rc) return r;
+            PQclear(r);
+            if (retry) *retry = false;
+            if (code) *code = rc;
+            return NULL;
+        }
     }
     char cause[240];
     pg_cause(s->conn, r, cause, sizeof cause);
@@ -975,9 +1238,17 @@ static int snap_send(ost__sess *s, snapsend *ss) {
     if (s->conn != was) end = false; /* a new connection: nothing to end */
     uint64_t from = s->info.last_serial;
     bool pre = s->had_snap;
-    if ((rc = ps_ready(s, PS_META)) || (pre && (rc = ps_ready(s, PS_CHANGES))))
-        return ost__st_fail(s->e->st, rc, "%s: beginning a snapshot: %s", s->e->shown,
-                            ost_store_errmsg(s->e->st));
+    if ((rc = ps_ready(s, PS_META)) || (pre && (rc = ps_ready(s, PS_CHANGES)))) {
+        /* ps_ready's message, copied: formatting the store's message
+         * from itself wrote over what it read ("beginning a snapshot:"
+         * twice, the cause cut) */
+        char cause[300];
+        const char *m = ost_store_errmsg(s->e->st);
+        size_t n = strlen(s->e->shown);
+        if (!strncmp(m, s->e->shown, n) && !strncmp(m + n, ": ", 2)) m += n + 2;
+        snprintf(cause, sizeof cause, "%s", m);
+        return ost__st_fail(s->e->st, rc, "%s: beginning a snapshot: %s", s->e->shown, cause);
+    }
     params q = {0};
     p_i64(&q, from);
     p_i64(&q, (uint64_t)INT64_MAX);
@@ -1008,8 +1279,11 @@ static int snap_recv(ost__sess *s, const snapsend *ss, ost__snapinfo *info) {
     }
     PQclear(all[0]);
     PGresult *r = res[1];
-    bool ok = PQntuples(r) == 1 && PQnfields(r) == 3;
-    for (int i = 0; ok && i < 3; i++) ok = PQgetlength(r, 0, i) == 8;
+    bool ok = PQntuples(r) == 1;
+    int bad = ok ? res_check(s->e, r, "beginning a snapshot (meta)", ps_shape[PS_META]) : 0;
+    if (!bad && pre) bad = res_check(s->e, res[2], "beginning a snapshot (the commit log)",
+                                     ps_shape[PS_CHANGES]);
+    ok = ok && !bad;
     if (ok) {
         /* a negative counter, which only damage writes, becomes the u64
          * of the same bits: the store's checks report it as absurd */
@@ -1022,7 +1296,7 @@ static int snap_recv(ost__sess *s, const snapsend *ss, ost__snapinfo *info) {
     if (!ok) {
         PQclear(pre ? res[2] : NULL);
         pg_snap_end(s);
-        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
+        return bad ? bad : ost__st_fail(s->e->st, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
     }
     s->had_snap = true;
     /* the helpers of large reads connect with the session's first
@@ -1393,7 +1667,12 @@ static int oid_array(ost__engine *e, const uint64_t *oids, size_t n, arr *a, par
 
 /* Keeps r (get_many's rows) and calls fn on each. */
 static int rows_out(ost__sess *s, PGresult *r, ost__rec_fn fn, void *ud) {
-    int rc = keep(s, r);
+    int rc = res_check(s->e, r, "reading records", ps_shape[PS_GET_MANY]);
+    if (rc) {
+        PQclear(r);
+        return rc;
+    }
+    rc = keep(s, r);
     for (int i = 0, nt = PQntuples(r); i < nt && !rc; i++) {
         ost__recview v;
         fill_rec(r, i, 1, &v);
@@ -1518,6 +1797,10 @@ static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_f
             nredo += k;
             continue;
         }
+        if ((rc = res_check(e, rows, "reading records", ps_shape[PS_GET_MANY]))) {
+            PQclear(rows);
+            continue;
+        }
         if ((rc = keep(s, rows))) continue;
         /* the rows the snapshot holds as they are; the part's other oids
          * again (found: marked by a sorted copy) */
@@ -1577,10 +1860,10 @@ static int pg_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, voi
         p_i64(&p, at);
         p_i64(&p, to);
         p_i64(&p, (uint64_t)ost__pg_page_rows);
-        PGresult *r = run(s->e, s->conn, "scanning records",
-                          "SELECT oid, serial, cid, state FROM ost_records WHERE oid >= $1::bigint "
-                          "AND oid < $2::bigint ORDER BY oid LIMIT $3::bigint",
-                          &p, &rc, NULL);
+        PGresult *r = run_as(s->e, s->conn, "scanning records",
+                             "SELECT oid, serial, cid, state FROM ost_records WHERE oid >= $1::bigint "
+                             "AND oid < $2::bigint ORDER BY oid LIMIT $3::bigint",
+                             &p, &rc, NULL, "LLIB");
         if (!r) return rc;
         int nt = PQntuples(r);
         uint64_t last = 0;
@@ -1645,8 +1928,9 @@ static int pg_class_get(ost__sess *s, uint32_t id, ost__classview *out) {
     if (rc) return rc;
     params p = {0};
     p_i32(&p, id);
-    PGresult *r = run(s->e, s->conn, "reading a class",
-                      "SELECT id, module, name FROM ost_classes WHERE id = $1::int", &p, &rc, NULL);
+    PGresult *r = run_as(s->e, s->conn, "reading a class",
+                         "SELECT id, module, name FROM ost_classes WHERE id = $1::int", &p, &rc, NULL,
+                         "ITT");
     if (!r) return rc;
     if (!PQntuples(r)) {
         PQclear(r);
@@ -1660,8 +1944,9 @@ static int pg_class_get(ost__sess *s, uint32_t id, ost__classview *out) {
 static int pg_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classview *c), void *ud) {
     int rc = read_ready(s);
     if (rc) return rc;
-    PGresult *r = run(s->e, s->conn, "reading the classes",
-                      "SELECT id, module, name FROM ost_classes ORDER BY id", NULL, &rc, NULL);
+    PGresult *r = run_as(s->e, s->conn, "reading the classes",
+                         "SELECT id, module, name FROM ost_classes ORDER BY id", NULL, &rc, NULL,
+                         "ITT");
     if (!r) return rc;
     if ((rc = keep(s, r))) return rc;
     for (int i = 0, nt = PQntuples(r); i < nt; i++) {
@@ -1681,9 +1966,9 @@ static int class_find(ost__engine *e, PGconn *c, const char *m, size_t ml, const
     p_bytes(&p, m, ml);
     p_bytes(&p, n, nl);
     int rc = 0;
-    PGresult *r = run(e, c, "reading a class",
-                      "SELECT id FROM ost_classes WHERE module = $1::text AND name = $2::text", &p,
-                      &rc, NULL);
+    PGresult *r = run_as(e, c, "reading a class",
+                         "SELECT id FROM ost_classes WHERE module = $1::text AND name = $2::text",
+                         &p, &rc, NULL, "I");
     if (!r) return rc;
     rc = PQntuples(r) ? 0 : OST_ENOTFOUND;
     if (!rc) *id = rd32(PQgetvalue(r, 0, 0));
@@ -1717,8 +2002,9 @@ static int class_id_once(ost__engine *e, const char *module, size_t mlen, const 
         /* A new id under the meta row lock; a session racing us for the
          * same class fails on UNIQUE (module, name) and reads it again. */
         if ((rc = run0(e, c, "adding a class", "BEGIN", NULL))) break;
-        PGresult *r = run(e, c, "adding a class",
-                          "SELECT next_class FROM ost_meta WHERE id = 1 FOR UPDATE", NULL, &rc, NULL);
+        PGresult *r = run_as(e, c, "adding a class",
+                             "SELECT next_class FROM ost_meta WHERE id = 1 FOR UPDATE", NULL, &rc,
+                             NULL, "L");
         if (r && PQntuples(r) == 1) {
             uint64_t next = rd64(PQgetvalue(r, 0, 0));
             if (next >= OST__CLASS_LIMIT) {
@@ -1774,8 +2060,9 @@ static int reserve_once(ost__engine *e, uint64_t want, uint64_t *first) {
     int rc = eng_conn(e, &c);
     PGresult *r = NULL;
     if (!rc) rc = run0(e, c, "reserving oids", "BEGIN", NULL);
-    if (!rc) r = run(e, c, "reserving oids", "SELECT next_oid FROM ost_meta WHERE id = 1 FOR UPDATE",
-                     NULL, &rc, NULL);
+    if (!rc)
+        r = run_as(e, c, "reserving oids", "SELECT next_oid FROM ost_meta WHERE id = 1 FOR UPDATE",
+                   NULL, &rc, NULL, "L");
     if (r && PQntuples(r) != 1) rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
     if (r && !rc) {
         uint64_t next = rd64(PQgetvalue(r, 0, 0));
@@ -1837,9 +2124,10 @@ static int pg_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t kle
     params p = {0};
     p_i64(&p, map);
     p_bytes(&p, key, klen);
-    PGresult *r = run(s->e, s->conn, "reading a map entry",
-                      "SELECT serial, value FROM ost_ments WHERE map = $1::bigint AND key = $2::bytea",
-                      &p, &rc, NULL);
+    PGresult *r = run_as(s->e, s->conn, "reading a map entry",
+                         "SELECT serial, value FROM ost_ments WHERE map = $1::bigint AND key = "
+                         "$2::bytea",
+                         &p, &rc, NULL, "LB");
     if (!r) return rc;
     if (!PQntuples(r)) {
         PQclear(r);
@@ -1916,11 +2204,11 @@ static int pg_ent_put(ost__sess *s, uint64_t map, const uint8_t *key, size_t kle
     p_i64(&p, serial);
     p_bytes(&p, data, len);
     /* xmax is 0 in a row the statement inserted, not in one it updated */
-    PGresult *r = run(s->e, s->conn, "writing a map entry",
-                      "INSERT INTO ost_ments VALUES ($1::bigint, $2::bytea, $3::bigint, $4::bytea) "
-                      "ON CONFLICT (map, key) DO UPDATE SET serial = EXCLUDED.serial, value = "
-                      "EXCLUDED.value RETURNING (xmax = 0)",
-                      &p, &rc, NULL);
+    PGresult *r = run_as(s->e, s->conn, "writing a map entry",
+                         "INSERT INTO ost_ments VALUES ($1::bigint, $2::bytea, $3::bigint, "
+                         "$4::bytea) ON CONFLICT (map, key) DO UPDATE SET serial = EXCLUDED.serial, "
+                         "value = EXCLUDED.value RETURNING (xmax = 0)",
+                         &p, &rc, NULL, "Z");
     if (!r) return rc;
     if (existed) *existed = PQntuples(r) == 1 && !PQgetvalue(r, 0, 0)[0];
     PQclear(r);
@@ -1973,10 +2261,10 @@ static int pg_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), void
     for (;;) {
         params p = {0};
         p_i64(&p, at);
-        PGresult *r = run(s->e, s->conn, "listing maps",
-                          first ? "SELECT map FROM ost_ments WHERE map >= $1::bigint ORDER BY map LIMIT 1"
-                                : "SELECT map FROM ost_ments WHERE map > $1::bigint ORDER BY map LIMIT 1",
-                          &p, &rc, NULL);
+        PGresult *r = run_as(s->e, s->conn, "listing maps",
+                             first ? "SELECT map FROM ost_ments WHERE map >= $1::bigint ORDER BY map LIMIT 1"
+                                   : "SELECT map FROM ost_ments WHERE map > $1::bigint ORDER BY map LIMIT 1",
+                             &p, &rc, NULL, "L");
         if (!r) return rc;
         if (!PQntuples(r)) {
             PQclear(r);
@@ -1998,8 +2286,9 @@ static int pg_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t 
     if (rc) return rc;
     params p = {0};
     p_i64(&p, map);
-    PGresult *r = run(s->e, s->conn, "reading a map's record",
-                      "SELECT state FROM ost_records WHERE oid = $1::bigint FOR UPDATE", &p, &rc, NULL);
+    PGresult *r = run_as(s->e, s->conn, "reading a map's record",
+                         "SELECT state FROM ost_records WHERE oid = $1::bigint FOR UPDATE", &p, &rc,
+                         NULL, "B");
     if (!r) return rc;
     if (!PQntuples(r)) {
         PQclear(r);
@@ -2070,7 +2359,7 @@ static int ecur_fetch(ost__ecur *ec, const uint8_t *key, size_t klen, bool rever
                          : "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
                            ">= $3::bytea ORDER BY key LIMIT $2::bigint";
     }
-    PGresult *r = run(s->e, s->conn, "reading map entries", sql, &p, &rc, NULL);
+    PGresult *r = run_as(s->e, s->conn, "reading map entries", sql, &p, &rc, NULL, "BLB");
     if (!r) {
         ec->on = false;
         return rc;
@@ -2381,14 +2670,14 @@ static int copy_ments(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry) {
     if (rc) return rc;
     params q = {0};
     p_i64(&q, serial);
-    PGresult *r = run(e, s->conn, "commit: writing map entries",
+    PGresult *r = run_as(e, s->conn, "commit: writing map entries",
                       "WITH src AS (SELECT DISTINCT ON (map, key) map, key, value FROM "
                       "ost_ments_load ORDER BY map, key, seq DESC), ins AS (INSERT INTO ost_ments "
                       "(map, key, serial, value) SELECT map, key, $1::bigint, value FROM src ON "
                       "CONFLICT (map, key) DO UPDATE SET serial = EXCLUDED.serial, value = "
                       "EXCLUDED.value RETURNING map, (xmax = 0) AS added) SELECT map, count(*) "
                       "FILTER (WHERE added) FROM ins GROUP BY map ORDER BY map",
-                      &q, &rc, retry);
+                      &q, &rc, retry, "LL");
     if (!r) return rc;
     int n = PQntuples(r);
     for (int i = 0; i < n && !rc; i++)
@@ -2462,10 +2751,10 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     uint64_t last = 0, low = 0;
     if (!nlog && p->nrecs >= (size_t)ost__pg_copy_min) {
         /* new objects only (a loader's batch): the serial, then COPY */
-        r = run(e, s->conn, "commit: taking a serial",
-                "UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 RETURNING "
-                "last_serial - 1, low",
-                NULL, &rc, retry);
+        r = run_as(e, s->conn, "commit: taking a serial",
+                   "UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 RETURNING "
+                   "last_serial - 1, low",
+                   NULL, &rc, retry, "LL");
         if (!r) return pkg_fail(s, p, rc);
         if (PQntuples(r) != 1) {
             PQclear(r);
@@ -2505,6 +2794,11 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     arr_free(&ac);
     arr_free(&as);
     if (!r) return pkg_fail(s, p, rc); /* the statement failed: nothing of it is there */
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return pkg_fail(s, p, ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)",
+                                           e->shown));
+    }
     last = rd64(PQgetvalue(r, 0, 0));
     low = rd64(PQgetvalue(r, 0, 1));
     PQclear(r);
@@ -2523,9 +2817,9 @@ have_serial:
         params q = {0};
         p_bytes(&q, a.b, a.n);
         r = rc ? NULL
-               : run(e, s->conn, "commit: checking references",
-                     "SELECT oid FROM ost_records WHERE oid = ANY($1::bigint[]) ORDER BY oid", &q,
-                     &rc, retry);
+               : run_as(e, s->conn, "commit: checking references",
+                        "SELECT oid FROM ost_records WHERE oid = ANY($1::bigint[]) ORDER BY oid",
+                        &q, &rc, retry, "L");
         arr_free(&a);
         if (!r) return pkg_fail(s, p, rc);
         int n = PQntuples(r);
@@ -3083,8 +3377,9 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
     int rc = run0(e, s->conn, "sweep: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
     if (rc) return rc;
     /* commits wait: nothing changes under the sweep */
-    PGresult *r = run(e, s->conn, "sweep: locking meta",
-                      "SELECT last_serial FROM ost_meta WHERE id = 1 FOR UPDATE", NULL, &rc, retry);
+    PGresult *r = run_as(e, s->conn, "sweep: locking meta",
+                         "SELECT last_serial FROM ost_meta WHERE id = 1 FOR UPDATE", NULL, &rc,
+                         retry, "L");
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
@@ -3100,12 +3395,12 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
         p_i64(&q, at);
         p_i64(&q, mark);
         p_i64(&q, (uint64_t)ost__pg_page_rows);
-        r = run(e, s->conn, "sweep: reading records",
+        r = run_as(e, s->conn, "sweep: reading records",
                 first ? "SELECT oid FROM ost_records WHERE oid >= $1::bigint AND serial <= $2::bigint "
                         "ORDER BY oid LIMIT $3::bigint"
                       : "SELECT oid FROM ost_records WHERE oid > $1::bigint AND serial <= $2::bigint "
                         "ORDER BY oid LIMIT $3::bigint",
-                &q, &rc, retry);
+                &q, &rc, retry, "L");
         if (!r) break;
         first = false;
         int nt = PQntuples(r);
@@ -3192,11 +3487,11 @@ static int pg_snap_stat(ost__sess *s, ost_snap_stats *out) {
     out->engine = "postgresql";
     int rc = read_ready(s);
     if (rc) return rc;
-    PGresult *r = run(s->e, s->conn, "reading the counters",
+    PGresult *r = run_as(s->e, s->conn, "reading the counters",
                       "SELECT format, next_oid, last_serial, next_class, (SELECT count(*) FROM "
                       "ost_records)::bigint, (SELECT count(*) FROM ost_ments)::bigint, "
                       "pg_total_relation_size('ost_ments')::bigint FROM ost_meta WHERE id = 1",
-                      NULL, &rc, NULL);
+                      NULL, &rc, NULL, "lllllll");
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
@@ -3219,14 +3514,14 @@ static int pg_verify(ost__sess *s, char *first, size_t cap) {
     first[0] = 0;
     int rc = read_ready(s);
     if (rc) return rc;
-    PGresult *r = run(s->e, s->conn, "verifying",
+    PGresult *r = run_as(s->e, s->conn, "verifying",
                       "SELECT next_oid, last_serial, next_class, (SELECT max(oid) FROM "
                       "ost_records), (SELECT max(serial) FROM ost_records), (SELECT max(serial) "
                       "FROM ost_ments), (SELECT max(id) FROM ost_classes)::bigint, (SELECT count(*) "
                       "FROM ost_records r WHERE NOT EXISTS (SELECT 1 FROM ost_classes c WHERE c.id "
                       "= r.cid))::bigint, (SELECT min(oid) FROM ost_records r WHERE NOT EXISTS "
                       "(SELECT 1 FROM ost_classes c WHERE c.id = r.cid)) FROM ost_meta WHERE id = 1",
-                      NULL, &rc, NULL);
+                      NULL, &rc, NULL, "lllllllll");
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
@@ -3413,11 +3708,11 @@ static int imp_mode(ost__import *im, int mode) {
  * failure to read. */
 static int check_new(ost__engine *e, PGconn *c, const char *need) {
     int rc = 0;
-    PGresult *r = run(e, c, "reading meta",
-                      "SELECT (SELECT count(*) FROM ost_records)::bigint, (SELECT count(*) FROM "
-                      "ost_records WHERE oid <> 0)::bigint, (SELECT count(*) FROM "
-                      "ost_ments)::bigint, next_oid, last_serial FROM ost_meta WHERE id = 1",
-                      NULL, &rc, NULL);
+    PGresult *r = run_as(e, c, "reading meta",
+                         "SELECT (SELECT count(*) FROM ost_records)::bigint, (SELECT count(*) FROM "
+                         "ost_records WHERE oid <> 0)::bigint, (SELECT count(*) FROM "
+                         "ost_ments)::bigint, next_oid, last_serial FROM ost_meta WHERE id = 1",
+                         NULL, &rc, NULL, "lllll");
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
@@ -3551,7 +3846,7 @@ static int pg_imp_entry(ost__import *im, uint64_t map, const uint8_t *key, size_
  * all have values, or OrderedSet whose entries have none. */
 static int imp_check_maps(ost__import *im) {
     int rc = 0;
-    PGresult *r = run(im->e, im->c, "import: checking the maps",
+    PGresult *r = run_as(im->e, im->c, "import: checking the maps",
                       "WITH mm AS (SELECT map, bool_or(octet_length(value) > 0) AS hasv, "
                       "bool_and(octet_length(value) > 0) AS allv FROM ost_ments GROUP BY map) "
                       "SELECT mm.map, c.name, mm.hasv, mm.allv FROM mm LEFT JOIN ost_records r ON "
@@ -3559,7 +3854,7 @@ static int imp_check_maps(ost__import *im) {
                       "DISTINCT FROM 'ostore.maps' OR c.name NOT IN ('OrderedMap', 'OrderedSet') "
                       "OR (c.name = 'OrderedMap' AND NOT mm.allv) OR (c.name = 'OrderedSet' AND "
                       "mm.hasv) ORDER BY mm.map LIMIT 1",
-                      NULL, &rc, NULL);
+                      NULL, &rc, NULL, "Ltzz");
     if (!r) return rc;
     if (!PQntuples(r)) {
         PQclear(r);

@@ -551,7 +551,7 @@ def test_unopenable(tmp, db):
         partial = new_store(tmp, "partial")
         clilib.sql(partial, "CREATE TABLE ost_meta (id int)")
         for addr, needle in ((empty, "no ostore schema at"), (missing, needle),
-                             (partial, "not a whole ostore schema")):
+                             (partial, "not an ostore schema")):
             for args in cmds(addr):
                 _, err = fails(args, needle, "%s of %s" % (args[0], clilib.db_name(addr)))
                 check(clilib.db_name(addr) in err, "%s: the message does not name %s"
