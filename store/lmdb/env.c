@@ -434,6 +434,17 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     }
     map_changed(st);
 
+    /* liblmdb trusts its pages, and the open reads the main database, meta
+     * and the class table through it: ostore's own checks of those pages
+     * first (store/lmdb/guard.h) */
+    char gmsg[256];
+    if ((rc = ost__gd_check_env(st, gmsg, sizeof gmsg))) {
+        code = ost__st_fail(st, rc, "%s: damaged store: %s ('ostore check' lists the damage, "
+                            "'ostore salvage' copies what is intact)", shown,
+                            rc == OST_ECORRUPT ? gmsg : ost_strerror(rc));
+        goto fail;
+    }
+
     MDB_txn *t;
     rc = mdb_txn_begin(st->eng->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
     if (rc) {
