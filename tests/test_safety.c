@@ -460,6 +460,10 @@ OST_TEST(safety, a_node_flags_byte_of_0xf7_is_corrupt_for_that_oid_not_a_crash) 
     cr_assert(seen[0] && seen[1] && seen[2]);
     ost_iter_close(it);
     ost_conn_close(c);
+    /* the store's counters walk every record: refused, not a crash */
+    ost_store_stats ss;
+    cr_assert_eq(ost_store_stat(st, &ss), OST_ECORRUPT);
+    cr_assert(strstr(ost_store_errmsg(st), "flags 0xf7"), "%s", ost_store_errmsg(st));
     ost_store_close(st);
 }
 

@@ -1044,7 +1044,8 @@ static int lmdb_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), vo
 
 static int raw_meta(ost__sess *s, const char *key, uint64_t *out) {
     MDB_val k = {strlen(key), (void *)key}, v;
-    int rc = mdb_get(txn_of(s), s->st->eng->meta, &k, &v);
+    int rc = sget(s, OST__GD_META, s->st->eng->meta, &k, &v);
+    if (rc == OST_ECORRUPT) return damaged(s, rc, "reading meta");
     if (rc == MDB_NOTFOUND)
         return ost__st_fail(s->st, OST_ECORRUPT, "%s: damaged meta (no %s)", s->st->shown, key);
     if (rc) return fail_mdb(s, rc, "reading meta");
@@ -1079,6 +1080,14 @@ static int lmdb_snap_stat(ost__sess *s, ost_snap_stats *out) {
     if (!rc) rc = raw_meta(s, "next_oid", &out->next_oid);
     if (!rc) rc = raw_meta(s, "last_serial", &out->last_serial);
     if (!rc) rc = raw_meta(s, "next_class", &out->next_class);
+    if (!rc && !s->wtxn) {
+        /* liblmdb's mdb_stat reads the named databases' records from the
+         * main database: the guard reads them first */
+        uint64_t n;
+        int grc = ost__gd_entries(s->gd, OST__GD_RECS, &n);
+        if (!grc && !s->st->no_ments) grc = ost__gd_entries(s->gd, OST__GD_MENTS, &n);
+        if (grc == OST_ECORRUPT) rc = damaged(s, grc, "reading the database records");
+    }
     if (!rc) {
         ost_store *st = s->st;
         MDB_stat ms;

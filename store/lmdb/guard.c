@@ -228,6 +228,14 @@ int ost__gd_bind(ost__gd *g, MDB_txn *t) {
 /* ---- pages -------------------------------------------------------------------------- */
 
 static inline int kcmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+    if (na == 8 && nb == 8) { /* oids and serials: one comparison, no call */
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        x = __builtin_bswap64(x);
+        y = __builtin_bswap64(y);
+        return x < y ? -1 : x > y;
+    }
     size_t n = na < nb ? na : nb;
     int c = n ? memcmp(a, b, n) : 0;
     if (c) return c;
@@ -384,7 +392,7 @@ static int db_of(ost__gd *g, int db, const gdb **out) {
 }
 
 int ost__gd_entries(ost__gd *g, int db, uint64_t *out) {
-    const gdb *d;
+    const gdb *d = NULL;
     if (!g->bound) return OST_EINVAL;
     int rc = db_of(g, db, &d);
     if (!rc) *out = d->entries;
@@ -482,7 +490,7 @@ static int confirm_miss(ost__gd *g, int db, const uint8_t *key, size_t klen) {
 
 int ost__gd_get(ost__gd *g, int db, const void *key, size_t klen, MDB_val *val) {
     if (!g->bound) return OST_EINVAL;
-    const gdb *d;
+    const gdb *d = NULL;
     int rc = db_of(g, db, &d);
     if (rc) return rc;
     if (d->root == P_INVALID || klen == 0 || klen > MAXKEY) return OST_ENOTFOUND;
@@ -580,7 +588,7 @@ static int from_root(ost__gdcur *c, int how, const uint8_t *key, size_t klen) {
     c->top = 0;
     c->gen = g->gen;
     if (!g->bound) return OST_EINVAL;
-    const gdb *d;
+    const gdb *d = NULL;
     int rc = db_of(g, c->db, &d);
     if (rc) return rc;
     if (d->root == P_INVALID) return OST_ENOTFOUND;
@@ -690,19 +698,24 @@ int ost__gd_check_db(ost__gd *g, int db) {
     return rc == OST_ENOTFOUND ? (g->dbs[db].absent ? OST_ENOTFOUND : 0) : rc;
 }
 
-int ost__gd_check_tables(ost_store *st, MDB_txn *t, char *msg, size_t cap) {
+int ost__gd_check_dbs(ost_store *st, MDB_txn *t, const int *dbs, size_t n, char *msg,
+                      size_t cap) {
     ost__gd *g;
     int rc = ost__gd_new(st, &g);
     if (rc) return rc;
     rc = ost__gd_bind(g, t);
-    static const int dbs[] = {OST__GD_MAIN, OST__GD_META, OST__GD_CLASSES};
-    for (size_t i = 0; !rc && i < sizeof dbs / sizeof dbs[0]; i++) {
+    for (size_t i = 0; !rc && i < n; i++) {
         rc = ost__gd_check_db(g, dbs[i]);
         if (rc == OST_ENOTFOUND) rc = 0;
     }
     if (rc < 0 && msg) snprintf(msg, cap, "%s", g->msg);
     ost__gd_free(g);
     return rc;
+}
+
+int ost__gd_check_tables(ost_store *st, MDB_txn *t, char *msg, size_t cap) {
+    static const int dbs[] = {OST__GD_MAIN, OST__GD_META, OST__GD_CLASSES};
+    return ost__gd_check_dbs(st, t, dbs, sizeof dbs / sizeof dbs[0], msg, cap);
 }
 
 int ost__gd_check_env(ost_store *st, char *msg, size_t cap) {

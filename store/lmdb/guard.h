@@ -118,6 +118,11 @@ int ost__gd_check_db(ost__gd *g, int db);
  * OST_ENOMEM. */
 int ost__gd_check_tables(ost_store *st, MDB_txn *t, char *msg, size_t cap);
 
+/* The same for the databases dbs[0, n) (OST__GD_*), e.g. the records
+ * before a walk of them through liblmdb. */
+int ost__gd_check_dbs(ost_store *st, MDB_txn *t, const int *dbs, size_t n, char *msg,
+                      size_t cap);
+
 /* The same in a read transaction of its own, for the store's open: 0
  * (also when no read transaction can begin: the open's own begin says
  * why), OST_ECORRUPT with msg set, OST_ENOMEM. */
