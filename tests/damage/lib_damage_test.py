@@ -372,6 +372,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="libdamage-")
     try:
         store = a.store
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
         if not store:
             store = os.path.join(a.keep or tmp, "pristine")
             p = subprocess.run([a.cli, "demo", store, "--objects", str(a.objects), "--quiet"],
