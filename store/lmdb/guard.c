@@ -96,9 +96,14 @@ struct ost__gd {
     unsigned psize;
     /* the binding */
     bool bound;
+    bool valid; /* ok, from, dbs and last_pg hold the snapshot of txnid at base */
     uint64_t txnid;
     const uint8_t *base;
     uint64_t last_pg;
+    /* where liblmdb maps the file (locate_map), and the file's size */
+    uintptr_t mbase;
+    size_t msize;
+    uint64_t fsize;
     uint64_t gen;
     gdb dbs[OST__GD_NDB];
     /* the verified pages of this snapshot, and where each was reached from */
@@ -155,24 +160,73 @@ void ost__gd_unbind(ost__gd *g) {
     if (g) g->bound = false;
 }
 
+/* Where liblmdb maps data.mdb now (into g->mbase, g->msize): the engine's
+ * note (env.c's map_changed) when its size is the one liblmdb reports,
+ * else the process's map list, read here. A resize that did not update
+ * the note (store/lmdb/import.c grows the map itself) leaves the note on
+ * an address that is no longer the map: seen as SIGBUS in ostore copy's
+ * check of the store it had just imported. 0 or OST_EIO. */
+static int locate_map(ost__gd *g) {
+    ost__engine *e = g->st->eng;
+    MDB_envinfo ei;
+    if (mdb_env_info(e->env, &ei)) return OST_EIO;
+    if (g->mbase && g->msize == ei.me_mapsize) return 0;
+    g->mbase = 0;
+    if (e->map_base && e->map_size == ei.me_mapsize) {
+        g->mbase = e->map_base;
+        g->msize = e->map_size;
+        return 0;
+    }
+    int fd;
+    struct stat sb;
+    if (mdb_env_get_fd(e->env, &fd) || fstat(fd, &sb)) return OST_EIO;
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return OST_EIO;
+    char line[4200];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, off, ino;
+        char perms[8];
+        unsigned maj, min;
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &lo, &hi, perms, &off, &maj, &min,
+                   &ino) == 7 &&
+            ino == (unsigned long long)sb.st_ino && off == 0 && hi - lo >= ei.me_mapsize) {
+            g->mbase = (uintptr_t)lo;
+            g->msize = (size_t)(hi - lo);
+            break;
+        }
+    }
+    fclose(f);
+    return g->mbase ? 0 : OST_EIO;
+}
+
 /* The bytes of the file from its start to the end of page last are in the
- * file (the map may be bigger: a read beyond the file's end faults). */
+ * map and in the file (the map may be bigger than the file: a read beyond
+ * the file's end faults). */
 static bool pages_in_file(ost__gd *g, uint64_t last) {
     uint64_t end;
-    if (__builtin_mul_overflow(last + 1, (uint64_t)g->psize, &end)) return false;
-    return end <= g->st->eng->map_size && ost__in_file(g->st, g->base, (size_t)end);
+    if (__builtin_mul_overflow(last + 1, (uint64_t)g->psize, &end) || end > g->msize) return false;
+    if (end <= g->fsize) return true;
+    int fd;
+    struct stat sb;
+    if (mdb_env_get_fd(g->st->eng->env, &fd) || fstat(fd, &sb)) return false;
+    g->fsize = (uint64_t)sb.st_size; /* files only grow while a snapshot lasts */
+    return end <= g->fsize;
 }
 
 int ost__gd_bind(ost__gd *g, MDB_txn *t) {
-    ost__engine *e = g->st->eng;
     uint64_t txnid = (uint64_t)mdb_txn_id(t);
-    const uint8_t *base = (const uint8_t *)e->map_base;
-    if (!base) return bad(g, "cannot find LMDB's map of data.mdb in /proc/self/maps");
-    if (g->txnid == txnid && g->base == base && g->gen) {
+    if (locate_map(g)) return bad(g, "cannot find liblmdb's map of data.mdb in /proc/self/maps");
+    const uint8_t *base = (const uint8_t *)g->mbase;
+    if (g->valid && g->txnid == txnid && g->base == base) {
         /* the same snapshot as the last binding: its pages have not changed */
         g->bound = true;
         return 0;
     }
+    /* the verified pages (of another snapshot or map) are forgotten, and
+     * cursors positioned on them are stale */
+    g->valid = false;
+    g->bound = false;
+    g->gen++;
     if (!pages_in_file(g, 1)) return bad(g, "data.mdb is shorter than its two meta pages");
     /* the meta page's main database record, last page and transaction id
      * (bytes 88 to 152), copied twice: another process's writer rewrites
@@ -218,6 +272,7 @@ int ost__gd_bind(ost__gd *g, MDB_txn *t) {
     g->dbs[0].root = rd64(d + 40);
     g->dbs[0].entries = rd64(d + 32);
     g->bound = true;
+    g->valid = true;
     if ((rd16(d + 4) & DB_PERSISTENT) || g->dbs[0].depth > OST__GD_MAXDEPTH ||
         (g->dbs[0].root == P_INVALID) != (g->dbs[0].depth == 0))
         return bad(g, "meta page %u: the main database's record is damaged (flags 0x%x, depth %u)",
