@@ -41,13 +41,10 @@
  * 2. mp_lower even, >= 16, <= mp_upper <= the page size; a branch page
  *    has at least one node, a leaf page other than a root at least one;
  * 3. every node offset even, >= mp_upper, the node header inside the
- *    page, the key (1 to 511 bytes; node 0 of a branch page excepted)
- *    inside the page; on a branch page the child's number within [2,
- *    mm_last_pg]; on a leaf page flags 0 or F_BIGDATA (F_SUBDATA with a
- *    48-byte value in the main database), inline data inside the page, an
- *    overflow run's first page number within the pages, that page's header
- *    (number, P_OVERFLOW, a length that stays within the pages) and the
- *    value inside the run;
+ *    page, the key inside the page and of a size the database allows (8
+ *    bytes in records and txlog, at least 8 in mapents, 1 to 511
+ *    elsewhere; node 0 of a branch page excepted); on a branch page the
+ *    child's number within [2, mm_last_pg];
  * 4. keys strictly ascending, and within the bounds the separators above
  *    the page give;
  * 5. the page reached from one place only (a parent page and a slot, or
@@ -55,9 +52,17 @@
  *    another sane page of the tree is caught when that page is reached the
  *    second time.
  *
+ * A leaf node's flags and data are checked when that entry is read
+ * (leaf_value), so that a damaged node is that entry's error alone: flags
+ * 0 or F_BIGDATA (F_SUBDATA with a 48-byte value in the main database),
+ * inline data inside the page, an overflow run's first page number within
+ * the pages, that page's header (number, P_OVERFLOW, a length that stays
+ * within the pages) and the value inside the run.
+ *
  * With 1 to 5 every page of a tree is a subtree of its own key range, so a
- * get that does not find its key in the leaf its descent reaches can say
- * "no such key", and a cursor's walk, leaf after leaf, returns every
+ * get that does not find its key between two keys of its leaf can say "no
+ * such key" (at a leaf's edge it checks the neighbour leaf first:
+ * confirm_miss), and a cursor's walk, leaf after leaf, returns every
  * entry of every page it passes, in order: nothing is skipped silently.
  * What no page check sees (a key changed to another key in order, a value's
  * bytes) is left to the records' and entries' checksums. */
