@@ -602,13 +602,14 @@ static void cmd_reads(const char *dir, uint64_t n, uint64_t r) {
     c = conn_of(st);
     ost_conn_set_cache_size(c, READ_CACHE);
     uint64_t decoded = 0;
-    double t0 = now();
+    double t0 = now(), c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
     sum += read_objects(c, keys, r, &decoded);
-    double t_ost = now() - t0;
+    double t_ost = now() - t0, c_ost = clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
     ost_conn_close(c);
 
     /* raw LMDB: the same keys, a read transaction per READ_TXN gets */
     t0 = now();
+    c0 = clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
     if (mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t)) DIE("raw txn");
     for (uint64_t i = 0; i < r; i++) {
         uint8_t kb[8];
@@ -622,7 +623,7 @@ static void cmd_reads(const char *dir, uint64_t n, uint64_t r) {
         }
     }
     mdb_txn_abort(t);
-    double t_raw = now() - t0;
+    double t_raw = now() - t0, c_raw = clock_seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
 
     /* memory: n objects active in one connection's cache */
     c = conn_of(st);
@@ -640,7 +641,8 @@ static void cmd_reads(const char *dir, uint64_t n, uint64_t r) {
     size_t active = 0, cached = ost_conn_cache_count(c, &active);
     ost_conn_close(c);
     ost_store_close(st);
-    printf("{\"objects\": %" PRIu64 ", \"reads\": %" PRIu64 ", \"seconds\": %.4f, \"decoded\": %" PRIu64
+    printf("{\"cpu_seconds\": %.4f, \"raw_cpu_seconds\": %.4f, ", c_ost, c_raw);
+    printf("\"objects\": %" PRIu64 ", \"reads\": %" PRIu64 ", \"seconds\": %.4f, \"decoded\": %" PRIu64
            ", \"raw_seconds\": %.4f, \"cached\": %zu, \"active\": %zu, \"rss_bytes\": %" PRIu64
            ", \"heap_bytes\": %" PRIu64 ", \"values\": %" PRIu64 ", \"checksum\": %" PRIu64 "}\n",
            n, r, t_ost, decoded, t_raw, cached, active, rss1 - rss0, heap1 - heap0,

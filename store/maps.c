@@ -810,6 +810,11 @@ struct ost_map_cursor {
     ost__ecur *ec;    /* the snapshot's next candidate */
     const ost__engine_ops *ops; /* whose cursor ec is */
     uint64_t ec_gen;  /* snapshot the ecur belongs to */
+    /* a walk of the whole map (no range): the snapshot's entries it met
+     * (returned or reported damaged), counted while it stays in the
+     * snapshot it started in, for the check of the map's count at its end */
+    bool whole, moved;
+    uint64_t met, start_gen;
     ost_value key, val;
 };
 
@@ -845,6 +850,7 @@ int ost_map_cursor_open(ost_conn *c, ost_value v, const ost_map_range *r, ost_ma
     /* a cursor never outlives its transaction's map state: its steps check
      * the transaction first (abort frees a new map's state) */
     cur->ops = c->st->ops;
+    cur->whole = !cur->has_lo && !cur->has_hi;
     *out = cur;
     return 0;
 }
@@ -918,12 +924,51 @@ static pnode *pend_next(ost_map_cursor *cur) {
     return t ? sl_before(m, t, tl, !ex) : sl_last(m);
 }
 
+/* The end of a cursor's walk: OST_ENOTFOUND, or OST_ECORRUPT when it
+ * walked the whole map in one snapshot, with no change of this
+ * transaction to the map, and met another number of entries than the
+ * map's record counts (a damaged key that the page checks and checksums
+ * could not tell from another map's, or a lost entry: nothing else makes
+ * them differ). */
+static int whole_end(ost_map_cursor *cur) {
+    ost_conn *c = cur->c;
+    ost__map *m = cur->m;
+    if (!cur->whole || cur->moved || m->is_new || m->head->next[0] || m->delta ||
+        cur->start_gen != c->snap_gen)
+        return OST_ENOTFOUND;
+    ost__recview r;
+    uint64_t n;
+    int rc = c->st->ops->get(c->sess, m->oid, &r);
+    if (!rc) rc = ost__map_record_count(r.pickle, r.len, &n);
+    if (rc) return eng_fail(c, m, rc);
+    if (n == cur->met) return OST_ENOTFOUND;
+    return ost__c_fail(c, OST_ECORRUPT,
+                       "map %llu: its walk met %llu entries and its record counts %llu: the "
+                       "store is damaged ('ostore check' lists the damage, 'ostore salvage' "
+                       "copies what is intact)",
+                       (unsigned long long)m->oid, (unsigned long long)cur->met,
+                       (unsigned long long)n);
+}
+
+/* The snapshot cursor failed (damaged pages, as the engine's message
+ * says): it is dropped, so that the next step seeks again from the last
+ * key given and meets the same damage, never the entries after it as if
+ * nothing were missing. */
+static int stuck(ost_map_cursor *cur, int rc) {
+    if (cur->ec) cur->ops->ecur_close(cur->ec);
+    cur->ec = NULL;
+    cur->moved = true;
+    return eng_fail(cur->c, cur->m, rc);
+}
+
 static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
     ost_conn *c = cur->c;
     ost__map *m = cur->m;
     int rc;
     if (!cur->ec || cur->ec_gen != c->snap_gen) {
-        if ((rc = ec_position(cur))) return eng_fail(c, m, rc);
+        if (!cur->ec && !cur->has_last) cur->start_gen = c->snap_gen;
+        else cur->moved = true;
+        if ((rc = ec_position(cur))) return stuck(cur, rc);
     }
     for (;;) {
         const uint8_t *dk = NULL, *k;
@@ -932,9 +977,9 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
         rc = c->st->ops->ecur_get(cur->ec, &dk, &dkl, &e);
         bool damaged = rc == OST_ECORRUPT;
         if (rc == OST_ENOTFOUND) dk = NULL;
-        else if (rc && !damaged) return eng_fail(c, m, rc);
+        else if (rc && !damaged) return stuck(cur, rc);
         pnode *n = pend_next(cur);
-        if (!dk && !n) return OST_ENOTFOUND;
+        if (!dk && !n) return whole_end(cur);
         int r = !dk ? 1 : !n ? -1 : kcmp(dk, dkl, PKEY(n), n->klen);
         if (cur->reverse && dk && n) r = -r;
         /* r < 0: the snapshot's entry comes first; > 0: the pending one; 0: both */
@@ -946,12 +991,19 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
         cur->has_last = true;
         ost_value v = 0;
         int drc = 0;
+        if (r <= 0) cur->met++;
         if (r < 0)
             drc = damaged ? damaged_entry(c, m, cur->last, kl) : decode_val(c, m, cur->last, kl, &e, &v);
         else if (node_present(n)) v = ost_incref(n->val);
         /* past a damaged entry too: the next step goes on after it */
-        if (r <= 0 && (rc = c->st->ops->ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND)
-            return eng_fail(c, m, rc);
+        if (r <= 0 && (rc = c->st->ops->ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND) {
+            /* this entry is sound; the next step seeks after it again and
+             * meets the failure itself */
+            if (cur->ec) cur->ops->ecur_close(cur->ec);
+            cur->ec = NULL;
+            cur->moved = true;
+            c->msg[0] = 0;
+        }
         if (drc) return drc;
         if (!v) continue; /* deleted in this transaction */
         ost_value kv = ost__mkey_decode(&m->kind, cur->last, kl);

@@ -398,6 +398,155 @@ OST_TEST(safety, a_record_length_past_the_end_of_the_file_is_reported_not_read) 
     ost_store_close(st);
 }
 
+/* ---- reads through damaged pages (issue 30, item 4) ------------------------------------ */
+
+/* Sets byte off of every copy of the 12 bytes pat in dir/data.mdb (the
+ * current tree's and older copies in free pages) to v, at offset at from
+ * the start of the match; returns how many it changed. */
+static int patch_all(const uint8_t *pat, size_t n, size_t at, uint8_t v) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/data.mdb", F.dir);
+    size_t fn;
+    uint8_t *file = read_file(path, &fn);
+    int patched = 0;
+    for (size_t i = 0; i + n <= fn; i++)
+        if (memcmp(file + i, pat, n) == 0) {
+            write_at(path, i + at, &v, 1);
+            patched++;
+        }
+    free(file);
+    return patched;
+}
+
+/* One changed byte, the flags of a record's leaf node set to 0xf7
+ * (F_BIGDATA | F_SUBDATA | F_DUPDATA and more): liblmdb took the node for
+ * duplicates and followed a sub-cursor that a records database does not
+ * have (SIGSEGV inside ost_conn_get on a read-only handle). Now that get
+ * fails with OST_ECORRUPT naming the oid and the page, and the other
+ * records of the page still read. */
+OST_TEST(safety, a_node_flags_byte_of_0xf7_is_corrupt_for_that_oid_not_a_crash) {
+    uint64_t oids[3];
+    make_store(3, 10, oids);
+    /* the node: data size (u16, u16), flags 0 (u16), key size 8, the key */
+    uint8_t pat[12] = {0, 0, 8, 0};
+    put_be64(pat + 4, oids[1]);
+    cr_assert_gt(patch_all(pat, sizeof pat, 0, 0xf7), 0, "the record's node is in the file");
+    ost_store_options o = options_for(F.reg, false);
+    o.read_only = true;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    ost_value obj;
+    cr_assert_eq(ost_conn_get(c, oids[1], &obj), OST_ECORRUPT);
+    expect_oid_in(ost_conn_errmsg(c), oids[1]);
+    cr_assert(strstr(ost_conn_errmsg(c), "records, leaf") && strstr(ost_conn_errmsg(c), "flags 0xf7"),
+              "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_conn_get(c, oids[0], &obj), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_activate(c, obj), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_conn_get(c, oids[2], &obj), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_activate(c, obj), 0, "%s", ost_conn_errmsg(c));
+    /* an iterator names it as damaged and goes on to the next record */
+    ost_iter *it;
+    cr_assert_eq(ost_iter_open(c, 0, &it), 0);
+    ost_record_info info;
+    bool seen[3] = {false, false, false};
+    int rc;
+    while ((rc = ost_iter_next(it, &info, NULL)) == 0)
+        for (int i = 0; i < 3; i++)
+            if (info.oid == oids[i]) {
+                seen[i] = true;
+                cr_assert_eq(info.damaged, i == 1, "oid %llu", (unsigned long long)info.oid);
+            }
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
+    cr_assert(seen[0] && seen[1] && seen[2]);
+    ost_iter_close(it);
+    ost_conn_close(c);
+    /* the store's counters walk every record: refused, not a crash */
+    ost_store_stats ss;
+    cr_assert_eq(ost_store_stat(st, &ss), OST_ECORRUPT);
+    cr_assert(strstr(ost_store_errmsg(st), "flags 0xf7"), "%s", ost_store_errmsg(st));
+    ost_store_close(st);
+}
+
+/* One changed byte in the map oid of the last entry's key: the key reads
+ * as one of map oid + 1, still in order, so no page check sees it. The
+ * cursor ended there as if the map had no more entries (no error, one
+ * entry fewer than ost_map_len says); it now checks the checksum of the
+ * entry it meets outside its map, and reports the damage. */
+OST_TEST(safety, a_damaged_map_oid_in_an_entry_key_is_reported_by_the_cursor) {
+    make_store(5, 10, NULL);
+    uint8_t pat[10];
+    put_be64(pat, g_map);
+    memcpy(pat + 8, "k5", 2);
+    cr_assert_gt(patch_all(pat, sizeof pat, 7, (uint8_t)(g_map + 1)), 0, "the entry's key is in the file");
+    ost_store_options o = options_for(F.reg, false);
+    o.read_only = true;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    ost_value m = root_get(c, "m");
+    uint64_t n;
+    cr_assert_eq(ost_map_len(c, m, &n), 0);
+    cr_assert_eq(n, 5);
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    ost_value k;
+    for (int i = 1; i <= 4; i++) {
+        cr_assert_eq(ost_map_cursor_next(cur, &k, NULL), 0, "entry %d: %s", i, ost_conn_errmsg(c));
+        char want[8];
+        snprintf(want, sizeof want, "k%d", i);
+        cr_assert_str_eq(ost_data(k, NULL), want);
+    }
+    cr_assert_eq(ost_map_cursor_next(cur, &k, NULL), OST_ECORRUPT, "the walk must not end quietly");
+    expect_map_oid(ost_conn_errmsg(c), g_map);
+    cr_assert(strstr(ost_conn_errmsg(c), "checksum"), "%s", ost_conn_errmsg(c));
+    ost_map_cursor_close(cur);
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
+/* An entry gone from the pages while the map's record still counts it
+ * (here deleted through LMDB, so the pages stay sound and every checksum
+ * holds): a walk of the whole map met 4 entries and ended without an
+ * error while ost_map_len said 5. It now reports the difference. A walk
+ * of part of the map cannot tell, and does not. */
+OST_TEST(safety, a_whole_map_walk_that_disagrees_with_the_count_reports_damage) {
+    make_store(5, 10, NULL);
+    uint8_t key[10];
+    put_be64(key, g_map);
+    memcpy(key + 8, "k3", 2);
+    raw_put(F.dir, "mapents", key, 10, NULL, 0);
+    ost_store_options o = options_for(F.reg, false);
+    o.read_only = true;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    ost_value m = root_get(c, "m");
+    for (int reverse = 0; reverse < 2; reverse++) {
+        ost_map_range r = {.reverse = reverse};
+        ost_map_cursor *cur;
+        cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), 0);
+        int got = 0, rc;
+        while ((rc = ost_map_cursor_next(cur, NULL, NULL)) == 0) got++;
+        cr_assert_eq(got, 4);
+        cr_assert_eq(rc, OST_ECORRUPT, "a walk of 4 entries of a map of 5 must say so");
+        expect_map_oid(ost_conn_errmsg(c), g_map);
+        cr_assert(strstr(ost_conn_errmsg(c), "met 4 entries") && strstr(ost_conn_errmsg(c), "counts 5"),
+                  "%s", ost_conn_errmsg(c));
+        ost_map_cursor_close(cur);
+    }
+    /* a range cannot compare with the count: it ends normally */
+    ost_value from = ost_str_c("k2");
+    ost_map_range r = {.from = from};
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), 0);
+    int got = 0, rc;
+    while ((rc = ost_map_cursor_next(cur, NULL, NULL)) == 0) got++;
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(got, 3);
+    ost_map_cursor_close(cur);
+    ost_decref(from);
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
 /* ---- upgrades ------------------------------------------------------------------------ */
 
 static uint64_t meta_format(void) {

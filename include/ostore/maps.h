@@ -136,7 +136,11 @@ OST_EXTERN int ost_map_cursor_open(ost_conn *c, ost_value m,
 /* Steps to the next entry: *key and *val (either may be NULL) get
  * borrowed references, valid until the next step or the close (a value
  * also got by ost_map_get is that same object). 0, OST_ENOTFOUND past the
- * last entry, OST_ETXN after the transaction ended, OST_ECORRUPT. */
+ * last entry, OST_ETXN after the transaction ended, OST_ECORRUPT: a
+ * damaged entry (the next step goes on after it), damaged pages (every
+ * later step says so again), or a walk of the whole map, in one snapshot
+ * and with no change of the transaction to the map, that met another
+ * number of entries than the map's count (docs/recovery.md). */
 OST_EXTERN int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key,
                                    ost_value *val);
 /* Frees the cursor. NULL is allowed. */

@@ -53,12 +53,12 @@ static void unlist(ost__sess *s) {
 static void lmdb_sess_close(ost__sess *s) {
     if (!s) return;
     uv_rwlock_rdlock(&s->st->eng->maplock);
-    if (s->rcur) mdb_cursor_close(s->rcur); /* a read-only txn's: any order */
     if (s->rtxn) mdb_txn_abort(s->rtxn);
     s->rtxn = NULL;
     s->live = false;
     uv_rwlock_rdunlock(&s->st->eng->maplock);
     unlist(s);
+    ost__gd_free(s->gd);
     free(s);
 }
 
@@ -69,6 +69,7 @@ void ost__lmdb_sess_reset_all(ost_store *st) {
         if (s->live) {
             mdb_txn_reset(s->rtxn);
             s->live = false;
+            ost__gd_unbind(s->gd);
         }
     uv_mutex_unlock(&st->lock);
 }
@@ -78,6 +79,30 @@ static int fail_mdb(ost__sess *s, int rc, const char *what) {
     return ost__st_fail(s->st, ost__mdb_code(rc), "%s: %s: %s", s->st->shown, what,
                         ost__mdb_strerror(s->st, rc));
 }
+
+/* A damaged snapshot, as the guard (guard.h) found it: the store's
+ * message, prefixed by what was being read. */
+static int damaged(ost__sess *s, int rc, const char *what) {
+    if (rc != OST_ECORRUPT) return ost__st_fail(s->st, rc, "%s: %s: %s", s->st->shown, what, ost_strerror(rc));
+    return ost__st_fail(s->st, OST_ECORRUPT,
+                        "%s: %s: damaged store: %s ('ostore check' lists the damage, 'ostore "
+                        "salvage' copies what is intact)",
+                        s->st->shown, what, ost__gd_msg(s->gd));
+}
+
+/* Binds the session's guard to its just (re)opened read transaction: 0,
+ * 1 (renew and try again: guard.h), or a code with the message set. */
+static int bind_guard(ost__sess *s) {
+    if (!s->gd) {
+        int rc = ost__gd_new(s->st, &s->gd);
+        if (rc) return ost__st_fail(s->st, rc, "%s: out of memory", s->st->shown);
+    }
+    int rc = ost__gd_bind(s->gd, s->rtxn);
+    if (rc < 0) return damaged(s, rc, "cannot read the snapshot");
+    return rc;
+}
+
+static void format_refresh(ost__sess *s);
 
 /* Pins the snapshot: takes the maplock for reading (so no resize unmaps
  * what reads return) with the snapshot open, reopened when a resize closed
@@ -93,6 +118,18 @@ static int lock_snap(ost__sess *s) {
         if (!s->in_snap) return ost__st_fail(st, OST_EINVAL, "%s: no snapshot is open", st->shown);
         int rc = s->rtxn ? mdb_txn_renew(s->rtxn) : mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &s->rtxn);
         if (!rc) {
+            int grc = bind_guard(s);
+            if (grc) {
+                mdb_txn_reset(s->rtxn);
+                if (grc != 1) return grc;
+                if (tries == 8)
+                    return ost__st_fail(st, OST_EBUSY,
+                                        "%s: cannot start a read transaction: its meta page was "
+                                        "rewritten at each of 8 tries (writers commit too fast)",
+                                        st->shown);
+                uv_rwlock_rdunlock(&st->eng->maplock);
+                continue;
+            }
             s->live = true;
             s->gen++;
             if (s->began) s->moved = true; /* reopened inside the snapshot */
@@ -104,7 +141,7 @@ static int lock_snap(ost__sess *s) {
                 s->listed = true;
                 uv_mutex_unlock(&st->lock);
             }
-            ost__format_refresh(st, s->rtxn);
+            format_refresh(s);
             return 0;
         }
         if (s->rtxn) {
@@ -133,10 +170,29 @@ static void lmdb_unpin(ost__sess *s) { unlock(s); }
 
 static MDB_txn *txn_of(ost__sess *s) { return s->wtxn ? s->wtxn : s->rtxn; }
 
+/* A get from database db (OST__GD_*; dbi its handle): through the guard in
+ * the read snapshot, through liblmdb in the write transaction. 0,
+ * MDB_NOTFOUND, an LMDB code, or OST_ECORRUPT (the guard's message). */
+static int sget(ost__sess *s, int db, MDB_dbi dbi, MDB_val *k, MDB_val *v) {
+    if (s->wtxn) return mdb_get(s->wtxn, dbi, k, v);
+    int rc = ost__gd_get(s->gd, db, k->mv_data, k->mv_size, v);
+    return rc == OST_ENOTFOUND ? MDB_NOTFOUND : rc;
+}
+
+/* A counter of the meta table; 0 when absent or damaged. */
 static uint64_t meta_u64(ost__sess *s, const char *key) {
     MDB_val k = {strlen(key), (void *)key}, v;
-    if (mdb_get(txn_of(s), s->st->eng->meta, &k, &v) || v.mv_size != 8) return 0;
+    if (sget(s, OST__GD_META, s->st->eng->meta, &k, &v) || v.mv_size != 8) return 0;
     return ost__rd_le64(v.mv_data);
+}
+
+/* The store's format, as the snapshot's meta table says (store_internal.h:
+ * a store another process upgrades is read by its new format). */
+static void format_refresh(ost__sess *s) {
+    ost_store *st = s->st;
+    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
+    uint64_t f = meta_u64(s, "format");
+    if (f > st->format && f <= OST_STORE_FORMAT) __atomic_store_n(&st->format, f, __ATOMIC_RELAXED);
 }
 
 static int lmdb_snap_begin(ost__sess *s, ost__snapinfo *info) {
@@ -163,6 +219,7 @@ static void lmdb_snap_end(ost__sess *s) {
     if (s->live) mdb_txn_reset(s->rtxn);
     s->live = false;
     s->in_snap = false;
+    ost__gd_unbind(s->gd);
     if (lock) uv_rwlock_rdunlock(&s->st->eng->maplock);
 }
 
@@ -179,48 +236,11 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb}, v;
-    int rc;
-    if (s->wtxn) {
-        rc = mdb_get(s->wtxn, s->st->eng->recs, &k, &v);
-    } else {
-        /* a positioned cursor finds a record on the same leaf page as the
-         * last one (an object's references often are) without descending
-         * the B-tree again; the record just before or after the last one
-         * (objects made together refer to each other: a list and its
-         * items, one item and the next) is one step away */
-        if (!s->rcur || s->rcur_gen != s->gen) {
-            int crc = s->rcur ? mdb_cursor_renew(s->rtxn, s->rcur)
-                              : mdb_cursor_open(s->rtxn, s->st->eng->recs, &s->rcur);
-            s->rcur_at = false;
-            if (crc) {
-                if (s->rcur) mdb_cursor_close(s->rcur);
-                s->rcur = NULL;
-            } else
-                s->rcur_gen = s->gen;
-        }
-        if (!s->rcur) {
-            rc = mdb_get(s->rtxn, s->st->eng->recs, &k, &v);
-        } else {
-            bool stepped = false;
-            if (s->rcur_at && (oid == s->rcur_oid + 1 || oid + 1 == s->rcur_oid)) {
-                MDB_val sk;
-                int src = mdb_cursor_get(s->rcur, &sk, &v, oid > s->rcur_oid ? MDB_NEXT : MDB_PREV);
-                stepped = !src && sk.mv_size == 8 && memcmp(sk.mv_data, kb, 8) == 0;
-            }
-            if (stepped) {
-                rc = 0;
-            } else {
-                /* far from the last key, the cursor's page is no help, and
-                 * checking it costs two comparisons: start from the root
-                 * (renewing in the same transaction cannot fail; if it
-                 * did, MDB_SET still finds the key) */
-                uint64_t d = oid > s->rcur_oid ? oid - s->rcur_oid : s->rcur_oid - oid;
-                if (s->rcur_at && d > 256) (void)mdb_cursor_renew(s->rtxn, s->rcur);
-                rc = mdb_cursor_get(s->rcur, &k, &v, MDB_SET);
-            }
-            s->rcur_at = rc == 0;
-            s->rcur_oid = oid;
-        }
+    int rc = sget(s, OST__GD_RECS, s->st->eng->recs, &k, &v);
+    if (rc == OST_ECORRUPT) {
+        char what[48];
+        snprintf(what, sizeof what, "oid %llu", (unsigned long long)oid);
+        return damaged(s, rc, what);
     }
     if (rc == MDB_NOTFOUND)
         return ost__st_fail(s->st, OST_ENOTFOUND, "oid %llu: no such object",
@@ -259,21 +279,71 @@ static int lmdb_get_many(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_
     return rc;
 }
 
+/* A cursor of the session's transaction over one database: the guard's in
+ * the read snapshot, liblmdb's in the write transaction. Results as
+ * liblmdb's (MDB_NOTFOUND at the end), or OST_ECORRUPT from the guard. */
+typedef struct {
+    MDB_cursor *mc;
+    ost__gdcur gc;
+} scur;
+
+static int scur_open(ost__sess *s, int db, MDB_dbi dbi, scur *c) {
+    c->mc = NULL;
+    if (s->wtxn) return mdb_cursor_open(s->wtxn, dbi, &c->mc);
+    ost__gdcur_init(&c->gc, s->gd, db);
+    return 0;
+}
+
+static int scur_get(scur *c, MDB_val *k, MDB_val *v, MDB_cursor_op op) {
+    if (c->mc) return mdb_cursor_get(c->mc, k, v, op);
+    int rc = op == MDB_SET_RANGE ? ost__gdcur_seek(&c->gc, k->mv_data, k->mv_size, k, v)
+             : op == MDB_NEXT    ? ost__gdcur_next(&c->gc, k, v)
+                                 : OST_EINVAL;
+    return rc == OST_ENOTFOUND ? MDB_NOTFOUND : rc;
+}
+
+static void scur_close(scur *c) {
+    if (c->mc) mdb_cursor_close(c->mc);
+}
+
+/* A cursor's failure: the guard's damage, or liblmdb's code. */
+static int scur_fail(ost__sess *s, int rc, const char *what) {
+    return OST__OURS(rc) ? damaged(s, rc, what) : fail_mdb(s, rc, what);
+}
+
 static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, void *ud) {
     int rc = lock_snap(s);
-    MDB_cursor *cur = NULL;
-    if (!rc && (rc = mdb_cursor_open(txn_of(s), s->st->eng->recs, &cur))) rc = fail_mdb(s, rc, "scan");
+    scur cur;
+    if (!rc && (rc = scur_open(s, OST__GD_RECS, s->st->eng->recs, &cur))) rc = fail_mdb(s, rc, "scan");
     if (!rc) {
         uint8_t kb[8];
         ost__be64(kb, from);
         MDB_val k = {8, kb}, v;
         int mrc;
-        for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc;
-             mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-            if (k.mv_size != 8) continue;
+        uint64_t last = from; /* the scan is at or after it */
+        for (mrc = scur_get(&cur, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc;
+             mrc = scur_get(&cur, &k, &v, MDB_NEXT)) {
+            if (k.mv_size != 8) {
+                /* a record that cannot be named: stop rather than pass it
+                 * over (an iterator must not skip records silently) */
+                rc = ost__st_fail(s->st, OST_ECORRUPT,
+                                  "%s: records: a key of %zu bytes (not an oid: damaged) after "
+                                  "oid %llu ('ostore check' lists the damage)",
+                                  s->st->shown, k.mv_size, (unsigned long long)last);
+                break;
+            }
             uint64_t oid = ost__rd_be64(k.mv_data);
+            last = oid;
             if (to && oid >= to) break;
             ost__recview r = {0};
+            if (!v.mv_data) { /* its node is damaged: the guard says how */
+                damaged(s, OST_ECORRUPT, "reading the records");
+                ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)", s->st->shown,
+                             (unsigned long long)oid, ost__gd_msg(s->gd));
+                r = (ost__recview){.damage = "its node in the page is damaged", .stored = 0};
+                rc = fn(ud, oid, &r);
+                continue;
+            }
             int dmg = ost__rec_open(s->st, oid, &v, &r.serial, &r.cid);
             if (dmg) {
                 ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
@@ -285,8 +355,8 @@ static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, v
             }
             rc = fn(ud, oid, &r);
         }
-        if (!rc && mrc && mrc != MDB_NOTFOUND) rc = fail_mdb(s, mrc, "scan");
-        mdb_cursor_close(cur);
+        if (!rc && mrc && mrc != MDB_NOTFOUND) rc = scur_fail(s, mrc, "reading the records");
+        scur_close(&cur);
     }
     unlock(s);
     return rc;
@@ -309,8 +379,8 @@ static int lmdb_changes(ost__sess *s, uint64_t after, uint64_t upto,
         unlock(s);
         return 0;
     }
-    MDB_cursor *cur;
-    if ((rc = mdb_cursor_open(txn_of(s), s->st->eng->txlog, &cur))) {
+    scur cur;
+    if ((rc = scur_open(s, OST__GD_TXLOG, s->st->eng->txlog, &cur))) {
         rc = fail_mdb(s, rc, "reading the txlog");
         unlock(s);
         return rc;
@@ -318,16 +388,29 @@ static int lmdb_changes(ost__sess *s, uint64_t after, uint64_t upto,
     uint8_t kb[8];
     ost__be64(kb, after + 1);
     MDB_val k = {8, kb}, v;
-    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        if (k.mv_size != 8) continue;
+    bool said = false; /* rc's message is set */
+    for (rc = scur_get(&cur, &k, &v, MDB_SET_RANGE); rc == 0;
+         rc = scur_get(&cur, &k, &v, MDB_NEXT)) {
+        if (k.mv_size != 8) {
+            rc = ost__st_fail(s->st, OST_ECORRUPT, "%s: txlog: a key of %zu bytes (damaged)",
+                              s->st->shown, k.mv_size);
+            said = true;
+            break;
+        }
         uint64_t serial = ost__rd_be64(k.mv_data);
         if (serial > upto) break;
+        if (!v.mv_data) {
+            rc = damaged(s, OST_ECORRUPT, "reading the txlog");
+            said = true;
+            break;
+        }
         for (size_t off = 0; off + 8 <= v.mv_size; off += 8)
             fn(ud, ost__rd_be64((uint8_t *)v.mv_data + off), serial);
     }
-    mdb_cursor_close(cur);
-    rc = rc && rc != MDB_NOTFOUND ? fail_mdb(s, rc, "reading the txlog") : 0;
+    scur_close(&cur);
+    rc = said ? rc
+         : rc && rc != MDB_NOTFOUND       ? scur_fail(s, rc, "reading the txlog")
+                                          : 0;
     unlock(s);
     return rc;
 }
@@ -347,11 +430,11 @@ static int lmdb_class_get(ost__sess *s, uint32_t id, ost__classview *out) {
         char ikey[5] = {'i'};
         memcpy(ikey + 1, &id, 4);
         MDB_val k = {5, ikey}, v;
-        rc = mdb_get(txn_of(s), s->st->eng->classes, &k, &v);
+        rc = sget(s, OST__GD_CLASSES, s->st->eng->classes, &k, &v);
         if (rc == MDB_NOTFOUND)
             rc = ost__st_fail(s->st, OST_ENOTFOUND, "%s: no class %u", s->st->shown, id);
         else if (rc)
-            rc = fail_mdb(s, rc, "reading the class table");
+            rc = scur_fail(s, rc, "reading the class table");
         else if (!class_view(id, &v, out))
             rc = ost__st_fail(s->st, OST_ECORRUPT, "%s: class %u: damaged entry", s->st->shown,
                               id);
@@ -367,10 +450,10 @@ static int cmp_classview(const void *a, const void *b) {
 
 static int lmdb_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classview *c), void *ud) {
     int rc = lock_snap(s);
-    MDB_cursor *cur = NULL;
+    scur cur;
     ost__classview *all = NULL;
     size_t n = 0, cap = 0;
-    if (!rc && (rc = mdb_cursor_open(txn_of(s), s->st->eng->classes, &cur)))
+    if (!rc && (rc = scur_open(s, OST__GD_CLASSES, s->st->eng->classes, &cur)))
         rc = fail_mdb(s, rc, "reading the class table");
     if (!rc) {
         /* keys 'i' + the id in host order, which is not id order: the views
@@ -378,8 +461,8 @@ static int lmdb_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classvie
         char ikey[1] = {'i'};
         MDB_val k = {1, ikey}, v;
         int mrc;
-        for (mrc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc;
-             mrc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+        for (mrc = scur_get(&cur, &k, &v, MDB_SET_RANGE); mrc == 0 && !rc;
+             mrc = scur_get(&cur, &k, &v, MDB_NEXT)) {
             if (k.mv_size != 5 || ((char *)k.mv_data)[0] != 'i') break;
             uint32_t id;
             memcpy(&id, (char *)k.mv_data + 1, 4);
@@ -387,10 +470,14 @@ static int lmdb_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classvie
                 rc = ost__st_fail(s->st, OST_ENOMEM, "%s: out of memory", s->st->shown);
                 break;
             }
+            if (!v.mv_data) {
+                rc = damaged(s, OST_ECORRUPT, "reading the class table");
+                break;
+            }
             if (class_view(id, &v, &all[n])) n++;
         }
-        if (!rc && mrc && mrc != MDB_NOTFOUND) rc = fail_mdb(s, mrc, "reading the class table");
-        mdb_cursor_close(cur);
+        if (!rc && mrc && mrc != MDB_NOTFOUND) rc = scur_fail(s, mrc, "reading the class table");
+        scur_close(&cur);
     }
     if (!rc && n) qsort(all, n, sizeof *all, cmp_classview);
     for (size_t i = 0; !rc && i < n; i++) rc = fn(ud, &all[i]);
@@ -406,11 +493,19 @@ struct class_try {
     size_t ml, nl;
     bool create;
     uint32_t *id;
+    char dmg[256]; /* the damage ost__gd_check_tables found */
 };
 
 static int class_try(ost_store *st, MDB_txn *t, void *ud) {
     struct class_try *ct = ud;
-    if (!ct->create) return ost__class_find_name(st, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
+    if (!ct->create) {
+        /* a read transaction of liblmdb's: the class table's pages are
+         * checked first (guard.h) */
+        int rc = ost__gd_check_tables(st, t, ct->dmg, sizeof ct->dmg);
+        if (rc == 1) rc = 0; /* rewritten meanwhile: liblmdb reads its copy */
+        if (rc) return rc == OST_ECORRUPT ? OST__PAGE_DAMAGE : rc;
+        return ost__class_find_name(st, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
+    }
     return ost__class_id_name(st, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
 }
 
@@ -422,8 +517,14 @@ static int lmdb_class_id(ost__engine *e, const char *module, size_t mlen, const 
     if (create && st->read_only)
         return ost__st_fail(st, OST_EREADONLY, "%s: read-only: cannot add class %.*s.%.*s",
                             st->shown, (int)mlen, module, (int)nlen, name);
-    struct class_try ct = {module, name, mlen, nlen, create, id};
+    struct class_try ct = {module, name, mlen, nlen, create, id, {0}};
     int rc = ost__lmdb_txn_retry(st, create ? 0 : MDB_RDONLY, class_try, &ct);
+    if (rc == OST__PAGE_DAMAGE)
+        return ost__st_fail(st, OST_ECORRUPT, "%s: class %.*s.%.*s: damaged store: %s ('ostore "
+                            "check' lists the damage)", st->shown, (int)mlen, module, (int)nlen,
+                            name, ct.dmg);
+    if (OST__OURS(rc)) return ost__st_fail(st, rc, "%s: class %.*s.%.*s: %s", st->shown, (int)mlen,
+                                           module, (int)nlen, name, ost_strerror(rc));
     if (rc == MDB_NOTFOUND)
         return ost__st_fail(st, OST_ENOTFOUND, "%s: no class %.*s.%.*s", st->shown, (int)mlen,
                             module, (int)nlen, name);
@@ -862,6 +963,7 @@ static int lmdb_sweep(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
 
 /* An entries.h result as an OST_E* code, keeping the LMDB code for commit. */
 static int ent_rc(ost__sess *s, int rc) {
+    if (rc == OST__PAGE_DAMAGE) return OST_ECORRUPT; /* the message is set */
     if (!rc || OST__OURS(rc)) {
         if (rc == OST_ECORRUPT)
             ost__st_fail(s->st, rc, "%s: a damaged map entry", s->st->shown);
@@ -883,7 +985,8 @@ static int ent_rc(ost__sess *s, int rc) {
 
 static int lmdb_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
                         ost__entry *e) {
-    ENT_CALL(s, ost__ent_get(s->st, txn_of(s), map, key, klen, e));
+    ENT_CALL(s, s->wtxn ? ost__ent_get(s->st, s->wtxn, map, key, klen, e)
+                        : ost__ent_gget(s->st, s->gd, map, key, klen, e));
 }
 
 static int need_write(ost__sess *s) {
@@ -937,13 +1040,15 @@ static int lmdb_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_
  * resize that closes the snapshot invalidates them, as it does a
  * connection's map cursors, which check the snapshot generation). */
 static int lmdb_ecur_open(ost__sess *s, uint64_t map, ost__ecur **out) {
-    ENT_CALL(s, ost__ecur_open(s->st, txn_of(s), map, out));
+    ENT_CALL(s, s->wtxn ? ost__ecur_open(s->st, s->wtxn, map, out)
+                        : ost__ecur_gopen(s->st, s->gd, map, out));
 }
 
 /* Cursors are used while their session is pinned (engine.h): a resize
  * between pins resets the cursor's transaction, and liblmdb then refuses
  * the cursor (MDB_BAD_TXN): OST_EBUSY, reopen it. */
 static int ecur_rc(int rc) {
+    if (rc == OST__PAGE_DAMAGE) return OST_ECORRUPT; /* the message is set */
     if (!rc || OST__OURS(rc)) return rc;
     return rc == MDB_BAD_TXN ? OST_EBUSY : ost__mdb_code(rc);
 }
@@ -970,7 +1075,8 @@ static int lmdb_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), vo
 
 static int raw_meta(ost__sess *s, const char *key, uint64_t *out) {
     MDB_val k = {strlen(key), (void *)key}, v;
-    int rc = mdb_get(txn_of(s), s->st->eng->meta, &k, &v);
+    int rc = sget(s, OST__GD_META, s->st->eng->meta, &k, &v);
+    if (rc == OST_ECORRUPT) return damaged(s, rc, "reading meta");
     if (rc == MDB_NOTFOUND)
         return ost__st_fail(s->st, OST_ECORRUPT, "%s: damaged meta (no %s)", s->st->shown, key);
     if (rc) return fail_mdb(s, rc, "reading meta");
@@ -1005,6 +1111,14 @@ static int lmdb_snap_stat(ost__sess *s, ost_snap_stats *out) {
     if (!rc) rc = raw_meta(s, "next_oid", &out->next_oid);
     if (!rc) rc = raw_meta(s, "last_serial", &out->last_serial);
     if (!rc) rc = raw_meta(s, "next_class", &out->next_class);
+    if (!rc && !s->wtxn) {
+        /* liblmdb's mdb_stat reads the named databases' records from the
+         * main database: the guard reads them first */
+        uint64_t n;
+        int grc = ost__gd_entries(s->gd, OST__GD_RECS, &n);
+        if (!grc && !s->st->no_ments) grc = ost__gd_entries(s->gd, OST__GD_MENTS, &n);
+        if (grc == OST_ECORRUPT) rc = damaged(s, grc, "reading the database records");
+    }
     if (!rc) {
         ost_store *st = s->st;
         MDB_stat ms;

@@ -8,6 +8,7 @@
 
 #include "../engine.h"
 #include "../store_internal.h"
+#include "guard.h"
 #include "pagecheck.h"
 
 /* One per open store (st->eng): the environment and its databases. */
@@ -46,10 +47,9 @@ struct ost__sess {
     bool listed;    /* in e->sessions */
     unsigned pins;  /* nesting of pins (the maplock is held while > 0) */
     uint64_t gen;   /* counts the (re)openings of rtxn */
-    MDB_cursor *rcur; /* on the records, for get, valid while rcur_gen == gen */
-    uint64_t rcur_gen;
-    uint64_t rcur_oid; /* the key rcur is on, when rcur_at */
-    bool rcur_at;
+    /* reads of rtxn go through the guard (guard.h), bound to it at each
+     * (re)opening; NULL until the first */
+    ost__gd *gd;
     MDB_txn *wtxn;  /* the write transaction inside commit (NULL: none) */
     int mdb_rc;     /* the last LMDB result a write op translated */
     uint64_t apply_ns, commit_ns; /* commit: time applying and committing */
@@ -112,6 +112,17 @@ bool ost__in_file(ost_store *st, const void *p, size_t n);
 /* In a store of format < 3, reads the format again in t (another process
  * may have upgraded the store). */
 void ost__format_refresh(ost_store *st, MDB_txn *t);
+
+/* entries.c: the map entries of a read snapshot through its session's
+ * guard (guard.h), as ost__ent_get and ost__ecur_open read them through
+ * liblmdb in a write transaction (store/entries.h). Damaged pages are
+ * OST__PAGE_DAMAGE, with the store's message naming the page; not an
+ * OST_E* code (those are -1 to -99) nor an LMDB one: the engine turns it
+ * into OST_ECORRUPT, keeping the message. */
+#define OST__PAGE_DAMAGE (-30000)
+int ost__ent_gget(ost_store *st, ost__gd *gd, uint64_t map, const uint8_t *key, size_t klen,
+                  ost__entry *e);
+int ost__ecur_gopen(ost_store *st, ost__gd *gd, uint64_t map, ost__ecur **out);
 
 /* verify.c: the cheap check of dir/data.mdb's meta pages (0,
  * OST_ENOTFOUND when there is no data.mdb, OST_ECORRUPT or OST_EIO with one

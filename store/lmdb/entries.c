@@ -130,6 +130,32 @@ int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     return to_entry(st, &k, &v, e);
 }
 
+/* A guard's result (guard.h) as entries.c's: MDB_NOTFOUND at the end or for
+ * no key, OST__PAGE_DAMAGE with the store's message set for damaged pages. */
+static int gd_rc(ost_store *st, ost__gd *gd, int rc) {
+    if (rc == OST_ENOTFOUND) return MDB_NOTFOUND;
+    if (rc == OST_ECORRUPT) {
+        ost__st_fail(st, OST_ECORRUPT,
+                     "%s: map entries: damaged store: %s ('ostore check' lists the damage, "
+                     "'ostore salvage' copies what is intact)",
+                     st->shown, ost__gd_msg(gd));
+        return OST__PAGE_DAMAGE;
+    }
+    return rc;
+}
+
+int ost__ent_gget(ost_store *st, ost__gd *gd, uint64_t map, const uint8_t *key, size_t klen,
+                  ost__entry *e) {
+    if (st->no_ments) return OST_ENOTFOUND;
+    if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
+    uint8_t buf[KEYMAX];
+    MDB_val k = full_key(buf, map, key, klen), v;
+    int rc = gd_rc(st, gd, ost__gd_get(gd, OST__GD_MENTS, k.mv_data, k.mv_size, &v));
+    if (rc == MDB_NOTFOUND) return OST_ENOTFOUND;
+    if (rc) return rc;
+    return to_entry(st, &k, &v, e);
+}
+
 int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
                  uint64_t serial, const void *data, size_t len, bool *existed, bool *append) {
     if (st->no_ments) return OST_EREADONLY;
@@ -294,7 +320,9 @@ int ost__ent_drop_map(ost_store *st, void *txn, uint64_t map, uint64_t *n) {
 
 struct ost__ecur {
     ost_store *st;
-    MDB_cursor *cur;
+    MDB_cursor *cur; /* liblmdb's (a write transaction), or NULL: */
+    ost__gd *gd;     /* the guard's cursor gc (a read snapshot) */
+    ost__gdcur gc;
     uint64_t map;
     bool on; /* positioned on an entry of the map */
     MDB_val k, v;
@@ -315,11 +343,56 @@ int ost__ecur_open(ost_store *st, void *txn, uint64_t map, ost__ecur **out) {
     return 0;
 }
 
-/* Whether the cursor's entry (after a get that returned rc) is the map's. */
+int ost__ecur_gopen(ost_store *st, ost__gd *gd, uint64_t map, ost__ecur **out) {
+    if (st->no_ments) return OST_ENOTFOUND;
+    ost__ecur *ec = calloc(1, sizeof *ec);
+    if (!ec) return OST_ENOMEM;
+    ec->st = st;
+    ec->gd = gd;
+    ost__gdcur_init(&ec->gc, gd, OST__GD_MENTS);
+    ec->map = map;
+    *out = ec;
+    return 0;
+}
+
+/* One move of the cursor, liblmdb's or the guard's: op is MDB_SET_RANGE
+ * (from ec->k), MDB_LAST, MDB_NEXT or MDB_PREV. */
+static int cget(ost__ecur *ec, MDB_cursor_op op) {
+    if (ec->cur) return mdb_cursor_get(ec->cur, &ec->k, &ec->v, op);
+    ost__gdcur *c = &ec->gc;
+    int rc = op == MDB_SET_RANGE ? ost__gdcur_seek(c, ec->k.mv_data, ec->k.mv_size, &ec->k, &ec->v)
+             : op == MDB_LAST    ? ost__gdcur_last(c, &ec->k, &ec->v)
+             : op == MDB_NEXT    ? ost__gdcur_next(c, &ec->k, &ec->v)
+             : op == MDB_PREV    ? ost__gdcur_prev(c, &ec->k, &ec->v)
+                                 : OST_EINVAL;
+    return gd_rc(ec->st, ec->gd, rc);
+}
+
+/* Whether the cursor's entry (after a get that returned rc) is the map's.
+ * An entry met outside the map ends the walk only when it is intact: a
+ * damaged map oid in an entry's key would otherwise end a map's walk early
+ * with no error, every entry after it untold. The checksum covers the
+ * whole key (format 3), so an intact entry of another map is told from a
+ * damaged one of this map. */
 static int settle(ost__ecur *ec, int rc) {
     ec->on = rc == 0 && ec->k.mv_size >= 8 && ost__rd_be64(ec->k.mv_data) == ec->map;
     if (rc && rc != MDB_NOTFOUND) return rc;
-    return ec->on ? 0 : OST_ENOTFOUND;
+    if (ec->on) return 0;
+    if (rc == 0) {
+        ost__entry e;
+        bool bad = ec->k.mv_size < 8 || to_entry(ec->st, &ec->k, &ec->v, &e) != 0;
+        if (bad) {
+            ost__st_fail(ec->st, OST_ECORRUPT,
+                         "%s: map %llu: its walk met a damaged entry (%s%llu; its checksum does "
+                         "not match its bytes), which may be one of its own: 'ostore check' "
+                         "lists the damage",
+                         ec->st->shown, (unsigned long long)ec->map,
+                         ec->k.mv_size < 8 ? "a key too short for a map oid, " : "a key of map ",
+                         ec->k.mv_size < 8 ? 0ULL : (unsigned long long)ost__rd_be64(ec->k.mv_data));
+            return OST__PAGE_DAMAGE;
+        }
+    }
+    return OST_ENOTFOUND;
 }
 
 int ost__ecur_seek(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse) {
@@ -328,29 +401,29 @@ int ost__ecur_seek(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse)
     int rc;
     if (!reverse) {
         ec->k = full_key(buf, ec->map, key, key ? klen : 0);
-        rc = mdb_cursor_get(ec->cur, &ec->k, &ec->v, MDB_SET_RANGE);
+        rc = cget(ec, MDB_SET_RANGE);
         return settle(ec, rc);
     }
     /* reverse: the first entry > key (or the next map's first), then back */
     if (key) {
         ec->k = full_key(buf, ec->map, key, klen);
-        rc = mdb_cursor_get(ec->cur, &ec->k, &ec->v, MDB_SET_RANGE);
+        rc = cget(ec, MDB_SET_RANGE);
         if (rc == 0 && ec->k.mv_size == 8 + klen && memcmp((uint8_t *)ec->k.mv_data + 8, key, klen) == 0)
             return settle(ec, 0); /* exactly key */
     } else if (ec->map == UINT64_MAX) {
         rc = MDB_NOTFOUND;
     } else {
         ec->k = full_key(buf, ec->map + 1, NULL, 0);
-        rc = mdb_cursor_get(ec->cur, &ec->k, &ec->v, MDB_SET_RANGE);
+        rc = cget(ec, MDB_SET_RANGE);
     }
-    if (rc == MDB_NOTFOUND) rc = mdb_cursor_get(ec->cur, &ec->k, &ec->v, MDB_LAST);
-    else if (rc == 0) rc = mdb_cursor_get(ec->cur, &ec->k, &ec->v, MDB_PREV);
+    if (rc == MDB_NOTFOUND) rc = cget(ec, MDB_LAST);
+    else if (rc == 0) rc = cget(ec, MDB_PREV);
     return settle(ec, rc);
 }
 
 int ost__ecur_step(ost__ecur *ec, bool reverse) {
     if (!ec->on) return OST_ENOTFOUND;
-    int rc = mdb_cursor_get(ec->cur, &ec->k, &ec->v, reverse ? MDB_PREV : MDB_NEXT);
+    int rc = cget(ec, reverse ? MDB_PREV : MDB_NEXT);
     return settle(ec, rc);
 }
 
@@ -365,7 +438,7 @@ ost_store *ost__ecur_store(ost__ecur *ec) { return ec->st; }
 
 void ost__ecur_close(ost__ecur *ec) {
     if (!ec) return;
-    mdb_cursor_close(ec->cur);
+    if (ec->cur) mdb_cursor_close(ec->cur);
     free(ec);
 }
 

@@ -438,6 +438,18 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     map_changed(st);
 
     if (ost__test_lmdb_opened) ost__test_lmdb_opened();
+
+    /* liblmdb trusts its pages, and the open reads the main database, meta
+     * and the class table through it: ostore's own checks of those pages
+     * first (store/lmdb/guard.h; it adopts a map another process grew) */
+    char gmsg[256];
+    if ((rc = ost__gd_check_env(st, gmsg, sizeof gmsg))) {
+        code = ost__st_fail(st, rc, "%s: damaged store: %s ('ostore check' lists the damage, "
+                            "'ostore salvage' copies what is intact)", shown,
+                            rc == OST_ECORRUPT ? gmsg : ost_strerror(rc));
+        goto fail;
+    }
+
     MDB_txn *t;
     /* another process may have grown the map since mdb_env_open sized
      * this one (a writer beside a read command): adopt its size and
@@ -794,6 +806,21 @@ int ost__lmdb_stat(ost__engine *e, ost_store_stats *out) {
     memset(out, 0, sizeof *out);
     MDB_txn *t;
     int rc = ost__locked_txn_begin(st, MDB_RDONLY, &t);
+    if (!rc) {
+        /* every record is read through liblmdb below: its pages are
+         * checked first (guard.h) */
+        static const int dbs[] = {OST__GD_MAIN, OST__GD_META, OST__GD_RECS};
+        char gmsg[256];
+        int grc = 1;
+        for (int tries = 0; grc == 1 && tries < 8; tries++)
+            grc = ost__gd_check_dbs(st, t, dbs, 3, gmsg, sizeof gmsg);
+        if (grc < 0) {
+            mdb_txn_abort(t);
+            uv_rwlock_rdunlock(&st->eng->maplock);
+            return ost__st_fail(st, grc, "%s: damaged store: %s ('ostore check' lists the damage)",
+                                st->shown, grc == OST_ECORRUPT ? gmsg : ost_strerror(grc));
+        }
+    }
     if (!rc) {
         MDB_stat ms;
         MDB_envinfo ei;
