@@ -82,7 +82,8 @@ typedef struct {
 static int match_fn(void *ud, uint64_t oid, const ost__recview *r) {
     first_match *fm = ud;
     bool dmg = r->len == 0 && !r->pickle;
-    if (fm->it->by_class && (dmg || r->cid != fm->it->cid)) return 0;
+    /* a damaged record may be one of the class: reported, never skipped */
+    if (fm->it->by_class && !dmg && r->cid != fm->it->cid) return 0;
     fm->found = true;
     fm->oid = oid;
     fm->r = *r;
@@ -93,7 +94,7 @@ static int match_fn(void *ud, uint64_t oid, const ost__recview *r) {
 static int batch_fn(void *ud, uint64_t oid, const ost__recview *r) {
     ost_iter *it = ud;
     bool dmg = r->len == 0 && !r->pickle;
-    if (it->by_class && (dmg || r->cid != it->cid)) return 0;
+    if (it->by_class && !dmg && r->cid != it->cid) return 0;
     if (it->nhits == BATCH) return 1; /* stop: full */
     it->hits[it->nhits++] = (struct iter_hit){oid, r->serial, r->cid, r->len, dmg};
     return 0;

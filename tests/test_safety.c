@@ -459,6 +459,22 @@ OST_TEST(safety, a_node_flags_byte_of_0xf7_is_corrupt_for_that_oid_not_a_crash) 
     cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
     cr_assert(seen[0] && seen[1] && seen[2]);
     ost_iter_close(it);
+    /* so does one over the records' class: the damaged record's class
+     * cannot be told, and skipping it would be a silent wrong answer */
+    ost_value item_cls = ost_global("safety", "Item");
+    cr_assert_eq(ost_iter_open(c, item_cls, &it), 0);
+    memset(seen, 0, sizeof seen);
+    while ((rc = ost_iter_next(it, &info, NULL)) == 0)
+        for (int i = 0; i < 3; i++)
+            if (info.oid == oids[i]) {
+                seen[i] = true;
+                cr_assert_eq(info.damaged, i == 1, "oid %llu", (unsigned long long)info.oid);
+            }
+    cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_conn_errmsg(c));
+    cr_assert(seen[0] && seen[1] && seen[2], "the iterator over the class passed over oid %llu",
+              (unsigned long long)oids[1]);
+    ost_iter_close(it);
+    ost_decref(item_cls);
     ost_conn_close(c);
     /* the store's counters walk every record: refused, not a crash */
     ost_store_stats ss;

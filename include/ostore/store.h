@@ -361,8 +361,9 @@ OST_EXTERN int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out);
  * as ost_conn_get gives it; 0 for a damaged record). Returns 0,
  * OST_ENOTFOUND after the last one, OST_ETXN once the transaction ended
  * (commit or abort), or the code of a failed read (ost_conn_errmsg). A
- * damaged record is returned (info->damaged) by an iterator over all
- * records and skipped by one over a class. Damaged pages (LMDB) stop the
+ * damaged record is returned (info->damaged), by an iterator over a
+ * class too (its class cannot be told, so it may be one of them: it is
+ * never skipped silently). Damaged pages (LMDB) stop the
  * walk with OST_ECORRUPT, at that call and every later one: the records
  * behind them are never passed over silently (docs/recovery.md). */
 OST_EXTERN int ost_iter_next(ost_iter *it, ost_record_info *info, ost_value *obj);
