@@ -153,6 +153,16 @@ int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, cons
 int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id);
 int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls);
 
+/* Where liblmdb maps data.mdb now: the process's map list's mapping of
+ * the file's inode at offset 0 of at least min bytes, into *base and
+ * *size (0 and 0 when none); notes the file's size too. 0 or OST_EIO. */
+int ost__lmdb_map_find(ost_store *st, size_t min, uintptr_t *base, size_t *size);
+/* Notes where liblmdb maps the file and how big the file is (the
+ * engine's map_base, map_size, file_size), after every change of the map:
+ * the environment's open, each resize (env.c, import.c). Call it under
+ * the maplock's write lock, or before any other thread uses the store. */
+void ost__lmdb_map_changed(ost_store *st);
+
 int ost__grow_map(ost_store *st);
 /* Cures an OST__REMAP result mdb_rc: MDB_MAP_RESIZED adopts the size
  * another process grew the map to (mdb_env_set_mapsize(env, 0), never

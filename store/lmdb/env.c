@@ -107,34 +107,40 @@ static const char *datafile_of(const char *dir, char *buf, size_t cap) {
     return buf;
 }
 
-/* Notes where LMDB maps the file and how big the file is (after the
- * environment opens and after each resize, under the maplock's write
- * lock or before any other thread uses the store). */
-static void map_changed(ost_store *st) {
+int ost__lmdb_map_find(ost_store *st, size_t min, uintptr_t *base, size_t *size) {
     int fd;
     struct stat sb;
-    st->eng->map_base = 0;
-    st->eng->map_size = 0;
-    if (mdb_env_get_fd(st->eng->env, &fd) != 0 || fstat(fd, &sb) != 0) return;
+    *base = 0;
+    *size = 0;
+    if (mdb_env_get_fd(st->eng->env, &fd) != 0 || fstat(fd, &sb) != 0) return OST_EIO;
     __atomic_store_n(&st->eng->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
     /* LMDB tells where it maps the file only with MDB_FIXEDMAP: the
      * process's map list tells, the mapping of data.mdb's inode at offset 0 */
     FILE *f = fopen("/proc/self/maps", "re");
-    if (!f) return;
+    if (!f) return OST_EIO;
     char line[PATH_MAX + 128];
     while (fgets(line, sizeof line, f)) {
         unsigned long long lo, hi, off, ino;
         char perms[8];
-        unsigned maj, min;
-        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &lo, &hi, perms, &off, &maj, &min,
+        unsigned maj, min_;
+        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &lo, &hi, perms, &off, &maj, &min_,
                    &ino) == 7 &&
-            ino == (unsigned long long)sb.st_ino && off == 0) {
-            st->eng->map_base = (uintptr_t)lo;
-            st->eng->map_size = (size_t)(hi - lo);
+            ino == (unsigned long long)sb.st_ino && off == 0 && hi - lo >= min) {
+            *base = (uintptr_t)lo;
+            *size = (size_t)(hi - lo);
             break;
         }
     }
     fclose(f);
+    return *base ? 0 : OST_EIO;
+}
+
+void ost__lmdb_map_changed(ost_store *st) {
+    uintptr_t base;
+    size_t size;
+    ost__lmdb_map_find(st, 0, &base, &size);
+    st->eng->map_base = base;
+    st->eng->map_size = size;
 }
 
 void ost__format_refresh(ost_store *st, MDB_txn *t) {
@@ -435,7 +441,7 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
             ei.me_mapsize < (uint64_t)dsb.st_size * 3 + ((uint64_t)64 << 20))
             mdb_env_set_mapsize(st->eng->env, (size_t)dsb.st_size * 3 + ((size_t)64 << 20));
     }
-    map_changed(st);
+    ost__lmdb_map_changed(st);
 
     if (ost__test_lmdb_opened) ost__test_lmdb_opened();
 
@@ -667,7 +673,7 @@ static int resize_map(ost_store *st, uint64_t at_least) {
     uint64_t size = ei.me_mapsize * 2;
     while (size < at_least) size *= 2;
     int rc = mdb_env_set_mapsize(st->eng->env, (size_t)size);
-    map_changed(st);
+    ost__lmdb_map_changed(st);
     uv_rwlock_wrunlock(&st->eng->maplock);
     return rc;
 }
@@ -692,7 +698,7 @@ static int adopt_map(ost_store *st) {
     int rc = mdb_env_set_mapsize(st->eng->env, 0);
     if (!rc && mdb_env_info(st->eng->env, &ei) == 0 && ei.me_mapsize < before)
         rc = mdb_env_set_mapsize(st->eng->env, before);
-    map_changed(st);
+    ost__lmdb_map_changed(st);
     uv_rwlock_wrunlock(&st->eng->maplock);
     return rc;
 }

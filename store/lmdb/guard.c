@@ -166,11 +166,11 @@ void ost__gd_unbind(ost__gd *g) {
 }
 
 /* Where liblmdb maps data.mdb now (into g->mbase, g->msize): the engine's
- * note (env.c's map_changed) when its size is the one liblmdb reports,
- * else the process's map list, read here. A resize that did not update
- * the note (store/lmdb/import.c grows the map itself) leaves the note on
- * an address that is no longer the map: seen as SIGBUS in ostore copy's
- * check of the store it had just imported. 0 or OST_EIO. */
+ * note (ost__lmdb_map_changed) when its size is the one liblmdb reports,
+ * else the process's map list (ost__lmdb_map_find), so that a note left
+ * stale by a resize cannot point the guard at an address that is no
+ * longer the map (seen before import.c noted its resize: SIGBUS in
+ * ostore copy's check of the store it had just imported). 0 or OST_EIO. */
 static int locate_map(ost__gd *g) {
     ost__engine *e = g->st->eng;
     MDB_envinfo ei;
@@ -182,26 +182,7 @@ static int locate_map(ost__gd *g) {
         g->msize = e->map_size;
         return 0;
     }
-    int fd;
-    struct stat sb;
-    if (mdb_env_get_fd(e->env, &fd) || fstat(fd, &sb)) return OST_EIO;
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (!f) return OST_EIO;
-    char line[4200];
-    while (fgets(line, sizeof line, f)) {
-        unsigned long long lo, hi, off, ino;
-        char perms[8];
-        unsigned maj, min;
-        if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &lo, &hi, perms, &off, &maj, &min,
-                   &ino) == 7 &&
-            ino == (unsigned long long)sb.st_ino && off == 0 && hi - lo >= ei.me_mapsize) {
-            g->mbase = (uintptr_t)lo;
-            g->msize = (size_t)(hi - lo);
-            break;
-        }
-    }
-    fclose(f);
-    return g->mbase ? 0 : OST_EIO;
+    return ost__lmdb_map_find(g->st, ei.me_mapsize, &g->mbase, &g->msize);
 }
 
 /* The bytes of the file from its start to the end of page last are in the

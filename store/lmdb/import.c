@@ -58,6 +58,7 @@ int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out) {
         munmap(probe, (size_t)map_need);
         uv_rwlock_wrlock(&st->eng->maplock);
         int rc = mdb_env_set_mapsize(st->eng->env, (size_t)map_need);
+        ost__lmdb_map_changed(st);
         uv_rwlock_wrunlock(&st->eng->maplock);
         if (rc)
             return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot grow the map to %llu bytes: %s",
