@@ -379,6 +379,42 @@ OST_TEST(engine, tables_that_are_not_ostores_are_refused_and_nothing_is_made) {
     }
 }
 
+/* A role with rights on the tables alone (no CREATE in the schema, as an
+ * application's role often is) opens a store read-write: the open makes
+ * ost_mapdels only when it is missing, since CREATE TABLE IF NOT EXISTS
+ * asks for the right to create even when the table is there (before:
+ * "permission denied for schema" at every read-write open). */
+OST_TEST(engine, a_role_without_create_rights_opens_a_store_read_write) {
+#ifdef OST_HAVE_POSTGRESQL
+    if (strcmp(E->name, "postgresql")) cr_skip_test("no roles on %s", E->name);
+    const char *base = getenv("OST_TEST_PG");
+    cr_assert(base && strstr(addr, "user=postgres"), "%s", addr);
+    ost_store_options o; /* the store: setup made it */
+    ost_store_options_init(&o);
+    ost__engine *e2 = NULL;
+    char role[96], sql[1024];
+    snprintf(role, sizeof role, "app_%s", g_schema);
+    snprintf(sql, sizeof sql,
+             "DROP ROLE IF EXISTS %s; CREATE ROLE %s LOGIN; GRANT USAGE ON SCHEMA %s TO %s; GRANT "
+             "SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %s TO %s",
+             role, role, g_schema, role, g_schema, role);
+    cr_assert_eq(psql(base, sql), 0, "%s", sql);
+    /* the same address as that role */
+    char as[1100];
+    const char *u = strstr(addr, "user=postgres");
+    snprintf(as, sizeof as, "%.*suser=%s%s", (int)(u - addr), addr, role, u + strlen("user=postgres"));
+    ost_store *st2 = ost_store_new();
+    int rc = E->ops->open(st2, as, &o, &e2);
+    cr_expect_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_store_errmsg(st2));
+    if (!rc) E->ops->close(e2);
+    ost_store_close(st2);
+    snprintf(sql, sizeof sql, "DROP OWNED BY %s; DROP ROLE %s", role, role);
+    cr_assert_eq(psql(base, sql), 0, "%s", sql);
+#else
+    cr_skip_test("built without the PostgreSQL engine");
+#endif
+}
+
 OST_TEST(engine, bad_addresses_fail_with_a_clear_message) {
     if (strcmp(E->name, "postgresql")) cr_skip_test("no server addresses on %s (the store suite tests bad paths)", E->name);
     ost_store_options o;

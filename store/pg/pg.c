@@ -741,8 +741,9 @@ static int table_valid(ost__engine *e, const PGresult *r, int t, int from, int t
  * others, not a table, a column missing, of another type, one more, out
  * of order, another key), or the failure to read the catalog. One round
  * trip (PostgreSQL's catalogs: pg_class, pg_attribute, pg_index). */
-static int schema_valid(ost__engine *e, PGconn *c, int *present) {
+static int schema_valid(ost__engine *e, PGconn *c, int *present, bool *dels) {
     *present = 0;
+    *dels = false;
     PGresult *r = PQexec(c, schema_sql_catalog);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         char cause[240];
@@ -762,6 +763,7 @@ static int schema_valid(ost__engine *e, PGconn *c, int *present) {
         if (t < NREQUIRED) *present += there[t];
     }
     at[NTABLES] = row;
+    *dels = there[NREQUIRED];
     if (PQnfields(r) != 6 || row != nt) {
         PQclear(r);
         return ost__st_fail(e->st, OST_EIO, "%s: checking the schema: an answer of another shape",
@@ -790,7 +792,7 @@ static int schema_valid(ost__engine *e, PGconn *c, int *present) {
  * schema and create is not set; OST_ECORRUPT for tables that are not
  * ostore's (nothing is made then); OST_EVERSION for another format; or a
  * failure of the server. */
-static int schema_open(ost__engine *e, PGconn *c, bool create) {
+static int schema_open(ost__engine *e, PGconn *c, bool create, bool *dels) {
     int rc = 0, present = 0;
     if (create) {
         rc = run0(e, c, "creating the schema", "BEGIN", NULL);
@@ -798,11 +800,14 @@ static int schema_open(ost__engine *e, PGconn *c, bool create) {
             rc = run0(e, c, "creating the schema", "SELECT pg_advisory_xact_lock(" SCHEMA_LOCK ")",
                       NULL);
     }
-    if (!rc) rc = schema_valid(e, c, &present);
+    if (!rc) rc = schema_valid(e, c, &present, dels);
     if (!rc && !present && !create)
         rc = ost__st_fail(e->st, OST_ENOTFOUND, "no ostore schema at %s (open with create to make one)",
                           e->shown);
-    if (!rc && !present) rc = exec_simple(e, c, "cannot create the schema", schema_sql);
+    if (!rc && !present) {
+        rc = exec_simple(e, c, "cannot create the schema", schema_sql);
+        *dels = !rc;
+    }
     if (create) {
         if (!rc) rc = run0(e, c, "creating the schema (commit)", "COMMIT", NULL);
         else if (PQstatus(c) == CONNECTION_OK) PQclear(PQexec(c, "ROLLBACK"));
@@ -895,8 +900,14 @@ static int pg_open(ost_store *st, const char *addr, const ost_store_options *o,
         return rc;
     }
     e->conn = c;
-    rc = schema_open(e, c, o && o->create && !e->read_only);
-    if (!rc && !e->read_only) rc = mapdels_ensure(e, c);
+    bool dels = false;
+    rc = schema_open(e, c, o && o->create && !e->read_only, &dels);
+    /* only when it is missing: CREATE TABLE IF NOT EXISTS needs the
+     * right to create in the schema even when the table is there
+     * (RangeVarGetAndCheckCreationNamespace in
+     * src/backend/catalog/namespace.c checks ACL_CREATE first), which a
+     * role with rights on the tables alone does not have */
+    if (!rc && !e->read_only && !dels) rc = mapdels_ensure(e, c);
     if (!rc && o && o->exclusive) {
         rc = take_excl(e, c);
         e->exclusive = !rc;
