@@ -544,7 +544,7 @@ int ost__gd_get(ost__gd *g, int db, const void *key, size_t klen, MDB_val *val) 
     if (h != P_INVALID && (g->ok[h >> 6] >> (h & 63) & 1)) {
         const uint8_t *pg = g->base + h * g->psize;
         unsigned n = nkeys(pg);
-        const uint8_t *f = node_at(pg, 0), *l = node_at(pg, n - 1);
+        const uint8_t *f = n ? node_at(pg, 0) : NULL, *l = n ? node_at(pg, n - 1) : NULL;
         if (n && kcmp(f + NODESIZE, rd16(f + 6), k, klen) <= 0 &&
             kcmp(k, klen, l + NODESIZE, rd16(l + 6)) <= 0) {
             unsigned i = leaf_find(pg, n, k, klen, &eq);

@@ -3064,6 +3064,10 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         goto out; /* nothing was written: the other path says what is wrong */
     }
     PGresult *rl = at_lock >= 0 ? res[at_lock] : NULL, *rm = res[at_meta];
+    /* the columns checked as run_ps checks them (a pipeline's results do
+     * not pass through it); a result of another shape goes to the other
+     * path, whose run_ps says what is wrong */
+    if (rl && res_check(e, rl, "commit: locking records", ps_shape[PS_LOCK])) goto rollback;
     if (PQntuples(rm) != 1 || PQgetlength(rm, 0, 0) != 8 || PQgetlength(rm, 0, 1) != 8)
         goto rollback;
     uint64_t last = rd64(PQgetvalue(rm, 0, 0)), low = rd64(PQgetvalue(rm, 0, 1));
