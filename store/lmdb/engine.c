@@ -502,7 +502,6 @@ static int class_try(ost_store *st, MDB_txn *t, void *ud) {
         /* a read transaction of liblmdb's: the class table's pages are
          * checked first (guard.h) */
         int rc = ost__gd_check_tables(st, t, ct->dmg, sizeof ct->dmg);
-        if (rc == 1) rc = 0; /* rewritten meanwhile: liblmdb reads its copy */
         if (rc) return rc == OST_ECORRUPT ? OST__PAGE_DAMAGE : rc;
         return ost__class_find_name(st, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
     }

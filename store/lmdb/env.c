@@ -817,12 +817,12 @@ int ost__lmdb_stat(ost__engine *e, ost_store_stats *out) {
          * checked first (guard.h) */
         static const int dbs[] = {OST__GD_MAIN, OST__GD_META, OST__GD_RECS};
         char gmsg[256];
-        int grc = 1;
-        for (int tries = 0; grc == 1 && tries < 8; tries++)
-            grc = ost__gd_check_dbs(st, t, dbs, 3, gmsg, sizeof gmsg);
-        if (grc < 0) {
+        int grc = ost__gd_check_dbs(st, t, dbs, 3, gmsg, sizeof gmsg);
+        if (grc) {
             mdb_txn_abort(t);
             uv_rwlock_rdunlock(&st->eng->maplock);
+            if (grc == OST_EBUSY)
+                return ost__st_fail(st, grc, "%s: stat: %s", st->shown, gmsg);
             return ost__st_fail(st, grc, "%s: damaged store: %s ('ostore check' lists the damage)",
                                 st->shown, grc == OST_ECORRUPT ? gmsg : ost_strerror(grc));
         }

@@ -744,7 +744,20 @@ int ost__gd_check_dbs(ost_store *st, MDB_txn *t, const int *dbs, size_t n, char 
     ost__gd *g;
     int rc = ost__gd_new(st, &g);
     if (rc) return rc;
-    rc = ost__gd_bind(g, t);
+    /* a meta page rewritten under the bind (1): t begins again, on the
+     * newest snapshot, never read unchecked */
+    for (int tries = 0;; tries++) {
+        rc = ost__gd_bind(g, t);
+        if (rc != 1) break;
+        mdb_txn_reset(t);
+        if (tries == 8 || mdb_txn_renew(t)) {
+            snprintf(g->msg, sizeof g->msg,
+                     "its meta page was rewritten at each of %d tries (writers commit too fast)",
+                     tries + 1);
+            rc = OST_EBUSY;
+            break;
+        }
+    }
     for (size_t i = 0; !rc && i < n; i++) {
         rc = ost__gd_check_db(g, dbs[i]);
         if (rc == OST_ENOTFOUND) rc = 0;
@@ -760,16 +773,16 @@ int ost__gd_check_tables(ost_store *st, MDB_txn *t, char *msg, size_t cap) {
 }
 
 int ost__gd_check_env(ost_store *st, char *msg, size_t cap) {
-    int rc = 1;
-    for (int tries = 0; rc == 1 && tries < 8; tries++) {
+    for (int tries = 0; tries < 8; tries++) {
         MDB_txn *t;
         int brc = mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t);
         /* another process grew the map since mdb_env_open sized this one:
          * adopt its size (ost__remap) and check again */
         if (brc == MDB_MAP_RESIZED && !ost__remap(st, brc)) continue;
         if (brc) return 0; /* the caller's begin says why */
-        rc = ost__gd_check_tables(st, t, msg, cap);
+        int rc = ost__gd_check_tables(st, t, msg, cap);
         mdb_txn_abort(t);
+        return rc;
     }
-    return rc == 1 ? 0 : rc;
+    return 0; /* the map moved at every try: the caller's begin says why */
 }

@@ -113,9 +113,11 @@ int ost__gd_check_db(ost__gd *g, int db);
 
 /* Checks, with a guard of its own bound to read transaction t, every page
  * and value of the tables liblmdb itself reads at a store's open and in
- * class lookups (the main database, meta, classes): 0, 1 (t's meta page
- * was rewritten: as ost__gd_bind), OST_ECORRUPT with one line in msg,
- * OST_ENOMEM. */
+ * class lookups (the main database, meta, classes): 0, OST_ECORRUPT with
+ * one line in msg, OST_ENOMEM, or OST_EBUSY (msg set) when t's meta page
+ * was rewritten under each of 9 binds (as ost__gd_bind's 1): t, a read
+ * transaction, is reset and renewed on the newest snapshot between
+ * tries, so that nothing is left for liblmdb to read unchecked. */
 int ost__gd_check_tables(ost_store *st, MDB_txn *t, char *msg, size_t cap);
 
 /* The same for the databases dbs[0, n) (OST__GD_*), e.g. the records
