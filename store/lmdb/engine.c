@@ -1067,7 +1067,8 @@ static int lmdb_ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__
 static void lmdb_ecur_close(ost__ecur *ec) { ost__ecur_close(ec); }
 
 static int lmdb_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud) {
-    ENT_CALL(s, ost__ent_each_map(s->st, txn_of(s), fn, ud));
+    ENT_CALL(s, s->wtxn ? ost__ent_each_map(s->st, s->wtxn, fn, ud)
+                        : ost__ent_geach_map(s->st, s->gd, fn, ud));
 }
 
 /* ---- raw access ---------------------------------------------------------------------- */

@@ -120,6 +120,9 @@ void ost__format_refresh(ost_store *st, MDB_txn *t);
  * OST_E* code (those are -1 to -99) nor an LMDB one: the engine turns it
  * into OST_ECORRUPT, keeping the message. */
 #define OST__PAGE_DAMAGE (-30000)
+/* ost__ent_each_map on a read snapshot, through the guard's checked
+ * pages instead of liblmdb (fn may not ask for a drop: OST_EINVAL). */
+int ost__ent_geach_map(ost_store *st, ost__gd *gd, int (*fn)(void *ud, uint64_t map), void *ud);
 int ost__ent_gget(ost_store *st, ost__gd *gd, uint64_t map, const uint8_t *key, size_t klen,
                   ost__entry *e);
 int ost__ecur_gopen(ost_store *st, ost__gd *gd, uint64_t map, ost__ecur **out);

@@ -475,6 +475,29 @@ int ost__ent_each_map(ost_store *st, void *txn, int (*fn)(void *ud, uint64_t map
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+int ost__ent_geach_map(ost_store *st, ost__gd *gd, int (*fn)(void *ud, uint64_t map), void *ud) {
+    if (st->no_ments) return 0;
+    ost__gdcur c;
+    ost__gdcur_init(&c, gd, OST__GD_MENTS);
+    MDB_val k, v;
+    int rc = gd_rc(st, gd, ost__gdcur_first(&c, &k, &v));
+    while (rc == 0) {
+        if (k.mv_size < 8) { /* not an entry key: check reports it */
+            rc = gd_rc(st, gd, ost__gdcur_next(&c, &k, &v));
+            continue;
+        }
+        uint64_t map = ost__rd_be64(k.mv_data);
+        int frc = fn(ud, map);
+        if (frc < 0) return frc;
+        if (frc == 1) return OST_EINVAL; /* dropping a map needs the write transaction */
+        if (map == UINT64_MAX) return 0;
+        uint8_t buf[8];
+        ost__be64(buf, map + 1);
+        rc = gd_rc(st, gd, ost__gdcur_seek(&c, buf, sizeof buf, &k, &v));
+    }
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 /* ---- the count in a map's record -------------------------------------------- */
 
 static int record(ost_store *st, void *txn, uint64_t map, MDB_val *v) {
