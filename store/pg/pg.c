@@ -128,10 +128,6 @@ struct ost__sess {
     pgview *lazy;
     bool pre_shared, lost;
     bool is_view; /* a view's own session (views_close closes it) */
-    /* The view whose poll a commit of this session sent while it waited
-     * for its flush (commit_mid), read by pg_commit, and what was sent. */
-    pgview *poll_v;
-    snapsend poll_ss;
 };
 
 struct ost__ecur {
@@ -1118,14 +1114,7 @@ static int ps_ready(ost__sess *s, int which) {
 
 /* Sends st[0, n) on c in one pipeline (pipeline mode, then a sync):
  * false when libpq could not. */
-static bool pipe_send_mid(PGconn *c, const pstmt *st, int n, int k);
-
-static bool pipe_send(PGconn *c, const pstmt *st, int n) { return pipe_send_mid(c, st, n, 0); }
-
-/* pipe_send, asking the server to send the answers of the first k
- * statements as soon as they are ready (a flush request after them):
- * else it keeps every answer of a pipeline until its end, the Sync. */
-static bool pipe_send_mid(PGconn *c, const pstmt *st, int n, int k) {
+static bool pipe_send(PGconn *c, const pstmt *st, int n) {
     bool ok = PQenterPipelineMode(c);
     for (int i = 0; i < n && ok; i++) {
         const params *p = st[i].p;
@@ -1134,7 +1123,6 @@ static bool pipe_send_mid(PGconn *c, const pstmt *st, int n, int k) {
         const int *l = p ? p->l : NULL, *f = p ? p->f : NULL;
         ok = st[i].ps >= 0 ? PQsendQueryPrepared(c, ps_name[st[i].ps], np, v, l, f, 1)
                            : PQsendQueryParams(c, st[i].sql, np, NULL, v, l, f, 1);
-        if (ok && i == k - 1 && k < n) ok = PQsendFlushRequest(c);
     }
     return ok && PQpipelineSync(c);
 }
@@ -1146,19 +1134,8 @@ static bool pipe_send_mid(PGconn *c, const pstmt *st, int n, int k) {
  * its cause, and *failed its index; n when the pipeline itself failed
  * (every res[i] is then NULL, and c is in no known state: the caller
  * closes it). */
-static int pipe_recv_mid(PGconn *c, bool sent, int n, PGresult **res, int *failed, char *cause,
-                         size_t cap, int k, void (*mid)(void *), void *ud);
-
 static int pipe_recv(PGconn *c, bool sent, int n, PGresult **res, int *failed, char *cause,
                      size_t cap) {
-    return pipe_recv_mid(c, sent, n, res, failed, cause, cap, 0, NULL, NULL);
-}
-
-/* pipe_recv, calling mid(ud) once the first k statements' results are
- * read, if they all succeeded; with pipe_send_mid's flush request after
- * them, before the later ones are answered. */
-static int pipe_recv_mid(PGconn *c, bool sent, int n, PGresult **res, int *failed, char *cause,
-                         size_t cap, int k, void (*mid)(void *), void *ud) {
     int rc = 0;
     bool ok = sent;
     *failed = -1;
@@ -1186,7 +1163,6 @@ static int pipe_recv_mid(PGconn *c, bool sent, int n, PGresult **res, int *faile
             PQclear(end);
             ok = false;
         }
-        if (ok && mid && i == k - 1 && *failed < 0) mid(ud);
     }
     PGresult *sync = ok ? PQgetResult(c) : NULL;
     ok = ok && sync && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
@@ -1363,7 +1339,6 @@ static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
  * poll is made and the sessions renew as before. */
 
 uint64_t ost__pg_adopted, ost__pg_imported; /* views adopted and imported (tests) */
-uint64_t ost__pg_overlapped; /* polls sent while a flush was waited for (tests) */
 
 /* Under e->vlock: ends the view's snapshot once no session may still
  * import it. */
@@ -2873,58 +2848,6 @@ static void fail_range(ost__sess *s, ost__pkg *const *pkgs, size_t from, size_t 
     }
 }
 
-/* The same for the packages of pkgs[0, n) that committed (a serial). */
-static void fail_done(ost__sess *s, ost__pkg *const *pkgs, size_t n, int rc) {
-    for (size_t i = 0; i < n; i++)
-        if (!pkgs[i]->rc && pkgs[i]->serial) {
-            pkg_fail(s, pkgs[i], rc);
-            pkgs[i]->serial = 0;
-        }
-}
-
-/* The statement that waits for the flush (see flush_wait). */
-#define FLUSH_SQL "SELECT pg_logical_emit_message(true, 'ostore', '')"
-
-/* Durability, once for the packages of pkgs[0, n) committed (rc 0 and a
- * serial) since the last flush, as LMDB's one fsync per group of the
- * store's group committer. Their COMMIT ran with synchronous_commit off:
- * its commit record is in the WAL, not known flushed. Then one
- * transaction of its own, with the session's synchronous_commit on,
- * writes a WAL record after theirs and commits: PostgreSQL answers it
- * only once the WAL is flushed past its commit record, hence past every
- * commit record before it (the WAL is one sequence, flushed in order).
- *
- * The transaction must write WAL itself: RecordTransactionCommit
- * (src/backend/access/transam/xact.c) flushes (XLogFlush(XactLastRecEnd))
- * only when "wrote_xlog && markXidCommitted && synchronous_commit >
- * SYNCHRONOUS_COMMIT_OFF" (or a forced sync, or files to delete); a
- * transaction that only took an xid (SELECT txid_current(), what this
- * used to run) wrote no WAL before its commit record, so it commits
- * asynchronously and waits for nothing (measured on PostgreSQL 15: the
- * flush LSN did not move; docs/postgresql.md, "Durability"). A
- * transactional logical message does both: LogLogicalMessage
- * (src/backend/replication/logical/message.c) takes an xid
- * (GetCurrentTransactionId) and inserts a WAL record, at any wal_level,
- * and PUBLIC may call it; its redo is a no-op, and it writes no table, so
- * nothing waits on a row lock. Other sessions' flushes merge with it
- * (XLogFlush flushes everything inserted so far; commit_delay groups
- * more), since no lock is held. It runs on the connection the packages
- * committed on: a new connection could flush a server that restarted and
- * lost them. If it fails, each of those packages carries the failure (it
- * may be stored, but is not known durable). 0 or that code. */
-static int flush_wait(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
-    ost__engine *e = s->e;
-    int rc;
-    if (!s->conn || PQstatus(s->conn) != CONNECTION_OK)
-        rc = ost__st_fail(e->st, OST_EIO,
-                          "%s: commit: the connection to the server broke before the flush",
-                          e->shown);
-    else
-        rc = run0(e, s->conn, "commit: waiting for the flush", FLUSH_SQL, NULL);
-    if (rc) fail_done(s, pkgs, n, rc);
-    return rc;
-}
-
 /* Packages in one transaction at most: the row locks of all of them are
  * held until its COMMIT, and a package that spoils it makes the ones
  * before it apply again. */
@@ -2997,22 +2920,6 @@ static bool commit_adopters(ost__pkg *const *pkgs, size_t n, uint64_t *first) {
     return adopters;
 }
 
-typedef struct {
-    ost__sess *s;
-    ost__pkg *const *pkgs;
-    size_t n;
-} commit_mid_ctx;
-
-/* A group's COMMIT is answered (the commit is visible, its flush not yet
- * waited for): the view's poll is sent, for pg_commit to read. */
-static void commit_mid(void *ud) {
-    commit_mid_ctx *m = ud;
-    uint64_t first;
-    if (commit_adopters(m->pkgs, m->n, &first) &&
-        (m->s->poll_v = view_send(m->s->e, first - 1, &m->s->poll_ss)))
-        __atomic_add_fetch(&ost__pg_overlapped, 1, __ATOMIC_RELAXED);
-}
-
 /* Commits pkgs[0, n) as the comment above says. Returns false, with every
  * package as it came, when the group must take the other path; true with
  * *whole (pg_commit's result) when it is done. */
@@ -3050,7 +2957,6 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
     pstmt st1[4];
     int k = 0, at_lock = -1;
     st1[k++] = (pstmt){-1, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
-    if (!e->sync_off) st1[k++] = (pstmt){-1, "SET LOCAL synchronous_commit TO off", NULL};
     if (nl) {
         at_lock = k;
         st1[k++] = (pstmt){PS_LOCK, NULL, &ql};
@@ -3162,21 +3068,11 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         PQclear(res[i]);
         res[i] = NULL;
     }
-    /* the third statement is flush_wait's, in an implicit transaction of
-     * its own that commits at the pipeline's Sync: its answer (the Sync's)
-     * comes once the flush is done */
-    pstmt st2[3] = {{PS_GWRITE, NULL, &qw}, {-1, "COMMIT", NULL}, {-1, FLUSH_SQL, NULL}};
-    int n2 = e->sync_off ? 2 : 3, rc;
-    if (n2 == 3 && e->st->group_commit) {
-        /* the view's poll (pg_commit) goes out once COMMIT's answer is
-         * in: its round trip overlaps the wait for the flush */
-        commit_mid_ctx m = {s, pkgs, n};
-        char cause[240];
-        bool sent = pipe_send_mid(s->conn, st2, n2, 2);
-        rc = pipe_recv_mid(s->conn, sent, n2, res, &failed, cause, sizeof cause, 2, commit_mid, &m);
-        if (rc) pipe_fail(s, "commit", rc, failed == n2, cause);
-    } else
-        rc = pipe_run(s, "commit", st2, n2, res, &failed);
+    /* COMMIT answers once the server flushed its commit record (the
+     * session's synchronous_commit: pg_commit's comment) */
+    pstmt st2[2] = {{PS_GWRITE, NULL, &qw}, {-1, "COMMIT", NULL}};
+    int n2 = 2;
+    int rc = pipe_run(s, "commit", st2, n2, res, &failed);
     bool broken = rc && failed == n2;
     if (rc && !broken && failed < 2) {
         /* the write or the COMMIT failed and the server said so: nothing
@@ -3186,8 +3082,8 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         broken = true;
     }
     if (rc) {
-        /* committed but the flush failed, or not known (the connection
-         * broke): each accepted package carries it, as flush_wait says */
+        /* not known committed (the connection broke after the COMMIT
+         * went out): each accepted package carries the failure */
         for (size_t i = 0; i < n; i++)
             if (!pkgs[i]->rc && pkgs[i]->serial) {
                 pkg_fail(s, pkgs[i], rc);
@@ -3227,16 +3123,10 @@ out:
 }
 
 /* Begins the transaction of a commit group on s's connection: READ
- * COMMITTED, with COMMIT not waiting for the flush (a store of full
- * durability waits for it once for the whole group, after COMMIT: the SET
- * LOCAL, in the same round trip, since the simple protocol takes both
- * statements; a store of lesser durability has it off for the session).
- * 0 or the failure. */
+ * COMMITTED, its COMMIT as the session's synchronous_commit says (on for
+ * full durability: pg_commit). 0 or the failure. */
 static int begin_group(ost__engine *e, ost__sess *s) {
-    if (e->sync_off)
-        return run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
-    return exec_simple(e, s->conn, "commit: begin",
-                       "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL synchronous_commit TO off");
+    return run0(e, s->conn, "commit: begin", "BEGIN ISOLATION LEVEL READ COMMITTED", NULL);
 }
 
 /* Commits a group of packages in one READ COMMITTED transaction (one
@@ -3251,14 +3141,12 @@ static int begin_group(ost__engine *e, ost__sess *s) {
  * serialization failure, is tried again, 5 times at most), and the
  * packages before it are applied again in a new transaction; none of
  * them was visible meanwhile. So each package commits atomically and on
- * its own, as engine.h asks. The transaction commits with
- * synchronous_commit off (the meta row lock is not held through a flush:
- * that would serialize the flushes of all sessions); flush_wait then
- * waits for the flush once for the whole call. */
+ * its own, as engine.h asks. With full durability its COMMIT returns
+ * once the server flushed it, and no other session saw it before
+ * (pg_commit). */
 static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     ost__engine *e = s->e;
     int whole = 0;
-    size_t committed = 0; /* pkgs[0, committed) are past their COMMIT */
     if (s->snap || s->lazy) pg_snap_end(s);
     for (size_t i = 0; i < n; i++) {
         ost__pkg *p = pkgs[i];
@@ -3344,9 +3232,8 @@ static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
             rc = 0; /* run sets it on failure only */
             PGresult *r = run(e, s->conn, "commit", "COMMIT", NULL, &rc, NULL);
             PQclear(r);
-            if (!rc) committed = j;
-            else if (rc == OST_EIO && PQstatus(s->conn) != CONNECTION_OK) whole = rc;
-            else fail_range(s, pkgs, first, j, rc);
+            if (rc == OST_EIO && PQstatus(s->conn) != CONNECTION_OK) whole = rc;
+            else if (rc) fail_range(s, pkgs, first, j, rc);
         }
         if (whole) {
             /* nothing of this transaction is known committed */
@@ -3356,28 +3243,35 @@ static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         s->write = false;
         i = j;
     }
-    if (committed && !e->sync_off && flush_wait(s, pkgs, committed) == OST_EIO &&
-        (!s->conn || PQstatus(s->conn) != CONNECTION_OK))
-        whole = OST_EIO;
     return whole;
 }
 
 /* pg_commit: commit_call, then, when a connection's package committed,
- * the view its session adopts (snap_adopt): sent by commit_mid while the
- * group's flush was waited for, or polled now (a group that did not take
- * group_fast's pipeline, or a store that waits for no flush). */
+ * the view its session adopts (snap_adopt), polled now.
+ *
+ * Durability. With full durability every session has synchronous_commit
+ * on (connect), and a group's transaction keeps it: its COMMIT returns
+ * only after the server flushed the commit record, and no other session
+ * can see the commit before that. CommitTransaction
+ * (src/backend/access/transam/xact.c) calls RecordTransactionCommit,
+ * which for a transaction that wrote WAL with synchronous_commit on
+ * flushes the WAL past its commit record (XLogFlush(XactLastRecEnd)),
+ * before ProcArrayEndTransaction takes the xid out of the running set;
+ * until then every snapshot holds the transaction as in progress. So a
+ * commit lost in a server crash was neither acknowledged nor seen, and
+ * its serial, which the next commit after the restart takes again, was
+ * never in any connection's cache. Committing with synchronous_commit off
+ * and waiting for the flush after COMMIT (what this engine did) made the
+ * commit visible first: a reader could cache a commit that the crash then
+ * lost, and take the new commit of the same serial for it (a lost update
+ * through the cache). The cost is that a group's row locks, the meta
+ * row's among them, are held through its flush: groups of different
+ * processes flush one after another (PostgreSQL's commit_delay can merge
+ * them). docs/postgresql.md, "Durability", says how it is tested. */
 static int pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     int rc = commit_call(s, pkgs, n);
     uint64_t first = 0;
     bool adopters = !rc && commit_adopters(pkgs, n, &first);
-    pgview *v = s->poll_v;
-    if (v) {
-        /* sent while the flush was waited for (commit_mid): kept only if
-         * the flush succeeded for a package that adopts */
-        s->poll_v = NULL;
-        view_recv(s->e, v, &s->poll_ss, adopters);
-        return rc;
-    }
     /* with group commit only: without it, each connection commits on its
      * own session, and its renewal costs the one round trip a poll would */
     if (adopters && s->e->st->group_commit) view_poll(s->e, first - 1);
