@@ -483,6 +483,66 @@ OST_TEST(safety, a_node_flags_byte_of_0xf7_is_corrupt_for_that_oid_not_a_crash) 
     ost_store_close(st);
 }
 
+/* A records leaf page's node count (mp_lower) made one smaller: the page's
+ * last node vanishes from every reader, and the rest of the page is still
+ * sound and in order, so a get of the hidden record said "no such object"
+ * (a wrong answer: its bytes were not touched) and an iterator passed over
+ * it. LMDB keeps a page's nodes packed, so the hidden node leaves a hole
+ * the guard now sees: every get of an oid of that page is OST_ECORRUPT or
+ * the record, never "no such object", and an iterator stops with the
+ * error. */
+OST_TEST(safety, a_smaller_node_count_is_damage_not_missing_records) {
+    uint64_t oids[3];
+    make_store(3, 10, oids);
+    char path[256];
+    snprintf(path, sizeof path, "%s/data.mdb", F.dir);
+    size_t fn;
+    uint8_t *file = read_file(path, &fn);
+    /* every leaf page holding oids[1]'s record node (the live one and any
+     * older copy): flags 0, key size 8, the oid */
+    uint8_t pat[12] = {0, 0, 8, 0};
+    put_be64(pat + 4, oids[1]);
+    const size_t ps = 4096;
+    int patched = 0;
+    for (size_t i = 0; i + sizeof pat <= fn; i++)
+        if (memcmp(file + i, pat, sizeof pat) == 0) {
+            size_t page = i / ps * ps;
+            if (file[page + 10] != 0x02) continue; /* P_LEAF */
+            unsigned lower = file[page + 12] | file[page + 13] << 8;
+            uint8_t b[2] = {(uint8_t)(lower - 2), (uint8_t)((lower - 2) >> 8)};
+            write_at(path, page + 12, b, 2);
+            patched++;
+        }
+    free(file);
+    cr_assert_gt(patched, 0, "the records leaf is in the file");
+    ost_store_options o = options_for(F.reg, false);
+    o.read_only = true;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    int corrupt = 0;
+    uint64_t all[5] = {0, oids[0], oids[1], oids[2], g_map};
+    for (int i = 0; i < 5; i++) {
+        ost_value obj;
+        int rc = ost_conn_get(c, all[i], &obj);
+        cr_assert(rc == 0 || rc == OST_ECORRUPT, "oid %llu: %s: %s", (unsigned long long)all[i],
+                  ost_err_name(rc), ost_conn_errmsg(c));
+        if (rc) {
+            corrupt++;
+            cr_assert(strstr(ost_conn_errmsg(c), "do not fill"), "%s", ost_conn_errmsg(c));
+        }
+    }
+    cr_assert_gt(corrupt, 0, "the page's damage was not seen");
+    ost_iter *it;
+    cr_assert_eq(ost_iter_open(c, 0, &it), 0);
+    ost_record_info info;
+    int rc;
+    while ((rc = ost_iter_next(it, &info, NULL)) == 0) continue;
+    cr_assert_eq(rc, OST_ECORRUPT, "the iterator ended with %s", ost_err_name(rc));
+    ost_iter_close(it);
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
 /* One changed byte in the map oid of the last entry's key: the key reads
  * as one of map oid + 1, still in order, so no page check sees it. The
  * cursor ended there as if the map had no more entries (no error, one

@@ -117,6 +117,9 @@ struct ost__gd {
     uint64_t cap; /* pages the two arrays hold */
     /* the last leaf a get used, per database (a hint: checked in range) */
     uint64_t hint[OST__GD_NDB];
+    /* tiles: which node starts at each even offset of a page (index + 1),
+     * psize / 2 entries, all 0 between checks */
+    uint16_t *at;
     char msg[256];
 };
 
@@ -146,6 +149,10 @@ int ost__gd_new(ost_store *st, ost__gd **out) {
     if (!g) return OST_ENOMEM;
     g->st = st;
     g->psize = ms.ms_psize;
+    if (!(g->at = calloc(g->psize / 2, sizeof *g->at))) {
+        free(g);
+        return OST_ENOMEM;
+    }
     for (int i = 0; i < OST__GD_NDB; i++) g->hint[i] = P_INVALID;
     *out = g;
     return 0;
@@ -155,6 +162,7 @@ void ost__gd_free(ost__gd *g) {
     if (!g) return;
     free(g->ok);
     free(g->from);
+    free(g->at);
     free(g);
 }
 
@@ -318,6 +326,55 @@ static int check_overflow(ost__gd *g, int db, uint64_t pgno, unsigned i, uint64_
 /* Checks page pgno at level (1 the root) of database db before its first
  * use in this snapshot: guard.c's checks 1 to 5, lo and hi the bounds the
  * separators above give, from where it was reached. *out: the page. */
+/* Whether the n nodes of page pg tile its nodes' space [upper, psize)
+ * exactly. LMDB keeps them packed there: mdb_node_add takes each node's
+ * EVEN(NODESIZE + key + data) bytes (8 for the overflow page number of an
+ * F_BIGDATA node; a branch node has no data) from mp_upper down, and
+ * mdb_node_del and mdb_update_key move the nodes below a changed one so
+ * that no hole stays (libraries/liblmdb/mdb.c). A hole or an overlap
+ * means a damaged page: most often a smaller mp_lower, which hides the
+ * last nodes of the page from every reader (their keys read as absent,
+ * still in order). A leaf node whose flags are not ones a node of ours
+ * can have (leaf_value) is that node's own damage, reported when it is
+ * read: its size cannot be told, so the tiling goes on at the next node.
+ * Offsets were checked (even, in [upper, psize)) by the caller. */
+static bool nodes_tile(ost__gd *g, int db, const uint8_t *pg, unsigned n, unsigned upper,
+                       bool leaf) {
+    unsigned ps = g->psize, allowed = db == OST__GD_MAIN ? F_BIGDATA | F_SUBDATA : F_BIGDATA;
+    bool ok = true;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned off = rd16(pg + PAGEHDRSZ + 2 * i);
+        if (g->at[off / 2]) ok = false; /* two nodes at one offset */
+        g->at[off / 2] = (uint16_t)(i + 1);
+    }
+    uint64_t pos = upper; /* 64 bits: a damaged data size is up to 4 GiB */
+    unsigned seen = 0;
+    while (ok && pos < ps) {
+        unsigned j = g->at[pos / 2];
+        if (!j) {
+            ok = false; /* a hole */
+            break;
+        }
+        const uint8_t *nd = pg + pos;
+        uint64_t size = NODESIZE + rd16(nd + 6);
+        unsigned fl = rd16(nd + 4);
+        seen++;
+        if (leaf) {
+            if ((fl & ~allowed) || fl == (F_BIGDATA | F_SUBDATA)) {
+                /* its own damage: on to the next node by offset */
+                do pos += 2;
+                while (pos < ps && !g->at[pos / 2]);
+                continue;
+            }
+            size += fl & F_BIGDATA ? 8u : ((uint64_t)rd16(nd) | (uint64_t)rd16(nd + 2) << 16);
+        }
+        pos += (size + 1) & ~(uint64_t)1;
+    }
+    ok = ok && pos == ps && seen == n;
+    for (unsigned i = 0; i < n; i++) g->at[rd16(pg + PAGEHDRSZ + 2 * i) / 2] = 0;
+    return ok;
+}
+
 static int check_page(ost__gd *g, int db, uint64_t pgno, unsigned level, ost__gdkey lo,
                       ost__gdkey hi, uint64_t from, const uint8_t **out) {
     const char *dn = DB_NAMES[db];
@@ -394,6 +451,10 @@ static int check_page(ost__gd *g, int db, uint64_t pgno, unsigned level, ost__gd
         prev = k;
         prevn = ks;
     }
+    if (!nodes_tile(g, db, pg, n, upper, leaf))
+        return bad(g, "page %llu (%s, %s): its %u nodes do not fill the nodes' space [%u, %u) "
+                      "(a damaged node count or node)",
+                   (unsigned long long)pgno, dn, pk, n, upper, ps);
     g->ok[pgno >> 6] |= (uint64_t)1 << (pgno & 63);
     g->from[pgno] = from;
     *out = pg;
