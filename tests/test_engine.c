@@ -1459,6 +1459,7 @@ OST_TEST(engine, no_session_sees_a_commit_before_the_server_flushed_it) {
         ost__pkg_free(p);
     }
     E->ops->sess_close(r);
+    E->ops->sess_close(w);
     for (int i = 0; i < 3; i++) {
         snprintf(sql, sizeof sql, "ALTER SYSTEM RESET %s", delay_settings[i]);
         psql(admin, sql);
