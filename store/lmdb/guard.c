@@ -505,6 +505,21 @@ int ost__gd_entries(ost__gd *g, int db, uint64_t *out) {
 static inline uint64_t root_from(int db) { return UINT64_MAX - (uint64_t)db; }
 static inline uint64_t slot_from(uint64_t parent, unsigned i) { return parent << 16 | i; }
 
+/* The child of node i of branch page pg (pgno, n nodes): its page number,
+ * with *lo and *hi narrowed to the keys that bound it (the node's own key,
+ * the next node's) and *from its slot. */
+static uint64_t to_child(const uint8_t *pg, uint64_t pgno, unsigned n, unsigned i, ost__gdkey *lo,
+                         ost__gdkey *hi, uint64_t *from) {
+    const uint8_t *nd = node_at(pg, i);
+    if (i > 0) *lo = (ost__gdkey){nd + NODESIZE, rd16(nd + 6)};
+    if (i + 1 < n) {
+        const uint8_t *nx = node_at(pg, i + 1);
+        *hi = (ost__gdkey){nx + NODESIZE, rd16(nx + 6)};
+    }
+    *from = slot_from(pgno, i);
+    return child_of(nd);
+}
+
 /* On a checked branch page of n nodes: the child holding key (the last
  * node i >= 1 whose key is <= key, else 0). */
 static unsigned branch_find(const uint8_t *pg, unsigned n, const uint8_t *key, size_t klen) {
@@ -625,15 +640,7 @@ int ost__gd_get(ost__gd *g, int db, const void *key, size_t klen, MDB_val *val) 
             if (!eq) return i == 0 || i == n ? confirm_miss(g, db, k, klen) : OST_ENOTFOUND;
             return leaf_value(g, db, pgno, pg, i, val);
         }
-        unsigned i = branch_find(pg, n, k, klen);
-        const uint8_t *nd = node_at(pg, i);
-        if (i > 0) lo = (ost__gdkey){nd + NODESIZE, rd16(nd + 6)};
-        if (i + 1 < n) {
-            const uint8_t *nx = node_at(pg, i + 1);
-            hi = (ost__gdkey){nx + NODESIZE, rd16(nx + 6)};
-        }
-        from = slot_from(pgno, i);
-        pgno = child_of(nd);
+        pgno = to_child(pg, pgno, n, branch_find(pg, n, k, klen), &lo, &hi, &from);
     }
 }
 
@@ -672,14 +679,7 @@ static int descend(ost__gdcur *c, const gdb *d, uint64_t pgno, ost__gdkey lo, os
         c->lv[c->top] = (typeof(c->lv[0])){pg, pgno, n, i, lo, hi};
         c->top++;
         if (leaf) return 0;
-        const uint8_t *nd = node_at(pg, i);
-        if (i > 0) lo = (ost__gdkey){nd + NODESIZE, rd16(nd + 6)};
-        if (i + 1 < n) {
-            const uint8_t *nx = node_at(pg, i + 1);
-            hi = (ost__gdkey){nx + NODESIZE, rd16(nx + 6)};
-        }
-        from = slot_from(pgno, i);
-        pgno = child_of(nd);
+        pgno = to_child(pg, pgno, n, i, &lo, &hi, &from);
     }
 }
 
@@ -729,16 +729,10 @@ static int step(ost__gdcur *c, int dir, MDB_val *k, MDB_val *v) {
         if (dir > 0 ? p->i + 1 < p->n : p->i > 0) {
             p->i = dir > 0 ? p->i + 1 : p->i - 1;
             c->top = t;
-            const uint8_t *nd = node_at(p->pg, p->i);
             ost__gdkey lo = p->lo, hi = p->hi;
-            if (p->i > 0) lo = (ost__gdkey){nd + NODESIZE, rd16(nd + 6)};
-            if (p->i + 1 < p->n) {
-                const uint8_t *nx = node_at(p->pg, p->i + 1);
-                hi = (ost__gdkey){nx + NODESIZE, rd16(nx + 6)};
-            }
+            uint64_t from, child = to_child(p->pg, p->pgno, p->n, p->i, &lo, &hi, &from);
             const gdb *d = &c->g->dbs[c->db];
-            int rc = descend(c, d, child_of(nd), lo, hi, slot_from(p->pgno, p->i),
-                             dir > 0 ? GO_FIRST : GO_LAST, NULL, 0);
+            int rc = descend(c, d, child, lo, hi, from, dir > 0 ? GO_FIRST : GO_LAST, NULL, 0);
             if (rc) {
                 c->top = 0;
                 c->on = false;
