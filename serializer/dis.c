@@ -250,20 +250,29 @@ int ost_pickle_dis(const void *data, size_t len, ost_buf *out, size_t *erroff) {
 int ost__scan_pids(const void *data, size_t len, void (*fn)(void *ud, uint64_t oid),
                    void *ud) {
     const uint8_t *p = data, *end = p + len;
-    bool have_int = false;
-    uint64_t last = 0;
+    /* the ops just before: an int (last), two ints (prev, last), or the
+     * pair TUPLE2 made of two ints (pair: its first, the oid) */
+    bool have_int = false, have_two = false, have_pair = false;
+    uint64_t last = 0, prev = 0, pair = 0;
     while (p < end) {
         int op = *p++;
         if (op == OP_STOP) return 0;
         if (ost__op_name(op)[0] == '?') return OST_EBADOPCODE;
         if (op == OP_BINPERSID) {
             if (have_int) fn(ud, last);
-            have_int = false;
+            else if (have_pair) fn(ud, pair);
+            have_int = have_two = have_pair = false;
+            continue;
+        }
+        if (op == OP_TUPLE2) {
+            have_pair = have_two;
+            pair = prev;
+            have_int = have_two = false;
             continue;
         }
         int k = arg_kind(op);
         size_t left = (size_t)(end - p);
-        uint64_t n = 0;
+        uint64_t n = 0, val = 0;
         int w;
         bool is_int = false;
         switch (k) {
@@ -275,7 +284,7 @@ int ost__scan_pids(const void *data, size_t len, void (*fn)(void *ud, uint64_t o
             p += w;
             if (op == OP_BININT1 || op == OP_BININT2 || (op == OP_BININT && (int32_t)n >= 0)) {
                 is_int = true;
-                last = n;
+                val = n;
             }
             break;
         case A_LINE:
@@ -294,16 +303,20 @@ int ost__scan_pids(const void *data, size_t len, void (*fn)(void *ud, uint64_t o
             p += w;
             if (n > (uint64_t)(end - p)) return OST_ETRUNCATED;
             if (op == OP_LONG1 && n <= 8 && n > 0 && !(p[n - 1] & 0x80)) {
-                last = 0;
-                for (size_t i = 0; i < n; i++) last |= (uint64_t)p[i] << (8 * i);
+                for (size_t i = 0; i < n; i++) val |= (uint64_t)p[i] << (8 * i);
                 is_int = true;
             }
             p += n;
             break;
         }
         /* MEMOIZE / PUT / FRAME between the pid and BINPERSID keep it */
-        if (op != OP_MEMOIZE && op != OP_BINPUT && op != OP_LONG_BINPUT && op != OP_FRAME)
-            have_int = is_int;
+        if (op == OP_MEMOIZE || op == OP_BINPUT || op == OP_LONG_BINPUT || op == OP_FRAME)
+            continue;
+        have_two = is_int && have_int;
+        prev = last;
+        have_int = is_int;
+        last = val;
+        have_pair = false;
     }
     return OST_ETRUNCATED;
 }

@@ -425,6 +425,12 @@ static inline int ost__ptrtab_put(ost__ptrtab *t, uintptr_t key,
  * floats); off writes those through the frames, item by item (the item
  * loops of step() stay as they are). The output must be the same. */
 void ost__writer_set_fast_paths(ost_writer *w, bool on);
+/* Whether a shared object the persistent_id hook answered for gets a memo
+ * entry after its BINPERSID (on: the default, docs/hooks.md). Off, every
+ * reference calls the hook and writes the pid again, as CPython's Pickler
+ * does: the store's records, whose pids are small, save the MEMOIZE byte
+ * and the memo insert per reference. */
+void ost__writer_set_pid_memo(ost_writer *w, bool on);
 
 /* reader.c: true when protocol 0-2 name m2.n2 reads back as m.n. */
 bool ost__py2_reads_as(const char *m2, const char *n2, const char *m, const char *n);

@@ -65,6 +65,7 @@ struct ost_writer {
     size_t window; /* open memo windows (see tracked) */
     bool state_next; /* the next save() is an instance's state (see save_small) */
     bool slow; /* tests: no one-pass path (ost__writer_set_fast_paths) */
+    bool pid_nomemo; /* no memo entry after a pid (ost__writer_set_pid_memo) */
     ost_value dead; /* memoized temporaries, kept until the dump ends */
     wframe *st;
     size_t nst, capst;
@@ -145,6 +146,8 @@ void ost_writer_set_sink(ost_writer *w, ost_write_fn fn, void *ud) {
     w->sink = fn;
     w->sink_ud = ud;
 }
+
+void ost__writer_set_pid_memo(ost_writer *w, bool on) { w->pid_nomemo = !on; }
 
 void ost_writer_set_persistent_id(ost_writer *w, ost_persistent_id_fn fn,
                                   void *ud, ost_pid_scope scope) {
@@ -1172,7 +1175,7 @@ static int save(ost_writer *w, ost_value v, bool nohook) {
     if (OST_UNLIKELY(w->pid_fn != NULL) && !nohook &&
         (w->pid_scope == OST_PID_ALL ||
          (o->type == OST_T_INSTANCE &&
-          !(tracked(w, v) && ost__ptrtab_find(&w->memo, v)->key)))) {
+          (w->pid_nomemo || !(tracked(w, v) && ost__ptrtab_find(&w->memo, v)->key))))) {
         bool done;
         if (call_hook(w, v, &done)) return w->err;
         if (done) return 0;
@@ -1405,8 +1408,9 @@ static int call_hook(ost_writer *w, ost_value v, bool *done) {
         return fail(w, rc, "persistent_id hook failed: %s", ost_strerror(rc));
     }
     if (!pid) return 0;
-    /* pid then BINPERSID, and a memo entry so a second reference is a GET */
-    wframe *f = push_build(w, tracked(w, v) ? v : 0, OP_BINPERSID, pid, 0, 0);
+    /* pid then BINPERSID, and a memo entry so a second reference is a GET
+     * (unless pid_nomemo: the pid again, as CPython's Pickler writes it) */
+    wframe *f = push_build(w, !w->pid_nomemo && tracked(w, v) ? v : 0, OP_BINPERSID, pid, 0, 0);
     if (!f) {
         ost_decref(pid);
         return w->err;

@@ -362,16 +362,25 @@ static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
     return 0;
 }
 
-/* The cached object for oid, or a new ghost of the record's class. */
+/* The cached object for oid, or a new ghost of the record's class. A
+ * ghost a reference made (its record not read yet) is returned once its
+ * record is found: a get promises an object that is stored. */
 static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
     ost__pent *e = find_oid(c, oid);
-    if (e) {
+    if (e && e->serial != OST__SERIAL_UNREAD) {
         *obj = e->obj;
         return 0;
     }
     ost__recview v;
     int rc = get_record(c, oid, &v);
     if (rc) return rc;
+    if (e) {
+        c->hint_oid = oid; /* its activation follows, often */
+        c->hint = v;
+        c->hint_gen = c->snap_gen;
+        *obj = e->obj;
+        return 0;
+    }
     /* a get is often followed by the activation of the same object */
     c->hint_oid = oid;
     c->hint = v;
@@ -424,17 +433,94 @@ int ost_conn_get(ost_conn *c, uint64_t oid, ost_value *obj) {
     return rc;
 }
 
-/* The reader's persistent_load: an int pid is an oid of this store. */
+/* Whether classes a and b are the same class: the same value, or globals
+ * of the same module and name (a class the registry does not know is a
+ * new global per class id). */
+static bool same_class(ost_value a, ost_value b) {
+    if (a == b) return true;
+    size_t ml, nl, ml2, nl2;
+    const char *m = ost_data(ost_global_module(a), &ml), *n = ost_data(ost_global_name(a), &nl);
+    const char *m2 = ost_data(ost_global_module(b), &ml2), *n2 = ost_data(ost_global_name(b), &nl2);
+    return m && n && m2 && n2 && ml == ml2 && nl == nl2 && !memcmp(m, m2, ml) && !memcmp(n, n2, nl);
+}
+
+/* The ghost of oid for a reference that names its class id: no read of
+ * its record. The record is read, and its class checked against cid's,
+ * when the ghost loads (activate_locked). */
+static int ghost_of(ost_conn *c, uint64_t oid, uint32_t cid, ost_value *obj) {
+    ost__pent *e = find_oid(c, oid);
+    if (e) {
+        *obj = e->obj;
+        return 0;
+    }
+    ost_value cls;
+    int rc = class_of(c, cid, &cls);
+    if (rc) {
+        char inner[sizeof c->msg];
+        ost__fmt(inner, sizeof inner, "%s", c->msg);
+        return ost__c_fail(c, rc, "reference to oid %llu: %s", (unsigned long long)oid, inner);
+    }
+    ost_value inst = ost_instance_new(cls); /* steals cls */
+    if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    ost__pers_mark(inst, OST__F_GHOST, 0);
+    /* serial unknown until it loads; not 0, which marks a new object */
+    rc = cache_add(c, inst, oid, OST__SERIAL_UNREAD);
+    ost_decref(inst);
+    if (rc) return ost__c_fail(c, rc, "out of memory");
+    *obj = inst;
+    return 0;
+}
+
+/* The reader's persistent_load: a pid is an oid of this store, as the
+ * tuple (oid, class id) that format 4 writes (ghost_of: the record is not
+ * read) or, in records written before it, as an int (get_locked: the
+ * record is read for its class). */
 static int pers_load(void *ud, ost_value pid, ost_value *obj) {
     ost_conn *c = ud;
-    int64_t oid;
-    if (ost_int_value(pid, &oid) || oid < 0)
-        return ost__c_fail(c, OST_ECORRUPT, "persistent id is a %s, not an oid",
-                           ost_type_name(ost_typeof(pid)));
+    int64_t oid, cid = 0;
     ost_value o;
-    int rc = get_locked(c, (uint64_t)oid, &o);
+    int rc;
+    if (ost_typeof(pid) == OST_T_TUPLE && ost_len(pid) == 2) {
+        if (ost_int_value(ost_item(pid, 0), &oid) || oid < 0 ||
+            ost_int_value(ost_item(pid, 1), &cid) || cid <= 0 || cid > UINT32_MAX)
+            return ost__c_fail(c, OST_ECORRUPT,
+                               "persistent id is a pair but not (oid, class id)");
+        rc = ghost_of(c, (uint64_t)oid, (uint32_t)cid, &o);
+    } else {
+        if (ost_int_value(pid, &oid) || oid < 0)
+            return ost__c_fail(c, OST_ECORRUPT, "persistent id is a %s, not an oid",
+                               ost_type_name(ost_typeof(pid)));
+        rc = get_locked(c, (uint64_t)oid, &o);
+    }
     if (rc) return rc;
     *obj = ost_incref(o);
+    return 0;
+}
+
+int ost__conn_ref_pid(ost_conn *c, ost_value obj, uint64_t oid, ost_value *pid) {
+    ost_value cls = ost_instance_class(obj);
+    uint32_t cid = 0;
+    unsigned i;
+    for (i = 0; i < 4 && c->ref_cls[i] != cls; i++) {}
+    if (i < 4) cid = c->ref_cid[i];
+    else {
+        ost__st_clear(c->st);
+        int rc = ost__class_id_cached(c->st, cls, &cid);
+        if (rc) {
+            const char *why = ost_store_errmsg(c->st);
+            return ost__c_fail(c, rc, "reference to oid %llu: its class: %s",
+                               (unsigned long long)oid, why[0] ? why : ost_strerror(rc));
+        }
+        i = c->ref_next++ & 3;
+        ost_decref(c->ref_cls[i]);
+        c->ref_cls[i] = ost_incref(cls);
+        c->ref_cid[i] = cid;
+    }
+    ost_value t = ost_tuple_new(2);
+    if (!t) return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    ost_tuple_set(t, 0, ost_int((int64_t)oid));
+    ost_tuple_set(t, 1, ost_int((int64_t)cid));
+    *pid = t;
     return 0;
 }
 
@@ -450,6 +536,26 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
         return rc;
     uint64_t serial = v.serial;
     uint64_t oid = e->oid;
+    if (e->serial == OST__SERIAL_UNREAD) {
+        /* made from a reference's class id: the record must agree */
+        ost_value cls;
+        if ((rc = class_of(c, v.cid, &cls))) {
+            char inner[sizeof c->msg];
+            ost__fmt(inner, sizeof inner, "%s", c->msg);
+            return ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, inner);
+        }
+        bool same = same_class(cls, ost_instance_class(obj));
+        ost_decref(cls);
+        if (!same) {
+            ost_value m = ost_global_module(ost_instance_class(obj));
+            ost_value n = ost_global_name(ost_instance_class(obj));
+            return ost__c_fail(c, OST_ECORRUPT,
+                               "oid %llu: a reference made it a %s.%s, its record is of "
+                               "class id %u, another class",
+                               (unsigned long long)oid, ost_data(m, NULL), ost_data(n, NULL),
+                               v.cid);
+        }
+    }
     c->msg[0] = 0;
     /* While its state loads, the object is no ghost (a setstate callback
      * that uses the public setters would load it again, without end) and
@@ -869,6 +975,7 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     c->cache_max = OST_CACHE_SIZE_DEFAULT;
     c->cache_max_bytes = SIZE_MAX;
     c->w = ost_writer_new();
+    if (c->w) ost__writer_set_pid_memo(c->w, false); /* docs/format.md, "References" */
     c->r = ost_reader_new();
     c->hooks = ost_txn_hooks_new();
     if (!c->w || !c->r || !c->hooks || oidtab_grow(c) || ost__ptrtab_init(&c->maps, 16)) {
@@ -964,6 +1071,7 @@ static void conn_free_parts(ost_conn *c) {
     ost__pkg_free(c->pkg);
     for (size_t i = 0; i < c->ncls_by_id; i++) ost_decref(c->cls_by_id[i]);
     free(c->cls_by_id);
+    for (unsigned i = 0; i < 4; i++) ost_decref(c->ref_cls[i]);
     if (c->pf) free(c->pf->r);
     free(c->pf);
     c->pf = NULL;
@@ -1221,8 +1329,7 @@ static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
                                "one that pack removed) is referenced");
         if (e->serial && ost__pkg_ref(c->pkg, e->oid))
             return ost__c_fail(c, OST_ENOMEM, "out of memory");
-        *pid = ost_int((int64_t)e->oid);
-        return 0;
+        return ost__conn_ref_pid(c, obj, e->oid, pid);
     }
     if (!ost_class_is_persistent(ost_instance_class(obj))) return 0;
     uint64_t oid = 0;
@@ -1231,8 +1338,7 @@ static int commit_pid(void *ud, ost_value obj, ost_value *pid) {
     rc = cache_add(c, obj, oid, 0);
     if (!rc) rc = note_changed(c, obj);
     if (rc) return ost__c_fail(c, rc, "out of memory");
-    *pid = ost_int((int64_t)oid);
-    return 0;
+    return ost__conn_ref_pid(c, obj, oid, pid);
 }
 
 /* Undoes the oids given during a failed commit. */

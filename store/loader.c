@@ -162,8 +162,8 @@ static int loader_pid(void *ud, ost_value obj, ost_value *pid) {
         if (rc) return rc;
     } else
         return 0;
-    *pid = ost_int((int64_t)oid);
-    return 0;
+    int rc = ost__conn_ref_pid(l->c, obj, oid, pid);
+    return rc ? lfail(l, rc, "%s", l->c->msg) : 0;
 }
 
 /* Waits for the batch in flight; reports progress or records its failure. */

@@ -20,9 +20,17 @@
  * store has none; class ids start at 1), and the ids the class table
  * holds, ascending (check). */
 typedef struct {
+    uint32_t id;
+    uint32_t fam; /* the smallest id of the entries of the same class */
+    char *name;   /* module NUL class name (a version's field list cut) */
+} class_ent;
+
+typedef struct {
     uint32_t map_cids[2];
     uint32_t *ids;
-    size_t n, cap;
+    class_ent *ents; /* as ids, ascending (check only: want_fams) */
+    size_t n, cap, capents;
+    bool want_fams;
     bool nomem;
 } class_ctx;
 
@@ -33,10 +41,28 @@ static int note_class(void *ud, const ost__classview *cv) {
         if (!memcmp(cv->name, "OrderedSet", 10)) cc->map_cids[1] = cv->id;
     }
     if (cc->nomem) return 0;
-    if (ost__reserve((void **)&cc->ids, &cc->cap, cc->n + 1, sizeof *cc->ids, 64))
+    if (ost__reserve((void **)&cc->ids, &cc->cap, cc->n + 1, sizeof *cc->ids, 64)) {
         cc->nomem = true;
-    else
-        cc->ids[cc->n++] = cv->id;
+        return 0;
+    }
+    if (cc->want_fams) {
+        /* a class version's name is the class's with "(fields)" after it
+         * (docs/format.md, "classes"): it is the same class */
+        const char *paren = memchr(cv->name, '(', cv->nlen);
+        size_t nl = paren ? (size_t)(paren - cv->name) : cv->nlen;
+        char *name = malloc(cv->mlen + nl + 2);
+        if (!name || ost__reserve((void **)&cc->ents, &cc->capents, cc->n + 1, sizeof *cc->ents, 64)) {
+            free(name);
+            cc->nomem = true;
+            return 0;
+        }
+        memcpy(name, cv->module, cv->mlen);
+        name[cv->mlen] = 0;
+        memcpy(name + cv->mlen + 1, cv->name, nl);
+        name[cv->mlen + 1 + nl] = 0;
+        cc->ents[cc->n] = (class_ent){cv->id, cv->id, name};
+    }
+    cc->ids[cc->n++] = cv->id;
     return 0;
 }
 
@@ -45,14 +71,43 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Reads the class table of the session's snapshot into cc. 0 or a code
- * with the store's message set. */
-static int read_classes(ost_store *st, ost__sess *s, class_ctx *cc) {
+static bool same_name(const char *a, const char *b) {
+    size_t ma = strlen(a), mb = strlen(b);
+    return ma == mb && !strcmp(a, b) && !strcmp(a + ma + 1, b + mb + 1);
+}
+
+/* Reads the class table of the session's snapshot into cc (and, when
+ * want_fams is set, which entries are versions of the same class). 0 or a
+ * code with the store's message set. */
+static int read_classes(ost_store *st, ost__sess *s, class_ctx *cc, bool want_fams) {
     memset(cc, 0, sizeof *cc);
+    cc->want_fams = want_fams;
     int rc = st->ops->class_each(s, note_class, cc);
     if (!rc && cc->nomem) rc = ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
     if (!rc) qsort(cc->ids, cc->n, sizeof *cc->ids, cmp_u32);
+    if (!rc && want_fams) {
+        qsort(cc->ents, cc->n, sizeof *cc->ents, cmp_u32); /* id first */
+        for (size_t i = 0; i < cc->n; i++)
+            for (size_t j = 0; j < i; j++)
+                if (same_name(cc->ents[i].name, cc->ents[j].name)) {
+                    cc->ents[i].fam = cc->ents[j].fam;
+                    break;
+                }
+    }
     return rc;
+}
+
+static void free_classes(class_ctx *cc) {
+    for (size_t i = 0; cc->ents && i < cc->n; i++) free(cc->ents[i].name);
+    free(cc->ents);
+    free(cc->ids);
+}
+
+/* The class of class id cid (its smallest entry's id), 0 when the table
+ * has no such id. */
+static uint32_t family(const class_ctx *cc, uint32_t cid) {
+    const class_ent *e = bsearch(&cid, cc->ents, cc->n, sizeof *cc->ents, cmp_u32);
+    return e ? e->fam : 0;
 }
 
 static bool is_map_cid(const uint32_t ids[2], uint32_t cid) {
@@ -350,9 +405,9 @@ static int pack_mark(mark_ctx *m, uint64_t *mark) {
                               st->shown, first);
     }
     class_ctx cc = {0};
-    if (!rc) rc = read_classes(st, m->s, &cc);
+    if (!rc) rc = read_classes(st, m->s, &cc, false);
     memcpy(m->map_cids, cc.map_cids, sizeof m->map_cids);
-    free(cc.ids);
+    free_classes(&cc);
     if (!rc) rc = mark_set(st, m->s, &info, &m->oids);
     if (!rc) {
         mark_ref(m, 0);
@@ -526,6 +581,7 @@ typedef struct {
 
 typedef struct {
     uint64_t holder, oid;
+    uint32_t cid; /* the class id the reference names (0: an int pid) */
 } check_ref;
 
 typedef struct {
@@ -540,7 +596,8 @@ typedef struct {
     class_ctx classes;
     ost_reader *r;
     uint64_t *exists; /* the oids of the records read so far, ascending */
-    size_t nexists, capexists;
+    uint32_t *ecids;  /* their class ids */
+    size_t nexists, capexists, capecids;
     check_ref *later; /* references to oids above their holder: resolved after the scan */
     size_t nlater, caplater;
     bool scanned; /* every record has been read: exists is complete */
@@ -665,16 +722,16 @@ static int check_orphans(void *ud, uint64_t map) {
     return 0;
 }
 
-/* Whether oid has a record: in the oids read so far (all of them once the
- * scan is over). */
-static bool exists(const check_ctx *c, uint64_t oid) {
+/* Where oid is in the oids read so far (all of them once the scan is
+ * over), or SIZE_MAX when it has no record. */
+static size_t exists_at(const check_ctx *c, uint64_t oid) {
     size_t lo = 0, hi = c->nexists;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (c->exists[mid] < oid) lo = mid + 1;
         else hi = mid;
     }
-    return lo < c->nexists && c->exists[lo] == oid;
+    return lo < c->nexists && c->exists[lo] == oid ? lo : SIZE_MAX;
 }
 
 static void missing(check_ctx *c, uint64_t holder, uint64_t oid) {
@@ -686,25 +743,63 @@ static void missing(check_ctx *c, uint64_t holder, uint64_t oid) {
     c->report(c->ud, holder, oid, OST_ENOTFOUND, msg);
 }
 
+/* A reference from holder to oid that names class id cid (0: none):
+ * oid must have a record, of the class cid names. */
+static void resolve(check_ctx *c, uint64_t holder, uint64_t oid, uint32_t cid) {
+    size_t at = exists_at(c, oid);
+    if (at == SIZE_MAX) {
+        missing(c, holder, oid);
+        return;
+    }
+    /* a damaged record (class id 0 here) is reported as such */
+    if (!cid || !c->ecids[at] || family(&c->classes, cid) == family(&c->classes, c->ecids[at]))
+        return;
+    c->problems++;
+    if (!c->report) return;
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "oid %llu refers to oid %llu as class id %u, but its record is of class id %u "
+             "(another class)",
+             (unsigned long long)holder, (unsigned long long)oid, cid, c->ecids[at]);
+    c->report(c->ud, holder, oid, OST_ECORRUPT, msg);
+}
+
 /* The reader's persistent_load: a reference resolves against the oids
  * read (records come in oid order), or, when it names a higher oid than
- * its holder's, after the scan. */
+ * its holder's, after the scan. A pid is an oid (an int) or, from format
+ * 4, the pair (oid, class id), whose class id must be in the class table
+ * and be the referenced record's class. */
 static int check_load(void *ud, ost_value pid, ost_value *obj) {
     check_ctx *c = ud;
-    int64_t oid;
-    if (ost_int_value(pid, &oid) || oid < 0) {
+    int64_t oid, cid = 0;
+    bool pair = ost_typeof(pid) == OST_T_TUPLE && ost_len(pid) == 2;
+    if (pair ? ost_int_value(ost_item(pid, 0), &oid) || oid < 0 ||
+                   ost_int_value(ost_item(pid, 1), &cid) || cid <= 0 || cid > UINT32_MAX
+             : ost_int_value(pid, &oid) || oid < 0) {
         c->problems++;
-        if (c->report) c->report(c->ud, c->holder, 0, OST_ECORRUPT, "a persistent id that is not an oid");
+        if (c->report)
+            c->report(c->ud, c->holder, 0, OST_ECORRUPT,
+                      "a persistent id that is not an oid or (oid, class id)");
         *obj = ost_persref(ost_incref(pid));
         return *obj ? 0 : OST_ENOMEM;
     }
+    if (pair && !family(&c->classes, (uint32_t)cid)) {
+        c->problems++;
+        if (c->report) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "oid %llu refers to oid %lld as class id %lld, which is not in the class table",
+                     (unsigned long long)c->holder, (long long)oid, (long long)cid);
+            c->report(c->ud, c->holder, (uint64_t)oid, OST_ECORRUPT, msg);
+        }
+        cid = 0;
+    }
     if (c->scanned || (uint64_t)oid <= c->holder) {
-        if (!exists(c, (uint64_t)oid)) missing(c, c->holder, (uint64_t)oid);
+        resolve(c, c->holder, (uint64_t)oid, (uint32_t)cid);
     } else if (ost__reserve((void **)&c->later, &c->caplater, c->nlater + 1, sizeof *c->later,
                             1024)) {
         c->fail = OST_ENOMEM;
     } else {
-        c->later[c->nlater++] = (check_ref){c->holder, (uint64_t)oid};
+        c->later[c->nlater++] = (check_ref){c->holder, (uint64_t)oid, (uint32_t)cid};
     }
     *obj = ost_persref(ost_incref(pid));
     return *obj ? 0 : OST_ENOMEM;
@@ -723,9 +818,13 @@ static const char *damage_of(ost_store *st) {
 static int check_record(void *ud, uint64_t oid, const ost__recview *v) {
     check_ctx *c = ud;
     if (ost__reserve((void **)&c->exists, &c->capexists, c->nexists + 1, sizeof *c->exists,
-                     4096))
+                     4096) ||
+        ost__reserve((void **)&c->ecids, &c->capecids, c->nexists + 1, sizeof *c->ecids, 4096))
         return c->fail = OST_ENOMEM;
-    if (!c->nexists || oid > c->exists[c->nexists - 1]) c->exists[c->nexists++] = oid;
+    if (!c->nexists || oid > c->exists[c->nexists - 1]) {
+        c->ecids[c->nexists] = v->len ? v->cid : 0;
+        c->exists[c->nexists++] = oid;
+    }
     c->holder = oid;
     if (oid == 0) c->root = true;
     char msg[400];
@@ -777,13 +876,13 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
         rc = ops->check_pages(c.s, report, ud, &problems, &n);
         c.problems += problems;
     }
-    if (!rc) rc = read_classes(st, c.s, &c.classes);
+    if (!rc) rc = read_classes(st, c.s, &c.classes, true);
     if (!rc) rc = ops->scan(c.s, 0, 0, check_record, &c);
     if (!rc) {
         n = c.nexists;
         c.scanned = true;
         for (size_t i = 0; i < c.nlater; i++)
-            if (!exists(&c, c.later[i].oid)) missing(&c, c.later[i].holder, c.later[i].oid);
+            resolve(&c, c.later[i].holder, c.later[i].oid, c.later[i].cid);
     }
     for (size_t i = 0; !rc && i < c.nmaps; i++) rc = check_entries(&c, c.r, &c.maps[i]);
     if (!rc) rc = ops->ent_each_map(c.s, check_orphans, &c);
@@ -792,8 +891,9 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     if (snap) ops->snap_end(c.s);
     if (c.s) ops->sess_close(c.s);
     free(c.maps);
-    free(c.classes.ids);
+    free_classes(&c.classes);
     free(c.exists);
+    free(c.ecids);
     free(c.later);
     ost_reader_free(c.r);
     if (records) *records = n;

@@ -137,9 +137,13 @@ struct ost_store {
 #define OST__ECHUNK ((size_t)1 << OST__ECHUNK_BITS)
 
 /* One cached persistent object. */
+#define OST__SERIAL_UNREAD UINT64_MAX
+
 typedef struct {
     uint64_t oid;
-    uint64_t serial; /* serial of the record the state came from (0: new) */
+    uint64_t serial; /* serial of the record the state came from (0: new;
+                      * OST__SERIAL_UNREAD: a ghost made from a reference,
+                      * its record not read yet) */
     ost_value obj;   /* a reference held by the cache; the size of its record
                       * when its state was loaded or stored is in obj
                       * (ost_inst_obj's pbytes) */
@@ -161,6 +165,11 @@ struct ost_conn {
     struct ost__pf *pf; /* records read ahead by ost_prefetch while it runs */
     ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
     size_t ncls_by_id;
+    /* the class ids the last classes referenced had (ost__conn_ref_pid):
+     * a reference carries its object's class id; each class held */
+    ost_value ref_cls[4];
+    uint32_t ref_cid[4];
+    unsigned ref_next;
     uint64_t low_seen;    /* meta.low when the cache was last checked */
     uint64_t seen_serial; /* invalidations applied up to this commit */
     /* The cache: one entry per object, entry i at echunks[i / OST__ECHUNK]
@@ -300,6 +309,11 @@ void ost__conn_detach(ost_conn *c);
 int ost__conn_dead(ost_conn *c);
 /* The cached object of oid or a new ghost (borrowed), as ost_conn_get;
  * maplock held, snapshot open. */
+/* The pid of a reference to obj, stored under oid: the tuple (oid, class
+ * id of obj's class), so that a reader makes its ghost without reading its
+ * record (docs/format.md, "References"). A new reference in *pid; 0, or
+ * the code of a failure to find or make the class id (message set). */
+int ost__conn_ref_pid(ost_conn *c, ost_value obj, uint64_t oid, ost_value *pid);
 int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj);
 /* The class of class id cid (a new reference; the connection keeps one
  * too for ids below 65536), or an LMDB code. maplock held. */

@@ -90,6 +90,10 @@ class RecordReader(pickle.Unpickler):
         self.refs = []
 
     def persistent_load(self, pid):
+        # format 4 writes (oid, class id), formats 1 to 3 the oid
+        if (isinstance(pid, tuple) and len(pid) == 2 and isinstance(pid[1], int)
+                and pid[1] > 0):
+            pid = pid[0]
         if not isinstance(pid, int) or pid < 0:
             raise pickle.UnpicklingError("persistent id %r is not an oid" % (pid,))
         if pid not in self.refs:

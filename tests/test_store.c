@@ -2181,6 +2181,113 @@ OST_TEST(store, check_reports_a_record_that_does_not_decode) {
     ost_store_close(st);
 }
 
+/* The offset in pickle p[0, n) of the reference (oid, cid) as format 4
+ * writes it: BININT1/BININT2 oid, BININT1 cid, TUPLE2, BINPERSID (the
+ * small oids and class ids of a test store). -1 when absent. */
+static ptrdiff_t find_ref(const uint8_t *p, size_t n, uint64_t oid, uint32_t cid, size_t from) {
+    uint8_t want[8];
+    size_t w = 0;
+    if (oid < 256) {
+        want[w++] = 'K';
+        want[w++] = (uint8_t)oid;
+    } else {
+        want[w++] = 'M';
+        want[w++] = (uint8_t)oid;
+        want[w++] = (uint8_t)(oid >> 8);
+    }
+    want[w++] = 'K';
+    want[w++] = (uint8_t)cid;
+    want[w++] = 0x86; /* TUPLE2 */
+    want[w++] = 'Q';  /* BINPERSID */
+    for (size_t i = from; i + w <= n; i++)
+        if (!memcmp(p + i, want, w)) return (ptrdiff_t)i;
+    return -1;
+}
+
+static uint32_t cid_of(const uint8_t *rec) {
+    return (uint32_t)rec[8] | (uint32_t)rec[9] << 8 | (uint32_t)rec[10] << 16 | (uint32_t)rec[11] << 24;
+}
+
+/* Format 4: a reference is the pair (oid, class id of its object), with
+ * no memo entry after it (a second reference to the same object writes
+ * the pair again, as CPython's Pickler does), so that loading the
+ * referrer makes the ghost without reading the record; the record is
+ * read, and its class checked against the reference's, when the ghost
+ * loads; check reports a reference whose class is not its record's. */
+OST_TEST(store, a_reference_names_its_class_and_its_ghost_is_made_from_it) {
+    LMDB_ONLY("the records are read and damaged with raw LMDB");
+    store_chain();
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value a = root_get(c, "a");
+    ost_value b = ost_instance_getattr(a, "next");
+    set(a, "again", ost_incref(b)); /* a second reference to b */
+    commit_ok(c);
+    ost_store_close(st);
+
+    uint8_t ka[8], kb[8], k0[8];
+    put_be64(ka, chain.a);
+    put_be64(kb, chain.b);
+    put_be64(k0, 0);
+    size_t na, nb, n0;
+    uint8_t *ra = raw_get(F.dir, "records", ka, 8, &na);
+    uint8_t *rb = raw_get(F.dir, "records", kb, 8, &nb);
+    uint8_t *r0 = raw_get(F.dir, "records", k0, 8, &n0);
+    cr_assert(ra && rb && r0);
+    uint32_t node_cid = cid_of(rb), root_cid = cid_of(r0);
+    cr_assert_neq(node_cid, root_cid);
+    ptrdiff_t at = find_ref(ra + 16, na - 16, chain.b, node_cid, 0);
+    cr_assert_geq(at, 0, "a's record holds (b's oid, b's class id) before BINPERSID");
+    ptrdiff_t at2 = find_ref(ra + 16, na - 16, chain.b, node_cid, (size_t)at + 1);
+    cr_assert_geq(at2, 0, "the second reference is the pair again, not a memo fetch");
+    for (size_t i = 16; i + 1 < na; i++)
+        cr_assert(!(ra[i] == 'Q' && ra[i + 1] == 0x94), "no MEMOIZE after a BINPERSID");
+
+    /* b's record gone: a loads, b is a ghost of its class, its load fails */
+    raw_put(F.dir, "records", kb, 8, NULL, 0);
+    st = open_store(false);
+    c = conn_of(st);
+    a = root_get(c, "a");
+    cr_assert_eq(ost_activate(c, a), 0, "%s", ost_conn_errmsg(c));
+    b = ost_instance_getattr(a, "next");
+    cr_assert(ost_is_ghost(b));
+    cr_assert_eq(ost_instance_class(b), F.node, "the class the reference names");
+    cr_assert_eq(ost_activate(c, b), OST_ENOTFOUND);
+    expect_oid_in(ost_conn_errmsg(c), chain.b);
+    ost_store_close(st);
+
+    /* b back, and a's reference naming the root's class: b's ghost is of
+     * that class, and its load fails as the record disagrees */
+    raw_put(F.dir, "records", kb, 8, rb, nb);
+    ra[16 + at + 3 + (chain.b >= 256)] = (uint8_t)root_cid;
+    ra[16 + at2 + 3 + (chain.b >= 256)] = (uint8_t)root_cid;
+    seal_record(ra, na, chain.a);
+    raw_put(F.dir, "records", ka, 8, ra, na);
+    st = open_store(false);
+    c = conn_of(st);
+    a = root_get(c, "a");
+    cr_assert_eq(ost_activate(c, a), 0, "%s", ost_conn_errmsg(c));
+    b = ost_instance_getattr(a, "next");
+    cr_assert(ost_is_ghost(b));
+    cr_assert_eq(ost_activate(c, b), OST_ECORRUPT);
+    expect_oid_in(ost_conn_errmsg(c), chain.b);
+    cr_assert(strstr(ost_conn_errmsg(c), "a reference made it a persistent.mapping.PersistentMapping"),
+              "%s", ost_conn_errmsg(c));
+    cr_assert(ost_is_ghost(b));
+    reports r = {0};
+    cr_assert_eq(ost_store_check(st, collect, &r, NULL), OST_ECORRUPT);
+    cr_assert_eq(r.n, 2, "both references (%s)", r.msg[0]);
+    char want[160];
+    snprintf(want, sizeof want, "oid %llu refers to oid %llu as class id %u, but its record is of class id %u",
+             (unsigned long long)chain.a, (unsigned long long)chain.b, root_cid, node_cid);
+    cr_assert(strstr(r.msg[0], want), "%s", r.msg[0]);
+    cr_assert_eq(r.err[0], OST_ECORRUPT);
+    ost_store_close(st);
+    free(ra);
+    free(rb);
+    free(r0);
+}
+
 OST_TEST(store, check_reports_a_reference_to_a_missing_oid) {
     LMDB_ONLY("the damage is made with raw LMDB (pg-engine's check test damages rows with SQL)");
     store_chain();
@@ -2202,9 +2309,13 @@ OST_TEST(store, check_reports_a_reference_to_a_missing_oid) {
     ost_value a = root_get(c, "a");
     cr_assert_str_eq(sattr(a, "name"), "a");
     ost_value b = ost_instance_getattr(a, "next");
-    int rc = ost_activate(c, b);
+    /* b's reference to c names c's class (format 4): b loads, with c a
+     * ghost, and c's load fails, naming c */
+    cr_assert_eq(ost_activate(c, b), 0, "%s", ost_conn_errmsg(c));
+    ost_value cg = ost_instance_getattr(b, "next");
+    cr_assert(cg && ost_is_ghost(cg));
+    int rc = ost_activate(c, cg);
     cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_err_name(rc));
-    expect_oid_in(ost_conn_errmsg(c), chain.b);
     expect_oid_in(ost_conn_errmsg(c), chain.c);
     cr_assert_str_eq(sattr(root_get(c, "d"), "name"), "d");
     ost_value x;

@@ -148,6 +148,11 @@ int raw_scan_pickle_refs(const uint8_t *p, size_t n, void (*fn)(void *ud, uint64
 /* A reader whose persistent_load keeps references as persistent(OID)
  * values (ost_persref), owned by t; NULL on ENOMEM. */
 ost_reader *raw_reader(raw_txn *t);
+/* A reader's persistent_load for showing a store's records: a reference
+ * prints as persistent(oid), whether its pid is the oid (formats 1 to 3)
+ * or (oid, class id) (format 4: the class id is not shown; the record of
+ * the oid names its class). A new reference in *obj; 0 or OST_ENOMEM. */
+int raw_keep_pid(void *ud, ost_value pid, ost_value *obj);
 /* The store and the snapshot under t (for tools/raw_maps.c). */
 ost_store *raw_store(raw_txn *t);
 ost_snap *raw_snap(raw_txn *t);

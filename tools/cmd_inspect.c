@@ -240,12 +240,6 @@ const cli_cmd cmd_ls = {
 
 /* ---- cat ------------------------------------------------------------------------- */
 
-/* References print as persistent(oid): the state is shown as stored. */
-static int keep_pid(void *ud, ost_value pid, ost_value *obj) {
-    (void)ud;
-    *obj = ost_persref(ost_incref(pid));
-    return *obj ? 0 : OST_ENOMEM;
-}
 
 static void header(raw_txn *t, const raw_rec *r) {
     printf("oid %llu: %s, serial %llu, %zu bytes\n", (unsigned long long)r->oid,
@@ -428,7 +422,7 @@ static int run_cat(int argc, char **argv) {
         ost_value v = 0;
         int lrc = rd ? OST_OK : OST_ENOMEM;
         if (rd) {
-            ost_reader_set_persistent_load(rd, keep_pid, NULL);
+            ost_reader_set_persistent_load(rd, raw_keep_pid, NULL);
             lrc = ost_load(rd, r.pickle, r.len, &v, NULL);
         }
         raw_map m;

@@ -178,15 +178,18 @@ int raw_map_class(raw_txn *t, const raw_rec *r) {
     return 0;
 }
 
-/* References print as persistent(oid), as stored. */
-static int keep_pid(void *ud, ost_value pid, ost_value *obj) {
+int raw_keep_pid(void *ud, ost_value pid, ost_value *obj) {
     (void)ud;
+    /* format 4's (oid, class id): the oid; the class is the record's */
+    if (ost_typeof(pid) == OST_T_TUPLE && ost_len(pid) == 2 &&
+        ost_typeof(ost_item(pid, 0)) == OST_T_INT && ost_typeof(ost_item(pid, 1)) == OST_T_INT)
+        pid = ost_item(pid, 0);
     *obj = ost_persref(ost_incref(pid));
     return *obj ? 0 : OST_ENOMEM;
 }
 
 ost_reader *raw_reader(raw_txn *t) {
-    if (!t->rd && (t->rd = ost_reader_new())) ost_reader_set_persistent_load(t->rd, keep_pid, NULL);
+    if (!t->rd && (t->rd = ost_reader_new())) ost_reader_set_persistent_load(t->rd, raw_keep_pid, NULL);
     return t->rd;
 }
 

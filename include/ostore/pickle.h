@@ -203,7 +203,8 @@ OST_EXTERN int ost_pickle_dis_ex(const void *data, size_t len, const ost_repr_op
                                  ost_write_fn fn, void *ud, size_t *erroff);
 
 /* Calls fn(ud, oid) for each persistent reference of the pickle
- * data[0, len) whose pid is an int (an oid, as the store writes them), by
+ * data[0, len) whose pid is an int (an oid, as stores of format 3 and
+ * before write them) or a pair of ints (oid, class id: format 4), by
  * walking the opcodes without building values: what pack and check follow.
  * 0, or a reader code (OST_EBADOPCODE, OST_ETRUNCATED) for a malformed
  * pickle, after the references before the fault were given to fn. */

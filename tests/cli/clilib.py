@@ -382,8 +382,9 @@ def usage(args, needle=None):
 # ---- pickles with persistent references (docs/format.md) --------------------------------
 
 class Ref:
-    def __init__(self, oid):
-        self.oid = oid
+    """A reference: pid (oid, class id) in format 4, the oid before."""
+    def __init__(self, oid, cid=None):
+        self.oid, self.cid = oid, cid
 
     def __repr__(self):
         return "persistent(%d)" % self.oid
@@ -391,12 +392,14 @@ class Ref:
 
 class RefReader(pickle.Unpickler):
     def persistent_load(self, pid):
-        return Ref(pid)
+        return Ref(*pid) if isinstance(pid, tuple) else Ref(pid)
 
 
 class RefWriter(pickle.Pickler):
     def persistent_id(self, obj):
-        return obj.oid if isinstance(obj, Ref) else None
+        if not isinstance(obj, Ref):
+            return None
+        return obj.oid if obj.cid is None else (obj.oid, obj.cid)
 
 
 def state_of(data):
@@ -404,13 +407,17 @@ def state_of(data):
 
 
 def refs_of(data):
-    """The oids a record's pickle references, in order (from the opcodes)."""
-    out, last = [], None
+    """The oids a record's pickle references, in order (from the opcodes):
+    the int before BINPERSID, or format 4's pair (oid, class id): two ints
+    then TUPLE2."""
+    out, last, prev = [], None, None
     for op, arg, _ in pickletools.genops(data):
         if op.name == "BINPERSID":
             out.append(last)
-        if op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "FRAME"):
-            last = arg
+        if op.name == "TUPLE2":
+            last = prev
+        elif op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "FRAME"):
+            prev, last = last, arg
     return out
 
 

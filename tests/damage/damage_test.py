@@ -200,7 +200,8 @@ class _RefReader(pickle.Unpickler):
         self.refs = []
 
     def persistent_load(self, pid):
-        self.refs.append(pid)
+        # format 4: (oid, class id); formats 1 to 3: the oid
+        self.refs.append(pid[0] if isinstance(pid, tuple) and len(pid) == 2 else pid)
         return None
 
     def find_class(self, module, name):
