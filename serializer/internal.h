@@ -384,8 +384,9 @@ void ost__ptrtab_free(ost__ptrtab *t);
 int ost__ptrtab_grow(ost__ptrtab *t);
 /* Removes key (if present), keeping probe chains intact. */
 void ost__ptrtab_del(ost__ptrtab *t, uintptr_t key);
-/* Calls fn(oid) for each persistent reference whose pid is an int, found
- * by walking the opcodes without building values. 0 or a reader code. */
+/* Calls fn(oid) for each persistent reference whose pid is an int or a
+ * pair of ints (oid, class id: format 4), found by walking the opcodes
+ * without building values. 0 or a reader code. */
 int ost__scan_pids(const void *data, size_t len,
                    void (*fn)(void *ud, uint64_t oid), void *ud);
 
