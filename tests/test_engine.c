@@ -3192,8 +3192,13 @@ OST_TEST(api, a_server_gone_is_eio_naming_the_address_and_what_was_done) {
     cr_assert(strstr(msg, "map entry"), "says what was done: %s", msg);
     ost_conn_close(c3);
     /* an entry whose value refers to an object that cannot be read now:
-     * the server's failure, not damage ("does not decode", OST_ECORRUPT) */
+     * its ghost is made from the reference (format 4: no read), and its
+     * load fails as the server's failure, not damage ("does not decode",
+     * OST_ECORRUPT) */
     rc = ost_map_cursor_next(cur, &k5, &v5);
+    cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c5));
+    cr_assert(ost_is_ghost(v5));
+    rc = ost_activate(c5, v5);
     msg = ost_conn_errmsg(c5);
     cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
     expect_names_store(a, msg);
