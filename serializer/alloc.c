@@ -33,11 +33,11 @@ typedef struct free_node {
     struct free_node *next;
 } free_node;
 
-static __thread free_node *t_free[SC_COUNT + 1];
-static __thread char *t_bump;
-static __thread size_t t_bump_left;
-static __thread uint64_t t_live;
-static __thread uint64_t t_pool_bytes;
+static OST__TLS_HOT free_node *t_free[SC_COUNT + 1];
+static OST__TLS_HOT char *t_bump;
+static OST__TLS_HOT size_t t_bump_left;
+static OST__TLS_HOT uint64_t t_live;
+static OST__TLS_HOT uint64_t t_pool_bytes;
 
 void ost_set_allocator(const ost_allocator *a) {
     if (a && a->malloc && a->realloc && a->free) {

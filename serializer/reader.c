@@ -26,6 +26,7 @@ struct ost_reader {
                         * may be larger, kept from an earlier load) */
     ost__ptrtab sparse; /* index + 1 -> value, for far indexes */
     ost_value trash;    /* list of values popped while loading */
+    ost_value pid_pair; /* the tuple load_pair_pid lends its hook, or 0 */
     size_t bytes;       /* bytes allocated for values so far */
     const uint8_t *base, *end;
     int proto; /* of the pickle being read: PROTO's, 0 without one */
@@ -60,6 +61,7 @@ void ost_reader_free(ost_reader *r) {
     if (!r) return;
     clear_memo(r);
     ost__ptrtab_free(&r->sparse);
+    ost_decref(r->pid_pair);
     free(r->memo);
     free(r->stack);
     free(r->dep);
@@ -1860,6 +1862,35 @@ static int load_build(ost_reader *r, const uint8_t *at, int op) {
     return nest(r, at, r->sp - 1, d);
 }
 
+/* TUPLE2 right before BINPERSID, of two immediates: the pair pid of a
+ * store's reference (oid, class id), handed to persistent_load in a tuple
+ * the reader keeps for the next one instead of a new tuple that would go
+ * to the trash: a walk meets one per reference. A hook that keeps the pid
+ * (its count grew) keeps that tuple; the next pair gets a new one. */
+static int load_pair_pid(ost_reader *r, const uint8_t *at, const uint8_t **pp) {
+    ost_value t = r->pid_pair;
+    if (!t) {
+        CHECK(account(r, at, 16 + 2 * sizeof(ost_value)));
+        if (!(t = r->pid_pair = ost_tuple_new(2))) return NOMEM(at);
+    }
+    ost_tuple_set(t, 0, r->stack[r->sp - 2]);
+    ost_tuple_set(t, 1, r->stack[r->sp - 1]);
+    r->sp -= 2;
+    *pp += 1; /* the BINPERSID */
+    ost_value obj = 0;
+    int rc = r->pers_load(r->pl_ud, t, &obj);
+    if (ost_refcount(t) > 1) {
+        ost_decref(t);
+        r->pid_pair = 0;
+    }
+    if (rc || !obj) {
+        ost_decref(obj);
+        return rfail(r, at + 1, rc ? rc : OST_EHOOK, "persistent_load failed: %s",
+                     ost_strerror(rc ? rc : OST_EHOOK));
+    }
+    return push(r, at + 1, obj);
+}
+
 /* PERSID, BINPERSID */
 static int load_persid(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
     if (op == OP_BINPERSID) {
@@ -1963,8 +1994,14 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         case OP_STRING:
         case OP_UNICODE: rc = load_line_string(r, at, op, &p); break;
         case OP_EMPTY_TUPLE:
-        case OP_TUPLE1:
         case OP_TUPLE2:
+            if (p < r->end && *p == OP_BINPERSID && r->pers_load && above(r) >= 2 &&
+                ost_is_immediate(r->stack[r->sp - 1]) && ost_is_immediate(r->stack[r->sp - 2])) {
+                rc = load_pair_pid(r, at, &p);
+                break;
+            }
+            /* fall through */
+        case OP_TUPLE1:
         case OP_TUPLE3:
         case OP_TUPLE: rc = load_tuple(r, at, op); break;
         case OP_EMPTY_LIST:

@@ -123,8 +123,8 @@ typedef struct {
     ost_obj **items;
     size_t len, cap;
 } free_stack;
-static __thread free_stack t_fs;
-static __thread int t_freeing;
+static OST__TLS_HOT free_stack t_fs;
+static OST__TLS_HOT int t_freeing;
 
 static void free_one(ost_obj *o);
 static void free_storage(ost_obj *o);

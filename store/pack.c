@@ -29,6 +29,8 @@ typedef struct {
     uint32_t map_cids[2];
     uint32_t *ids;
     class_ent *ents; /* as ids, ascending (check only: want_fams) */
+    uint32_t *fam_by_id; /* ents' fam by id, when the ids are below 65536 */
+    size_t nfam_by_id;
     size_t n, cap, capents;
     bool want_fams;
     bool nomem;
@@ -93,6 +95,11 @@ static int read_classes(ost_store *st, ost__sess *s, class_ctx *cc, bool want_fa
                     cc->ents[i].fam = cc->ents[j].fam;
                     break;
                 }
+        size_t top = cc->n ? (size_t)cc->ents[cc->n - 1].id + 1 : 0;
+        if (top && top <= 65536 && (cc->fam_by_id = calloc(top, sizeof *cc->fam_by_id))) {
+            cc->nfam_by_id = top;
+            for (size_t i = 0; i < cc->n; i++) cc->fam_by_id[cc->ents[i].id] = cc->ents[i].fam;
+        }
     }
     return rc;
 }
@@ -100,12 +107,15 @@ static int read_classes(ost_store *st, ost__sess *s, class_ctx *cc, bool want_fa
 static void free_classes(class_ctx *cc) {
     for (size_t i = 0; cc->ents && i < cc->n; i++) free(cc->ents[i].name);
     free(cc->ents);
+    free(cc->fam_by_id);
     free(cc->ids);
 }
 
 /* The class of class id cid (its smallest entry's id), 0 when the table
  * has no such id. */
 static uint32_t family(const class_ctx *cc, uint32_t cid) {
+    if (cid < cc->nfam_by_id) return cc->fam_by_id[cid];
+    if (cc->nfam_by_id) return 0;
     const class_ent *e = bsearch(&cid, cc->ents, cc->n, sizeof *cc->ents, cmp_u32);
     return e ? e->fam : 0;
 }
@@ -780,8 +790,8 @@ static int check_load(void *ud, ost_value pid, ost_value *obj) {
         if (c->report)
             c->report(c->ud, c->holder, 0, OST_ECORRUPT,
                       "a persistent id that is not an oid or (oid, class id)");
-        *obj = ost_persref(ost_incref(pid));
-        return *obj ? 0 : OST_ENOMEM;
+        *obj = OST_NONE;
+        return 0;
     }
     if (pair && !family(&c->classes, (uint32_t)cid)) {
         c->problems++;
@@ -801,8 +811,8 @@ static int check_load(void *ud, ost_value pid, ost_value *obj) {
     } else {
         c->later[c->nlater++] = (check_ref){c->holder, (uint64_t)oid, (uint32_t)cid};
     }
-    *obj = ost_persref(ost_incref(pid));
-    return *obj ? 0 : OST_ENOMEM;
+    *obj = OST_NONE; /* the state is decoded and dropped: the pid need not stay */
+    return 0;
 }
 
 /* The damage a scan reported for a record (its message, "ADDR: oid N:
