@@ -2061,7 +2061,6 @@ OST_TEST(maps, check_reports_a_dangling_reference_in_a_map_value) {
     int rc = ost_activate(c, g);
     cr_assert_eq(rc, OST_ENOTFOUND, "%s", ost_err_name(rc));
     expect_number(ost_conn_errmsg(c), item2);
-    ost_decref(g);
     cr_assert_eq(item_n(c, mget(c, m, ost_str_c("good"))), 1, "the others read");
     ost_conn_close(c);
     ost_store_close(st);

@@ -90,7 +90,9 @@ OST_EXTERN int ost_map_len(ost_conn *c, ost_value m, uint64_t *n);
  * borrowed. 0, OST_ENOTFOUND (no such key: *val is 0), OST_ETYPE (key of
  * the wrong kind), OST_ELIMIT (an int key beyond 64 bits), OST_EINVAL (no
  * key, a key too long, or m not a map of c), OST_ECORRUPT (the entry does
- * not decode, or refers to an object that is gone). */
+ * not decode, or, written before format 4, refers to an object that is
+ * gone: a format-4 reference names its object's class, so the object is
+ * a ghost and its load fails then). */
 OST_EXTERN int ost_map_get(ost_conn *c, ost_value m, ost_value key,
                            ost_value *val);
 /* 1 when key is in m, 0 when not, or a negative code as ost_map_get. */
