@@ -37,14 +37,15 @@
 #include <uv.h>
 
 #include "cli.h"
+#include "demo_gen.h"
 
 #define MARKER "ostore-demo"
-#define THREADS 4
-#define COMMITS_PER_THREAD 200
-#define WALK_CHUNK 1000     /* customers (and their orders) per walk transaction */
-#define LOOKUPS 100000      /* random customers looked up by id */
-#define RANGE_QUERIES 10000 /* random customers whose orders are read by a range */
-#define TXN_READS 10000     /* reads per transaction before the cache is trimmed */
+#define THREADS DEMO_THREADS
+#define COMMITS_PER_THREAD DEMO_COMMITS_PER_THREAD
+#define WALK_CHUNK 1000             /* customers (and their orders) per walk transaction */
+#define LOOKUPS DEMO_LOOKUPS        /* random customers looked up by id */
+#define RANGE_QUERIES DEMO_RANGE_QUERIES /* random customers whose orders are read by a range */
+#define TXN_READS DEMO_TXN_READS    /* reads per transaction before the cache is trimmed */
 
 /* ---- the classes ------------------------------------------------------------ */
 
@@ -100,32 +101,10 @@ static const struct {
 
 /* ---- data ------------------------------------------------------------------------ */
 
-typedef struct {
-    uint64_t s;
-} rng;
-
-static uint64_t rnd(rng *r) { /* xorshift64* */
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 2685821657736338717ULL;
-}
-static uint64_t rnd_below(rng *r, uint64_t n) { return (rnd(r) >> 11) % n; }
-
-static const char *const first_names[] = {
-    "Ada", "Alan", "Grace", "Edsger", "Barbara", "Donald", "Frances", "John", "Margaret", "Dennis",
-    "Ken", "Radia", "Leslie", "Niklaus", "Sophie", "Tony", "Hedy", "Claude", "Katherine", "Guido",
-    "Anita", "Bjarne", "Joan", "Linus", "Carol", "Brian", "Shafi", "Butler", "Lynn", "Robin"};
-static const char *const last_names[] = {
-    "Lovelace", "Turing", "Hopper", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy",
-    "Hamilton", "Ritchie", "Thompson", "Perlman", "Lamport", "Wirth", "Wilson", "Hoare",
-    "Lamarr", "Shannon", "Johnson", "van Rossum", "Borg", "Stroustrup", "Clarke", "Torvalds",
-    "Shaw", "Kernighan", "Goldwasser", "Lampson", "Conway", "Milner"};
-static const char *const categories[] = {"tools", "garden", "kitchen", "books", "toys",
-                                         "office", "sports", "music"};
-static const char *const colours[] = {"red", "blue", "green", "black", "white", "steel"};
-static const char *const statuses[] = {"paid", "shipped", "delivered", "returned"};
-
+/* The values of every field come from tools/demo_gen.h, which
+ * bench/bench_demo_sqlite.c shares: both build the same shop. */
+typedef demo_rng rng;
+#define rnd_below demo_rnd_below
 #define NELEM(a) (sizeof(a) / sizeof *(a))
 
 /* What the build made, to check the walk against. Customer ids are 1 to
@@ -139,9 +118,7 @@ typedef struct {
     uint64_t moids[M_COUNT]; /* the maps' oids */
 } counts;
 
-static void sku_of(char *buf, size_t cap, uint64_t i) {
-    snprintf(buf, cap, "SKU-%06llu", (unsigned long long)i);
-}
+static void sku_of(char *buf, size_t cap, uint64_t i) { demo_sku(buf, cap, i); }
 
 /* A new tuple (a, b) of ints, or 0. */
 static ost_value int_pair(int64_t a, int64_t b) {
@@ -167,14 +144,12 @@ static ost_value int_prefix(int64_t a) {
 static ost_value new_product(const shop *s, rng *r, uint64_t i) {
     ost_value p = ost_instance_new(ost_incref(s->product));
     if (!p) return 0;
-    char buf[96];
-    sku_of(buf, sizeof buf, i);
-    ost_instance_set_slot(p, P_SKU, ost_str_c(buf));
-    snprintf(buf, sizeof buf, "%s widget %llu (%s)", categories[i % NELEM(categories)],
-             (unsigned long long)i, colours[rnd_below(r, NELEM(colours))]);
-    ost_instance_set_slot(p, P_NAME, ost_str_c(buf));
-    ost_instance_set_slot(p, P_CATEGORY, ost_str_c(categories[i % NELEM(categories)]));
-    ost_instance_set_slot(p, P_PRICE, ost_int((int64_t)(99 + rnd_below(r, 20000))));
+    demo_product d;
+    demo_product_make(r, i, &d);
+    ost_instance_set_slot(p, P_SKU, ost_str_c(d.sku));
+    ost_instance_set_slot(p, P_NAME, ost_str_c(d.name));
+    ost_instance_set_slot(p, P_CATEGORY, ost_str_c(d.category));
+    ost_instance_set_slot(p, P_PRICE, ost_int(d.price_cents));
     return p;
 }
 
@@ -209,9 +184,9 @@ static ost_value new_order(const shop *s, rng *r, ost_value cust, uint64_t numbe
     }
     *total = 0;
     for (int i = 0; i < nlines; i++) {
-        uint64_t a = r ? rnd_below(r, np) : 0, b = r ? rnd_below(r, np) : 0;
-        int64_t c, qty = r ? 1 + (int64_t)rnd_below(r, 5) : 1;
-        ost_value l = new_line(s, products[a < b ? a : b], qty, &c);
+        int64_t c, qty = 1;
+        uint64_t pi = r ? demo_line_make(r, np, &qty) : 0;
+        ost_value l = new_line(s, products[pi], qty, &c);
         if (!l || ost_list_append(lines, l)) {
             ost_decref(o);
             ost_decref(lines);
@@ -219,17 +194,12 @@ static ost_value new_order(const shop *s, rng *r, ost_value cust, uint64_t numbe
         }
         *total += c;
     }
-    char date[48];
-    if (r)
-        snprintf(date, sizeof date, "20%02d-%02d-%02d", 15 + (int)rnd_below(r, 10),
-                 1 + (int)rnd_below(r, 12), 1 + (int)rnd_below(r, 28));
-    else
-        snprintf(date, sizeof date, "2025-01-01");
+    demo_order_tail t;
+    demo_order_tail_make(r, &t);
     ost_instance_set_slot(o, O_NUMBER, ost_int((int64_t)number));
     ost_instance_set_slot(o, O_CUSTOMER, ost_incref(cust));
-    ost_instance_set_slot(o, O_PLACED, ost_str_c(date));
-    ost_instance_set_slot(o, O_STATUS,
-                          ost_str_c(r ? statuses[rnd_below(r, NELEM(statuses))] : "paid"));
+    ost_instance_set_slot(o, O_PLACED, ost_str_c(t.placed));
+    ost_instance_set_slot(o, O_STATUS, ost_str_c(t.status));
     ost_instance_set_slot(o, O_LINES, lines);
     ost_instance_set_slot(o, O_TOTAL, ost_int(*total));
     return o;
@@ -238,18 +208,12 @@ static ost_value new_order(const shop *s, rng *r, ost_value cust, uint64_t numbe
 static ost_value new_customer(const shop *s, rng *r, uint64_t number) {
     ost_value c = ost_instance_new(ost_incref(s->customer));
     if (!c) return 0;
-    const char *fn = first_names[rnd_below(r, NELEM(first_names))];
-    const char *ln = last_names[rnd_below(r, NELEM(last_names))];
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s %s", fn, ln);
+    demo_customer d;
+    demo_customer_make(r, number, &d);
     ost_instance_set_slot(c, C_NUMBER, ost_int((int64_t)number));
-    ost_instance_set_slot(c, C_NAME, ost_str_c(buf));
-    snprintf(buf, sizeof buf, "%s.%s.%llu@example.com", fn, ln, (unsigned long long)number);
-    for (char *p = buf; *p; p++)
-        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
-        else if (*p == ' ') *p = '-';
-    ost_instance_set_slot(c, C_EMAIL, ost_str_c(buf));
-    ost_instance_set_slot(c, C_SINCE, ost_int(2005 + (int64_t)rnd_below(r, 20)));
+    ost_instance_set_slot(c, C_NAME, ost_str_c(d.name));
+    ost_instance_set_slot(c, C_EMAIL, ost_str_c(d.email));
+    ost_instance_set_slot(c, C_SINCE, ost_int(d.since));
     return c;
 }
 
@@ -534,10 +498,8 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         }
     }
     memset(k, 0, sizeof *k);
-    rng r = {0x9E3779B97F4A7C15ULL};
-    uint64_t np = target / 1000;
-    if (np < 10) np = 10;
-    if (np > 100000) np = 100000;
+    rng r = {DEMO_SEED_LOAD};
+    uint64_t np = demo_nproducts(target);
     ost_value *products = calloc(np, sizeof *products);
     ost_value maps[M_COUNT] = {0};
     uint64_t *moids = k->moids;
@@ -624,9 +586,9 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         k->customers++;
         k->objects++;
         k->entries++;
-        int norders = 1 + (int)rnd_below(&r, 7);
+        int norders = demo_norders(&r);
         for (int i = 0; i < norders && !err; i++) {
-            int nlines = 1 + (int)rnd_below(&r, 5);
+            int nlines = demo_nlines(&r);
             int64_t total;
             uint64_t number = k->orders + 1;
             ost_value o = new_order(s, &r, cu, number, nlines, products, np, &total);
@@ -1033,7 +995,7 @@ static int lookups(ost_store *st, const shop *s, const counts *k) {
     int rc = ost_conn_open(st, &c);
     if (rc) return fail("lookup: %s", ost_strerror(rc));
     ost_conn_set_cache_size(c, 20000);
-    rng r = {0x2545F4914F6CDD1DULL};
+    rng r = {DEMO_SEED_LOOKUP};
     uint64_t n = k->customers, bad = 0;
     int err = EXIT_OK;
     ost_value cm = 0;
@@ -1157,7 +1119,7 @@ static int ranges(ost_store *st, const counts *k) {
             fmt_count(b, sizeof b, (uint64_t)lo), fmt_count(d, sizeof d, (uint64_t)hi),
             fmt_count(e, sizeof e, (uint64_t)cents));
     /* many customers, each with its orders */
-    rng r = {0xBF58476D1CE4E5B9ULL};
+    rng r = {DEMO_SEED_RANGE};
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "range", RANGE_QUERIES);
     double t0 = now_s();
@@ -1255,7 +1217,7 @@ typedef struct {
 
 /* The number of thread t's i-th new order: no built order has it, and no
  * other thread's. */
-static int64_t new_number(int t, int i) { return 1000000000LL * (t + 1) + i; }
+static int64_t new_number(int t, int i) { return demo_new_number(t, i); }
 
 /* One commit: a new order (with one line item) of a random customer, set
  * in the orders map under (customer id, number). The customer and the
@@ -1302,7 +1264,7 @@ static void worker_main(void *arg) {
         snprintf(w->msg, sizeof w->msg, "thread %d: connection: %s", w->id, ost_strerror(w->rc));
         goto done;
     }
-    rng r = {0xD1B54A32D192ED03ULL * (uint64_t)(w->id + 1)};
+    rng r = {demo_seed_worker(w->id)};
     for (int i = 0; i < COMMITS_PER_THREAD; i++) {
         int rc;
         while ((rc = one_order(c, w->s, w->k, &r, new_number(w->id, i), &w->cids[i])) ==
