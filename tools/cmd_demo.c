@@ -225,6 +225,9 @@ typedef struct {
 
 static out_mode g_out;
 
+/* Each phase's wall and CPU seconds, for --stats FILE. */
+static demo_stats g_stats;
+
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
     if (g_out.quiet) return;
@@ -545,6 +548,8 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     lo.batch_objects = ui.total / 20 < 10000 ? 10000 : ui.total / 20;
     lo.progress = on_progress;
     lo.ud = &ui;
+    demo_clock clk;
+    demo_phase_begin(&clk);
     t0 = now_s();
     if ((rc = ost_loader_open(c, &lo, &l))) {
         err = fail("%s: bulk loader: %s", where(dir), ost_conn_errmsg(c));
@@ -613,6 +618,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     rc = ost_loader_close(l);
     l = NULL;
     double secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_LOAD, &clk, k->objects);
     progress_end(&ui.bar);
     if (rc) {
         err = fail("%s: bulk load failed: %s", where(dir), ost_conn_errmsg(c));
@@ -784,6 +790,8 @@ static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects
     int rc = ost_conn_open(st, &c);
     if (rc) return fail("walk: %s", ost_strerror(rc));
     ost_conn_set_cache_size(c, 20000);
+    demo_clock clk;
+    demo_phase_begin(&clk);
     double t0 = now_s();
     walked w = {0};
     int err = EXIT_OK;
@@ -922,6 +930,7 @@ static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects
     }
     progress_end(&bar);
     *secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_WALK, &clk, 1 + M_COUNT + w.products + w.customers + w.orders + w.lines);
     if (err) goto out;
     uint64_t reached = 0;
     for (size_t i = 0; i < np; i++) reached += seen[i];
@@ -1001,6 +1010,8 @@ static int lookups(ost_store *st, const shop *s, const counts *k) {
     ost_value cm = 0;
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "lookup", LOOKUPS);
+    demo_clock clk;
+    demo_phase_begin(&clk);
     double t0 = now_s();
     for (uint64_t i = 0; i < LOOKUPS && !err; i++) {
         if (i % TXN_READS == 0) {
@@ -1023,6 +1034,7 @@ static int lookups(ost_store *st, const shop *s, const counts *k) {
         if (ost_instance_class(cu) != s->customer || slot_int(cu, C_NUMBER) != id) bad++;
     }
     double secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_LOOKUP, &clk, LOOKUPS);
     progress_end(&bar);
     ost_abort(c);
     /* ids that are not there, and the ends */
@@ -1122,6 +1134,8 @@ static int ranges(ost_store *st, const counts *k) {
     rng r = {DEMO_SEED_RANGE};
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "range", RANGE_QUERIES);
+    demo_clock clk;
+    demo_phase_begin(&clk);
     double t0 = now_s();
     for (int q = 0; q < RANGE_QUERIES && !err; q++) {
         if (q % (TXN_READS / 10) == 0) {
@@ -1144,6 +1158,7 @@ static int ranges(ost_store *st, const counts *k) {
         total += n;
     }
     double secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_RANGE, &clk, RANGE_QUERIES);
     progress_end(&bar);
     if (!err && bad)
         err = fail("range: %llu orders or customers with a wrong count among %d random customers",
@@ -1340,6 +1355,8 @@ static int concurrent(ost_store *st, const shop *s, const counts *k, double *sec
     }
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "commits", THREADS * COMMITS_PER_THREAD);
+    demo_clock clk;
+    demo_phase_begin(&clk);
     double t0 = now_s();
     int started = 0;
     for (int i = 0; i < THREADS; i++) {
@@ -1359,6 +1376,7 @@ static int concurrent(ost_store *st, const shop *s, const counts *k, double *sec
     }
     for (int i = 0; i < started; i++) uv_thread_join(&th[i]);
     *secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_COMMIT, &clk, THREADS * COMMITS_PER_THREAD);
     progress_end(&bar);
     uv_mutex_destroy(&lock);
     int err = EXIT_OK;
@@ -1401,14 +1419,16 @@ static void on_problem(void *ud, uint64_t oid, uint64_t missing, int err, const 
 }
 
 static int run_demo(int argc, char **argv) {
-    const char *objects_s = NULL, *quiet = NULL, *pos[1] = {"demo.ostore"};
-    cli_opt opts[] = {{"--objects", true, &objects_s}, {"--quiet", false, &quiet}};
-    int prc = parse_args(&cmd_demo, argc, argv, opts, 2, pos, 0, 1, NULL);
+    const char *objects_s = NULL, *quiet = NULL, *stats = NULL, *pos[1] = {"demo.ostore"};
+    cli_opt opts[] = {{"--objects", true, &objects_s}, {"--quiet", false, &quiet},
+                      {"--stats", true, &stats}};
+    int prc = parse_args(&cmd_demo, argc, argv, opts, 3, pos, 0, 1, NULL);
     if (prc) return prc < 0 ? EXIT_OK : prc;
     uint64_t target = 1000000;
     if (objects_s && (!parse_u64(objects_s, &target) || target < 1000 || target > 100000000))
         return bad_usage(&cmd_demo, "demo: --objects takes a number from 1000 to 100000000, not '%s'",
                          objects_s);
+    if (stats && !stats[0]) return bad_usage(&cmd_demo, "demo: --stats takes a file name");
     const char *dir = pos[0];
     g_out.quiet = quiet != NULL;
     g_out.tty = isatty(1);
@@ -1416,10 +1436,17 @@ static int run_demo(int argc, char **argv) {
     char a[32], b[32], c[32];
     say("ostore demo: a shop of %s objects in %s\n", fmt_count(a, sizeof a, target), where(dir));
     bool is_path = ost_store_addr_is_path(dir);
-    if (is_path && prepare_dir(dir)) return EXIT_FAIL;
+    /* a FILE that cannot be written fails before the run, the store untouched */
+    FILE *sf = !stats ? NULL : strcmp(stats, "-") == 0 ? stdout : fopen(stats, "w");
+    if (stats && !sf) return fail("--stats: %s: %s", shown(stats), strerror(errno));
+    if (is_path && prepare_dir(dir)) {
+        if (sf && sf != stdout) fclose(sf);
+        return EXIT_FAIL;
+    }
     shop s;
     if (shop_init(&s)) {
         ost_registry_free(s.reg);
+        if (sf && sf != stdout) fclose(sf);
         return fail("out of memory");
     }
     say("classes: shop.Product, shop.Customer, shop.Order, shop.LineItem (persistent, declared "
@@ -1442,10 +1469,13 @@ static int run_demo(int argc, char **argv) {
         progress bar;
         progress_start(&bar, g_out.tty && !g_out.quiet, "check", 1);
         progress_note(&bar, "reading and decoding every record and map entry...");
+        demo_clock clk;
+        demo_phase_begin(&clk);
         double t = now_s();
         check_ud u = {0};
         int rc = ost_store_check(st, on_problem, &u, &records);
         tcheck = now_s() - t;
+        demo_phase_end(&g_stats, DEMO_PH_CHECK, &clk, records);
         progress_end(&bar);
         uint64_t want = 1 + M_COUNT + k.objects + 2 * THREADS * COMMITS_PER_THREAD;
         if (rc) err = fail("check: %s", ost_store_errmsg(st));
@@ -1469,21 +1499,34 @@ static int run_demo(int argc, char **argv) {
             say("store:   data.mdb %s on disk (records %s, map %s)\n",
                 fmt_bytes(a, sizeof a, (double)file_size(dir, "data.mdb")),
                 fmt_bytes(b, sizeof b, (double)ss.bytes), fmt_bytes(c, sizeof c, (double)ss.map_size));
-        say("done in %.1f s. Look around: ostore info %s; ostore cat %s 0; ostore cat %s %llu "
-            "--limit 3\n",
-            now_s() - start, where(dir), where(dir), where(dir),
-            (unsigned long long)k.moids[M_CUSTOMERS]);
+        if (stats) {
+            g_stats.file_bytes = is_path ? file_size(dir, "data.mdb") : ss.bytes;
+            g_stats.products = k.products;
+            g_stats.customers = k.customers;
+            g_stats.orders = k.orders;
+            g_stats.lines = k.lines;
+            g_stats.cents = k.cents;
+            if (demo_stats_write(&g_stats, sf, "ostore", k.objects) != 0)
+                err = fail("--stats: %s: %s", shown(stats), strerror(errno));
+        }
+        if (!err)
+            say("done in %.1f s. Look around: ostore info %s; ostore cat %s 0; ostore cat %s "
+                "%llu --limit 3\n",
+                now_s() - start, where(dir), where(dir), where(dir),
+                (unsigned long long)k.moids[M_CUSTOMERS]);
     }
     ost_store_close(st);
     ost_registry_free(s.reg);
     free(k.norders);
+    if (sf && sf != stdout && fclose(sf) != 0 && !err)
+        err = fail("--stats: %s: %s", shown(stats), strerror(errno));
     return err;
 }
 
 const cli_cmd cmd_demo = {
     .name = "demo",
     .summary = "Build, walk, check and time a store of about a million objects.",
-    .usage = "usage: ostore demo [DIR | postgresql://...] [--objects N] [--quiet]\n",
+    .usage = "usage: ostore demo [DIR | postgresql://...] [--objects N] [--quiet] [--stats FILE]\n",
     .help = "Makes a store in DIR (default ./demo.ostore) holding a shop: products,\n"
             "customers, their orders (1-7 each) and the orders' line items (1-5 each),\n"
             "which reference shared products; each order references its customer.\n"
@@ -1505,6 +1548,10 @@ const cli_cmd cmd_demo = {
             "terminal, long steps show a progress bar.\n"
             "\n  --objects N   about N objects (1000 to 100000000; default 1000000)\n"
             "  --quiet       print nothing unless something fails\n"
+            "  --stats FILE  write each phase's wall and CPU seconds (getrusage, all\n"
+            "                threads), the peak anonymous memory and the store's size\n"
+            "                as one JSON object to FILE ('-': standard output), for\n"
+            "                bench/demo_vs_sqlite.py\n"
             "\nDIR is made when missing and used when empty. A store an earlier demo made\n"
             "(DIR holds the demo's file ostore-demo and nothing but data.mdb and lock.mdb\n"
             "besides) is removed and made again; anything else is refused, untouched.\n"

@@ -199,12 +199,14 @@ static inline uint64_t demo_status_bytes(const char *field) {
 
 /* What a run measured: per phase the wall and CPU seconds and how many
  * operations (objects, lookups, queries, commits, records); the largest
- * RssAnon seen at the end of a phase; the files' bytes. */
+ * RssAnon seen at the end of a phase; the files' bytes; what was built. */
 typedef struct {
     double wall[DEMO_PH_COUNT], cpu[DEMO_PH_COUNT];
     uint64_t ops[DEMO_PH_COUNT];
     uint64_t rss_anon_peak; /* the largest of the samples at each phase's end */
     uint64_t file_bytes;
+    /* what the load built, so that a driver can see both sides built the same */
+    uint64_t products, customers, orders, lines, cents;
 } demo_stats;
 
 /* Wall-clock seconds from an arbitrary start (CLOCK_MONOTONIC). */
@@ -235,24 +237,27 @@ static inline void demo_phase_end(demo_stats *st, int ph, const demo_clock *c, u
     if (a > st->rss_anon_peak) st->rss_anon_peak = a;
 }
 
-/* Writes st as one JSON object to path ("-": stdout). engine names the
- * side ("ostore", "sqlite"). Returns 0, or -1 with errno set when the file
- * cannot be written. */
-static inline int demo_stats_write(const demo_stats *st, const char *path, const char *engine,
+/* Writes st as one JSON object and a newline to f (which stays open and
+ * the caller's) and flushes it. engine names the side ("ostore",
+ * "sqlite"), objects the objects loaded. Returns 0, or -1 when f reports
+ * an error (errno set). */
+static inline int demo_stats_write(const demo_stats *st, FILE *f, const char *engine,
                                    uint64_t objects) {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (!f) return -1;
     fprintf(f, "{\"engine\": \"%s\", \"objects\": %llu, \"phases\": {", engine,
             (unsigned long long)objects);
     for (int i = 0; i < DEMO_PH_COUNT; i++)
         fprintf(f, "%s\"%s\": {\"wall\": %.6f, \"cpu\": %.6f, \"ops\": %llu}", i ? ", " : "",
                 demo_phase_names[i], st->wall[i], st->cpu[i], (unsigned long long)st->ops[i]);
-    fprintf(f, "}, \"rss_anon_peak\": %llu, \"vm_hwm\": %llu, \"file_bytes\": %llu}\n",
+    fprintf(f,
+            "}, \"built\": {\"products\": %llu, \"customers\": %llu, \"orders\": %llu, "
+            "\"line_items\": %llu, \"total_cents\": %llu}",
+            (unsigned long long)st->products, (unsigned long long)st->customers,
+            (unsigned long long)st->orders, (unsigned long long)st->lines,
+            (unsigned long long)st->cents);
+    fprintf(f, ", \"rss_anon_peak\": %llu, \"vm_hwm\": %llu, \"file_bytes\": %llu}\n",
             (unsigned long long)st->rss_anon_peak,
             (unsigned long long)demo_status_bytes("VmHWM"), (unsigned long long)st->file_bytes);
-    int bad = ferror(f);
-    if (f == stdout) return fflush(f) || bad ? -1 : 0;
-    return fclose(f) || bad ? -1 : 0;
+    return fflush(f) != 0 || ferror(f) ? -1 : 0;
 }
 
 #endif
