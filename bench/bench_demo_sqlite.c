@@ -2,7 +2,7 @@
  * programmer who reaches for SQLite first would write it (issue 31): the
  * peer that bench/demo_vs_sqlite.py runs beside the demo.
  *
- *   bench_demo_sqlite DIR [--objects N] [--quiet] [--stats FILE]
+ *   bench_demo_sqlite DIR [--objects N] [--quiet] [--stats FILE] [--foreign-keys on|off]
  *
  * The same shop from the same generator and seeds (tools/demo_gen.h), so
  * both hold identical data and answer identical queries, in one file
@@ -11,7 +11,9 @@
  *   - journal_mode=WAL, synchronous=FULL: every commit is durable when it
  *     returns (WAL's FULL syncs the log at each commit), as ostore's
  *     durable default syncs at each commit;
- *   - foreign_keys=ON, a 64 MiB page cache (cache_size=-65536), prepared
+ *   - foreign_keys=ON (--foreign-keys off: the references declared but
+ *     not checked at each insert, as ostore does not check them), a 64 MiB
+ *     page cache (cache_size=-65536), prepared
  *     statements for everything run more than once;
  *   - tables: products (INTEGER PRIMARY KEY, sku UNIQUE), customers
  *     (INTEGER PRIMARY KEY: the customer's id), orders ((customer, number)
@@ -64,6 +66,7 @@
 #define DB_NAME "shop.db"
 
 static bool g_quiet;
+static bool g_foreign_keys = true; /* --foreign-keys off: declared, not enforced */
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
@@ -125,8 +128,10 @@ static int open_db(const char *path, bool create, sqlite3 **out) {
         return r;
     }
     sqlite3_busy_timeout(db, 60000);
-    if (exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; "
-                 "PRAGMA cache_size=-65536;")) {
+    if (exec(db, g_foreign_keys ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+                                  "PRAGMA foreign_keys=ON; PRAGMA cache_size=-65536;"
+                                : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+                                  "PRAGMA foreign_keys=OFF; PRAGMA cache_size=-65536;")) {
         sqlite3_close(db);
         return 1;
     }
@@ -864,7 +869,9 @@ static int check(sqlite3 *db, demo_stats *stats, uint64_t *rows) {
 /* ---- the command ---------------------------------------------------------------------------- */
 
 static int usage(void) {
-    fputs("usage: bench_demo_sqlite DIR [--objects N] [--quiet] [--stats FILE]\n", stderr);
+    fputs("usage: bench_demo_sqlite DIR [--objects N] [--quiet] [--stats FILE] "
+          "[--foreign-keys on|off]\n",
+          stderr);
     return 2;
 }
 
@@ -884,7 +891,10 @@ int main(int argc, char **argv) {
             unsigned long long v = strtoull(argv[++i], &end, 10);
             if (errno || *end || end == argv[i] || v < 1000 || v > 100000000) return usage();
             target = v;
-        } else if (strcmp(argv[i], "--stats") == 0 && i + 1 < argc && argv[i + 1][0])
+        } else if (strcmp(argv[i], "--foreign-keys") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "on") == 0 || strcmp(argv[i + 1], "off") == 0))
+            g_foreign_keys = strcmp(argv[++i], "on") == 0;
+        else if (strcmp(argv[i], "--stats") == 0 && i + 1 < argc && argv[i + 1][0])
             stats_path = argv[++i];
         else if (argv[i][0] != '-' && !dir)
             dir = argv[i];
@@ -904,8 +914,8 @@ int main(int argc, char **argv) {
     unlink(wal);
     unlink(shm);
     say("bench_demo_sqlite: a shop of %" PRIu64 " objects in %s (SQLite %s, WAL, "
-        "synchronous=FULL)\n",
-        target, path, sqlite3_libversion());
+        "synchronous=FULL, foreign_keys=%s)\n",
+        target, path, sqlite3_libversion(), g_foreign_keys ? "ON" : "OFF");
     demo_stats stats = {0};
     built b = {0};
     sqlite3 *db = NULL;

@@ -32,7 +32,9 @@ ran the same number of operations per phase, and fails when they did not.
 1,000,000); --quick is one round of 50,000 objects (the meson benchmark
 `demo-vs-sqlite`); --json FILE also writes every run's figures; --tmp DIR
 puts the scratch directories there (default: the system's temporary
-directory; both sides use the same). The build directory must be a
+directory; both sides use the same); --sqlite-foreign-keys off runs SQLite
+with its references declared but not checked at each insert (ostore does
+not check them at a commit either; on by default). The build directory must be a
 --buildtype=release build with sqlite3 found (bench_demo_sqlite built).
 """
 
@@ -120,6 +122,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one round of 50,000 objects")
     ap.add_argument("--json", help="also write every run's figures to this file")
     ap.add_argument("--tmp", help="where the scratch directories go")
+    ap.add_argument("--sqlite-foreign-keys", choices=["on", "off"], default="on",
+                    help="SQLite's foreign_keys pragma (default on: every reference checked "
+                    "at insert)")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.objects = 1, 50000
@@ -134,13 +139,16 @@ def main():
     bt = buildtype(a.build)
     print("ostore demo against SQLite, %s objects, %d round%s (each side once a round, the "
           "order alternating)" % ("{:,}".format(a.objects), a.rounds, "s" if a.rounds > 1 else ""))
+    print("SQLite: WAL, synchronous=FULL, foreign_keys=%s, 64 MiB page cache"
+          % a.sqlite_foreign_keys.upper())
     print("machine: %s; load average before: %s" % (machine_line(), loadavg()))
     if bt != "release":
         print("WARNING: %s is a %s build, not release: the figures mean little" % (a.build, bt))
     print()
     sides = {
         "ostore": [ostore, "demo", "--objects", str(a.objects)],
-        "sqlite": [sqlite, "--objects", str(a.objects)],
+        "sqlite": [sqlite, "--objects", str(a.objects), "--foreign-keys",
+                   a.sqlite_foreign_keys],
     }
     runs = {"ostore": [], "sqlite": []}
     tmp = a.tmp or tempfile.gettempdir()
