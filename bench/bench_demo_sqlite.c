@@ -105,6 +105,13 @@ static int exec(sqlite3 *db, const char *sql) {
     return 0;
 }
 
+/* The text of column i of the current row, read as a program reads it
+ * (sqlite3_column_text, which makes it a string), and its length. */
+static uint64_t text_len(sqlite3_stmt *st, int i) {
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? (uint64_t)sqlite3_column_bytes(st, i) : 0;
+}
+
 static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
     if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
         return fail("%s: %s", sql, sqlite3_errmsg(db));
@@ -344,7 +351,8 @@ static int walk(sqlite3 *db, const built *b, demo_stats *stats) {
         demo_sku(want, sizeof want, (uint64_t)id - 1);
         if (!sku || strcmp(sku, want) != 0 || (w.products && strcmp(prev, sku) >= 0)) w.bad_key++;
         snprintf(prev, sizeof prev, "%s", sku ? sku : "");
-        w.text_bytes += (uint64_t)sqlite3_column_bytes(ps, 2) + (uint64_t)sqlite3_column_bytes(ps, 3);
+        w.text_bytes +=
+            text_len(ps, 2) + text_len(ps, 3);
         w.products++;
     }
     if (!err && rc != SQLITE_DONE) err = db_fail(db, "walk: the products");
@@ -357,7 +365,8 @@ static int walk(sqlite3 *db, const built *b, demo_stats *stats) {
         int64_t id = sqlite3_column_int64(cs, 0);
         if (id <= prev_id) w.bad_key++;
         prev_id = id;
-        w.text_bytes += (uint64_t)sqlite3_column_bytes(cs, 1) + (uint64_t)sqlite3_column_bytes(cs, 2);
+        w.text_bytes +=
+            text_len(cs, 1) + text_len(cs, 2);
         if (sqlite3_column_int64(cs, 3) < 2005) w.bad_key++;
         w.customers++;
         uint64_t nord = 0;
@@ -365,7 +374,7 @@ static int walk(sqlite3 *db, const built *b, demo_stats *stats) {
             int64_t cid = sqlite3_column_int64(os, 0), num = sqlite3_column_int64(os, 1);
             if (cid != id) w.bad_ref++; /* an order of a customer the walk did not meet */
             w.text_bytes +=
-                (uint64_t)sqlite3_column_bytes(os, 2) + (uint64_t)sqlite3_column_bytes(os, 3);
+                text_len(os, 2) + text_len(os, 3);
             int64_t total = sqlite3_column_int64(os, 4), sum = 0;
             int64_t pos = -1;
             while (lrc == SQLITE_ROW && sqlite3_column_int64(ls, 0) == cid &&
@@ -391,6 +400,7 @@ static int walk(sqlite3 *db, const built *b, demo_stats *stats) {
                  (lrc != SQLITE_DONE && lrc != SQLITE_ROW)))
         err = db_fail(db, "walk");
     if (!err && (orc == SQLITE_ROW || lrc == SQLITE_ROW)) w.bad_ref++; /* rows left over */
+    if (w.text_bytes < w.products + w.customers + w.orders) w.bad_key++; /* no text read */
     double secs = demo_wall_s() - t0;
     uint64_t rows = w.products + w.customers + w.orders + w.lines;
     demo_phase_end(stats, DEMO_PH_WALK, &clk, rows);
@@ -440,7 +450,8 @@ static int walk(sqlite3 *db, const built *b, demo_stats *stats) {
 
 /* ---- phase 3: lookups and ranges ---------------------------------------------------------- */
 
-static const char *const customer_by_id = "SELECT id, name, email, since FROM customers WHERE id = ?1";
+static const char *const customer_by_id =
+    "SELECT id, name, email, since FROM customers WHERE id = ?1";
 
 static int lookups(sqlite3 *db, const built *b, demo_stats *stats) {
     sqlite3_stmt *cs, *begin, *commit;
@@ -463,7 +474,7 @@ static int lookups(sqlite3 *db, const built *b, demo_stats *stats) {
         int rc = sqlite3_step(cs);
         if (rc == SQLITE_ROW) {
             if (sqlite3_column_int64(cs, 0) != id) bad++;
-            text += (uint64_t)sqlite3_column_bytes(cs, 1) + (uint64_t)sqlite3_column_bytes(cs, 2);
+            text += text_len(cs, 1) + text_len(cs, 2);
             if (sqlite3_column_int64(cs, 3) < 2005) bad++;
         } else if (rc == SQLITE_DONE) {
             bad++;
@@ -475,6 +486,7 @@ static int lookups(sqlite3 *db, const built *b, demo_stats *stats) {
     if (!err) err = step_done(db, commit, "COMMIT");
     double secs = demo_wall_s() - t0;
     demo_phase_end(stats, DEMO_PH_LOOKUP, &clk, DEMO_LOOKUPS);
+    if (text < DEMO_LOOKUPS) bad++; /* every customer has a name and an email */
     /* ids that are not there, and the ends */
     int found[2] = {-1, -1};
     int64_t ids[2] = {0, (int64_t)n + 1}, lo = -1, hi = -1;
@@ -513,7 +525,7 @@ static int orders_of(sqlite3 *db, sqlite3_stmt *os, int64_t id, uint64_t *n, int
     while ((rc = sqlite3_step(os)) == SQLITE_ROW) {
         int64_t num = sqlite3_column_int64(os, 0), total = sqlite3_column_int64(os, 4);
         if (sqlite3_column_int64(os, 1) != id || num <= prev || total < 0 ||
-            sqlite3_column_bytes(os, 2) != 10 || sqlite3_column_bytes(os, 3) < 4)
+            text_len(os, 2) != 10 || text_len(os, 3) < 4)
             (*bad)++;
         prev = num;
         if (!*n) *lo = num;

@@ -930,7 +930,8 @@ static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects
     }
     progress_end(&bar);
     *secs = now_s() - t0;
-    demo_phase_end(&g_stats, DEMO_PH_WALK, &clk, 1 + M_COUNT + w.products + w.customers + w.orders + w.lines);
+    demo_phase_end(&g_stats, DEMO_PH_WALK, &clk,
+                   1 + M_COUNT + w.products + w.customers + w.orders + w.lines);
     if (err) goto out;
     uint64_t reached = 0;
     for (size_t i = 0; i < np; i++) reached += seen[i];
