@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential g++ meson ninja-build pkg-config liblmdb-dev libuv1-dev
       libcriterion-dev libmsgpack-dev python3 python3-lmdb lmdb-utils
-      clang libclang-rt-14-dev postgresql libpq-dev"
+      clang libclang-rt-14-dev postgresql libpq-dev libsqlite3-dev"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -37,14 +37,15 @@
 #include <uv.h>
 
 #include "cli.h"
+#include "demo_gen.h"
 
 #define MARKER "ostore-demo"
-#define THREADS 4
-#define COMMITS_PER_THREAD 200
-#define WALK_CHUNK 1000     /* customers (and their orders) per walk transaction */
-#define LOOKUPS 100000      /* random customers looked up by id */
-#define RANGE_QUERIES 10000 /* random customers whose orders are read by a range */
-#define TXN_READS 10000     /* reads per transaction before the cache is trimmed */
+#define THREADS DEMO_THREADS
+#define COMMITS_PER_THREAD DEMO_COMMITS_PER_THREAD
+#define WALK_CHUNK 1000             /* customers (and their orders) per walk transaction */
+#define LOOKUPS DEMO_LOOKUPS        /* random customers looked up by id */
+#define RANGE_QUERIES DEMO_RANGE_QUERIES /* random customers whose orders are read by a range */
+#define TXN_READS DEMO_TXN_READS    /* reads per transaction before the cache is trimmed */
 
 /* ---- the classes ------------------------------------------------------------ */
 
@@ -100,32 +101,10 @@ static const struct {
 
 /* ---- data ------------------------------------------------------------------------ */
 
-typedef struct {
-    uint64_t s;
-} rng;
-
-static uint64_t rnd(rng *r) { /* xorshift64* */
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 2685821657736338717ULL;
-}
-static uint64_t rnd_below(rng *r, uint64_t n) { return (rnd(r) >> 11) % n; }
-
-static const char *const first_names[] = {
-    "Ada", "Alan", "Grace", "Edsger", "Barbara", "Donald", "Frances", "John", "Margaret", "Dennis",
-    "Ken", "Radia", "Leslie", "Niklaus", "Sophie", "Tony", "Hedy", "Claude", "Katherine", "Guido",
-    "Anita", "Bjarne", "Joan", "Linus", "Carol", "Brian", "Shafi", "Butler", "Lynn", "Robin"};
-static const char *const last_names[] = {
-    "Lovelace", "Turing", "Hopper", "Dijkstra", "Liskov", "Knuth", "Allen", "McCarthy",
-    "Hamilton", "Ritchie", "Thompson", "Perlman", "Lamport", "Wirth", "Wilson", "Hoare",
-    "Lamarr", "Shannon", "Johnson", "van Rossum", "Borg", "Stroustrup", "Clarke", "Torvalds",
-    "Shaw", "Kernighan", "Goldwasser", "Lampson", "Conway", "Milner"};
-static const char *const categories[] = {"tools", "garden", "kitchen", "books", "toys",
-                                         "office", "sports", "music"};
-static const char *const colours[] = {"red", "blue", "green", "black", "white", "steel"};
-static const char *const statuses[] = {"paid", "shipped", "delivered", "returned"};
-
+/* The values of every field come from tools/demo_gen.h, which
+ * bench/bench_demo_sqlite.c shares: both build the same shop. */
+typedef demo_rng rng;
+#define rnd_below demo_rnd_below
 #define NELEM(a) (sizeof(a) / sizeof *(a))
 
 /* What the build made, to check the walk against. Customer ids are 1 to
@@ -139,9 +118,7 @@ typedef struct {
     uint64_t moids[M_COUNT]; /* the maps' oids */
 } counts;
 
-static void sku_of(char *buf, size_t cap, uint64_t i) {
-    snprintf(buf, cap, "SKU-%06llu", (unsigned long long)i);
-}
+static void sku_of(char *buf, size_t cap, uint64_t i) { demo_sku(buf, cap, i); }
 
 /* A new tuple (a, b) of ints, or 0. */
 static ost_value int_pair(int64_t a, int64_t b) {
@@ -167,14 +144,12 @@ static ost_value int_prefix(int64_t a) {
 static ost_value new_product(const shop *s, rng *r, uint64_t i) {
     ost_value p = ost_instance_new(ost_incref(s->product));
     if (!p) return 0;
-    char buf[96];
-    sku_of(buf, sizeof buf, i);
-    ost_instance_set_slot(p, P_SKU, ost_str_c(buf));
-    snprintf(buf, sizeof buf, "%s widget %llu (%s)", categories[i % NELEM(categories)],
-             (unsigned long long)i, colours[rnd_below(r, NELEM(colours))]);
-    ost_instance_set_slot(p, P_NAME, ost_str_c(buf));
-    ost_instance_set_slot(p, P_CATEGORY, ost_str_c(categories[i % NELEM(categories)]));
-    ost_instance_set_slot(p, P_PRICE, ost_int((int64_t)(99 + rnd_below(r, 20000))));
+    demo_product d;
+    demo_product_make(r, i, &d);
+    ost_instance_set_slot(p, P_SKU, ost_str_c(d.sku));
+    ost_instance_set_slot(p, P_NAME, ost_str_c(d.name));
+    ost_instance_set_slot(p, P_CATEGORY, ost_str_c(d.category));
+    ost_instance_set_slot(p, P_PRICE, ost_int(d.price_cents));
     return p;
 }
 
@@ -209,9 +184,9 @@ static ost_value new_order(const shop *s, rng *r, ost_value cust, uint64_t numbe
     }
     *total = 0;
     for (int i = 0; i < nlines; i++) {
-        uint64_t a = r ? rnd_below(r, np) : 0, b = r ? rnd_below(r, np) : 0;
-        int64_t c, qty = r ? 1 + (int64_t)rnd_below(r, 5) : 1;
-        ost_value l = new_line(s, products[a < b ? a : b], qty, &c);
+        int64_t c, qty = 1;
+        uint64_t pi = r ? demo_line_make(r, np, &qty) : 0;
+        ost_value l = new_line(s, products[pi], qty, &c);
         if (!l || ost_list_append(lines, l)) {
             ost_decref(o);
             ost_decref(lines);
@@ -219,17 +194,12 @@ static ost_value new_order(const shop *s, rng *r, ost_value cust, uint64_t numbe
         }
         *total += c;
     }
-    char date[48];
-    if (r)
-        snprintf(date, sizeof date, "20%02d-%02d-%02d", 15 + (int)rnd_below(r, 10),
-                 1 + (int)rnd_below(r, 12), 1 + (int)rnd_below(r, 28));
-    else
-        snprintf(date, sizeof date, "2025-01-01");
+    demo_order_tail t;
+    demo_order_tail_make(r, &t);
     ost_instance_set_slot(o, O_NUMBER, ost_int((int64_t)number));
     ost_instance_set_slot(o, O_CUSTOMER, ost_incref(cust));
-    ost_instance_set_slot(o, O_PLACED, ost_str_c(date));
-    ost_instance_set_slot(o, O_STATUS,
-                          ost_str_c(r ? statuses[rnd_below(r, NELEM(statuses))] : "paid"));
+    ost_instance_set_slot(o, O_PLACED, ost_str_c(t.placed));
+    ost_instance_set_slot(o, O_STATUS, ost_str_c(t.status));
     ost_instance_set_slot(o, O_LINES, lines);
     ost_instance_set_slot(o, O_TOTAL, ost_int(*total));
     return o;
@@ -238,18 +208,12 @@ static ost_value new_order(const shop *s, rng *r, ost_value cust, uint64_t numbe
 static ost_value new_customer(const shop *s, rng *r, uint64_t number) {
     ost_value c = ost_instance_new(ost_incref(s->customer));
     if (!c) return 0;
-    const char *fn = first_names[rnd_below(r, NELEM(first_names))];
-    const char *ln = last_names[rnd_below(r, NELEM(last_names))];
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s %s", fn, ln);
+    demo_customer d;
+    demo_customer_make(r, number, &d);
     ost_instance_set_slot(c, C_NUMBER, ost_int((int64_t)number));
-    ost_instance_set_slot(c, C_NAME, ost_str_c(buf));
-    snprintf(buf, sizeof buf, "%s.%s.%llu@example.com", fn, ln, (unsigned long long)number);
-    for (char *p = buf; *p; p++)
-        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
-        else if (*p == ' ') *p = '-';
-    ost_instance_set_slot(c, C_EMAIL, ost_str_c(buf));
-    ost_instance_set_slot(c, C_SINCE, ost_int(2005 + (int64_t)rnd_below(r, 20)));
+    ost_instance_set_slot(c, C_NAME, ost_str_c(d.name));
+    ost_instance_set_slot(c, C_EMAIL, ost_str_c(d.email));
+    ost_instance_set_slot(c, C_SINCE, ost_int(d.since));
     return c;
 }
 
@@ -260,6 +224,9 @@ typedef struct {
 } out_mode;
 
 static out_mode g_out;
+
+/* Each phase's wall and CPU seconds, for --stats FILE. */
+static demo_stats g_stats;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
@@ -534,10 +501,8 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         }
     }
     memset(k, 0, sizeof *k);
-    rng r = {0x9E3779B97F4A7C15ULL};
-    uint64_t np = target / 1000;
-    if (np < 10) np = 10;
-    if (np > 100000) np = 100000;
+    rng r = {DEMO_SEED_LOAD};
+    uint64_t np = demo_nproducts(target);
     ost_value *products = calloc(np, sizeof *products);
     ost_value maps[M_COUNT] = {0};
     uint64_t *moids = k->moids;
@@ -583,6 +548,8 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     lo.batch_objects = ui.total / 20 < 10000 ? 10000 : ui.total / 20;
     lo.progress = on_progress;
     lo.ud = &ui;
+    demo_clock clk;
+    demo_phase_begin(&clk);
     t0 = now_s();
     if ((rc = ost_loader_open(c, &lo, &l))) {
         err = fail("%s: bulk loader: %s", where(dir), ost_conn_errmsg(c));
@@ -624,9 +591,9 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
         k->customers++;
         k->objects++;
         k->entries++;
-        int norders = 1 + (int)rnd_below(&r, 7);
+        int norders = demo_norders(&r);
         for (int i = 0; i < norders && !err; i++) {
-            int nlines = 1 + (int)rnd_below(&r, 5);
+            int nlines = demo_nlines(&r);
             int64_t total;
             uint64_t number = k->orders + 1;
             ost_value o = new_order(s, &r, cu, number, nlines, products, np, &total);
@@ -651,6 +618,7 @@ static int load(const char *dir, shop *s, uint64_t target, counts *k) {
     rc = ost_loader_close(l);
     l = NULL;
     double secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_LOAD, &clk, k->objects);
     progress_end(&ui.bar);
     if (rc) {
         err = fail("%s: bulk load failed: %s", where(dir), ost_conn_errmsg(c));
@@ -822,6 +790,8 @@ static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects
     int rc = ost_conn_open(st, &c);
     if (rc) return fail("walk: %s", ost_strerror(rc));
     ost_conn_set_cache_size(c, 20000);
+    demo_clock clk;
+    demo_phase_begin(&clk);
     double t0 = now_s();
     walked w = {0};
     int err = EXIT_OK;
@@ -960,6 +930,8 @@ static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects
     }
     progress_end(&bar);
     *secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_WALK, &clk,
+                   1 + M_COUNT + w.products + w.customers + w.orders + w.lines);
     if (err) goto out;
     uint64_t reached = 0;
     for (size_t i = 0; i < np; i++) reached += seen[i];
@@ -1033,12 +1005,14 @@ static int lookups(ost_store *st, const shop *s, const counts *k) {
     int rc = ost_conn_open(st, &c);
     if (rc) return fail("lookup: %s", ost_strerror(rc));
     ost_conn_set_cache_size(c, 20000);
-    rng r = {0x2545F4914F6CDD1DULL};
+    rng r = {DEMO_SEED_LOOKUP};
     uint64_t n = k->customers, bad = 0;
     int err = EXIT_OK;
     ost_value cm = 0;
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "lookup", LOOKUPS);
+    demo_clock clk;
+    demo_phase_begin(&clk);
     double t0 = now_s();
     for (uint64_t i = 0; i < LOOKUPS && !err; i++) {
         if (i % TXN_READS == 0) {
@@ -1061,6 +1035,7 @@ static int lookups(ost_store *st, const shop *s, const counts *k) {
         if (ost_instance_class(cu) != s->customer || slot_int(cu, C_NUMBER) != id) bad++;
     }
     double secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_LOOKUP, &clk, LOOKUPS);
     progress_end(&bar);
     ost_abort(c);
     /* ids that are not there, and the ends */
@@ -1157,9 +1132,11 @@ static int ranges(ost_store *st, const counts *k) {
             fmt_count(b, sizeof b, (uint64_t)lo), fmt_count(d, sizeof d, (uint64_t)hi),
             fmt_count(e, sizeof e, (uint64_t)cents));
     /* many customers, each with its orders */
-    rng r = {0xBF58476D1CE4E5B9ULL};
+    rng r = {DEMO_SEED_RANGE};
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "range", RANGE_QUERIES);
+    demo_clock clk;
+    demo_phase_begin(&clk);
     double t0 = now_s();
     for (int q = 0; q < RANGE_QUERIES && !err; q++) {
         if (q % (TXN_READS / 10) == 0) {
@@ -1182,6 +1159,7 @@ static int ranges(ost_store *st, const counts *k) {
         total += n;
     }
     double secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_RANGE, &clk, RANGE_QUERIES);
     progress_end(&bar);
     if (!err && bad)
         err = fail("range: %llu orders or customers with a wrong count among %d random customers",
@@ -1255,7 +1233,7 @@ typedef struct {
 
 /* The number of thread t's i-th new order: no built order has it, and no
  * other thread's. */
-static int64_t new_number(int t, int i) { return 1000000000LL * (t + 1) + i; }
+static int64_t new_number(int t, int i) { return demo_new_number(t, i); }
 
 /* One commit: a new order (with one line item) of a random customer, set
  * in the orders map under (customer id, number). The customer and the
@@ -1302,7 +1280,7 @@ static void worker_main(void *arg) {
         snprintf(w->msg, sizeof w->msg, "thread %d: connection: %s", w->id, ost_strerror(w->rc));
         goto done;
     }
-    rng r = {0xD1B54A32D192ED03ULL * (uint64_t)(w->id + 1)};
+    rng r = {demo_seed_worker(w->id)};
     for (int i = 0; i < COMMITS_PER_THREAD; i++) {
         int rc;
         while ((rc = one_order(c, w->s, w->k, &r, new_number(w->id, i), &w->cids[i])) ==
@@ -1378,6 +1356,8 @@ static int concurrent(ost_store *st, const shop *s, const counts *k, double *sec
     }
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "commits", THREADS * COMMITS_PER_THREAD);
+    demo_clock clk;
+    demo_phase_begin(&clk);
     double t0 = now_s();
     int started = 0;
     for (int i = 0; i < THREADS; i++) {
@@ -1397,6 +1377,7 @@ static int concurrent(ost_store *st, const shop *s, const counts *k, double *sec
     }
     for (int i = 0; i < started; i++) uv_thread_join(&th[i]);
     *secs = now_s() - t0;
+    demo_phase_end(&g_stats, DEMO_PH_COMMIT, &clk, THREADS * COMMITS_PER_THREAD);
     progress_end(&bar);
     uv_mutex_destroy(&lock);
     int err = EXIT_OK;
@@ -1439,14 +1420,16 @@ static void on_problem(void *ud, uint64_t oid, uint64_t missing, int err, const 
 }
 
 static int run_demo(int argc, char **argv) {
-    const char *objects_s = NULL, *quiet = NULL, *pos[1] = {"demo.ostore"};
-    cli_opt opts[] = {{"--objects", true, &objects_s}, {"--quiet", false, &quiet}};
-    int prc = parse_args(&cmd_demo, argc, argv, opts, 2, pos, 0, 1, NULL);
+    const char *objects_s = NULL, *quiet = NULL, *stats = NULL, *pos[1] = {"demo.ostore"};
+    cli_opt opts[] = {{"--objects", true, &objects_s}, {"--quiet", false, &quiet},
+                      {"--stats", true, &stats}};
+    int prc = parse_args(&cmd_demo, argc, argv, opts, 3, pos, 0, 1, NULL);
     if (prc) return prc < 0 ? EXIT_OK : prc;
     uint64_t target = 1000000;
     if (objects_s && (!parse_u64(objects_s, &target) || target < 1000 || target > 100000000))
         return bad_usage(&cmd_demo, "demo: --objects takes a number from 1000 to 100000000, not '%s'",
                          objects_s);
+    if (stats && !stats[0]) return bad_usage(&cmd_demo, "demo: --stats takes a file name");
     const char *dir = pos[0];
     g_out.quiet = quiet != NULL;
     g_out.tty = isatty(1);
@@ -1454,10 +1437,17 @@ static int run_demo(int argc, char **argv) {
     char a[32], b[32], c[32];
     say("ostore demo: a shop of %s objects in %s\n", fmt_count(a, sizeof a, target), where(dir));
     bool is_path = ost_store_addr_is_path(dir);
-    if (is_path && prepare_dir(dir)) return EXIT_FAIL;
+    /* a FILE that cannot be written fails before the run, the store untouched */
+    FILE *sf = !stats ? NULL : strcmp(stats, "-") == 0 ? stdout : fopen(stats, "w");
+    if (stats && !sf) return fail("--stats: %s: %s", shown(stats), strerror(errno));
+    if (is_path && prepare_dir(dir)) {
+        if (sf && sf != stdout) fclose(sf);
+        return EXIT_FAIL;
+    }
     shop s;
     if (shop_init(&s)) {
         ost_registry_free(s.reg);
+        if (sf && sf != stdout) fclose(sf);
         return fail("out of memory");
     }
     say("classes: shop.Product, shop.Customer, shop.Order, shop.LineItem (persistent, declared "
@@ -1480,10 +1470,13 @@ static int run_demo(int argc, char **argv) {
         progress bar;
         progress_start(&bar, g_out.tty && !g_out.quiet, "check", 1);
         progress_note(&bar, "reading and decoding every record and map entry...");
+        demo_clock clk;
+        demo_phase_begin(&clk);
         double t = now_s();
         check_ud u = {0};
         int rc = ost_store_check(st, on_problem, &u, &records);
         tcheck = now_s() - t;
+        demo_phase_end(&g_stats, DEMO_PH_CHECK, &clk, records);
         progress_end(&bar);
         uint64_t want = 1 + M_COUNT + k.objects + 2 * THREADS * COMMITS_PER_THREAD;
         if (rc) err = fail("check: %s", ost_store_errmsg(st));
@@ -1507,21 +1500,34 @@ static int run_demo(int argc, char **argv) {
             say("store:   data.mdb %s on disk (records %s, map %s)\n",
                 fmt_bytes(a, sizeof a, (double)file_size(dir, "data.mdb")),
                 fmt_bytes(b, sizeof b, (double)ss.bytes), fmt_bytes(c, sizeof c, (double)ss.map_size));
-        say("done in %.1f s. Look around: ostore info %s; ostore cat %s 0; ostore cat %s %llu "
-            "--limit 3\n",
-            now_s() - start, where(dir), where(dir), where(dir),
-            (unsigned long long)k.moids[M_CUSTOMERS]);
+        if (stats) {
+            g_stats.file_bytes = is_path ? file_size(dir, "data.mdb") : ss.bytes;
+            g_stats.products = k.products;
+            g_stats.customers = k.customers;
+            g_stats.orders = k.orders;
+            g_stats.lines = k.lines;
+            g_stats.cents = k.cents;
+            if (demo_stats_write(&g_stats, sf, "ostore", k.objects) != 0)
+                err = fail("--stats: %s: %s", shown(stats), strerror(errno));
+        }
+        if (!err)
+            say("done in %.1f s. Look around: ostore info %s; ostore cat %s 0; ostore cat %s "
+                "%llu --limit 3\n",
+                now_s() - start, where(dir), where(dir), where(dir),
+                (unsigned long long)k.moids[M_CUSTOMERS]);
     }
     ost_store_close(st);
     ost_registry_free(s.reg);
     free(k.norders);
+    if (sf && sf != stdout && fclose(sf) != 0 && !err)
+        err = fail("--stats: %s: %s", shown(stats), strerror(errno));
     return err;
 }
 
 const cli_cmd cmd_demo = {
     .name = "demo",
     .summary = "Build, walk, check and time a store of about a million objects.",
-    .usage = "usage: ostore demo [DIR | postgresql://...] [--objects N] [--quiet]\n",
+    .usage = "usage: ostore demo [DIR | postgresql://...] [--objects N] [--quiet] [--stats FILE]\n",
     .help = "Makes a store in DIR (default ./demo.ostore) holding a shop: products,\n"
             "customers, their orders (1-7 each) and the orders' line items (1-5 each),\n"
             "which reference shared products; each order references its customer.\n"
@@ -1543,6 +1549,10 @@ const cli_cmd cmd_demo = {
             "terminal, long steps show a progress bar.\n"
             "\n  --objects N   about N objects (1000 to 100000000; default 1000000)\n"
             "  --quiet       print nothing unless something fails\n"
+            "  --stats FILE  write each phase's wall and CPU seconds (getrusage, all\n"
+            "                threads), the peak anonymous memory and the store's size\n"
+            "                as one JSON object to FILE ('-': standard output), for\n"
+            "                bench/demo_vs_sqlite.py\n"
             "\nDIR is made when missing and used when empty. A store an earlier demo made\n"
             "(DIR holds the demo's file ostore-demo and nothing but data.mdb and lock.mdb\n"
             "besides) is removed and made again; anything else is refused, untouched.\n"

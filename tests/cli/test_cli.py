@@ -210,6 +210,57 @@ def test_demo_dirs(tmp, db):
     usage(["demo", db, "--objects"])
     usage(["demo", db, "--bogus"])
     usage(["demo", db, "other"])
+    test_demo_stats(tmp, db)
+
+
+def test_demo_stats(tmp, db):
+    """--stats FILE: each phase's wall and CPU seconds and count, what was
+    built, the peak anonymous memory and the store's size, as JSON."""
+    import json
+    sf = os.path.join(tmp, "stats.json")
+    rc, out, err = run(["demo", db, "--objects", "2000", "--quiet", "--stats", sf])
+    check(rc == 0 and out == "" and err == "", "demo --stats: %d %r %r" % (rc, out[:300], err[:300]))
+    try:
+        with open(sf) as f:
+            st = json.load(f)
+    except (OSError, ValueError) as e:
+        check(False, "demo --stats wrote no JSON: %s" % e)
+        return
+    recs, _, _ = read_store(db)
+    phases = st.get("phases", {})
+    check(list(phases) == ["load", "walk", "lookup", "range", "commit", "check"],
+          "demo --stats phases: %r" % list(phases))
+    built = st.get("built", {})
+    loaded = built.get("products", 0) + built.get("customers", 0) + built.get("orders", 0) + \
+        built.get("line_items", 0)
+    check(st.get("engine") == "ostore" and st.get("objects") == loaded and 2000 <= loaded < 2100,
+          "demo --stats: engine, objects: %r" % st)
+    want = {"load": loaded, "walk": 1 + 3 + loaded, "lookup": 100000, "range": 10000,
+            "commit": 800, "check": len(recs)}
+    for name, ph in phases.items():
+        check(ph.get("ops") == want.get(name), "demo --stats %s: %r ops, want %r"
+              % (name, ph.get("ops"), want.get(name)))
+        check(isinstance(ph.get("cpu"), float) and 0 <= ph["cpu"] < 60 and
+              isinstance(ph.get("wall"), float) and 0 < ph["wall"] < 60,
+              "demo --stats %s: %r" % (name, ph))
+    # 100,000 lookups take some CPU: the figure is measured, not a zero
+    check(phases.get("lookup", {}).get("cpu", 0) > 0, "demo --stats: no CPU for the lookups")
+    check(st.get("file_bytes") == os.path.getsize(os.path.join(db, "data.mdb")),
+          "demo --stats: file_bytes %r" % st.get("file_bytes"))
+    check(0 < st.get("rss_anon_peak", 0) <= st.get("vm_hwm", 0),
+          "demo --stats: memory %r %r" % (st.get("rss_anon_peak"), st.get("vm_hwm")))
+    # "-": the JSON alone on standard output with --quiet
+    rc, out, err = run(["demo", db, "--objects", "1000", "--quiet", "--stats", "-"])
+    check(rc == 0 and err == "" and out.count("\n") == 1 and
+          json.loads(out).get("built", {}).get("customers", 0) > 0,
+          "demo --stats -: %d %r %r" % (rc, out[:300], err[:300]))
+    # a file that cannot be written fails before the run: the store is untouched
+    before = read_store(db)[0]
+    fails(["demo", db, "--objects", "1000", "--stats", os.path.join(tmp, "no", "such.json")],
+          "--stats:", "demo --stats into a missing directory")
+    check(read_store(db)[0] == before, "a demo whose --stats failed changed the store")
+    usage(["demo", db, "--stats"])
+    usage(["demo", db, "--stats", ""])
 
 
 def test_info(db, recs, meta, names):
