@@ -608,6 +608,11 @@ typedef struct {
     uint64_t *exists; /* the oids of the records read so far, ascending */
     uint32_t *ecids;  /* their class ids */
     size_t nexists, capexists, capecids;
+    /* where each oid below ndense is in exists, plus 1 (0: no record):
+     * references resolve without a binary search while oids are dense
+     * enough (oids ascend, so every record below ndense is in it) */
+    uint32_t *dense;
+    size_t ndense, capdense;
     check_ref *later; /* references to oids above their holder: resolved after the scan */
     size_t nlater, caplater;
     bool scanned; /* every record has been read: exists is complete */
@@ -735,6 +740,7 @@ static int check_orphans(void *ud, uint64_t map) {
 /* Where oid is in the oids read so far (all of them once the scan is
  * over), or SIZE_MAX when it has no record. */
 static size_t exists_at(const check_ctx *c, uint64_t oid) {
+    if (oid < c->ndense) return c->dense[oid] ? c->dense[oid] - 1 : SIZE_MAX;
     size_t lo = 0, hi = c->nexists;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -833,6 +839,18 @@ static int check_record(void *ud, uint64_t oid, const ost__recview *v) {
         return c->fail = OST_ENOMEM;
     if (!c->nexists || oid > c->exists[c->nexists - 1]) {
         c->ecids[c->nexists] = v->len ? v->cid : 0;
+        /* dense while the oids are at most 4 per record (and 1M) */
+        if (oid == c->ndense && c->nexists < UINT32_MAX &&
+            oid < 4 * (uint64_t)c->nexists + ((uint64_t)1 << 20)) {
+            if (!ost__reserve((void **)&c->dense, &c->capdense, c->ndense + 1, sizeof *c->dense, 65536))
+                c->dense[c->ndense++] = (uint32_t)c->nexists + 1;
+        } else if (oid > c->ndense && oid < 4 * (uint64_t)c->nexists + ((uint64_t)1 << 20)) {
+            if (!ost__reserve((void **)&c->dense, &c->capdense, oid + 1, sizeof *c->dense, 65536)) {
+                memset(c->dense + c->ndense, 0, (oid - c->ndense) * sizeof *c->dense);
+                c->ndense = oid;
+                c->dense[c->ndense++] = (uint32_t)c->nexists + 1;
+            }
+        }
         c->exists[c->nexists++] = oid;
     }
     c->holder = oid;
@@ -904,6 +922,7 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     free_classes(&c.classes);
     free(c.exists);
     free(c.ecids);
+    free(c.dense);
     free(c.later);
     ost_reader_free(c.r);
     if (records) *records = n;
