@@ -350,7 +350,7 @@ typedef struct ost__cver {
     uint32_t n;
     ost_value *names; /* n str references */
     int32_t *slot;
-    char text[]; /* the entry's name, for messages */
+    char text[]; /* module.Name(f1,f2), for messages */
 } ost__cver;
 
 static void cver_free(ost__cver *v) {
@@ -391,9 +391,11 @@ static int cver_parse(const ost__classview *cv, ost_value cls, ost__cver **out) 
     const char *p = open + 1, *end = nm + nl - 1;
     uint32_t n = p == end ? 0 : 1;
     for (const char *q = p; q < end; q++) n += *q == ',';
-    ost__cver *v = calloc(1, sizeof *v + nl + 1);
+    ost__cver *v = calloc(1, sizeof *v + cv->mlen + nl + 2);
     if (!v) return OST_ENOMEM;
-    memcpy(v->text, nm, nl);
+    memcpy(v->text, cv->module, cv->mlen);
+    v->text[cv->mlen] = '.';
+    memcpy(v->text + cv->mlen + 1, nm, nl);
     v->names = calloc(n ? n : 1, sizeof *v->names);
     v->slot = calloc(n ? n : 1, sizeof *v->slot);
     if (!v->names || !v->slot) {

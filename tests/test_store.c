@@ -2839,12 +2839,14 @@ OST_TEST(store, python_reads_what_c_wrote) {
     char *out = py_reader(F.dir, &status);
     cr_assert_eq(status, 0, "the reader failed:\n%s", out);
     unsigned long long next_oid = 0;
-    cr_assert_eq(sscanf(out, "meta format=3 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
+    cr_assert_eq(sscanf(out, "meta format=4 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
                  1, "%s", out);
     cr_assert_geq(next_oid, 5);
     expect_line(out, "class 1 persistent.mapping.PersistentMapping");
     expect_line(out, "class 2 storetest.Node");
-    expect_line(out, "class 3 storetest.Account");
+    /* the account has every field set: a positional record of a version,
+     * which the reader zips back into the dict below */
+    expect_line(out, "class 3 storetest.Account(owner,balance,history)");
     expect_line(out, "oid 0 serial 2 class persistent.mapping.PersistentMapping refs [1] "
                      "state {'data': {'first': ('ref', 1), 'title': 'café'}}");
     expect_line(out, "oid 1 serial 2 class storetest.Node refs [2, 3] "
@@ -3421,5 +3423,109 @@ OST_TEST(store, prefetch_sees_invalidations_and_reports_a_missing_record) {
     expect_oid_in(ost_conn_errmsg(b), gone);
     cr_assert(ost_is_ghost(bn[4]), "nothing was loaded");
     cr_assert(ost_is_ghost(bn[5]));
+    ost_store_close(st);
+}
+
+/* ---- positional records (format 4) ---------------------------------------- */
+
+/* The class-table name of record oid's class id, and its pickle (copied). */
+static char *record_class(ost_store *st, uint64_t oid, uint8_t **pickle, size_t *plen) {
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(st, &s), 0, "%s", ost_store_errmsg(st));
+    ost_raw_record r;
+    cr_assert_eq(ost_snap_get(s, oid, &r), 0, "%s", ost_snap_errmsg(s));
+    char *name = NULL;
+    uint32_t id;
+    const char *m, *n;
+    for (size_t i = 0; ost_snap_class(s, i, &id, &m, &n) == 0; i++)
+        if (id == r.class_id) cr_assert(asprintf(&name, "%s.%s", m, n) > 0);
+    cr_assert(name, "class id %u not in the table", r.class_id);
+    *pickle = malloc(r.len);
+    memcpy(*pickle, r.pickle, r.len);
+    *plen = r.len;
+    ost_snap_close(s);
+    return name;
+}
+
+/* An instance of a class with fields, every field set, is stored as a
+ * tuple of its fields under its class version's id; one with a field
+ * unset keeps the dict by name under the class's own id; both read back. */
+OST_TEST(store, an_instance_with_every_field_set_is_written_positionally) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value full = new_acct("dora", 7);
+    ost_value part = ost_instance_new(ost_incref(F.acct));
+    set(part, "owner", ost_str_c("eve"));
+    root_set(c, "full", full);
+    root_set(c, "part", part);
+    commit_ok(c);
+    uint64_t ofull = ost_oid(c, full), opart = ost_oid(c, part);
+    uint8_t *p;
+    size_t n;
+    char *name = record_class(st, ofull, &p, &n);
+    cr_assert_str_eq(name, "storetest.Account(owner,balance,history)");
+    /* PROTO 4, the three values, TUPLE3, STOP: no field name anywhere */
+    cr_assert_eq(p[0], 0x80);
+    cr_assert_eq(p[n - 2], 0x87, "TUPLE3 before STOP");
+    cr_assert_eq(p[n - 1], '.');
+    cr_assert_null(memmem(p, n, "owner", 5), "a field name in a positional record");
+    free(name);
+    free(p);
+    name = record_class(st, opart, &p, &n);
+    cr_assert_str_eq(name, "storetest.Account", "an unset field: a dict state");
+    cr_assert(memmem(p, n, "owner", 5), "the dict names its fields");
+    free(name);
+    free(p);
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    ost_value a = root_get(c, "full"), b = root_get(c, "part");
+    cr_assert_eq(ost_activate(c, a), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_str_eq(ost_data(ost_instance_getattr(a, "owner"), NULL), "dora");
+    int64_t bal = 0;
+    cr_assert_eq(ost_int_value(ost_instance_getattr(a, "balance"), &bal), 0);
+    cr_assert_eq(bal, 7);
+    cr_assert_eq(ost_typeof(ost_instance_getattr(a, "history")), OST_T_LIST);
+    cr_assert_null(ost_instance_extra(a));
+    cr_assert_str_eq(ost_data(ost_instance_getattr(b, "owner"), NULL), "eve");
+    cr_assert_null(ost_instance_slot(b, 1), "balance stays unset");
+    ost_store_close(st);
+}
+
+/* A positional record whose tuple does not have its version's length is
+ * damage: OST_ECORRUPT naming the oid and the version, never an object
+ * with fields in the wrong slots. */
+OST_TEST(store, a_positional_record_of_the_wrong_length_is_corrupt) {
+    LMDB_ONLY("the record is changed in the LMDB file");
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value a = new_acct("fay", 1);
+    root_set(c, "a", a);
+    commit_ok(c);
+    uint64_t oid = ost_oid(c, a);
+    ost_store_close(st);
+    uint8_t key[8];
+    size_t n;
+    put_be64(key, oid);
+    uint8_t *rec = raw_get(F.dir, "records", key, 8, &n);
+    cr_assert(rec);
+    /* PROTO 4, 'x', 1, TUPLE2, STOP: two items where the version lists three */
+    static const uint8_t two[] = {0x80, 4, 0x8c, 1, 'x', 'K', 1, 0x86, '.'};
+    uint8_t *bad = malloc(16 + sizeof two);
+    memcpy(bad, rec, 16);
+    memcpy(bad + 16, two, sizeof two);
+    seal_record(bad, 16 + sizeof two, oid);
+    raw_put(F.dir, "records", key, 8, bad, 16 + sizeof two);
+    free(rec);
+    free(bad);
+    st = open_store(false);
+    c = conn_of(st);
+    a = root_get(c, "a");
+    cr_assert_eq(ost_activate(c, a), OST_ECORRUPT);
+    char want[160];
+    snprintf(want, sizeof want, "oid %llu: damaged record: its state is a tuple of 2 items, but "
+             "its class version storetest.Account(owner,balance,history) lists 3 fields",
+             (unsigned long long)oid);
+    cr_assert_str_eq(ost_conn_errmsg(c), want);
     ost_store_close(st);
 }

@@ -214,7 +214,7 @@ def test_demo_dirs(tmp, db):
 
 def test_info(db, recs, meta, names):
     out = ok(["info", db])
-    check(re.search(r"^format\s+3 \(this ostore reads formats 1 to 3\)$", out, re.M),
+    check(re.search(r"^format\s+4 \(this ostore reads formats 1 to 4\)$", out, re.M),
           "info: format line: %s" % out)
     check(re.search(r"^objects\s+%s$" % format(len(recs), ","), out, re.M), "info: objects: %s" % out)
     check(re.search(r"^next oid\s+%s$" % format(meta["next_oid"], ","), out, re.M), "info: next oid")
