@@ -224,7 +224,7 @@ class Raw:
                 for k, v in t.cursor(db=rec_db):
                     oid = struct.unpack(">Q", k)[0]
                     serial, cid, crc = struct.unpack("<QII", v[:16])
-                    if self.meta.get("format") == 3 and seal_record(k, v)[12:16] != bytes(v[12:16]):
+                    if self.meta.get("format", 0) >= 3 and seal_record(k, v)[12:16] != bytes(v[12:16]):
                         self.bad_crc.append(oid)
                     self.recs[oid] = (serial, cid, bytes(v[16:]))
                 self.entries = {}
