@@ -128,7 +128,7 @@ int ost__record_state(ost_store *st, ost_writer *w, ost_value o, const void **da
                       uint32_t *cid, bool *wfail) {
     ost_value cls = ost_instance_class(o);
     *wfail = false;
-    if (st->format >= 4 && ost__state_positional(o)) {
+    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 4 && ost__state_positional(o)) {
         uint32_t vid;
         int rc = version_cid(st, cls, &vid);
         if (!rc) {

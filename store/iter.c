@@ -80,7 +80,7 @@ int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
     if (!it) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     it->c = c;
     int rc = ost__conn_pin(c); /* the transaction starts here if it has not */
-    bool pinned = !rc;
+    if (!rc) ost__conn_unpin(c);
     if (!rc && cls) {
         it->by_class = true;
         size_t ml, nl;
@@ -93,8 +93,9 @@ int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
         /* its versions, in the snapshot: the class ids of the records it
          * holds were made before them */
         it->m = m, it->n = n, it->ml = ml, it->nl = nl;
-        if (!rc && m && n) {
+        if (!rc && m && n && !(rc = ost__conn_pin(c))) {
             int erc = c->st->ops->class_each(c->sess, note_version, it);
+            ost__conn_unpin(c);
             if (it->nomem) rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
             else if (erc)
                 rc = ost__c_fail(c, erc, "reading the class table: %s", ost_store_errmsg(c->st));
@@ -102,7 +103,6 @@ int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
         it->m = it->n = NULL;
         if (!rc && !it->has_cid && !it->nvcids) it->no_such = true;
     }
-    if (pinned) ost__conn_unpin(c);
     it->txn_gen = c->txn_gen;
     if (rc) {
         free(it->vcids);
