@@ -464,6 +464,7 @@ static int class_ver_of(ost_conn *c, uint32_t cid, ost_value *cls, ost__cver **v
         }
         if (vcap < c->ncls_by_id) { /* both arrays cover ncls_by_id entries */
             if (ost__reserve((void **)&c->ver_by_id, &vcap, c->ncls_by_id, sizeof *c->ver_by_id, 16)) {
+                c->ncls_by_id = was; /* what both arrays cover (cls_by_id is only bigger) */
                 cver_free(v);
                 ost_decref(*cls);
                 *cls = 0;
@@ -483,13 +484,14 @@ static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
     return class_ver_of(c, cid, cls, NULL);
 }
 
-/* Reads a positional record (its class id names version v) into ghost
- * obj: the state tuple's item i goes to the slot of v's field i, straight,
- * when obj's class declares fields and takes no setstate; otherwise (and
- * for a field the class no longer declares) by name, as a dict state
+/* Reads a positional record (its class id names version v of class
+ * vcls) into ghost obj: the state tuple's item i goes to the slot of v's
+ * field i, straight, when obj is an instance of vcls (whose slots v's map
+ * was made for), which declares fields and takes no setstate; otherwise
+ * (and for a field the class no longer declares) by name, as a dict state
  * would. OST_ECORRUPT when the state is no tuple of v's length. */
-static int load_positional(ost_conn *c, uint64_t oid, ost_value obj, const ost__cver *v,
-                           const void *data, size_t len) {
+static int load_positional(ost_conn *c, uint64_t oid, ost_value obj, ost_value vcls,
+                           const ost__cver *v, const void *data, size_t len) {
     ost_value t;
     int rc = ost_load(c->r, data, len, &t, NULL);
     if (rc) {
@@ -514,7 +516,8 @@ static int load_positional(ost_conn *c, uint64_t oid, ost_value obj, const ost__
         return rc;
     }
     ost_tuple_obj *to = (ost_tuple_obj *)t;
-    ost__klass *k = ost__slotted(obj) ? ost__klass_of(ost_instance_class(obj)) : NULL;
+    ost__klass *k = ost__slotted(obj) && ost_instance_class(obj) == vcls
+                        ? ost__klass_of(vcls) : NULL;
     if (k && !k->def.setstate) {
         ost_slots_obj *so = (ost_slots_obj *)obj;
         for (uint32_t i = 0; i < v->n && !rc; i++) {
@@ -647,11 +650,11 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
         ost__fmt(inner, sizeof inner, "%s", c->msg);
         return ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, inner);
     }
-    ost_decref(vcls);
     uint8_t was_changed = ost__pers_is(obj, OST__F_CHANGED) ? OST__F_CHANGED : 0;
     ost__pers_mark(obj, OST__F_CHANGED, OST__F_GHOST);
     if (ver) {
-        rc = load_positional(c, oid, obj, ver, v.pickle, v.len);
+        rc = load_positional(c, oid, obj, vcls, ver, v.pickle, v.len);
+        ost_decref(vcls);
         ost__pers_mark(obj, was_changed, OST__F_CHANGED);
         if (rc) {
             ghostify(obj);
@@ -663,6 +666,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
         set_pbytes(e->obj, v.len + OST_HDR_SIZE);
         return 0;
     }
+    ost_decref(vcls);
     rc = ost_load_state(c->r, obj, v.pickle, v.len);
     ost__pers_mark(obj, was_changed, OST__F_CHANGED);
     if (rc) {
