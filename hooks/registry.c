@@ -79,7 +79,8 @@ int ost_registry_alias(ost_registry *reg, const char *module, const char *name, 
     if (mine != cls) return OST_EINVAL; /* not a class of this registry */
     if (lookup(reg, module, name)) return OST_EEXIST;
     size_t ml = strlen(module), nl = strlen(name);
-    if (ost_utf8_check(module, ml, NULL) || ost_utf8_check(name, nl, NULL)) return OST_EINVAL;
+    if (ost_utf8_check(module, ml, NULL) || ost_utf8_check(name, nl, NULL) || !ost__name_ok(name))
+        return OST_EINVAL;
     if (ost__reserve((void **)&reg->aliases, &reg->capaliases, reg->naliases + 1,
                      sizeof *reg->aliases, 4))
         return OST_ENOMEM;

@@ -441,6 +441,20 @@ void ost__writer_set_fast_paths(ost_writer *w, bool on);
  * and the memo insert per reference. */
 void ost__writer_set_pid_memo(ost_writer *w, bool on);
 
+/* writer.c, for the store's positional records (format 4): whether inst's
+ * state can be written positionally (a slotted instance whose class
+ * declares fields and has no getstate, every field set, no undeclared
+ * attribute), and the dump of that state: PROTO, its slots in declared
+ * order as a tuple (TUPLE1 to TUPLE3, or MARK ... TUPLE), STOP. The tuple
+ * is never memoized. Same ownership and errors as ost_dump_state;
+ * OST_EINVAL when ost__state_positional(inst) is false. */
+bool ost__state_positional(ost_value inst);
+/* reader.c: gives state (stolen) to inst as BUILD would (fills slots,
+ * calls setstate, or replaces the state), as ost_load_state does with the
+ * state it reads. 0 or the error BUILD gives (ost_reader_errmsg says it). */
+int ost__apply_state(ost_reader *r, ost_value inst, ost_value state);
+int ost__dump_fields(ost_writer *w, ost_value inst, const void **data, size_t *len);
+
 /* reader.c: true when protocol 0-2 name m2.n2 reads back as m.n. */
 bool ost__py2_reads_as(const char *m2, const char *n2, const char *m, const char *n);
 /* reader.c: true when protocol 0-2 name m2.n2 reads back as one of the
@@ -461,6 +475,9 @@ ptrdiff_t ost__field_index(ost_value cls, const char *name, size_t n);
 int ost__slots_put(ost_value obj, ost_value key, ost_value val);
 /* value.c: whether ost_class_new accepts def (else it fails for memory). */
 bool ost__class_def_ok(const ost_class_def *def);
+/* value.c: whether name may be a class's or field's name (not empty, no
+ * '(', ')' or ','). */
+bool ost__name_ok(const char *name);
 
 /* error.c */
 /* Formats a message into dst[0..cap). A message longer than cap - 1 bytes

@@ -2099,6 +2099,25 @@ static bool direct_ok(ost_value inst) {
 }
 
 
+int ost__apply_state(ost_reader *r, ost_value inst, ost_value state) {
+    static const uint8_t none[1];
+    if (!r || ost__type(inst) != OST_T_INSTANCE || !state) {
+        ost_decref(state);
+        return OST_EINVAL;
+    }
+    r->base = none;
+    r->end = none + 1;
+    r->sp = 0;
+    if (push(r, r->base, ost_incref(inst)) || push(r, r->base, state)) {
+        release_all(r, true);
+        return r->err;
+    }
+    int rc = build(r, r->base);
+    while (r->sp) ost_decref(r->stack[--r->sp]);
+    release_all(r, rc != 0);
+    return rc;
+}
+
 int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) {
     if (!r || ost__type(inst) != OST_T_INSTANCE) return OST_EINVAL;
     ost_value v;

@@ -1207,8 +1207,18 @@ static bool def_aliases_ok(const ost_class_def *def) {
     return true;
 }
 
+/* Whether name may be a class's or a field's: a store's class table
+ * names a class version `Name(field,field)` (docs/format.md), so neither
+ * holds '(', ')' or ','; nor is either empty. */
+bool ost__name_ok(const char *name) {
+    return name && name[0] && !strpbrk(name, "(),");
+}
+
 bool ost__class_def_ok(const ost_class_def *def) {
     if (!def || !def->module || !def->name || (def->nfields && !def->fields)) return false;
+    if (!ost__name_ok(def->name)) return false;
+    for (size_t i = 0; i < def->nfields; i++)
+        if (!ost__name_ok(def->fields[i])) return false;
     if (def->nfields > UINT32_MAX) return false; /* an instance counts its slots in 32 bits */
     for (size_t i = 0; i < def->nfields; i++)
         for (size_t j = 0; j < i; j++)

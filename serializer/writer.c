@@ -6,12 +6,13 @@
 #include "internal.h"
 #include "opcodes.h"
 
-enum { K_ITEMS, K_DICT, K_PAIRS, K_TUPLE, K_FROZEN, K_BUILD, K_SLOTS };
+enum { K_ITEMS, K_DICT, K_PAIRS, K_TUPLE, K_FROZEN, K_BUILD, K_SLOTS, K_FIELDS };
 
 /* One unfinished object. K_ITEMS walks a list or set (op: APPENDS or
  * ADDITEMS), K_DICT a dict, K_PAIRS a list of 2-tuples, K_TUPLE and K_FROZEN
  * finish with a memo check; K_BUILD saves parts, writes op, then the
- * optional list items, dict items and state. */
+ * optional list items, dict items and state. K_FIELDS writes a slotted
+ * instance's slots in declared order as a tuple (a positional state). */
 typedef struct {
     ost_value obj;      /* the object written, for the memo (0: none) */
     ost_value aux, aux2; /* owned temporaries released at pop */
@@ -1646,6 +1647,16 @@ static int step(ost_writer *w) {
         put1(w, OP_SETITEMS);
         break;
     }
+    case K_FIELDS: {
+        /* never memoized: a positional state is no object of its own */
+        ost_slots_obj *so = (ost_slots_obj *)f->obj;
+        size_t n = ost__nslots(so);
+        if (f->i < n) return save(w, so->slots[f->i++], false);
+        static const uint8_t small[4] = {0, OP_TUPLE1, OP_TUPLE2, OP_TUPLE3};
+        if (reserve(w, 1)) return w->err;
+        put1(w, n <= 3 ? small[n] : OP_TUPLE);
+        break;
+    }
     case K_TUPLE: {
         ost_tuple_obj *t = (ost_tuple_obj *)f->obj;
         if (f->i < t->len) return save(w, t->items[f->i++], false);
@@ -1787,6 +1798,31 @@ static void reset(ost_writer *w) {
     w->memo_next = 0;
 }
 
+bool ost__state_positional(ost_value inst) {
+    if (!inst || ost__type(inst) != OST_T_INSTANCE || !ost__slotted(inst)) return false;
+    ost_slots_obj *so = (ost_slots_obj *)inst;
+    ost__klass *k = ost__klass_of(so->cls);
+    if (!k || !k->nfields || k->def.getstate) return false;
+    ost_value extra = ost__extra(inst);
+    if (extra && ost_len(extra)) return false;
+    for (size_t i = 0, n = ost__nslots(so); i < n; i++)
+        if (!so->slots[i]) return false;
+    return true;
+}
+
+/* Starts the positional state of inst (ost__state_positional holds): its
+ * slots in declared order, as a tuple. */
+static int save_fields(ost_writer *w, ost_value inst) {
+    if (!ost__state_positional(inst))
+        return fail(w, OST_EINVAL, "no positional state: the instance has an unset or "
+                    "undeclared field, or its class none or a getstate callback");
+    if (ost__nslots((ost_slots_obj *)inst) > 3) {
+        if (reserve(w, 1)) return w->err;
+        put1(w, OP_MARK);
+    }
+    return push(w, K_FIELDS, inst) ? 0 : w->err;
+}
+
 /* Starts the state of inst: what BUILD would receive. */
 static int save_state(ost_writer *w, ost_value inst, ost_value *tmp) {
     ost_inst_obj *in = (ost_inst_obj *)inst;
@@ -1813,7 +1849,8 @@ static int save_state(ost_writer *w, ost_value inst, ost_value *tmp) {
     return save(w, in->state, false);
 }
 
-static int dump(ost_writer *w, ost_value v, bool state_only, const void **data,
+/* state_only: 0 the value, 1 an instance's state, 2 its positional state. */
+static int dump(ost_writer *w, ost_value v, int state_only, const void **data,
                 size_t *len) {
     ost_value tmp = 0;
     if (data) *data = NULL;
@@ -1830,7 +1867,10 @@ static int dump(ost_writer *w, ost_value v, bool state_only, const void **data,
     put1(w, OP_PROTO);
     put1(w, (unsigned)w->proto);
     if (framed(w) && open_frame(w)) goto out;
-    if (state_only ? save_state(w, v, &tmp) : save(w, v, false)) goto out;
+    if (state_only == 2 ? save_fields(w, v)
+        : state_only    ? save_state(w, v, &tmp)
+                        : save(w, v, false))
+        goto out;
     while (w->nst) {
         if (step(w)) goto out;
         if (OST_UNLIKELY(boundary(w))) goto out;
@@ -1860,9 +1900,13 @@ out:
 }
 
 int ost_dump(ost_writer *w, ost_value v, const void **data, size_t *len) {
-    return dump(w, v, false, data, len);
+    return dump(w, v, 0, data, len);
 }
 
 int ost_dump_state(ost_writer *w, ost_value inst, const void **data, size_t *len) {
-    return dump(w, inst, true, data, len);
+    return dump(w, inst, 1, data, len);
+}
+
+int ost__dump_fields(ost_writer *w, ost_value inst, const void **data, size_t *len) {
+    return dump(w, inst, 2, data, len);
 }

@@ -65,7 +65,95 @@ int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id) {
     return 0;
 }
 
-void ost__class_cache_free(ost_store *st) { ost__nametab_free(&st->ctab, NULL); }
+/* A class with fields and the class id of its current version. */
+struct ost__vcid {
+    ost_value cls;
+    uint32_t cid;
+};
+
+/* The class-table name of cls's current version, `Name(f1,f2)`, in
+ * buf[cap]; its length, or 0 when it does not fit. */
+static size_t version_name(ost_value cls, char *buf, size_t cap) {
+    ost__klass *k = ost__klass_of(cls);
+    size_t nl;
+    const char *n = ost_data(ost_global_name(cls), &nl);
+    if (!n || nl + 2 > cap) return 0;
+    memcpy(buf, n, nl);
+    size_t at = nl;
+    buf[at++] = '(';
+    for (size_t i = 0; i < k->nfields; i++) {
+        size_t fl;
+        const char *f = ost_data(k->fields[i], &fl);
+        if (at + fl + 2 > cap) return 0;
+        if (i) buf[at++] = ',';
+        memcpy(buf + at, f, fl);
+        at += fl;
+    }
+    buf[at++] = ')';
+    return at;
+}
+
+/* The class id of the current version of cls (a class with fields),
+ * made the first time. NO_VERSION when the version's name is too long
+ * for the class table: the caller writes a dict state. */
+#define NO_VERSION 1
+static int version_cid(ost_store *st, ost_value cls, uint32_t *id) {
+    uv_mutex_lock(&st->lock);
+    for (size_t i = 0; i < st->nvcids; i++)
+        if (st->vcids[i].cls == cls) {
+            *id = st->vcids[i].cid;
+            uv_mutex_unlock(&st->lock);
+            return 0;
+        }
+    uv_mutex_unlock(&st->lock);
+    size_t ml;
+    const char *m = ost_data(ost_global_module(cls), &ml);
+    char name[1000];
+    size_t nl = m ? version_name(cls, name, sizeof name - ml - 1) : 0;
+    if (!nl) return NO_VERSION;
+    int rc = st->ops->class_id(st->eng, m, ml, name, nl, !st->read_only, id);
+    if (rc) return rc;
+    uv_mutex_lock(&st->lock);
+    bool have = false;
+    for (size_t i = 0; i < st->nvcids && !have; i++) have = st->vcids[i].cls == cls;
+    /* a failure to cache costs a lookup next time, nothing else */
+    if (!have && !ost__reserve((void **)&st->vcids, &st->capvcids, st->nvcids + 1,
+                               sizeof *st->vcids, 8))
+        st->vcids[st->nvcids++] = (struct ost__vcid){ost_incref(cls), *id};
+    uv_mutex_unlock(&st->lock);
+    return 0;
+}
+
+int ost__record_state(ost_store *st, ost_writer *w, ost_value o, const void **data, size_t *n,
+                      uint32_t *cid, bool *wfail) {
+    ost_value cls = ost_instance_class(o);
+    *wfail = false;
+    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 4 && ost__state_positional(o)) {
+        uint32_t vid;
+        int rc = version_cid(st, cls, &vid);
+        if (!rc) {
+            rc = ost__dump_fields(w, o, data, n);
+            *wfail = rc != 0;
+            if (!rc) *cid = vid;
+            return rc;
+        }
+        if (rc != NO_VERSION) return rc;
+    }
+    int rc = ost_dump_state(w, o, data, n);
+    if (rc) {
+        *wfail = true;
+        return rc;
+    }
+    return ost__class_id_cached(st, cls, cid);
+}
+
+void ost__class_cache_free(ost_store *st) {
+    ost__nametab_free(&st->ctab, NULL);
+    for (size_t i = 0; i < st->nvcids; i++) ost_decref(st->vcids[i].cls);
+    free(st->vcids);
+    st->vcids = NULL;
+    st->nvcids = st->capvcids = 0;
+}
 
 /* ---- packages ---------------------------------------------------------------- */
 

@@ -337,12 +337,98 @@ static int get_record(ost_conn *c, uint64_t oid, ost__recview *r) {
     return rc ? sfail(c, rc) : 0;
 }
 
-/* The class of class id cid (a new reference). An id never changes its
- * meaning, so the connection keeps what it found: looking it up costs a
- * read of the class table and of the registry for every ghost made. */
-static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
+/* ---- class versions (format 4) -------------------------------------------------
+ *
+ * A class-table entry named `Name(f1,f2,f3)` is a version of class Name:
+ * its records' states are tuples, item i the value of field fi. The
+ * connection keeps, per version's class id, the field names and where
+ * each goes in the current class: slot[i] is the slot of fi (a declared
+ * field, or the field an alias of the class renames fi to), or -1 when the
+ * current class does not declare it (the value is then kept by name, as a
+ * dict state's unknown name is: ost_instance_extra). */
+typedef struct ost__cver {
+    uint32_t n;
+    ost_value *names; /* n str references */
+    int32_t *slot;
+    char text[]; /* module.Name(f1,f2), for messages */
+} ost__cver;
+
+static void cver_free(ost__cver *v) {
+    if (!v) return;
+    for (uint32_t i = 0; i < v->n; i++) ost_decref(v->names[i]);
+    free(v->names);
+    free(v->slot);
+    free(v);
+}
+
+/* The slot of field name f[fl] in cls's instances, through its aliases; -1
+ * when cls declares no such field (or is no class with fields). */
+static int32_t field_slot(ost_value cls, const char *f, size_t fl) {
+    ost__klass *k = cls && ost__type(cls) == OST_T_GLOBAL ? ost__klass_of(cls) : NULL;
+    if (!k) return -1;
+    for (size_t i = 0; i < k->nfields; i++) {
+        size_t l;
+        const char *d = ost_data(k->fields[i], &l);
+        if (l == fl && memcmp(d, f, fl) == 0) return (int32_t)i;
+    }
+    for (size_t a = 0; a < k->naliases; a++) {
+        size_t l;
+        const char *d = ost_data(k->alias_names[a], &l);
+        if (l == fl && memcmp(d, f, fl) == 0) return (int32_t)k->alias_to[a];
+    }
+    return -1;
+}
+
+/* The version a class-table entry's name names, read against class cls;
+ * *out NULL for a class's own entry. 0, OST_ENOMEM, or OST_ECORRUPT for
+ * a version whose field list is malformed (an empty name). */
+static int cver_parse(const ost__classview *cv, ost_value cls, ost__cver **out) {
+    *out = NULL;
+    const char *nm = cv->name;
+    size_t nl = cv->nlen;
+    const char *open = nl ? memchr(nm, '(', nl) : NULL;
+    if (!open || nm[nl - 1] != ')') return 0;
+    const char *p = open + 1, *end = nm + nl - 1;
+    uint32_t n = p == end ? 0 : 1;
+    for (const char *q = p; q < end; q++) n += *q == ',';
+    ost__cver *v = calloc(1, sizeof *v + cv->mlen + nl + 2);
+    if (!v) return OST_ENOMEM;
+    memcpy(v->text, cv->module, cv->mlen);
+    v->text[cv->mlen] = '.';
+    memcpy(v->text + cv->mlen + 1, nm, nl);
+    v->names = calloc(n ? n : 1, sizeof *v->names);
+    v->slot = calloc(n ? n : 1, sizeof *v->slot);
+    if (!v->names || !v->slot) {
+        cver_free(v);
+        return OST_ENOMEM;
+    }
+    while (v->n < n) {
+        const char *q = memchr(p, ',', (size_t)(end - p));
+        if (!q) q = end;
+        if (q == p) {
+            cver_free(v);
+            return OST_ECORRUPT;
+        }
+        if (!(v->names[v->n] = ost_str(p, (size_t)(q - p)))) {
+            cver_free(v);
+            return OST_ENOMEM;
+        }
+        v->slot[v->n++] = field_slot(cls, p, (size_t)(q - p));
+        p = q + 1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The class of class id cid (a new reference), and in *ver (when not
+ * NULL; borrowed from the connection) the class version it names, or
+ * NULL. An id never changes its meaning, so the connection keeps what it
+ * found: looking it up costs a read of the class table and of the
+ * registry for every ghost made. */
+static int class_ver_of(ost_conn *c, uint32_t cid, ost_value *cls, ost__cver **ver) {
     if (cid < c->ncls_by_id && c->cls_by_id[cid]) {
         *cls = ost_incref(c->cls_by_id[cid]);
+        if (ver) *ver = c->ver_by_id[cid];
         return 0;
     }
     ost__classview cv;
@@ -350,15 +436,117 @@ static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
     if (rc == OST_ENOTFOUND) return ost__c_fail(c, OST_ECORRUPT, "class id %u: not in the class table", cid);
     if (rc) return sfail(c, rc);
     if ((rc = ost__class_value(c->st, &cv, cls))) return ost__c_fail(c, rc, "out of memory");
-    if (cid >= 65536) return 0;
+    ost__cver *v;
+    if ((rc = cver_parse(&cv, *cls, &v))) {
+        ost_decref(*cls);
+        *cls = 0;
+        return rc == OST_ENOMEM ? ost__c_fail(c, rc, "out of memory")
+                                : ost__c_fail(c, rc, "class id %u: a class version with an "
+                                              "empty field name: %.*s", cid, (int)cv.nlen, cv.name);
+    }
+    /* a version must be kept to be used: a class alone need not be */
+    if (cid >= 65536 && !v) {
+        if (ver) *ver = NULL;
+        return 0;
+    }
     if (cid >= c->ncls_by_id) {
-        size_t was = c->ncls_by_id;
-        if (ost__reserve((void **)&c->cls_by_id, &c->ncls_by_id, (size_t)cid + 1,
-                         sizeof *c->cls_by_id, 16))
-            return 0; /* not kept, found again next time */
+        size_t was = c->ncls_by_id, vcap = was;
+        if (ost__reserve((void **)&c->ver_by_id, &vcap, (size_t)cid + 1, sizeof *c->ver_by_id, 16) ||
+            ost__reserve((void **)&c->cls_by_id, &c->ncls_by_id, vcap, sizeof *c->cls_by_id, 16)) {
+            cver_free(v); /* not kept, found again next time */
+            if (v) {
+                ost_decref(*cls);
+                *cls = 0;
+                return ost__c_fail(c, OST_ENOMEM, "out of memory");
+            }
+            if (ver) *ver = NULL;
+            return 0;
+        }
+        if (vcap < c->ncls_by_id) { /* both arrays cover ncls_by_id entries */
+            if (ost__reserve((void **)&c->ver_by_id, &vcap, c->ncls_by_id, sizeof *c->ver_by_id, 16)) {
+                c->ncls_by_id = was; /* what both arrays cover (cls_by_id is only bigger) */
+                cver_free(v);
+                ost_decref(*cls);
+                *cls = 0;
+                return ost__c_fail(c, OST_ENOMEM, "out of memory");
+            }
+        }
         memset(c->cls_by_id + was, 0, (c->ncls_by_id - was) * sizeof *c->cls_by_id);
+        memset(c->ver_by_id + was, 0, (c->ncls_by_id - was) * sizeof *c->ver_by_id);
     }
     c->cls_by_id[cid] = ost_incref(*cls);
+    c->ver_by_id[cid] = v;
+    if (ver) *ver = v;
+    return 0;
+}
+
+static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
+    return class_ver_of(c, cid, cls, NULL);
+}
+
+/* Reads a positional record (its class id names version v of class
+ * vcls) into ghost obj: the state tuple's item i goes to the slot of v's
+ * field i, straight, when obj is an instance of vcls (whose slots v's map
+ * was made for), which declares fields and takes no setstate; otherwise
+ * (and for a field the class no longer declares) by name, as a dict state
+ * would. OST_ECORRUPT when the state is no tuple of v's length. */
+static int load_positional(ost_conn *c, uint64_t oid, ost_value obj, ost_value vcls,
+                           const ost__cver *v, const void *data, size_t len) {
+    ost_value t;
+    int rc = ost_load(c->r, data, len, &t, NULL);
+    if (rc) {
+        char inner[sizeof c->msg];
+        ost__fmt(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
+        return ost__c_fail(c, rc, "oid %llu: record does not decode: %s", (unsigned long long)oid,
+                           inner);
+    }
+    if (ost__type(t) != OST_T_TUPLE || ost_len(t) != v->n) {
+        size_t tn = ost__type(t) == OST_T_TUPLE ? ost_len(t) : 0;
+        const char *what = ost_type_name(ost__type(t));
+        rc = ost__type(t) == OST_T_TUPLE
+                 ? ost__c_fail(c, OST_ECORRUPT,
+                               "oid %llu: damaged record: its state is a tuple of %zu items, but "
+                               "its class version %s lists %u fields",
+                               (unsigned long long)oid, tn, v->text, v->n)
+                 : ost__c_fail(c, OST_ECORRUPT,
+                               "oid %llu: damaged record: its state is a %s, but its class "
+                               "version %s needs a tuple of %u fields",
+                               (unsigned long long)oid, what, v->text, v->n);
+        ost_release(t);
+        return rc;
+    }
+    ost_tuple_obj *to = (ost_tuple_obj *)t;
+    ost__klass *k = ost__slotted(obj) && ost_instance_class(obj) == vcls
+                        ? ost__klass_of(vcls) : NULL;
+    if (k && !k->def.setstate) {
+        ost_slots_obj *so = (ost_slots_obj *)obj;
+        for (uint32_t i = 0; i < v->n && !rc; i++) {
+            if (v->slot[i] >= 0) {
+                ost_value old = so->slots[v->slot[i]];
+                so->slots[v->slot[i]] = ost_incref(to->items[i]);
+                ost_decref(old);
+            } else
+                rc = ost__slots_put(obj, v->names[i], to->items[i]);
+        }
+        ost_decref(t);
+        return rc ? ost__c_fail(c, rc, "out of memory") : 0;
+    }
+    /* by name: a dict state, as the record would have been written */
+    ost_value d = ost_dict_new();
+    for (uint32_t i = 0; d && i < v->n; i++)
+        if (ost_dict_set(d, ost_incref(v->names[i]), ost_incref(to->items[i]))) {
+            ost_decref(d);
+            d = 0;
+        }
+    ost_decref(t);
+    if (!d) return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    rc = ost__apply_state(c->r, obj, d);
+    if (rc) {
+        char inner[sizeof c->msg];
+        ost__fmt(inner, sizeof inner, "%s", c->msg[0] ? c->msg : ost_reader_errmsg(c->r));
+        return ost__c_fail(c, rc, "oid %llu: record does not decode: %s", (unsigned long long)oid,
+                           inner);
+    }
     return 0;
 }
 
@@ -561,8 +749,30 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
      * that uses the public setters would load it again, without end) and
      * is not tracked (what the callback sets is no change): the CHANGED
      * flag keeps the setters from reporting to the connection. */
+    ost_value vcls;
+    ost__cver *ver;
+    if ((rc = class_ver_of(c, v.cid, &vcls, &ver))) {
+        char inner[sizeof c->msg];
+        ost__fmt(inner, sizeof inner, "%s", c->msg);
+        return ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, inner);
+    }
     uint8_t was_changed = ost__pers_is(obj, OST__F_CHANGED) ? OST__F_CHANGED : 0;
     ost__pers_mark(obj, OST__F_CHANGED, OST__F_GHOST);
+    if (ver) {
+        rc = load_positional(c, oid, obj, vcls, ver, v.pickle, v.len);
+        ost_decref(vcls);
+        ost__pers_mark(obj, was_changed, OST__F_CHANGED);
+        if (rc) {
+            ghostify(obj);
+            ost__pers_mark(obj, was_changed, 0);
+            return rc;
+        }
+        e = find_oid(c, oid);
+        e->serial = serial;
+        set_pbytes(e->obj, v.len + OST_HDR_SIZE);
+        return 0;
+    }
+    ost_decref(vcls);
     rc = ost_load_state(c->r, obj, v.pickle, v.len);
     ost__pers_mark(obj, was_changed, OST__F_CHANGED);
     if (rc) {
@@ -1069,9 +1279,14 @@ static void conn_free_parts(ost_conn *c) {
     ost_reader_free(c->r);
     ost_txn_hooks_free(c->hooks);
     ost__pkg_free(c->pkg);
-    for (size_t i = 0; i < c->ncls_by_id; i++) ost_decref(c->cls_by_id[i]);
+    for (size_t i = 0; i < c->ncls_by_id; i++) {
+        ost_decref(c->cls_by_id[i]);
+        cver_free(c->ver_by_id[i]);
+    }
     free(c->cls_by_id);
     for (unsigned i = 0; i < 4; i++) ost_decref(c->ref_cls[i]);
+    free(c->ver_by_id);
+    c->ver_by_id = NULL;
     if (c->pf) free(c->pf->r);
     free(c->pf);
     c->pf = NULL;
@@ -1379,15 +1594,15 @@ static int prepare(ost_conn *c) {
         const void *data;
         size_t n;
         c->msg[0] = 0;
-        int rc = ost_dump_state(c->w, o, &data, &n);
-        if (rc) {
+        uint32_t cid;
+        bool wfail;
+        ost__st_clear(st); /* the engine's message, if class_id fails, and no older one */
+        int rc = ost__record_state(st, c->w, o, &data, &n, &cid, &wfail);
+        if (rc && wfail) {
             if (!c->msg[0]) ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, ost_writer_errmsg(c->w));
             drop_new(c);
             return rc;
         }
-        uint32_t cid;
-        ost__st_clear(st); /* the engine's message, if class_id fails, and no older one */
-        rc = ost__class_id_cached(st, ost_instance_class(o), &cid);
         if (!rc) rc = ost__pkg_add(p, oid, read, cid, data, n);
         if (rc) {
             const char *why = ost_store_errmsg(st);

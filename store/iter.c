@@ -24,6 +24,12 @@ struct ost_iter {
     bool by_class;     /* instances of class id cid only */
     bool no_such;      /* the class has no id in the store: nothing matches */
     uint32_t cid;
+    bool has_cid;      /* the class itself has an id (cid) */
+    uint32_t *vcids;   /* the ids of its versions (format 4), which match too */
+    size_t nvcids, capvcids;
+    bool nomem;
+    const char *m, *n; /* the class's module and name while versions are gathered */
+    size_t ml, nl;
     ost_value cls; /* the class last reported without an object (a reference) */
     struct iter_hit *hits; /* batched matches (snapshots that never move) */
     size_t nhits, at;
@@ -39,6 +45,29 @@ struct iter_hit {
     size_t len;
     bool dmg;
 };
+
+/* class_each's callback: notes the ids of the versions of the class,
+ * entries named `Name(...)` of its module. */
+static int note_version(void *ud, const ost__classview *cv) {
+    ost_iter *it = ud;
+    if (cv->mlen != it->ml || memcmp(cv->module, it->m, it->ml) || cv->nlen < it->nl + 2 ||
+        memcmp(cv->name, it->n, it->nl) || cv->name[it->nl] != '(' || cv->name[cv->nlen - 1] != ')')
+        return 0;
+    if (ost__reserve((void **)&it->vcids, &it->capvcids, it->nvcids + 1, sizeof *it->vcids, 8)) {
+        it->nomem = true;
+        return 1;
+    }
+    it->vcids[it->nvcids++] = cv->id;
+    return 0;
+}
+
+/* Whether a record of class id cid is an instance of the iterator's class. */
+static bool cid_match(const ost_iter *it, uint32_t cid) {
+    if (it->has_cid && cid == it->cid) return true;
+    for (size_t i = 0; i < it->nvcids; i++)
+        if (it->vcids[i] == cid) return true;
+    return false;
+}
 
 int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
     if (out) *out = NULL;
@@ -58,12 +87,25 @@ int ost_iter_open(ost_conn *c, ost_value cls, ost_iter **out) {
         const char *m = ost_data(ost_global_module(cls), &ml);
         const char *n = ost_data(ost_global_name(cls), &nl);
         int mrc = c->st->ops->class_id(c->st->eng, m, ml, n, nl, false, &it->cid);
-        if (mrc == OST_ENOTFOUND || mrc == OST_EINVAL) it->no_such = true;
-        else if (mrc)
+        it->has_cid = mrc == 0;
+        if (mrc && mrc != OST_ENOTFOUND && mrc != OST_EINVAL)
             rc = ost__c_fail(c, mrc, "reading the class table: %s", ost_store_errmsg(c->st));
+        /* its versions, in the snapshot: the class ids of the records it
+         * holds were made before them */
+        it->m = m, it->n = n, it->ml = ml, it->nl = nl;
+        if (!rc && m && n && !(rc = ost__conn_pin(c))) {
+            int erc = c->st->ops->class_each(c->sess, note_version, it);
+            ost__conn_unpin(c);
+            if (it->nomem) rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
+            else if (erc)
+                rc = ost__c_fail(c, erc, "reading the class table: %s", ost_store_errmsg(c->st));
+        }
+        it->m = it->n = NULL;
+        if (!rc && !it->has_cid && !it->nvcids) it->no_such = true;
     }
     it->txn_gen = c->txn_gen;
     if (rc) {
+        free(it->vcids);
         free(it);
         return rc;
     }
@@ -83,7 +125,7 @@ static int match_fn(void *ud, uint64_t oid, const ost__recview *r) {
     first_match *fm = ud;
     bool dmg = r->len == 0 && !r->pickle;
     /* a damaged record may be one of the class: reported, never skipped */
-    if (fm->it->by_class && !dmg && r->cid != fm->it->cid) return 0;
+    if (fm->it->by_class && !dmg && !cid_match(fm->it, r->cid)) return 0;
     fm->found = true;
     fm->oid = oid;
     fm->r = *r;
@@ -94,7 +136,7 @@ static int match_fn(void *ud, uint64_t oid, const ost__recview *r) {
 static int batch_fn(void *ud, uint64_t oid, const ost__recview *r) {
     ost_iter *it = ud;
     bool dmg = r->len == 0 && !r->pickle;
-    if (it->by_class && !dmg && r->cid != it->cid) return 0;
+    if (it->by_class && !dmg && !cid_match(it, r->cid)) return 0;
     if (it->nhits == BATCH) return 1; /* stop: full */
     it->hits[it->nhits++] = (struct iter_hit){oid, r->serial, r->cid, r->len, dmg};
     return 0;
@@ -186,5 +228,6 @@ void ost_iter_close(ost_iter *it) {
     if (!it) return;
     ost_decref(it->cls);
     free(it->hits);
+    free(it->vcids);
     free(it);
 }

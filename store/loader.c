@@ -25,8 +25,6 @@ struct ost_loader {
     size_t npending, cappending;
     uint64_t oid_next, oid_end;
     uint64_t oid_block;     /* size of the next oid reservation */
-    ost_value last_cls;     /* class id cache for the common case */
-    uint32_t last_cid;
     uint64_t done_objects, done_bytes, added;
     uint64_t cur_start;      /* first oid of the batch being filled */
     uint64_t inflight_start; /* first oid of the batch being committed */
@@ -218,28 +216,24 @@ static int flush_pending(ost_loader *l) {
         uint64_t ooid = s->val;
         const void *data;
         size_t n;
-        rc = ost_dump_state(w, o, &data, &n);
-        if (rc) {
+        uint32_t cid;
+        bool wfail;
+        ost__st_clear(l->st); /* the engine's message, if class_id fails */
+        rc = ost__record_state(l->st, w, o, &data, &n, &cid, &wfail);
+        if (rc && wfail) {
             if (!l->err)
                 lfail(l, rc, "batch %llu (oids %llu and up) failed: oid %llu: %s",
                       (unsigned long long)l->batch_no + 1, (unsigned long long)l->cur_start,
                       (unsigned long long)ooid, ost_writer_errmsg(w));
             break;
         }
-        ost_value cls = ost_instance_class(o);
-        uint32_t cid = l->last_cid;
-        if (cls != l->last_cls) {
-            ost__st_clear(l->st); /* the engine's message, if class_id fails */
-            if ((rc = ost__class_id_cached(l->st, cls, &cid))) {
-                char why[512];
-                snprintf(why, sizeof why, "%s", ost_store_errmsg(l->st));
-                lfail(l, rc, "batch %llu (oids %llu and up) failed: oid %llu: class id: %s",
-                      (unsigned long long)l->batch_no + 1, (unsigned long long)l->cur_start,
-                      (unsigned long long)ooid, why[0] ? why : ost_strerror(rc));
-                break;
-            }
-            l->last_cls = cls;
-            l->last_cid = cid;
+        if (rc) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", ost_store_errmsg(l->st));
+            lfail(l, rc, "batch %llu (oids %llu and up) failed: oid %llu: class id: %s",
+                  (unsigned long long)l->batch_no + 1, (unsigned long long)l->cur_start,
+                  (unsigned long long)ooid, why[0] ? why : ost_strerror(rc));
+            break;
         }
         if ((rc = ost__pkg_add(p, ooid, 0, cid, data, n))) {
             lfail(l, rc, "out of memory");

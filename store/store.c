@@ -372,6 +372,9 @@ int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls) {
     mod[cv->mlen] = 0;
     memcpy(name, cv->name, cv->nlen);
     name[cv->nlen] = 0;
+    /* a class version, `Name(f1,f2)` (format 4): the class is Name's */
+    char *paren = strchr(name, '(');
+    if (paren && cv->nlen && name[cv->nlen - 1] == ')') *paren = 0;
     if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
         *cls = ost_incref(st->root_cls);
         return 0;

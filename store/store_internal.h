@@ -97,6 +97,10 @@ struct ost_store {
     ost_conn *conns;
     size_t nraw;          /* raw snapshots and imports open (store/snap.c) */
     ost__nametab ctab;    /* class ids by name (under lock) */
+    /* class ids of the current version (format 4) of classes with fields,
+     * by class (references kept; under lock): commit.c */
+    struct ost__vcid *vcids;
+    size_t nvcids, capvcids;
     bool group_commit;
     /* group commit (store/commit.c): a queue of packages, applied a group
      * at a time by a leader (a committing thread) or the committer thread */
@@ -164,6 +168,9 @@ struct ost_conn {
     ost__recview hint;           /* valid while snap_gen == hint_gen */
     struct ost__pf *pf; /* records read ahead by ost_prefetch while it runs */
     ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
+    /* beside each: the class version the id names (format 4), or NULL
+     * when it names a class itself (conn.c) */
+    struct ost__cver **ver_by_id;
     size_t ncls_by_id;
     /* the class ids the last classes referenced had (ost__conn_ref_pid):
      * a reference carries its object's class id; each class held */
@@ -253,7 +260,8 @@ bool ost__rec_crc_ok(uint64_t oid, const void *rec, size_t n);
 #define OST__DMG_RESERVED 4 /* format 1 or 2: reserved header bytes not zero */
 const char *ost__damage_text(int dmg);
 /* The class value (a new reference) of a class table entry, through the
- * registry: 0 or OST_ENOMEM. */
+ * registry: 0 or OST_ENOMEM. A class version's entry, `Name(f1,f2)`
+ * (format 4), gives the class Name. */
 int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls);
 /* The state pickle of a new root of class cls (*inst keeps it alive until
  * the caller drops it): a PersistentMapping whose state is {'data': {}}.
@@ -270,6 +278,15 @@ extern void (*ost__pack_hook)(ost_store *st, int step);
 void ost__loader_forget(ost_value obj);
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);
+/* The record body of persistent instance o and its class id: in a store of
+ * format 4 or later, the positional state under the class id of the
+ * current version of o's class when ost__state_positional(o) holds (made
+ * the first time it is used, as ost__class_id_cached makes class ids);
+ * otherwise ost_dump_state's state under the class's own id. *data is the
+ * writer's (valid until its next dump). Errors: the writer's (its message
+ * says why; *cid untouched) or the class id's (the store's message). */
+int ost__record_state(ost_store *st, ost_writer *w, ost_value o, const void **data, size_t *n,
+                      uint32_t *cid, bool *wfail);
 void ost__class_cache_free(ost_store *st);
 ost__pkg *ost__pkg_new(void);
 void ost__pkg_reset(ost__pkg *p);

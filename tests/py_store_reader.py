@@ -9,8 +9,14 @@ Output, one line each, in this order:
 
     meta format=F next_oid=N last_serial=N next_class=N
     class ID module.Name                      (one per class, by id)
+    class ID module.Name(f1,f2)               (format 4: a class version)
     oid OID serial S class module.Name refs [OIDS] state REPR
-    entry MAP KEY serial S refs [OIDS] value REPR   (format 2 and 3: map entries)
+    entry MAP KEY serial S refs [OIDS] value REPR   (format 2 to 4: map entries)
+
+A record whose class id names a class version (format 4) has a tuple for
+state, its fields' values in the version's order: it prints as the dict a
+format-3 record of the same object holds ({'f1': v1, 'f2': v2}), under the
+class's own name, so the same objects print the same in either format.
 
 REPR is the repr of the unpickled state, where a reference to another stored
 object (a BINPERSID whose pid is the oid) reads ('ref', OID) and an instance
@@ -22,12 +28,13 @@ encoding (docs/format.md) as the map's kind says.
 
 The program checks what the format promises and exits 1, with a line
 starting "error" on standard error, when: the magic or format is wrong, a
-key is not 8 bytes, a record's checksum (format 3; CRC-32C, computed here
+key is not 8 bytes, a record's checksum (format 3 and 4; CRC-32C, computed here
 independently) does not match or a header's reserved bytes are not zero
 (formats 1 and 2), a class id is
 not in the class table, a record's serial is above meta.last_serial, an oid
 is not below meta.next_oid, a reference names an oid with no record, or the
-root (oid 0) is missing or is not a PersistentMapping with a 'data' dict;
+root (oid 0) is missing or is not a PersistentMapping with a 'data' dict,
+a class version's record whose state is not a tuple of the version's length;
 and for maps: entries of an oid that is not a map, a key that does not
 decode as the map's kind, an entry whose checksum does not match (format
 3), keys out of Python's order (sorted()), a count
@@ -162,8 +169,8 @@ def main(path):
         if txn.get(b"ostore", db=meta) != b"ostore":
             raise SystemExit("error: not an ostore store (no magic)")
         fmt = u64(txn, meta, b"format")
-        if fmt not in (1, 2, 3):
-            raise SystemExit("error: format %d, this reader knows 1 to 3" % fmt)
+        if fmt not in (1, 2, 3, 4):
+            raise SystemExit("error: format %d, this reader knows 1 to 4" % fmt)
         next_oid = u64(txn, meta, b"next_oid")
         last_serial = u64(txn, meta, b"last_serial")
         next_class = u64(txn, meta, b"next_class")
@@ -183,6 +190,13 @@ def main(path):
             print("class %d %s" % (cid, names[cid]))
             if ids.get(names[cid]) != cid:
                 errors.append("class %d: no matching name entry" % cid)
+        # format 4: a class version is named Name(f1,f2): the class is Name
+        fields = {}
+        for cid, full in list(names.items()):
+            if full.endswith(")") and "(" in full:
+                base, _, flist = full[:-1].partition("(")
+                fields[cid] = flist.split(",") if flist else []
+                names[cid] = base
 
         present = set()
         refs_of = {}
@@ -215,6 +229,12 @@ def main(path):
             except Exception as e:  # a damaged record: report, go on
                 errors.append("oid %d: record does not unpickle: %s" % (oid, e))
                 continue
+            if cid in fields:  # a positional state: zip it with the version's names
+                if not isinstance(state, tuple) or len(state) != len(fields[cid]):
+                    errors.append("oid %d: state %r does not fit class version %s(%s)"
+                                  % (oid, state, names[cid], ",".join(fields[cid])))
+                    continue
+                state = dict(zip(fields[cid], state))
             refs_of[oid] = reader.refs
             if names.get(cid) in ("ostore.maps.OrderedMap", "ostore.maps.OrderedSet"):
                 maps[oid] = (parse_kind(state["kind"]), state["count"])

@@ -703,7 +703,7 @@ OST_TEST(safety, a_format2_store_reads_read_only_as_it_is_and_upgrades_on_a_writ
     cr_assert_eq(meta_format(), 2, "a read-only open changes nothing");
     st = open_store(false);
     ost_store_close(st);
-    cr_assert_eq(meta_format(), 3, "a read-write open upgrades");
+    cr_assert_eq(meta_format(), OST_STORE_FORMAT, "a read-write open upgrades");
     expect_all_sealed();
     st = open_store(false);
     expect_contents(st, 30);
@@ -730,7 +730,7 @@ OST_TEST(safety, a_format1_store_upgrades) {
     root_set(c, "m", ost_incref(m));
     commit_ok(c);
     ost_store_close(st);
-    cr_assert_eq(meta_format(), 3);
+    cr_assert_eq(meta_format(), OST_STORE_FORMAT);
     expect_all_sealed();
 }
 
@@ -785,7 +785,7 @@ OST_TEST(safety, a_read_only_handle_follows_an_upgrade_by_another_process) {
     ost_conn *c = conn_of(st);
     cr_assert(root_get(c, "items"));
     cr_assert_eq(wait_child(spawn(upgrade_child, NULL)), 0);
-    cr_assert_eq(meta_format(), 3);
+    cr_assert_eq(meta_format(), OST_STORE_FORMAT);
     ost_abort(c); /* a new snapshot */
     ost_conn_close(c);
     ost_value obj;

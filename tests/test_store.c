@@ -2950,12 +2950,14 @@ OST_TEST(store, python_reads_what_c_wrote) {
     char *out = py_reader(F.dir, &status);
     cr_assert_eq(status, 0, "the reader failed:\n%s", out);
     unsigned long long next_oid = 0;
-    cr_assert_eq(sscanf(out, "meta format=3 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
+    cr_assert_eq(sscanf(out, "meta format=4 next_oid=%llu last_serial=3 next_class=4\n", &next_oid),
                  1, "%s", out);
     cr_assert_geq(next_oid, 5);
     expect_line(out, "class 1 persistent.mapping.PersistentMapping");
     expect_line(out, "class 2 storetest.Node");
-    expect_line(out, "class 3 storetest.Account");
+    /* the account has every field set: a positional record of a version,
+     * which the reader zips back into the dict below */
+    expect_line(out, "class 3 storetest.Account(owner,balance,history)");
     expect_line(out, "oid 0 serial 2 class persistent.mapping.PersistentMapping refs [1] "
                      "state {'data': {'first': ('ref', 1), 'title': 'café'}}");
     expect_line(out, "oid 1 serial 2 class storetest.Node refs [2, 3] "
@@ -3533,4 +3535,282 @@ OST_TEST(store, prefetch_sees_invalidations_and_reports_a_missing_record) {
     cr_assert(ost_is_ghost(bn[4]), "nothing was loaded");
     cr_assert(ost_is_ghost(bn[5]));
     ost_store_close(st);
+}
+
+/* ---- positional records (format 4) ---------------------------------------- */
+
+/* The class-table name of record oid's class id, and its pickle (copied). */
+static char *record_class(ost_store *st, uint64_t oid, uint8_t **pickle, size_t *plen) {
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(st, &s), 0, "%s", ost_store_errmsg(st));
+    ost_raw_record r;
+    cr_assert_eq(ost_snap_get(s, oid, &r), 0, "%s", ost_snap_errmsg(s));
+    char *name = NULL;
+    uint32_t id;
+    const char *m, *n;
+    for (size_t i = 0; ost_snap_class(s, i, &id, &m, &n) == 0; i++)
+        if (id == r.class_id) cr_assert(asprintf(&name, "%s.%s", m, n) > 0);
+    cr_assert(name, "class id %u not in the table", r.class_id);
+    *pickle = malloc(r.len);
+    memcpy(*pickle, r.pickle, r.len);
+    *plen = r.len;
+    ost_snap_close(s);
+    return name;
+}
+
+/* An instance of a class with fields, every field set, is stored as a
+ * tuple of its fields under its class version's id; one with a field
+ * unset keeps the dict by name under the class's own id; both read back. */
+OST_TEST(store, an_instance_with_every_field_set_is_written_positionally) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value full = new_acct("dora", 7);
+    ost_value part = ost_instance_new(ost_incref(F.acct));
+    set(part, "owner", ost_str_c("eve"));
+    root_set(c, "full", full);
+    root_set(c, "part", part);
+    commit_ok(c);
+    uint64_t ofull = ost_oid(c, full), opart = ost_oid(c, part);
+    uint8_t *p;
+    size_t n;
+    char *name = record_class(st, ofull, &p, &n);
+    cr_assert_str_eq(name, "storetest.Account(owner,balance,history)");
+    /* PROTO 4, the three values, TUPLE3, STOP: no field name anywhere */
+    cr_assert_eq(p[0], 0x80);
+    cr_assert_eq(p[n - 2], 0x87, "TUPLE3 before STOP");
+    cr_assert_eq(p[n - 1], '.');
+    cr_assert_null(memmem(p, n, "owner", 5), "a field name in a positional record");
+    free(name);
+    free(p);
+    name = record_class(st, opart, &p, &n);
+    cr_assert_str_eq(name, "storetest.Account", "an unset field: a dict state");
+    cr_assert(memmem(p, n, "owner", 5), "the dict names its fields");
+    free(name);
+    free(p);
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    ost_value a = root_get(c, "full"), b = root_get(c, "part");
+    cr_assert_eq(ost_activate(c, a), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_str_eq(ost_data(ost_instance_getattr(a, "owner"), NULL), "dora");
+    int64_t bal = 0;
+    cr_assert_eq(ost_int_value(ost_instance_getattr(a, "balance"), &bal), 0);
+    cr_assert_eq(bal, 7);
+    cr_assert_eq(ost_typeof(ost_instance_getattr(a, "history")), OST_T_LIST);
+    cr_assert_null(ost_instance_extra(a));
+    cr_assert_str_eq(ost_data(ost_instance_getattr(b, "owner"), NULL), "eve");
+    cr_assert_null(ost_instance_slot(b, 1), "balance stays unset");
+    ost_store_close(st);
+}
+
+/* A positional record whose tuple does not have its version's length is
+ * damage: OST_ECORRUPT naming the oid and the version, never an object
+ * with fields in the wrong slots. */
+OST_TEST(store, a_positional_record_of_the_wrong_length_is_corrupt) {
+    LMDB_ONLY("the record is changed in the LMDB file");
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value a = new_acct("fay", 1);
+    root_set(c, "a", a);
+    commit_ok(c);
+    uint64_t oid = ost_oid(c, a);
+    ost_store_close(st);
+    uint8_t key[8];
+    size_t n;
+    put_be64(key, oid);
+    uint8_t *rec = raw_get(F.dir, "records", key, 8, &n);
+    cr_assert(rec);
+    /* PROTO 4, 'x', 1, TUPLE2, STOP: two items where the version lists three */
+    static const uint8_t two[] = {0x80, 4, 0x8c, 1, 'x', 'K', 1, 0x86, '.'};
+    uint8_t *bad = malloc(16 + sizeof two);
+    memcpy(bad, rec, 16);
+    memcpy(bad + 16, two, sizeof two);
+    seal_record(bad, 16 + sizeof two, oid);
+    raw_put(F.dir, "records", key, 8, bad, 16 + sizeof two);
+    free(rec);
+    free(bad);
+    st = open_store(false);
+    c = conn_of(st);
+    a = root_get(c, "a");
+    cr_assert_eq(ost_activate(c, a), OST_ECORRUPT);
+    char want[160];
+    snprintf(want, sizeof want, "oid %llu: damaged record: its state is a tuple of 2 items, but "
+             "its class version storetest.Account(owner,balance,history) lists 3 fields",
+             (unsigned long long)oid);
+    cr_assert_str_eq(ost_conn_errmsg(c), want);
+    ost_store_close(st);
+}
+
+/* ---- a format-3 store made before format 4 ---------------------------------- */
+
+/* A u64 of the store's meta table, read from the LMDB file. */
+static uint64_t raw_meta_u64(const char *dir, const char *key) {
+    size_t n;
+    uint8_t *v = raw_get(dir, "meta", key, strlen(key), &n);
+    cr_assert(v && n == 8, "meta %s", key);
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--) x = x << 8 | v[i];
+    free(v);
+    return x;
+}
+
+/* tests/data/fmt3_store.hex (tests/data/make_fmt3.c, built against the
+ * library before format 4) turned back into F.dir/data.mdb. */
+static void restore_fmt3_store(void) {
+    const char *tests = getenv("OSTORE_TESTS_DIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/data/fmt3_store.hex", tests ? tests : "tests");
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    cr_assert_eq(mkdir(F.dir, 0700), 0);
+    char out[600];
+    snprintf(out, sizeof out, "%s/data.mdb", F.dir);
+    FILE *o = fopen(out, "wb");
+    cr_assert(o);
+    int hi = -1, ch;
+    while ((ch = fgetc(f)) != EOF) {
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (d < 0) continue;
+        if (hi < 0) hi = d;
+        else {
+            fputc(hi << 4 | d, o);
+            hi = -1;
+        }
+    }
+    fclose(f);
+    cr_assert_eq(fclose(o), 0);
+}
+
+static void fmt3_registry(ost_value *item) {
+    static const char *item_f[] = {"name", "qty", "next", "where"}, *pt_f[] = {"x", "y"};
+    ost_class_def i = {.module = "shop", .name = "Item", .fields = item_f, .nfields = 4,
+                       .persistent = true};
+    ost_class_def n = {.module = "shop", .name = "Note", .persistent = true};
+    ost_class_def p = {.module = "shop", .name = "Pt", .fields = pt_f, .nfields = 2};
+    cr_assert_eq(ost_registry_add(F.reg, &i, item), 0);
+    cr_assert_eq(ost_registry_add(F.reg, &n, NULL), 0);
+    cr_assert_eq(ost_registry_add(F.reg, &p, NULL), 0);
+}
+
+/* What tests/data/make_fmt3.c stored, read through the library: five
+ * items in a cycle, item 3's qty unset, each with its Pt; the note shared
+ * by root['note'] and twice by root['notes']; the map by_qty. */
+static void expect_fmt3_graph(ost_conn *c, ost_value Item) {
+    ost_value items = root_get(c, "items");
+    cr_assert(items && ost_len(items) == 5, "%s", ost_conn_errmsg(c));
+    for (size_t i = 0; i < 5; i++) {
+        ost_value it = ost_item(items, i);
+        cr_assert_eq(ost_instance_class(it), Item);
+        char name[16];
+        snprintf(name, sizeof name, "item%zu", i);
+        cr_assert_str_eq(ost_data(ost_instance_getattr(it, "name"), NULL), name);
+        int64_t q = -1;
+        if (i == 3)
+            cr_assert_null(ost_instance_slot(it, 1), "item3's qty is unset");
+        else {
+            cr_assert_eq(ost_int_value(ost_instance_getattr(it, "qty"), &q), 0);
+            cr_assert_eq(q, (int64_t)i * 10);
+        }
+        cr_assert_eq(ost_instance_getattr(it, "next"), ost_item(items, (i + 1) % 5), "the cycle");
+        ost_value p = ost_instance_getattr(it, "where");
+        int64_t x = -1;
+        cr_assert_eq(ost_int_value(ost_instance_getattr(p, "x"), &x), 0);
+        cr_assert_eq(x, (int64_t)i);
+        cr_assert_float_eq(ost_float_value(ost_instance_getattr(p, "y")), i + 0.5, 1e-12);
+        cr_assert_null(ost_instance_extra(it));
+    }
+    ost_value note = root_get(c, "note"), notes = root_get(c, "notes");
+    cr_assert(note && notes && ost_len(notes) == 2);
+    cr_assert_eq(ost_item(notes, 0), note, "shared");
+    cr_assert_eq(ost_item(notes, 1), note, "shared");
+    ost_value text = ost_instance_getattr(note, "text");
+    cr_assert(text);
+    cr_assert_str_eq(ost_data(text, NULL), "shared note");
+    ost_value m = root_get(c, "by_qty");
+    uint64_t len = 0;
+    cr_assert_eq(ost_map_len(c, m, &len), 0);
+    cr_assert_eq(len, 5);
+    for (int i = 0; i < 5; i++) {
+        ost_value k = ost_int(i * 10), v = 0;
+        cr_assert_eq(ost_map_get(c, m, k, &v), 0, "%s", ost_conn_errmsg(c));
+        cr_assert_eq(v, ost_item(items, (size_t)i)); /* v is borrowed */
+        ost_decref(k);
+    }
+}
+
+/* The Python reader's lines of records and entries, with each serial
+ * blanked (a rewritten record's changes). */
+static char *py_objects(void) {
+    int status;
+    char *out = py_reader(F.dir, &status);
+    cr_assert_eq(status, 0, "the reader failed:\n%s", out);
+    char *o = malloc(strlen(out) + 1), *w = o;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "oid ", 4) && strncmp(line, "entry ", 6)) continue;
+        char *s = strstr(line, " serial ");
+        if (s) {
+            size_t head = (size_t)(s - line) + 8;
+            memcpy(w, line, head);
+            w += head;
+            *w++ = 'S';
+            const char *rest = s + 8 + strspn(s + 8, "0123456789");
+            w += sprintf(w, "%s\n", rest);
+        } else
+            w += sprintf(w, "%s\n", line);
+    }
+    *w = 0;
+    free(out);
+    return o;
+}
+
+/* A format-3 store written by the code before format 4 reads as it is
+ * read-only, upgrades on a read-write open (format 4, every object the
+ * same, Python reading the same), and its objects, written again, become
+ * positional records that read back the same, in C and in Python. */
+OST_TEST(store, a_format3_store_from_before_format4_reads_upgrades_and_writes_positionally) {
+    LMDB_ONLY("the test data is an LMDB file");
+    restore_fmt3_store();
+    ost_value Item;
+    fmt3_registry(&Item);
+    char *py3 = py_objects();
+    cr_assert(strstr(py3, "oid 2 serial S class shop.Item refs [3] state {'name': 'item0', "
+                          "'qty': 0, 'next': ('ref', 3), 'where': shop.Pt({'x': 0, 'y': 0.5})}"),
+              "%s", py3);
+    ost_store *st = open_read_only(F.dir, F.reg);
+    ost_conn *c = conn_of(st);
+    expect_fmt3_graph(c, Item);
+    ost_store_close(st);
+    cr_assert_eq(raw_meta_u64(F.dir, "format"), 3, "a read-only open keeps format 3");
+    st = open_store(false);
+    cr_assert_eq(raw_meta_u64(F.dir, "format"), 4, "a read-write open upgrades to format 4");
+    c = conn_of(st);
+    expect_fmt3_graph(c, Item);
+    char *py4 = py_objects();
+    cr_assert_str_eq(py4, py3, "the upgrade changed records");
+    /* every object written again: the items with every field set become
+     * positional, item 3 (qty unset) stays a dict */
+    ost_value items = root_get(c, "items");
+    for (size_t i = 0; i < 5; i++) ost_changed(ost_item(items, i));
+    ost_changed(root_get(c, "note"));
+    commit_ok(c);
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    expect_fmt3_graph(c, Item);
+    uint8_t *p;
+    size_t n;
+    char *name = record_class(st, ost_oid(c, ost_item(root_get(c, "items"), 0)), &p, &n);
+    cr_assert_str_eq(name, "shop.Item(name,qty,next,where)");
+    free(name);
+    free(p);
+    name = record_class(st, ost_oid(c, ost_item(root_get(c, "items"), 3)), &p, &n);
+    cr_assert_str_eq(name, "shop.Item");
+    free(name);
+    free(p);
+    ost_store_close(st);
+    char *py4b = py_objects();
+    cr_assert_str_eq(py4b, py3, "Python reads the positional records as the dicts they were");
+    free(py3);
+    free(py4);
+    free(py4b);
 }

@@ -109,11 +109,17 @@ typedef struct raw_txn raw_txn;
 /* A read transaction on an open store, with the class table loaded. */
 int raw_begin(ost_store *st, raw_txn **out);
 void raw_end(raw_txn *t);
-/* The class name of an id ("module.name"), or "?<id>" when unknown. The
- * string lives as long as t. */
+/* The class name of an id ("module.name"; a class version's is its
+ * class's), or "?<id>" when unknown. The string lives as long as t. */
 const char *raw_class_name(raw_txn *t, uint32_t cid);
-/* The class id of "module.name", or false when the store has no such class. */
+/* The class id of "module.name" (its own entry or one of its versions,
+ * "module.name(f1,f2)": format 4), or false when the store has no such
+ * class. */
 bool raw_class_id(raw_txn *t, const char *qualname, uint32_t *cid);
+/* For the id of a class version (format 4), its field list as the class
+ * table names it, "f1,f2)" (up to and with the closing parenthesis; lives
+ * as long as t); NULL for a class's own id or an unknown one. */
+const char *raw_class_fields(raw_txn *t, uint32_t cid);
 /* Number of class ids in the table, and the id at index i (ascending). */
 size_t raw_class_count(raw_txn *t);
 uint32_t raw_class_at(raw_txn *t, size_t i, const char **module, const char **name);

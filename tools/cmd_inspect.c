@@ -117,11 +117,25 @@ static int run_info(int argc, char **argv) {
         printf("classes      %zu\n", ncls);
         for (size_t i = 0; i < ncls; i++) {
             const char *m, *nm;
-            raw_class_at(t, i, &m, &nm);
+            uint32_t id = raw_class_at(t, i, &m, &nm);
+            /* a class version (format 4) shows as its class, then its fields */
+            const char *fl = raw_class_fields(t, id);
             char q[512];
-            snprintf(q, sizeof q, "%s.%s", m, nm);
-            printf("  %-36s %12s objects %12s\n", q, fmt_count(a, sizeof a, counts[i]),
-                   fmt_bytes(b, sizeof b, (double)bytes[i]));
+            snprintf(q, sizeof q, "%s", raw_class_name(t, id));
+            /* a class's own entry with no record of its own, when one of its
+             * versions has them, is there for references (format 4): one
+             * line, the version's, says it all */
+            bool shown_by_version = false;
+            for (size_t j = 0; !fl && !counts[i] && j < ncls && !shown_by_version; j++) {
+                const char *m2, *n2;
+                uint32_t id2 = raw_class_at(t, j, &m2, &n2);
+                shown_by_version = j != i && raw_class_fields(t, id2) && counts[j] &&
+                                   !strcmp(raw_class_name(t, id2), q);
+            }
+            if (shown_by_version) continue;
+            printf("  %-36s %12s objects %12s%s%.*s%s\n", q, fmt_count(a, sizeof a, counts[i]),
+                   fmt_bytes(b, sizeof b, (double)bytes[i]), fl ? "  positional (" : "",
+                   fl ? (int)strlen(fl) - 1 : 0, fl ? fl : "", fl ? ")" : "");
         }
         if (counts[ncls])
             printf("  %-36s %12s objects %12s\n",
@@ -240,6 +254,29 @@ const cli_cmd cmd_ls = {
 
 /* ---- cat ------------------------------------------------------------------------- */
 
+/* The dict of a positional state v (borrowed): v's items zipped with the
+ * names of fields, "f1,f2)" (a new reference); 0 when v is no tuple of
+ * that many items, or out of memory. */
+static ost_value positional_dict(ost_value v, const char *fields) {
+    if (ost_typeof(v) != OST_T_TUPLE) return 0;
+    size_t n = ost_len(v), i = 0;
+    ost_value d = ost_dict_new();
+    const char *p = fields;
+    while (d && *p && *p != ')') {
+        const char *e = p + strcspn(p, ",)");
+        if (i >= n || ost_dict_set(d, ost_str(p, (size_t)(e - p)), ost_incref(ost_item(v, i)))) {
+            ost_decref(d);
+            return 0;
+        }
+        i++;
+        p = *e == ',' ? e + 1 : e;
+    }
+    if (d && i != n) {
+        ost_decref(d);
+        return 0;
+    }
+    return d;
+}
 
 static void header(raw_txn *t, const raw_rec *r) {
     printf("oid %llu: %s, serial %llu, %zu bytes\n", (unsigned long long)r->oid,
@@ -424,6 +461,16 @@ static int run_cat(int argc, char **argv) {
         if (rd) {
             ost_reader_set_persistent_load(rd, raw_keep_pid, NULL);
             lrc = ost_load(rd, r.pickle, r.len, &v, NULL);
+        }
+        const char *fl = raw_class_fields(t, r.cid);
+        if (!lrc && fl) {
+            /* a positional state (format 4): shown as the dict of its
+             * fields, what a format-3 record of the object holds */
+            ost_value d = positional_dict(v, fl);
+            if (d) { /* else: shown as stored (the library says it is damage) */
+                ost_release(v);
+                v = d;
+            }
         }
         raw_map m;
         char why[200];

@@ -416,25 +416,34 @@ static int run_upgrade(int argc, char **argv) {
     ost_store_close(st);
     if (rc) return rc == EXIT_FAIL ? rc : fail("%s: %s", db, ost_strerror(rc));
     char a[32], b[32];
-    printf("upgraded %s from format %llu to %d: %s records and %s map entries now carry "
-           "checksums (%.2f s)\n",
-           db, (unsigned long long)from, OST_STORE_FORMAT, fmt_count(a, sizeof a, s.records),
-           fmt_count(b, sizeof b, ents), now_s() - t0);
+    if (from < 3)
+        printf("upgraded %s from format %llu to %d: %s records and %s map entries now carry "
+               "checksums (%.2f s)\n",
+               db, (unsigned long long)from, OST_STORE_FORMAT, fmt_count(a, sizeof a, s.records),
+               fmt_count(b, sizeof b, ents), now_s() - t0);
+    else
+        printf("upgraded %s from format %llu to %d: its %s records keep their bytes until "
+               "rewritten (%.2f s)\n",
+               db, (unsigned long long)from, OST_STORE_FORMAT, fmt_count(a, sizeof a, s.records),
+               now_s() - t0);
     return EXIT_OK;
 }
 
 const cli_cmd cmd_upgrade = {
     .name = "upgrade",
-    .summary = "Bring a store of an older format to the current one (checksums).",
+    .summary = "Bring a store of an older format to the current one (4).",
     .usage = "usage: ostore upgrade DB\n",
     .help = "Rewrites every record and map entry of a store of format 1 or 2 with its\n"
-            "CRC-32C checksum and sets the format to 3 (docs/format.md), in one\n"
-            "transaction: all or nothing. A program that opens such a store for writing\n"
-            "does the same; this command does it on its own, and says so when there is\n"
-            "nothing to do. A damaged record stops it with exit 1 and changes nothing\n"
-            "('ostore check' lists the damage, 'ostore salvage' copies what is intact).\n"
-            "Older ostore versions refuse a format-3 store: upgrade a store when no\n"
-            "older ostore process has it open.\n",
+            "CRC-32C checksum, and sets the format to 4 (docs/format.md), in one\n"
+            "transaction: all or nothing. A format-3 store's records are valid format-4\n"
+            "records (dict states): they keep their bytes until rewritten, when an\n"
+            "instance of a class with fields is written positionally. A program that\n"
+            "opens such a store for writing does the same; this command does it on its\n"
+            "own, and says so when there is nothing to do. A damaged record stops it\n"
+            "with exit 1 and changes nothing ('ostore check' lists the damage, 'ostore\n"
+            "salvage' copies what is intact). Older ostore versions refuse a store of a\n"
+            "format newer than theirs: upgrade a store when no older ostore process has\n"
+            "it open.\n",
     .run = run_upgrade,
 };
 

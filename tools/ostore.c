@@ -8,7 +8,7 @@
  *   ostore refs DB OID                 what it references, what references it
  *   ostore check DB                    decode every record, follow every reference
  *   ostore pack DB                     remove what the root does not reach
- *   ostore upgrade DB                  bring an older store to format 3
+ *   ostore upgrade DB                  bring an older store to format 4
  *   ostore salvage DAMAGED NEW         copy what is intact into a new store
  *   ostore export DB FILE              a versioned dump (docs/cli.md)
  *   ostore import DB FILE              load a dump into a new store

@@ -10,7 +10,8 @@
 typedef struct {
     uint32_t id;
     const char *module, *name; /* owned by the snapshot */
-    char *qual;
+    char *qual; /* module.Name, a class version's without its field list */
+    const char *fields; /* a class version's field list, "f1,f2)" in name; or NULL */
 } raw_class;
 
 struct raw_txn {
@@ -47,7 +48,7 @@ int raw_begin(ost_store *st, raw_txn **out) {
     const char *m, *n;
     for (size_t i = 0; ost_snap_class(t->s, i, &id, &m, &n) == 0; i++) {
         raw_class *nc = realloc(t->cls, (t->ncls + 1) * sizeof *nc);
-        size_t ql = strlen(m) + strlen(n) + 2;
+        size_t ql = strlen(m) + 2 * strlen(n) + 3; /* module.Name, NUL, the field list */
         char *q = nc ? malloc(ql) : NULL;
         if (!q) {
             if (nc) t->cls = nc;
@@ -55,8 +56,13 @@ int raw_begin(ost_store *st, raw_txn **out) {
             return fail("out of memory");
         }
         t->cls = nc;
-        snprintf(q, ql, "%s.%s", m, n);
-        t->cls[t->ncls++] = (raw_class){id, m, n, q};
+        /* a class version, Name(f1,f2) (format 4), is shown as its class */
+        const char *open = strchr(n, '(');
+        size_t nl = strlen(n);
+        bool version = open && nl && n[nl - 1] == ')';
+        int at = snprintf(q, ql, "%s.%.*s", m, version ? (int)(open - n) : (int)nl, n);
+        char *fl = version ? strcpy(q + at + 1, open + 1) : NULL;
+        t->cls[t->ncls++] = (raw_class){id, m, n, q, fl};
     }
     if (t->ncls) qsort(t->cls, t->ncls, sizeof *t->cls, cmp_class);
     t->has_map_cid = raw_class_id(t, "ostore.maps.OrderedMap", &t->map_cid);
@@ -93,6 +99,11 @@ bool raw_class_id(raw_txn *t, const char *qualname, uint32_t *cid) {
             return true;
         }
     return false;
+}
+
+const char *raw_class_fields(raw_txn *t, uint32_t cid) {
+    raw_class *c = find_class(t, cid);
+    return c ? c->fields : NULL;
 }
 
 size_t raw_class_count(raw_txn *t) { return t->ncls; }

@@ -32,7 +32,8 @@ OST_EXTERN void ost_registry_free(ost_registry *reg);
 /* Registers a class made from def (see ost_class_def). *cls, if not NULL,
  * receives the class value, borrowed from the registry. Returns 0,
  * OST_EEXIST if module.name is registered already, OST_EINVAL for a bad
- * def, OST_ENOMEM. */
+ * def (see ost_class_new: among others, a class or field name holding '(',
+ * ')' or ','), OST_ENOMEM. */
 OST_EXTERN int ost_registry_add(ost_registry *reg, const ost_class_def *def,
                                 ost_value *cls);
 /* The class registered as module.name, or that module.name is an alias of
@@ -44,7 +45,8 @@ OST_EXTERN ost_value ost_registry_get(const ost_registry *reg,
  * ZODB programs do with class aliases after renaming a class. Writing
  * uses cls's own name, so a record moves to the new name when it is next
  * stored. cls must be a class of reg (borrowed; ost_registry_add gives
- * it). Returns 0, OST_EINVAL (NULL names, text that is not UTF-8, cls not
+ * it). Returns 0, OST_EINVAL (NULL names, text that is not UTF-8, a name
+ * holding '(', ')' or ',', cls not
  * a class of reg), OST_EEXIST (module.name is a class or an alias
  * already), OST_ENOMEM. Not thread-safe: make aliases before readers use
  * the registry. */

@@ -23,10 +23,12 @@ typedef struct ost_conn ost_conn;
 #define OST_CACHE_SIZE_DEFAULT 100000
 
 /* Store format version (docs/format.md): 2 added the map entries, 3 a
- * checksum in every record and map entry. Stores of formats 1 and 2 open:
- * read-only as they are, read-write after an upgrade to format 3 that the
- * open does (once, in one transaction). */
-#define OST_STORE_FORMAT 3
+ * checksum in every record and map entry, 4 positional records (the state
+ * of an instance of a class with fields as a tuple, under the class id of
+ * a class version that names the fields once). Stores of formats 1 to 3
+ * open: read-only as they are, read-write after an upgrade to format 4
+ * that the open does (once, in one transaction). */
+#define OST_STORE_FORMAT 4
 
 typedef enum {
     OST_SYNC_FULL = 0,   /* fsync data and meta at each commit */

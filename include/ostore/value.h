@@ -231,7 +231,10 @@ typedef struct {
 /* New class: a global value (module.name) that also carries def, copied
  * (strings included). Instances made with it use its fields and callbacks,
  * and pickle as Python pickles an instance of a plain class with those
- * attributes. 0 on ENOMEM, or OST_NOVALUE for bad text, a repeated field,
+ * attributes. 0 on ENOMEM, or OST_NOVALUE for bad text, an empty class
+ * or field name, a class or field name holding '(', ')' or ',' (a store's
+ * class table names a class version `Name(field,field)`: docs/format.md;
+ * Python names never hold them), a repeated field,
  * more than UINT32_MAX fields, or a field alias that names no declared
  * field or is itself a declared field or a repeated alias.
  *

@@ -151,6 +151,9 @@ void ost__format_refresh(ost_store *st, MDB_txn *t) {
 }
 
 int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
+    /* format 3's records and entries are format 4's as they are (dict
+     * states under a class's own id): only the format changes */
+    if (from >= 3) return ost__lmdb_meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
     /* every record is rewritten through liblmdb, which trusts the pages */
     char first[400];
     int rc = ost__walk_first(st, t, true, first, sizeof first);

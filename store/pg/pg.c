@@ -613,7 +613,7 @@ static const char schema_sql[] =
     "CREATE TABLE ost_ments (map bigint NOT NULL, key bytea NOT NULL, serial bigint "
     "NOT NULL, value bytea NOT NULL, PRIMARY KEY (map, key));"
     MAPDELS_SQL ";"
-    "INSERT INTO ost_meta VALUES (1, 3, 1, 0, 0, 1);";
+    "INSERT INTO ost_meta VALUES (1, 4, 1, 0, 0, 1);";
 
 /* What schema_sql makes, as schema_valid compares it with the catalog:
  * each table's columns in order with their types (format_type's names),
@@ -818,9 +818,22 @@ static int schema_open(ost__engine *e, PGconn *c, bool create, bool *dels) {
     }
     uint64_t f = rd64(PQgetvalue(r, 0, 0));
     PQclear(r);
-    if (f != OST_STORE_FORMAT)
-        return ost__st_fail(e->st, OST_EVERSION, "%s: store format %llu, this library reads %d",
+    if (f < 3 || f > OST_STORE_FORMAT)
+        return ost__st_fail(e->st, OST_EVERSION, "%s: store format %llu, this library reads 3 to %d",
                             e->shown, (unsigned long long)f, OST_STORE_FORMAT);
+    if (f < OST_STORE_FORMAT && !e->read_only) {
+        /* format 3's rows are format 4's as they are (dict states under a
+         * class's own id): the upgrade sets the format, one statement,
+         * all or nothing; a store another session upgraded meanwhile
+         * stays as it is */
+        params p = {0};
+        p_i64(&p, OST_STORE_FORMAT);
+        rc = run0(e, c, "upgrading the store's format",
+                  "UPDATE ost_meta SET format = $1::bigint WHERE id = 1 AND format < $1::bigint", &p);
+        if (rc) return rc;
+        f = OST_STORE_FORMAT;
+    }
+    e->st->format = f;
     return 0;
 }
 

@@ -224,7 +224,7 @@ class Raw:
                 for k, v in t.cursor(db=rec_db):
                     oid = struct.unpack(">Q", k)[0]
                     serial, cid, crc = struct.unpack("<QII", v[:16])
-                    if self.meta.get("format") == 3 and seal_record(k, v)[12:16] != bytes(v[12:16]):
+                    if self.meta.get("format", 0) >= 3 and seal_record(k, v)[12:16] != bytes(v[12:16]):
                         self.bad_crc.append(oid)
                     self.recs[oid] = (serial, cid, bytes(v[16:]))
                 self.entries = {}
@@ -256,8 +256,25 @@ class Raw:
 
     def records(self):
         """{oid: (serial, class name, pickle, size)}, the size as `ostore
-        ls` and `cat` give it: the pickle and LMDB's 16-byte header."""
-        return {oid: (s, self.names.get(c), p, 16 + len(p)) for oid, (s, c, p) in self.recs.items()}
+        ls` and `cat` give it: the pickle and LMDB's 16-byte header. A
+        record of a class version (format 4: the class table names it
+        module.Name(f1,f2)) gives the class's name, and its pickle is a
+        Positional: the same bytes, with the version's fields, so that
+        state_of reads it as the dict a format-3 record would hold."""
+        out = {}
+        for oid, (s, c, p) in self.recs.items():
+            name = self.names.get(c)
+            if name and name.endswith(")") and "(" in name:
+                name, _, flist = name[:-1].partition("(")
+                p = Positional(p)
+                p.fields = flist.split(",") if flist else []
+            out[oid] = (s, name, p, 16 + len(p))
+        return out
+
+
+class Positional(bytes):
+    """A positional record's pickle (format 4); fields: its version's."""
+    fields = ()
 
 
 def put_state(addr, oid, data):
@@ -403,7 +420,12 @@ class RefWriter(pickle.Pickler):
 
 
 def state_of(data):
-    return RefReader(io.BytesIO(data)).load()
+    state = RefReader(io.BytesIO(data)).load()
+    if isinstance(data, Positional):  # the tuple, zipped with its version's names
+        if not isinstance(state, tuple) or len(state) != len(data.fields):
+            raise ValueError("positional state %r does not fit fields %r" % (state, data.fields))
+        return dict(zip(data.fields, state))
+    return state
 
 
 def refs_of(data):

@@ -93,7 +93,7 @@ def make(tmp):
 def test_info(db, st):
     out = ok(["info", db])
     total = sum(len(v) for v in st.entries.values())
-    check(re.search(r"^format\s+3 \(this ostore reads formats 1 to 3\)$", out, re.M),
+    check(re.search(r"^format\s+4 \(this ostore reads formats 1 to 4\)$", out, re.M),
           "info: format line:\n%s" % out)
     check(re.search(r"^maps\s+26 \(%s entries in all, [\d.]+ KiB of %s\)$"
                     % (format(total, ","), "table and index" if on_pg() else "pages"),
@@ -258,7 +258,7 @@ def test_export_import(tmp, db, ids, st):
           "export: %r" % out)
     data = open(dump, "rb").read()
     version, fmt, counters, classes, records, entries = parse_dump(data)
-    check(version == 2 and fmt == 3, "dump version %d, store format %d" % (version, fmt))
+    check(version == 2 and fmt == 4, "dump version %d, store format %d" % (version, fmt))
     want = [(m, k, s, v) for m in sorted(st.entries) for k, s, v in st.entries[m]]
     check(entries == want, "the dump's entries differ from the store's")
     # the export reader of docs/cli.md: the entries, printed as cat prints them
@@ -291,7 +291,7 @@ def test_export_import(tmp, db, ids, st):
     check(open(dump2, "rb").read() == data, "export of the imported store differs")
     cst = Store(copy)
     check(cst.recs == st.recs and cst.entries == st.entries, "the imported store differs")
-    check(cst.meta["format"] == 3, "imported format %r" % cst.meta.get("format"))
+    check(cst.meta["format"] == 4, "imported format %r" % cst.meta.get("format"))
     ok(["check", copy])
     p = subprocess.run([MAKE_MAPS, "--use", copy], capture_output=True, text=True)
     check(p.returncode == 0 and p.stdout == "ok\n", "the imported store does not work: %r %r"
@@ -368,7 +368,7 @@ def test_versions(tmp, ids, st, data):
     out = ok(["import", v1, path])
     check(out.startswith("imported 2 objects into"), "import of a version-1 dump: %r" % out)
     s1 = Store(v1)
-    check(s1.meta["format"] == 3 and sorted(s1.recs) == [0, 4] and s1.meta["next_oid"] == 5,
+    check(s1.meta["format"] == 4 and sorted(s1.recs) == [0, 4] and s1.meta["next_oid"] == 5,
           "the store of a version-1 dump (imported with checksums): %r" % s1.meta)
     if not lmdb_only("format-1 stores and upgrade",
                      "a format-1 store is LMDB's files as ostore 0.1 wrote them; upgrade rewrites them"):
@@ -379,9 +379,9 @@ def test_versions(tmp, ids, st, data):
                                       [(0, 3, root_cls, root)], []))
     v1f2 = new_store(tmp, "v1f2.ostore")
     ok(["import", v1f2, path])
-    check(Store(v1f2).meta["format"] == 3, "format of a v1 dump of format 2")
+    check(Store(v1f2).meta["format"] == 4, "format of a v1 dump of format 2")
     for v, f, needle in ((3, 2, "export version 3; this ostore reads versions 1 to 2"),
-                         (2, 4, "records of store format 4"), (0, 1, "export version 0")):
+                         (2, 5, "records of store format 5"), (0, 1, "export version 0")):
         path = os.path.join(tmp, "ver.dump")
         open(path, "wb").write(build_dump(v, f, counters, classes, records, entries if v == 2 else []))
         fails(["import", new_store(tmp, "ver.ostore"), path], needle, "import of another version")
@@ -410,14 +410,14 @@ def old_format(tmp, v1, s1, old):
     ok(["export", v1, os.path.join(tmp, "v1-nomapents.dump")], "export without mapents")
     check(open(os.path.join(tmp, "v1-nomapents.dump"), "rb").read() == open(path2, "rb").read(),
           "export without mapents differs")
-    # upgrade: format 3, checksums (checked here by Store, independently), the same records
+    # upgrade: format 4, checksums (checked here by Store, independently), the same records
     out = ok(["upgrade", v1])
-    check(out.startswith("upgraded %s from format 1 to 3: 2 records and 0 map entries now carry "
+    check(out.startswith("upgraded %s from format 1 to 4: 2 records and 0 map entries now carry "
                          "checksums" % v1), "upgrade: %r" % out)
     up = Store(v1)
-    check(up.meta["format"] == 3 and up.recs == s1.recs and up.bad_crc == [],
+    check(up.meta["format"] == 4 and up.recs == s1.recs and up.bad_crc == [],
           "the upgraded store: format %r, bad checksums %r" % (up.meta["format"], up.bad_crc))
-    check("at format 3 already: nothing to do" in ok(["upgrade", v1]), "a second upgrade")
+    check("at format 4 already: nothing to do" in ok(["upgrade", v1]), "a second upgrade")
     fails(["upgrade", os.path.join(tmp, "nostore")], "nostore", "upgrade of a missing store")
 
 

@@ -136,6 +136,35 @@ def run_cases(tmp):
             check(psql(db, "SELECT string_agg(oid::text, ',' ORDER BY oid) FROM ost_records") == rows,
                   "%s: the rows of ost_records changed" % what)
             print("%s: exit %d: %s" % (what, rc, err.strip()))
+    format3(src)
+
+
+def format3(src):
+    """Store format 4 on PostgreSQL: a copy of an LMDB store carries its
+    class versions (positional records) and checks clean; a format-3
+    database (ost_meta.format set back to 3: format 3's rows are format
+    4's) opens read-only as it is and is upgraded by a read-write open, by
+    setting the format; a format this ostore does not know is refused."""
+    db = new_db("fmt3")
+    rc, out, err = run([OSTORE, "copy", src, db])
+    check(rc == 0, "copy to PostgreSQL: %r" % err)
+    check(psql(db, "SELECT count(*) FROM ost_classes WHERE name LIKE 'LineItem(%'") == "1",
+          "the copy lacks the class version of shop.LineItem")
+    rc, out, err = run([OSTORE, "check", db])
+    check(rc == 0 and "no problems" in out, "check of the copy: %r %r" % (out, err))
+    rc, out, err = run([OSTORE, "ls", db, "--class", "shop.LineItem", "--limit", "2"])
+    check(rc == 0 and len(out.splitlines()) == 2, "ls --class of a class version's records: %r" % out)
+    psql(db, "UPDATE ost_meta SET format = 3")
+    rc, out, err = run([OSTORE, "info", db])
+    check(rc == 0 and re.search(r"^format\s+3 ", out, re.M), "info of format 3: %r %r" % (out, err))
+    check(psql(db, "SELECT format FROM ost_meta") == "3", "a read-only open changed the format")
+    rc, out, err = run([OSTORE, "pack", db])
+    check(rc == 0, "pack (a read-write open) of format 3: %r" % err)
+    check(psql(db, "SELECT format FROM ost_meta") == "4", "a read-write open did not upgrade to 4")
+    psql(db, "UPDATE ost_meta SET format = 5")
+    rc, out, err = run([OSTORE, "info", db])
+    check(rc == 1 and "store format 5, this library reads 3 to 4" in err, "format 5: %r" % err)
+    print("format 3 and 4 on PostgreSQL: checked")
 
 
 if __name__ == "__main__":
