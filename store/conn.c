@@ -634,7 +634,11 @@ static bool same_class(ost_value a, ost_value b) {
 
 /* The ghost of oid for a reference that names its class id: no read of
  * its record. The record is read, and its class checked against cid's,
- * when the ghost loads (activate_locked). */
+ * when the ghost loads (activate_locked). A class id whose class is not a
+ * persistent class of the registry is not trusted: a class renamed (its
+ * records rewritten under the new name, the alias dropped) leaves
+ * references naming the old one, so the record is read for the class
+ * (get_locked), as for a reference of format 3. */
 static int ghost_of(ost_conn *c, uint64_t oid, uint32_t cid, ost_value *obj) {
     ost__pent *e = find_oid(c, oid);
     if (e) {
@@ -647,6 +651,10 @@ static int ghost_of(ost_conn *c, uint64_t oid, uint32_t cid, ost_value *obj) {
         char inner[sizeof c->msg];
         ost__fmt(inner, sizeof inner, "%s", c->msg);
         return ost__c_fail(c, rc, "reference to oid %llu: %s", (unsigned long long)oid, inner);
+    }
+    if (!ost_class_is_persistent(cls)) {
+        ost_decref(cls);
+        return get_locked(c, oid, obj);
     }
     ost_value inst = ost_instance_new(cls); /* steals cls */
     if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");

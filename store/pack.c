@@ -21,9 +21,16 @@
  * holds, ascending (check). */
 typedef struct {
     uint32_t id;
-    uint32_t fam; /* the smallest id of the entries of the same class */
-    char *name;   /* module NUL class name (a version's field list cut) */
+    /* the smallest id of the entries of the same persistent class of the
+     * store's registry (a class and its versions, a class and the names
+     * it has aliases for), or FAM_UNKNOWN for a class the registry does
+     * not hold as persistent, whose references are not trusted (conn.c's
+     * ghost_of reads the record for its class) */
+    uint32_t fam;
+    ost_value cls; /* the registry's class, or 0 */
 } class_ent;
+
+#define FAM_UNKNOWN UINT32_MAX
 
 typedef struct {
     uint32_t map_cids[2];
@@ -34,6 +41,7 @@ typedef struct {
     size_t n, cap, capents;
     bool want_fams;
     bool nomem;
+    ost_store *st;
 } class_ctx;
 
 static int note_class(void *ud, const ost__classview *cv) {
@@ -48,21 +56,23 @@ static int note_class(void *ud, const ost__classview *cv) {
         return 0;
     }
     if (cc->want_fams) {
-        /* a class version's name is the class's with "(fields)" after it
-         * (docs/format.md, "classes"): it is the same class */
-        const char *paren = memchr(cv->name, '(', cv->nlen);
-        size_t nl = paren ? (size_t)(paren - cv->name) : cv->nlen;
-        char *name = malloc(cv->mlen + nl + 2);
-        if (!name || ost__reserve((void **)&cc->ents, &cc->capents, cc->n + 1, sizeof *cc->ents, 64)) {
-            free(name);
+        /* the class a reader makes of the entry (a version's is its
+         * class's: docs/format.md, "classes") */
+        ost_value cls = 0;
+        if (ost__reserve((void **)&cc->ents, &cc->capents, cc->n + 1, sizeof *cc->ents, 64)) {
             cc->nomem = true;
             return 0;
         }
-        memcpy(name, cv->module, cv->mlen);
-        name[cv->mlen] = 0;
-        memcpy(name + cv->mlen + 1, cv->name, nl);
-        name[cv->mlen + 1 + nl] = 0;
-        cc->ents[cc->n] = (class_ent){cv->id, cv->id, name};
+        int rc = ost__class_value(cc->st, cv, &cls);
+        if (rc == OST_ENOMEM) {
+            cc->nomem = true;
+            return 0;
+        }
+        if (rc || !ost_class_is_persistent(cls)) {
+            ost_decref(cls);
+            cls = 0;
+        }
+        cc->ents[cc->n] = (class_ent){cv->id, cls ? cv->id : FAM_UNKNOWN, cls};
     }
     cc->ids[cc->n++] = cv->id;
     return 0;
@@ -73,25 +83,21 @@ static int cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static bool same_name(const char *a, const char *b) {
-    size_t ma = strlen(a), mb = strlen(b);
-    return ma == mb && !strcmp(a, b) && !strcmp(a + ma + 1, b + mb + 1);
-}
-
 /* Reads the class table of the session's snapshot into cc (and, when
  * want_fams is set, which entries are versions of the same class). 0 or a
  * code with the store's message set. */
 static int read_classes(ost_store *st, ost__sess *s, class_ctx *cc, bool want_fams) {
     memset(cc, 0, sizeof *cc);
     cc->want_fams = want_fams;
+    cc->st = st;
     int rc = st->ops->class_each(s, note_class, cc);
     if (!rc && cc->nomem) rc = ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
     if (!rc) qsort(cc->ids, cc->n, sizeof *cc->ids, cmp_u32);
     if (!rc && want_fams) {
         qsort(cc->ents, cc->n, sizeof *cc->ents, cmp_u32); /* id first */
         for (size_t i = 0; i < cc->n; i++)
-            for (size_t j = 0; j < i; j++)
-                if (same_name(cc->ents[i].name, cc->ents[j].name)) {
+            for (size_t j = 0; cc->ents[i].cls && j < i; j++)
+                if (cc->ents[j].cls == cc->ents[i].cls) {
                     cc->ents[i].fam = cc->ents[j].fam;
                     break;
                 }
@@ -105,14 +111,14 @@ static int read_classes(ost_store *st, ost__sess *s, class_ctx *cc, bool want_fa
 }
 
 static void free_classes(class_ctx *cc) {
-    for (size_t i = 0; cc->ents && i < cc->n; i++) free(cc->ents[i].name);
+    for (size_t i = 0; cc->ents && i < cc->n; i++) ost_decref(cc->ents[i].cls);
     free(cc->ents);
     free(cc->fam_by_id);
     free(cc->ids);
 }
 
-/* The class of class id cid (its smallest entry's id), 0 when the table
- * has no such id. */
+/* The class of class id cid (see class_ent's fam), 0 when the table has
+ * no such id. */
 static uint32_t family(const class_ctx *cc, uint32_t cid) {
     if (cid < cc->nfam_by_id) return cc->fam_by_id[cid];
     if (cc->nfam_by_id) return 0;
@@ -767,9 +773,12 @@ static void resolve(check_ctx *c, uint64_t holder, uint64_t oid, uint32_t cid) {
         missing(c, holder, oid);
         return;
     }
-    /* a damaged record (class id 0 here) is reported as such */
-    if (!cid || !c->ecids[at] || family(&c->classes, cid) == family(&c->classes, c->ecids[at]))
-        return;
+    /* a damaged record (class id 0 here) is reported as such; a reference
+     * or a record whose class the registry does not hold as persistent
+     * cannot be judged, and reads fine (the reference is not trusted) */
+    uint32_t fr = cid ? family(&c->classes, cid) : 0;
+    uint32_t fo = c->ecids[at] ? family(&c->classes, c->ecids[at]) : 0;
+    if (!fr || !fo || fr == FAM_UNKNOWN || fo == FAM_UNKNOWN || fr == fo) return;
     c->problems++;
     if (!c->report) return;
     char msg[160];
