@@ -2956,8 +2956,10 @@ OST_TEST(store, python_reads_what_c_wrote) {
     expect_line(out, "class 1 persistent.mapping.PersistentMapping");
     expect_line(out, "class 2 storetest.Node");
     /* the account has every field set: a positional record of a version,
-     * which the reader zips back into the dict below */
-    expect_line(out, "class 3 storetest.Account(owner,balance,history)");
+     * which the reader zips back into the dict below; the class's own
+     * entry, made first, is what references to the account name */
+    expect_line(out, "class 3 storetest.Account");
+    expect_line(out, "class 4 storetest.Account(owner,balance,history)");
     expect_line(out, "oid 0 serial 2 class persistent.mapping.PersistentMapping refs [1] "
                      "state {'data': {'first': ('ref', 1), 'title': 'café'}}");
     expect_line(out, "oid 1 serial 2 class storetest.Node refs [2, 3] "
