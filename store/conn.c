@@ -651,6 +651,20 @@ static struct ost__pf *pf_table(ost_conn *c, size_t more) {
     return p;
 }
 
+void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n) {
+    struct ost__pf *p = pf_table(c, n);
+    if (!p) return;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!find_oid(c, oids[i]) && !pf_find(p, oids[i])) oids[k++] = oids[i];
+    k = ost__sort_unique(oids, k);
+    for (size_t i = 0; i < k; i += PF_CHUNK) {
+        size_t m = k - i < PF_CHUNK ? k - i : PF_CHUNK;
+        if (c->st->ops->get_many(c->sess, oids + i, m, pf_add, p)) break;
+    }
+    pf_sort(p);
+}
+
 int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *objs) {
     if (!c) return OST_EINVAL;
     if (!c->st) return ost__conn_dead(c);

@@ -301,6 +301,13 @@ int ost__conn_dead(ost_conn *c);
 /* The cached object of oid or a new ghost (borrowed), as ost_conn_get;
  * maplock held, snapshot open. */
 int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj);
+/* Reads the records of oids[0, n) (reordered in place) that neither the
+ * cache nor the read-ahead table holds into that table, in one get_many
+ * where the engine can, so that making their ghosts and loading them
+ * reads nothing more in this snapshot (a map cursor's page of values).
+ * Snapshot pinned. A failure is not reported: the reads that need the
+ * records then read them one at a time and say what is wrong. */
+void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n);
 /* The class of class id cid (a new reference; the connection keeps one
  * too for ids below 65536), or an LMDB code. maplock held. */
 int ost__conn_class_of(ost_conn *c, uint32_t cid, ost_value *cls);
