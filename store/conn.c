@@ -333,6 +333,10 @@ static int get_record(ost_conn *c, uint64_t oid, ost__recview *r) {
         *r = *pv; /* read ahead by ost_prefetch, in this pinned snapshot */
         return 0;
     }
+    if (c->hint_gen == c->snap_gen && c->hint_oid == oid && c->hint.pickle) {
+        *r = c->hint; /* read in this snapshot (get_locked, ost__conn_hint) */
+        return 0;
+    }
     int rc = c->st->ops->get(c->sess, oid, r);
     return rc ? sfail(c, rc) : 0;
 }
@@ -649,6 +653,13 @@ static struct ost__pf *pf_table(ost_conn *c, size_t more) {
     p->gen = c->snap_gen;
     p->nomem = false;
     return p;
+}
+
+void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r) {
+    if (find_oid(c, oid)) return;
+    c->hint_oid = oid;
+    c->hint = *r;
+    c->hint_gen = c->snap_gen;
 }
 
 void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n) {

@@ -267,6 +267,16 @@ typedef struct ost__engine_ops {
      * them again. Returns true when the entry the cursor is on came
      * without its value, so that a caller that needs it seeks again. */
     bool (*ecur_keys_only)(ost__ecur *ec, bool on);
+    /* Optional (NULL: the store reads the entry with ent_get, then the
+     * record with get). In the session's snapshot, ent_get's entry and, in
+     * the same round trip, the record of the object its value refers to
+     * when the value looks like a lone persistent reference as ostore
+     * writes one (an int pid: docs/format.md): *ref gets that oid and *r
+     * its record (valid as get's), or *ref UINT64_MAX when there is none.
+     * A guess the caller checks against its own reading of the value. 0,
+     * OST_ENOTFOUND (no entry), or as ent_get. */
+    int (*ent_get_ref)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e,
+                       uint64_t *ref, ost__recview *r);
     int (*ent_each_map)(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud);
     /* The map's record: its count (add with serial inside commit) and its
      * state pickle, as entries.h's ost__map_count_* say. */

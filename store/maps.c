@@ -619,6 +619,32 @@ static int lookup(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode *
     return 0;
 }
 
+static bool ref_only(const uint8_t *p, size_t n, uint64_t *oid);
+
+/* lookup for ost_map_get: where the engine can, the snapshot's entry
+ * comes with the record of the object its value refers to, in one round
+ * trip (ent_get_ref), which the connection then makes the value's ghost
+ * from instead of reading it again. Maplock held. */
+static int lookup_get(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode **node,
+                      ost__entry *e, bool *found) {
+    const ost__engine_ops *ops = c->st->ops;
+    if (!ops->ent_get_ref || m->is_set) return lookup(c, m, k, kl, node, e, found);
+    *found = false;
+    *node = sl_find(m, k, kl);
+    if (*node) return 0;
+    uint64_t ref, oid;
+    ost__recview rec;
+    int rc = ops->ent_get_ref(c->sess, m->oid, k, kl, e, &ref, &rec);
+    if (rc == OST_ENOTFOUND) return 0;
+    if (rc == OST_ECORRUPT) return damaged_entry(c, m, k, kl);
+    if (rc) return eng_fail(c, m, rc);
+    *found = true;
+    /* the engine's guess, checked against this reading of the value */
+    if (ref != UINT64_MAX && ref_only(e->data, e->len, &oid) && oid == ref)
+        ost__conn_hint(c, ref, &rec);
+    return 0;
+}
+
 /* Opens the map and the snapshot for a call on key; encodes the key. The
  * caller unlocks the maplock when this returns 0. */
 static int begin_op(ost_conn *c, ost_value v, ost_value key, bool write, ost__map **mp,
@@ -644,7 +670,7 @@ int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
     pnode *n;
     ost__entry e;
     bool found;
-    rc = lookup(c, m, kb, kl, &n, &e, &found);
+    rc = lookup_get(c, m, kb, kl, &n, &e, &found);
     if (!rc && n) {
         if (node_present(n)) *val = n->val;
         else rc = OST_ENOTFOUND;

@@ -308,6 +308,12 @@ int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj);
  * Snapshot pinned. A failure is not reported: the reads that need the
  * records then read them one at a time and say what is wrong. */
 void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n);
+/* Takes r, the record of oid read in the pinned snapshot along with
+ * something else (a map entry that refers to it), as the record the next
+ * read of oid in this snapshot gives, unless the cache holds oid: making
+ * its ghost and loading it then read nothing. r's views must stay valid
+ * until the snapshot ends (PostgreSQL keeps its results until then). */
+void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r);
 /* The class of class id cid (a new reference; the connection keeps one
  * too for ids below 65536), or an LMDB code. maplock held. */
 int ost__conn_class_of(ost_conn *c, uint32_t cid, ost_value *cls);

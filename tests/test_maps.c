@@ -3391,3 +3391,108 @@ OST_TEST(maps, a_cursor_over_persistent_values_costs_round_trips_per_page_not_pe
     }
     ost_store_close(st);
 }
+
+/* On PostgreSQL, ost_map_get of a key whose value is a persistent object
+ * the connection does not hold read the entry, then the object's record
+ * for its class: two round trips. The entry now comes with the record in
+ * one statement, which the ghost is made from (and then loaded from).
+ * Values that only start like a reference (an int tuple whose first item
+ * is an object's oid) still read as what they are. */
+OST_TEST(maps, a_lookup_by_key_of_a_persistent_value_is_one_round_trip) {
+    enum { N = 40 };
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    ost_value items[N];
+    for (int i = 0; i < N; i++) {
+        items[i] = new_item(i);
+        mset(c, m, ost_int(i), ost_incref(items[i]));
+    }
+    commit_ok(c);
+    uint64_t oid5 = ost_oid(c, items[5]);
+    for (int i = 0; i < N; i++) ost_decref(items[i]);
+    /* (oid of item 5, 1) and (oid of item 5, 'x'): tuples, not references */
+    mset(c, m, ost_int(1000), T2(ost_int((int64_t)oid5), ost_int(1)));
+    mset(c, m, ost_int(1001), T2(ost_int((int64_t)oid5), ost_str_c("x")));
+    commit_ok(c);
+    ost_conn_close(c);
+
+    c = conn_of(st);
+    m = root_map(c, "m");
+    mget(c, m, ost_int(0)); /* the statement's PREPARE: not counted */
+    for (int i = 1; i < N; i++) {
+        uint64_t t0 = TRIPS();
+        ost_value v = mget(c, m, ost_int(i));
+        cr_assert(ost_is_ghost(v) && ost_instance_class(v) == F.item, "key %d: %s", i, rep(v));
+        uint64_t t1 = TRIPS();
+        cr_assert_eq(item_n(c, v), i);
+        if (on_pg()) {
+            cr_assert_eq(t1 - t0, 1, "key %d: %llu round trips", i, (unsigned long long)(t1 - t0));
+            cr_assert_eq(TRIPS() - t1, 0, "key %d: loading it read its record again", i);
+        }
+    }
+    for (int j = 0; j < 2; j++) {
+        ost_value t = mget(c, m, ost_int(1000 + j));
+        cr_assert_eq(ost_typeof(t), OST_T_TUPLE, "%s", rep(t));
+        cr_assert_eq(ival(ost_item(t, 0)), (int64_t)oid5);
+    }
+    /* item 5 itself, read after the tuples, is the item */
+    ost_value it5;
+    cr_assert_eq(ost_conn_get(c, oid5, &it5), 0);
+    cr_assert_eq(item_n(c, it5), 5);
+    cr_assert_eq(it5, mget(c, m, ost_int(5)), "the same object");
+    ost_store_close(st);
+}
+
+#ifdef OST_HAVE_POSTGRESQL
+/* Runs sql on the test's own database (F.dir is its address). */
+static void pg_exec(const char *sql) {
+    PGconn *pc = PQconnectdb(F.dir);
+    cr_assert_eq(PQstatus(pc), CONNECTION_OK, "%s", PQerrorMessage(pc));
+    PGresult *r = PQexec(pc, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql, PQerrorMessage(pc));
+    PQclear(r);
+    PQfinish(pc);
+}
+#endif
+
+/* The statement that reads an entry with the record its value refers to
+ * reads only inside the value's bytes: a value cut short (or empty, or
+ * damaged into what looks like a reference to another object) is the
+ * entry's damage, OST_ECORRUPT naming the key, never a failed statement. */
+OST_TEST(maps, a_lookup_of_a_damaged_value_is_corrupt_not_a_failed_statement) {
+    if (!on_pg()) cr_skip_test("PostgreSQL only: the damage is made with SQL");
+#ifdef OST_HAVE_POSTGRESQL
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    for (int i = 0; i < 6; i++) mset(c, m, ost_int(i), new_item(i));
+    commit_ok(c);
+    uint64_t moid = ost_oid(c, m);
+    ost_conn_close(c);
+    /* key 0: empty; 1: PROTO alone; 2: cut after BININT1; 3: a K at the
+     * frame's place; 4: a reference to the map (oid moid) without STOP */
+    const char *vals[] = {"''", "'\\x8004'", "'\\x80044b'", "'\\x8004954b'",
+                          "'\\x80044b0051'"};
+    char sql[256];
+    for (int i = 0; i < 5; i++) {
+        snprintf(sql, sizeof sql, "UPDATE ost_ments SET value = %s::bytea WHERE map = %llu AND "
+                 "key = '\\x%016llx'::bytea", vals[i], (unsigned long long)moid,
+                 (unsigned long long)((uint64_t)i ^ ((uint64_t)1 << 63)));
+        if (i == 4)
+            snprintf(sql, sizeof sql, "UPDATE ost_ments SET value = '\\x80044b%02x51'::bytea WHERE "
+                     "map = %llu AND key = '\\x%016llx'::bytea", (unsigned)moid,
+                     (unsigned long long)moid, (unsigned long long)((uint64_t)4 ^ ((uint64_t)1 << 63)));
+        pg_exec(sql);
+    }
+    c = conn_of(st);
+    m = root_map(c, "m");
+    for (int i = 0; i < 5; i++) {
+        int rc = mget_rc(c, m, ost_int(i));
+        cr_assert_eq(rc, OST_ECORRUPT, "key %d: %s: %s", i, ost_err_name(rc), ost_conn_errmsg(c));
+        expect_map_oid(ost_conn_errmsg(c), moid);
+    }
+    cr_assert_eq(item_n(c, mget(c, m, ost_int(5))), 5, "the sound one reads");
+    ost_store_close(st);
+#endif
+}

@@ -1037,13 +1037,15 @@ enum {
     /* a page of a map's entries (ecur_fetch): from the start or the end,
      * then from a key on, >=, >, <=, < */
     PS_EC_FIRST, PS_EC_LAST, PS_EC_GE, PS_EC_GT, PS_EC_LE, PS_EC_LT,
+    PS_ENT_REF, /* an entry by key with the record its value refers to (pg_ent_get_ref) */
     PS_N
 };
 static const char *const ps_name[PS_N] = {"ost_get",   "ost_get_many", "ost_changes",
                                           "ost_lock",  "ost_write",    "ost_gwrite",
                                           "ost_meta",  "ost_meta_lock", "ost_ent_get",
                                           "ost_ec_first", "ost_ec_last", "ost_ec_ge",
-                                          "ost_ec_gt", "ost_ec_le", "ost_ec_lt"};
+                                          "ost_ec_gt", "ost_ec_le", "ost_ec_lt",
+                                          "ost_ent_ref"};
 /* An entry page's columns: the key, the serial and, when $3 is true, the
  * value (else an empty value: a walk of keys only reads none). */
 #define EC_COLS "SELECT key, serial, CASE WHEN $3::bool THEN value ELSE ''::bytea END FROM ost_ments "
@@ -1078,6 +1080,20 @@ static const char *const ps_sql[PS_N] = {
     EC_COLS EC_WHERE "AND key > $4::bytea ORDER BY key LIMIT $2::bigint",
     EC_COLS EC_WHERE "AND key <= $4::bytea ORDER BY key DESC LIMIT $2::bigint",
     EC_COLS EC_WHERE "AND key < $4::bytea ORDER BY key DESC LIMIT $2::bigint",
+    /* the entry, and the record of the oid its value names when the value
+     * starts as ostore writes a lone reference (pg_ent_get_ref): PROTO,
+     * an optional FRAME, then BININT1, BININT2 or BININT (K, M, J) of the
+     * oid; CASE evaluates its branches in order and lazily (AND need not),
+     * so get_byte reads inside the value only */
+    "SELECT e.serial, e.value, r.oid, r.serial, r.cid, r.state FROM (SELECT serial, value, CASE "
+    "WHEN octet_length(value) < 6 THEN NULL WHEN get_byte(value, 0) = 128 THEN CASE WHEN "
+    "get_byte(value, 2) = 149 THEN 11 ELSE 2 END END AS p FROM ost_ments WHERE map = $1::bigint AND key = "
+    "$2::bytea) e LEFT JOIN ost_records r ON r.oid = CASE WHEN octet_length(e.value) >= e.p + 4 "
+    "THEN CASE get_byte(e.value, e.p) WHEN 75 THEN get_byte(e.value, e.p + 1)::bigint WHEN 77 "
+    "THEN get_byte(e.value, e.p + 1) + 256 * get_byte(e.value, e.p + 2)::bigint WHEN 74 THEN "
+    "CASE WHEN octet_length(e.value) >= e.p + 5 THEN get_byte(e.value, e.p + 1) + 256 * "
+    "get_byte(e.value, e.p + 2)::bigint + 65536 * get_byte(e.value, e.p + 3)::bigint + 16777216 "
+    "* get_byte(e.value, e.p + 4)::bigint END END END",
 };
 
 /* Runs the statement which (PS_*) with the parameters of p, preparing it
@@ -1086,7 +1102,8 @@ static const char *const ps_sql[PS_N] = {
  * failed PREPARE (inside a transaction it ends it) is said as such. */
 /* The shape of each statement's result (res_check): run_ps checks it. */
 static const char *const ps_shape[PS_N] = {"LIB", "LLIB", "LB",  "LL",  "LL",  "",    "LLL", "LL",
-                                           "LB",  "BLB",  "BLB", "BLB", "BLB", "BLB", "BLB"};
+                                           "LB",  "BLB",  "BLB", "BLB", "BLB", "BLB", "BLB",
+                                           "LBllib"};
 
 static PGresult *run_ps(ost__sess *s, int which, const char *what, const params *p, int *code,
                         bool *retry) {
@@ -2158,6 +2175,35 @@ static int pg_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t kle
     out->serial = rd64(PQgetvalue(r, 0, 0));
     out->data = (const uint8_t *)PQgetvalue(r, 0, 1);
     out->len = (size_t)PQgetlength(r, 0, 1);
+    return keep(s, r);
+}
+
+/* The entry of (map, key) as pg_ent_get, and in the same round trip the
+ * record of the object its value refers to when the value is a lone
+ * reference in the form ostore writes: *ref gets its oid (UINT64_MAX:
+ * none found) and *rec the record, kept until the snapshot ends. */
+static int pg_ent_get_ref(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
+                          ost__entry *out, uint64_t *ref, ost__recview *rec) {
+    *ref = UINT64_MAX;
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, map);
+    p_bytes(&p, key, klen);
+    PGresult *r = run_ps(s, PS_ENT_REF, "reading a map entry", &p, &rc, NULL);
+    if (!r) return rc;
+    if (!PQntuples(r)) {
+        PQclear(r);
+        return OST_ENOTFOUND;
+    }
+    out->serial = rd64(PQgetvalue(r, 0, 0));
+    out->data = (const uint8_t *)PQgetvalue(r, 0, 1);
+    out->len = (size_t)PQgetlength(r, 0, 1);
+    if (!PQgetisnull(r, 0, 2) && !PQgetisnull(r, 0, 3) && !PQgetisnull(r, 0, 4) &&
+        !PQgetisnull(r, 0, 5)) {
+        *ref = rd64(PQgetvalue(r, 0, 2));
+        fill_rec(r, 0, 3, rec);
+    }
     return keep(s, r);
 }
 
@@ -3937,6 +3983,7 @@ const ost__engine_ops ost__pg_engine = {
     .ecur_close = pg_ecur_close,
     .ecur_ahead = pg_ecur_ahead,
     .ecur_keys_only = pg_ecur_keys_only,
+    .ent_get_ref = pg_ent_get_ref,
     .ent_each_map = pg_ent_each_map,
     .map_count_add = pg_map_count_add,
     .snap_stat = pg_snap_stat,
