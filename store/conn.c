@@ -655,6 +655,8 @@ static struct ost__pf *pf_table(ost_conn *c, size_t more) {
     return p;
 }
 
+bool ost__conn_holds(ost_conn *c, uint64_t oid) { return find_oid(c, oid) != NULL; }
+
 void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r) {
     if (find_oid(c, oid)) return;
     c->hint_oid = oid;

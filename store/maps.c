@@ -47,6 +47,9 @@ struct ost__map {
     uint64_t oid;
     ost__mkind kind;
     bool is_set, is_new, touched;
+    /* the object the last lookup's value referred to was in the cache
+     * already: the next lookup reads the entry alone (lookup_get) */
+    bool ref_held;
     int level;
     uint64_t rng;
     pnode *head;
@@ -624,24 +627,34 @@ static bool ref_only(const uint8_t *p, size_t n, uint64_t *oid);
 /* lookup for ost_map_get: where the engine can, the snapshot's entry
  * comes with the record of the object its value refers to, in one round
  * trip (ent_get_ref), which the connection then makes the value's ghost
- * from instead of reading it again. Maplock held. */
+ * from instead of reading it again. That statement costs the server more
+ * than the entry's alone (a second index probe), which a lookup of an
+ * object the cache holds does not need: after a lookup whose object was
+ * in the cache, the next one reads the entry alone. Maplock held. */
 static int lookup_get(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode **node,
                       ost__entry *e, bool *found) {
     const ost__engine_ops *ops = c->st->ops;
     if (!ops->ent_get_ref || m->is_set) return lookup(c, m, k, kl, node, e, found);
-    *found = false;
-    *node = sl_find(m, k, kl);
-    if (*node) return 0;
-    uint64_t ref, oid;
+    uint64_t ref = UINT64_MAX, oid;
     ost__recview rec;
-    int rc = ops->ent_get_ref(c->sess, m->oid, k, kl, e, &ref, &rec);
-    if (rc == OST_ENOTFOUND) return 0;
-    if (rc == OST_ECORRUPT) return damaged_entry(c, m, k, kl);
-    if (rc) return eng_fail(c, m, rc);
-    *found = true;
-    /* the engine's guess, checked against this reading of the value */
-    if (ref != UINT64_MAX && ref_only(e->data, e->len, &oid) && oid == ref)
-        ost__conn_hint(c, ref, &rec);
+    int rc;
+    if (m->ref_held) {
+        if ((rc = lookup(c, m, k, kl, node, e, found)) || *node || !*found) return rc;
+    } else {
+        *found = false;
+        *node = sl_find(m, k, kl);
+        if (*node) return 0;
+        rc = ops->ent_get_ref(c->sess, m->oid, k, kl, e, &ref, &rec);
+        if (rc == OST_ENOTFOUND) return 0;
+        if (rc == OST_ECORRUPT) return damaged_entry(c, m, k, kl);
+        if (rc) return eng_fail(c, m, rc);
+        *found = true;
+    }
+    if (ref_only(e->data, e->len, &oid)) {
+        m->ref_held = ost__conn_holds(c, oid);
+        /* the engine's guess, checked against this reading of the value */
+        if (!m->ref_held && ref == oid) ost__conn_hint(c, ref, &rec);
+    }
     return 0;
 }
 

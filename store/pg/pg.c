@@ -1084,11 +1084,12 @@ static const char *const ps_sql[PS_N] = {
      * starts as ostore writes a lone reference (pg_ent_get_ref): PROTO,
      * an optional FRAME, then BININT1, BININT2 or BININT (K, M, J) of the
      * oid; CASE evaluates its branches in order and lazily (AND need not),
-     * so get_byte reads inside the value only */
+     * so get_byte reads inside the value only; OFFSET 0 keeps the subquery
+     * whole, so that p is computed once, not at each of its uses */
     "SELECT e.serial, e.value, r.oid, r.serial, r.cid, r.state FROM (SELECT serial, value, CASE "
     "WHEN octet_length(value) < 6 THEN NULL WHEN get_byte(value, 0) = 128 THEN CASE WHEN "
     "get_byte(value, 2) = 149 THEN 11 ELSE 2 END END AS p FROM ost_ments WHERE map = $1::bigint AND key = "
-    "$2::bytea) e LEFT JOIN ost_records r ON r.oid = CASE WHEN octet_length(e.value) >= e.p + 4 "
+    "$2::bytea OFFSET 0) e LEFT JOIN ost_records r ON r.oid = CASE WHEN octet_length(e.value) >= e.p + 4 "
     "THEN CASE get_byte(e.value, e.p) WHEN 75 THEN get_byte(e.value, e.p + 1)::bigint WHEN 77 "
     "THEN get_byte(e.value, e.p + 1) + 256 * get_byte(e.value, e.p + 2)::bigint WHEN 74 THEN "
     "CASE WHEN octet_length(e.value) >= e.p + 5 THEN get_byte(e.value, e.p + 1) + 256 * "
