@@ -3189,7 +3189,7 @@ static void same_walk(const walked *a, const walked *b, const char *what) {
     }
 }
 
-OST_TEST(maps, keys_only_value_and_oid_cursors_give_the_same_entries_with_the_transactions_changes) {
+OST_TEST(maps, keys_value_and_oid_cursors_give_the_same_entries_with_the_transactions_changes) {
     SET_PAGE_ROWS(4); /* on PostgreSQL, pages of 4: the walks cross pages, and turn mid-page */
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
@@ -3482,7 +3482,8 @@ OST_TEST(maps, a_lookup_of_a_damaged_value_is_corrupt_not_a_failed_statement) {
         if (i == 4)
             snprintf(sql, sizeof sql, "UPDATE ost_ments SET value = '\\x80044b%02x51'::bytea WHERE "
                      "map = %llu AND key = '\\x%016llx'::bytea", (unsigned)moid,
-                     (unsigned long long)moid, (unsigned long long)((uint64_t)4 ^ ((uint64_t)1 << 63)));
+                     (unsigned long long)moid,
+                     (unsigned long long)((uint64_t)4 ^ ((uint64_t)1 << 63)));
         pg_exec(sql);
     }
     c = conn_of(st);

@@ -1048,7 +1048,8 @@ static const char *const ps_name[PS_N] = {"ost_get",   "ost_get_many", "ost_chan
                                           "ost_ent_ref"};
 /* An entry page's columns: the key, the serial and, when $3 is true, the
  * value (else an empty value: a walk of keys only reads none). */
-#define EC_COLS "SELECT key, serial, CASE WHEN $3::bool THEN value ELSE ''::bytea END FROM ost_ments "
+#define EC_COLS                                                                           \
+    "SELECT key, serial, CASE WHEN $3::bool THEN value ELSE ''::bytea END FROM ost_ments "
 #define EC_WHERE "WHERE map = $1::bigint "
 static const char *const ps_sql[PS_N] = {
     "SELECT serial, cid, state FROM ost_records WHERE oid = $1::bigint",
@@ -1088,13 +1089,14 @@ static const char *const ps_sql[PS_N] = {
      * whole, so that p is computed once, not at each of its uses */
     "SELECT e.serial, e.value, r.oid, r.serial, r.cid, r.state FROM (SELECT serial, value, CASE "
     "WHEN octet_length(value) < 6 THEN NULL WHEN get_byte(value, 0) = 128 THEN CASE WHEN "
-    "get_byte(value, 2) = 149 THEN 11 ELSE 2 END END AS p FROM ost_ments WHERE map = $1::bigint AND key = "
-    "$2::bytea OFFSET 0) e LEFT JOIN ost_records r ON r.oid = CASE WHEN octet_length(e.value) >= e.p + 4 "
-    "THEN CASE get_byte(e.value, e.p) WHEN 75 THEN get_byte(e.value, e.p + 1)::bigint WHEN 77 "
-    "THEN get_byte(e.value, e.p + 1) + 256 * get_byte(e.value, e.p + 2)::bigint WHEN 74 THEN "
-    "CASE WHEN octet_length(e.value) >= e.p + 5 THEN get_byte(e.value, e.p + 1) + 256 * "
-    "get_byte(e.value, e.p + 2)::bigint + 65536 * get_byte(e.value, e.p + 3)::bigint + 16777216 "
-    "* get_byte(e.value, e.p + 4)::bigint END END END",
+    "get_byte(value, 2) = 149 THEN 11 ELSE 2 END END AS p FROM ost_ments WHERE map = $1::bigint "
+    "AND key = $2::bytea OFFSET 0) e LEFT JOIN ost_records r ON r.oid = CASE WHEN "
+    "octet_length(e.value) >= e.p + 4 THEN CASE get_byte(e.value, e.p) WHEN 75 THEN "
+    "get_byte(e.value, e.p + 1)::bigint WHEN 77 THEN get_byte(e.value, e.p + 1) + 256 * "
+    "get_byte(e.value, e.p + 2)::bigint WHEN 74 THEN CASE WHEN octet_length(e.value) >= e.p + 5 "
+    "THEN get_byte(e.value, e.p + 1) + 256 * get_byte(e.value, e.p + 2)::bigint + 65536 * "
+    "get_byte(e.value, e.p + 3)::bigint + 16777216 * get_byte(e.value, e.p + 4)::bigint END END "
+    "END",
 };
 
 /* Runs the statement which (PS_*) with the parameters of p, preparing it
