@@ -333,6 +333,10 @@ static int get_record(ost_conn *c, uint64_t oid, ost__recview *r) {
         *r = *pv; /* read ahead by ost_prefetch, in this pinned snapshot */
         return 0;
     }
+    if (c->hint_gen == c->snap_gen && c->hint_oid == oid && c->hint.pickle) {
+        *r = c->hint; /* read in this snapshot (get_locked, ost__conn_hint) */
+        return 0;
+    }
     int rc = c->st->ops->get(c->sess, oid, r);
     return rc ? sfail(c, rc) : 0;
 }
@@ -973,6 +977,29 @@ static struct ost__pf *pf_table(ost_conn *c, size_t more) {
     p->gen = c->snap_gen;
     p->nomem = false;
     return p;
+}
+
+bool ost__conn_holds(ost_conn *c, uint64_t oid) { return find_oid(c, oid) != NULL; }
+
+void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r) {
+    if (find_oid(c, oid)) return;
+    c->hint_oid = oid;
+    c->hint = *r;
+    c->hint_gen = c->snap_gen;
+}
+
+void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n) {
+    struct ost__pf *p = pf_table(c, n);
+    if (!p) return;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!find_oid(c, oids[i]) && !pf_find(p, oids[i])) oids[k++] = oids[i];
+    k = ost__sort_unique(oids, k);
+    for (size_t i = 0; i < k; i += PF_CHUNK) {
+        size_t m = k - i < PF_CHUNK ? k - i : PF_CHUNK;
+        if (c->st->ops->get_many(c->sess, oids + i, m, pf_add, p)) break;
+    }
+    pf_sort(p);
 }
 
 int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *objs) {

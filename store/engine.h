@@ -250,6 +250,33 @@ typedef struct ost__engine_ops {
     int (*ecur_step)(ost__ecur *ec, bool reverse);
     int (*ecur_get)(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *e);
     void (*ecur_close)(ost__ecur *ec);
+    /* Optional (NULL: the engine reads no page ahead, as LMDB, whose
+     * cursor reads its memory map). The entries the cursor holds already,
+     * from its current one on in the direction asked (PostgreSQL: the rest
+     * of the page it fetched), fn(ud, key, klen, entry) for each, with no
+     * round trip; fn stops the walk by returning non-zero. Returns how
+     * many entries fn was given (0 when the cursor is on none). What fn
+     * sees is valid until the cursor moves. store/maps.c reads the records
+     * a page's values refer to in one get_many with it. */
+    int (*ecur_ahead)(ost__ecur *ec, bool reverse,
+                      int (*fn)(void *ud, const uint8_t *key, size_t klen, const ost__entry *e),
+                      void *ud);
+    /* Optional (NULL: entries always carry their value). With on, the
+     * pages the cursor fetches from now on carry no values (ecur_get gives
+     * an empty one: a walk of keys only reads none); with off, they carry
+     * them again. Returns true when the entry the cursor is on came
+     * without its value, so that a caller that needs it seeks again. */
+    bool (*ecur_keys_only)(ost__ecur *ec, bool on);
+    /* Optional (NULL: the store reads the entry with ent_get, then the
+     * record with get). In the session's snapshot, ent_get's entry and, in
+     * the same round trip, the record of the object its value refers to
+     * when the value looks like a lone persistent reference as ostore
+     * writes one (an int pid: docs/format.md): *ref gets that oid and *r
+     * its record (valid as get's), or *ref UINT64_MAX when there is none.
+     * A guess the caller checks against its own reading of the value. 0,
+     * OST_ENOTFOUND (no entry), or as ent_get. */
+    int (*ent_get_ref)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e,
+                       uint64_t *ref, ost__recview *r);
     int (*ent_each_map)(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud);
     /* The map's record: its count (add with serial inside commit) and its
      * state pickle, as entries.h's ost__map_count_* say. */

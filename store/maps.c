@@ -47,6 +47,9 @@ struct ost__map {
     uint64_t oid;
     ost__mkind kind;
     bool is_set, is_new, touched;
+    /* the object the last lookup's value referred to was in the cache
+     * already: the next lookup reads the entry alone (lookup_get) */
+    bool ref_held;
     int level;
     uint64_t rng;
     pnode *head;
@@ -619,6 +622,42 @@ static int lookup(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode *
     return 0;
 }
 
+static bool ref_only(const uint8_t *p, size_t n, uint64_t *oid);
+
+/* lookup for ost_map_get: where the engine can, the snapshot's entry
+ * comes with the record of the object its value refers to, in one round
+ * trip (ent_get_ref), which the connection then makes the value's ghost
+ * from instead of reading it again. That statement costs the server more
+ * than the entry's alone (a second index probe), which a lookup of an
+ * object the cache holds does not need: after a lookup whose object was
+ * in the cache, the next one reads the entry alone. Maplock held. */
+static int lookup_get(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pnode **node,
+                      ost__entry *e, bool *found) {
+    const ost__engine_ops *ops = c->st->ops;
+    if (!ops->ent_get_ref || m->is_set) return lookup(c, m, k, kl, node, e, found);
+    uint64_t ref = UINT64_MAX, oid;
+    ost__recview rec;
+    int rc;
+    if (m->ref_held) {
+        if ((rc = lookup(c, m, k, kl, node, e, found)) || *node || !*found) return rc;
+    } else {
+        *found = false;
+        *node = sl_find(m, k, kl);
+        if (*node) return 0;
+        rc = ops->ent_get_ref(c->sess, m->oid, k, kl, e, &ref, &rec);
+        if (rc == OST_ENOTFOUND) return 0;
+        if (rc == OST_ECORRUPT) return damaged_entry(c, m, k, kl);
+        if (rc) return eng_fail(c, m, rc);
+        *found = true;
+    }
+    if (ref_only(e->data, e->len, &oid)) {
+        m->ref_held = ost__conn_holds(c, oid);
+        /* the engine's guess, checked against this reading of the value */
+        if (!m->ref_held && ref == oid) ost__conn_hint(c, ref, &rec);
+    }
+    return 0;
+}
+
 /* Opens the map and the snapshot for a call on key; encodes the key. The
  * caller unlocks the maplock when this returns 0. */
 static int begin_op(ost_conn *c, ost_value v, ost_value key, bool write, ost__map **mp,
@@ -644,7 +683,7 @@ int ost_map_get(ost_conn *c, ost_value v, ost_value key, ost_value *val) {
     pnode *n;
     ost__entry e;
     bool found;
-    rc = lookup(c, m, kb, kl, &n, &e, &found);
+    rc = lookup_get(c, m, kb, kl, &n, &e, &found);
     if (!rc && n) {
         if (node_present(n)) *val = n->val;
         else rc = OST_ENOTFOUND;
@@ -816,6 +855,12 @@ struct ost_map_cursor {
     bool whole, moved;
     uint64_t met, start_gen;
     ost_value key, val;
+    /* what the snapshot cursor's pages carry: keys only (ecur_keys_only),
+     * and how many of its entries from the current one on the last read
+     * ahead of their values' records covered (0: read ahead at the next
+     * value) */
+    bool ec_keys;
+    int ahead;
 };
 
 int ost_map_cursor_open(ost_conn *c, ost_value v, const ost_map_range *r, ost_map_cursor **out) {
@@ -897,6 +942,8 @@ static int ec_position(ost_map_cursor *cur) {
     int rc = ops->ecur_open(c->sess, cur->m->oid, &cur->ec);
     if (rc) return rc;
     cur->ec_gen = c->snap_gen;
+    cur->ahead = 0;
+    if (ops->ecur_keys_only) ops->ecur_keys_only(cur->ec, cur->ec_keys);
     const uint8_t *t;
     size_t tl;
     bool ex;
@@ -961,20 +1008,128 @@ static int stuck(ost_map_cursor *cur, int rc) {
     return eng_fail(cur->c, cur->m, rc);
 }
 
-static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
+/* The oids the values of a page of entries refer to (read_ahead). */
+typedef struct {
+    uint64_t *oids;
+    size_t n, cap;
+    bool nomem;
+} oidlist;
+
+static void add_oid(void *ud, uint64_t oid) {
+    oidlist *l = ud;
+    if (l->nomem) return;
+    if (ost__reserve((void **)&l->oids, &l->cap, l->n + 1, sizeof *l->oids, 256)) {
+        l->nomem = true;
+        return;
+    }
+    l->oids[l->n++] = oid;
+}
+
+static int page_pids(void *ud, const uint8_t *key, size_t klen, const ost__entry *e) {
+    (void)key, (void)klen;
+    if (e->len) (void)ost__scan_pids(e->data, e->len, add_oid, ud); /* damage: decode says */
+    return ((oidlist *)ud)->nomem;
+}
+
+/* Before the values of a page of the snapshot's entries are decoded, on
+ * an engine whose reads are round trips: the records of the persistent
+ * objects they refer to that the connection does not hold, in one
+ * get_many (the connection's read-ahead table), so that the ghosts the
+ * decoding makes read no record each (their class is in the record). The
+ * page is what the engine's cursor holds already (ecur_ahead: no trip). */
+static void read_ahead(ost_map_cursor *cur) {
+    ost_conn *c = cur->c;
+    const ost__engine_ops *ops = c->st->ops;
+    if (cur->ahead > 0 || cur->m->is_set || !ops->ecur_ahead || (ops->flags & OST__ENG_LOCAL_READS))
+        return;
+    oidlist l = {0};
+    cur->ahead = ops->ecur_ahead(cur->ec, cur->reverse, page_pids, &l);
+    if (l.n) ost__conn_readahead(c, l.oids, l.n);
+    free(l.oids);
+}
+
+/* Whether the value pickle p[0, n) is one persistent reference and
+ * nothing else (what ostore writes for a persistent object as a map's
+ * value): PROTO, an optional FRAME, the pid (an int, or a tuple of two
+ * ints whose first is the oid), BINPERSID, an optional memo put, STOP.
+ * *oid gets the pid's oid. */
+static bool ref_only(const uint8_t *p, size_t n, uint64_t *oid) {
+    size_t i = 0;
+    uint64_t v[2];
+    int nint = 0;
+    if (i + 2 <= n && p[i] == 0x80) i += 2;               /* PROTO */
+    if (i + 9 <= n && p[i] == 0x95) i += 9;               /* FRAME */
+    while (i < n && nint < 2) {
+        uint8_t op = p[i];
+        uint64_t x = 0;
+        if (op == 'K' && i + 2 <= n) x = p[i + 1], i += 2; /* BININT1 */
+        else if (op == 'M' && i + 3 <= n) x = p[i + 1] | (uint64_t)p[i + 2] << 8, i += 3;
+        else if (op == 'J' && i + 5 <= n && !(p[i + 4] & 0x80)) {
+            for (int j = 0; j < 4; j++) x |= (uint64_t)p[i + 1 + j] << (8 * j);
+            i += 5;
+        } else if (op == 0x8a && i + 2 <= n && p[i + 1] <= 8 && i + 2 + p[i + 1] <= n) {
+            size_t w = p[i + 1]; /* LONG1: little-endian two's complement */
+            if (w && (p[i + 1 + w] & 0x80)) return false;
+            for (size_t j = 0; j < w; j++) x |= (uint64_t)p[i + 2 + j] << (8 * j);
+            i += 2 + w;
+        } else break;
+        v[nint++] = x;
+    }
+    if (nint == 2) {
+        if (i >= n || p[i] != 0x86) return false; /* TUPLE2 */
+        i++;
+        if (i < n && p[i] == 0x94) i++;             /* MEMOIZE */
+    } else if (nint != 1) {
+        return false;
+    }
+    if (i >= n || p[i++] != 'Q') return false;      /* BINPERSID */
+    if (i < n && p[i] == 0x94) i++;                 /* MEMOIZE */
+    else if (i + 2 <= n && p[i] == 'q') i += 2;     /* BINPUT */
+    else if (i + 5 <= n && p[i] == 'r') i += 5;     /* LONG_BINPUT */
+    if (i + 1 != n || p[i] != '.') return false;    /* STOP */
+    *oid = v[0];
+    return true;
+}
+
+/* The oid of the persistent object an entry's value refers to, or
+ * UINT64_MAX when the value is no persistent object: read off the pickle
+ * without making a ghost when it is a lone reference, else by decoding it.
+ * Maplock held. */
+static int entry_oid(ost_conn *c, ost__map *m, const uint8_t *key, size_t kl, const ost__entry *e,
+                     uint64_t *oid) {
+    *oid = UINT64_MAX;
+    if (m->is_set) return 0;
+    if (ref_only(e->data, e->len, oid)) return 0;
+    ost_value v;
+    int rc = decode_val(c, m, key, kl, e, &v);
+    if (rc) return rc;
+    if (ost__is_heap(v) && ost__pers_is(v, OST__F_PERSISTENT)) *oid = ost_oid(c, v);
+    ost_release(v);
+    return 0;
+}
+
+static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val, uint64_t *oid) {
     ost_conn *c = cur->c;
     ost__map *m = cur->m;
+    const ost__engine_ops *ops = c->st->ops;
     int rc;
-    if (!cur->ec || cur->ec_gen != c->snap_gen) {
+    /* a step that wants neither value nor oid reads no value: the pages
+     * fetched from now on come without them; a step that wants one after
+     * such pages seeks again from the last key given (one round trip) */
+    bool keys = !val && !oid, again = false;
+    if (cur->ec && ops->ecur_keys_only && cur->ec_keys != keys)
+        again = ops->ecur_keys_only(cur->ec, keys) && !keys;
+    cur->ec_keys = keys;
+    if (!cur->ec || cur->ec_gen != c->snap_gen || again) {
         if (!cur->ec && !cur->has_last) cur->start_gen = c->snap_gen;
-        else cur->moved = true;
+        else if (!again) cur->moved = true;
         if ((rc = ec_position(cur))) return stuck(cur, rc);
     }
     for (;;) {
         const uint8_t *dk = NULL, *k;
         size_t dkl = 0, kl;
         ost__entry e;
-        rc = c->st->ops->ecur_get(cur->ec, &dk, &dkl, &e);
+        rc = ops->ecur_get(cur->ec, &dk, &dkl, &e);
         bool damaged = rc == OST_ECORRUPT;
         if (rc == OST_ENOTFOUND) dk = NULL;
         else if (rc && !damaged) return stuck(cur, rc);
@@ -990,22 +1145,42 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
         cur->lastl = kl;
         cur->has_last = true;
         ost_value v = 0;
+        uint64_t o = UINT64_MAX;
+        bool present = false;
         int drc = 0;
         if (r <= 0) cur->met++;
-        if (r < 0)
-            drc = damaged ? damaged_entry(c, m, cur->last, kl) : decode_val(c, m, cur->last, kl, &e, &v);
-        else if (node_present(n)) v = ost_incref(n->val);
+        if (r < 0) {
+            /* a keys-only step decodes no value, so a value that does not
+             * decode is reported only to a step that asks for it */
+            if (damaged) {
+                drc = damaged_entry(c, m, cur->last, kl);
+            } else if (val) {
+                read_ahead(cur);
+                drc = decode_val(c, m, cur->last, kl, &e, &v);
+            } else if (oid) {
+                drc = entry_oid(c, m, cur->last, kl, &e, &o);
+            }
+            present = !drc;
+        } else if (node_present(n)) {
+            present = true;
+            if (val) v = ost_incref(n->val);
+            else if (oid && ost__is_heap(n->val) && ost__pers_is(n->val, OST__F_PERSISTENT))
+                o = ost_oid(c, n->val);
+        }
         /* past a damaged entry too: the next step goes on after it */
-        if (r <= 0 && (rc = c->st->ops->ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND) {
-            /* this entry is sound; the next step seeks after it again and
-             * meets the failure itself */
-            if (cur->ec) cur->ops->ecur_close(cur->ec);
-            cur->ec = NULL;
-            cur->moved = true;
-            c->msg[0] = 0;
+        if (r <= 0) {
+            if (cur->ahead > 0) cur->ahead--;
+            if ((rc = ops->ecur_step(cur->ec, cur->reverse)) && rc != OST_ENOTFOUND) {
+                /* this entry is sound; the next step seeks after it again
+                 * and meets the failure itself */
+                if (cur->ec) cur->ops->ecur_close(cur->ec);
+                cur->ec = NULL;
+                cur->moved = true;
+                c->msg[0] = 0;
+            }
         }
         if (drc) return drc;
-        if (!v) continue; /* deleted in this transaction */
+        if (!present) continue; /* deleted in this transaction */
         ost_value kv = ost__mkey_decode(&m->kind, cur->last, kl);
         if (!kv) {
             ost_release(v);
@@ -1018,13 +1193,16 @@ static int cursor_step(ost_map_cursor *cur, ost_value *key, ost_value *val) {
         cur->val = v;
         if (key) *key = kv;
         if (val) *val = v;
+        if (oid) *oid = o;
         return 0;
     }
 }
 
-int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key, ost_value *val) {
+/* A step of ost_map_cursor_next or ost_map_cursor_next_oid. */
+static int cursor_next(ost_map_cursor *cur, ost_value *key, ost_value *val, uint64_t *oid) {
     if (key) *key = 0;
     if (val) *val = 0;
+    if (oid) *oid = UINT64_MAX;
     if (!cur) return OST_EINVAL;
     ost_conn *c = cur->c;
     if (!c->st) return ost__conn_dead(c);
@@ -1033,10 +1211,24 @@ int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key, ost_value *val) {
     if (cur->done) return OST_ENOTFOUND;
     int rc = ost__conn_pin(c);
     if (rc) return rc;
-    rc = cursor_step(cur, key, val);
+    rc = cursor_step(cur, key, val, oid);
     ost__conn_unpin(c);
     if (rc == OST_ENOTFOUND) cur->done = true;
     return rc;
+}
+
+int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key, ost_value *val) {
+    return cursor_next(cur, key, val, NULL);
+}
+
+int ost_map_cursor_next_oid(ost_map_cursor *cur, ost_value *key, uint64_t *oid) {
+    if (oid) *oid = UINT64_MAX;
+    if (!oid) {
+        if (key) *key = 0;
+        if (cur) ost__c_fail(cur->c, OST_EINVAL, "ost_map_cursor_next_oid: oid is NULL");
+        return OST_EINVAL;
+    }
+    return cursor_next(cur, key, NULL, oid);
 }
 
 static int end_key(ost_conn *c, ost_value v, bool last, ost_value *key) {

@@ -332,6 +332,21 @@ int ost__conn_dead(ost_conn *c);
  * the code of a failure to find or make the class id (message set). */
 int ost__conn_ref_pid(ost_conn *c, ost_value obj, uint64_t oid, ost_value *pid);
 int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj);
+/* Reads the records of oids[0, n) (reordered in place) that neither the
+ * cache nor the read-ahead table holds into that table, in one get_many
+ * where the engine can, so that making their ghosts and loading them
+ * reads nothing more in this snapshot (a map cursor's page of values).
+ * Snapshot pinned. A failure is not reported: the reads that need the
+ * records then read them one at a time and say what is wrong. */
+void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n);
+/* Takes r, the record of oid read in the pinned snapshot along with
+ * something else (a map entry that refers to it), as the record the next
+ * read of oid in this snapshot gives, unless the cache holds oid: making
+ * its ghost and loading it then read nothing. r's views must stay valid
+ * until the snapshot ends (PostgreSQL keeps its results until then). */
+void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r);
+/* Whether the connection's cache holds oid (a ghost or not). */
+bool ost__conn_holds(ost_conn *c, uint64_t oid);
 /* The class of class id cid (a new reference; the connection keeps one
  * too for ids below 65536), or an LMDB code. maplock held. */
 int ost__conn_class_of(ost_conn *c, uint32_t cid, ost_value *cls);

@@ -142,9 +142,23 @@ OST_EXTERN int ost_map_cursor_open(ost_conn *c, ost_value m,
  * damaged entry (the next step goes on after it), damaged pages (every
  * later step says so again), or a walk of the whole map, in one snapshot
  * and with no change of the transaction to the map, that met another
- * number of entries than the map's count (docs/recovery.md). */
+ * number of entries than the map's count (docs/recovery.md). A step
+ * that asks for no value (val NULL) reads and decodes none (on PostgreSQL
+ * a walk of keys only fetches its pages without values), so a value that
+ * does not decode is OST_ECORRUPT only to a step that asks for it. Steps
+ * that ask for values read the records of the persistent objects a page
+ * of entries refers to in one round trip, not one each (docs/maps.md). */
 OST_EXTERN int ost_map_cursor_next(ost_map_cursor *cur, ost_value *key,
                                    ost_value *val);
+/* Steps as ost_map_cursor_next, giving the entry's key (*key, borrowed as
+ * there; key may be NULL) and, in *oid, the oid of the persistent object
+ * its value refers to, without making that object's ghost or reading its
+ * record: UINT64_MAX when the value is not a stored persistent object (an
+ * int, a list, None in a set, or an object this transaction set that gets
+ * its oid at commit), as ost_oid says. A value that is not a lone
+ * reference is decoded to tell. 0, OST_EINVAL (cur or oid NULL: *key is
+ * then 0), or the codes of ost_map_cursor_next. */
+OST_EXTERN int ost_map_cursor_next_oid(ost_map_cursor *cur, ost_value *key, uint64_t *oid);
 /* Frees the cursor. NULL is allowed. */
 OST_EXTERN void ost_map_cursor_close(ost_map_cursor *cur);
 

@@ -38,6 +38,14 @@
  * lower it to make the paging visible. */
 int ost__pg_page_rows = 500;
 
+/* Round trips to the server that the engine's sessions waited for
+ * (statements run, PREPAREs, pipelines, a parallel get_many counting
+ * once): tests count them to check that a walk costs a trip per page, not
+ * per entry (tests/test_maps.c), and bench_pg prints them. Not exact
+ * under threads (a relaxed atomic add), and not an API. */
+uint64_t ost__pg_trips;
+#define TRIP() __atomic_fetch_add(&ost__pg_trips, 1, __ATOMIC_RELAXED)
+
 #define OIDTYPE_INT8 20
 #define OIDTYPE_INT4 23
 #define OIDTYPE_BYTEA 17
@@ -138,6 +146,8 @@ struct ost__ecur {
     bool page_rev; /* the page was fetched backwards */
     bool full;     /* the page had as many rows as asked: there may be more */
     bool on;
+    bool keys_only;  /* fetch pages without values (pg_ecur_keys_only) */
+    bool page_keys;  /* the page in hand was fetched so */
     uint8_t *kbuf; /* the current key, while a new page is fetched */
     size_t kcap;
 };
@@ -294,6 +304,7 @@ static bool pg_retryable(const PGresult *r) {
  * new try. */
 static PGresult *run(ost__engine *e, PGconn *c, const char *what, const char *sql,
                      const params *p, int *code, bool *retry) {
+    TRIP();
     PGresult *r = PQexecParams(c, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->l : NULL,
                                p ? p->f : NULL, 1);
     ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
@@ -311,6 +322,7 @@ static PGresult *run(ost__engine *e, PGconn *c, const char *what, const char *sq
 /* Runs sql, one or more statements without parameters, by the simple
  * query protocol in one round trip: 0 or a code, as run0. */
 static int exec_simple(ost__engine *e, PGconn *c, const char *what, const char *sql) {
+    TRIP();
     PGresult *r = PQexec(c, sql);
     ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
     if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
@@ -1032,10 +1044,26 @@ static int read_meta(ost__sess *s, ost__snapinfo *info) {
     "unnest($1::bigint[], $2::int[], $3::bytea[]) AS u(o, c, st) ON CONFLICT (oid) DO UPDATE " \
     "SET serial = EXCLUDED.serial, cid = EXCLUDED.cid, state = EXCLUDED.state"
 
-enum { PS_GET, PS_GET_MANY, PS_CHANGES, PS_LOCK, PS_WRITE, PS_GWRITE, PS_META, PS_META_LOCK, PS_N };
+enum {
+    PS_GET, PS_GET_MANY, PS_CHANGES, PS_LOCK, PS_WRITE, PS_GWRITE, PS_META, PS_META_LOCK,
+    PS_ENT_GET, /* a map entry by key (ost_map_get: one round trip, no parse or plan) */
+    /* a page of a map's entries (ecur_fetch): from the start or the end,
+     * then from a key on, >=, >, <=, < */
+    PS_EC_FIRST, PS_EC_LAST, PS_EC_GE, PS_EC_GT, PS_EC_LE, PS_EC_LT,
+    PS_ENT_REF, /* an entry by key with the record its value refers to (pg_ent_get_ref) */
+    PS_N
+};
 static const char *const ps_name[PS_N] = {"ost_get",   "ost_get_many", "ost_changes",
                                           "ost_lock",  "ost_write",    "ost_gwrite",
-                                          "ost_meta",  "ost_meta_lock"};
+                                          "ost_meta",  "ost_meta_lock", "ost_ent_get",
+                                          "ost_ec_first", "ost_ec_last", "ost_ec_ge",
+                                          "ost_ec_gt", "ost_ec_le", "ost_ec_lt",
+                                          "ost_ent_ref"};
+/* An entry page's columns: the key, the serial and, when $3 is true, the
+ * value (else an empty value: a walk of keys only reads none). */
+#define EC_COLS                                                                           \
+    "SELECT key, serial, CASE WHEN $3::bool THEN value ELSE ''::bytea END FROM ost_ments "
+#define EC_WHERE "WHERE map = $1::bigint "
 static const char *const ps_sql[PS_N] = {
     "SELECT serial, cid, state FROM ost_records WHERE oid = $1::bigint",
     "SELECT oid, serial, cid, state FROM ost_records WHERE oid = ANY($1::bigint[])",
@@ -1059,6 +1087,29 @@ static const char *const ps_sql[PS_N] = {
     "SELECT sl, lg FROM unnest($5::bigint[], $6::bytea[]) AS t(sl, lg) WHERE octet_length(lg) > 0",
     "SELECT last_serial, low, next_oid FROM ost_meta WHERE id = 1",
     "SELECT last_serial, low FROM ost_meta WHERE id = 1 FOR UPDATE",
+    "SELECT serial, value FROM ost_ments WHERE map = $1::bigint AND key = $2::bytea",
+    EC_COLS EC_WHERE "ORDER BY key LIMIT $2::bigint",
+    EC_COLS EC_WHERE "ORDER BY key DESC LIMIT $2::bigint",
+    EC_COLS EC_WHERE "AND key >= $4::bytea ORDER BY key LIMIT $2::bigint",
+    EC_COLS EC_WHERE "AND key > $4::bytea ORDER BY key LIMIT $2::bigint",
+    EC_COLS EC_WHERE "AND key <= $4::bytea ORDER BY key DESC LIMIT $2::bigint",
+    EC_COLS EC_WHERE "AND key < $4::bytea ORDER BY key DESC LIMIT $2::bigint",
+    /* the entry, and the record of the oid its value names when the value
+     * starts as ostore writes a lone reference (pg_ent_get_ref): PROTO,
+     * an optional FRAME, then BININT1, BININT2 or BININT (K, M, J) of the
+     * oid; CASE evaluates its branches in order and lazily (AND need not),
+     * so get_byte reads inside the value only; OFFSET 0 keeps the subquery
+     * whole, so that p is computed once, not at each of its uses */
+    "SELECT e.serial, e.value, r.oid, r.serial, r.cid, r.state FROM (SELECT serial, value, CASE "
+    "WHEN octet_length(value) < 6 THEN NULL WHEN get_byte(value, 0) = 128 THEN CASE WHEN "
+    "get_byte(value, 2) = 149 THEN 11 ELSE 2 END END AS p FROM ost_ments WHERE map = $1::bigint "
+    "AND key = $2::bytea OFFSET 0) e LEFT JOIN ost_records r ON r.oid = CASE WHEN "
+    "octet_length(e.value) >= e.p + 4 THEN CASE get_byte(e.value, e.p) WHEN 75 THEN "
+    "get_byte(e.value, e.p + 1)::bigint WHEN 77 THEN get_byte(e.value, e.p + 1) + 256 * "
+    "get_byte(e.value, e.p + 2)::bigint WHEN 74 THEN CASE WHEN octet_length(e.value) >= e.p + 5 "
+    "THEN get_byte(e.value, e.p + 1) + 256 * get_byte(e.value, e.p + 2)::bigint + 65536 * "
+    "get_byte(e.value, e.p + 3)::bigint + 16777216 * get_byte(e.value, e.p + 4)::bigint END END "
+    "END",
 };
 
 /* Runs the statement which (PS_*) with the parameters of p, preparing it
@@ -1066,12 +1117,15 @@ static const char *const ps_sql[PS_N] = {
  * or NULL with *code, *retry (if not NULL) and the store's message set. A
  * failed PREPARE (inside a transaction it ends it) is said as such. */
 /* The shape of each statement's result (res_check): run_ps checks it. */
-static const char *const ps_shape[PS_N] = {"LIB", "LLIB", "LB", "LL", "LL", "", "LLL", "LL"};
+static const char *const ps_shape[PS_N] = {"LIB", "LLIB", "LB",  "LL",  "LL",  "",    "LLL", "LL",
+                                           "LB",  "BLB",  "BLB", "BLB", "BLB", "BLB", "BLB",
+                                           "LBllib"};
 
 static PGresult *run_ps(ost__sess *s, int which, const char *what, const params *p, int *code,
                         bool *retry) {
     PGresult *r = NULL;
     if (!(s->prepared & 1u << which)) {
+        TRIP();
         r = PQprepare(s->conn, ps_name[which], ps_sql[which], 0, NULL);
         if (r && PQresultStatus(r) == PGRES_COMMAND_OK) {
             s->prepared |= 1u << which;
@@ -1080,6 +1134,7 @@ static PGresult *run_ps(ost__sess *s, int which, const char *what, const params 
         }
     }
     if (s->prepared & 1u << which) {
+        TRIP();
         r = PQexecPrepared(s->conn, ps_name[which], p->n, p->v, p->l, p->f, 1);
         ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
         if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
@@ -1112,6 +1167,7 @@ typedef struct {
  * with the store's message. */
 static int ps_ready(ost__sess *s, int which) {
     if (s->prepared & 1u << which) return 0;
+    TRIP();
     PGresult *r = PQprepare(s->conn, ps_name[which], ps_sql[which], 0, NULL);
     if (r && PQresultStatus(r) == PGRES_COMMAND_OK) {
         s->prepared |= 1u << which;
@@ -1215,6 +1271,7 @@ static int pipe_fail(ost__sess *s, const char *what, int rc, bool broken, const 
 static int pipe_run(ost__sess *s, const char *what, const pstmt *st, int n, PGresult **res,
                     int *failed) {
     char cause[240];
+    TRIP();
     bool sent = pipe_send(s->conn, st, n);
     int rc = pipe_recv(s->conn, sent, n, res, failed, cause, sizeof cause);
     return rc ? pipe_fail(s, what, rc, *failed == n, cause) : 0;
@@ -1259,6 +1316,7 @@ static int snap_send(ost__sess *s, snapsend *ss) {
                    {PS_CHANGES, NULL, &q}};
     s->snap = true; /* pg_snap_end ends what was begun, whatever fails */
     *ss = (snapsend){end, pre, false, (end ? 1 : 0) + (pre ? 3 : 2), from};
+    TRIP();
     ss->sent = pipe_send(s->conn, end ? st : st + 1, ss->n);
     return 0;
 }
@@ -1745,6 +1803,7 @@ static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_f
     for (size_t i = 0; i < parts && !rc; i++)
         rc = oid_array(e, oids + at[i], at[i + 1] - at[i], &a[i], &q[i]);
     /* the helpers' parts, then the session's, before reading any answer */
+    TRIP();
     for (size_t i = 1; i < parts && !rc; i++)
         sent[i] = PQsendQueryPrepared(s->help[i - 1].conn, ps_name[PS_GET_MANY], q[i].n, q[i].v,
                                       q[i].l, q[i].f, 1);
@@ -2123,10 +2182,7 @@ static int pg_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t kle
     params p = {0};
     p_i64(&p, map);
     p_bytes(&p, key, klen);
-    PGresult *r = run_as(s->e, s->conn, "reading a map entry",
-                         "SELECT serial, value FROM ost_ments WHERE map = $1::bigint AND key = "
-                         "$2::bytea",
-                         &p, &rc, NULL, "LB");
+    PGresult *r = run_ps(s, PS_ENT_GET, "reading a map entry", &p, &rc, NULL);
     if (!r) return rc;
     if (!PQntuples(r)) {
         PQclear(r);
@@ -2135,6 +2191,35 @@ static int pg_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t kle
     out->serial = rd64(PQgetvalue(r, 0, 0));
     out->data = (const uint8_t *)PQgetvalue(r, 0, 1);
     out->len = (size_t)PQgetlength(r, 0, 1);
+    return keep(s, r);
+}
+
+/* The entry of (map, key) as pg_ent_get, and in the same round trip the
+ * record of the object its value refers to when the value is a lone
+ * reference in the form ostore writes: *ref gets its oid (UINT64_MAX:
+ * none found) and *rec the record, kept until the snapshot ends. */
+static int pg_ent_get_ref(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
+                          ost__entry *out, uint64_t *ref, ost__recview *rec) {
+    *ref = UINT64_MAX;
+    int rc = read_ready(s);
+    if (rc) return rc;
+    params p = {0};
+    p_i64(&p, map);
+    p_bytes(&p, key, klen);
+    PGresult *r = run_ps(s, PS_ENT_REF, "reading a map entry", &p, &rc, NULL);
+    if (!r) return rc;
+    if (!PQntuples(r)) {
+        PQclear(r);
+        return OST_ENOTFOUND;
+    }
+    out->serial = rd64(PQgetvalue(r, 0, 0));
+    out->data = (const uint8_t *)PQgetvalue(r, 0, 1);
+    out->len = (size_t)PQgetlength(r, 0, 1);
+    if (!PQgetisnull(r, 0, 2) && !PQgetisnull(r, 0, 3) && !PQgetisnull(r, 0, 4) &&
+        !PQgetisnull(r, 0, 5)) {
+        *ref = rd64(PQgetvalue(r, 0, 2));
+        fill_rec(r, 0, 3, rec);
+    }
     return keep(s, r);
 }
 
@@ -2331,7 +2416,9 @@ static int pg_ecur_open(ost__sess *s, uint64_t map, ost__ecur **out) {
 }
 
 /* Fetches a page of the map's entries from key (NULL: the map's start or
- * end) in the direction asked, strictly past key when strict. */
+ * end) in the direction asked, strictly past key when strict: one
+ * prepared statement (PS_EC_*), with the values unless the cursor walks
+ * keys only (pg_ecur_keys_only). */
 static int ecur_fetch(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse, bool strict) {
     ost__sess *s = ec->s;
     int rc = read_ready(s);
@@ -2339,26 +2426,16 @@ static int ecur_fetch(ost__ecur *ec, const uint8_t *key, size_t klen, bool rever
     params p = {0};
     p_i64(&p, ec->map);
     p_i64(&p, (uint64_t)ost__pg_page_rows);
-    const char *sql;
-    if (!key)
-        sql = reverse ? "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint ORDER BY "
-                        "key DESC LIMIT $2::bigint"
-                      : "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint ORDER BY "
-                        "key LIMIT $2::bigint";
-    else {
+    uint8_t vals = !ec->keys_only;
+    p_bytes(&p, &vals, 1); /* bool's binary form: one byte */
+    int which;
+    if (!key) {
+        which = reverse ? PS_EC_LAST : PS_EC_FIRST;
+    } else {
         p_bytes(&p, key, klen);
-        if (reverse)
-            sql = strict ? "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
-                           "< $3::bytea ORDER BY key DESC LIMIT $2::bigint"
-                         : "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
-                           "<= $3::bytea ORDER BY key DESC LIMIT $2::bigint";
-        else
-            sql = strict ? "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
-                           "> $3::bytea ORDER BY key LIMIT $2::bigint"
-                         : "SELECT key, serial, value FROM ost_ments WHERE map = $1::bigint AND key "
-                           ">= $3::bytea ORDER BY key LIMIT $2::bigint";
+        which = reverse ? (strict ? PS_EC_LT : PS_EC_LE) : (strict ? PS_EC_GT : PS_EC_GE);
     }
-    PGresult *r = run_as(s->e, s->conn, "reading map entries", sql, &p, &rc, NULL, "BLB");
+    PGresult *r = run_ps(s, which, "reading map entries", &p, &rc, NULL);
     if (!r) {
         ec->on = false;
         return rc;
@@ -2368,6 +2445,7 @@ static int ecur_fetch(ost__ecur *ec, const uint8_t *key, size_t klen, bool rever
     ec->nrows = PQntuples(r);
     ec->row = 0;
     ec->page_rev = reverse;
+    ec->page_keys = ec->keys_only;
     ec->full = ec->nrows >= ost__pg_page_rows;
     ec->on = ec->nrows > 0;
     return ec->on ? 0 : OST_ENOTFOUND;
@@ -2408,6 +2486,33 @@ static int pg_ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__en
     e->data = (const uint8_t *)PQgetvalue(ec->page, ec->row, 2);
     e->len = (size_t)PQgetlength(ec->page, ec->row, 2);
     return 0;
+}
+
+/* The entries of the page in hand from the current one on, in the
+ * direction asked, without a round trip: fn for each (it stops the walk
+ * by returning non-zero). Returns how many fn was given. */
+static int pg_ecur_ahead(ost__ecur *ec, bool reverse,
+                         int (*fn)(void *ud, const uint8_t *key, size_t klen, const ost__entry *e),
+                         void *ud) {
+    if (!ec->on) return 0;
+    int n = 0, step = reverse == ec->page_rev ? 1 : -1;
+    for (int i = ec->row; i >= 0 && i < ec->nrows; i += step) {
+        ost__entry e = {rd64(PQgetvalue(ec->page, i, 1)),
+                        (const uint8_t *)PQgetvalue(ec->page, i, 2),
+                        (size_t)PQgetlength(ec->page, i, 2)};
+        n++;
+        if (fn(ud, (const uint8_t *)PQgetvalue(ec->page, i, 0),
+               (size_t)PQgetlength(ec->page, i, 0), &e))
+            break;
+    }
+    return n;
+}
+
+/* Whether the cursor's next pages carry values (see engine.h); true when
+ * the page in hand was fetched without them. */
+static bool pg_ecur_keys_only(ost__ecur *ec, bool on) {
+    ec->keys_only = on;
+    return ec->on && ec->page_keys;
 }
 
 static void pg_ecur_close(ost__ecur *ec) {
@@ -3892,6 +3997,9 @@ const ost__engine_ops ost__pg_engine = {
     .ecur_step = pg_ecur_step,
     .ecur_get = pg_ecur_get,
     .ecur_close = pg_ecur_close,
+    .ecur_ahead = pg_ecur_ahead,
+    .ecur_keys_only = pg_ecur_keys_only,
+    .ent_get_ref = pg_ent_get_ref,
     .ent_each_map = pg_ent_each_map,
     .map_count_add = pg_map_count_add,
     .snap_stat = pg_snap_stat,
