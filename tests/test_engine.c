@@ -3195,17 +3195,20 @@ OST_TEST(api, a_server_gone_is_eio_naming_the_address_and_what_was_done) {
     cr_assert(strstr(msg, "map entry"), "says what was done: %s", msg);
     ost_conn_close(c3);
     /* an entry whose value refers to an object that cannot be read now:
-     * its ghost is made from the reference (format 4: no read), and its
-     * load fails as the server's failure, not damage ("does not decode",
-     * OST_ECORRUPT) */
+     * the step (reading the page's records ahead, or the class table for
+     * the class the reference names) or the ghost's load fails as the
+     * server's failure, not damage ("does not decode", OST_ECORRUPT) */
     rc = ost_map_cursor_next(cur, &k5, &v5);
-    cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c5));
-    cr_assert(ost_is_ghost(v5));
-    rc = ost_activate(c5, v5);
+    if (rc == 0) {
+        cr_assert(ost_is_ghost(v5));
+        rc = ost_activate(c5, v5);
+    }
     msg = ost_conn_errmsg(c5);
     cr_assert_eq(rc, OST_EIO, "%s: %s", ost_err_name(rc), msg);
     expect_names_store(a, msg);
-    cr_assert(strstr(msg, "reading a record") && !strstr(msg, "does not decode"), "%s", msg);
+    cr_assert((strstr(msg, "reading a record") || strstr(msg, "reading a class")) &&
+                  !strstr(msg, "does not decode"),
+              "%s", msg);
     ost_map_cursor_close(cur);
     ost_conn_close(c5);
     /* a snapshot on the connection the server closed */
