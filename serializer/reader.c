@@ -1993,7 +1993,6 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
         case OP_BINSTRING: rc = load_counted(r, at, op, &p); break;
         case OP_STRING:
         case OP_UNICODE: rc = load_line_string(r, at, op, &p); break;
-        case OP_EMPTY_TUPLE:
         case OP_TUPLE2:
             if (p < r->end && *p == OP_BINPERSID && r->pers_load && above(r) >= 2 &&
                 ost_is_immediate(r->stack[r->sp - 1]) && ost_is_immediate(r->stack[r->sp - 2])) {
@@ -2001,6 +2000,7 @@ int ost_load(ost_reader *r, const void *data, size_t len, ost_value *out,
                 break;
             }
             /* fall through */
+        case OP_EMPTY_TUPLE:
         case OP_TUPLE1:
         case OP_TUPLE3:
         case OP_TUPLE: rc = load_tuple(r, at, op); break;

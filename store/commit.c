@@ -109,7 +109,9 @@ static int version_cid(ost_store *st, ost_value cls, uint32_t *id) {
     size_t ml;
     const char *m = ost_data(ost_global_module(cls), &ml);
     char name[1000];
-    size_t nl = m ? version_name(cls, name, sizeof name - ml - 1) : 0;
+    /* the engines take module + name + 2 <= 1000 bytes (class_id) */
+    if (!m || ml + 2 >= sizeof name) return NO_VERSION;
+    size_t nl = version_name(cls, name, sizeof name - ml - 2);
     if (!nl) return NO_VERSION;
     int rc = st->ops->class_id(st->eng, m, ml, name, nl, !st->read_only, id);
     if (rc) return rc;

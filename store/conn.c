@@ -102,6 +102,13 @@ static ost__pent *find_oid(ost_conn *c, uint64_t oid) {
     return s ? ent(c, (s & c->oididx) - 1) : NULL;
 }
 
+/* Whether the cache holds oid with its record read: a ghost a reference
+ * made (OST__SERIAL_UNREAD) still needs its record, for a get and to load. */
+static bool holds_record(ost_conn *c, uint64_t oid) {
+    ost__pent *e = find_oid(c, oid);
+    return e && e->serial != OST__SERIAL_UNREAD;
+}
+
 static inline uint32_t *pidx_of(ost_value obj) { return &((ost_inst_obj *)obj)->pidx; }
 
 /* The record bytes the cache's byte limit counts for obj: kept in the
@@ -939,7 +946,7 @@ typedef struct {
 
 static void pf_ref(void *ud, uint64_t oid) {
     pf_refs *w = ud;
-    if (w->nomem || find_oid(w->c, oid) || pf_find(w->c->pf, oid)) return;
+    if (w->nomem || holds_record(w->c, oid) || pf_find(w->c->pf, oid)) return;
     if (ost__reserve((void **)&w->oids, &w->cap, w->n + 1, sizeof *w->oids, 256)) {
         w->nomem = true; /* read them one by one later instead */
         return;
@@ -979,10 +986,10 @@ static struct ost__pf *pf_table(ost_conn *c, size_t more) {
     return p;
 }
 
-bool ost__conn_holds(ost_conn *c, uint64_t oid) { return find_oid(c, oid) != NULL; }
+bool ost__conn_holds(ost_conn *c, uint64_t oid) { return holds_record(c, oid); }
 
 void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r) {
-    if (find_oid(c, oid)) return;
+    if (holds_record(c, oid)) return;
     c->hint_oid = oid;
     c->hint = *r;
     c->hint_gen = c->snap_gen;
@@ -993,7 +1000,7 @@ void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n) {
     if (!p) return;
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
-        if (!find_oid(c, oids[i]) && !pf_find(p, oids[i])) oids[k++] = oids[i];
+        if (!holds_record(c, oids[i]) && !pf_find(p, oids[i])) oids[k++] = oids[i];
     k = ost__sort_unique(oids, k);
     for (size_t i = 0; i < k; i += PF_CHUNK) {
         size_t m = k - i < PF_CHUNK ? k - i : PF_CHUNK;
@@ -1050,7 +1057,7 @@ int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *ob
     }
     size_t nw = 0;
     for (size_t i = 0; i < n; i++)
-        if (!find_oid(c, oids[i]) && !pf_find(p, oids[i])) want[nw++] = oids[i];
+        if (!holds_record(c, oids[i]) && !pf_find(p, oids[i])) want[nw++] = oids[i];
     /* in oid order: the records come back sorted (pf_sort then has
      * nothing to do), LMDB reads neighbours by a cursor step, and an oid
      * asked twice is read once */

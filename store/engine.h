@@ -271,7 +271,9 @@ typedef struct ost__engine_ops {
      * record with get). In the session's snapshot, ent_get's entry and, in
      * the same round trip, the record of the object its value refers to
      * when the value looks like a lone persistent reference as ostore
-     * writes one (an int pid: docs/format.md): *ref gets that oid and *r
+     * writes one (its pid's first int, the oid, whether the pid is the
+     * int of formats 1 to 3 or format 4's (oid, class id): docs/format.md,
+     * "References"): *ref gets that oid and *r
      * its record (valid as get's), or *ref UINT64_MAX when there is none.
      * A guess the caller checks against its own reading of the value. 0,
      * OST_ENOTFOUND (no entry), or as ent_get. */

@@ -1035,7 +1035,9 @@ static int page_pids(void *ud, const uint8_t *key, size_t klen, const ost__entry
  * an engine whose reads are round trips: the records of the persistent
  * objects they refer to that the connection does not hold, in one
  * get_many (the connection's read-ahead table), so that the ghosts the
- * decoding makes read no record each (their class is in the record). The
+ * decoding makes, and their loading, read no record each (a format-4
+ * reference names the class, so only the load needs the record; a format-3
+ * one needs it for the ghost's class too). The
  * page is what the engine's cursor holds already (ecur_ahead: no trip). */
 static void read_ahead(ost_map_cursor *cur) {
     ost_conn *c = cur->c;

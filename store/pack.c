@@ -619,6 +619,7 @@ typedef struct {
      * enough (oids ascend, so every record below ndense is in it) */
     uint32_t *dense;
     size_t ndense, capdense;
+    bool dense_off; /* a record was left out of dense: it grows no more */
     check_ref *later; /* references to oids above their holder: resolved after the scan */
     size_t nlater, caplater;
     bool scanned; /* every record has been read: exists is complete */
@@ -848,18 +849,17 @@ static int check_record(void *ud, uint64_t oid, const ost__recview *v) {
         return c->fail = OST_ENOMEM;
     if (!c->nexists || oid > c->exists[c->nexists - 1]) {
         c->ecids[c->nexists] = v->len ? v->cid : 0;
-        /* dense while the oids are at most 4 per record (and 1M) */
-        if (oid == c->ndense && c->nexists < UINT32_MAX &&
-            oid < 4 * (uint64_t)c->nexists + ((uint64_t)1 << 20)) {
-            if (!ost__reserve((void **)&c->dense, &c->capdense, c->ndense + 1, sizeof *c->dense, 65536))
-                c->dense[c->ndense++] = (uint32_t)c->nexists + 1;
-        } else if (oid > c->ndense && oid < 4 * (uint64_t)c->nexists + ((uint64_t)1 << 20)) {
-            if (!ost__reserve((void **)&c->dense, &c->capdense, oid + 1, sizeof *c->dense, 65536)) {
-                memset(c->dense + c->ndense, 0, (oid - c->ndense) * sizeof *c->dense);
-                c->ndense = oid;
-                c->dense[c->ndense++] = (uint32_t)c->nexists + 1;
-            }
-        }
+        /* dense while the oids are at most 4 per record (and 1M); once a
+         * record is left out (too far, or no memory), dense stops where it
+         * is, so that every record below ndense is in it */
+        if (!c->dense_off && c->nexists < UINT32_MAX &&
+            oid < 4 * (uint64_t)c->nexists + ((uint64_t)1 << 20) &&
+            !ost__reserve((void **)&c->dense, &c->capdense, oid + 1, sizeof *c->dense, 65536)) {
+            memset(c->dense + c->ndense, 0, (oid - c->ndense) * sizeof *c->dense);
+            c->ndense = oid;
+            c->dense[c->ndense++] = (uint32_t)c->nexists + 1;
+        } else
+            c->dense_off = true;
         c->exists[c->nexists++] = oid;
     }
     c->holder = oid;

@@ -166,7 +166,8 @@ struct ost_conn {
                            * (a map resize closed it): it holds newer data */
     uint64_t hint_oid, hint_gen; /* the record get_locked read last, */
     ost__recview hint;           /* valid while snap_gen == hint_gen */
-    struct ost__pf *pf; /* records read ahead by ost_prefetch while it runs */
+    struct ost__pf *pf; /* records read ahead (ost_prefetch, map cursors) for
+                         * the snapshot of its gen */
     ost_value *cls_by_id; /* classes by class id (references; 0: not yet) */
     /* beside each: the class version the id names (format 4), or NULL
      * when it names a class itself (conn.c) */
@@ -345,7 +346,8 @@ void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n);
  * its ghost and loading it then read nothing. r's views must stay valid
  * until the snapshot ends (PostgreSQL keeps its results until then). */
 void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r);
-/* Whether the connection's cache holds oid (a ghost or not). */
+/* Whether the connection's cache holds oid with its record read (a ghost
+ * or not; a ghost a format-4 reference made has not read its record). */
 bool ost__conn_holds(ost_conn *c, uint64_t oid);
 /* The class of class id cid (a new reference; the connection keeps one
  * too for ids below 65536), or an LMDB code. maplock held. */

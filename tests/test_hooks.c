@@ -545,6 +545,14 @@ OST_TEST(persistent_load, pair_pids_reach_the_hook_as_tuples_of_their_own) {
     cr_assert_str_eq(b.data, "[3, 7, 258]");
     ost_buf_free(&b);
     ost_decref(v);
+    /* an empty tuple pid after two ints is the empty tuple, the ints stay */
+    static const uint8_t e[] = {0x80, 4, ']', '(', 'K', 1, 'K', 2, ')', 'Q', 'e', '.'};
+    ost_reader_set_persistent_load(r, keep_load, &calls);
+    cr_assert_eq(ost_load(r, e, sizeof e, &v, NULL), 0, "%s", ost_reader_errmsg(r));
+    ost_repr(v, &b);
+    cr_assert_str_eq(b.data, "[1, 2, persistent(())]");
+    ost_buf_free(&b);
+    ost_decref(v);
     ost_reader_free(r);
 }
 

@@ -114,7 +114,30 @@ static int run_info(int argc, char **argv) {
                    map ? 100.0 * (double)(used * psize) / (double)map : 0.0,
                    (unsigned long long)psize);
         }
-        printf("classes      %zu\n", ncls);
+        /* a class's own entry with no record of its own, when one of its
+         * versions has them, is there for references (format 4): one line,
+         * the version's, says it all */
+        size_t hidden = 0;
+        bool *hide = calloc(ncls ? ncls : 1, sizeof *hide);
+        for (size_t i = 0; hide && i < ncls; i++) {
+            const char *m, *nm;
+            uint32_t id = raw_class_at(t, i, &m, &nm);
+            if (raw_class_fields(t, id) || counts[i]) continue;
+            char q[512];
+            snprintf(q, sizeof q, "%s", raw_class_name(t, id));
+            for (size_t j = 0; j < ncls && !hide[i]; j++) {
+                const char *m2, *n2;
+                uint32_t id2 = raw_class_at(t, j, &m2, &n2);
+                hide[i] = j != i && raw_class_fields(t, id2) && counts[j] &&
+                          !strcmp(raw_class_name(t, id2), q);
+            }
+            hidden += hide[i];
+        }
+        if (hidden)
+            printf("classes      %zu (and %zu entries of the class table that only references name)\n",
+                   ncls - hidden, hidden);
+        else
+            printf("classes      %zu\n", ncls);
         for (size_t i = 0; i < ncls; i++) {
             const char *m, *nm;
             uint32_t id = raw_class_at(t, i, &m, &nm);
@@ -122,21 +145,12 @@ static int run_info(int argc, char **argv) {
             const char *fl = raw_class_fields(t, id);
             char q[512];
             snprintf(q, sizeof q, "%s", raw_class_name(t, id));
-            /* a class's own entry with no record of its own, when one of its
-             * versions has them, is there for references (format 4): one
-             * line, the version's, says it all */
-            bool shown_by_version = false;
-            for (size_t j = 0; !fl && !counts[i] && j < ncls && !shown_by_version; j++) {
-                const char *m2, *n2;
-                uint32_t id2 = raw_class_at(t, j, &m2, &n2);
-                shown_by_version = j != i && raw_class_fields(t, id2) && counts[j] &&
-                                   !strcmp(raw_class_name(t, id2), q);
-            }
-            if (shown_by_version) continue;
+            if (hide && hide[i]) continue;
             printf("  %-36s %12s objects %12s%s%.*s%s\n", q, fmt_count(a, sizeof a, counts[i]),
                    fmt_bytes(b, sizeof b, (double)bytes[i]), fl ? "  positional (" : "",
                    fl ? (int)strlen(fl) - 1 : 0, fl ? fl : "", fl ? ")" : "");
         }
+        free(hide);
         if (counts[ncls])
             printf("  %-36s %12s objects %12s\n",
                    damaged ? "(damaged headers, unknown classes)" : "(unknown classes)",
