@@ -986,7 +986,7 @@ static struct ost__pf *pf_table(ost_conn *c, size_t more) {
     return p;
 }
 
-bool ost__conn_holds(ost_conn *c, uint64_t oid) { return holds_record(c, oid); }
+bool ost__conn_holds(ost_conn *c, uint64_t oid) { return find_oid(c, oid) != NULL; }
 
 void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r) {
     if (holds_record(c, oid)) return;

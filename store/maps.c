@@ -652,8 +652,10 @@ static int lookup_get(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl, pno
     }
     if (ref_only(e->data, e->len, &oid)) {
         m->ref_held = ost__conn_holds(c, oid);
-        /* the engine's guess, checked against this reading of the value */
-        if (!m->ref_held && ref == oid) ost__conn_hint(c, ref, &rec);
+        /* the engine's guess, checked against this reading of the value;
+         * the hint serves a cached ghost that has not read its record too
+         * (ost__conn_hint passes over an object whose record was read) */
+        if (ref == oid) ost__conn_hint(c, ref, &rec);
     }
     return 0;
 }

@@ -346,8 +346,8 @@ void ost__conn_readahead(ost_conn *c, uint64_t *oids, size_t n);
  * its ghost and loading it then read nothing. r's views must stay valid
  * until the snapshot ends (PostgreSQL keeps its results until then). */
 void ost__conn_hint(ost_conn *c, uint64_t oid, const ost__recview *r);
-/* Whether the connection's cache holds oid with its record read (a ghost
- * or not; a ghost a format-4 reference made has not read its record). */
+/* Whether the connection's cache holds oid (a ghost or not, its record
+ * read or not: a ghost a format-4 reference made has not read it). */
 bool ost__conn_holds(ost_conn *c, uint64_t oid);
 /* The class of class id cid (a new reference; the connection keeps one
  * too for ids below 65536), or an LMDB code. maplock held. */
