@@ -1326,7 +1326,10 @@ static void conn_free_parts(ost_conn *c) {
         cver_free(c->ver_by_id[i]);
     }
     free(c->cls_by_id);
-    for (unsigned i = 0; i < 4; i++) ost_decref(c->ref_cls[i]);
+    for (unsigned i = 0; i < 4; i++) { /* a store's close frees the parts, and the conn's again */
+        ost_decref(c->ref_cls[i]);
+        c->ref_cls[i] = 0;
+    }
     free(c->ver_by_id);
     c->ver_by_id = NULL;
     if (c->pf) free(c->pf->r);
