@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "store_internal.h"
+#include "../serializer/opcodes.h"
 
 static __thread ost_conn *t_conns; /* connections opened by this thread */
 static uv_once_t g_hook_once = UV_ONCE_INIT;
@@ -357,8 +358,10 @@ static int get_record(ost_conn *c, uint64_t oid, ost__recview *r) {
  * field, or the field an alias of the class renames fi to), or -1 when the
  * current class does not declare it (the value is then kept by name, as a
  * dict state's unknown name is: ost_instance_extra). */
+#define FAST_MAX 32 /* load_fast's stack: records of more fields go the general way */
 typedef struct ost__cver {
     uint32_t n;
+    bool direct;      /* every field has a slot: load_fast may read it */
     ost_value *names; /* n str references */
     int32_t *slot;
     char text[]; /* module.Name(f1,f2), for messages */
@@ -427,6 +430,8 @@ static int cver_parse(const ost__classview *cv, ost_value cls, ost__cver **out) 
         v->slot[v->n++] = field_slot(cls, p, (size_t)(q - p));
         p = q + 1;
     }
+    v->direct = n <= FAST_MAX;
+    for (uint32_t i = 0; i < n; i++) v->direct = v->direct && v->slot[i] >= 0;
     *out = v;
     return 0;
 }
@@ -495,6 +500,185 @@ static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
     return class_ver_of(c, cid, cls, NULL);
 }
 
+/* ---- the fast path of positional records ------------------------------
+ * The writer makes a positional record a flat tuple of immediates, text,
+ * references (two ints, TUPLE2, BINPERSID: the pair pid) and lists of
+ * them. load_fast reads that subset straight into an instance's slots:
+ * no reader stack, no state tuple, no persistent_load round trip, no pid
+ * tuple. Anything else (another opcode, a memo, a nested tuple, more than
+ * FAST_MAX values, text that is not UTF-8, a pid it cannot use, no
+ * memory) makes it return FAST_NO with the object untouched: the record
+ * is then read by the general reader, which also words any error. Both
+ * make the same values. */
+enum { FAST_NO = 1 };
+
+static int ghost_of(ost_conn *c, uint64_t oid, uint32_t cid, ost_value *obj);
+
+/* An int at p (BININT1, BININT2, BININT, or LONG1 of at most 8 bytes) in
+ * *v; the byte after it, or NULL when p holds none. */
+static inline const uint8_t *fast_int(const uint8_t *p, const uint8_t *end, int64_t *v) {
+    ptrdiff_t left = end - p;
+    if (left < 2) return NULL;
+    switch (p[0]) {
+    case OP_BININT1: *v = p[1]; return p + 2;
+    case OP_BININT2:
+        if (left < 3) return NULL;
+        *v = (int64_t)p[1] | (int64_t)p[2] << 8;
+        return p + 3;
+    case OP_BININT:
+        if (left < 5) return NULL;
+        *v = (int32_t)((uint32_t)p[1] | (uint32_t)p[2] << 8 | (uint32_t)p[3] << 16 |
+                       (uint32_t)p[4] << 24);
+        return p + 5;
+    case OP_LONG1: {
+        unsigned n = p[1];
+        if (n == 0 || n > 8 || left < 2 + (ptrdiff_t)n) return NULL;
+        uint64_t u = 0;
+        for (unsigned k = 0; k < n; k++) u |= (uint64_t)p[2 + k] << (8 * k);
+        if (n < 8 && (p[1 + n] & 0x80)) u |= ~(uint64_t)0 << (8 * n); /* negative */
+        *v = (int64_t)u;
+        return p + 2 + n;
+    }
+    }
+    return NULL;
+}
+
+static inline uint32_t fast_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Reads positional record data[len] of class version v into obj, an
+ * instance of v's class with slots and no setstate (v->direct: every
+ * field has a slot). 0, or FAST_NO (nothing changed: read it the general
+ * way). maplock held. */
+static int load_fast(ost_conn *c, ost_value obj, const ost__cver *v, const uint8_t *p,
+                     size_t len) {
+    const uint8_t *end = p + len, *q, *r;
+    ost_value st[FAST_MAX];
+    uint32_t sp = 0, mark[2], nm = 0;
+    if (len < 4 || p[0] != OP_PROTO || p[1] < 2 || p[1] > 5) return FAST_NO;
+    p += 2;
+    for (;;) {
+        if (p >= end) goto no;
+        int op = *p;
+        ost_value x;
+        int64_t a, b;
+        size_t n;
+        switch (op) {
+        case OP_BININT1:
+        case OP_BININT2:
+        case OP_BININT:
+        case OP_LONG1:
+            if (!(q = fast_int(p, end, &a))) goto no;
+            r = fast_int(q, end, &b);
+            if (r && end - r >= 2 && r[0] == OP_TUPLE2 && r[1] == OP_BINPERSID) {
+                ost_value o;
+                if (a < 0 || b <= 0 || b > UINT32_MAX ||
+                    ghost_of(c, (uint64_t)a, (uint32_t)b, &o))
+                    goto no;
+                x = ost_incref(o);
+                p = r + 2;
+            } else {
+                /* an int as the general reader makes it */
+                x = op == OP_LONG1 ? ost_int_from_bytes(p + 2, p[1]) : ost__small(a);
+                if (!x) goto no;
+                p = q;
+            }
+            break;
+        case OP_NONE: x = OST_NONE, p++; break;
+        case OP_NEWTRUE: x = OST_TRUE, p++; break;
+        case OP_NEWFALSE: x = OST_FALSE, p++; break;
+        case OP_BINFLOAT: {
+            if (end - p < 9) goto no;
+            uint64_t bits = 0;
+            for (int k = 1; k <= 8; k++) bits = bits << 8 | p[k];
+            double d;
+            memcpy(&d, &bits, 8);
+            if (!(x = ost_float(d))) goto no;
+            p += 9;
+            break;
+        }
+        case OP_SHORT_BINUNICODE:
+        case OP_SHORT_BINBYTES:
+            if (end - p < 2 || (size_t)(end - p - 2) < (n = p[1])) goto no;
+            x = op == OP_SHORT_BINUNICODE ? ost_str((const char *)p + 2, n) : ost_bytes(p + 2, n);
+            if (!x) goto no; /* not UTF-8: the general reader says so */
+            p += 2 + n;
+            break;
+        case OP_BINUNICODE:
+        case OP_BINBYTES:
+            if (end - p < 5 || (size_t)(end - p - 5) < (n = fast_le32(p + 1))) goto no;
+            x = op == OP_BINUNICODE ? ost_str((const char *)p + 5, n) : ost_bytes(p + 5, n);
+            if (!x) goto no;
+            p += 5 + n;
+            break;
+        case OP_EMPTY_LIST:
+            if (!(x = ost_list_new(0))) goto no;
+            p++;
+            break;
+        case OP_MARK:
+            if (nm == 2) goto no;
+            mark[nm++] = sp;
+            p++;
+            continue;
+        case OP_APPEND:
+        case OP_APPENDS: {
+            uint32_t base = op == OP_APPEND ? sp - 1 : nm ? mark[nm - 1] : 0;
+            if (op == OP_APPEND ? sp < 2 || (nm && mark[nm - 1] > base - 1) : !nm || base == 0 ||
+                (nm == 2 && mark[0] >= base))
+                goto no;
+            ost_list_obj *l = (ost_list_obj *)st[base - 1];
+            if (ost__type(st[base - 1]) != OST_T_LIST || ost__list_reserve(l, sp - base)) goto no;
+            memcpy(l->items + l->len, st + base, (sp - base) * sizeof *st);
+            l->len += sp - base;
+            sp = base;
+            nm -= op == OP_APPENDS;
+            p++;
+            continue;
+        }
+        case OP_TUPLE1:
+        case OP_TUPLE2:
+        case OP_TUPLE3:
+        case OP_TUPLE: {
+            /* only the state itself: the whole stack, then STOP, the end */
+            uint32_t want = op == OP_TUPLE ? 0 : (uint32_t)(op - OP_TUPLE1 + 1);
+            if (end - p != 2 || p[1] != OP_STOP || sp != v->n ||
+                (op == OP_TUPLE ? nm != 1 || mark[0] != 0 : nm != 0 || sp != want))
+                goto no;
+            ost_slots_obj *so = (ost_slots_obj *)obj;
+            for (uint32_t i = 0; i < sp; i++) {
+                ost_value old = so->slots[v->slot[i]];
+                so->slots[v->slot[i]] = st[i];
+                ost_decref(old);
+            }
+            return 0;
+        }
+        default: goto no;
+        }
+        if (sp == FAST_MAX) {
+            ost_decref(x);
+            goto no;
+        }
+        st[sp++] = x;
+    }
+no:
+    while (sp) ost_decref(st[--sp]);
+    return FAST_NO;
+}
+
+int ost__conn_fast_ref(ost_conn *c, const void *data, size_t len, ost_value *out) {
+    const uint8_t *p = data, *end = p + len, *q;
+    int64_t a, b;
+    ost_value o;
+    if (len < 8 || p[0] != OP_PROTO || p[1] < 2 || p[1] > 5 || !(q = fast_int(p + 2, end, &a)) ||
+        !(q = fast_int(q, end, &b)) || end - q != 3 || q[0] != OP_TUPLE2 ||
+        q[1] != OP_BINPERSID || q[2] != OP_STOP || a < 0 || b <= 0 || b > UINT32_MAX ||
+        ghost_of(c, (uint64_t)a, (uint32_t)b, &o))
+        return FAST_NO;
+    *out = ost_incref(o);
+    return 0;
+}
+
 /* Reads a positional record (its class id names version v of class
  * vcls) into ghost obj: the state tuple's item i goes to the slot of v's
  * field i, straight, when obj is an instance of vcls (whose slots v's map
@@ -503,6 +687,9 @@ static int class_of(ost_conn *c, uint32_t cid, ost_value *cls) {
  * would. OST_ECORRUPT when the state is no tuple of v's length. */
 static int load_positional(ost_conn *c, uint64_t oid, ost_value obj, ost_value vcls,
                            const ost__cver *v, const void *data, size_t len) {
+    ost__klass *k = ost__slotted(obj) && ost_instance_class(obj) == vcls
+                        ? ost__klass_of(vcls) : NULL;
+    if (k && !k->def.setstate && v->direct && load_fast(c, obj, v, data, len) == 0) return 0;
     ost_value t;
     int rc = ost_load(c->r, data, len, &t, NULL);
     if (rc) {
@@ -527,8 +714,6 @@ static int load_positional(ost_conn *c, uint64_t oid, ost_value obj, ost_value v
         return rc;
     }
     ost_tuple_obj *to = (ost_tuple_obj *)t;
-    ost__klass *k = ost__slotted(obj) && ost_instance_class(obj) == vcls
-                        ? ost__klass_of(vcls) : NULL;
     if (k && !k->def.setstate) {
         ost_slots_obj *so = (ost_slots_obj *)obj;
         for (uint32_t i = 0; i < v->n && !rc; i++) {
@@ -1077,6 +1262,59 @@ int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *ob
     return rc;
 }
 
+typedef struct {
+    uint64_t oid;
+    size_t g;
+} pf_order;
+
+static int pf_order_cmp(const void *a, const void *b) {
+    uint64_t x = ((const pf_order *)a)->oid, y = ((const pf_order *)b)->oid;
+    return x < y ? -1 : x > y;
+}
+
+/* ost_prefetch where reads cost no round trip (LMDB): the records of the
+ * ghosts objs[at[g]] (oids[g]) are read in oid order, so that the
+ * engine's last leaf serves the next oid without a descent, and kept as
+ * views (valid while the snapshot is pinned); then the ghosts load in
+ * objs' order. No read-ahead table: building and searching it cost a
+ * tenth of the demo's walk. As ost_prefetch's contract: a record missing
+ * or damaged loads nothing. */
+static int prefetch_local(ost_conn *c, ost_value *objs, const uint64_t *oids, const size_t *at,
+                          size_t ng) {
+    ost__recview *rv = malloc(ng * sizeof *rv);
+    pf_order *ord = NULL;
+    if (!rv) return ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
+    size_t s = 1;
+    while (s < ng && oids[s - 1] <= oids[s]) s++;
+    if (s < ng) {
+        if (!(ord = malloc(ng * sizeof *ord))) {
+            free(rv);
+            return ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);
+        }
+        for (size_t g = 0; g < ng; g++) ord[g] = (pf_order){oids[g], g};
+        qsort(ord, ng, sizeof *ord, pf_order_cmp);
+    }
+    int rc = 0;
+    for (size_t k = 0; k < ng && !rc; k++) {
+        size_t g = ord ? ord[k].g : k;
+        rc = get_record(c, oids[g], &rv[g]);
+        if (rc == OST_ENOTFOUND)
+            rc = ost__c_fail(c, rc, "%s: oid %llu: no such object", c->st->shown,
+                             (unsigned long long)oids[g]);
+    }
+    for (size_t g = 0; g < ng && !rc; g++) {
+        ost__pent *e = find_obj(c, objs[at[g]]);
+        if (!e) continue;
+        c->hint_oid = oids[g];
+        c->hint = rv[g];
+        c->hint_gen = c->snap_gen;
+        rc = activate_locked(c, e);
+    }
+    free(ord);
+    free(rv);
+    return rc;
+}
+
 int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
     if (!c) return OST_EINVAL;
     if (!c->st) return ost__conn_dead(c);
@@ -1108,6 +1346,10 @@ int ost_prefetch(ost_conn *c, ost_value *objs, size_t n) {
         at[ng++] = i;
     }
     if (!ng) goto out;
+    if (c->st->ops->flags & OST__ENG_LOCAL_READS) {
+        rc = prefetch_local(c, objs, oids, at, ng);
+        goto out;
+    }
     struct ost__pf *p = pf_table(c, ng);
     if (!p) {
         rc = ost__c_fail(c, OST_ENOMEM, "%s: out of memory", c->st->shown);

@@ -551,6 +551,8 @@ static int decode_val(ost_conn *c, ost__map *m, const uint8_t *key, size_t kl,
         *out = OST_NONE;
         return 0;
     }
+    /* most values are references: no reader for those */
+    if (ost__conn_fast_ref(c, e->data, e->len, out) == 0) return 0;
     char inner[sizeof c->msg];
     c->msg[0] = 0;
     int rc = e->len ? ost_load(c->r, e->data, e->len, out, NULL) : OST_ETRUNCATED;

@@ -332,6 +332,12 @@ int ost__conn_dead(ost_conn *c);
  * record (docs/format.md, "References"). A new reference in *pid; 0, or
  * the code of a failure to find or make the class id (message set). */
 int ost__conn_ref_pid(ost_conn *c, ost_value obj, uint64_t oid, ost_value *pid);
+/* A map entry's value pickle data[len] that is one reference (PROTO, the
+ * pair pid, BINPERSID, STOP), read without the reader: a new reference to
+ * its object (a ghost when not cached) in *out, and 0; 1 for any other
+ * pickle, or a pid it cannot use (the reader then reads it and words the
+ * failure). maplock held. */
+int ost__conn_fast_ref(ost_conn *c, const void *data, size_t len, ost_value *out);
 int ost__conn_get_locked(ost_conn *c, uint64_t oid, ost_value *obj);
 /* Reads the records of oids[0, n) (reordered in place) that neither the
  * cache nor the read-ahead table holds into that table, in one get_many

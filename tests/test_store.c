@@ -3243,6 +3243,42 @@ OST_TEST(store, a_read_only_store_opens_for_a_user_who_cannot_write_its_lock_fil
 
 /* ---- ost_prefetch ------------------------------------------------------------ */
 
+/* Ghosts given out of oid order (LMDB reads their records in oid order,
+ * then loads each in the order given), with repeats: each object gets
+ * its own record. */
+OST_TEST(store, prefetch_in_any_order_loads_each_ghost_with_its_own_record) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 200; i++) {
+        ost_value n = new_node();
+        set(n, "v", ost_int(i));
+        cr_assert_eq(ost_list_append(l, n), 0);
+    }
+    root_set(c, "nodes", l);
+    commit_ok(c);
+    ost_store_close(st);
+    st = open_store(false);
+    c = conn_of(st);
+    ost_value got = root_get(c, "nodes");
+    ost_value objs[250];
+    int want[250];
+    for (int i = 0; i < 200; i++) { /* 7 is prime to 200: each once, shuffled */
+        want[i] = (i * 7 + 3) % 200;
+        objs[i] = ost_item(got, (size_t)want[i]);
+    }
+    for (int i = 200; i < 250; i++) { /* repeats, reversed */
+        want[i] = 249 - i;
+        objs[i] = ost_item(got, (size_t)want[i]);
+    }
+    cr_assert_eq(ost_prefetch(c, objs, 250), 0, "%s", ost_conn_errmsg(c));
+    for (int i = 0; i < 250; i++) {
+        cr_assert_not(ost_is_ghost(objs[i]), "objs[%d] loaded", i);
+        cr_assert_eq(iattr(objs[i], "v"), want[i], "objs[%d] has its own state", i);
+    }
+    ost_store_close(st);
+}
+
 OST_TEST(store, prefetch_loads_the_ghosts_it_is_given) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
@@ -3641,6 +3677,268 @@ OST_TEST(store, a_positional_record_of_the_wrong_length_is_corrupt) {
              (unsigned long long)oid);
     cr_assert_str_eq(ost_conn_errmsg(c), want);
     ost_store_close(st);
+}
+
+/* The class id of class-table entry module.name (not a version's). */
+static uint32_t class_id_named(ost_store *st, const char *module, const char *name) {
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(st, &s), 0, "%s", ost_store_errmsg(st));
+    uint32_t id, found = 0;
+    const char *m, *n;
+    for (size_t i = 0; ost_snap_class(s, i, &id, &m, &n) == 0; i++)
+        if (!strcmp(m, module) && !strcmp(n, name)) found = id;
+    ost_snap_close(s);
+    cr_assert(found, "%s.%s is not in the class table", module, name);
+    return found;
+}
+
+/* Record oid's pickle replaced by p[0, n), its 16-byte header kept and
+ * its checksum made again (the store closed). */
+static void replace_pickle(uint64_t oid, const uint8_t *p, size_t n) {
+    uint8_t key[8];
+    size_t rn;
+    put_be64(key, oid);
+    uint8_t *rec = raw_get(F.dir, "records", key, 8, &rn);
+    cr_assert(rec, "no record of oid %llu", (unsigned long long)oid);
+    uint8_t *nrec = malloc(16 + n);
+    memcpy(nrec, rec, 16);
+    memcpy(nrec + 16, p, n);
+    seal_record(nrec, 16 + n, oid);
+    raw_put(F.dir, "records", key, 8, nrec, 16 + n);
+    free(rec);
+    free(nrec);
+}
+
+/* A positional state, as bytes to append to, for the tests below. */
+typedef struct {
+    uint8_t b[2048];
+    size_t n;
+} pbuf;
+
+static void pb(pbuf *p, const void *d, size_t n) {
+    cr_assert(p->n + n <= sizeof p->b);
+    memcpy(p->b + p->n, d, n);
+    p->n += n;
+}
+static void pb1(pbuf *p, int op) {
+    uint8_t c = (uint8_t)op;
+    pb(p, &c, 1);
+}
+static void pb_le(pbuf *p, uint64_t v, int w) {
+    for (int i = 0; i < w; i++) pb1(p, (int)(v >> (8 * i) & 0xFF));
+}
+/* LONG1 of the 8 bytes of v */
+static void pb_long8(pbuf *p, int64_t v) {
+    pb1(p, 0x8a);
+    pb1(p, 8);
+    pb_le(p, (uint64_t)v, 8);
+}
+/* the pair pid (oid, class id), oid as LONG1 when it needs more than 31 bits */
+static void pb_ref(pbuf *p, uint64_t oid, uint32_t cid) {
+    if (oid < 0x80000000u) {
+        pb1(p, 'J');
+        pb_le(p, oid, 4);
+    } else
+        pb_long8(p, (int64_t)oid);
+    pb1(p, 'J');
+    pb_le(p, cid, 4);
+    pb1(p, 0x86); /* TUPLE2 */
+    pb1(p, 'Q');  /* BINPERSID */
+}
+
+/* A state of storetest.Account(owner,balance,history) with every kind of
+ * value the writer puts in a positional record; memo adds a MEMOIZE after
+ * the owner, which only the general reader reads. */
+static void account_state(pbuf *p, bool memo, uint64_t ref, uint32_t cid) {
+    p->n = 0;
+    pb(p, "\x80\x04", 2);
+    static const char owner[] = "d\xc3\xb3r\xc3\xa4"; /* dórä */
+    pb1(p, 0x8c);
+    pb1(p, (int)strlen(owner));
+    pb(p, owner, strlen(owner));
+    if (memo) pb1(p, 0x94);
+    pb_long8(p, ((int64_t)1 << 62) + 5); /* balance */
+    pb1(p, ']');                          /* history */
+    pb1(p, '(');
+    pb1(p, 'N');
+    pb1(p, 0x88);
+    pb1(p, 0x89);
+    double d[] = {1.5, 1e300, -0.0};
+    for (size_t i = 0; i < 3; i++) {
+        uint64_t bits;
+        memcpy(&bits, &d[i], 8);
+        pb1(p, 'G');
+        for (int k = 7; k >= 0; k--) pb1(p, (int)(bits >> (8 * k) & 0xFF));
+    }
+    pb1(p, 'J');
+    pb_le(p, (uint64_t)(uint32_t)-5, 4);
+    pb1(p, 'M');
+    pb_le(p, 65535, 2);
+    pb1(p, 'K');
+    pb1(p, 7);
+    pb_long8(p, -((int64_t)1 << 40));
+    pb(p, "C\x02xy", 4); /* SHORT_BINBYTES */
+    uint8_t big[300];
+    memset(big, 'a', sizeof big);
+    pb1(p, 'X'); /* BINUNICODE */
+    pb_le(p, sizeof big, 4);
+    pb(p, big, sizeof big);
+    pb1(p, 'B'); /* BINBYTES */
+    pb_le(p, sizeof big, 4);
+    pb(p, big, sizeof big);
+    pb_ref(p, ref, cid);
+    pb_ref(p, (uint64_t)1 << 40, cid);
+    pb1(p, ']'); /* an empty list in the list */
+    pb1(p, 'e'); /* APPENDS */
+    pb1(p, 0x87); /* TUPLE3 */
+    pb1(p, '.');
+}
+
+/* ostore reads a positional record it wrote without the general pickle
+ * machine (store/conn.c, load_fast). Both ways must make the same object:
+ * one state is stored twice, once as the writer writes it and once with
+ * a MEMOIZE (which only the general reader reads), and the two objects
+ * are equal, value by value; a reference in either makes the same ghost,
+ * without reading its record. */
+OST_TEST(store, positional_records_read_the_same_by_either_path) {
+    LMDB_ONLY("the records are changed in the LMDB file");
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value a = new_acct("a", 1), b = new_acct("b", 2), r = new_acct("r", 3);
+    root_set(c, "a", a);
+    root_set(c, "b", b);
+    root_set(c, "r", r);
+    commit_ok(c);
+    uint64_t oa = ost_oid(c, a), ob = ost_oid(c, b), orf = ost_oid(c, r);
+    uint32_t cid = class_id_named(st, "storetest", "Account");
+    ost_store_close(st);
+    pbuf p;
+    account_state(&p, false, orf, cid);
+    replace_pickle(oa, p.b, p.n);
+    account_state(&p, true, orf, cid);
+    replace_pickle(ob, p.b, p.n);
+    st = open_store(false);
+    c = conn_of(st);
+    a = root_get(c, "a");
+    b = root_get(c, "b");
+    cr_assert_eq(ost_activate(c, a), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_activate(c, b), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_str_eq(sattr(a, "owner"), "d\xc3\xb3r\xc3\xa4");
+    cr_assert_eq(iattr(a, "balance"), ((int64_t)1 << 62) + 5);
+    ost_value ha = ost_instance_getattr(a, "history"), hb = ost_instance_getattr(b, "history");
+    cr_assert_eq(ost_typeof(ha), OST_T_LIST);
+    cr_assert_eq(ost_len(ha), 16);
+    for (size_t i = 0; i < 3; i++) {
+        const char *f = acct_fields[i];
+        cr_assert(ost_equal(ost_instance_getattr(a, f), ost_instance_getattr(b, f)),
+                  "field %s differs between the two paths", f);
+    }
+    for (size_t i = 0; i < ost_len(ha); i++) {
+        ost_value x = ost_item(ha, i), y = ost_item(hb, i);
+        cr_assert_eq(ost_typeof(x), ost_typeof(y), "history[%zu]: %s and %s", i,
+                     ost_type_name(ost_typeof(x)), ost_type_name(ost_typeof(y)));
+        cr_assert(ost_equal(x, y), "history[%zu] differs between the two paths", i);
+    }
+    /* the references: the very same ghosts, made without a read */
+    ost_value ref = ost_item(ha, 13), far = ost_item(ha, 14);
+    cr_assert_eq(ref, ost_item(hb, 13));
+    cr_assert_eq(far, ost_item(hb, 14));
+    cr_assert_eq(ost_oid(c, ref), orf);
+    cr_assert_eq(ost_oid(c, far), (uint64_t)1 << 40);
+    cr_assert(ost_is_ghost(far), "no record was read for the reference");
+    cr_assert_eq(ost_instance_class(far), F.acct);
+    cr_assert_eq(ost_activate(c, far), OST_ENOTFOUND, "oid 2^40 has no record");
+    cr_assert_eq(ost_activate(c, ref), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_str_eq(sattr(ref, "owner"), "r");
+    ost_store_close(st);
+}
+
+/* What the fast path cannot read goes to the general reader, which words
+ * the failure as before: text that is not UTF-8, a reference to a class
+ * id the class table lacks, a string running past the record's end. The
+ * object stays a ghost. */
+OST_TEST(store, a_damaged_positional_record_fails_as_the_general_reader_says) {
+    LMDB_ONLY("the records are changed in the LMDB file");
+    static const struct {
+        const char *what;
+        uint8_t p[24];
+        size_t n;
+        const char *says;
+    } cases[] = {
+        {"not UTF-8", {0x80, 4, 0x8c, 2, 0xff, 0xfe, 'K', 1, ']', 0x87, '.'}, 11,
+         "invalid UTF-8"},
+        {"an unknown class id",
+         {0x80, 4, 0x8c, 1, 'x', 'K', 1, 'K', 5, 'J', 0x0f, 0x27, 0, 0, 0x86, 'Q', 0x87, '.'},
+         18, "class id 9999: not in the class table"},
+        {"a string past the end", {0x80, 4, 0x8c, 40, 'x', 'K', 1, ']', 0x87, '.'}, 10,
+         "SHORT_BINUNICODE needs 40 bytes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ost_store *st = open_store(i == 0);
+        ost_conn *c = conn_of(st);
+        ost_value a = new_acct("a", 1);
+        root_set(c, "a", a);
+        commit_ok(c);
+        uint64_t oid = ost_oid(c, a);
+        ost_store_close(st);
+        replace_pickle(oid, cases[i].p, cases[i].n);
+        st = open_store(false);
+        c = conn_of(st);
+        a = root_get(c, "a");
+        int rc = ost_activate(c, a);
+        cr_assert_neq(rc, 0, "%s: loaded", cases[i].what);
+        cr_assert(strstr(ost_conn_errmsg(c), cases[i].says), "%s: %s", cases[i].what,
+                  ost_conn_errmsg(c));
+        cr_assert(ost_is_ghost(a), "%s: the object stays a ghost", cases[i].what);
+        ost_store_close(st);
+    }
+}
+
+static int u64_order(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ost__sort_unique (a prefetch's oids: a radix sort over the bytes in
+ * which they differ, none when already in order) gives what qsort and a
+ * pass dropping repeats give: small and large sets, narrow and wide
+ * spans, repeats, sorted and reversed input. */
+OST_TEST(store, sort_unique_sorts_and_drops_repeats) {
+    uint64_t seed = 12345;
+    size_t sizes[] = {0, 1, 2, 63, 64, 65, 1000, 20000};
+    uint64_t spans[] = {1, 300, 70000, (uint64_t)1 << 40, UINT64_MAX};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (size_t sp = 0; sp < sizeof spans / sizeof spans[0]; sp++)
+            for (int shape = 0; shape < 3; shape++) {
+                size_t n = sizes[si];
+                uint64_t *v = malloc((n + 1) * sizeof *v), *w = malloc((n + 1) * sizeof *w);
+                cr_assert(v && w);
+                uint64_t base = spans[sp] == UINT64_MAX ? 0 : 1000;
+                for (size_t i = 0; i < n; i++) {
+                    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                    uint64_t r = seed ^ seed >> 29;
+                    v[i] = spans[sp] == UINT64_MAX ? r : base + r % spans[sp];
+                }
+                if (shape) qsort(v, n, sizeof *v, u64_order);
+                if (shape == 2) /* reversed */
+                    for (size_t i = 0; i < n / 2; i++) {
+                        uint64_t t = v[i];
+                        v[i] = v[n - 1 - i];
+                        v[n - 1 - i] = t;
+                    }
+                memcpy(w, v, n * sizeof *v);
+                qsort(w, n, sizeof *w, u64_order);
+                size_t u = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (!u || w[i] != w[u - 1]) w[u++] = w[i];
+                size_t got = ost__sort_unique(v, n);
+                cr_assert_eq(got, u, "n %zu, span %llu, shape %d: %zu unique, %zu expected", n,
+                             (unsigned long long)spans[sp], shape, got, u);
+                cr_assert_arr_eq(v, w, u * sizeof *v, "n %zu, span %llu, shape %d", n,
+                                 (unsigned long long)spans[sp], shape);
+                free(v);
+                free(w);
+            }
 }
 
 /* ---- a format-3 store made before format 4 ---------------------------------- */

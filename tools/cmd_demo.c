@@ -784,7 +784,8 @@ static int wb_lgrow(walk_bufs *b, size_t want) {
  * itself between chunks) with its orders, which a range of the orders map
  * gives: from (first id,) to (last id + 1,) exclusive. *objects and
  * *entries get what was visited. */
-static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects,
+/* noinline: each phase is a symbol of its own for profilers (callgrind --toggle-collect) */
+__attribute__((noinline)) static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects,
                 uint64_t *entries, double *secs) {
     ost_conn *c;
     int rc = ost_conn_open(st, &c);
@@ -1000,7 +1001,7 @@ out:
 
 /* Looks up LOOKUPS random customers by id (each loaded, its number
  * checked), ids that are not there, and the first and last id. */
-static int lookups(ost_store *st, const shop *s, const counts *k) {
+__attribute__((noinline)) static int lookups(ost_store *st, const shop *s, const counts *k) {
     ost_conn *c;
     int rc = ost_conn_open(st, &c);
     if (rc) return fail("lookup: %s", ost_strerror(rc));
@@ -1105,7 +1106,7 @@ static int orders_of(ost_conn *c, ost_value om, int64_t id, ost_value cu, uint64
 /* Range queries: one customer's orders, shown; the orders of
  * RANGE_QUERIES random customers, counted against what was built; the
  * products of a range of skus, forwards and backwards. */
-static int ranges(ost_store *st, const counts *k) {
+__attribute__((noinline)) static int ranges(ost_store *st, const counts *k) {
     ost_conn *c;
     int rc = ost_conn_open(st, &c);
     if (rc) return fail("range: %s", ost_strerror(rc));
