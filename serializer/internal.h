@@ -392,6 +392,77 @@ void ost__ptrtab_free(ost__ptrtab *t);
 int ost__ptrtab_grow(ost__ptrtab *t);
 /* Removes key (if present), keeping probe chains intact. */
 void ost__ptrtab_del(ost__ptrtab *t, uintptr_t key);
+/* ---- flat records (serializer/flat.c) -----------------------------------
+ * The writer makes a positional record (format 4) a "flat" pickle: PROTO,
+ * then a tuple (TUPLE1-3, or MARK ... TUPLE) of immediates (BININT1,
+ * BININT2, BININT, LONG1, NONE, NEWTRUE, NEWFALSE, BINFLOAT), text and
+ * bytes (SHORT_BINUNICODE, BINUNICODE, SHORT_BINBYTES, BINBYTES),
+ * references (two ints, TUPLE2, BINPERSID: the pair pid) and lists of
+ * them (EMPTY_LIST, then MARK ... APPENDS or APPEND), then STOP, the last
+ * byte. Readers that need speed read that subset by hand (store/conn.c's
+ * load_fast, ost__flat_scan) and give anything else to the general
+ * reader, which words every error. */
+
+/* An int at p (BININT1, BININT2, BININT, or LONG1 of 1 to 8 bytes) in *v;
+ * the byte after it, or NULL when p holds none. */
+static inline const uint8_t *ost__flat_int(const uint8_t *p, const uint8_t *end, int64_t *v) {
+    ptrdiff_t left = end - p;
+    if (left < 2) return NULL;
+    switch (p[0]) {
+    case 'K': *v = p[1]; return p + 2; /* BININT1 */
+    case 'M':                          /* BININT2 */
+        if (left < 3) return NULL;
+        *v = (int64_t)p[1] | (int64_t)p[2] << 8;
+        return p + 3;
+    case 'J': /* BININT */
+        if (left < 5) return NULL;
+        *v = (int32_t)((uint32_t)p[1] | (uint32_t)p[2] << 8 | (uint32_t)p[3] << 16 |
+                       (uint32_t)p[4] << 24);
+        return p + 5;
+    case 0x8a: { /* LONG1: little-endian two's complement */
+        unsigned n = p[1];
+        if (n == 0 || n > 8 || left < 2 + (ptrdiff_t)n) return NULL;
+        uint64_t u = 0;
+        for (unsigned k = 0; k < n; k++) u |= (uint64_t)p[2 + k] << (8 * k);
+        if (n < 8 && (p[1 + n] & 0x80)) u |= ~(uint64_t)0 << (8 * n);
+        *v = (int64_t)u;
+        return p + 2 + n;
+    }
+    }
+    return NULL;
+}
+
+/* The pair pid (oid, class id) at p, as the writer makes a reference:
+ * two ints, TUPLE2, BINPERSID, with oid >= 0 and class id in 1 to
+ * 2^32 - 1. The byte after it, or NULL. */
+static inline const uint8_t *ost__flat_ref(const uint8_t *p, const uint8_t *end, uint64_t *oid,
+                                           uint32_t *cid) {
+    int64_t a, b;
+    const uint8_t *q = ost__flat_int(p, end, &a);
+    if (!q || !(q = ost__flat_int(q, end, &b)) || end - q < 2 || q[0] != 0x86 || q[1] != 'Q' ||
+        a < 0 || b <= 0 || b > UINT32_MAX)
+        return NULL;
+    *oid = (uint64_t)a;
+    *cid = (uint32_t)b;
+    return q + 2;
+}
+
+/* Whether data[len] is one reference and nothing else (PROTO, the pair
+ * pid, STOP: a map entry's value that is an object), its pid in *oid and
+ * *cid. */
+static inline bool ost__flat_lone_ref(const void *data, size_t len, uint64_t *oid, uint32_t *cid) {
+    const uint8_t *p = data, *end = p + len, *q;
+    return len >= 8 && p[0] == 0x80 && p[1] >= 2 && p[1] <= 5 &&
+           (q = ost__flat_ref(p + 2, end, oid, cid)) && end - q == 1 && q[0] == '.';
+}
+
+/* Checks that data[len] is a flat record that the general reader reads
+ * without error, and calls ref(ud, oid, cid) for each of its references
+ * (in order). 0; 1 (nothing called) for a pickle that is not flat or that
+ * holds more than 64 references: read it the general way. */
+int ost__flat_scan(const void *data, size_t len,
+                   void (*ref)(void *ud, uint64_t oid, uint32_t cid), void *ud);
+
 /* Calls fn(oid) for each persistent reference whose pid is an int or a
  * pair of ints (oid, class id: format 4), found by walking the opcodes
  * without building values. 0 or a reader code. */

@@ -514,35 +514,6 @@ enum { FAST_NO = 1 };
 
 static int ghost_of(ost_conn *c, uint64_t oid, uint32_t cid, ost_value *obj);
 
-/* An int at p (BININT1, BININT2, BININT, or LONG1 of at most 8 bytes) in
- * *v; the byte after it, or NULL when p holds none. */
-static inline const uint8_t *fast_int(const uint8_t *p, const uint8_t *end, int64_t *v) {
-    ptrdiff_t left = end - p;
-    if (left < 2) return NULL;
-    switch (p[0]) {
-    case OP_BININT1: *v = p[1]; return p + 2;
-    case OP_BININT2:
-        if (left < 3) return NULL;
-        *v = (int64_t)p[1] | (int64_t)p[2] << 8;
-        return p + 3;
-    case OP_BININT:
-        if (left < 5) return NULL;
-        *v = (int32_t)((uint32_t)p[1] | (uint32_t)p[2] << 8 | (uint32_t)p[3] << 16 |
-                       (uint32_t)p[4] << 24);
-        return p + 5;
-    case OP_LONG1: {
-        unsigned n = p[1];
-        if (n == 0 || n > 8 || left < 2 + (ptrdiff_t)n) return NULL;
-        uint64_t u = 0;
-        for (unsigned k = 0; k < n; k++) u |= (uint64_t)p[2 + k] << (8 * k);
-        if (n < 8 && (p[1 + n] & 0x80)) u |= ~(uint64_t)0 << (8 * n); /* negative */
-        *v = (int64_t)u;
-        return p + 2 + n;
-    }
-    }
-    return NULL;
-}
-
 static inline uint32_t fast_le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -562,29 +533,31 @@ static int load_fast(ost_conn *c, ost_value obj, const ost__cver *v, const uint8
         if (p >= end) goto no;
         int op = *p;
         ost_value x;
-        int64_t a, b;
+        int64_t a;
         size_t n;
         switch (op) {
         case OP_BININT1:
         case OP_BININT2:
         case OP_BININT:
-        case OP_LONG1:
-            if (!(q = fast_int(p, end, &a))) goto no;
-            r = fast_int(q, end, &b);
-            if (r && end - r >= 2 && r[0] == OP_TUPLE2 && r[1] == OP_BINPERSID) {
-                ost_value o;
-                if (a < 0 || b <= 0 || b > UINT32_MAX ||
-                    ghost_of(c, (uint64_t)a, (uint32_t)b, &o))
-                    goto no;
+        case OP_LONG1: {
+            uint64_t oid;
+            uint32_t cid;
+            ost_value o;
+            if ((r = ost__flat_ref(p, end, &oid, &cid))) {
+                if (ghost_of(c, oid, cid, &o)) goto no;
                 x = ost_incref(o);
-                p = r + 2;
-            } else {
+                p = r;
+                break;
+            }
+            if (!(q = ost__flat_int(p, end, &a))) goto no;
+            {
                 /* an int as the general reader makes it */
                 x = op == OP_LONG1 ? ost_int_from_bytes(p + 2, p[1]) : ost__small(a);
                 if (!x) goto no;
                 p = q;
             }
             break;
+        }
         case OP_NONE: x = OST_NONE, p++; break;
         case OP_NEWTRUE: x = OST_TRUE, p++; break;
         case OP_NEWFALSE: x = OST_FALSE, p++; break;
@@ -667,14 +640,10 @@ no:
 }
 
 int ost__conn_fast_ref(ost_conn *c, const void *data, size_t len, ost_value *out) {
-    const uint8_t *p = data, *end = p + len, *q;
-    int64_t a, b;
+    uint64_t oid;
+    uint32_t cid;
     ost_value o;
-    if (len < 8 || p[0] != OP_PROTO || p[1] < 2 || p[1] > 5 || !(q = fast_int(p + 2, end, &a)) ||
-        !(q = fast_int(q, end, &b)) || end - q != 3 || q[0] != OP_TUPLE2 ||
-        q[1] != OP_BINPERSID || q[2] != OP_STOP || a < 0 || b <= 0 || b > UINT32_MAX ||
-        ghost_of(c, (uint64_t)a, (uint32_t)b, &o))
-        return FAST_NO;
+    if (!ost__flat_lone_ref(data, len, &oid, &cid) || ghost_of(c, oid, cid, &o)) return FAST_NO;
     *out = ost_incref(o);
     return 0;
 }

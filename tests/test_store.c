@@ -3941,6 +3941,187 @@ OST_TEST(store, sort_unique_sorts_and_drops_repeats) {
             }
 }
 
+/* ---- flat records: ost__flat_scan against the general reader -------------- */
+
+typedef struct {
+    uint64_t oid[256];
+    uint32_t cid[256];
+    size_t n;
+    bool odd; /* a pid that is not a pair of ints */
+} seen_refs;
+
+static void scan_ref(void *ud, uint64_t oid, uint32_t cid) {
+    seen_refs *s = ud;
+    cr_assert(s->n < 256);
+    s->oid[s->n] = oid;
+    s->cid[s->n++] = cid;
+}
+
+static int load_ref(void *ud, ost_value pid, ost_value *obj) {
+    seen_refs *s = ud;
+    int64_t a, b;
+    if (ost_typeof(pid) == OST_T_TUPLE && ost_len(pid) == 2 &&
+        !ost_int_value(ost_item(pid, 0), &a) && !ost_int_value(ost_item(pid, 1), &b) && s->n < 256) {
+        s->oid[s->n] = (uint64_t)a;
+        s->cid[s->n++] = (uint32_t)b;
+    } else
+        s->odd = true;
+    *obj = OST_NONE;
+    return 0;
+}
+
+static uint64_t frng(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* One random value of the flat subset, now and then a little off it. */
+static void rand_value(pbuf *p, uint64_t *x, int depth) {
+    switch (frng(x) % 14) {
+    case 0: pb1(p, 'K'), pb1(p, (int)(frng(x) & 0xFF)); break;
+    case 1: pb1(p, 'M'), pb_le(p, frng(x), 2); break;
+    case 2: pb1(p, 'J'), pb_le(p, frng(x), 4); break;
+    case 3: { /* LONG1 of 0 to 9 bytes */
+        int n = (int)(frng(x) % 10);
+        pb1(p, 0x8a), pb1(p, n), pb_le(p, frng(x), n > 8 ? 8 : n);
+        if (n > 8) pb1(p, 0);
+        break;
+    }
+    case 4: pb1(p, "N\x88\x89"[frng(x) % 3]); break;
+    case 5: pb1(p, 'G'), pb_le(p, frng(x), 8); break;
+    case 6:
+    case 7: { /* text, now and then not UTF-8 */
+        int n = (int)(frng(x) % 12);
+        pb1(p, 0x8c), pb1(p, n);
+        for (int i = 0; i < n; i++)
+            pb1(p, frng(x) % 40 ? 'a' + (int)(frng(x) % 26) : (int)(0x80 + frng(x) % 0x80));
+        break;
+    }
+    case 8: pb1(p, 'C'), pb1(p, 3), pb(p, "\x00\xff\x10", 3); break;
+    case 9:
+    case 10: { /* a reference; now and then a pid no reference has */
+        uint64_t oid = frng(x) % 8 ? frng(x) % 100000 : frng(x) >> 20;
+        uint32_t cid = frng(x) % 10 ? (uint32_t)(1 + frng(x) % 50) : 0;
+        pb_ref(p, oid, cid);
+        break;
+    }
+    case 11:
+    case 12: /* a list */
+        if (depth) {
+            pb1(p, 'N');
+            break;
+        }
+        pb1(p, ']');
+        if (frng(x) % 2) {
+            rand_value(p, x, depth + 1);
+            pb1(p, 'a');
+        } else {
+            pb1(p, '(');
+            for (int i = (int)(frng(x) % 4); i > 0; i--) rand_value(p, x, depth + 1);
+            pb1(p, 'e');
+        }
+        break;
+    default: /* off the subset: a memo, a dict, a stray opcode */
+        pb1(p, "\x94}(0"[frng(x) % 4]);
+    }
+}
+
+/* ost__flat_scan (ost_store_check's reading of positional records) says
+ * "flat" only for pickles the general reader reads without error, and
+ * reports the references the general reader hands its persistent_load,
+ * in the same order: random records of the subset and near it. */
+OST_TEST(store, flat_scan_agrees_with_the_general_reader) {
+    uint64_t x = 88172645463325252ULL;
+    ost_reader *r = ost_reader_new();
+    cr_assert(r);
+    int flat = 0, other = 0;
+    for (int it = 0; it < 20000; it++) {
+        pbuf p = {.n = 0};
+        pb(&p, "\x80\x04", 2);
+        int n = (int)(frng(&x) % 6);
+        bool marked = n > 3 || frng(&x) % 3 == 0;
+        if (marked) pb1(&p, '(');
+        for (int i = 0; i < n; i++) rand_value(&p, &x, 0);
+        if (marked) pb1(&p, 't');
+        else pb1(&p, n == 0 ? ')' : 0x84 + n);
+        pb1(&p, '.');
+        if (frng(&x) % 20 == 0) p.n -= 1 + frng(&x) % p.n / 2; /* truncated */
+        else if (frng(&x) % 30 == 0) pb1(&p, 'N');           /* a byte past STOP */
+        seen_refs a = {.n = 0}, b = {.n = 0};
+        if (ost__flat_scan(p.b, p.n, scan_ref, &a) != 0) {
+            cr_assert_eq(a.n, 0, "a pickle that is not flat reported references");
+            other++;
+            continue;
+        }
+        flat++;
+        ost_reader_set_persistent_load(r, load_ref, &b);
+        ost_value v;
+        int rc = ost_load(r, p.b, p.n, &v, NULL);
+        cr_assert_eq(rc, 0, "iteration %d: flat, but the reader says %s", it, ost_reader_errmsg(r));
+        cr_assert_eq(ost_typeof(v), OST_T_TUPLE);
+        ost_release(v);
+        cr_assert_not(b.odd);
+        cr_assert_eq(a.n, b.n, "iteration %d: %zu references scanned, %zu read", it, a.n, b.n);
+        for (size_t i = 0; i < a.n; i++)
+            cr_assert(a.oid[i] == b.oid[i] && a.cid[i] == b.cid[i], "iteration %d: reference %zu",
+                      it, i);
+    }
+    ost_reader_free(r);
+    /* neither side vacuous */
+    cr_assert_gt(flat, 3000, "%d flat records", flat);
+    cr_assert_gt(other, 3000, "%d other records", other);
+}
+
+/* ost_store_check reads positional records without the general reader
+ * (ost__flat_scan) and still finds what is wrong in them: a reference to
+ * an oid with no record, one naming a class id the table lacks, text that
+ * is not UTF-8 (the general reader's words), each reported once, for its
+ * record. */
+OST_TEST(store, check_finds_what_is_wrong_in_positional_records) {
+    LMDB_ONLY("the records are changed in the LMDB file");
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value a = new_acct("a", 1), b = new_acct("b", 2), d = new_acct("d", 3);
+    root_set(c, "a", a);
+    root_set(c, "b", b);
+    root_set(c, "d", d);
+    commit_ok(c);
+    uint64_t oa = ost_oid(c, a), ob = ost_oid(c, b), od = ost_oid(c, d);
+    uint32_t cid = class_id_named(st, "storetest", "Account");
+    check_clean(st, 0);
+    ost_store_close(st);
+    pbuf p = {.n = 0};
+    /* a: ('x', 1, [ref to 999999]) */
+    pb(&p, "\x80\x04\x8c\x01xK\x01]", 8);
+    pb_ref(&p, 999999, cid);
+    pb(&p, "a\x87.", 3);
+    replace_pickle(oa, p.b, p.n);
+    /* b: ('x', 1, [ref to d as class id 4000]) */
+    p.n = 0;
+    pb(&p, "\x80\x04\x8c\x01xK\x01]", 8);
+    pb_ref(&p, od, 4000);
+    pb(&p, "a\x87.", 3);
+    replace_pickle(ob, p.b, p.n);
+    /* d: owner not UTF-8 */
+    static const uint8_t bad[] = {0x80, 4, 0x8c, 1, 0xff, 'K', 1, ']', 0x87, '.'};
+    replace_pickle(od, bad, sizeof bad);
+    st = open_store(false);
+    reports r = {0};
+    int rc = ost_store_check(st, collect, &r, NULL);
+    cr_assert_neq(rc, 0, "check passed a damaged store");
+    cr_assert_eq(r.n, 3, "%d problems: %s | %s", r.n, r.msg[0], r.n > 1 ? r.msg[1] : "");
+    bool missing = false, unknown = false, utf8 = false;
+    for (int i = 0; i < r.n; i++) {
+        if (r.oid[i] == oa && r.missing[i] == 999999) missing = true;
+        if (r.oid[i] == ob && strstr(r.msg[i], "class id 4000")) unknown = true;
+        if (r.oid[i] == od && strstr(r.msg[i], "invalid UTF-8")) utf8 = true;
+    }
+    cr_assert(missing && unknown && utf8, "%s | %s | %s", r.msg[0], r.msg[1], r.msg[2]);
+    ost_store_close(st);
+}
+
 /* ---- a format-3 store made before format 4 ---------------------------------- */
 
 /* A u64 of the store's meta table, read from the LMDB file. */
