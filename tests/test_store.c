@@ -3941,6 +3941,42 @@ OST_TEST(store, sort_unique_sorts_and_drops_repeats) {
             }
 }
 
+/* A connection's reads verify the pages they cross, once per snapshot;
+ * on LMDB the next connection takes the verified pages of the last one
+ * closed, for as long as no commit came between. After a commit that
+ * moved every record, a new connection reads the new records (not the
+ * last one's pages), and one that reads the same snapshot reads the same. */
+OST_TEST(store, a_new_connection_reads_the_snapshot_it_opens_not_the_last_ones_pages) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value l = ost_list_new(0);
+    for (int i = 0; i < 3000; i++) cr_assert_eq(ost_list_append(l, new_acct("x", i)), 0);
+    root_set(c, "accts", l);
+    commit_ok(c);
+    for (int round = 0; round < 3; round++) {
+        /* a reader reads every record, then closes */
+        ost_conn *r = conn_of(st);
+        ost_value got = root_get(r, "accts");
+        cr_assert_eq(ost_len(got), 3000);
+        for (int i = 0; i < 3000; i += 7)
+            cr_assert_eq(iattr(ost_item(got, (size_t)i), "balance"), i * (round + 1));
+        ost_conn_close(r);
+        /* every record changes: new pages */
+        ost_value mine = root_get(c, "accts");
+        for (int i = 0; i < 3000; i++)
+            set(ost_item(mine, (size_t)i), "balance", ost_int((int64_t)i * (round + 2)));
+        commit_ok(c);
+        ost_conn *n = conn_of(st);
+        got = root_get(n, "accts");
+        for (int i = 0; i < 3000; i += 7)
+            cr_assert_eq(iattr(ost_item(got, (size_t)i), "balance"), i * (round + 2),
+                         "round %d, account %d", round, i);
+        ost_conn_close(n);
+    }
+    check_passes(st);
+    ost_store_close(st);
+}
+
 /* ---- flat records: ost__flat_scan against the general reader -------------- */
 
 typedef struct {

@@ -58,7 +58,12 @@ static void lmdb_sess_close(ost__sess *s) {
     s->live = false;
     uv_rwlock_rdunlock(&s->st->eng->maplock);
     unlist(s);
-    ost__gd_free(s->gd);
+    ost__gd_unbind(s->gd);
+    uv_mutex_lock(&s->st->lock);
+    ost__gd *old = s->e->spare_gd;
+    s->e->spare_gd = s->gd;
+    uv_mutex_unlock(&s->st->lock);
+    ost__gd_free(old);
     free(s);
 }
 
@@ -93,6 +98,12 @@ static int damaged(ost__sess *s, int rc, const char *what) {
 /* Binds the session's guard to its just (re)opened read transaction: 0,
  * 1 (renew and try again: guard.h), or a code with the message set. */
 static int bind_guard(ost__sess *s) {
+    if (!s->gd) { /* the last closed session's, whose checks may still hold */
+        uv_mutex_lock(&s->st->lock);
+        s->gd = s->e->spare_gd;
+        s->e->spare_gd = NULL;
+        uv_mutex_unlock(&s->st->lock);
+    }
     if (!s->gd) {
         int rc = ost__gd_new(s->st, &s->gd);
         if (rc) return ost__st_fail(s->st, rc, "%s: out of memory", s->st->shown);

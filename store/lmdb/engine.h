@@ -33,6 +33,11 @@ struct ost__engine {
     size_t map_size;
     uint64_t file_size;
     ost__sess *sessions; /* those with a read transaction (under st->lock) */
+    /* the guard of the last session closed (under st->lock), for the next
+     * session: its pages verified in a snapshot stay verified for a
+     * session that reads the same one (a connection per phase or per
+     * request verified every page it read again) */
+    struct ost__gd *spare_gd;
     ost__engine *next_open; /* the process's open LMDB stores (env.c) */
 };
 

@@ -641,6 +641,7 @@ void ost__lmdb_env_close(ost__engine *e) {
         }
     uv_mutex_unlock(&g_open_lock);
     uv_rwlock_destroy(&e->maplock);
+    ost__gd_free(e->spare_gd);
     if (st->eng == e) st->eng = NULL;
     free(st->path); /* open made it */
     st->path = NULL;
