@@ -69,11 +69,8 @@ int ost__flat_scan(const void *data, size_t len,
             continue;
         case OP_APPEND:
         case OP_APPENDS: {
-            uint32_t base = op == OP_APPEND ? sp - 1 : nm ? mark[nm - 1] : 0;
-            if (op == OP_APPEND ? sp < 2 || (nm && mark[nm - 1] > base - 1)
-                                : !nm || base == 0 || (nm == 2 && mark[0] >= base))
-                return 1;
-            if (!list_at[base - 1]) return 1;
+            uint32_t base;
+            if (!ost__flat_append_at(op, sp, mark, nm, &base) || !list_at[base - 1]) return 1;
             sp = base;
             nm -= op == OP_APPENDS;
             p++;
@@ -84,10 +81,7 @@ int ost__flat_scan(const void *data, size_t len,
         case OP_TUPLE3:
         case OP_TUPLE: {
             /* the state itself: the whole stack, then STOP, the end */
-            uint32_t want = op == OP_TUPLE ? 0 : (uint32_t)(op - OP_TUPLE1 + 1);
-            if (end - p != 2 || p[1] != OP_STOP ||
-                (op == OP_TUPLE ? nm != 1 || mark[0] != 0 : nm != 0 || sp != want))
-                return 1;
+            if (!ost__flat_tuple_ends(op, p, end, sp, mark, nm)) return 1;
             for (size_t i = 0; i < nrefs; i++) ref(ud, oids[i], cids[i]);
             return 0;
         }

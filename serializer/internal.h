@@ -447,6 +447,30 @@ static inline const uint8_t *ost__flat_ref(const uint8_t *p, const uint8_t *end,
     return q + 2;
 }
 
+/* A flat reader's stack: sp values, nm (0 to 2) marks at mark[]. Whether
+ * APPEND ('a') or APPENDS ('e') may add to the value under its items,
+ * which start at *base: one item above that value (APPEND), or those above
+ * the last mark (APPENDS), the value itself above any mark before. */
+static inline bool ost__flat_append_at(int op, uint32_t sp, const uint32_t *mark, uint32_t nm,
+                                       uint32_t *base) {
+    if (op == 'a') {
+        *base = sp - 1;
+        return sp >= 2 && (!nm || mark[nm - 1] <= sp - 2);
+    }
+    *base = nm ? mark[nm - 1] : 0;
+    return nm && *base > 0 && !(nm == 2 && mark[0] >= *base);
+}
+
+/* Whether TUPLE1-3 or TUPLE at p closes the whole state: STOP follows as
+ * the last byte, and the tuple takes every value on the stack (TUPLE: from
+ * the one mark, at the bottom). */
+static inline bool ost__flat_tuple_ends(int op, const uint8_t *p, const uint8_t *end, uint32_t sp,
+                                        const uint32_t *mark, uint32_t nm) {
+    if (end - p != 2 || p[1] != '.') return false;
+    if (op == 't') return nm == 1 && mark[0] == 0;
+    return nm == 0 && sp == (uint32_t)(op - 0x85 + 1);
+}
+
 /* Whether data[len] is one reference and nothing else (PROTO, the pair
  * pid, STOP: a map entry's value that is an object), its pid in *oid and
  * *cid. */

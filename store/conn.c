@@ -596,10 +596,8 @@ static int load_fast(ost_conn *c, ost_value obj, const ost__cver *v, const uint8
             continue;
         case OP_APPEND:
         case OP_APPENDS: {
-            uint32_t base = op == OP_APPEND ? sp - 1 : nm ? mark[nm - 1] : 0;
-            if (op == OP_APPEND ? sp < 2 || (nm && mark[nm - 1] > base - 1) : !nm || base == 0 ||
-                (nm == 2 && mark[0] >= base))
-                goto no;
+            uint32_t base;
+            if (!ost__flat_append_at(op, sp, mark, nm, &base)) goto no;
             ost_list_obj *l = (ost_list_obj *)st[base - 1];
             if (ost__type(st[base - 1]) != OST_T_LIST || ost__list_reserve(l, sp - base)) goto no;
             memcpy(l->items + l->len, st + base, (sp - base) * sizeof *st);
@@ -614,10 +612,7 @@ static int load_fast(ost_conn *c, ost_value obj, const ost__cver *v, const uint8
         case OP_TUPLE3:
         case OP_TUPLE: {
             /* only the state itself: the whole stack, then STOP, the end */
-            uint32_t want = op == OP_TUPLE ? 0 : (uint32_t)(op - OP_TUPLE1 + 1);
-            if (end - p != 2 || p[1] != OP_STOP || sp != v->n ||
-                (op == OP_TUPLE ? nm != 1 || mark[0] != 0 : nm != 0 || sp != want))
-                goto no;
+            if (sp != v->n || !ost__flat_tuple_ends(op, p, end, sp, mark, nm)) goto no;
             ost_slots_obj *so = (ost_slots_obj *)obj;
             for (uint32_t i = 0; i < sp; i++) {
                 ost_value old = so->slots[v->slot[i]];
@@ -963,6 +958,17 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
     return 0;
 }
 
+/* activate_locked of e from record view rv (read in this pinned
+ * snapshot), or, when rv is NULL, from a read of its own. */
+static int activate_from(ost_conn *c, ost__pent *e, const ost__recview *rv) {
+    if (rv) {
+        c->hint_oid = e->oid;
+        c->hint = *rv;
+        c->hint_gen = c->snap_gen;
+    }
+    return activate_locked(c, e);
+}
+
 int ost_activate(ost_conn *c, ost_value obj) {
     if (!c) return OST_EINVAL;
     if (!c->st) return ost__conn_dead(c);
@@ -1191,12 +1197,8 @@ int ost_conn_get_many(ost_conn *c, const uint64_t *oids, size_t n, ost_value *ob
         for (size_t i = 0; i < n && !rc; i++) {
             ost__pent *e = find_obj(c, objs[i]);
             if (!e || !ost__pers_is(objs[i], OST__F_GHOST)) continue;
-            if (rv[i].pickle) { /* the record get_locked read */
-                c->hint_oid = oids[i];
-                c->hint = rv[i];
-                c->hint_gen = c->snap_gen;
-            }
-            rc = activate_locked(c, e);
+            /* from the record get_locked read, if it read one */
+            rc = activate_from(c, e, rv[i].pickle ? &rv[i] : NULL);
         }
         free(rv);
         unpin(c);
@@ -1273,11 +1275,7 @@ static int prefetch_local(ost_conn *c, ost_value *objs, const uint64_t *oids, co
     }
     for (size_t g = 0; g < ng && !rc; g++) {
         ost__pent *e = find_obj(c, objs[at[g]]);
-        if (!e) continue;
-        c->hint_oid = oids[g];
-        c->hint = rv[g];
-        c->hint_gen = c->snap_gen;
-        rc = activate_locked(c, e);
+        if (e) rc = activate_from(c, e, &rv[g]);
     }
     free(ord);
     free(rv);

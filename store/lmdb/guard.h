@@ -11,7 +11,10 @@
  * the verified page numbers (and, for each, the one place in the tree it
  * was reached from), kept while the snapshot's transaction id stays the
  * same (no commit in between: no page of it changed) and cleared when it
- * moves. guard.c opens with the list of what a page must pass.
+ * moves. A session that closes leaves its guard to the next session the
+ * engine opens (engine.h, spare_gd), whose reads of the same snapshot
+ * need not verify the pages again. guard.c opens with the list of what a
+ * page must pass.
  *
  * Write transactions (inside commit) still read through liblmdb: their
  * dirty pages are not in the map.
