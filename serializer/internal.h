@@ -403,6 +403,11 @@ void ost__ptrtab_del(ost__ptrtab *t, uintptr_t key);
  * load_fast, ost__flat_scan) and give anything else to the general
  * reader, which words every error. */
 
+/* The little-endian 32-bit length at p (BINUNICODE's, BINBYTES'). */
+static inline uint32_t ost__flat_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 /* An int at p (BININT1, BININT2, BININT, or LONG1 of 1 to 8 bytes) in *v;
  * the byte after it, or NULL when p holds none. */
 static inline const uint8_t *ost__flat_int(const uint8_t *p, const uint8_t *end, int64_t *v) {
@@ -416,8 +421,7 @@ static inline const uint8_t *ost__flat_int(const uint8_t *p, const uint8_t *end,
         return p + 3;
     case 'J': /* BININT */
         if (left < 5) return NULL;
-        *v = (int32_t)((uint32_t)p[1] | (uint32_t)p[2] << 8 | (uint32_t)p[3] << 16 |
-                       (uint32_t)p[4] << 24);
+        *v = (int32_t)ost__flat_le32(p + 1);
         return p + 5;
     case 0x8a: { /* LONG1: little-endian two's complement */
         unsigned n = p[1];

@@ -514,10 +514,6 @@ enum { FAST_NO = 1 };
 
 static int ghost_of(ost_conn *c, uint64_t oid, uint32_t cid, ost_value *obj);
 
-static inline uint32_t fast_le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Reads positional record data[len] of class version v into obj, an
  * instance of v's class with slots and no setstate (v->direct: every
  * field has a slot). 0, or FAST_NO (nothing changed: read it the general
@@ -550,12 +546,10 @@ static int load_fast(ost_conn *c, ost_value obj, const ost__cver *v, const uint8
                 break;
             }
             if (!(q = ost__flat_int(p, end, &a))) goto no;
-            {
-                /* an int as the general reader makes it */
-                x = op == OP_LONG1 ? ost_int_from_bytes(p + 2, p[1]) : ost__small(a);
-                if (!x) goto no;
-                p = q;
-            }
+            /* an int as the general reader makes it */
+            x = op == OP_LONG1 ? ost_int_from_bytes(p + 2, p[1]) : ost__small(a);
+            if (!x) goto no;
+            p = q;
             break;
         }
         case OP_NONE: x = OST_NONE, p++; break;
@@ -580,7 +574,7 @@ static int load_fast(ost_conn *c, ost_value obj, const ost__cver *v, const uint8
             break;
         case OP_BINUNICODE:
         case OP_BINBYTES:
-            if (end - p < 5 || (size_t)(end - p - 5) < (n = fast_le32(p + 1))) goto no;
+            if (end - p < 5 || (size_t)(end - p - 5) < (n = ost__flat_le32(p + 1))) goto no;
             x = op == OP_BINUNICODE ? ost_str((const char *)p + 5, n) : ost_bytes(p + 5, n);
             if (!x) goto no;
             p += 5 + n;

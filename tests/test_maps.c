@@ -2083,6 +2083,52 @@ OST_TEST(maps, check_reports_a_dangling_reference_in_a_map_value) {
     ost_store_close(st);
 }
 
+/* A map value that is one reference is read without the pickle reader
+ * (store/conn.c, ost__conn_fast_ref); one it cannot use, a reference
+ * naming a class id the class table lacks, goes to the reader, whose
+ * failure is the entry's: OST_ECORRUPT naming the map, the key and the
+ * class id, for a get and for a cursor; the other entries read. */
+OST_TEST(maps, a_map_value_referring_to_an_unknown_class_id_fails_as_the_reader_says) {
+    LMDB_ONLY("the damage is made with raw LMDB");
+    uint64_t moid, item2;
+    store_for_check(&moid, &item2);
+    uint8_t key[16];
+    size_t kl = ment_key(key, moid, "bad", 3);
+    size_t n;
+    uint8_t *val = raw_get(F.dir, "mapents", key, kl, &n);
+    cr_assert(val);
+    /* PROTO 4, BININT item2, BININT 4000, TUPLE2, BINPERSID, STOP */
+    uint8_t nv[12 + 15] = {0};
+    memcpy(nv, val, 12);
+    uint8_t *p = nv + 12;
+    *p++ = 0x80, *p++ = 4, *p++ = 'J';
+    for (int i = 0; i < 4; i++) *p++ = (uint8_t)(item2 >> (8 * i));
+    *p++ = 'J', *p++ = 0xa0, *p++ = 0x0f, *p++ = 0, *p++ = 0;
+    *p++ = 0x86, *p++ = 'Q', *p++ = '.';
+    seal_entry(key, kl, nv, (size_t)(p - nv));
+    raw_put(F.dir, "mapents", key, kl, nv, (size_t)(p - nv));
+    free(val);
+    ost_store *st = open_store(false);
+    ost_conn *c = conn_of(st);
+    ost_value m = root_map(c, "m");
+    cr_assert_eq(mget_rc(c, m, ost_str_c("bad")), OST_ECORRUPT);
+    const char *msg = ost_conn_errmsg(c);
+    expect_map_oid(msg, moid);
+    cr_assert(strstr(msg, "'bad'") && strstr(msg, "class id 4000"), "%s", msg);
+    cr_assert_eq(item_n(c, mget(c, m, ost_str_c("good"))), 1, "the others read");
+    ost_map_cursor *cur;
+    cr_assert_eq(ost_map_cursor_open(c, m, NULL, &cur), 0);
+    ost_value k, v;
+    int rc, seen = 0;
+    while ((rc = ost_map_cursor_next(cur, &k, &v)) == 0) seen++;
+    ost_map_cursor_close(cur);
+    cr_assert_eq(rc, OST_ECORRUPT, "the cursor stops at the entry: %s", ost_err_name(rc));
+    cr_assert(strstr(ost_conn_errmsg(c), "class id 4000"), "%s", ost_conn_errmsg(c));
+    cr_assert_eq(seen, 0, "'bad' is the first key");
+    ost_conn_close(c);
+    ost_store_close(st);
+}
+
 /* ======================================================================= */
 /* 11. a million entries, flat memory                                       */
 /* ======================================================================= */

@@ -784,9 +784,8 @@ static int wb_lgrow(walk_bufs *b, size_t want) {
  * itself between chunks) with its orders, which a range of the orders map
  * gives: from (first id,) to (last id + 1,) exclusive. *objects and
  * *entries get what was visited. */
-/* noinline: each phase is a symbol of its own for profilers (callgrind --toggle-collect) */
-__attribute__((noinline)) static int walk(ost_store *st, const shop *s, const counts *k, uint64_t *objects,
-                uint64_t *entries, double *secs) {
+__attribute__((noinline)) static int walk(ost_store *st, const shop *s, const counts *k,
+                                          uint64_t *objects, uint64_t *entries, double *secs) {
     ost_conn *c;
     int rc = ost_conn_open(st, &c);
     if (rc) return fail("walk: %s", ost_strerror(rc));
@@ -1000,7 +999,9 @@ out:
 /* ---- phase 3: point lookups and ranges ------------------------------------------------- */
 
 /* Looks up LOOKUPS random customers by id (each loaded, its number
- * checked), ids that are not there, and the first and last id. */
+ * checked), ids that are not there, and the first and last id. The
+ * phases (walk, lookups, ranges) are noinline: each a symbol of its own
+ * for a profiler (callgrind --toggle-collect='lookups*', docs/benchmarks.md). */
 __attribute__((noinline)) static int lookups(ost_store *st, const shop *s, const counts *k) {
     ost_conn *c;
     int rc = ost_conn_open(st, &c);
