@@ -3182,6 +3182,60 @@ OST_TEST(store, a_create_that_fails_leaves_nothing_it_made) {
 }
 
 OST_TEST(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }
+
+/* In a child of its own mount namespace: a store on a 1 MiB tmpfs, the
+ * rest of the disk filled by another file; the first commit of a new
+ * object, which takes a block of oids in a write of its own, fails saying
+ * the disk is full (it said "input/output error" when LMDB's short write
+ * came back as EIO), and the store keeps what it had. */
+static int reserve_on_a_full_disk(void *arg) {
+    (void)arg;
+    char mnt[256], dir[300], fill[300];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+        fprintf(stderr, "skip: a tmpfs of its own: %s\n", strerror(errno));
+        return SKIP_STATUS;
+    }
+    snprintf(dir, sizeof dir, "%s/db", mnt);
+    snprintf(fill, sizeof fill, "%s/fill", mnt);
+    ost_store_options o = opts_for(true);
+    ost_store *st;
+    ost_conn *c;
+    int rc = child_open(dir, &o, &st, &c);
+    if (rc) return rc;
+    ost_root_set(c, ost_str_c("before"), ost_int(7));
+    CHILD_CHECK(ost_commit(c) == 0, "the first commit: %s", ost_conn_errmsg(c));
+    int fd = open(fill, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHILD_CHECK(fd >= 0, "%s: %s", fill, strerror(errno));
+    static char block[4096];
+    while (write(fd, block, sizeof block) > 0) {}
+    close(fd);
+    ost_value n = ost_instance_new(ost_incref(F.node));
+    CHILD_CHECK(n, "a node");
+    ost_root_set(c, ost_str_c("after"), n);
+    rc = ost_commit(c);
+    const char *msg = ost_conn_errmsg(c);
+    CHILD_CHECK(rc == OST_EIO, "the commit on a full disk: %s: %s", ost_err_name(rc), msg);
+    CHILD_CHECK(strstr(msg, "no space left on device") && strstr(msg, dir), "%s", msg);
+    CHILD_CHECK(!strstr(msg, "failed: Input/output error"), "%s", msg);
+    ost_abort(c);
+    CHILD_CHECK(ival(root_get(c, "before")) == 7, "the store lost what it had");
+    CHILD_CHECK(root_get(c, "after") == 0, "the failed commit left its key");
+    ost_store_close(st);
+    return 0;
+}
+
+OST_TEST(store, reserving_oids_on_a_full_disk_says_so) {
+    LMDB_ONLY("a store on a full tmpfs (a PostgreSQL server's full disk is not tested here)");
+    char mnt[256];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    cr_assert_eq(mkdir(mnt, 0755), 0);
+    if (geteuid() != 0) cr_skip_test("a tmpfs of its own needs root");
+    int status = wait_child(spawn(reserve_on_a_full_disk, NULL));
+    if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
+    cr_assert_eq(status, 0, "the child failed (its stderr says why)");
+}
 OST_TEST(store, a_group_commit_on_a_full_disk_says_so) { full_disk(true); }
 
 /* In a child, as a user who may read the store but not write its

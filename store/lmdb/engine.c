@@ -546,17 +546,13 @@ static int lmdb_class_id(ost__engine *e, const char *module, size_t mlen, const 
 
 /* ---- oid blocks ---------------------------------------------------------------- */
 
-/* Takes want oids from meta.next_oid in a write transaction of its own:
- * the caller owns [*first, *first + want). Thread safe. 0; OST_ECORRUPT
- * when meta.next_oid is past OST__OID_LIMIT (damage: the block would wrap
- * to oids in use), OST_ELIMIT when the block would pass it; or the code of
- * an LMDB error. */
+/* Moves meta.next_oid on by want in t: 0; OST_ECORRUPT when meta.next_oid
+ * is past OST__OID_LIMIT (damage: the block would wrap to oids in use),
+ * OST_ELIMIT when the block would pass it; or an LMDB code. */
 struct oid_try {
     uint64_t want, first;
 };
 
-/* Moves meta.next_oid on by want in t: 0, OST_ECORRUPT, OST_ELIMIT (as
- * ost__reserve_oids says) or an LMDB code. */
 static int oid_try(ost_store *st, MDB_txn *t, void *ud) {
     struct oid_try *ot = ud;
     MDB_val k = {8, "next_oid"}, v;
@@ -575,22 +571,26 @@ static int oid_try(ost_store *st, MDB_txn *t, void *ud) {
     return rc;
 }
 
-int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first) {
+/* Takes want oids from meta.next_oid in a write transaction of its own:
+ * the caller owns [*first, *first + want). Thread safe. The message of a
+ * failure is worded from LMDB's own result, so that a write cut short by a
+ * full disk (EIO from mdb_page_flush) says so. */
+static int lmdb_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
+    ost_store *st = e->st;
     if (st->read_only) return OST_EREADONLY;
     struct oid_try ot = {want, 0};
     int rc = ost__lmdb_txn_retry(st, 0, oid_try, &ot);
-    if (rc) return OST__OURS(rc) ? rc : ost__mdb_code(rc);
-    *first = ot.first;
-    return 0;
-}
-
-static int lmdb_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
-    int rc = ost__reserve_oids(e->st, want, first);
-    if (!rc) return 0;
+    if (!rc) {
+        *first = ot.first;
+        return 0;
+    }
     if (rc == OST_ELIMIT)
-        return ost__st_fail(e->st, rc, "%s: no %llu more oids below 2^63", e->st->shown,
+        return ost__st_fail(st, rc, "%s: no %llu more oids below 2^63", st->shown,
                             (unsigned long long)want);
-    return ost__st_fail(e->st, rc, "%s: reserving oids: %s", e->st->shown, ost_strerror(rc));
+    if (OST__OURS(rc))
+        return ost__st_fail(st, rc, "%s: reserving oids: %s", st->shown, ost_strerror(rc));
+    return ost__st_fail(st, ost__mdb_code(rc), "%s: reserving oids: %s", st->shown,
+                        ost__mdb_strerror(st, rc));
 }
 
 /* ---- commits ------------------------------------------------------------------------ */

@@ -200,6 +200,4 @@ int ost__ensure_room(ost_store *st, size_t bytes, size_t items);
  * another process grew. Returns an LMDB code. */
 int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t);
 
-int ost__reserve_oids(ost_store *st, uint64_t want, uint64_t *first);
-
 #endif
