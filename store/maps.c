@@ -867,6 +867,19 @@ struct ost_map_cursor {
     int ahead;
 };
 
+/* Makes the range of every key whose encoding starts with the cursor's lo
+ * (the encoded prefix: a tuple's elements end with their terminators, a
+ * lone str or bytes key has none, so the bytes' prefix is the key's): lo
+ * included, up to ost_map_prefix_end's bound, excluded. An empty prefix is
+ * no bound at all. */
+static void prefix_bounds(ost_map_cursor *cur) {
+    cur->has_lo = cur->lol > 0;
+    cur->lo_ex = false;
+    cur->hil = ost_map_prefix_end(cur->lo, cur->lol, cur->hi);
+    cur->has_hi = cur->hil > 0;
+    cur->hi_ex = true;
+}
+
 int ost_map_cursor_open(ost_conn *c, ost_value v, const ost_map_range *r, ost_map_cursor **out) {
     if (out) *out = NULL;
     if (!out || !c) return OST_EINVAL;
@@ -879,7 +892,20 @@ int ost_map_cursor_open(ost_conn *c, ost_value v, const ost_map_range *r, ost_ma
     cur->c = c;
     cur->m = m;
     cur->gen = c->txn_gen;
-    if (r) {
+    if (r && r->prefix && (r->from || r->to)) {
+        free(cur);
+        return ost__c_fail(c, OST_EINVAL, "map %llu: a range takes a prefix or bounds (from, to), "
+                           "not both", (unsigned long long)m->oid);
+    }
+    if (r && r->prefix) {
+        cur->reverse = r->reverse;
+        rc = encode_key(c, m->oid, &m->kind, r->prefix, true, cur->lo, &cur->lol);
+        if (rc) {
+            free(cur);
+            return rc;
+        }
+        prefix_bounds(cur);
+    } else if (r) {
         cur->reverse = r->reverse;
         if (r->from) {
             rc = encode_key(c, m->oid, &m->kind, r->from, true, cur->lo, &cur->lol);

@@ -690,3 +690,11 @@ ost_value ost_map_key_decode(const char *kind, const uint8_t *p, size_t n) {
     if (ost__mkind_parse(kind, &k)) return 0;
     return ost__mkey_decode(&k, p, n);
 }
+
+size_t ost_map_prefix_end(const uint8_t *p, size_t n, uint8_t *out) {
+    while (n > 0 && p[n - 1] == 0xff) n--;
+    if (n == 0) return 0;
+    memmove(out, p, n);
+    out[n - 1]++;
+    return n;
+}

@@ -95,19 +95,22 @@ int main(int argc, char **argv) {
     ost_decref(r.to);
     CHECK(n == 3, c);
 
-    /* the index: the hardware items, by a tuple prefix from ("hardware",)
-     * to ("hardware\0",) exclusive, which is every ("hardware", sku) */
-    ost_value lo = ost_tuple_new(1), hi = ost_tuple_new(1);
-    ost_tuple_set(lo, 0, ost_str_c("hardware"));
-    ost_tuple_set(hi, 0, ost_str("hardware\0", 9));
-    ost_map_range pr = {.from = lo, .to = hi, .to_exclusive = true};
+    /* the index: the hardware items, every key that starts with
+     * ("hardware",); and the skus that start with "A-" */
+    ost_map_range pr = {.prefix = ost_tuple_new(1)};
+    ost_tuple_set(pr.prefix, 0, ost_str_c("hardware"));
     CHECK(ost_map_cursor_open(c, by_cat, &pr, &cur) == 0, c);
     n = 0;
     while (ost_map_cursor_next(cur, &k, NULL) == 0) n++;
     ost_map_cursor_close(cur);
-    ost_decref(lo);
-    ost_decref(hi);
+    ost_decref(pr.prefix);
     CHECK(n == 2, c);
+    ost_map_range ar = {.prefix = ost_str_c("A-")};
+    CHECK(ost_map_cursor_open(c, skus, &ar, &cur) == 0, c);
+    for (n = 0; ost_map_cursor_next(cur, &k, NULL) == 0; n++) {}
+    ost_map_cursor_close(cur);
+    ost_decref(ar.prefix);
+    CHECK(n == 3, c);
 
     /* two connections insert different keys into the one map: no conflict */
     ost_conn *c2;

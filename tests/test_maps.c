@@ -241,6 +241,26 @@ static ost_value rng(ost_value lo, ost_value hi, bool lo_ex, bool hi_ex, bool re
     return t;
 }
 
+/* A prefix range for the Python side and the cursor (ost_map_range's
+ * prefix): (None, None, False, False, rev, prefix). Steals prefix. */
+static ost_value prng(ost_value prefix, bool rev) {
+    ost_value t = ost_tuple_new(6);
+    cr_assert(t);
+    ost_tuple_set(t, 0, OST_NONE);
+    ost_tuple_set(t, 1, OST_NONE);
+    ost_tuple_set(t, 2, OST_FALSE);
+    ost_tuple_set(t, 3, OST_FALSE);
+    ost_tuple_set(t, 4, rev ? OST_TRUE : OST_FALSE);
+    ost_tuple_set(t, 5, prefix);
+    return t;
+}
+
+/* The prefix ranges of p, forward and reverse; steals p. */
+static void add_prefix(ost_value ranges, ost_value p) {
+    ost_list_append(ranges, prng(ost_incref(p), false));
+    ost_list_append(ranges, prng(p, true));
+}
+
 /* Every inclusive/exclusive combination of [lo, hi], forward and reverse;
  * steals lo and hi. */
 static void add_ranges(ost_value ranges, ost_value lo, ost_value hi) {
@@ -255,10 +275,20 @@ static const char sorted_py[] =
     "d = pickle.load(open(sys.argv[1], 'rb'))\n"
     "keys = sorted(set(d['keys']))\n"
     "out = [keys]\n"
-    "for lo, hi, lo_ex, hi_ex, rev in d['ranges']:\n"
-    "    r = [k for k in keys\n"
-    "         if (lo is None or k > lo or (k == lo and not lo_ex))\n"
-    "         and (hi is None or k < hi or (k == hi and not hi_ex))]\n"
+    "def starts(k, p):\n"
+    "    if isinstance(p, (str, bytes)):\n"
+    "        return k.startswith(p)\n"
+    "    if isinstance(p, tuple):\n"
+    "        return k[:len(p)] == p\n"
+    "    return k == p\n"
+    "for rg in d['ranges']:\n"
+    "    lo, hi, lo_ex, hi_ex, rev = rg[:5]\n"
+    "    if len(rg) > 5:\n"
+    "        r = [k for k in keys if starts(k, rg[5])]\n"
+    "    else:\n"
+    "        r = [k for k in keys\n"
+    "             if (lo is None or k > lo or (k == lo and not lo_ex))\n"
+    "             and (hi is None or k < hi or (k == hi and not hi_ex))]\n"
     "    if rev:\n"
     "        r.reverse()\n"
     "    out.append(r)\n"
@@ -305,6 +335,7 @@ static void expect_entries(ost_conn *c, ost_value m, ost_value r, ost_value want
         mr.from_exclusive = ost_item(r, 2) == OST_TRUE;
         mr.to_exclusive = ost_item(r, 3) == OST_TRUE;
         mr.reverse = ost_item(r, 4) == OST_TRUE;
+        if (ost_len(r) > 5) mr.prefix = ost_item(r, 5);
     }
     ost_map_cursor *cur = NULL;
     int rc = ost_map_cursor_open(c, m, r ? &mr : NULL, &cur);
@@ -451,6 +482,10 @@ OST_TEST(maps, int_keys_sort_as_python_sorts_them) {
     add_ranges(ranges, ost_int(INT64_MIN), ost_int(INT64_MAX));
     add_ranges(ranges, OST_FALSE, OST_TRUE);
     add_ranges(ranges, ost_int(5), ost_int(-5)); /* empty */
+    add_prefix(ranges, ost_int(5));
+    add_prefix(ranges, ost_int(INT64_MAX)); /* an encoding of ff bytes: no upper bound */
+    add_prefix(ranges, ost_int(-1)); /* 7f ff ..: the bound is 80 00 .. */
+    add_prefix(ranges, ost_int(3)); /* no such key */
     ost_list_append(ranges, rng(0, ost_int(-1), false, false, false));
     ost_list_append(ranges, rng(0, ost_int(-1), false, true, true));
     ost_list_append(ranges, rng(ost_int(OST_SMALLINT_MAX), 0, false, false, false));
@@ -515,6 +550,10 @@ OST_TEST(maps, str_keys_sort_by_code_point_as_python_sorts_them) {
     add_ranges(ranges, SL("a"), SL("b"));
     add_ranges(ranges, SL("a\0"), SL("ab"));
     add_ranges(ranges, SL(""), SL("\xc3\xa9"));
+    add_prefix(ranges, SL("a"));
+    add_prefix(ranges, SL(""));
+    add_prefix(ranges, SL("\xc3\xa9"));
+    add_prefix(ranges, SL("\xf4\x8f\xbf\xbf")); /* U+10FFFF: the last byte is bf */
     ost_list_append(ranges, rng(SL(""), 0, true, false, false));
     ost_list_append(ranges, rng(0, SL("\0"), false, false, true));
     ost_list_append(ranges, rng(SL("\xef\xbf\xbf"), 0, false, false, false));
@@ -541,6 +580,10 @@ OST_TEST(maps, bytes_keys_sort_bytewise_as_python_sorts_them) {
     add_ranges(ranges, BL("\0"), BL("\xff"));
     add_ranges(ranges, BL("a"), BL("a\xff"));
     add_ranges(ranges, BL(""), BL("\0\0"));
+    add_prefix(ranges, BL("a"));
+    add_prefix(ranges, BL("\xff"));   /* all ff: no upper bound */
+    add_prefix(ranges, BL("a\xff")); /* the bound is "b" */
+    add_prefix(ranges, BL("\0"));
     ost_list_append(ranges, rng(BL("\xff"), 0, false, false, false));
     ost_list_append(ranges, rng(BL("\xff"), 0, true, false, true));
     ost_list_append(ranges, rng(0, BL("\x01"), false, true, false));
@@ -567,6 +610,9 @@ OST_TEST(maps, int_str_tuple_keys_sort_as_python_sorts_them) {
     add_ranges(ranges, T1(ost_int(-1)), T1(ost_int(-1)));
     add_ranges(ranges, T2(ost_int(-1), SL("a")), T2(ost_int(1), SL("a\0")));
     add_ranges(ranges, T2(ost_int(0), SL("")), T1(ost_int(1)));
+    add_prefix(ranges, T1(ost_int(5)));
+    add_prefix(ranges, T1(ost_int(-1)));
+    add_prefix(ranges, T2(ost_int(0), SL("a")));
     ost_list_append(ranges, rng(T1(ost_int(5)), 0, true, false, false));
     ost_list_append(ranges, rng(0, T1(ost_int(INT64_MIN)), false, false, true));
     ost_list_append(ranges, rng(T1(ost_int(INT64_MAX)), 0, false, false, true));
@@ -594,6 +640,9 @@ OST_TEST(maps, str_bytes_int_tuple_keys_sort_as_python_sorts_them) {
     add_ranges(ranges, T1(SL("a")), T1(SL("a\0")));
     add_ranges(ranges, T2(SL("a"), BL("\0")), T2(SL("a"), BL("\0\xff")));
     add_ranges(ranges, T3(SL(""), BL(""), ost_int(0)), T2(SL(""), BL("\0")));
+    add_prefix(ranges, T1(SL("a"))); /* ("a", ...) only, not ("ab", ...) */
+    add_prefix(ranges, T1(SL("")));
+    add_prefix(ranges, T2(SL("a"), BL("\0")));
     ost_list_append(ranges, rng(T1(SL("\0")), T1(SL("\0\0")), false, true, false));
     ost_list_append(ranges, rng(T2(SL("a\0"), BL("\xff")), 0, true, false, true));
     check_order("(str, bytes, int)", keys, ranges);
@@ -2262,6 +2311,22 @@ OST_TEST(maps, a_key_of_the_wrong_kind_is_a_type_error_naming_map_and_kind) {
     cr_assert_null(cur);
     r = (ost_map_range){.to = bad};
     cr_assert_eq(ost_map_cursor_open(c, t, &r, &cur), OST_ETYPE);
+    /* a prefix of the wrong kind, an empty tuple, a prefix with a bound */
+    r = (ost_map_range){.prefix = bad};
+    cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), OST_ETYPE);
+    expect_map_oid(ost_conn_errmsg(c), moid);
+    cr_assert_eq(ost_map_cursor_open(c, t, &r, &cur), OST_ETYPE);
+    ost_value empty = ost_tuple_new(0);
+    r = (ost_map_range){.prefix = empty};
+    cr_assert_eq(ost_map_cursor_open(c, t, &r, &cur), OST_ETYPE);
+    ost_decref(empty);
+    ost_value one = ost_int(1);
+    r = (ost_map_range){.prefix = one, .from = one};
+    cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), OST_EINVAL);
+    cr_assert_null(cur);
+    expect_in(ost_conn_errmsg(c), "a range takes a prefix or bounds (from, to), not both");
+    r = (ost_map_range){.prefix = one, .to = one};
+    cr_assert_eq(ost_map_cursor_open(c, m, &r, &cur), OST_EINVAL);
     ost_decref(bad);
     /* an int beyond 64 bits */
     ost_value huge = ost_int_from_decimal("18446744073709551616", 20);

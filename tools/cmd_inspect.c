@@ -297,24 +297,31 @@ static void header(raw_txn *t, const raw_rec *r) {
            raw_class_name(t, r->cid), (unsigned long long)r->serial, r->size);
 }
 
-/* The entries cat shows: --from (inclusive), --to (exclusive), --limit. */
+/* The entries cat shows: --from (included), --to (included, as the API's
+ * ost_map_range) or --before (excluded), or --prefix; --limit. */
+enum { R_FROM, R_TO, R_BEFORE, R_PREFIX, R_N };
+
 typedef struct {
-    const char *text[2]; /* --from, --to; NULL: no bound */
-    ost_value key[2];
-    uint8_t enc[2][OST_MAP_KEY_MAX];
-    size_t len[2];
+    const char *text[R_N]; /* NULL: not given */
+    ost_value key[R_N];
+    uint8_t enc[R_N][OST_MAP_KEY_MAX];
+    size_t len[R_N];
+    /* the end the walk stops at: none, or enc[end] (excluded or not) */
+    int end;
+    bool end_ex;
     uint64_t limit;
 } cat_range;
 
 static void range_free(cat_range *r) {
-    ost_decref(r->key[0]);
-    ost_decref(r->key[1]);
+    for (int i = 0; i < R_N; i++) ost_decref(r->key[i]);
 }
 
-/* Parses --from and --to for the map's kind (a message on failure). */
+/* Parses the range options for the map's kind (a message on failure),
+ * and sets where the walk ends: a prefix's end is the first encoding
+ * after every key that starts with it (ost_map_prefix_end). */
 static int range_parse(const char *db, uint64_t oid, const raw_map *m, cat_range *r) {
-    static const char *const opt[2] = {"--from", "--to"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const opt[R_N] = {"--from", "--to", "--before", "--prefix"};
+    for (int i = 0; i < R_N; i++) {
         char why[300];
         if (r->text[i] && raw_key_parse(m->kind, r->text[i], true, &r->key[i], r->enc[i],
                                         &r->len[i], why, sizeof why))
@@ -323,7 +330,38 @@ static int range_parse(const char *db, uint64_t oid, const raw_map *m, cat_range
                         m->is_set ? "set" : "map", (unsigned long long)oid, m->kind, opt[i],
                         r->text[i], why);
     }
+    r->end = -1;
+    if (r->text[R_TO]) r->end = R_TO, r->end_ex = false;
+    if (r->text[R_BEFORE]) r->end = R_BEFORE, r->end_ex = true;
+    if (r->text[R_PREFIX]) {
+        /* the walk starts at the prefix and stops before its end */
+        memcpy(r->enc[R_FROM], r->enc[R_PREFIX], r->len[R_PREFIX]);
+        r->len[R_FROM] = r->len[R_PREFIX];
+        r->len[R_BEFORE] = ost_map_prefix_end(r->enc[R_PREFIX], r->len[R_PREFIX], r->enc[R_BEFORE]);
+        if (r->len[R_BEFORE]) r->end = R_BEFORE, r->end_ex = true;
+    }
     return EXIT_OK;
+}
+
+/* The line before a ranged listing: "entries with 5 <= key <= 9, in key
+ * order:". */
+static int range_title(const cat_range *r) {
+    ost_buf b[R_N] = {{0}};
+    int rc = EXIT_OK;
+    for (int i = 0; i < R_N && !rc; i++)
+        if (r->key[i] && ost_repr(r->key[i], &b[i])) rc = fail("out of memory");
+    if (!rc) {
+        if (r->text[R_PREFIX]) printf("entries whose key starts with %s", b[R_PREFIX].data);
+        else if (r->end < 0) printf("entries with key >= %s", b[R_FROM].data);
+        else {
+            printf("entries with ");
+            if (r->text[R_FROM]) printf("%s <= ", b[R_FROM].data);
+            printf("key %s %s", r->end_ex ? "<" : "<=", b[r->end].data);
+        }
+        printf(", in key order:\n");
+    }
+    for (int i = 0; i < R_N; i++) ost_buf_free(&b[i]);
+    return rc;
 }
 
 /* Prints the key (and, for a map, the value) of entry e, indented. */
@@ -356,21 +394,10 @@ static int cat_entries(const char *db, raw_txn *t, uint64_t oid, const raw_map *
                        const cat_range *r, const ost_repr_options *o) {
     char a[32], b[32];
     ost_buf kb = {0}, vb = {0};
-    bool ranged = r->text[0] || r->text[1];
+    bool ranged = r->text[R_FROM] || r->text[R_TO] || r->text[R_BEFORE] || r->text[R_PREFIX];
     int rc = EXIT_OK;
     if (ranged) {
-        ost_buf lo = {0}, hi = {0};
-        if ((r->key[0] && ost_repr(r->key[0], &lo)) || (r->key[1] && ost_repr(r->key[1], &hi))) {
-            ost_buf_free(&lo);
-            ost_buf_free(&hi);
-            return fail("out of memory");
-        }
-        if (lo.data && hi.data) printf("entries with %s <= key < %s", lo.data, hi.data);
-        else if (lo.data) printf("entries with key >= %s", lo.data);
-        else printf("entries with key < %s", hi.data);
-        printf(", in key order:\n");
-        ost_buf_free(&lo);
-        ost_buf_free(&hi);
+        if (range_title(r)) return EXIT_FAIL;
     } else if (m->count == 0) {
         printf("no entries\n");
     } else if (m->count <= r->limit) {
@@ -381,12 +408,16 @@ static int cat_entries(const char *db, raw_txn *t, uint64_t oid, const raw_map *
                fmt_count(b, sizeof b, r->limit));
     }
     raw_ents *c;
-    if (raw_ents_open(t, oid, r->text[0] ? r->enc[0] : NULL, r->len[0], &c)) return EXIT_FAIL;
+    bool from = r->text[R_FROM] || r->text[R_PREFIX];
+    if (raw_ents_open(t, oid, from ? r->enc[R_FROM] : NULL, r->len[R_FROM], &c)) return EXIT_FAIL;
     raw_ent e;
     uint64_t shown = 0, more = 0;
     int k;
     while ((k = raw_ents_next(c, &e)) > 0) {
-        if (r->text[1] && raw_key_cmp(e.key, e.klen, r->enc[1], r->len[1]) >= 0) break;
+        if (r->end >= 0) {
+            int cmp = raw_key_cmp(e.key, e.klen, r->enc[r->end], r->len[r->end]);
+            if (cmp > 0 || (cmp == 0 && r->end_ex)) break;
+        }
         if (shown == r->limit) {
             more++; /* counted, not decoded */
             continue;
@@ -409,12 +440,14 @@ static int run_cat(int argc, char **argv) {
     const char *dis = NULL, *limit_s = NULL, *digits_s = NULL, *max_s = NULL, *pos[2];
     cat_range range = {.limit = 10};
     cli_opt opts[] = {{"--dis", false, &dis},
-                      {"--from", true, &range.text[0]},
-                      {"--to", true, &range.text[1]},
+                      {"--from", true, &range.text[R_FROM]},
+                      {"--to", true, &range.text[R_TO]},
+                      {"--before", true, &range.text[R_BEFORE]},
+                      {"--prefix", true, &range.text[R_PREFIX]},
                       {"--limit", true, &limit_s},
                       {"--int-digits", true, &digits_s},
                       {"--max-output", true, &max_s}};
-    int prc = parse_args(&cmd_cat, argc, argv, opts, 6, pos, 2, 2, NULL);
+    int prc = parse_args(&cmd_cat, argc, argv, opts, 8, pos, 2, 2, NULL);
     if (prc) return prc < 0 ? EXIT_OK : prc;
     ost_repr_options ro;
     if (repr_options(&cmd_cat, digits_s, max_s, &ro)) return EXIT_USAGE;
@@ -424,10 +457,17 @@ static int run_cat(int argc, char **argv) {
     else if (limit_s && (!parse_u64(limit_s, &range.limit) || range.limit == 0))
         return bad_usage(&cmd_cat, "cat: --limit needs a number of at least 1, or all, not '%s'",
                          limit_s);
-    bool entry_opts = range.text[0] || range.text[1] || limit_s;
+    bool entry_opts = range.text[R_FROM] || range.text[R_TO] || range.text[R_BEFORE] ||
+                      range.text[R_PREFIX] || limit_s;
     if (dis && entry_opts)
         return bad_usage(&cmd_cat, "cat: --dis shows the record's pickle only; it takes no --from, "
-                                   "--to or --limit");
+                                   "--to, --before, --prefix or --limit");
+    if (range.text[R_TO] && range.text[R_BEFORE])
+        return bad_usage(&cmd_cat, "cat: --to KEY (included) and --before KEY (excluded) both end "
+                                   "the range: give one");
+    if (range.text[R_PREFIX] && (range.text[R_FROM] || range.text[R_TO] || range.text[R_BEFORE]))
+        return bad_usage(&cmd_cat, "cat: --prefix KEY is a range of its own: it takes no --from, "
+                                   "--to or --before");
     if (dis && max_s)
         return bad_usage(&cmd_cat, "cat: --dis lists the pickle as it goes; it takes no "
                                    "--max-output");
@@ -450,7 +490,8 @@ static int run_cat(int argc, char **argv) {
     }
     bool is_map = raw_map_class(t, &r) != 0;
     if (entry_opts && !is_map) {
-        rc = fail("%s: oid %llu is a %s, not a map or set: --from, --to and --limit are for maps",
+        rc = fail("%s: oid %llu is a %s, not a map or set: --from, --to, --before, --prefix and "
+                  "--limit are for maps",
                   shown(db), (unsigned long long)oid, raw_class_name(t, r.cid));
         close_ro(st, t);
         return rc;
@@ -520,7 +561,8 @@ const cli_cmd cmd_cat = {
     .summary = "Print an object's stored state (and a map's entries), or its pickle disassembled.",
     .usage = "usage: ostore cat DB OID [--int-digits N] [--max-output N]\n"
              "       ostore cat DB OID --dis [--int-digits N]\n"
-             "       ostore cat DB OID [--from KEY] [--to KEY] [--limit N|all]   (a map or set)\n",
+             "       ostore cat DB OID [--from KEY] [--to KEY|--before KEY] [--limit N|all]\n"
+             "       ostore cat DB OID --prefix KEY [--limit N|all]   (a map or set)\n",
     .help = "The first line names the oid, class, serial (the commit that wrote it) and\n"
             "record size. Then the state, as Python's BUILD would receive it (for a class\n"
             "with fields, the dict of its set fields), printed like Python's repr, with\n"
@@ -537,7 +579,11 @@ const cli_cmd cmd_cat = {
             "its key kind and count, its entries follow in key order, one a line,\n"
             "KEY: VALUE for a map and KEY for a set; the first 10, unless\n"
             "  --from KEY     starts at KEY (included)\n"
-            "  --to KEY       stops before KEY (excluded)\n"
+            "  --to KEY       ends at KEY (included, as the API's ost_map_range)\n"
+            "  --before KEY   ends before KEY (excluded)\n"
+            "  --prefix KEY   shows the keys that start with KEY: for str and bytes\n"
+            "                 keys, those that start with that text or those bytes;\n"
+            "                 for tuple keys, those whose first elements are KEY's\n"
             "  --limit N|all  shows N entries (default 10), or all of them\n"
             "\nKEY is written as ostore prints keys: an int as a decimal number (-5);\n"
             "a str or bytes as a Python string literal ('a b', b'\\x00') with the\n"
@@ -545,8 +591,9 @@ const cli_cmd cmd_cat = {
             "bare text taken as it is; a tuple key as its elements separated by\n"
             "commas, in optional parentheses, where bare text ends at a comma and\n"
             "loses the spaces around it. Fewer elements than the kind has make a\n"
-            "prefix: for keys (int, str), --from 5, --to 6, shows every key that\n"
-            "starts with 5.\n",
+            "prefix: for keys (int, str), --prefix 5, shows every key that starts\n"
+            "with 5, as does --from 5, --before 6, (--to 5, ends before (5, ''):\n"
+            "a shorter tuple sorts first, as in Python).\n",
     .run = run_cat,
 };
 

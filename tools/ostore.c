@@ -4,7 +4,8 @@
  *   ostore info DB                     format, counts, sizes, classes
  *   ostore ls DB [--class C] [--limit N]
  *   ostore cat DB OID [--dis]          an object's state, or its pickle
- *   ostore cat DB OID [--from K] [--to K] [--limit N|all]   a map's entries
+ *   ostore cat DB OID [--from K] [--to K|--before K] [--limit N|all]   a map's entries
+ *   ostore cat DB OID --prefix K [--limit N|all]   the keys that start with K
  *   ostore refs DB OID                 what it references, what references it
  *   ostore check DB                    decode every record, follow every reference
  *   ostore pack DB                     remove what the root does not reach
@@ -35,7 +36,8 @@ static const char usage_text[] =
     "       ostore info DB\n"
     "       ostore ls DB [--class MODULE.NAME] [--limit N]\n"
     "       ostore cat DB OID [--dis]\n"
-    "       ostore cat DB OID [--from KEY] [--to KEY] [--limit N|all]\n"
+    "       ostore cat DB OID [--from KEY] [--to KEY|--before KEY] [--limit N|all]\n"
+    "       ostore cat DB OID --prefix KEY [--limit N|all]\n"
     "       ostore refs DB OID\n"
     "       ostore check DB\n"
     "       ostore pack DB [--force]\n"

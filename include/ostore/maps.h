@@ -113,14 +113,25 @@ OST_EXTERN int ost_map_last(ost_conn *c, ost_value m, ost_value *key);
 
 /* ---- cursors ---------------------------------------------------------------- */
 
-/* A range: each bound is a key of the map's kind, or 0 for no bound; for
- * a tuple kind a bound may be a shorter tuple (a prefix): (5,) sorts
- * before every (5, x), so from (5,) to (6,) exclusive is every key that
- * starts with 5, as in Python. Bounds are borrowed. */
+/* A range: each bound is a key of the map's kind, or 0 for no bound; both
+ * bounds are included unless marked exclusive (the CLI's --from and --to
+ * include theirs too; its --before excludes). For a tuple kind a bound may
+ * be a shorter tuple, ordered as in Python: (5,) sorts before every
+ * (5, x), so to=(5,) inclusive ends before (5, 0): use prefix for "every
+ * key that starts with".
+ *
+ * prefix, instead of from and to, selects every key that starts with it:
+ * for a str or bytes kind, the keys that start with that text or those
+ * bytes ("proj-07" gives "proj-07" and "proj-070", "" gives all); for a
+ * tuple kind, a tuple of 1 to n elements, the keys whose first elements
+ * equal those (("proj-07",) gives ("proj-07", 1) and ("proj-07", 2), not
+ * ("proj-070", 1)); for int, that one key. A range with a prefix and a
+ * bound is OST_EINVAL. All values are borrowed. */
 typedef struct {
     ost_value from, to;
     bool from_exclusive, to_exclusive;
     bool reverse; /* from the top down: starts at `to` */
+    ost_value prefix; /* or 0: see above */
 } ost_map_range;
 
 typedef struct ost_map_cursor ost_map_cursor;
@@ -178,6 +189,15 @@ OST_EXTERN int ost_map_key_encode(const char *kind, ost_value key, bool prefix, 
 /* The key that encoded bytes p[0, n) hold for kind `kind`: a new
  * reference, or 0 when they are not a key of that kind (or on ENOMEM). */
 OST_EXTERN ost_value ost_map_key_decode(const char *kind, const uint8_t *p, size_t n);
+/* The end of a prefix range over encoded keys: writes to out (room for n
+ * bytes) the first encoding after every key whose encoding starts with
+ * p[0, n) (p with its trailing 0xff bytes dropped and its last byte
+ * raised), and returns its length, to be used as an exclusive bound; 0
+ * when no encoding follows them (n is 0 or p is all 0xff: no upper bound).
+ * p and out may be the same. The prefix of a key is encoded by
+ * ost_map_key_encode with prefix true (ost_map_range's prefix says which
+ * keys start with it). */
+OST_EXTERN size_t ost_map_prefix_end(const uint8_t *p, size_t n, uint8_t *out);
 
 /* ---- bulk loading ------------------------------------------------------------ */
 

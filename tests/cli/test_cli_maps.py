@@ -9,9 +9,10 @@ and what each command prints is checked against it:
 
 - info lists the maps with kinds and counts, 20 of them and "... and 6 more";
 - cat of a map shows the record, then its entries in key order (the first
-  10 by default), with --from (included), --to (excluded) and --limit N|all,
-  keys parsed from text for the map's kind (prefixes of tuple keys; what cat
-  prints as a key reads back as that key);
+  10 by default), with --from (included), --to (included, as the API) or
+  --before (excluded), --prefix (keys that start with it, as the API's
+  prefix range) and --limit N|all, keys parsed from text for the map's kind
+  (prefixes of tuple keys; what cat prints as a key reads back as that key);
 - refs follows map values both ways, check reaches through them, pack
   removes maps the root dropped, their entries and what only they held;
 - export writes dump version 2 with the entries; import rebuilds the same
@@ -139,38 +140,74 @@ def test_cat(db, ids, st):
     lines = cat_lines(db, ints, "--limit", "3")
     check(lines[2] == "1,000 entries; the first 3, in key order:" and len(lines) == 8,
           "cat --limit 3: %r" % lines)
-    # ranges: --from included, --to excluded, counted beyond the limit
+    # ranges: --from included, --to included or --before excluded, counted
+    # beyond the limit
     keys = st.keys(ints)
     for lo, hi, limit in ((-3, 30, None), (-3, 30, "5"), (0, None, "all"), (None, -1490, None),
-                          (5, 6, None), (1499, None, None), (-10**6, 10**6, "all"), (10, 3, None)):
-        opts = (["--from", str(lo)] if lo is not None else []) + \
-               (["--to", str(hi)] if hi is not None else []) + (["--limit", limit] if limit else [])
-        lines = cat_lines(db, ints, *opts)
-        inrange = [e for e, k in zip(ents, keys) if (lo is None or k >= lo) and (hi is None or k < hi)]
-        cap = len(inrange) if limit == "all" else int(limit or 10)
-        cond = " <= key < ".join(str(x) for x in (lo, hi) if x is not None)
-        if lo is None:
-            cond = "key < %d" % hi
-        elif hi is None:
-            cond = "key >= %d" % lo
-        want = ["entries with %s, in key order:" % cond]
-        want += [st.entry_line(ints, e) for e in inrange[:cap]] or ["  (none)"]
-        if len(inrange) > cap:
-            want.append("... and %s more in the range (--limit N or --limit all shows more)"
-                        % format(len(inrange) - cap, ","))
-        check(lines[2:] == want + [""], "cat ints %s:\n  ostore: %r\n  python: %r"
-              % (" ".join(opts), lines[2:6], want[:4]))
+                          (5, 6, None), (1499, None, None), (-10**6, 10**6, "all"), (10, 3, None),
+                          (-1500, -1497, None)):
+        for end in ("--to", "--before"):
+            if hi is None and end == "--before":
+                continue
+            opts = (["--from", str(lo)] if lo is not None else []) + \
+                   ([end, str(hi)] if hi is not None else []) + (["--limit", limit] if limit else [])
+            lines = cat_lines(db, ints, *opts)
+            inrange = [e for e, k in zip(ents, keys) if (lo is None or k >= lo) and
+                       (hi is None or k < hi or (k == hi and end == "--to"))]
+            cap = len(inrange) if limit == "all" else int(limit or 10)
+            if hi is None:
+                cond = "key >= %d" % lo
+            else:
+                cond = ("%d <= " % lo if lo is not None else "") + "key" + \
+                       (" <= %d" if end == "--to" else " < %d") % hi
+            want = ["entries with %s, in key order:" % cond]
+            want += [st.entry_line(ints, e) for e in inrange[:cap]] or ["  (none)"]
+            if len(inrange) > cap:
+                want.append("... and %s more in the range (--limit N or --limit all shows more)"
+                            % format(len(inrange) - cap, ","))
+            check(lines[2:] == want + [""], "cat ints %s:\n  ostore: %r\n  python: %r"
+                  % (" ".join(opts), lines[2:6], want[:4]))
+    # --prefix: the keys that start with it, as Python says (str and bytes:
+    # startswith; tuples: the first elements equal; int: that key)
+    def starts(k, p):
+        if isinstance(p, (str, bytes)):
+            return k.startswith(p)
+        if isinstance(p, tuple):
+            return k[:len(p)] == p
+        return k == p
+    prefixes = {ints: [("7", 7), ("-1500", -1500), ("4", 4)],
+                ids["pairs"]: [("1,", (1,)), ("(1, 'a')", (1, "a")), ("-1", (-1,)), ("9,", (9,))],
+                ids["triples"]: [("k", ("k",)), ("k, b'\\x00'", ("k", b"\0"))],
+                ids["tags"]: [("b'a'", b"a"), ("b''", b""), ("b'\\xff'", b"\xff")]}
+    strmaps = [o for o in st.maps if st.maps[o][0] == "str" and st.keys(o)]
+    if strmaps:
+        sk = st.keys(strmaps[0])
+        prefixes[strmaps[0]] = [(repr(sk[0][:1]), sk[0][:1]), (repr(sk[-1]), sk[-1]), ("''", "")]
+    found = 0
+    for oid, cases in prefixes.items():
+        for text, pre in cases:
+            lines = cat_lines(db, oid, "--prefix", text, "--limit", "all")
+            ks = st.keys(oid)
+            want = [st.entry_line(oid, st.entries[oid][ks.index(k)]) for k in ks if starts(k, pre)]
+            found += len(want) > 0
+            check(lines[2].startswith("entries whose key starts with "),
+                  "cat %d --prefix %s: %r" % (oid, text, lines[2]))
+            check([l for l in lines[3:] if l] == (want or ["  (none)"]),
+                  "cat %d --prefix %s:\n  ostore: %r\n  python: %r" % (oid, text, lines[3:7], want[:4]))
+    check(found >= 10, "only %d prefixes have entries: the cases test little" % found)
     # tuple keys: a prefix bound, quoted elements, and each printed key read back
     pairs = ids["pairs"]
     pk = st.keys(pairs)
     for opts, want_keys in (
-            (["--from", "1,", "--to", "2,"], [k for k in pk if k[0] == 1]),
-            (["--from", "(1,)", "--to", "(2,)"], [k for k in pk if k[0] == 1]),
-            (["--from", "1", "--to", "2"], [k for k in pk if k[0] == 1]),
-            (["--from", "1, a", "--to", "(1, 'b')"], [(1, "a"), (1, "a\0")]),
+            (["--from", "1,", "--before", "2,"], [k for k in pk if k[0] == 1]),
+            (["--from", "(1,)", "--before", "(2,)"], [k for k in pk if k[0] == 1]),
+            (["--from", "1", "--before", "2"], [k for k in pk if k[0] == 1]),
+            (["--from", "1", "--to", "1"], []),  # (1,) sorts before every (1, x)
+            (["--from", "1, a", "--before", "(1, 'b')"], [(1, "a"), (1, "a\0")]),
             (["--from", "(2, 'a,b')"], [(2, "a,b"), (3, "")]),
+            (["--from", "-1, \u00e9", "--before", "-1, '\\xe9\\x00'"], [(-1, "\u00e9")]),
             (["--from", "-1, \u00e9", "--to", "-1, '\\xe9\\x00'"], [(-1, "\u00e9")]),
-            (["--to", "(-1, '\\u00e9')"], [])):
+            (["--before", "(-1, '\\u00e9')"], [])):
         lines = cat_lines(db, pairs, *opts, "--limit", "all")
         got = [l for l in lines[3:] if l]
         want = [st.entry_line(pairs, st.entries[pairs][pk.index(k)]) for k in want_keys] or ["  (none)"]
@@ -181,12 +218,12 @@ def test_cat(db, ids, st):
             check(lines[3] == st.entry_line(oid, e),
                   "cat %d --from %r: the key does not read back: %r" % (oid, python_key_text(k), lines[3]))
     tk = st.keys(ids["triples"])
-    lines = cat_lines(db, ids["triples"], "--from", "k", "--to", "k, b'\\x00\\x00'")
+    lines = cat_lines(db, ids["triples"], "--from", "k", "--before", "k, b'\\x00\\x00'")
     check([l for l in lines[3:] if l] == [st.entry_line(ids["triples"], st.entries[ids["triples"]][tk.index(k)])
                                           for k in tk if k[0] == "k"], "cat triples prefix: %r" % lines)
     lines = cat_lines(db, ids["tags"], "--from", "b'a'")
     check(lines[3:] == ["  b'a'", "  b'\\xff\\x00'", ""], "cat tags --from b'a': %r" % lines)
-    lines = cat_lines(db, ids["tags"], "--from", "a", "--to", "b")
+    lines = cat_lines(db, ids["tags"], "--from", "a", "--before", "b")
     check(lines[3:] == ["  b'a'", ""], "cat tags bare bytes: %r" % lines)
 
     # bad input: one line and exit 1 (a key that is not of the map's kind), or usage
@@ -199,6 +236,9 @@ def test_cat(db, ids, st):
             (pairs, ["--from", "x"], "element 1 (int): 'x' is not an int"),
             (pairs, ["--from", "1, 'a', 3"], "more than the 2 elements of a (int, str) key"),
             (pairs, ["--to", "1, 'a"], "no closing '"),
+            (pairs, ["--before", "x"], "bad --before 'x'"),
+            (pairs, ["--prefix", "x"], "bad --prefix 'x'"),
+            (ints, ["--prefix", "1, 2"], "bad --prefix"),
             (pairs, ["--from", "(1, 'a'"], "an opening parenthesis without a closing one"),
             (pairs, ["--from", "1, b'a'"], "a bytes literal (b'...') where the key has a str"),
             (pairs, ["--from", "1, '\\q'"], "unknown escape \\q"),
@@ -218,6 +258,12 @@ def test_cat(db, ids, st):
     usage(["cat", db, str(ints), "--limit"], "option --limit needs a value")
     usage(["cat", db, str(ints), "--from"], "option --from needs a value")
     usage(["cat", db, str(ints), "--dis", "--from", "3"], "--dis shows the record's pickle only")
+    usage(["cat", db, str(ints), "--dis", "--prefix", "3"], "--dis shows the record's pickle only")
+    usage(["cat", db, str(ints), "--to", "3", "--before", "4"],
+          "--to KEY (included) and --before KEY (excluded) both end the range: give one")
+    for other in ("--from", "--to", "--before"):
+        usage(["cat", db, str(ints), "--prefix", "3", other, "4"],
+              "--prefix KEY is a range of its own")
     out = ok(["cat", db, str(ints), "--dis"])
     check(out.startswith("oid %d: ostore.maps.OrderedMap" % ints) and "LONG1" in out,
           "cat --dis of a map: %r" % out[:300])
@@ -439,7 +485,7 @@ def test_damaged_store(tmp, db, ids, st):
     fails(["refs", d, str(pairs)], "map %d: an entry's value does not decode" % pairs, "refs damaged map")
     fails(["export", d, os.path.join(tmp, "damaged-maps.dump")], "cannot export", "export damaged map")
     check(not os.path.exists(os.path.join(tmp, "damaged-maps.dump")), "a failed export left a file")
-    rc, out, err = run(["cat", d, str(ints), "--to", "-1499"])
+    rc, out, err = run(["cat", d, str(ints), "--before", "-1499"])
     check(rc == 0, "cat of a range before the damage: %d %r" % (rc, err))
     fails(["cat", d, str(ints), "--from", "1499"], "a 1-byte key that does not decode as int",
           "cat of a damaged key")
