@@ -328,10 +328,16 @@ static void hand_over(ost_loader *l, uint64_t good_below) {
     ost__ptrtab_clear(t);
 }
 
-int ost_loader_close(ost_loader *l) {
+int ost_loader_close(ost_loader *l) { return ost_loader_finish(l, NULL, NULL); }
+
+int ost_loader_finish(ost_loader *l, uint64_t *objects, uint64_t *bytes) {
+    if (objects) *objects = 0;
+    if (bytes) *bytes = 0;
     if (!l) return OST_EINVAL;
     if (!l->err) submit(l);
     wait_inflight(l);
+    /* every batch has been stored or refused: the totals are final */
+    ost_loader_stats(l, objects, bytes);
     /* after a failure, the batch being filled is not stored either */
     if (l->err && l->cur_start < l->good_below) l->good_below = l->cur_start;
     ost__conn_refresh(l->c); /* the connection sees what was loaded */

@@ -176,9 +176,16 @@ OST_TEST(batch, loader_stores_every_object_and_reference) {
                 (long long)i, (unsigned long long)oids[i]);
         for (int64_t j = 0; j < i && i < 50; j++) REQUIRE(oids[j] != oids[i], "oids differ");
     }
-    int rc = ost_loader_close(l);
-    cr_assert_eq(rc, 0, "close: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
     const uint64_t total = LN + LLEAVES;
+    uint64_t before_objects = 0, before_bytes = 0, objects = 0, bytes = 0;
+    ost_loader_stats(l, &before_objects, &before_bytes);
+    cr_assert_lt(before_objects, total, "the batch still filling is not stored before the end");
+    int rc = ost_loader_finish(l, &objects, &bytes);
+    cr_assert_eq(rc, 0, "close: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    /* the totals after the end: every object, the bytes the last progress
+     * report gave */
+    cr_assert_eq(objects, total);
+    cr_assert_gt(bytes, before_bytes);
 
     /* progress: one call per batch, increasing, ending at every object */
     cr_assert_geq(plog.n, (int)(total / (LBATCH + 1)));
@@ -192,6 +199,7 @@ OST_TEST(batch, loader_stores_every_object_and_reference) {
                       (unsigned long long)(plog.objects[i] - prev));
     }
     cr_assert_eq(plog.objects[plog.n - 1], total);
+    cr_assert_eq(plog.bytes[plog.n - 1], bytes);
 
     ost_store_stats s = stats(st);
     cr_assert_eq(s.records, total + 1, "the loaded objects and the root");
@@ -273,6 +281,9 @@ OST_TEST(batch, loader_misuse) {
     cr_assert_eq(ost_loader_open(c, NULL, NULL), OST_EINVAL);
     cr_assert_eq(ost_loader_add(NULL, OST_NONE, NULL), OST_EINVAL);
     cr_assert_eq(ost_loader_close(NULL), OST_EINVAL);
+    uint64_t objects = 7, bytes = 7;
+    cr_assert_eq(ost_loader_finish(NULL, &objects, &bytes), OST_EINVAL);
+    cr_assert(objects == 0 && bytes == 0);
     /* an object stored already is refused */
     ost_value old = new_item(0, OST_NONE);
     cr_assert_eq(ost_root_set(c, ost_str_c("old"), ost_incref(old)), 0);
@@ -333,8 +344,10 @@ OST_TEST(batch, getstate_failure_keeps_earlier_batches_only) {
     /* batches are numbered from 1: objects 500-549 fill the sixth */
     cr_assert(strstr(ost_loader_errmsg(l), "batch 6"), "%s", ost_loader_errmsg(l));
     cr_assert_eq(ost_loader_add(l, objs[0], NULL), OST_EHOOK, "later calls fail the same");
-    rc = ost_loader_close(l);
+    uint64_t stored = 0;
+    rc = ost_loader_finish(l, &stored, NULL);
     cr_assert_eq(rc, OST_EHOOK);
+    cr_assert_eq(stored, (uint64_t)(BAD_AT / B) * B, "the totals count the stored batches only");
     const char *msg = ost_conn_errmsg(c);
     cr_assert(strstr(msg, "batch 6"), "the message names the batch: %s", msg);
     cr_assert(strstr(msg, "getstate"), "and why: %s", msg);

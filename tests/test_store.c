@@ -186,6 +186,7 @@ OST_TEST(store, missing_directory_without_create) {
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);
     cr_assert(strstr(msg, on_pg() ? "no ostore schema" : F.dir), "message names the path: %s",
               msg);
+    cr_assert(strstr(msg, "open with create"), "the message says how to make one: %s", msg);
     if (on_pg()) { /* an empty database: nothing made there, read-only neither */
         o.read_only = true;
         cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND, "%s", msg);
@@ -199,6 +200,7 @@ OST_TEST(store, missing_directory_without_create) {
     cr_assert_eq(mkdir(F.dir, 0755), 0);
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);
     cr_assert(strstr(msg, F.dir), "message names the path: %s", msg);
+    cr_assert(strstr(msg, "no store here") && strstr(msg, "open with create"), "%s", msg);
     /* read-only never creates */
     o.read_only = true;
     cr_assert_eq(open_fails(F.dir, &o, msg, sizeof msg), OST_ENOTFOUND);

@@ -143,7 +143,9 @@ static int open_how(const char *dir, bool write, bool excl, ost_store **out) {
     *out = NULL;
     struct stat sb;
     if (ost_store_addr_is_path(dir) && stat(dir, &sb) != 0)
-        return fail("%s: %s", shown(dir), strerror(errno));
+        return errno == ENOENT ? fail("%s: %s (no store here: 'ostore demo', 'ostore import' "
+                                      "and 'ostore copy' make one)", shown(dir), strerror(errno))
+                               : fail("%s: %s", shown(dir), strerror(errno));
     if (ost_store_addr_is_path(dir) && !S_ISDIR(sb.st_mode))
         return fail("%s: not a directory (a store is a directory)", shown(dir));
     /* ost_store_open checks the meta pages and the file's length before
@@ -154,7 +156,17 @@ static int open_how(const char *dir, bool write, bool excl, ost_store **out) {
     ost_store_options_init(&o);
     o.read_only = !write;
     o.exclusive = excl;
-    if (ost_store_open(st, dir, &o)) {
+    int orc = ost_store_open(st, dir, &o);
+    char data[PATH_MAX + 16];
+    snprintf(data, sizeof data, "%s/data.mdb", dir);
+    if (orc == OST_ENOTFOUND && ost_store_addr_is_path(dir) && access(data, F_OK) != 0 &&
+        errno == ENOENT) {
+        /* the library's hint names its option: say the commands instead */
+        ost_store_close(st);
+        return fail("%s: no store here (no data.mdb: 'ostore demo', 'ostore import' and "
+                    "'ostore copy' make one)", shown(dir));
+    }
+    if (orc) {
         int r = fail("%s", ost_store_errmsg(st));
         ost_store_close(st);
         return r;

@@ -408,7 +408,14 @@ OST_EXTERN int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid);
  * stored, every earlier batch is, and ost_conn_errmsg says which batch
  * failed and why. */
 OST_EXTERN int ost_loader_close(ost_loader *l);
-/* Objects and bytes stored so far. */
+/* ost_loader_close that also gives the load's totals: *objects and *bytes
+ * (either may be NULL) get what the stored batches hold, the last batch
+ * included; after a failure, what the batches before the failed one
+ * hold. NULL l: OST_EINVAL with zeros. Returns as ost_loader_close. */
+OST_EXTERN int ost_loader_finish(ost_loader *l, uint64_t *objects, uint64_t *bytes);
+/* Objects and bytes stored so far: the batches committed until now, so
+ * not the batch still filling (a load smaller than one batch shows 0
+ * until it ends; ost_loader_finish gives the totals). */
 OST_EXTERN void ost_loader_stats(const ost_loader *l, uint64_t *objects,
                                  uint64_t *bytes);
 /* The failure's message ("" if none). */

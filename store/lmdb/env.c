@@ -302,9 +302,11 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     struct stat sb;
     bool made_dir = false;
     if (stat(path, &sb) != 0) {
-        if (errno != ENOENT || !opts->create)
-            return ost__st_fail(st, errno == ENOENT ? OST_ENOTFOUND : OST_EIO,
-                                "%s: %s", shown, strerror(errno));
+        if (errno == ENOENT && !opts->create)
+            return ost__st_fail(st, OST_ENOTFOUND, "%s: %s (no store here: open with create, "
+                                "ost_store_options.create, to make one)", shown, strerror(errno));
+        if (errno != ENOENT)
+            return ost__st_fail(st, OST_EIO, "%s: %s", shown, strerror(errno));
         if (mkdir(path, 0755) != 0)
             return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", shown, strerror(errno));
         made_dir = true;
@@ -328,7 +330,8 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
         } else if (errno != ENOENT) {
             return ost__st_fail(st, OST_EIO, "%s: %s: %s", shown, files[i], strerror(errno));
         } else if (i == 0 && !opts->create) {
-            return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb)", shown);
+            return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb: open with "
+                                "create, ost_store_options.create, to make one)", shown);
         } else {
             absent[i] = true;
         }

@@ -642,8 +642,11 @@ def test_unopenable(tmp, db):
     env.close()
     missing = os.path.join(tmp, "missing.ostore")
     bad = [(garbage, "meta page 0: page flags"), (short, "damaged store"), (zero, "0 bytes, too small for two meta pages"),
-           (nostore, "no store here"), (notdir, "not a directory"), (foreign, "not an ostore store"),
-           (missing, "No such file or directory")]
+           (nostore, "no store here (no data.mdb: 'ostore demo', 'ostore import' and 'ostore copy' "
+                     "make one)"),
+           (notdir, "not a directory"), (foreign, "not an ostore store"),
+           (missing, "No such file or directory (no store here: 'ostore demo', 'ostore import' and "
+                     "'ostore copy' make one)")]
     for path, needle in bad:
         name = os.path.basename(path)
         for args in (["info", path], ["ls", path], ["cat", path, "0"], ["refs", path, "0"],
