@@ -118,11 +118,12 @@ OST_EXTERN int ost_map_last(ost_conn *c, ost_value m, ost_value *key);
  * before every (5, x), so from (5,) to (6,) exclusive is every key that
  * starts with 5, as in Python. Bounds are borrowed. */
 typedef struct {
-    ost_value from, to;
-    bool from_exclusive, to_exclusive;
+    ost_value from, to;                /* the bounds (0: none) */
+    bool from_exclusive, to_exclusive; /* leave the bound itself out */
     bool reverse; /* from the top down: starts at `to` */
 } ost_map_range;
 
+/* A cursor over a map's entries (ost_map_cursor_open): an opaque handle. */
 typedef struct ost_map_cursor ost_map_cursor;
 
 /* Opens a cursor over the entries of m within range r (NULL: all) in key
