@@ -27,7 +27,8 @@
  * one engine to another holds the same pickles.
  *
  * Errors, one convention: every operation returns 0 or a negative OST_E*
- * code (include/ostore/errors.h), never an errno or an engine's own code.
+ * code (OST_ERRNO_MAP, include/ostore/common.h), never an errno or an
+ * engine's own code.
  * On failure it has set the calling thread's message of the store
  * (ost__st_fail) to one line that names the store (its shown address) and
  * the cause, except where a package's own outcome is said to carry it. */
@@ -101,8 +102,9 @@ typedef struct ost__engine_ops {
     /* Opens (creating it when o->create) the store at addr for st, checks
      * its schema and format version, and fills st->shown. st is a handle
      * not open yet (OST_EINVAL otherwise). On failure nothing is left
-     * open. (ost_store_open reaches LMDB's environment directly; this entry
-     * serves the conformance suite, tests/test_engine.c.) */
+     * open. ost_store_open (store/store.c) calls it for the first engine
+     * that claims addr, every engine alike; the conformance suite
+     * (tests/test_engine.c) calls it directly. */
     int (*open)(ost_store *st, const char *addr, const ost_store_options *o, ost__engine **out);
     /* Closes what open made. Every session is closed before. */
     void (*close)(ost__engine *e);

@@ -3,7 +3,8 @@
 written by tests/make_store (three items, then a map of (int, str) keys and
 a set of str), and checks what it prints: the records, each map's entries
 after its record in Python's key order, and the same lines as the example
-output printed on that page."""
+output printed on that page; and that under a python3 without the lmdb
+module it says what to install and exits with status 2."""
 import ast
 import os
 import re
@@ -22,6 +23,18 @@ with tempfile.TemporaryDirectory() as tmp:
     subprocess.run([make_store, store], check=True)
     out = subprocess.run(["/usr/bin/python3", prog, store], check=True,
                          capture_output=True, text=True).stdout
+    # a python3 that cannot import lmdb (here Debian's own with -S, which
+    # leaves dist-packages, where python3-lmdb is, off its path, as a
+    # virtualenv's or pyenv's python3 has no lmdb): a clear message, not a
+    # traceback, and status 2
+    nolmdb = subprocess.run(["/usr/bin/python3", "-S", prog, store],
+                            capture_output=True, text=True)
+    assert nolmdb.returncode == 2, (nolmdb.returncode, nolmdb.stderr)
+    assert "Traceback" not in nolmdb.stderr, nolmdb.stderr
+    for want in ("cannot import the lmdb module", "apt-get install python3-lmdb",
+                 "/usr/bin/python3"):
+        assert want in nolmdb.stderr, (want, nolmdb.stderr)
+    assert nolmdb.stdout == "", nolmdb.stdout
     # the same program while another process commits to the store: its
     # locked read-only open (lock=True) reads one consistent snapshot
     assert "readonly=True, lock=True" in m.group(1), "the reader must open LMDB with its lock"

@@ -54,10 +54,12 @@ extern "C" {
     X(EVETO, -24, "commit vetoed by a hook")                                \
     X(EDECODE, -25, "text cannot be decoded")
 
+/* The error codes as an enum: OST_OK and one OST_<name> = value for each
+ * entry of OST_ERRNO_MAP. Functions return them as int. */
 typedef enum {
-    OST_OK = 0,
+    OST_OK = 0, /* success */
 #define OST__ERRENUM(name, val, msg) OST_##name = (val),
-    OST_ERRNO_MAP(OST__ERRENUM)
+    OST_ERRNO_MAP(OST__ERRENUM) /* OST_ENOMEM = -1 to OST_EDECODE = -25 */
 #undef OST__ERRENUM
 } ost_errno;
 

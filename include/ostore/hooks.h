@@ -15,8 +15,11 @@ extern "C" {
 
 /* ---- class registry ---------------------------------------------------- */
 
+/* A class registry (ost_registry_new): an opaque handle. */
 typedef struct ost_registry ost_registry;
 
+/* What a registry does with a global not registered in it
+ * (ost_registry_set_policy). */
 typedef enum {
     /* an unregistered global becomes a generic global/instance/reduce */
     OST_UNKNOWN_GENERIC = 0,
@@ -67,6 +70,8 @@ OST_EXTERN void ost_reader_set_registry(ost_reader *r, ost_registry *reg);
 
 /* ---- transaction hooks ---------------------------------------------- */
 
+/* A set of transaction hooks: a connection's (ost_conn_hooks) or one
+ * made by ost_txn_hooks_new. An opaque handle. */
 typedef struct ost_txn_hooks ost_txn_hooks;
 
 /* Before commit: return 0, or a negative code to veto the commit (nothing

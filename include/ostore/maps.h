@@ -128,12 +128,13 @@ OST_EXTERN int ost_map_last(ost_conn *c, ost_value m, ost_value *key);
  * ("proj-070", 1)); for int, that one key. A range with a prefix and a
  * bound is OST_EINVAL. All values are borrowed. */
 typedef struct {
-    ost_value from, to;
-    bool from_exclusive, to_exclusive;
+    ost_value from, to;                /* the bounds (0: none) */
+    bool from_exclusive, to_exclusive; /* leave the bound itself out */
     bool reverse; /* from the top down: starts at `to` */
     ost_value prefix; /* or 0: see above */
 } ost_map_range;
 
+/* A cursor over a map's entries (ost_map_cursor_open): an opaque handle. */
 typedef struct ost_map_cursor ost_map_cursor;
 
 /* Opens a cursor over the entries of m within range r (NULL: all) in key

@@ -18,6 +18,7 @@ extern "C" {
 
 /* ---- writer ------------------------------------------------------------- */
 
+/* A pickle writer (ost_writer_new): an opaque, reusable handle. */
 typedef struct ost_writer ost_writer;
 
 /* Receives pickle bytes in sink mode. Return 0, or a negative code that
@@ -30,6 +31,8 @@ typedef int (*ost_write_fn)(void *ud, const void *data, size_t len);
  * 0), or a negative code to stop the dump with that code. */
 typedef int (*ost_persistent_id_fn)(void *ud, ost_value obj, ost_value *pid);
 
+/* Which objects a persistent_id hook is asked about
+ * (ost_writer_set_persistent_id). */
 typedef enum {
     /* the hook sees each distinct instance once (the default) */
     OST_PID_INSTANCES = 0,
@@ -37,6 +40,7 @@ typedef enum {
     OST_PID_ALL = 1
 } ost_pid_scope;
 
+/* What ost_writer_stats tells of the last dump. */
 typedef struct {
     uint64_t objects;    /* heap objects written inline */
     uint64_t memo_hits;  /* references written as memo GETs */
@@ -83,6 +87,7 @@ OST_EXTERN const char *ost_writer_errmsg(const ost_writer *w);
 
 /* ---- reader ------------------------------------------------------------- */
 
+/* A pickle reader (ost_reader_new): an opaque, reusable handle. */
 typedef struct ost_reader ost_reader;
 
 /* Resolves a global named in a pickle (module and name are NUL-terminated
@@ -98,6 +103,8 @@ typedef int (*ost_find_global_fn)(void *ud, const char *module,
 typedef int (*ost_persistent_load_fn)(void *ud, ost_value pid,
                                       ost_value *obj);
 
+/* A reader's limits on one load (ost_reader_get_limits,
+ * ost_reader_set_limits): a pickle that passes one fails with OST_ELIMIT. */
 typedef struct {
     size_t max_depth;     /* nesting: containers inside containers as the
                            * pickle builds them, and open MARKs (each

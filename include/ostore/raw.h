@@ -16,6 +16,7 @@ extern "C" {
 
 /* ---- snapshots ----------------------------------------------------------- */
 
+/* A raw read-only snapshot of a store (ost_snap_open): an opaque handle. */
 typedef struct ost_snap ost_snap;
 
 /* Opens a read-only snapshot of st: what the last commit before the call
@@ -62,7 +63,7 @@ OST_EXTERN int ost_snap_class(ost_snap *s, size_t i, uint32_t *id, const char **
 
 /* One record as stored. */
 typedef struct {
-    uint64_t oid;
+    uint64_t oid;          /* its oid */
     uint64_t serial;       /* the commit that wrote it (0 when damaged) */
     uint32_t class_id;     /* its class (ost_snap_class; 0 when damaged) */
     const uint8_t *pickle; /* its state pickle (NULL when damaged): owned
@@ -97,13 +98,15 @@ OST_EXTERN void ost_snap_cursor_close(ost_snap_cursor *c);
 typedef struct {
     const uint8_t *key; /* the encoded key, owned by the snapshot, valid
                          * until the cursor moves */
-    size_t klen;
+    size_t klen;          /* bytes of the key */
     uint64_t serial;      /* the commit that wrote it */
     const uint8_t *value; /* the value pickle (empty for a set) */
-    size_t vlen;
+    size_t vlen;          /* bytes of the value (0 for a set) */
     const char *damage;   /* NULL, or what is wrong (the key is still given) */
 } ost_raw_entry;
 
+/* A cursor over a map's entries as stored (ost_snap_entries): an opaque
+ * handle. */
 typedef struct ost_entry_cursor ost_entry_cursor;
 /* Opens a cursor over the entries of map (an oid) in key order, from the
  * first key >= from[0, fromlen) (from NULL: the map's first). A map
@@ -132,6 +135,7 @@ OST_EXTERN int ost_snap_verify(ost_snap *s);
 
 /* ---- import -------------------------------------------------------------- */
 
+/* An import in progress (ost_import_begin): an opaque handle. */
 typedef struct ost_import ost_import;
 
 /* Starts an import into st, which must be new (only the root that
@@ -226,7 +230,11 @@ typedef struct {
  * damaged file, a record or entry not recovered (its oid, its class when
  * known, why), or how something was recovered. line is one line without a
  * newline, valid during the call. */
-enum { OST_SALVAGE_DAMAGE, OST_SALVAGE_LOST, OST_SALVAGE_NOTE };
+enum {
+    OST_SALVAGE_DAMAGE, /* a page-level problem of the damaged file */
+    OST_SALVAGE_LOST,   /* a record or entry not recovered */
+    OST_SALVAGE_NOTE    /* how something was recovered */
+};
 typedef void (*ost_salvage_fn)(void *ud, int kind, const char *line);
 
 /* Copies what still verifies of the damaged LMDB store in directory src

@@ -1,6 +1,8 @@
-/* ostore store: persistent objects under 64-bit oids in one LMDB
- * environment, an object cache with ghosts per connection, transactions
- * with conflict detection, pack and check.
+/* ostore store: persistent objects under 64-bit oids in one store, kept
+ * by one of two engines (an LMDB environment in a directory, or tables in
+ * a schema of a PostgreSQL database: docs/engines.md), an object cache
+ * with ghosts per connection, transactions with conflict detection, pack
+ * and check.
  *
  * A store is shared by the threads of a process; a connection belongs to
  * one thread at a time and has its own object cache and transaction. The
@@ -16,6 +18,9 @@
 extern "C" {
 #endif
 
+/* Opaque handles: a store (ost_store_new, ost_store_open), shared by the
+ * threads of a process, and a connection to it (ost_conn_open), used by
+ * one thread at a time. */
 typedef struct ost_store ost_store;
 typedef struct ost_conn ost_conn;
 
@@ -30,19 +35,24 @@ typedef struct ost_conn ost_conn;
  * that the open does (once, in one transaction). */
 #define OST_STORE_FORMAT 4
 
+/* How a commit waits for the disk (ost_store_options.durability). The
+ * PostgreSQL engine commits with synchronous_commit on for OST_SYNC_FULL
+ * and off for the others (docs/postgresql.md). */
 typedef enum {
     OST_SYNC_FULL = 0,   /* fsync data and meta at each commit */
     OST_SYNC_NOMETA = 1, /* MDB_NOMETASYNC: last commit may roll back on a crash */
     OST_SYNC_NONE = 2    /* MDB_NOSYNC: the OS decides; a crash may lose commits */
 } ost_durability;
 
+/* How ost_store_open opens a store: fill it with ost_store_options_init,
+ * then set the fields to change. */
 typedef struct {
     bool create;               /* create the directory and store if missing */
     bool read_only;            /* open read-only: commits fail with OST_EREADONLY;
                                 * see ost_store_open for a store whose lock.mdb
                                 * this user cannot write */
     size_t map_size;           /* initial LMDB map size; grows by itself */
-    ost_durability durability;
+    ost_durability durability; /* how commits reach the disk */
     unsigned max_readers;      /* LMDB reader slots (connections + helpers) */
     ost_registry *registry;    /* classes (not owned; must outlive the store) */
     bool group_commit;         /* commits that meet are applied as one
@@ -146,12 +156,13 @@ OST_EXTERN const char *ost_store_path(const ost_store *st);
  * (each thread keeps the messages of the last 4 stores it used). */
 OST_EXTERN const char *ost_store_errmsg(const ost_store *st);
 
+/* What ost_store_stat tells of a store. */
 typedef struct {
     uint64_t records;     /* objects stored */
     uint64_t bytes;       /* bytes of records (headers and pickles) */
     uint64_t next_oid;    /* the first oid no connection has reserved */
     uint64_t last_serial; /* id of the last commit */
-    uint64_t map_size;    /* LMDB map size now */
+    uint64_t map_size;    /* LMDB map size now (0 on PostgreSQL) */
 } ost_store_stats;
 /* Fills *out from one read snapshot. 0 or a code. */
 OST_EXTERN int ost_store_stat(ost_store *st, ost_store_stats *out);
@@ -288,8 +299,8 @@ OST_EXTERN void ost_changed(ost_value obj);
  * reloaded on next use). OST_EBUSY if it has uncommitted changes. */
 OST_EXTERN int ost_invalidate(ost_conn *c, ost_value obj);
 
-/* Writes every new or changed persistent object in one LMDB write
- * transaction, then starts a new transaction. New persistent objects
+/* Writes every new or changed persistent object in one write
+ * transaction of the engine, then starts a new transaction. New persistent objects
  * reachable from written ones get oids. Fails with OST_ECONFLICT when
  * another commit changed an object this transaction changed (the message
  * names the oid, its class, the commit that changed it and the commit the
@@ -300,14 +311,18 @@ OST_EXTERN int ost_invalidate(ost_conn *c, ost_value obj);
  * and the transaction is poisoned: commits fail with OST_ETXN until
  * ost_abort. */
 OST_EXTERN int ost_commit(ost_conn *c);
+/* libuv's loop, declared here so that this header needs no uv.h. */
+struct uv_loop_s;
+/* What ost_commit_async calls, on the loop's thread, with the commit's
+ * outcome: status is 0, or the code ost_commit would have returned. It is
+ * not called when the connection closed meanwhile. */
+typedef void (*ost_commit_cb)(void *ud, int status);
 /* Commits without waiting, for programs that run a libuv loop on the
  * connection's thread: the work is prepared now, written by the group
  * committer (the store needs group_commit), and cb runs on that loop with
- * the outcome. If this call fails, its code is returned and cb never runs.
- * OST_EBUSY while an earlier asynchronous commit is pending. */
-struct uv_loop_s;
-typedef void (*ost_commit_cb)(void *ud, int status);
-/* See above: 0 when the commit was handed to the committer. */
+ * the outcome. Returns 0 when the commit was handed to the committer. If
+ * this call fails, its code is returned and cb never runs. OST_EBUSY while
+ * an earlier asynchronous commit is pending. */
 OST_EXTERN int ost_commit_async(ost_conn *c, struct uv_loop_s *loop,
                                 ost_commit_cb cb, void *ud);
 /* Drops the changes of the transaction: changed objects become ghosts, new
@@ -337,11 +352,13 @@ OST_EXTERN int ost_txn_run(ost_conn *c, unsigned attempts, ost_txn_fn fn, void *
 
 /* ---- iterating over the stored objects ---------------------------------- */
 
+/* An iterator over the records of a connection's snapshot
+ * (ost_iter_open): an opaque handle. */
 typedef struct ost_iter ost_iter;
 
 /* What ost_iter_next tells of a record. */
 typedef struct {
-    uint64_t oid;
+    uint64_t oid;    /* its oid */
     uint64_t serial; /* the commit that wrote it (0 when damaged) */
     size_t size;     /* bytes of the record: 16-byte header and state pickle */
     ost_value cls;   /* its class (borrowed from the object; 0 when damaged) */
@@ -374,16 +391,19 @@ OST_EXTERN void ost_iter_close(ost_iter *it);
 
 /* ---- bulk loader ------------------------------------------------------------ */
 
+/* A bulk loader on a connection (ost_loader_open): an opaque handle. */
 typedef struct ost_loader ost_loader;
 
 /* Reports progress after each stored batch: objects and bytes so far. */
 typedef void (*ost_progress_fn)(void *ud, uint64_t objects, uint64_t bytes);
 
+/* How a bulk loader batches (ost_loader_open): fill it with
+ * ost_loader_options_init, then set the fields to change. */
 typedef struct {
     size_t batch_objects; /* commit every N objects (default 100,000) */
     size_t batch_bytes;   /* or every M bytes of records (default 64 MiB) */
-    ost_progress_fn progress;
-    void *ud;
+    ost_progress_fn progress; /* called after each stored batch (NULL: none) */
+    void *ud;                 /* passed to progress */
 } ost_loader_options;
 
 /* Fills o with the defaults. */
@@ -397,7 +417,7 @@ OST_EXTERN int ost_loader_open(ost_conn *c, const ost_loader_options *o,
  * not NULL) receives obj's oid. The object is serialized now: later
  * changes to it are not stored. Batches commit every N objects or M
  * bytes, on a writer thread, while the next batch fills; each batch is one
- * LMDB transaction, durable as the store's durability says. After a
+ * transaction of the engine, durable as the store's durability says. After a
  * failure every later call returns the same code; ost_loader_errmsg says
  * which batch and why. */
 OST_EXTERN int ost_loader_add(ost_loader *l, ost_value obj, uint64_t *oid);

@@ -29,6 +29,9 @@
 extern "C" {
 #endif
 
+/* A value: an immediate (small int, None, True, False, a float of
+ * ordinary magnitude) or a pointer to a reference-counted heap object;
+ * 0 is OST_NOVALUE, "no value" (see the top of this file). */
 typedef uintptr_t ost_value;
 
 #define OST_NOVALUE ((ost_value)0)
@@ -40,33 +43,36 @@ typedef uintptr_t ost_value;
 #define OST_SMALLINT_MIN (-((int64_t)1 << 62))
 #define OST_SMALLINT_MAX (((int64_t)1 << 62) - 1)
 
+/* What a value is (ost_typeof): one of Python's types that pickles hold,
+ * or one of the kinds of object a pickle builds without running code. */
 typedef enum {
-    OST_T_INVALID = 0,
-    OST_T_NONE,
-    OST_T_BOOL,
-    OST_T_INT,
-    OST_T_FLOAT,
-    OST_T_STR,
-    OST_T_BYTES,
-    OST_T_BYTEARRAY,
-    OST_T_TUPLE,
-    OST_T_LIST,
-    OST_T_DICT,
-    OST_T_SET,
-    OST_T_FROZENSET,
-    OST_T_INSTANCE,
-    OST_T_GLOBAL,
-    OST_T_REDUCE,
-    OST_T_PERSREF,
-    OST_T__COUNT
+    OST_T_INVALID = 0, /* OST_NOVALUE */
+    OST_T_NONE,        /* None */
+    OST_T_BOOL,        /* True, False */
+    OST_T_INT,         /* int, immediate or heap */
+    OST_T_FLOAT,       /* float, immediate or heap */
+    OST_T_STR,         /* str (UTF-8) */
+    OST_T_BYTES,       /* bytes */
+    OST_T_BYTEARRAY,   /* bytearray */
+    OST_T_TUPLE,       /* tuple */
+    OST_T_LIST,        /* list */
+    OST_T_DICT,        /* dict */
+    OST_T_SET,         /* set */
+    OST_T_FROZENSET,   /* frozenset */
+    OST_T_INSTANCE,    /* an instance of a class (ost_instance_new) */
+    OST_T_GLOBAL,      /* a class or function named by module and name
+                        * (ost_global, ost_class_new) */
+    OST_T_REDUCE,      /* a reduce value (ost_reduce_new) */
+    OST_T_PERSREF,     /* a persistent reference (ost_persref) */
+    OST_T__COUNT       /* the number of types above, not a type */
 } ost_type;
 
 /* How a reduce value is rebuilt: REDUCE calls callable(*args); NEWOBJ is
  * cls.__new__(cls, *args); NEWOBJ_EX adds keyword arguments (a dict). */
 typedef enum {
-    OST_REDUCE_CALL = 0,
-    OST_REDUCE_NEWOBJ = 1,
-    OST_REDUCE_NEWOBJ_EX = 2
+    OST_REDUCE_CALL = 0,     /* REDUCE: callable(*args) */
+    OST_REDUCE_NEWOBJ = 1,   /* NEWOBJ: cls.__new__(cls, *args) */
+    OST_REDUCE_NEWOBJ_EX = 2 /* NEWOBJ_EX: cls.__new__(cls, *args, **kwargs) */
 } ost_reduce_kind;
 
 /* ---- type, identity, reference counts ---------------------------------- */
@@ -92,6 +98,7 @@ OST_EXTERN uint32_t ost_refcount(ost_value v);
 
 /* ---- scalars ------------------------------------------------------------ */
 
+/* True or False (immediates: nothing to release). */
 static inline ost_value ost_bool(bool b) { return b ? OST_TRUE : OST_FALSE; }
 
 /* New int; an immediate when it fits, else a heap int. 0 on ENOMEM. */
@@ -207,17 +214,28 @@ typedef int (*ost_setstate_fn)(void *ud, ost_value inst, ost_value state);
 typedef int (*ost_getnewargs_fn)(void *ud, ost_value inst, ost_value *args);
 typedef int (*ost_setnewargs_fn)(void *ud, ost_value inst, ost_value args);
 
+/* A class, as ost_class_new and ost_registry_add take it (they copy it,
+ * strings included): the name it pickles under, its declared fields and
+ * its callbacks. Zero it, then set the fields to use. */
 typedef struct {
     const char *module; /* e.g. "myapp.model" */
     const char *name;   /* e.g. "Account" */
     /* Declared fields: instances then keep one slot per field and no
      * dict. NULL (nfields 0) for instances with a dict of attributes. */
     const char *const *fields;
-    size_t nfields;
+    size_t nfields;  /* number of entries of fields */
     bool persistent; /* stored as its own record by the store */
+    /* The state written for an instance (NULL: its attribute dict, or
+     * its slots as a dict). */
     ost_getstate_fn getstate;
+    /* Gives an instance the state read (NULL: the state fills its slots,
+     * updates its attribute dict when both are dicts, or else replaces
+     * its state). */
     ost_setstate_fn setstate;
+    /* NEWOBJ's arguments for an instance (NULL: none, an empty tuple). */
     ost_getnewargs_fn getnewargs;
+    /* Receives NEWOBJ's arguments read into a new instance (NULL: a
+     * NEWOBJ with arguments reads as a reduce value, not an instance). */
     ost_setnewargs_fn setnewargs;
     void *ud; /* passed to the callbacks */
     /* Former names of fields, for states written before a field was
@@ -225,7 +243,7 @@ typedef struct {
      * field_aliases[2 * i] reads into the slot of field_aliases[2 * i + 1].
      * Writing uses the declared name. NULL (0) for none. */
     const char *const *field_aliases;
-    size_t nfield_aliases;
+    size_t nfield_aliases; /* number of pairs in field_aliases */
 } ost_class_def;
 
 /* New class: a global value (module.name) that also carries def, copied
@@ -368,9 +386,9 @@ OST_EXTERN int ost_hash(ost_value v, uint64_t *out);
 /* A growable byte buffer owned by the caller: zero-initialise it, free it
  * with ost_buf_free. */
 typedef struct {
-    char *data;
-    size_t len;
-    size_t cap;
+    char *data; /* the bytes, data[0, len); NULL until the first append */
+    size_t len; /* bytes held */
+    size_t cap; /* bytes allocated */
 } ost_buf;
 /* Frees b's memory and zeroes it (NULL allowed). */
 OST_EXTERN void ost_buf_free(ost_buf *b);
@@ -424,15 +442,16 @@ OST_EXTERN int ost_repr_ex(ost_value v, ost_buf *out, const ost_repr_options *o)
 
 /* ---- allocator ------------------------------------------------------------ */
 
+/* An allocator for value memory (ost_set_allocator): three functions with
+ * the C library's contracts. */
+typedef struct {
+    void *(*malloc)(size_t n);          /* as malloc(3) */
+    void *(*realloc)(void *p, size_t n); /* as realloc(3) */
+    void (*free)(void *p);              /* as free(3) */
+} ost_allocator;
 /* Replaces the allocator for all value memory (NULL restores the default).
  * With a custom allocator every object goes through it, unpooled, so a test
  * can fail any single allocation. Call it while no values exist. */
-typedef struct {
-    void *(*malloc)(size_t n);
-    void *(*realloc)(void *p, size_t n);
-    void (*free)(void *p);
-} ost_allocator;
-/* See above. */
 OST_EXTERN void ost_set_allocator(const ost_allocator *a);
 
 /* Statistics of the value allocator for the calling thread. */

@@ -7,7 +7,7 @@
  * arm64 Linux) without ever calling liblmdb, never reads outside the file,
  * always ends (every page is visited at most once per call), and uses
  * memory bounded by the file's page count (bitmaps of one bit per page)
- * and its page size. store/pagecheck.c opens with the format facts it
+ * and its page size. store/lmdb/pagecheck.c opens with the format facts it
  * relies on and the list of what it checks.
  *
  * Caveats:

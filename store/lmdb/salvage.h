@@ -1,7 +1,7 @@
 /* Salvage: copies what still verifies of a damaged store into a new one,
  * for `ostore salvage` (docs/recovery.md). Internal: not part of the API.
  *
- * The damaged store is read with store/pagecheck.c alone, never with
+ * The damaged store is read with store/lmdb/pagecheck.c alone, never with
  * liblmdb, and never written. Records and map entries come first from the
  * B-trees of the current snapshot, through the pages that pass the page
  * checks; when the walk finds damage in a database, every page of the file
