@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "store_internal.h"
 #include "../serializer/opcodes.h"
@@ -2066,6 +2067,28 @@ void ost__conn_refresh(ost_conn *c) {
 
 /* ---- running a function in a transaction, with retries ------------------- */
 
+/* The wait after conflicted attempt n of ost_txn_run, in microseconds:
+ * uniform in [0, min(OST__BACKOFF_CAP_US, OST__BACKOFF_BASE_US << (n - 1))]
+ * ("full jitter"), so that writers who conflicted on one object spread out
+ * instead of meeting again at the next commit. */
+#define OST__BACKOFF_BASE_US 500u
+#define OST__BACKOFF_CAP_US 50000u
+
+static _Thread_local uint64_t t_jitter;
+
+unsigned ost__backoff_us(unsigned n) {
+    if (!t_jitter) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t_jitter = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&ts;
+        t_jitter |= 1;
+    }
+    t_jitter ^= t_jitter << 13, t_jitter ^= t_jitter >> 7, t_jitter ^= t_jitter << 17;
+    uint64_t top = n > 8 ? OST__BACKOFF_CAP_US : (uint64_t)OST__BACKOFF_BASE_US << (n - 1);
+    if (top > OST__BACKOFF_CAP_US) top = OST__BACKOFF_CAP_US;
+    return (unsigned)(t_jitter % (top + 1));
+}
+
 int ost_txn_run(ost_conn *c, unsigned attempts, ost_txn_fn fn, void *ud, unsigned *tried) {
     if (tried) *tried = 0;
     if (!c) return OST_EINVAL;
@@ -2090,7 +2113,12 @@ int ost_txn_run(ost_conn *c, unsigned attempts, ost_txn_fn fn, void *ud, unsigne
         char keep[sizeof c->msg];
         memcpy(keep, c->msg, sizeof keep);
         ost_abort(c);
-        if (rc == OST_ECONFLICT && n < attempts) continue;
+        if (rc == OST_ECONFLICT && n < attempts) {
+            unsigned us = ost__backoff_us(n);
+            struct timespec ts = {0, (long)us * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         if (rc == OST_ECONFLICT)
             return ost__c_fail(c, rc, "gave up after %u attempts: %s", attempts, keep);
         memcpy(c->msg, keep, sizeof keep);

@@ -408,4 +408,9 @@ void ost__msort_free(ost__msort *ms);
  * address so.) */
 void ost__addr_scrub(const char *addr, char *out, size_t cap);
 
+/* ost_txn_run's wait after its conflicted attempt n (1, 2, ...), in
+ * microseconds: uniform in [0, min(50,000, 500 << (n - 1))], from a
+ * per-thread generator (store/conn.c; tests check its bounds). */
+unsigned ost__backoff_us(unsigned n);
+
 #endif

@@ -3959,6 +3959,27 @@ static int u64_order(const void *a, const void *b) {
  * which they differ, none when already in order) gives what qsort and a
  * pass dropping repeats give: small and large sets, narrow and wide
  * spans, repeats, sorted and reversed input. */
+/* ost_txn_run's wait after conflicted attempt n: never past
+ * min(50 ms, 0.5 ms << (n - 1)), and spread over that span (2,000 draws:
+ * the largest above half of it, the smallest below a quarter; each fails
+ * by chance with odds below 2^-500). */
+OST_TEST(store, the_retry_wait_grows_with_each_conflict_and_is_jittered) {
+    for (unsigned n = 1; n <= 40; n++) {
+        uint64_t top = n > 8 ? 50000 : (uint64_t)500 << (n - 1);
+        if (top > 50000) top = 50000;
+        unsigned lo = UINT_MAX, hi = 0;
+        for (int i = 0; i < 2000; i++) {
+            unsigned us = ost__backoff_us(n);
+            cr_assert_leq(us, top, "attempt %u: %u us", n, us);
+            if (us < lo) lo = us;
+            if (us > hi) hi = us;
+        }
+        cr_assert_geq(hi, top / 2, "attempt %u: at most %u us of %llu", n, hi,
+                      (unsigned long long)top);
+        cr_assert_leq(lo, top / 4, "attempt %u: at least %u us", n, lo);
+    }
+}
+
 OST_TEST(store, sort_unique_sorts_and_drops_repeats) {
     uint64_t seed = 12345;
     size_t sizes[] = {0, 1, 2, 63, 64, 65, 1000, 20000};

@@ -338,8 +338,10 @@ typedef int (*ost_txn_fn)(void *ud, ost_conn *c);
 /* Runs fn in a transaction and commits, retrying on conflict, as ZODB's
  * transaction.attempts(): each attempt starts a new transaction on the
  * newest commit (ost_abort), calls fn, then ost_commit; when fn or the
- * commit returns OST_ECONFLICT, the attempt is aborted and the next one
- * runs, up to attempts in all. Any other failure aborts and is returned
+ * commit returns OST_ECONFLICT, the attempt is aborted and, after a
+ * random wait that grows with each conflict (up to 0.5 ms after the first,
+ * doubling, at most 50 ms: writers of one hot object spread out), the next
+ * one runs, up to attempts in all. Any other failure aborts and is returned
  * at once (fn is not run again). *tried (if not NULL) gets the number of
  * attempts run. Returns 0 when an attempt committed; OST_ECONFLICT when
  * every attempt conflicted (the message says how many, and the last
