@@ -282,9 +282,11 @@ typedef struct ost__engine_ops {
     int (*ent_get_ref)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e,
                        uint64_t *ref, ost__recview *r);
     int (*ent_each_map)(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud);
-    /* The map's record: its count (add with serial inside commit) and its
-     * state pickle, as entries.h's ost__map_count_* say. */
-    int (*map_count_add)(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial);
+    /* The map's (or, counter true, the counter's) record: adds delta to
+     * its count and stamps it with serial, inside commit, as entries.h's
+     * ost__map_count_add says (ost__record_count_add's rules). */
+    int (*map_count_add)(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial,
+                         bool counter);
 
     /* ---- raw access (include/ostore/raw.h) -------------------------------- */
 

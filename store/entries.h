@@ -81,9 +81,11 @@ int ost__ent_each_map(ost_store *st, void *txn,
                       int (*fn)(void *ud, uint64_t map), void *ud);
 
 /* The engine's write transaction inside apply: adds delta to the count in
- * map's record and stamps it with serial. OST_ECONFLICT when the record is
- * gone (pack removed the map), OST_ECORRUPT when it is not a map record. */
-int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, uint64_t serial);
+ * map's record (a counter's, counter true) and stamps it with serial.
+ * OST_ECONFLICT when the record is gone (pack removed the map), and
+ * ost__record_count_add's codes (OST_ECORRUPT: not such a record). */
+int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, uint64_t serial,
+                       bool counter);
 /* The OST_E* code and the text of an engine code (a positive result). */
 int ost__ent_code(int rc);
 const char *ost__ent_strerror(int rc);

@@ -29,6 +29,7 @@
 #include "store_internal.h"
 
 #define SL_MAX 16
+#define MC_COUNTER 3 /* ost__map_class of ostore.maps.Counter */
 #define KMAX OST_MAP_KEY_MAX
 
 enum { P_DIRTY = 1, P_DEL = 2 };
@@ -47,6 +48,10 @@ struct ost__map {
     uint64_t oid;
     ost__mkind kind;
     bool is_set, is_new, touched;
+    /* a counter (ostore.maps.Counter): no entries; delta is the
+     * transaction's add, initial a new counter's first value */
+    bool is_counter;
+    int64_t initial;
     /* the object the last lookup's value referred to was in the cache
      * already: the next lookup reads the entry alone (lookup_get) */
     bool ref_held;
@@ -272,7 +277,38 @@ void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count) {
     for (int j = 0; j < 8; j++) p[n - 10 + j] = (uint8_t)(count >> (8 * j));
 }
 
-/* 1 for ostore.maps.OrderedMap, 2 for OrderedSet, 0 for other classes. */
+/* A counter's value: the record's LONG1 of 8 bytes, signed as pickle's
+ * LONG1 is. */
+static int counter_record_value(const uint8_t *p, size_t n, int64_t *value) {
+    if (n < 16 || p[0] != 0x80 || p[n - 1] != '.' || p[n - 2] != 'u' || p[n - 11] != 8 ||
+        p[n - 12] != 0x8a)
+        return OST_ECORRUPT;
+    uint64_t v = 0;
+    for (int j = 7; j >= 0; j--) v = v << 8 | p[n - 10 + j];
+    *value = (int64_t)v;
+    return 0;
+}
+
+int ost__record_count_add(uint8_t *p, size_t n, int64_t delta, bool counter) {
+    if (counter) {
+        int64_t v, sum;
+        int rc = counter_record_value(p, n, &v);
+        if (rc) return rc;
+        if (__builtin_add_overflow(v, delta, &sum)) return OST_ELIMIT;
+        ost__map_record_setcount(p, n, (uint64_t)sum);
+        return 0;
+    }
+    uint64_t count;
+    int rc = ost__map_record_count(p, n, &count);
+    if (rc) return rc;
+    if ((delta < 0 && (uint64_t)-delta > count) || (delta > 0 && (uint64_t)delta > INT64_MAX - count))
+        return OST_ECORRUPT;
+    ost__map_record_setcount(p, n, count + (uint64_t)delta);
+    return 0;
+}
+
+/* 1 for ostore.maps.OrderedMap, 2 for OrderedSet, 3 for Counter, 0 for
+ * other classes: the classes whose records the store writes itself. */
 int ost__map_class(ost_value cls) {
     size_t ml, nl;
     const char *m = ost_data(ost_global_module(cls), &ml);
@@ -280,11 +316,18 @@ int ost__map_class(ost_value cls) {
     if (!m || !n || ml != 11 || memcmp(m, "ostore.maps", 11)) return 0;
     if (nl == 10 && memcmp(n, "OrderedMap", 10) == 0) return 1;
     if (nl == 10 && memcmp(n, "OrderedSet", 10) == 0) return 2;
+    if (nl == 7 && memcmp(n, "Counter", 7) == 0) return MC_COUNTER;
     return 0;
 }
 
 bool ost_is_map(ost_value v) {
-    return ost_typeof(v) == OST_T_INSTANCE && ost__map_class(ost_instance_class(v)) != 0;
+    if (ost_typeof(v) != OST_T_INSTANCE) return false;
+    int mc = ost__map_class(ost_instance_class(v));
+    return mc && mc != MC_COUNTER;
+}
+
+bool ost_is_counter(ost_value v) {
+    return ost_typeof(v) == OST_T_INSTANCE && ost__map_class(ost_instance_class(v)) == MC_COUNTER;
 }
 
 /* ---- the skip list ---------------------------------------------------------- */
@@ -422,8 +465,8 @@ static ost__map *map_of(ost_conn *c, ost_value v, int *rc) {
         return NULL;
     }
     ost__ptr_slot *s = ost__ptrtab_find(&c->maps, (uintptr_t)(oid + 1));
-    if (s->key) return (ost__map *)(uintptr_t)s->val;
-    int mc = ost__map_class(ost_instance_class(v));
+    if (s->key && !((ost__map *)(uintptr_t)s->val)->is_counter) return (ost__map *)(uintptr_t)s->val;
+    int mc = s->key ? MC_COUNTER : ost__map_class(ost_instance_class(v));
     if (mc && c->st->no_ments) {
         *rc = ost__c_fail(c, OST_EVERSION,
                           "map %llu: this handle opened the store read-only when it was format 1 "
@@ -431,8 +474,9 @@ static ost__map *map_of(ost_conn *c, ost_value v, int *rc) {
                           (unsigned long long)oid);
         return NULL;
     }
-    if (!mc) {
-        *rc = ost__c_fail(c, OST_EINVAL, "oid %llu is not a map (its class is not ostore.maps.*)",
+    if (!mc || mc == MC_COUNTER) {
+        *rc = ost__c_fail(c, OST_EINVAL, mc ? "oid %llu is a counter, not a map"
+                                            : "oid %llu is not a map (its class is not ostore.maps.*)",
                           (unsigned long long)oid);
         return NULL;
     }
@@ -593,8 +637,8 @@ static int damaged_entry(ost_conn *c, ost__map *m, const uint8_t *k, size_t kl) 
 static int eng_fail(ost_conn *c, ost__map *m, int rc) {
     if (c->msg[0]) return rc;
     const char *why = ost_store_errmsg(c->st);
-    return ost__c_fail(c, rc, "map %llu: %s", (unsigned long long)m->oid,
-                       why[0] ? why : ost_strerror(rc));
+    return ost__c_fail(c, rc, "%s %llu: %s", m->is_counter ? "counter" : "map",
+                       (unsigned long long)m->oid, why[0] ? why : ost_strerror(rc));
 }
 
 /* The base serial of an entry first looked at now: after the snapshot
@@ -838,6 +882,124 @@ int ost_map_del(ost_conn *c, ost_value v, ost_value key) {
         ost_buf_free(&b);
     }
     return rc;
+}
+
+/* ---- counters ------------------------------------------------------------------ */
+
+/* The state of counter v in connection c, made on first use. */
+static ost__map *counter_of(ost_conn *c, ost_value v, int *rc) {
+    *rc = 0;
+    uint64_t oid = ost_oid(c, v);
+    if (oid == UINT64_MAX) {
+        *rc = ost__c_fail(c, OST_EINVAL, "not a persistent object of this connection");
+        return NULL;
+    }
+    ost__ptr_slot *s = ost__ptrtab_find(&c->maps, (uintptr_t)(oid + 1));
+    if (s->key) {
+        ost__map *m = (ost__map *)(uintptr_t)s->val;
+        if (m->is_counter) return m;
+    }
+    if (s->key || ost__map_class(ost_instance_class(v)) != MC_COUNTER) {
+        *rc = ost__c_fail(c, OST_EINVAL, "oid %llu is not a counter (ostore.maps.Counter)",
+                          (unsigned long long)oid);
+        return NULL;
+    }
+    ost__mkind k = {0};
+    snprintf(k.canon, sizeof k.canon, "counter");
+    ost__map *m = map_alloc(c, oid, &k, false);
+    if (!m) *rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
+    else m->is_counter = true;
+    return m;
+}
+
+int ost_counter_new(ost_conn *c, int64_t initial, ost_value *out) {
+    if (out) *out = 0;
+    if (!c || !out) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
+    c->msg[0] = 0;
+    int rc = check_writable(c);
+    if (!rc) rc = busy(c, true);
+    if (rc) return rc;
+    ost_value inst = ost_instance_new(ost_incref(c->st->counter_cls)), state = ost_dict_new();
+    rc = inst && state ? 0 : OST_ENOMEM;
+    if (!rc) rc = ost_dict_set(state, ost_str_c("kind"), ost_str_c("counter"));
+    if (!rc) rc = ost_dict_set(state, ost_str_c("count"), ost_int(initial));
+    if (!rc) {
+        rc = ost_instance_set_state(inst, state);
+        state = 0;
+    }
+    uint64_t oid;
+    if (!rc) rc = ost__conn_new_oid(c, &oid);
+    if (!rc) rc = ost__conn_cache_add(c, inst, oid);
+    ost__map *m = NULL;
+    ost__mkind k = {0};
+    snprintf(k.canon, sizeof k.canon, "counter");
+    if (!rc && !(m = map_alloc(c, oid, &k, false))) {
+        ost__conn_forget(c, oid);
+        rc = OST_ENOMEM;
+    }
+    ost_decref(state);
+    if (rc) {
+        ost_decref(inst);
+        return c->msg[0] ? rc : ost__c_fail(c, rc, "cannot make a counter: %s", ost_strerror(rc));
+    }
+    m->is_counter = true;
+    m->is_new = true;
+    m->initial = initial;
+    touch(c, m);
+    *out = inst;
+    ost_decref(inst); /* the cache holds it */
+    return 0;
+}
+
+int ost_counter_add(ost_conn *c, ost_value v, int64_t delta) {
+    if (!c) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
+    c->msg[0] = 0;
+    int rc = check_writable(c);
+    if (!rc) rc = busy(c, true);
+    if (rc) return rc;
+    ost__map *m = counter_of(c, v, &rc);
+    if (!m) return rc;
+    int64_t sum;
+    if (__builtin_add_overflow(m->delta, delta, &sum) ||
+        (m->is_new && __builtin_add_overflow(m->initial, sum, &(int64_t){0})))
+        return ost__c_fail(c, OST_ELIMIT, "counter %llu: the transaction's adds would pass the "
+                           "64-bit range", (unsigned long long)m->oid);
+    m->delta = sum;
+    m->ndirty = 1;
+    touch(c, m);
+    return 0;
+}
+
+int ost_counter_get(ost_conn *c, ost_value v, int64_t *value) {
+    if (value) *value = 0;
+    if (!c || !value) return OST_EINVAL;
+    if (!c->st) return ost__conn_dead(c);
+    c->msg[0] = 0;
+    int rc = busy(c, false);
+    if (rc) return rc;
+    ost__map *m = counter_of(c, v, &rc);
+    if (!m) return rc;
+    int64_t base = m->initial;
+    if (!m->is_new) {
+        if ((rc = ost__conn_pin(c))) return rc;
+        ost__recview r;
+        rc = c->st->ops->get(c->sess, m->oid, &r);
+        if (!rc) rc = counter_record_value(r.pickle, r.len, &base);
+        ost__conn_unpin(c);
+        if (rc == OST_ENOTFOUND)
+            return ost__c_fail(c, rc, "counter %llu: no record (removed by pack?)",
+                               (unsigned long long)m->oid);
+        if (rc == OST_ECORRUPT)
+            return ost__c_fail(c, rc, "counter %llu: its record is not a counter record",
+                               (unsigned long long)m->oid);
+        if (rc) return eng_fail(c, m, rc);
+    }
+    if (__builtin_add_overflow(base, m->delta, value))
+        return ost__c_fail(c, OST_ELIMIT, "counter %llu: its value and this transaction's adds "
+                           "pass the 64-bit range", (unsigned long long)m->oid);
+    return 0;
 }
 
 /* ---- cursors ------------------------------------------------------------------ */
@@ -1290,9 +1452,39 @@ bool ost__maps_dirty(ost_conn *c) {
     return false;
 }
 
+/* A counter's part of the package: a new counter's record with its value,
+ * or the add of the transaction (OST__MENT_COUNT). */
+static int counter_prepare(ost_conn *c, ost__map *m, ost__pkg *p) {
+    if (m->is_new) {
+        uint8_t rec[128];
+        size_t n = ost__map_record(rec, sizeof rec, "counter", (uint64_t)(m->initial + m->delta));
+        uint32_t cid;
+        ost__st_clear(c->st);
+        int rc = ost__class_id_cached(c->st, c->st->counter_cls, &cid);
+        if (!rc) rc = ost__pkg_add(p, m->oid, 0, cid, rec, n);
+        if (rc) {
+            const char *why = ost_store_errmsg(c->st);
+            return ost__c_fail(c, rc, "counter %llu: %s", (unsigned long long)m->oid,
+                               why[0] ? why : ost_strerror(rc));
+        }
+        return 0;
+    }
+    if (!m->delta) return 0;
+    uint8_t d[8];
+    for (int j = 0; j < 8; j++) d[j] = (uint8_t)((uint64_t)m->delta >> (8 * j));
+    if (ost__pkg_ment(p, m->oid, 0, NULL, 0, d, 8, OST__MENT_COUNT))
+        return ost__c_fail(c, OST_ENOMEM, "out of memory");
+    return 0;
+}
+
 int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
     p->since = c->txn_serial;
     for (ost__map *m = c->mtouched; m; m = m->tnext) {
+        if (m->is_counter) {
+            int rc = counter_prepare(c, m, p);
+            if (rc) return rc;
+            continue;
+        }
         if (m->is_new) {
             uint8_t rec[128];
             size_t n = ost__map_record(rec, sizeof rec, m->kind.canon, 0);
@@ -1401,18 +1593,24 @@ static void key_text(const ost__engine_ops *ops, ost__sess *s, uint64_t map, con
 typedef struct {
     uint64_t map;
     int64_t delta;
+    bool counter;
 } mdelta;
 
 int ost__maps_count_add(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t map,
-                        int64_t delta, uint64_t serial) {
-    int rc = ops->map_count_add(s, map, delta, serial);
+                        int64_t delta, uint64_t serial, bool counter) {
+    int rc = ops->map_count_add(s, map, delta, serial, counter);
+    const char *what = counter ? "counter" : "map";
     if (rc == OST_ECONFLICT)
         ost__fmt(p->msg, sizeof p->msg,
-                 "conflict on map %llu: it was removed (pack) after this transaction read it",
+                 "conflict on %s %llu: it was removed (pack) after this transaction read it", what,
                  (unsigned long long)map);
     else if (rc == OST_ECORRUPT)
-        ost__fmt(p->msg, sizeof p->msg, "map %llu: its record is not a map record",
-                 (unsigned long long)map);
+        ost__fmt(p->msg, sizeof p->msg, "%s %llu: its record is not a %s record", what,
+                 (unsigned long long)map, what);
+    else if (rc == OST_ELIMIT)
+        ost__fmt(p->msg, sizeof p->msg,
+                 "counter %llu: adding %lld to it would pass the 64-bit range; nothing was "
+                 "written", (unsigned long long)map, (long long)delta);
     return rc;
 }
 
@@ -1425,7 +1623,12 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
         ost__ment *me = &p->ments[i];
         const uint8_t *k = p->bytes + me->koff;
         int64_t dl = 0;
-        if (me->flags & OST__MENT_BLIND) {
+        if (me->flags & OST__MENT_COUNT) {
+            /* a counter's add: summed per counter below, never a conflict */
+            uint64_t raw = 0;
+            for (int j = 7; j >= 0; j--) raw = raw << 8 | p->bytes[me->voff + (size_t)j];
+            dl = (int64_t)raw;
+        } else if (me->flags & OST__MENT_BLIND) {
             bool existed;
             rc = ops->ent_put(s, me->map, k, me->klen, serial, p->bytes + me->voff, me->vlen,
                               &existed, &append);
@@ -1509,16 +1712,19 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
                     d = nn;
                     capd *= 2;
                 }
-                d[nd++] = (mdelta){me->map, 0};
+                d[nd++] = (mdelta){me->map, 0, (me->flags & OST__MENT_COUNT) != 0};
             } else {
                 mdelta t = d[j];
                 d[j] = d[nd - 1];
                 d[nd - 1] = t;
             }
         }
+        /* one connection sends one add per counter: no sum overflows */
         d[nd - 1].delta += dl;
     }
-    for (size_t j = 0; j < nd && !rc; j++) rc = ost__maps_count_add(ops, s, p, d[j].map, d[j].delta, serial);
+    for (size_t j = 0; j < nd && !rc; j++)
+        if (d[j].delta || !d[j].counter)
+            rc = ost__maps_count_add(ops, s, p, d[j].map, d[j].delta, serial, d[j].counter);
     if (rc == OST_ENOMEM) ost__fmt(p->msg, sizeof p->msg, "out of memory");
     if (d != small) free(d);
     return rc;

@@ -302,9 +302,12 @@ static int store_setup(ost_store *st, const ost_store_options *opts) {
     st->map_cls = ost_class_new(&mdef);
     mdef.name = "OrderedSet";
     st->set_cls = ost_class_new(&mdef);
+    mdef.name = "Counter";
+    st->counter_cls = ost_class_new(&mdef);
     if (st->map_cls) ost__pers_mark(st->map_cls, OST__F_SHARED, 0);
     if (st->set_cls) ost__pers_mark(st->set_cls, OST__F_SHARED, 0);
-    if (!st->root_cls || !st->map_cls || !st->set_cls)
+    if (st->counter_cls) ost__pers_mark(st->counter_cls, OST__F_SHARED, 0);
+    if (!st->root_cls || !st->map_cls || !st->set_cls || !st->counter_cls)
         return ost__st_fail(st, OST_ENOMEM, "out of memory");
     return 0;
 }
@@ -313,7 +316,8 @@ static void store_unset(ost_store *st) {
     ost_decref(st->root_cls);
     ost_decref(st->map_cls);
     ost_decref(st->set_cls);
-    st->root_cls = st->map_cls = st->set_cls = 0;
+    ost_decref(st->counter_cls);
+    st->root_cls = st->map_cls = st->set_cls = st->counter_cls = 0;
 }
 
 int ost_store_open(ost_store *st, const char *addr, const ost_store_options *opts) {
@@ -419,6 +423,10 @@ int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls) {
     if (strcmp(mod, "ostore.maps") == 0 &&
         (strcmp(name, "OrderedMap") == 0 || strcmp(name, "OrderedSet") == 0)) {
         *cls = ost_incref(name[7] == 'M' ? st->map_cls : st->set_cls);
+        return 0;
+    }
+    if (strcmp(mod, "ostore.maps") == 0 && strcmp(name, "Counter") == 0) {
+        *cls = ost_incref(st->counter_cls);
         return 0;
     }
     ost_value c = st->registry ? ost_registry_get(st->registry, mod, name) : 0;

@@ -31,6 +31,9 @@ typedef struct {
 } ost__ment;
 #define OST__MENT_DEL 1   /* remove the key */
 #define OST__MENT_BLIND 2 /* the loader's: no conflict check, overwrite */
+/* a counter's add: map is the counter's oid, no key, the value is the
+ * delta as 8 bytes little-endian; never conflicts (ost_counter_add) */
+#define OST__MENT_COUNT 4
 /* base of a key first looked at after the snapshot moved on: the commit
  * conflicts if anything wrote it since the transaction began */
 #define OST__BASE_MOVED UINT64_MAX
@@ -93,6 +96,7 @@ struct ost_store {
     ost_registry *registry;
     ost_value root_cls;
     ost_value map_cls, set_cls; /* ostore.maps.OrderedMap and OrderedSet */
+    ost_value counter_cls;      /* ostore.maps.Counter */
     uv_mutex_t lock;      /* the connection list, nraw */
     ost_conn *conns;
     size_t nraw;          /* raw snapshots and imports open (store/snap.c) */
@@ -376,6 +380,12 @@ ost_value ost__mkey_decode(const ost__mkind *k, const uint8_t *p, size_t n);
 size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t count);
 int ost__map_record_count(const uint8_t *p, size_t n, uint64_t *count);
 void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count);
+/* Adds delta to the count of the map or counter record p[0, n) in place:
+ * a map's count stays in [0, 2^63), a counter's (counter true) is a signed
+ * 64-bit value. 0; OST_ECORRUPT when p is no such record or a map's count
+ * would go below 0; OST_ELIMIT when a counter would pass the 64-bit range
+ * (p is unchanged then). */
+int ost__record_count_add(uint8_t *p, size_t n, int64_t delta, bool counter);
 int ost__map_class(ost_value cls);
 bool ost__maps_dirty(ost_conn *c);
 int ost__maps_prepare(ost_conn *c, ost__pkg *p);
@@ -391,7 +401,7 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
  * commit's write transaction), with p->msg saying why on a conflict (the
  * map was packed away) or a damaged record. 0 or the code. */
 int ost__maps_count_add(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t map,
-                        int64_t delta, uint64_t serial);
+                        int64_t delta, uint64_t serial, bool counter);
 int ost__map_encode_for(ost_conn *c, ost_value m, ost_value key, uint64_t *oid, bool *is_set,
                         uint8_t *kb, size_t *kl);
 /* Sorts a loader batch's map entries by (map, key), keeping the order of

@@ -3621,3 +3621,259 @@ OST_TEST(maps, a_lookup_of_a_damaged_value_is_corrupt_not_a_failed_statement) {
     ost_store_close(st);
 #endif
 }
+
+/* ======================================================================= */
+/* 16. counters (ostore.maps.Counter)                                       */
+/* ======================================================================= */
+
+static int64_t counter_value(ost_conn *c, ost_value ctr) {
+    int64_t v = 0;
+    int rc = ost_counter_get(c, ctr, &v);
+    cr_assert_eq(rc, 0, "counter_get: %s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+    return v;
+}
+
+/* Two connections add to one counter from the same snapshot and both
+ * commit: adds merge, where a field written by both conflicts. The
+ * record is {'kind': 'counter', 'count': value}, as Python reads it. */
+OST_TEST(maps, adds_to_one_counter_from_two_connections_both_commit_and_sum) {
+    ost_store *st = open_store(true);
+    ost_conn *a = conn_of(st), *b = conn_of(st);
+    ost_value ca;
+    cr_assert_eq(ost_counter_new(a, 10, &ca), 0, "%s", ost_conn_errmsg(a));
+    cr_assert(ost_is_counter(ca) && !ost_is_map(ca));
+    cr_assert_eq(ost_counter_add(a, ca, 5), 0);
+    cr_assert_eq(counter_value(a, ca), 15, "a new counter: initial and the adds");
+    root_set(a, "n", ost_incref(ca));
+    commit_ok(a);
+    uint64_t oid = ost_oid(a, ca);
+    ost_abort(b);
+    ost_value cb = root_get(b, "n");
+    cr_assert(ost_is_counter(cb));
+    cr_assert_eq(counter_value(b, cb), 15);
+    /* both from the snapshot at 15 */
+    cr_assert_eq(ost_counter_add(a, ca, 100), 0);
+    cr_assert_eq(ost_counter_add(a, ca, 1), 0);
+    cr_assert_eq(ost_counter_add(b, cb, -7), 0);
+    cr_assert_eq(counter_value(a, ca), 116);
+    cr_assert_eq(counter_value(b, cb), 8, "each sees its snapshot and its own adds");
+    uint64_t serial0 = stats(st).last_serial;
+    commit_ok(a);
+    commit_ok(b);
+    cr_assert_eq(stats(st).last_serial, serial0 + 2);
+    cr_assert_eq(counter_value(b, cb), 109, "15 + 101 - 7");
+    ost_abort(a); /* a new transaction: a's snapshot was taken before b's commit */
+    cr_assert_eq(counter_value(a, ca), 109);
+    cr_assert_eq(counter_value(b, cb), 109);
+    /* abort drops the adds */
+    cr_assert_eq(ost_counter_add(a, ca, 1000), 0);
+    ost_abort(a);
+    cr_assert_eq(counter_value(a, ca), 109);
+    /* adds that sum to 0 write nothing of the counter */
+    cr_assert_eq(ost_counter_add(a, ca, 3), 0);
+    cr_assert_eq(ost_counter_add(a, ca, -3), 0);
+    commit_ok(a);
+    cr_assert_eq(counter_value(a, ca), 109);
+    /* the record as Python reads it */
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(st, &s), 0);
+    ost_raw_record r;
+    cr_assert_eq(ost_snap_get(s, oid, &r), 0);
+    const char *mod, *name;
+    uint32_t id;
+    bool found = false;
+    for (size_t i = 0; ost_snap_class(s, i, &id, &mod, &name) == 0; i++)
+        if (id == r.class_id) {
+            found = !strcmp(mod, "ostore.maps") && !strcmp(name, "Counter");
+            break;
+        }
+    cr_assert(found, "the record's class is ostore.maps.Counter");
+    char *out;
+    size_t outlen;
+    int prc = py_run(NULL,
+                     "import pickle, sys\n"
+                     "st = pickle.load(open(sys.argv[1], 'rb'))\n"
+                     "open(sys.argv[2], 'w').write(repr(st))\n",
+                     r.pickle, r.len, &out, &outlen);
+    ost_snap_close(s);
+    cr_assert_eq(prc, 0);
+    cr_assert_str_eq(out, "{'kind': 'counter', 'count': 109}");
+    free(out);
+    check_clean(st, 0);
+    ost_conn_close(a);
+    ost_conn_close(b);
+    ost_store_close(st);
+}
+
+/* The issue's hot workload: 4 threads, each transaction updating an item
+ * of its own and adding 1 to one shared counter through ost_txn_run with
+ * group commit: no transaction fails and the counter is exact. */
+typedef struct {
+    ost_store *st;
+    int id, n, failed, line;
+    unsigned retries;
+    char msg[300];
+} hot_arg;
+
+static int hot_txn(void *ud, ost_conn *c) {
+    hot_arg *h = ud;
+    char key[16];
+    snprintf(key, sizeof key, "item%d", h->id);
+    ost_value it = ost_root_get_c(c, key);
+    if (!it) return OST_ENOTFOUND;
+    int64_t n = 0;
+    int rc = ost_activate(c, it);
+    if (rc) return rc;
+    ost_int_value(ost_instance_getattr(it, "n"), &n);
+    rc = ost_instance_setattr(it, "n", ost_int(n + 1));
+    if (!rc) rc = ost_counter_add(c, ost_root_get_c(c, "hits"), 1);
+    return rc;
+}
+
+static void hot_thread(void *arg) {
+    hot_arg *h = arg;
+    ost_conn *c;
+    if (ost_conn_open(h->st, &c)) {
+        h->line = __LINE__;
+        return;
+    }
+    for (int i = 0; i < h->n; i++) {
+        unsigned tried = 0;
+        int rc = ost_txn_run(c, 10, hot_txn, h, &tried);
+        h->retries += tried - 1;
+        if (rc) {
+            h->failed++;
+            snprintf(h->msg, sizeof h->msg, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+        }
+    }
+    ost_conn_close(c);
+}
+
+OST_TEST(maps, four_threads_add_to_one_hot_counter_without_a_failed_transaction) {
+    enum { T = 4 };
+    ost_store_options o = opts_for(true);
+    o.group_commit = true;
+    ost_store *st = open_with(F.dir, &o);
+    ost_conn *c = conn_of(st);
+    ost_value hits;
+    cr_assert_eq(ost_counter_new(c, 0, &hits), 0);
+    root_set(c, "hits", ost_incref(hits));
+    for (int i = 0; i < T; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "item%d", i);
+        root_set(c, key, new_item(0));
+    }
+    commit_ok(c);
+    const int n = on_pg() ? 100 : 500;
+    uv_thread_t th[T];
+    hot_arg a[T];
+    for (int i = 0; i < T; i++) {
+        a[i] = (hot_arg){.st = st, .id = i, .n = n};
+        cr_assert_eq(uv_thread_create(&th[i], hot_thread, &a[i]), 0);
+    }
+    for (int i = 0; i < T; i++) {
+        uv_thread_join(&th[i]);
+        cr_assert_eq(a[i].line, 0, "thread %d could not open a connection", i);
+        cr_assert_eq(a[i].failed, 0, "thread %d: %d transactions failed: %s", i, a[i].failed,
+                     a[i].msg);
+        cr_assert_eq(a[i].retries, 0u, "thread %d retried %u times: items are its own and the "
+                     "counter merges", i, a[i].retries);
+    }
+    ost_abort(c);
+    cr_assert_eq(counter_value(c, hits), (int64_t)T * n, "every add counted once");
+    for (int i = 0; i < T; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "item%d", i);
+        cr_assert_eq(item_n(c, root_get(c, key)), n);
+    }
+    check_clean(st, 0);
+    ost_store_close(st);
+}
+
+OST_TEST(maps, counters_refuse_misuse_and_values_past_64_bits) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st), *b = conn_of(st);
+    ost_value m = new_map(c, "int", "m");
+    ost_value ctr;
+    cr_assert_eq(ost_counter_new(c, INT64_MAX - 5, &ctr), 0);
+    root_set(c, "n", ost_incref(ctr));
+    commit_ok(c);
+    /* a map is not a counter and a counter is not a map */
+    cr_assert_eq(ost_counter_add(c, m, 1), OST_EINVAL);
+    expect_in(ost_conn_errmsg(c), "is not a counter");
+    int64_t v;
+    cr_assert_eq(ost_counter_get(c, m, &v), OST_EINVAL);
+    cr_assert_eq(ost_map_set(c, ctr, ost_int(1), ost_int(1)), OST_EINVAL);
+    expect_in(ost_conn_errmsg(c), "is a counter, not a map");
+    uint64_t len;
+    cr_assert_eq(ost_map_len(c, ctr, &len), OST_EINVAL);
+    cr_assert_eq(ost_counter_add(c, ost_int(3), 1), OST_EINVAL);
+    cr_assert_eq(ost_counter_add(NULL, ctr, 1), OST_EINVAL);
+    cr_assert_eq(ost_counter_get(c, ctr, NULL), OST_EINVAL);
+    cr_assert_eq(ost_counter_new(c, 0, NULL), OST_EINVAL);
+    /* the transaction's own adds past 64 bits */
+    cr_assert_eq(ost_counter_add(c, ctr, INT64_MAX), 0);
+    cr_assert_eq(ost_counter_add(c, ctr, 1), OST_ELIMIT);
+    expect_in(ost_conn_errmsg(c), "64-bit range");
+    ost_abort(c);
+    /* a commit that would pass it, after another commit added: fails,
+     * writes nothing */
+    ost_abort(b);
+    ost_value cb = root_get(b, "n");
+    cr_assert_eq(ost_counter_add(b, cb, 5), 0);
+    cr_assert_eq(ost_counter_add(c, ctr, 3), 0);
+    commit_ok(c);
+    uint64_t serial = stats(st).last_serial;
+    cr_assert_eq(ost_commit(b), OST_ELIMIT, "%s", ost_conn_errmsg(b));
+    expect_in(ost_conn_errmsg(b), "would pass the 64-bit range");
+    ost_abort(b);
+    cr_assert_eq(stats(st).last_serial, serial, "nothing written");
+    cr_assert_eq(counter_value(b, cb), INT64_MAX - 2);
+    /* negative values are values */
+    cr_assert_eq(ost_counter_add(b, cb, INT64_MIN + 2), 0);
+    commit_ok(b);
+    cr_assert_eq(counter_value(b, cb), -1);
+    ost_conn_close(b);
+    ost_store_close(st);
+    /* read-only */
+    ost_store_options o = opts_for(false);
+    o.read_only = true;
+    st = open_with(F.dir, &o);
+    c = conn_of(st);
+    ost_value r = root_get(c, "n");
+    cr_assert_eq(counter_value(c, r), -1);
+    cr_assert_eq(ost_counter_add(c, r, 1), OST_EREADONLY);
+    cr_assert_eq(ost_counter_new(c, 1, &r), OST_EREADONLY);
+    ost_store_close(st);
+}
+
+/* Pack keeps a referenced counter and removes one nothing refers to; an
+ * add to a counter pack removed is a conflict that says so. */
+OST_TEST(maps, pack_keeps_referenced_counters_and_an_add_to_a_removed_one_conflicts) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st), *b = conn_of(st);
+    ost_value keep, drop;
+    cr_assert_eq(ost_counter_new(c, 1, &keep), 0);
+    cr_assert_eq(ost_counter_new(c, 2, &drop), 0);
+    root_set(c, "keep", ost_incref(keep));
+    root_set(c, "drop", ost_incref(drop));
+    commit_ok(c);
+    uint64_t drop_oid = ost_oid(c, drop);
+    ost_abort(b);
+    ost_value bd = root_get(b, "drop");
+    cr_assert_eq(counter_value(b, bd), 2);
+    root_set(c, "drop", OST_NONE);
+    commit_ok(c);
+    uint64_t removed = 0;
+    cr_assert_eq(ost_store_pack(st, &removed), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(removed, 1);
+    cr_assert_eq(ost_counter_add(b, bd, 1), 0);
+    cr_assert_eq(ost_commit(b), OST_ECONFLICT);
+    expect_in(ost_conn_errmsg(b), "conflict on counter");
+    expect_number(ost_conn_errmsg(b), drop_oid);
+    ost_abort(b);
+    cr_assert_eq(counter_value(b, root_get(b, "keep")), 1);
+    check_clean(st, 0);
+    ost_conn_close(b);
+    ost_store_close(st);
+}

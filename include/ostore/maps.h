@@ -174,6 +174,39 @@ OST_EXTERN int ost_map_cursor_next_oid(ost_map_cursor *cur, ost_value *key, uint
 /* Frees the cursor. NULL is allowed. */
 OST_EXTERN void ost_map_cursor_close(ost_map_cursor *cur);
 
+/* ---- counters ------------------------------------------------------------------ */
+
+/* A counter (class ostore.maps.Counter, ZODB's BTrees.Length as the model)
+ * is a persistent object holding a signed 64-bit value whose changes are
+ * additions: a commit adds its transaction's sum to the value committed
+ * then, whatever other commits added since this transaction began, so two
+ * transactions that add to one counter never conflict and no addition is
+ * lost. Use one for the statistics that every transaction updates (a count
+ * of items, a total), where a field would make every two writers conflict.
+ * Its record is {'kind': 'counter', 'count': value} (docs/format.md).
+ * Threads and busy rules as for maps. */
+
+/* Makes a new counter of value initial in c's transaction and gives it an
+ * oid at once; it is stored by the next commit (refer to it from a stored
+ * object, as to a map). *out is a borrowed reference held by the
+ * connection's cache. 0, OST_EINVAL, OST_EREADONLY, OST_EBUSY,
+ * OST_ENOMEM. */
+OST_EXTERN int ost_counter_new(ost_conn *c, int64_t initial, ost_value *out);
+/* Adds delta (negative to subtract) to counter v (borrowed) in c's
+ * transaction; the commit adds the transaction's sum to the committed
+ * value (a commit that would take it past the 64-bit range fails with
+ * OST_ELIMIT and writes nothing). 0, OST_EINVAL (v not a counter of c),
+ * OST_ELIMIT (the transaction's adds pass the 64-bit range), OST_EREADONLY,
+ * OST_EBUSY. */
+OST_EXTERN int ost_counter_add(ost_conn *c, ost_value v, int64_t delta);
+/* The counter's value as this transaction sees it: the value committed in
+ * its snapshot plus its own adds. 0, OST_EINVAL, OST_ENOTFOUND (its record
+ * is gone: removed by pack), OST_ECORRUPT (its record is not a counter's),
+ * OST_ELIMIT, or an engine's code. */
+OST_EXTERN int ost_counter_get(ost_conn *c, ost_value v, int64_t *value);
+/* True when v is a counter (ghost or not), of any connection. */
+OST_EXTERN bool ost_is_counter(ost_value v);
+
 /* ---- keys as stored ------------------------------------------------------------ */
 
 /* The canonical form of key kind `kind` ("int", "(int, str)": the form

@@ -1041,9 +1041,10 @@ static int lmdb_ent_drop_map(ost__sess *s, uint64_t map, uint64_t *n) {
     return ent_rc(s, ost__ent_drop_map(s->st, s->wtxn, map, n));
 }
 
-static int lmdb_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial) {
+static int lmdb_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial,
+                              bool counter) {
     if (!s->wtxn) return need_write(s);
-    return ent_rc(s, ost__map_count_add(s->st, s->wtxn, map, delta, serial));
+    return ent_rc(s, ost__map_count_add(s->st, s->wtxn, map, delta, serial, counter));
 }
 
 /* Cursors live in the snapshot (the maplock is not held between calls: a

@@ -511,28 +511,26 @@ static int record(ost_store *st, void *txn, uint64_t map, MDB_val *v) {
 int ost__ent_code(int rc) { return OST__OURS(rc) ? rc : ost__mdb_code(rc); }
 const char *ost__ent_strerror(int rc) { return OST__OURS(rc) ? ost_strerror(rc) : mdb_strerror(rc); }
 
-int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, uint64_t serial) {
+int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, uint64_t serial,
+                       bool counter) {
     MDB_val v;
     int rc = record(st, txn, map, &v);
     if (rc == OST_ENOTFOUND) return OST_ECONFLICT;
     if (rc) return rc;
-    uint64_t count, s;
+    uint64_t s;
     uint32_t cid;
     if (ost__rec_open(st, map, &v, &s, &cid)) return OST_ECORRUPT;
-    size_t n = v.mv_size - OST_HDR_SIZE;
-    rc = ost__map_record_count((uint8_t *)v.mv_data + OST_HDR_SIZE, n, &count);
-    if (rc) return rc;
-    if ((delta < 0 && (uint64_t)-delta > count)) return OST_ECORRUPT;
     uint8_t kb[8];
     ost__be64(kb, map);
     MDB_val k = {8, kb}, nv = {v.mv_size, NULL};
     uint8_t copy[OST_HDR_SIZE + 600];
     if (v.mv_size > sizeof copy) return OST_ECORRUPT;
     memcpy(copy, v.mv_data, v.mv_size); /* a put may move the old bytes */
+    rc = ost__record_count_add(copy + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE, delta, counter);
+    if (rc) return rc;
     if ((rc = mdb_put(txn, st->eng->recs, &k, &nv, MDB_RESERVE))) return rc;
     memcpy(nv.mv_data, copy, v.mv_size);
     ost__hdr_write(nv.mv_data, serial, cid);
-    ost__map_record_setcount((uint8_t *)nv.mv_data + OST_HDR_SIZE, n, count + (uint64_t)delta);
     ost__rec_seal(nv.mv_data, nv.mv_size, map);
     return 0;
 }

@@ -2365,7 +2365,8 @@ static int pg_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), void
 }
 
 /* Reads the record of map in the commit's transaction, locked. */
-static int pg_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial) {
+static int pg_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial,
+                            bool counter) {
     int rc = read_ready(s);
     if (rc) return rc;
     params p = {0};
@@ -2386,14 +2387,11 @@ static int pg_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t 
     }
     memcpy(copy, PQgetvalue(r, 0, 0), n);
     PQclear(r);
-    uint64_t count;
-    rc = ost__map_record_count(copy, n, &count);
-    if (!rc && delta < 0 && (uint64_t)-delta > count) rc = OST_ECORRUPT;
+    rc = ost__record_count_add(copy, n, delta, counter);
     if (rc) {
         free(copy);
-        return OST_ECORRUPT;
+        return rc;
     }
-    ost__map_record_setcount(copy, n, count + (uint64_t)delta);
     params q = {0};
     p_i64(&q, map);
     p_i64(&q, serial);
@@ -2786,7 +2784,7 @@ static int copy_ments(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry) {
     int n = PQntuples(r);
     for (int i = 0; i < n && !rc; i++)
         rc = ost__maps_count_add(&ost__pg_engine, s, p, rd64(PQgetvalue(r, i, 0)),
-                                 (int64_t)rd64(PQgetvalue(r, i, 1)), serial);
+                                 (int64_t)rd64(PQgetvalue(r, i, 1)), serial, false);
     PQclear(r);
     return rc;
 }
