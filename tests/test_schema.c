@@ -2,6 +2,7 @@
  * class renamed (docs/hooks.md, "Changing a class"). Each test writes with
  * one version of a class and reads with another, through a store, as two
  * builds of a program would. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -799,4 +800,29 @@ OST_TEST(schema, python_sees_an_old_record_without_the_field_a_class_attribute_g
                           "a=11 d='mine' stored=True\n"
                           "a=3 d='dflt' stored=False");
     free(out);
+}
+
+/* The class's default values are shared by the instances of every thread
+ * (a registry's classes serve all connections): their reference counts
+ * change atomically, so threads making and dropping instances at once
+ * leave each default with the count it had. */
+static void *churn_instances(void *cls) {
+    for (int i = 0; i < 200000; i++) ost_decref(ost_instance_new(ost_incref((ost_value)cls)));
+    return NULL;
+}
+
+OST_TEST(schema, defaults_are_shared_safely_by_instances_of_many_threads) {
+    ost_value Item;
+    ost_registry *reg = reg_v2(&Item);
+    ost_value probe = ost_instance_new(ost_incref(Item));
+    ost_value d = ost_instance_slot(probe, 3), e = ost_instance_slot(probe, 4);
+    uint32_t dn = ost_refcount(d), en = ost_refcount(e);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, churn_instances, (void *)Item), 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    cr_assert_eq(ost_refcount(d), dn, "d: %u references, %u before", ost_refcount(d), dn);
+    cr_assert_eq(ost_refcount(e), en, "e: %u references, %u before", ost_refcount(e), en);
+    ost_decref(probe);
+    ost_registry_free(reg);
 }
