@@ -135,6 +135,10 @@ typedef struct {
     size_t naliases;
     ost_value *alias_names; /* str values: former names of fields */
     uint32_t *alias_to;     /* the field each former name reads into */
+    /* NULL, or nfields defaults (0: none), the class's own copies,
+     * marked OST__F_SHARED through and through: instances of any thread
+     * hold references to them (ost__slots_defaults). */
+    ost_value *defaults;
 } ost__klass;
 
 typedef struct {
@@ -172,6 +176,14 @@ ost_value ost__extra_take(ost_value inst);
 /* Unsets every slot and the kept unknown fields of a slotted instance,
  * releasing what they held. */
 void ost__slots_clear(ost_value inst);
+/* Gives each unset slot of slotted instance inst its field's default, if
+ * the field has one (a new reference to the class's copy): what a new
+ * instance starts with, and what a state that lacks the field leaves. */
+void ost__slots_defaults(ost_value inst);
+/* A new instance of cls (stolen) as ost_instance_new makes it, but with
+ * every slot unset even where its field has a default: a store's ghost,
+ * whose slots its record fills (and then ost__slots_defaults). */
+ost_value ost__instance_new_unset(ost_value cls);
 
 #define OST__F_SLOTS 1
 #define OST__F_PERSISTENT 2 /* has an oid in a connection (store/) */

@@ -2133,6 +2133,7 @@ int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) 
         r->slot_used = r->slot_odd = false;
         if (!rc && used && !odd && v == inst) {
             ost_decref(v);
+            ost__slots_defaults(inst); /* fields the state lacks */
             return 0;
         }
         if (used) {
@@ -2159,5 +2160,6 @@ int ost_load_state(ost_reader *r, ost_value inst, const void *data, size_t len) 
     rc = build(r, len ? r->end - 1 : r->base);
     while (r->sp) ost_decref(r->stack[--r->sp]);
     release_all(r, rc != 0);
+    if (!rc && ost__slotted(inst)) ost__slots_defaults(inst); /* fields the state lacks */
     return rc;
 }

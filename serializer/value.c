@@ -204,6 +204,8 @@ static void free_storage(ost_obj *o) {
                 ost_decref(k->fields[i]);
             }
             for (size_t i = 0; i < k->naliases; i++) ost_decref(k->alias_names[i]);
+            /* def.nfields: a class that failed to build has nfields 0 */
+            for (size_t i = 0; k->defaults && i < k->def.nfields; i++) ost_decref(k->defaults[i]);
             ost__mem_free(k);
         }
         break;
@@ -1207,6 +1209,110 @@ static bool def_aliases_ok(const ost_class_def *def) {
     return true;
 }
 
+/* ---- field defaults ------------------------------------------------------ */
+
+#define DEFAULT_DEPTH 32 /* tuples in a default nest at most this deep */
+
+static const char default_too_deep[] = "tuple nested more than 32 deep";
+
+/* What keeps v from being a default, or NULL when it may be one (None, a
+ * bool, an int, a float, a str, bytes, or a tuple of those): the name of
+ * the type refused (at any depth), or default_too_deep. */
+static const char *default_refusal(ost_value v, int depth) {
+    int t = ost__type(v);
+    switch (t) {
+    case OST_T_NONE:
+    case OST_T_BOOL:
+    case OST_T_INT:
+    case OST_T_FLOAT:
+    case OST_T_STR:
+    case OST_T_BYTES: return NULL;
+    case OST_T_TUPLE: {
+        if (depth >= DEFAULT_DEPTH) return default_too_deep;
+        ost_tuple_obj *tu = (ost_tuple_obj *)v;
+        for (size_t i = 0; i < tu->len; i++) {
+            const char *why = default_refusal(tu->items[i], depth + 1);
+            if (why) return why;
+        }
+        return NULL;
+    }
+    default: return ost_type_name(t);
+    }
+}
+
+/* Whether def's defaults are allowed (ost_class_def.defaults); if not,
+ * the value message says which field and why. */
+static bool def_defaults_ok(const ost_class_def *def) {
+    if (!def->defaults) return true;
+    if (!def->nfields) {
+        ost__value_fail(OST_EINVAL, "class %s.%s: defaults given, but the class declares no "
+                        "fields", def->module, def->name);
+        return false;
+    }
+    for (size_t i = 0; i < def->nfields; i++) {
+        ost_value v = def->defaults[i];
+        const char *why = v ? default_refusal(v, 0) : NULL; /* 0: no default */
+        if (!why) continue;
+        bool phrase = why == default_too_deep;
+        bool in_tuple = ost__type(v) == OST_T_TUPLE && !phrase;
+        const char *an = !phrase && strchr("aeiou", why[0]) ? "an" : "a";
+        ost__value_fail(OST_EINVAL, "class %s.%s: the default of field '%s' is %s%s %s: a "
+                        "default must be None, a bool, an int, a float, a str, bytes or a "
+                        "tuple of those",
+                        def->module, def->name, def->fields[i],
+                        in_tuple ? "a tuple holding " : "", an, why);
+        return false;
+    }
+    return true;
+}
+
+/* Marks v and what it holds (a default: tuples of scalars) shared: its
+ * count then changes atomically, as instances of many threads take and
+ * drop references to it. */
+static void mark_shared(ost_value v) {
+    if (!ost__is_heap(v)) return;
+    OST__O(v)->flags |= OST__F_SHARED;
+    if (ost__type(v) == OST_T_TUPLE) {
+        ost_tuple_obj *t = (ost_tuple_obj *)v;
+        for (size_t i = 0; i < t->len; i++) mark_shared(t->items[i]);
+    }
+}
+
+/* A copy of default v (checked by def_defaults_ok) that only the class
+ * holds: immediates as they are, heap values made anew. 0 on ENOMEM. */
+static ost_value copy_default(ost_value v) {
+    if (!ost__is_heap(v)) return v;
+    size_t n;
+    const char *d;
+    switch (ost__type(v)) {
+    case OST_T_INT: {
+        size_t need = ost_int_to_bytes(v, NULL, 0);
+        uint8_t small[64], *b = need <= sizeof small ? small : ost__mem_alloc(need);
+        if (!b) return 0;
+        ost_int_to_bytes(v, b, need);
+        ost_value c = ost_int_from_bytes(b, need);
+        if (b != small) ost__mem_free(b);
+        return c;
+    }
+    case OST_T_FLOAT: return ost_float(ost__float_get(v));
+    case OST_T_STR: d = ost_data(v, &n); return ost_str(d, n);
+    case OST_T_BYTES: d = ost_data(v, &n); return ost_bytes(d, n);
+    case OST_T_TUPLE: {
+        ost_tuple_obj *t = (ost_tuple_obj *)v;
+        ost_value c = ost_tuple_new(t->len);
+        for (size_t i = 0; c && i < t->len; i++) {
+            ost_value x = copy_default(t->items[i]);
+            if (!x || ost_tuple_set(c, i, x)) {
+                ost_decref(c);
+                c = 0;
+            }
+        }
+        return c;
+    }
+    default: return 0; /* refused by def_defaults_ok */
+    }
+}
+
 /* Whether name may be a class's or a field's: a store's class table
  * names a class version `Name(field,field)` (docs/format.md), so neither
  * holds '(', ')' or ','; nor is either empty. */
@@ -1225,16 +1331,18 @@ bool ost__class_def_ok(const ost_class_def *def) {
             if (!def->fields[i] || strcmp(def->fields[i], def->fields[j]) == 0) return false;
     if (def->nfields && !def->fields[0]) return false;
     if (!def_aliases_ok(def)) return false;
-    return ost_utf8_check(def->module, strlen(def->module), NULL) == 0 &&
-           ost_utf8_check(def->name, strlen(def->name), NULL) == 0;
+    if (ost_utf8_check(def->module, strlen(def->module), NULL) ||
+        ost_utf8_check(def->name, strlen(def->name), NULL))
+        return false;
+    return def_defaults_ok(def);
 }
 
 ost_value ost_class_new(const ost_class_def *def) {
     if (!ost__class_def_ok(def)) return 0;
     ost_value g = ost_global(def->module, def->name);
     if (!g) return 0;
-    size_t na = def->nfield_aliases;
-    ost__klass *k = ost__mem_alloc(sizeof *k + (def->nfields + na) * sizeof(ost_value) +
+    size_t na = def->nfield_aliases, nd = def->defaults ? def->nfields : 0;
+    ost__klass *k = ost__mem_alloc(sizeof *k + (def->nfields + na + nd) * sizeof(ost_value) +
                                    na * sizeof(uint32_t));
     if (!k) {
         ost_decref(g);
@@ -1245,12 +1353,26 @@ ost_value ost_class_new(const ost_class_def *def) {
     k->def.name = ((ost_str_obj *)((ost_global_obj *)g)->name)->data;
     k->def.fields = NULL;
     k->def.field_aliases = NULL;
+    k->def.defaults = NULL;
     k->fields = (ost_value *)(k + 1);
     k->nfields = 0;
     k->alias_names = k->fields + def->nfields;
-    k->alias_to = (uint32_t *)(k->alias_names + na);
+    /* the defaults before alias_to: ost_value alignment */
+    k->defaults = nd ? k->alias_names + na : NULL;
+    if (nd) memset(k->defaults, 0, nd * sizeof(ost_value));
+    k->alias_to = (uint32_t *)(k->alias_names + na + nd);
     k->naliases = 0;
     ((ost_global_obj *)g)->k = k;
+    for (size_t i = 0; i < nd; i++) {
+        if (!def->defaults[i]) continue;
+        ost_value d = copy_default(def->defaults[i]);
+        if (!d) {
+            ost_decref(g);
+            return 0;
+        }
+        mark_shared(d);
+        k->defaults[i] = d;
+    }
     for (size_t i = 0; i < na; i++) {
         ost_value a = ost_str_c(def->field_aliases[2 * i]);
         if (!a) {
@@ -1386,7 +1508,21 @@ ost_value ost_global_name(ost_value g) {
     return ost__type(g) == OST_T_GLOBAL ? ((ost_global_obj *)g)->name : 0;
 }
 
+void ost__slots_defaults(ost_value inst) {
+    ost_slots_obj *so = (ost_slots_obj *)inst;
+    const ost_value *d = ost__klass_of(so->cls)->defaults;
+    if (!d) return;
+    for (size_t i = 0, n = ost__nslots(so); i < n; i++)
+        if (!so->slots[i] && d[i]) so->slots[i] = ost_incref(d[i]);
+}
+
 ost_value ost_instance_new(ost_value cls) {
+    ost_value v = ost__instance_new_unset(cls);
+    if (v && ost__slotted(v)) ost__slots_defaults(v);
+    return v;
+}
+
+ost_value ost__instance_new_unset(ost_value cls) {
     if (ost__type(cls) != OST_T_GLOBAL) {
         ost_decref(cls);
         return 0;

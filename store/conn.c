@@ -736,7 +736,7 @@ static int get_locked(ost_conn *c, uint64_t oid, ost_value *obj) {
         return ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid, inner);
     }
     uint64_t serial = v.serial;
-    ost_value inst = ost_instance_new(cls);
+    ost_value inst = ost__instance_new_unset(cls); /* a ghost: no defaults until it loads */
     if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     ost__pers_mark(inst, OST__F_GHOST, 0);
     rc = cache_add(c, inst, oid, serial);
@@ -811,7 +811,7 @@ static int ghost_of(ost_conn *c, uint64_t oid, uint32_t cid, ost_value *obj) {
         ost_decref(cls);
         return get_locked(c, oid, obj);
     }
-    ost_value inst = ost_instance_new(cls); /* steals cls */
+    ost_value inst = ost__instance_new_unset(cls); /* steals cls; a ghost: no defaults */
     if (!inst) return ost__c_fail(c, OST_ENOMEM, "out of memory");
     ost__pers_mark(inst, OST__F_GHOST, 0);
     /* serial unknown until it loads; not 0, which marks a new object */
@@ -930,6 +930,9 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
             ost__pers_mark(obj, was_changed, 0);
             return rc;
         }
+        /* fields the record's version lacks (added since): their defaults,
+         * whichever way it was read (load_fast, the general reader) */
+        if (ost__slotted(obj)) ost__slots_defaults(obj);
         e = find_oid(c, oid);
         e->serial = serial;
         set_pbytes(e->obj, v.len + OST_HDR_SIZE);

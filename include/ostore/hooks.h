@@ -36,7 +36,8 @@ OST_EXTERN void ost_registry_free(ost_registry *reg);
  * receives the class value, borrowed from the registry. Returns 0,
  * OST_EEXIST if module.name is registered already, OST_EINVAL for a bad
  * def (see ost_class_new: among others, a class or field name holding '(',
- * ')' or ','), OST_ENOMEM. */
+ * ')' or ','; for a default that is not allowed, ost_value_errmsg names
+ * the field and says why), OST_ENOMEM. */
 OST_EXTERN int ost_registry_add(ost_registry *reg, const ost_class_def *def,
                                 ost_value *cls);
 /* The class registered as module.name, or that module.name is an alias of

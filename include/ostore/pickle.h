@@ -177,7 +177,9 @@ OST_EXTERN int ost_load_lent(ost_reader *r, const void *data, size_t len,
                              size_t *consumed);
 /* Reads a pickle made by ost_dump_state and gives its value to inst as
  * BUILD would (fills slots, calls setstate, or replaces the state), without
- * marking inst changed. Errors as ost_load; inst is unchanged on failure. */
+ * marking inst changed; then a slot still unset gets its field's default
+ * (ost_class_def.defaults), as for a state written before the field was
+ * added. Errors as ost_load; inst is unchanged on failure. */
 OST_EXTERN int ost_load_state(ost_reader *r, ost_value inst, const void *data,
                               size_t len);
 /* Message of the last failure, with its byte offset ("" if none). */

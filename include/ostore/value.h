@@ -244,6 +244,22 @@ typedef struct {
      * Writing uses the declared name. NULL (0) for none. */
     const char *const *field_aliases;
     size_t nfield_aliases; /* number of pairs in field_aliases */
+    /* Defaults of declared fields, for schema evolution: NULL (the
+     * default) for none, else nfields entries, defaults[i] the value of
+     * fields[i] where nothing set it: in a new instance (ost_instance_new)
+     * and in an instance read from a state or record that lacks the field
+     * (written before the field was added), whichever reader path reads
+     * it. OST_NOVALUE for a field without one (it stays unset, as before).
+     * A default is None, a bool, an int, a float, a str, bytes, or a tuple
+     * of those (nested at most 32 deep); anything else (a list, dict, set,
+     * bytearray, instance, ...) is refused: ost_class_new returns 0 and
+     * ost_registry_add OST_EINVAL, with ost_value_errmsg naming the field.
+     * The class keeps its own copy (the values passed stay the caller's,
+     * borrowed); instances share the class's copy, which is immutable and
+     * safe to share between threads. A default in a slot is a value like
+     * any other: the instance stores it when it is written (docs/hooks.md,
+     * "Changing a class"). */
+    const ost_value *defaults;
 } ost_class_def;
 
 /* New class: a global value (module.name) that also carries def, copied
@@ -253,8 +269,10 @@ typedef struct {
  * or field name, a class or field name holding '(', ')' or ',' (a store's
  * class table names a class version `Name(field,field)`: docs/format.md;
  * Python names never hold them), a repeated field,
- * more than UINT32_MAX fields, or a field alias that names no declared
- * field or is itself a declared field or a repeated alias.
+ * more than UINT32_MAX fields, a field alias that names no declared
+ * field or is itself a declared field or a repeated alias, or a default
+ * that is not allowed (see ost_class_def.defaults; ost_value_errmsg names
+ * the field), or defaults given to a class without fields.
  *
  * A state read into an instance of a class with fields may name fields the
  * class does not declare (written by a version of the program that had
@@ -268,8 +286,9 @@ OST_EXTERN size_t ost_class_nfields(ost_value cls);
 /* Index of field name in class cls, or -1. */
 OST_EXTERN ptrdiff_t ost_class_field(ost_value cls, const char *name);
 
-/* New instance of class cls (a global; stolen) with state None, or with
- * every slot unset when cls declares fields. */
+/* New instance of class cls (a global; stolen) with state None, or, when
+ * cls declares fields, every slot holding its field's default
+ * (ost_class_def.defaults) or unset when the field has none. */
 OST_EXTERN ost_value ost_instance_new(ost_value cls);
 /* The class (a global) and the state (often a dict of attributes) of an
  * instance, borrowed; 0 for other types. Instances of a class with
