@@ -7,10 +7,12 @@ docs/charts/ (or --out DIR). It measures nothing itself. Give it the files
 of the runs the page's tables come from, so that chart and table agree:
 
     /usr/bin/python3 bench/charts.py \\
-        --pickle /tmp/pickle.json \\
-        --sqlite /tmp/sqlite.json \\
-        --store /tmp/store.json [/tmp/store-d2.json ...] \\
-        --maps /tmp/maps.json
+        --pickle /tmp/ostore-bench/pickle.json \\
+        --sqlite /tmp/ostore-bench/sqlite.json \\
+        --store /tmp/ostore-bench/store.json [/tmp/ostore-bench/store-d2.json ...] \\
+        --maps /tmp/ostore-bench/maps.json
+
+docs/benchmarks.md ("Charts") has the commands that make those files.
 
   --pickle FILE   bench/bench_pickle.py --json FILE: docs/charts/pickle.svg,
                   how many times faster than Python's C pickle (protocol 4),
@@ -382,7 +384,8 @@ def maps_chart(path, out):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=os.path.join(here, "..", "docs", "charts"),
+    ap.add_argument("--out",
+                    default=os.path.normpath(os.path.join(here, "..", "docs", "charts")),
                     help="where the SVGs go (default: docs/charts of this tree)")
     ap.add_argument("--pickle", metavar="FILE", help="bench_pickle.py --json output")
     ap.add_argument("--sqlite", metavar="FILE", help="demo_vs_sqlite.py --json output")
