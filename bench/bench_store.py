@@ -282,7 +282,7 @@ def report(raw, args):
             if t == 64:
                 target(r_on >= 15 * r_off, "(c) group commit at 64 threads >= 15x: %s"
                        % ratio(r_on / r_off))
-            table("(c) one-object durable transactions, a connection per thread, %.0f s a side in "
+        table("(c) one-object durable transactions, a connection per thread, %.0f s a side in "
               "%d alternating rounds (commits/s)" % (c[0]["seconds"], c[0].get("rounds", 1)),
               ["threads", "group commit", "commits/group",
                "us/group idle/gather/apply/commit", "one fsync each", "ratio", "each round"],
