@@ -281,6 +281,8 @@ def render(root):
            "  `ost_reader_errmsg` with `ost_reader_erroffset`, `ost_store_errmsg`",
            "  (per thread), `ost_conn_errmsg`, `ost_loader_errmsg`; value calls such as",
            "  `ost_instance_getattr_ex` leave theirs in `ost_value_errmsg`, per thread).",
+           "  `ost_errmsg(handle)` gives that message for any of those handles (NULL: the",
+           "  value layer's), so one check macro serves every call.",
            "- **Ownership of values.** Constructors return a new reference. Functions that",
            "  put a value into a container *steal* the reference they are given, even when",
            "  they fail. Getters return borrowed references. Release with `ost_decref`, or",

@@ -617,4 +617,15 @@ bool ost__utf8_strict(const char *s, size_t n);
  * "a character device"... (a static string). */
 const char *ost__file_kind(unsigned mode);
 
+/* The first member of every handle that keeps a message: what it is, for
+ * ost_errmsg (store/store.c), which takes any of them. */
+enum {
+    OST__H_WRITER = 0x6f737401,
+    OST__H_READER,
+    OST__H_STORE,
+    OST__H_CONN,
+    OST__H_LOADER,
+    OST__H_SNAP
+};
+
 #endif

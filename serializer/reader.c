@@ -10,6 +10,7 @@
 #include "opcodes.h"
 
 struct ost_reader {
+    uint32_t magic; /* OST__H_READER */
     ost_limits lim;
     ost_find_global_fn find_global;
     void *fg_ud;
@@ -51,6 +52,7 @@ struct ost_reader {
 ost_reader *ost_reader_new(void) {
     ost_reader *r = calloc(1, sizeof *r);
     if (!r) return NULL;
+    r->magic = OST__H_READER;
     r->lim = (ost_limits)DEFAULT_LIMITS;
     return r;
 }

@@ -47,6 +47,7 @@ typedef struct {
 #define OST__MEMO_RECENT 32
 
 struct ost_writer {
+    uint32_t magic; /* OST__H_WRITER */
     ost_value recent[OST__MEMO_RECENT]; /* the first objects memoized */
     int proto;
     bool framing;
@@ -95,6 +96,7 @@ static int fail(ost_writer *w, int code, const char *fmt, ...) {
 ost_writer *ost_writer_new(void) {
     ost_writer *w = calloc(1, sizeof *w);
     if (!w) return NULL;
+    w->magic = OST__H_WRITER;
     w->proto = OST_PICKLE_DEFAULT_PROTOCOL;
     w->framing = true;
     if (ost__ptrtab_init(&w->memo, 256)) {

@@ -1425,6 +1425,7 @@ int ost_conn_open(ost_store *st, ost_conn **out) {
     if (!st || !out || !st->eng) return OST_EINVAL;
     ost_conn *c = calloc(1, sizeof *c);
     if (!c) return OST_ENOMEM;
+    c->magic = OST__H_CONN;
     if (st->ops->sess_open(st->eng, &c->sess)) {
         free(c);
         return OST_ENOMEM;

@@ -11,6 +11,7 @@
 #include "store_internal.h"
 
 struct ost_loader {
+    uint32_t magic; /* OST__H_LOADER (ost_errmsg) */
     ost_conn *c;
     ost_store *st;
     ost_loader_options o;
@@ -78,6 +79,7 @@ int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **ou
                            "before opening a loader");
     ost_loader *l = calloc(1, sizeof *l);
     if (!l) return OST_ENOMEM;
+    l->magic = OST__H_LOADER;
     l->c = c;
     l->st = c->st;
     ost_loader_options_init(&l->o);

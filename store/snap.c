@@ -43,6 +43,7 @@ typedef struct {
 #define BATCH_FULL 1
 
 struct ost_snap {
+    uint32_t magic; /* OST__H_SNAP (ost_errmsg) */
     ost_store *st;
     const ost__engine_ops *ops;
     ost__sess *sess;
@@ -135,6 +136,7 @@ int ost_snap_open(ost_store *st, ost_snap **out) {
     if (!st || !st->eng || !st->ops) return OST_EINVAL;
     ost_snap *s = calloc(1, sizeof *s);
     if (!s) return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
+    s->magic = OST__H_SNAP;
     s->st = st;
     s->ops = st->ops;
     int rc = s->ops->sess_open(st->eng, &s->sess);

@@ -185,6 +185,7 @@ void ost_store_options_init(ost_store_options *o) {
 ost_store *ost_store_new(void) {
     ost_store *st = calloc(1, sizeof *st);
     if (!st) return NULL;
+    st->magic = OST__H_STORE;
     st->uid = __atomic_add_fetch(&g_store_uid, 1, __ATOMIC_RELAXED);
     if (uv_mutex_init(&st->lock)) {
         free(st);
@@ -432,4 +433,17 @@ int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls) {
     ost_value c = st->registry ? ost_registry_get(st->registry, mod, name) : 0;
     *cls = c ? ost_incref(c) : ost_global(mod, name);
     return *cls ? 0 : OST_ENOMEM;
+}
+
+const char *ost_errmsg(const void *handle) {
+    if (!handle) return ost_value_errmsg();
+    switch (*(const uint32_t *)handle) {
+    case OST__H_WRITER: return ost_writer_errmsg(handle);
+    case OST__H_READER: return ost_reader_errmsg(handle);
+    case OST__H_STORE: return ost_store_errmsg(handle);
+    case OST__H_CONN: return ost_conn_errmsg(handle);
+    case OST__H_LOADER: return ost_loader_errmsg(handle);
+    case OST__H_SNAP: return ost_snap_errmsg(handle);
+    default: return "ost_errmsg: not an ostore handle";
+    }
 }

@@ -83,6 +83,7 @@ typedef struct {
 typedef struct ost__map ost__map;
 
 struct ost_store {
+    uint32_t magic; /* OST__H_STORE (ost_errmsg) */
     bool no_ments; /* a format-1 store opened read-only: no map entries table */
     /* the store's format (docs/format.md): 3 (checksums) after any
      * read-write open; a read-only handle of an older store reads it as it
@@ -158,6 +159,7 @@ typedef struct {
 } ost__pent;
 
 struct ost_conn {
+    uint32_t magic; /* OST__H_CONN (ost_errmsg) */
     ost_store *st;
     ost_conn *next;  /* in the store's list */
     ost_conn *tnext; /* in this thread's list */

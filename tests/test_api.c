@@ -468,3 +468,58 @@ OST_TEST(api, hash_values_are_pinned) {
         ost_decref(cases[i].v);
     }
 }
+
+/* ---- ost_errmsg: one message call for every handle ------------------------ */
+
+OST_TEST(api, errmsg_gives_the_last_failure_of_any_handle) {
+    /* a writer and a reader */
+    ost_writer *w = ost_writer_new();
+    cr_assert_eq(ost_writer_set_protocol(w, 99), OST_EPROTOCOL);
+    cr_assert_str_neq(ost_errmsg(w), "");
+    cr_assert_eq(ost_errmsg(w), ost_writer_errmsg(w), "the writer's own text");
+    ost_writer_free(w);
+    ost_reader *r = ost_reader_new();
+    ost_value v;
+    cr_assert_neq(ost_load(r, "\x80\x02K", 3, &v, NULL), 0);
+    cr_assert_str_neq(ost_errmsg(r), "");
+    cr_assert_eq(ost_errmsg(r), ost_reader_errmsg(r));
+    ost_reader_free(r);
+    /* a store that is not there */
+    ost_store *st = ost_store_new();
+    cr_assert_neq(ost_store_open(st, F.dir, &(ost_store_options){.registry = F.reg}), 0);
+    cr_assert(strstr(ost_errmsg(st), "open with create"), "%s", ost_errmsg(st));
+    cr_assert_eq(ost_errmsg(st), ost_store_errmsg(st));
+    /* a zeroed options struct is the defaults: a compound literal opens */
+    cr_assert_eq(ost_store_open(st, F.dir, &(ost_store_options){.create = true, .registry = F.reg}),
+                 0, "%s", ost_errmsg(st));
+    ost_store_close(st);
+    /* a connection, a loader, a snapshot */
+    st = open_store(false);
+    ost_conn *c = conn_of(st);
+    ost_value m;
+    cr_assert_eq(ost_map_new(c, "float", &m), OST_EINVAL);
+    cr_assert(strstr(ost_errmsg(c), "bad key kind"), "%s", ost_errmsg(c));
+    cr_assert_eq(ost_errmsg(c), ost_conn_errmsg(c));
+    ost_loader *l;
+    cr_assert_eq(ost_loader_open(c, NULL, &l), 0);
+    cr_assert_eq(ost_loader_add(l, ost_int(3), NULL), OST_EINVAL);
+    cr_assert(strstr(ost_errmsg(l), "int"), "%s", ost_errmsg(l));
+    cr_assert_eq(ost_errmsg(l), ost_loader_errmsg(l));
+    ost_loader_close(l);
+    ost_snap *s;
+    cr_assert_eq(ost_snap_open(st, &s), 0);
+    ost_raw_record rec;
+    cr_assert_eq(ost_snap_get(s, 123456, &rec), OST_ENOTFOUND);
+    cr_assert_eq(ost_errmsg(s), ost_snap_errmsg(s));
+    ost_snap_close(s);
+    /* NULL: the value layer's message of this thread */
+    ost_value it = new_item("x", 1), got;
+    cr_assert_eq(ost_instance_getattr_ex(it, "nosuchfield", &got), OST_ENOTFOUND);
+    cr_assert_str_neq(ost_errmsg(NULL), "");
+    cr_assert_eq(ost_errmsg(NULL), ost_value_errmsg());
+    ost_decref(it);
+    /* not a handle */
+    static const uint32_t junk[4] = {0x12345678, 0, 0, 0};
+    cr_assert_str_eq(ost_errmsg(junk), "ost_errmsg: not an ostore handle");
+    ost_store_close(st);
+}

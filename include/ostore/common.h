@@ -71,6 +71,17 @@ OST_EXTERN const char *ost_strerror(int err);
  * "OST_UNKNOWN". Never NULL. */
 OST_EXTERN const char *ost_err_name(int err);
 
+/* The message of the last failure on handle, whatever handle it is: an
+ * ost_writer, ost_reader, ost_store, ost_conn, ost_loader or ost_snap
+ * (what ost_writer_errmsg ... ost_snap_errmsg say); NULL: the value
+ * layer's message of this thread (ost_value_errmsg). So one check macro
+ * serves every call:
+ *     #define CHECK(call, h) if ((call) != 0) die(ost_errmsg(h))
+ * The text is owned by the handle and valid until its next call. handle
+ * must be a live handle of one of those types (another pointer gives
+ * "ost_errmsg: not an ostore handle" at best). Never NULL. */
+OST_EXTERN const char *ost_errmsg(const void *handle);
+
 /* The size of a buffer for ost_path_show: a path is shown in at most
  * OST_PATH_SHOWN - 1 bytes. */
 #define OST_PATH_SHOWN 201

@@ -45,7 +45,10 @@ typedef enum {
 } ost_durability;
 
 /* How ost_store_open opens a store: fill it with ost_store_options_init,
- * then set the fields to change. */
+ * then set the fields to change. A zeroed struct means the same as the
+ * defaults, so a compound literal naming only the fields to change does
+ * too: ost_store_open(st, "shop.ostore", &(ost_store_options){.create =
+ * true, .registry = reg}). */
 typedef struct {
     bool create;               /* create the directory and store if missing */
     bool read_only;            /* open read-only: commits fail with OST_EREADONLY;
