@@ -31,6 +31,12 @@ docs/benchmarks.md ("Charts") has the commands that make those files.
                   durable inserts/s per million against raw LMDB for each
                   key order and batch size, and lookups and scans against
                   raw LMDB.
+  --hot FILE...   bench/bench_hot.py --json FILE: docs/charts/hot.svg,
+                  commits/s of the hot-counter workload without a shared
+                  object, with an int field, and with a counter, per thread
+                  count (a panel per file: durable, unsynced); whiskers span
+                  the rounds, and each bar is labelled with its failed
+                  transactions.
 
 Only the charts whose files are given are written. The SVGs are
 deterministic (matplotlib's svg.hashsalt fixed, no date in the metadata,
@@ -381,6 +387,46 @@ def maps_chart(path, out):
     save(fig, out, "maps.svg")
 
 
+# ---- hot objects: bench_hot.py --json ----------------------------------------------
+
+HOT_MODES = [("none", "no shared object", PEER), ("field", "an int field", LOSS),
+             ("counter", "a counter", OSTORE)]
+
+
+def hot_chart(paths, out):
+    fig, axes = plt.subplots(1, len(paths), figsize=(4.2 * len(paths), 3.2), squeeze=False)
+    for ax, path in zip(axes[0], paths):
+        with open(path) as f:
+            d = json.load(f)
+        threads = sorted({r["threads"] for r in d["runs"]})
+        width = 0.8 / len(HOT_MODES)
+        for j, (mode, label, color) in enumerate(HOT_MODES):
+            xs, ys, lo, hi, failed = [], [], [], [], []
+            for i, t in enumerate(threads):
+                rs = [r for r in d["runs"] if r["threads"] == t and r["mode"] == mode]
+                rates = [r["commits_per_s"] for r in rs]
+                xs.append(i + (j - 1) * width)
+                ys.append(med(rates))
+                lo.append(med(rates) - min(rates))
+                hi.append(max(rates) - med(rates))
+                failed.append(sum(r["failed"] for r in rs))
+            ax.bar(xs, ys, width, yerr=[lo, hi], color=color, label=label, capsize=2,
+                   error_kw={"linewidth": 0.8})
+            for x, y, h, n in zip(xs, ys, hi, failed):
+                ax.annotate("%d failed" % n, (x, y + h), textcoords="offset points", xytext=(0, 2),
+                            ha="center", va="bottom", fontsize=6, rotation=90)
+        ax.set_xticks(range(len(threads)))
+        ax.set_xticklabels(["%d threads" % t for t in threads])
+        ax.yaxis.set_major_formatter(FuncFormatter(rate_fmt))
+        ax.set_ylabel("commits/s (median of rounds)")
+        ax.set_title("%s commits" % ("durable" if d.get("durable") else "unsynced"))
+        ax.margins(y=0.25)
+    axes[0][0].legend(loc="upper left", fontsize=7)
+    fig.suptitle("A hot statistics object: a field conflicts, a counter merges", fontsize=10,
+                 y=1.03)
+    save(fig, out, "hot.svg")
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -392,9 +438,10 @@ def main():
     ap.add_argument("--store", metavar="FILE", nargs="+",
                     help="bench_store.py --json outputs: a full run first, then any --only d runs")
     ap.add_argument("--maps", metavar="FILE", help="bench_maps.py --json output")
+    ap.add_argument("--hot", metavar="FILE", nargs="+", help="bench_hot.py --json outputs")
     a = ap.parse_args()
-    if not (a.pickle or a.sqlite or a.store or a.maps):
-        ap.error("give at least one of --pickle, --sqlite, --store, --maps")
+    if not (a.pickle or a.sqlite or a.store or a.maps or a.hot):
+        ap.error("give at least one of --pickle, --sqlite, --store, --maps, --hot")
     os.makedirs(a.out, exist_ok=True)
     if a.pickle:
         pickle_chart(a.pickle, a.out)
@@ -404,6 +451,8 @@ def main():
         store_chart(a.store, a.out)
     if a.maps:
         maps_chart(a.maps, a.out)
+    if a.hot:
+        hot_chart(a.hot, a.out)
     return 0
 
 
