@@ -5,6 +5,7 @@
  * their last failure (which field of which class, why a ghost did not
  * load) is kept per thread, as errno is. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,5 +81,68 @@ int ost_instance_getattr_ex(ost_value inst, const char *name, ost_value *out) {
                                name, cn, ost_type_name(ost_typeof(st)));
     }
     *out = ost_dict_get_c(st, name);
+    return 0;
+}
+
+/* ---- shorter calls for the common cases ------------------------------------ */
+
+int ost_instance_get_int(ost_value inst, const char *name, int64_t *out) {
+    if (out) *out = 0;
+    if (!out) return ost__value_fail(OST_EINVAL, "get_int: NULL out");
+    ost_value v;
+    int rc = ost_instance_getattr_ex(inst, name, &v);
+    if (rc) return rc;
+    if (!v) return ost__value_fail(OST_ENOTFOUND, "get_int: '%s' is not set", name);
+    int t = ost_typeof(v);
+    if (t != OST_T_INT && t != OST_T_BOOL)
+        return ost__value_fail(OST_ETYPE, "get_int: '%s' is a %s, not an int", name,
+                               ost_type_name(t));
+    if (ost_int_value(v, out))
+        return ost__value_fail(OST_ELIMIT, "get_int: '%s' does not fit in 64 bits", name);
+    return 0;
+}
+
+ost_value ost_instance_of(ost_value cls, size_t n, const ost_value *values) {
+    size_t nf = ost_typeof(cls) == OST_T_GLOBAL ? ost_class_nfields(cls) : 0;
+    ost_value inst = 0;
+    if (n > nf || (n && !values)) {
+        ost__value_fail(OST_EINVAL, "instance_of: %zu values for a class of %zu fields", n, nf);
+    } else if (!(inst = ost_instance_new(cls))) {
+        cls = 0; /* stolen by ost_instance_new */
+        ost__value_fail(OST_ENOMEM, "instance_of: out of memory");
+    } else {
+        cls = 0;
+        size_t i = 0;
+        for (; i < n; i++)
+            if (!values[i] || ost_instance_set_slot(inst, i, values[i])) break;
+        if (i == n) return inst;
+        ost__value_fail(OST_EINVAL, "instance_of: value %zu is missing", i);
+        for (i++; i < n; i++) ost_decref(values[i]);
+        ost_decref(inst);
+        return 0;
+    }
+    ost_decref(cls);
+    for (size_t i = 0; values && i < n; i++) ost_decref(values[i]);
+    return 0;
+}
+
+ost_value ost_tuple_of(size_t n, ...) {
+    va_list ap;
+    va_start(ap, n);
+    ost_value t = ost_tuple_new(n);
+    bool ok = t != 0;
+    for (size_t i = 0; i < n; i++) {
+        ost_value v = va_arg(ap, ost_value);
+        if (!ok || !v) {
+            ok = false;
+            ost_decref(v);
+        } else if (ost_tuple_set(t, i, v)) { /* it released v */
+            ok = false;
+        }
+    }
+    va_end(ap);
+    if (ok) return t;
+    ost_decref(t);
+    ost__value_fail(OST_ENOMEM, "tuple_of: out of memory, or an item is missing");
     return 0;
 }

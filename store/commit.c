@@ -225,7 +225,7 @@ int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, 
     if (reserve_bytes(p, n)) return OST_ENOMEM;
     ost__ment *m = &p->ments[p->nments++];
     *m = (ost__ment){map, base, p->nbytes, p->nbytes + klen, vlen, (uint16_t)klen, flags};
-    memcpy(p->bytes + p->nbytes, key, klen);
+    if (klen) memcpy(p->bytes + p->nbytes, key, klen);
     if (vlen) memcpy(p->bytes + p->nbytes + klen, val, vlen);
     p->nbytes += n;
     return 0;

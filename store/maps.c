@@ -884,6 +884,19 @@ int ost_map_del(ost_conn *c, ost_value v, ost_value key) {
     return rc;
 }
 
+int ost_map_each(ost_conn *c, ost_value m, const ost_map_range *r, ost_map_each_fn fn,
+                 void *ud) {
+    if (!fn) return c ? ost__c_fail(c, OST_EINVAL, "ost_map_each: no function") : OST_EINVAL;
+    ost_map_cursor *cur;
+    int rc = ost_map_cursor_open(c, m, r, &cur);
+    ost_value k, v;
+    int frc = 0;
+    while (!rc && (rc = ost_map_cursor_next(cur, &k, &v)) == 0 && !(frc = fn(ud, k, v))) {}
+    ost_map_cursor_close(cur);
+    if (frc) return frc;
+    return rc == OST_ENOTFOUND ? 0 : rc;
+}
+
 /* ---- counters ------------------------------------------------------------------ */
 
 /* The state of counter v in connection c, made on first use. */

@@ -3877,3 +3877,45 @@ OST_TEST(maps, pack_keeps_referenced_counters_and_an_add_to_a_removed_one_confli
     ost_conn_close(b);
     ost_store_close(st);
 }
+
+/* ost_map_each: a range in one call, in the cursor's order; fn's nonzero
+ * stops the walk and is returned; a bad bound is the cursor's code. */
+static int each_collect(void *ud, ost_value key, ost_value val) {
+    ost_value out = *(ost_value *)ud;
+    cr_assert(ost_equal(key, val));
+    ost_list_append(out, ost_incref(key));
+    return ost_len(out) == 3 && ost_typeof(key) == OST_T_INT && ival(key) == 42 ? 7 : 0;
+}
+
+OST_TEST(maps, map_each_visits_the_range_in_order_and_stops_when_told) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value m = new_map(c, "(str, int)", "m");
+    const char *projs[] = {"proj-07", "proj-070", "proj-06"};
+    for (int p = 0; p < 3; p++)
+        for (int i = 0; i < 4; i++) {
+            ost_value k = ost_tuple_of(2, ost_str_c(projs[p]), ost_int(i));
+            mset(c, m, ost_incref(k), k);
+        }
+    commit_ok(c);
+    ost_value got = ost_list_new(0);
+    ost_map_range r = {.prefix = ost_tuple_of(1, ost_str_c("proj-07")), .reverse = true};
+    cr_assert_eq(ost_map_each(c, m, &r, each_collect, &got), 0, "%s", ost_conn_errmsg(c));
+    ost_decref(r.prefix);
+    cr_assert_str_eq(rep(got), "[('proj-07', 3), ('proj-07', 2), ('proj-07', 1), ('proj-07', 0)]");
+    ost_decref(got);
+    /* fn stops the walk: its code comes back */
+    ost_value ints = new_map(c, "int", "ints");
+    for (int i = 40; i < 50; i++) mset(c, ints, ost_int(i), ost_int(i));
+    got = ost_list_new(0);
+    cr_assert_eq(ost_map_each(c, ints, NULL, each_collect, &got), 7);
+    cr_assert_eq(ost_len(got), 3, "stopped at 42");
+    ost_decref(got);
+    /* the cursor's failures */
+    ost_map_range bad = {.from = ost_str_c("x")};
+    cr_assert_eq(ost_map_each(c, ints, &bad, each_collect, NULL), OST_ETYPE);
+    ost_decref(bad.from);
+    cr_assert_eq(ost_map_each(c, ints, NULL, NULL, NULL), OST_EINVAL);
+    ost_abort(c);
+    ost_store_close(st);
+}

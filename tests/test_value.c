@@ -1758,3 +1758,80 @@ OST_TEST(value, the_pools_reuse_what_is_freed) {
     cr_assert_leq(a1.pool_bytes, a0.pool_bytes + 2 * 65536, "pools grew from %llu to %llu bytes",
                   (unsigned long long)a0.pool_bytes, (unsigned long long)a1.pool_bytes);
 }
+
+/* ---- the shorter calls: ost_tuple_of, ost_instance_of, ost_instance_get_int */
+
+OST_TEST(value, tuple_of_steals_its_items_and_releases_them_on_failure) {
+    uint64_t before = live();
+    ost_value t = ost_tuple_of(3, ost_str_c("proj-07"), ost_int(5), ost_float(1.5));
+    cr_assert(t);
+    assert_repr(t, "('proj-07', 5, 1.5)");
+    ost_decref(t);
+    t = ost_tuple_of(0);
+    assert_repr(t, "()");
+    ost_decref(t);
+    /* a missing item (a failed constructor's 0): no tuple, nothing kept */
+    cr_assert_null(ost_tuple_of(3, ost_str_c("a"), (ost_value)0, ost_str_c("b")));
+    cr_assert(strstr(ost_value_errmsg(), "tuple_of"), "%s", ost_value_errmsg());
+    cr_assert_eq(live(), before, "every item released");
+}
+
+OST_TEST(value, instance_of_fills_fields_in_order_and_checks_the_count) {
+    static const char *fields[] = {"number", "title", "priority", "tags"};
+    ost_value dflt[] = {OST_NOVALUE, OST_NOVALUE, ost_int(3), OST_NOVALUE};
+    ost_class_def def = {.module = "tracker", .name = "Issue", .fields = fields, .nfields = 4,
+                         .defaults = dflt};
+    ost_value Issue = ost_class_new(&def);
+    cr_assert(Issue, "%s", ost_value_errmsg());
+    uint64_t before = live();
+    ost_value it = ost_instance_of(ost_incref(Issue), 2,
+                                   (ost_value[]){ost_int(7), ost_str_c("crash")});
+    cr_assert(it, "%s", ost_value_errmsg());
+    int64_t n;
+    cr_assert_eq(ost_instance_get_int(it, "number", &n), 0);
+    cr_assert_eq(n, 7);
+    cr_assert_str_eq(ost_data(ost_instance_getattr(it, "title"), NULL), "crash");
+    cr_assert_eq(ost_instance_get_int(it, "priority", &n), 0, "the default");
+    cr_assert_eq(n, 3);
+    cr_assert_null(ost_instance_slot(it, 3), "unset");
+    ost_decref(it);
+    /* more values than fields: refused, all released */
+    cr_assert_null(ost_instance_of(ost_incref(Issue), 5,
+                                   (ost_value[]){ost_int(1), ost_int(2), ost_int(3), ost_int(4),
+                                                 ost_str_c("five")}));
+    cr_assert(strstr(ost_value_errmsg(), "5 values for a class of 4 fields"), "%s",
+              ost_value_errmsg());
+    /* a missing value */
+    cr_assert_null(ost_instance_of(ost_incref(Issue), 3,
+                                   (ost_value[]){ost_str_c("x"), (ost_value)0, ost_str_c("y")}));
+    cr_assert(strstr(ost_value_errmsg(), "value 1 is missing"), "%s", ost_value_errmsg());
+    cr_assert_eq(live(), before, "nothing kept on failure");
+    ost_decref(Issue);
+}
+
+OST_TEST(value, instance_get_int_tells_unset_wrong_type_and_too_big) {
+    static const char *fields[] = {"n", "s", "big", "flag", "unset"};
+    ost_class_def def = {.module = "m", .name = "C", .fields = fields, .nfields = 5};
+    ost_value C = ost_class_new(&def);
+    ost_value big = ost_int_from_decimal("18446744073709551616", 20);
+    ost_value it = ost_instance_of(ost_incref(C), 4,
+                                   (ost_value[]){ost_int(-9), ost_str_c("x"), big, OST_TRUE});
+    cr_assert(it);
+    int64_t v = 99;
+    cr_assert_eq(ost_instance_get_int(it, "n", &v), 0);
+    cr_assert_eq(v, -9);
+    cr_assert_eq(ost_instance_get_int(it, "flag", &v), 0);
+    cr_assert_eq(v, 1, "a bool is an int");
+    cr_assert_eq(ost_instance_get_int(it, "s", &v), OST_ETYPE);
+    cr_assert_eq(v, 0);
+    cr_assert(strstr(ost_value_errmsg(), "'s' is a str, not an int"), "%s", ost_value_errmsg());
+    cr_assert_eq(ost_instance_get_int(it, "big", &v), OST_ELIMIT);
+    cr_assert_eq(ost_instance_get_int(it, "unset", &v), OST_ENOTFOUND);
+    cr_assert(strstr(ost_value_errmsg(), "'unset' is not set"), "%s", ost_value_errmsg());
+    cr_assert_eq(ost_instance_get_int(it, "nosuch", &v), OST_ENOTFOUND);
+    cr_assert(strstr(ost_value_errmsg(), "has no field 'nosuch'"), "%s", ost_value_errmsg());
+    cr_assert_eq(ost_instance_get_int(ost_int(3), "n", &v), OST_ETYPE);
+    cr_assert_eq(ost_instance_get_int(it, "n", NULL), OST_EINVAL);
+    ost_decref(it);
+    ost_decref(C);
+}

@@ -174,6 +174,18 @@ OST_EXTERN int ost_map_cursor_next_oid(ost_map_cursor *cur, ost_value *key, uint
 /* Frees the cursor. NULL is allowed. */
 OST_EXTERN void ost_map_cursor_close(ost_map_cursor *cur);
 
+/* What ost_map_each calls for each entry: key and val are borrowed for the
+ * call (val None for a set); 0 goes on, anything else stops the walk. */
+typedef int (*ost_map_each_fn)(void *ud, ost_value key, ost_value val);
+/* A range query in one call: calls fn(ud, key, val) for each entry of m
+ * within range r (NULL: all), in the order a cursor over r gives them
+ * (open, step, close: ost_map_cursor_next's rules). Returns 0 when every
+ * entry was visited, what fn returned when it stopped the walk (nonzero),
+ * or the cursor's code (OST_ETYPE for a bound of the wrong kind,
+ * OST_ECORRUPT, ...; ost_conn_errmsg says why). */
+OST_EXTERN int ost_map_each(ost_conn *c, ost_value m, const ost_map_range *r,
+                            ost_map_each_fn fn, void *ud);
+
 /* ---- counters ------------------------------------------------------------------ */
 
 /* A counter (class ostore.maps.Counter, ZODB's BTrees.Length as the model)

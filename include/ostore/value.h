@@ -151,6 +151,11 @@ OST_EXTERN size_t ost_len(ost_value v);
 /* New tuple of n items, each None until set. Fill it with ost_tuple_set
  * before sharing it. 0 on ENOMEM. */
 OST_EXTERN ost_value ost_tuple_new(size_t n);
+/* A new tuple of the n values that follow, in order, each stolen (also on
+ * failure): ost_tuple_of(2, ost_str_c("proj-07"), ost_int(5)) for a
+ * composite map key, in one line. 0 on ENOMEM or when a value is 0 (a
+ * failed constructor's result): the others are released then. */
+OST_EXTERN ost_value ost_tuple_of(size_t n, ...);
 /* Puts item at index i of tuple t; steals item. OST_EINVAL if out of range
  * or t is not a tuple. */
 OST_EXTERN int ost_tuple_set(ost_value t, size_t i, ost_value item);
@@ -290,6 +295,20 @@ OST_EXTERN ptrdiff_t ost_class_field(ost_value cls, const char *name);
  * cls declares fields, every slot holding its field's default
  * (ost_class_def.defaults) or unset when the field has none. */
 OST_EXTERN ost_value ost_instance_new(ost_value cls);
+/* A new instance of class cls (stolen) whose first n fields get values[0,
+ * n) in the class's field order, each stolen (also on failure), the others
+ * their defaults: an object of 8 fields in one call,
+ *     ost_instance_of(ost_incref(Issue), 3, (ost_value[]){ost_int(7),
+ *                     ost_str_c("crash"), ost_int(2)})
+ * 0 when cls has fewer than n fields (OST_EINVAL), a value is 0, or on
+ * ENOMEM, with ost_value_errmsg saying which. */
+OST_EXTERN ost_value ost_instance_of(ost_value cls, size_t n, const ost_value *values);
+/* The int in attribute name of inst (a ghost loads first) into *out, in
+ * one call: 0; OST_ENOTFOUND (unset, or no such field), OST_ETYPE (not an
+ * int; a bool counts as one), OST_ELIMIT (beyond 64 bits), or
+ * ost_instance_getattr_ex's codes, with ost_value_errmsg saying which
+ * (*out is 0 then). */
+OST_EXTERN int ost_instance_get_int(ost_value inst, const char *name, int64_t *out);
 /* The class (a global) and the state (often a dict of attributes) of an
  * instance, borrowed; 0 for other types. Instances of a class with
  * fields have no state: their state is 0, use the slots. A store's ghost
