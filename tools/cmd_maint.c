@@ -340,7 +340,8 @@ static int run_pack(int argc, char **argv) {
                fmt_bytes(b, sizeof b, (double)after.bytes));
     else
         printf("%s objects%s remain (%s of records); data.mdb is %s: LMDB keeps freed pages "
-               "for new records, the file does not shrink\n",
+               "for new records, the file does not shrink ('ostore copy DB NEW' writes a "
+               "compact copy)\n",
                fmt_count(a, sizeof a, after.records), e,
                fmt_bytes(b, sizeof b, (double)after.bytes),
                fmt_bytes(c, sizeof c, (double)file_size(db, "data.mdb")));
