@@ -496,6 +496,15 @@ static inline bool ost__flat_lone_ref(const void *data, size_t len, uint64_t *oi
            (q = ost__flat_ref(p + 2, end, oid, cid)) && end - q == 1 && q[0] == '.';
 }
 
+/* True when data[len] is a pickle of one int as the writer makes it
+ * (PROTO, an int opcode of ost__flat_int, STOP), with the int in *v: a
+ * map value read without the general reader. */
+static inline bool ost__flat_lone_int(const void *data, size_t len, int64_t *v) {
+    const uint8_t *p = data, *end = p + len, *q;
+    return len >= 5 && p[0] == 0x80 && p[1] >= 2 && p[1] <= 5 &&
+           (q = ost__flat_int(p + 2, end, v)) && end - q == 1 && q[0] == '.';
+}
+
 /* Checks that data[len] is a flat record that the general reader reads
  * without error, and calls ref(ud, oid, cid) for each of its references
  * (in order). 0; 1 (nothing called) for a pickle that is not flat or that

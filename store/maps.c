@@ -595,8 +595,10 @@ static int decode_val(ost_conn *c, ost__map *m, const uint8_t *key, size_t kl,
         *out = OST_NONE;
         return 0;
     }
-    /* most values are references: no reader for those */
+    /* most values are references or ints: no reader for those */
     if (ost__conn_fast_ref(c, e->data, e->len, out) == 0) return 0;
+    int64_t iv;
+    if (ost__flat_lone_int(e->data, e->len, &iv) && (*out = ost_int(iv))) return 0;
     char inner[sizeof c->msg];
     c->msg[0] = 0;
     int rc = e->len ? ost_load(c->r, e->data, e->len, out, NULL) : OST_ETRUNCATED;

@@ -70,14 +70,6 @@ const char *ost_conn_errmsg(const ost_conn *c) { return c ? c->msg : ""; }
 
 /* ---- little helpers ---------------------------------------------------- */
 
-void ost__be64(uint8_t *b, uint64_t v) {
-    for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (uint8_t)v;
-}
-uint64_t ost__rd_be64(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | b[i];
-    return v;
-}
 int ost__u64_cmp(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -126,14 +118,6 @@ size_t ost__sort_unique(uint64_t *v, size_t n) {
     for (size_t i = 1; i < n; i++)
         if (v[i] != v[u - 1]) v[u++] = v[i];
     return u;
-}
-void ost__le64(uint8_t *b, uint64_t v) {
-    for (int i = 0; i < 8; i++, v >>= 8) b[i] = (uint8_t)v;
-}
-uint64_t ost__rd_le64(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
-    return v;
 }
 
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id) {
