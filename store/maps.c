@@ -505,6 +505,40 @@ static int busy(ost_conn *c, bool write) {
     return 0;
 }
 
+/* A new map, set or counter of class cls in c's transaction: an instance
+ * whose state is {'kind': k's canon, 'count': count}, with an oid at
+ * once, in the cache (which holds it: *out is borrowed), and its state
+ * *mp, new (stored by the next commit). 0 or a code with c's message. */
+static int new_object(ost_conn *c, ost_value cls, const ost__mkind *k, int64_t count,
+                      bool is_set, const char *what, ost__map **mp, ost_value *out) {
+    ost_value inst = ost_instance_new(ost_incref(cls)), state = ost_dict_new();
+    int rc = inst && state ? 0 : OST_ENOMEM;
+    if (!rc) rc = ost_dict_set(state, ost_str_c("kind"), ost_str_c(k->canon));
+    if (!rc) rc = ost_dict_set(state, ost_str_c("count"), ost_int(count));
+    if (!rc) {
+        rc = ost_instance_set_state(inst, state);
+        state = 0;
+    }
+    uint64_t oid;
+    if (!rc) rc = ost__conn_new_oid(c, &oid);
+    if (!rc) rc = ost__conn_cache_add(c, inst, oid);
+    ost__map *m = NULL;
+    if (!rc && !(m = map_alloc(c, oid, k, is_set))) {
+        ost__conn_forget(c, oid);
+        rc = OST_ENOMEM;
+    }
+    ost_decref(state);
+    if (rc) {
+        ost_decref(inst);
+        return c->msg[0] ? rc : ost__c_fail(c, rc, "cannot make a %s: %s", what, ost_strerror(rc));
+    }
+    m->is_new = true;
+    *mp = m;
+    *out = inst;
+    ost_decref(inst); /* the cache holds it */
+    return 0;
+}
+
 static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
     if (out) *out = 0;
     if (!c || !out) return OST_EINVAL;
@@ -525,33 +559,11 @@ static int make(ost_conn *c, const char *kind, bool is_set, ost_value *out) {
         return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->shown);
     int brc = busy(c, true);
     if (brc) return brc;
-    ost_value cls = ost_incref(is_set ? c->st->set_cls : c->st->map_cls);
-    ost_value inst = ost_instance_new(cls), state = ost_dict_new();
-    int rc = inst && state ? 0 : OST_ENOMEM;
-    if (!rc) rc = ost_dict_set(state, ost_str_c("kind"), ost_str_c(k.canon));
-    if (!rc) rc = ost_dict_set(state, ost_str_c("count"), ost_int(0));
-    if (!rc) {
-        rc = ost_instance_set_state(inst, state);
-        state = 0;
-    }
-    uint64_t oid;
-    if (!rc) rc = ost__conn_new_oid(c, &oid);
-    if (!rc) rc = ost__conn_cache_add(c, inst, oid);
-    ost__map *m = NULL;
-    if (!rc && !(m = map_alloc(c, oid, &k, is_set))) {
-        ost__conn_forget(c, oid);
-        rc = OST_ENOMEM;
-    }
-    ost_decref(state);
-    if (rc) {
-        ost_decref(inst);
-        return c->msg[0] ? rc : ost__c_fail(c, rc, "cannot make a map: %s", ost_strerror(rc));
-    }
-    m->is_new = true;
-    touch(c, m);
-    *out = inst;
-    ost_decref(inst); /* the cache holds it */
-    return 0;
+    ost__map *m;
+    int rc = new_object(c, is_set ? c->st->set_cls : c->st->map_cls, &k, 0, is_set, "map", &m,
+                        out);
+    if (!rc) touch(c, m);
+    return rc;
 }
 
 int ost_map_new(ost_conn *c, const char *kind, ost_value *out) { return make(c, kind, false, out); }
@@ -935,35 +947,14 @@ int ost_counter_new(ost_conn *c, int64_t initial, ost_value *out) {
     int rc = check_writable(c);
     if (!rc) rc = busy(c, true);
     if (rc) return rc;
-    ost_value inst = ost_instance_new(ost_incref(c->st->counter_cls)), state = ost_dict_new();
-    rc = inst && state ? 0 : OST_ENOMEM;
-    if (!rc) rc = ost_dict_set(state, ost_str_c("kind"), ost_str_c("counter"));
-    if (!rc) rc = ost_dict_set(state, ost_str_c("count"), ost_int(initial));
-    if (!rc) {
-        rc = ost_instance_set_state(inst, state);
-        state = 0;
-    }
-    uint64_t oid;
-    if (!rc) rc = ost__conn_new_oid(c, &oid);
-    if (!rc) rc = ost__conn_cache_add(c, inst, oid);
-    ost__map *m = NULL;
     ost__mkind k = {0};
     snprintf(k.canon, sizeof k.canon, "counter");
-    if (!rc && !(m = map_alloc(c, oid, &k, false))) {
-        ost__conn_forget(c, oid);
-        rc = OST_ENOMEM;
-    }
-    ost_decref(state);
-    if (rc) {
-        ost_decref(inst);
-        return c->msg[0] ? rc : ost__c_fail(c, rc, "cannot make a counter: %s", ost_strerror(rc));
-    }
+    ost__map *m;
+    rc = new_object(c, c->st->counter_cls, &k, initial, false, "counter", &m, out);
+    if (rc) return rc;
     m->is_counter = true;
-    m->is_new = true;
     m->initial = initial;
     touch(c, m);
-    *out = inst;
-    ost_decref(inst); /* the cache holds it */
     return 0;
 }
 

@@ -3079,6 +3079,34 @@ OST_TEST(store, io_errors_name_a_full_disk) {
 
 #define SKIP_STATUS 77 /* a child that cannot set up what it tests */
 
+/* In a child: a mount namespace of its own with a tmpfs of size (mount's
+ * "size=" text) on F.tmp/small, its path in mnt; false (after saying why)
+ * when that cannot be had. The mount ends with the child. */
+static bool own_tmpfs(const char *size, char *mnt, size_t cap) {
+    char opt[48];
+    snprintf(mnt, cap, "%s/small", F.tmp);
+    snprintf(opt, sizeof opt, "size=%s", size);
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", mnt, "tmpfs", 0, opt) != 0) {
+        fprintf(stderr, "skip: a tmpfs of its own: %s\n", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* The parent's side: makes F.tmp/small, runs fn(arg) in a child, and
+ * skips the test when the child could not mount its tmpfs (or is no
+ * root). */
+static void on_own_tmpfs(int (*fn)(void *), void *arg) {
+    char mnt[256];
+    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
+    if (mkdir(mnt, 0755) != 0 && errno != EEXIST) cr_assert_fail("mkdir %s", mnt);
+    if (geteuid() != 0) cr_skip_test("a tmpfs of its own needs root");
+    int status = wait_child(spawn(fn, arg));
+    if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
+    cr_assert_eq(status, 0, "the child failed (its stderr says why)");
+}
+
 /* In a child of its own mount namespace (root only): a 1 MiB tmpfs on
  * F.tmp/small, a store on it, commits of 64 KiB objects until one fails;
  * that failure must say the disk is full. The namespace, and the mount,
@@ -3086,12 +3114,7 @@ OST_TEST(store, io_errors_name_a_full_disk) {
 static int fill_the_disk(void *arg) {
     bool group = arg != NULL;
     char mnt[256], dir[300];
-    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
-        fprintf(stderr, "skip: a tmpfs of its own: %s\n", strerror(errno));
-        return SKIP_STATUS;
-    }
+    if (!own_tmpfs("1m", mnt, sizeof mnt)) return SKIP_STATUS;
     snprintf(dir, sizeof dir, "%s/db", mnt);
     ost_store_options o = opts_for(true);
     o.group_commit = group;
@@ -3133,13 +3156,7 @@ static int fill_the_disk(void *arg) {
 
 static void full_disk(bool group) {
     LMDB_ONLY("a store on a full tmpfs (a PostgreSQL server's full disk is not tested here)");
-    char mnt[256];
-    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
-    cr_assert_eq(mkdir(mnt, 0755), 0);
-    if (geteuid() != 0) cr_skip_test("a tmpfs of its own needs root");
-    int status = wait_child(spawn(fill_the_disk, group ? (void *)1 : NULL));
-    if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
-    cr_assert_eq(status, 0, "the child failed (its stderr says why)");
+    on_own_tmpfs(fill_the_disk, group ? (void *)1 : NULL);
 }
 
 /* In a child of its own mount namespace: a tmpfs of size (k) on
@@ -3147,13 +3164,8 @@ static void full_disk(bool group) {
  * fails saying the disk is full, and leaves nothing of what it made. */
 static int create_on_a_full_disk(void *arg) {
     char mnt[256], dir[300], opt[32];
-    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
-    snprintf(opt, sizeof opt, "size=%dk", (int)(intptr_t)arg);
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount("tmpfs", mnt, "tmpfs", 0, opt) != 0) {
-        fprintf(stderr, "skip: a tmpfs of its own: %s\n", strerror(errno));
-        return SKIP_STATUS;
-    }
+    snprintf(opt, sizeof opt, "%dk", (int)(intptr_t)arg);
+    if (!own_tmpfs(opt, mnt, sizeof mnt)) return SKIP_STATUS;
     snprintf(dir, sizeof dir, "%s/db", mnt);
     ost_store_options o = opts_for(true);
     ost_store *st = ost_store_new();
@@ -3169,18 +3181,10 @@ static int create_on_a_full_disk(void *arg) {
 
 OST_TEST(store, a_create_that_fails_leaves_nothing_it_made) {
     LMDB_ONLY("a store on a full tmpfs (PostgreSQL makes its schema in one transaction)");
-    char mnt[256];
-    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
-    cr_assert_eq(mkdir(mnt, 0755), 0);
-    if (geteuid() != 0) cr_skip_test("a tmpfs of its own needs root");
     /* 4 KiB: no room for lock.mdb; 16 KiB: lock.mdb and the meta pages,
      * no room for the first commit */
-    int sizes[] = {4, 16};
-    for (int i = 0; i < 2; i++) {
-        int status = wait_child(spawn(create_on_a_full_disk, (void *)(intptr_t)sizes[i]));
-        if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
-        cr_assert_eq(status, 0, "the child failed at %d KiB (its stderr says why)", sizes[i]);
-    }
+    on_own_tmpfs(create_on_a_full_disk, (void *)(intptr_t)4);
+    on_own_tmpfs(create_on_a_full_disk, (void *)(intptr_t)16);
 }
 
 OST_TEST(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }
@@ -3193,12 +3197,7 @@ OST_TEST(store, a_commit_on_a_full_disk_says_so) { full_disk(false); }
 static int reserve_on_a_full_disk(void *arg) {
     (void)arg;
     char mnt[256], dir[300], fill[300];
-    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
-    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-        mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
-        fprintf(stderr, "skip: a tmpfs of its own: %s\n", strerror(errno));
-        return SKIP_STATUS;
-    }
+    if (!own_tmpfs("1m", mnt, sizeof mnt)) return SKIP_STATUS;
     snprintf(dir, sizeof dir, "%s/db", mnt);
     snprintf(fill, sizeof fill, "%s/fill", mnt);
     ost_store_options o = opts_for(true);
@@ -3230,13 +3229,7 @@ static int reserve_on_a_full_disk(void *arg) {
 
 OST_TEST(store, reserving_oids_on_a_full_disk_says_so) {
     LMDB_ONLY("a store on a full tmpfs (a PostgreSQL server's full disk is not tested here)");
-    char mnt[256];
-    snprintf(mnt, sizeof mnt, "%s/small", F.tmp);
-    cr_assert_eq(mkdir(mnt, 0755), 0);
-    if (geteuid() != 0) cr_skip_test("a tmpfs of its own needs root");
-    int status = wait_child(spawn(reserve_on_a_full_disk, NULL));
-    if (status == SKIP_STATUS) cr_skip_test("cannot mount a tmpfs in a mount namespace of its own");
-    cr_assert_eq(status, 0, "the child failed (its stderr says why)");
+    on_own_tmpfs(reserve_on_a_full_disk, NULL);
 }
 OST_TEST(store, a_group_commit_on_a_full_disk_says_so) { full_disk(true); }
 
