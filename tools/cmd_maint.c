@@ -28,21 +28,53 @@ static void report(void *ud, uint64_t oid, uint64_t missing, int err, const char
     printf("problem: %s\n", msg);
 }
 
-/* Reachability from the root over the references of the records: a flag
- * per record, by the record's place among the oids present (sized by the
- * records themselves, never by meta.next_oid, which damage can make
- * anything), and an explicit stack. */
+/* Reachability from the root over the references of the records, from
+ * one read of the records in oid order: each record's references are kept
+ * as it goes by (a record's place among the oids present, where its
+ * references start in one array, and the references themselves), then
+ * followed in memory with a flag per place and an explicit stack. A
+ * record is never read again by its oid: on a server that was a round
+ * trip per reachable object (on PostgreSQL 200,000 objects took 11 s
+ * against the check's 0.4 s). Places are sized by the records themselves,
+ * never by meta.next_oid, which damage can make anything. A map's entries
+ * are read when the map is reached. */
 typedef struct {
     uint64_t *oids; /* the oids of the records, ascending */
-    size_t n, capn;
+    size_t *first;  /* per place: where its references start in refs;
+                     * first[n] is nrefs */
+    size_t n, capn, capfirst;
+    uint64_t *refs; /* the oids the records reference, record after record */
+    size_t nrefs, caprefs;
+    uint8_t *is_map;  /* a bit per place: the record of an OrderedMap */
+    size_t capmap;    /* bytes of is_map */
     uint8_t *reached; /* a bit per place */
     size_t *stack;    /* places in oids */
     size_t len, cap;
+    uint64_t entries; /* map entries read while following */
     bool oom;
 } reach_ctx;
 
-/* The place of oid among the records, or -1 when it has no record. */
+/* Grows *p (of *cap elements of size sz) to hold at least n; false when
+ * out of memory (c->oom set). */
+static bool grow(reach_ctx *c, void **p, size_t *cap, size_t n, size_t sz) {
+    if (n <= *cap) return true;
+    size_t ncap = *cap ? *cap : 4096;
+    while (ncap < n) ncap *= 2;
+    void *q = ncap <= SIZE_MAX / sz ? realloc(*p, ncap * sz) : NULL;
+    if (!q) {
+        c->oom = true;
+        return false;
+    }
+    *p = q;
+    *cap = ncap;
+    return true;
+}
+
+/* The place of oid among the records, or -1 when it has no record. Oids
+ * are distinct and ascending, so oids[i] >= i: when the oids are dense
+ * (no gaps below oid), oid is its own place. */
 static int64_t oid_place(const reach_ctx *c, uint64_t oid) {
+    if (oid < c->n && c->oids[oid] == oid) return (int64_t)oid;
     size_t lo = 0, hi = c->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -52,21 +84,20 @@ static int64_t oid_place(const reach_ctx *c, uint64_t oid) {
     return lo < c->n && c->oids[lo] == oid ? (int64_t)lo : -1;
 }
 
+/* raw_scan_refs' callback while reading: one reference of the record
+ * last placed. */
+static void keep_ref(void *ud, uint64_t oid) {
+    reach_ctx *c = ud;
+    if (c->oom || !grow(c, (void **)&c->refs, &c->caprefs, c->nrefs + 1, sizeof *c->refs)) return;
+    c->refs[c->nrefs++] = oid;
+}
+
 static void reach_ref(void *ud, uint64_t oid) {
     reach_ctx *c = ud;
     int64_t i = oid_place(c, oid);
     if (i < 0 || (c->reached[i / 8] >> (i % 8) & 1)) return; /* no record, or seen */
     c->reached[i / 8] |= (uint8_t)(1u << (i % 8));
-    if (c->len == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 4096;
-        size_t *n = realloc(c->stack, cap * sizeof *n);
-        if (!n) {
-            c->oom = true;
-            return;
-        }
-        c->stack = n;
-        c->cap = cap;
-    }
+    if (!grow(c, (void **)&c->stack, &c->cap, c->len + 1, sizeof *c->stack)) return;
     c->stack[c->len++] = (size_t)i;
 }
 
@@ -77,8 +108,10 @@ static int reach_entries(raw_txn *t, uint64_t map, reach_ctx *c) {
     raw_ents_skip_damaged(ec);
     raw_ent e;
     int k;
-    while ((k = raw_ents_next(ec, &e)) > 0)
+    while ((k = raw_ents_next(ec, &e)) > 0) {
+        c->entries++;
         raw_scan_pickle_refs(e.val, e.vlen, reach_ref, c); /* a bad value: check reports it */
+    }
     raw_ents_close(ec);
     return k < 0 ? EXIT_FAIL : EXIT_OK;
 }
@@ -86,8 +119,11 @@ static int reach_entries(raw_txn *t, uint64_t map, reach_ctx *c) {
 /* Counts the records reachable from the root and checks the counters of
  * meta against the records (an oid at or past next_oid would be given to a
  * new object and overwritten; a serial past last_serial breaks conflict
- * detection). Returns EXIT_OK or EXIT_FAIL (message printed). */
-static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, uint64_t *records) {
+ * detection), in one read of the records (*records gets their count) and
+ * of the entries of the maps reached (c->entries). Returns EXIT_OK or
+ * EXIT_FAIL (message printed). */
+static int reach(const char *db, raw_txn *t, check_out *o, reach_ctx *c, uint64_t *reachable,
+                 uint64_t *records) {
     ost_snap_stats si;
     if (ost_snap_stat(raw_snap(t), &si)) return fail("%s: damaged meta (counters)", shown(db));
     uint64_t next_oid = si.next_oid, last = si.last_serial, next_class = si.next_class;
@@ -109,7 +145,6 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
                "would get a wrong id)\n",
                (unsigned long long)next_class);
     }
-    reach_ctx c = {0};
     raw_iter *it;
     int rc = raw_iter_open(t, &it);
     if (!rc) {
@@ -118,17 +153,16 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
         while ((k = raw_iter_next(it, &r)) > 0) {
             (*records)++;
             /* in ascending order; a key that is not an oid has no place */
-            if (r.oid != UINT64_MAX && !c.oom) {
-                if (c.n == c.capn) {
-                    size_t capn = c.capn ? c.capn * 2 : 4096;
-                    uint64_t *no = realloc(c.oids, capn * sizeof *no);
-                    if (no) {
-                        c.oids = no;
-                        c.capn = capn;
-                    } else
-                        c.oom = true;
-                }
-                if (!c.oom) c.oids[c.n++] = r.oid;
+            if (r.oid != UINT64_MAX && !c->oom &&
+                grow(c, (void **)&c->oids, &c->capn, c->n + 1, sizeof *c->oids) &&
+                grow(c, (void **)&c->first, &c->capfirst, c->n + 2, sizeof *c->first) &&
+                grow(c, (void **)&c->is_map, &c->capmap, c->n / 8 + 1, 1)) {
+                size_t i = c->n++;
+                c->oids[i] = r.oid;
+                c->first[i] = c->nrefs;
+                if (i % 8 == 0) c->is_map[i / 8] = 0;
+                if (raw_map_class(t, &r) == 1) c->is_map[i / 8] |= (uint8_t)(1u << (i % 8));
+                raw_scan_refs(&r, keep_ref, c); /* a bad record: check reported it */
             }
             if (r.oid >= next_oid) {
                 note_holder(o, r.oid);
@@ -146,28 +180,34 @@ static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, 
         if (k < 0) rc = EXIT_FAIL;
         raw_iter_close(it);
     }
-    if (!rc && !c.oom && !(c.reached = calloc(c.n / 8 + 1, 1))) c.oom = true;
-    if (!rc && c.oom) rc = fail("%s: out of memory for the oids of the records", shown(db));
+    if (!rc && !c->oom) {
+        if (c->first) c->first[c->n] = c->nrefs;
+        if (!(c->reached = calloc(c->n / 8 + 1, 1))) c->oom = true;
+    }
+    if (!rc && c->oom) rc = fail("%s: out of memory for the oids of the records", shown(db));
     if (!rc) {
-        reach_ref(&c, 0);
-        while (c.len && !c.oom) {
-            uint64_t oid = c.oids[c.stack[--c.len]];
-            raw_rec r;
-            if (raw_get(t, oid, &r) == 0) {
-                (*reachable)++;
-                raw_scan_refs(&r, reach_ref, &c); /* a bad record: check reported it */
-                if (raw_map_class(t, &r) == 1 && reach_entries(t, oid, &c)) {
-                    rc = EXIT_FAIL;
-                    break;
-                }
+        reach_ref(c, 0);
+        while (c->len && !c->oom) {
+            size_t i = c->stack[--c->len];
+            (*reachable)++;
+            for (size_t k = c->first[i]; k < c->first[i + 1]; k++) reach_ref(c, c->refs[k]);
+            if ((c->is_map[i / 8] >> (i % 8) & 1) && reach_entries(t, c->oids[i], c)) {
+                rc = EXIT_FAIL;
+                break;
             }
         }
-        if (c.oom) rc = fail("out of memory");
+        if (c->oom) rc = fail("out of memory");
     }
-    free(c.oids);
-    free(c.reached);
-    free(c.stack);
     return rc;
+}
+
+static void reach_free(reach_ctx *c) {
+    free(c->oids);
+    free(c->first);
+    free(c->refs);
+    free(c->is_map);
+    free(c->reached);
+    free(c->stack);
 }
 
 /* Whether raw snapshots (ostore/raw.h), which count reachability, map
@@ -226,28 +266,42 @@ static int run_check(int argc, char **argv) {
                "engine)\n");
         return EXIT_OK;
     }
+    /* what the library's check does not: a second read of the records
+     * (in oid order, no read by oid) for reachability and meta's
+     * counters, timed apart so that the output says what it costs */
+    double t1 = now_s();
     raw_txn *t;
     uint64_t reachable = 0, counted = 0, entries;
     if (raw_begin(st, &t)) {
         ost_store_close(st);
         return EXIT_FAIL;
     }
-    rc = reach(db, t, &o, &reachable, &counted);
+    reach_ctx rx = {0};
+    rc = reach(db, t, &o, &rx, &reachable, &counted);
+    uint64_t reread_entries = rx.entries;
+    reach_free(&rx);
     ost_snap_stats si;
     entries = ost_snap_stat(raw_snap(t), &si) ? 0 : si.entries;
     raw_end(t);
     ost_store_close(st);
     if (rc) return rc;
-    double dt = now_s() - t0;
+    double t2 = now_s();
     char a[32], b[32], c[32];
     if (entries)
         printf("checked %s records and %s map entries in %.2f s\n", fmt_count(a, sizeof a, records),
-               fmt_count(b, sizeof b, entries), dt);
+               fmt_count(b, sizeof b, entries), t1 - t0);
     else
-        printf("checked %s records in %.2f s\n", fmt_count(a, sizeof a, records), dt);
+        printf("checked %s records in %.2f s\n", fmt_count(a, sizeof a, records), t1 - t0);
     printf("reachable from the root: %s objects; unreachable: %s%s\n",
            fmt_count(b, sizeof b, reachable), fmt_count(c, sizeof c, counted - reachable),
            counted > reachable ? " ('ostore pack' removes them)" : "");
+    if (reread_entries)
+        printf("read again for reachability and meta's counters: %s records and %s map entries "
+               "in %.2f s\n",
+               fmt_count(a, sizeof a, counted), fmt_count(b, sizeof b, reread_entries), t2 - t1);
+    else
+        printf("read again for reachability and meta's counters: %s records in %.2f s\n",
+               fmt_count(a, sizeof a, counted), t2 - t1);
     if (o.problems) {
         printf("%s problem%s in %s object%s\n", fmt_count(a, sizeof a, o.problems),
                o.problems == 1 ? "" : "s", fmt_count(b, sizeof b, o.holders),
@@ -272,9 +326,11 @@ const cli_cmd cmd_check = {
             "entries; also that every oid is below meta next_oid and every serial at\n"
             "most the last commit, and that the counters of meta are within a store's\n"
             "limits. Each problem is printed as a line 'problem: ...' naming the oid\n"
-            "that holds it. Then it counts the objects reachable from the root (oid 0),\n"
-            "following the references of records and of map entries' values; the\n"
-            "others are garbage 'ostore pack' removes.\n"
+            "that holds it. Then it reads the records again, in oid order, to count the\n"
+            "objects reachable from the root (oid 0), following the references of\n"
+            "records and of map entries' values (the others are garbage 'ostore pack'\n"
+            "removes), and to check meta's counters; a line says what that second read\n"
+            "cost, apart from the check's time.\n"
             "\nExit status: 0 when the store is sound, 1 when problems were found (or the\n"
             "store cannot be read), 2 bad usage.\n",
     .run = run_check,
