@@ -593,6 +593,7 @@ typedef struct {
     uint64_t oid, count;
     ost__mkind kind;
     bool is_set;
+    size_t rbegin, rend; /* OST_CHECK_REACH: its entries' references in refs */
 } check_map;
 
 typedef struct {
@@ -625,6 +626,19 @@ typedef struct {
     bool scanned; /* every record has been read: exists is complete */
     bool root;
     int fail; /* out of memory in a callback */
+    unsigned flags;       /* OST_CHECK_* */
+    ost__snapinfo info;   /* the snapshot's counters (OST_CHECK_COUNTERS) */
+    uint64_t entries;     /* map entries read */
+    /* OST_CHECK_REACH: every reference as it is noted, record after
+     * record (the references of the record at place i of exists are
+     * refs[rfirst[i]] to refs[rfirst[i + 1]]), then map after map
+     * (check_map's rbegin, rend); followed after the check from the root,
+     * in memory: no record is read twice */
+    uint64_t *refs;
+    size_t nrefs, caprefs;
+    size_t *rfirst; /* per place in exists, and one past the last */
+    size_t caprfirst;
+    bool keep_refs; /* the references noted now are kept (the holder has a place) */
 } check_ctx;
 
 static void problem(check_ctx *c, uint64_t oid, int err, const char *fmt, ...)
@@ -677,6 +691,7 @@ static int check_entries(check_ctx *c, ost_reader *r, const check_map *cm) {
         size_t kl;
         ost__entry e;
         n++;
+        c->entries++;
         int grc = ops->ecur_get(ec, &k, &kl, &e);
         if (grc && grc != OST_ECORRUPT) {
             rc = grc;
@@ -833,6 +848,12 @@ static void flat_ref(void *ud, uint64_t oid, uint32_t cid) {
 /* Notes that the record being checked (c->holder) refers to oid, as class
  * id cid when pair: resolved now when oid's record was seen, else later. */
 static void note_ref(check_ctx *c, int64_t oid, int64_t cid, bool pair) {
+    if (c->keep_refs) {
+        if (ost__reserve((void **)&c->refs, &c->caprefs, c->nrefs + 1, sizeof *c->refs, 4096))
+            c->fail = OST_ENOMEM;
+        else
+            c->refs[c->nrefs++] = (uint64_t)oid;
+    }
     if (pair && !family(&c->classes, (uint32_t)cid)) {
         c->problems++;
         if (c->report) {
@@ -886,6 +907,27 @@ static int check_record(void *ud, uint64_t oid, const ost__recview *v) {
     }
     c->holder = oid;
     if (oid == 0) c->root = true;
+    /* a record out of order has no place: what it refers to is not kept */
+    c->keep_refs = (c->flags & OST_CHECK_REACH) && c->exists[c->nexists - 1] == oid;
+    if (c->keep_refs) {
+        if (ost__reserve((void **)&c->rfirst, &c->caprfirst, c->nexists + 1, sizeof *c->rfirst,
+                         4096))
+            return c->fail = OST_ENOMEM;
+        c->rfirst[c->nexists - 1] = c->nrefs;
+    }
+    if (c->flags & OST_CHECK_COUNTERS) {
+        /* an oid at or past next_oid would be given to a new object and
+         * overwrite this one; a serial past the last commit breaks the
+         * detection of conflicts */
+        if (oid >= c->info.next_oid)
+            problem(c, oid, OST_ECORRUPT,
+                    "oid %llu is not below meta next_oid %llu (a new object would overwrite it)",
+                    (unsigned long long)oid, (unsigned long long)c->info.next_oid);
+        if (v->len && v->serial > c->info.last_serial)
+            problem(c, oid, OST_ECORRUPT, "oid %llu has serial %llu, past the last commit %llu",
+                    (unsigned long long)oid, (unsigned long long)v->serial,
+                    (unsigned long long)c->info.last_serial);
+    }
     char msg[400];
     if (!v->len) { /* damaged: the engine says how */
         snprintf(msg, sizeof msg, "%s", damage_of(c->st));
@@ -918,11 +960,64 @@ static int check_record(void *ud, uint64_t oid, const ost__recview *v) {
     return c->fail ? c->fail : 0;
 }
 
+/* OST_CHECK_REACH: the records the root reaches, through the references
+ * kept while checking (records' and map values'), with a bit per place in
+ * exists and an explicit stack. 0 or OST_ENOMEM. */
+static int check_reach(check_ctx *c, uint64_t *reachable) {
+    *reachable = 0;
+    size_t at = exists_at(c, 0);
+    if (at == SIZE_MAX) return 0; /* no root: reported */
+    uint8_t *seen = calloc(c->nexists / 8 + 1, 1);
+    size_t *stack = NULL, len = 0, cap = 0;
+    if (!seen) return OST_ENOMEM;
+    int rc = 0;
+    seen[at / 8] |= (uint8_t)(1u << (at % 8));
+    if (ost__reserve((void **)&stack, &cap, 1, sizeof *stack, 4096)) rc = OST_ENOMEM;
+    else stack[len++] = at;
+    while (len && !rc) {
+        size_t p = stack[--len];
+        (*reachable)++;
+        size_t b = c->rfirst[p], e = c->rfirst[p + 1];
+        /* a map's entries: the maps are in oid order, as exists is */
+        size_t mb = 0, me = 0, lo = 0, hi = c->nmaps;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (c->maps[mid].oid < c->exists[p]) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < c->nmaps && c->maps[lo].oid == c->exists[p]) {
+            mb = c->maps[lo].rbegin;
+            me = c->maps[lo].rend;
+        }
+        for (size_t k = b; !rc && k < e + (me - mb); k++) {
+            size_t q = exists_at(c, k < e ? c->refs[k] : c->refs[mb + (k - e)]);
+            if (q == SIZE_MAX || (seen[q / 8] >> (q % 8) & 1)) continue; /* missing: reported */
+            seen[q / 8] |= (uint8_t)(1u << (q % 8));
+            if (ost__reserve((void **)&stack, &cap, len + 1, sizeof *stack, 4096)) rc = OST_ENOMEM;
+            else stack[len++] = q;
+        }
+    }
+    free(seen);
+    free(stack);
+    return rc;
+}
+
 int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *records) {
-    if (records) *records = 0;
-    if (!st || !st->eng) return OST_EINVAL;
+    ost_check_stats cs;
+    int rc = ost_store_check_ex(st, 0, report, ud, &cs);
+    if (records) *records = cs.records;
+    return rc;
+}
+
+int ost_store_check_ex(ost_store *st, unsigned flags, ost_check_fn report, void *ud,
+                       ost_check_stats *out) {
+    ost_check_stats dummy;
+    if (!out) out = &dummy;
+    memset(out, 0, sizeof *out);
+    if (!st || !st->eng || (flags & ~(unsigned)(OST_CHECK_REACH | OST_CHECK_COUNTERS)))
+        return OST_EINVAL;
     const ost__engine_ops *ops = st->ops;
-    check_ctx c = {.st = st, .report = report, .ud = ud};
+    check_ctx c = {.st = st, .report = report, .ud = ud, .flags = flags};
     if (!(c.r = ost_reader_new())) return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
     ost_reader_set_persistent_load(c.r, check_load, &c);
     ost__snapinfo info;
@@ -930,6 +1025,7 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     int rc = ops->sess_open(st->eng, &c.s);
     bool snap = false, pinned = false;
     if (!rc && !(rc = ops->snap_begin(c.s, &info))) snap = true;
+    if (snap) c.info = info;
     if (!rc && !(rc = ops->pin(c.s))) pinned = true;
     /* first the engine's own structures, where reads trust them (LMDB's
      * pages) */
@@ -945,9 +1041,24 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
         c.scanned = true;
         for (size_t i = 0; i < c.nlater; i++)
             resolve(&c, c.later[i].holder, c.later[i].oid, c.later[i].cid);
+        if ((flags & OST_CHECK_REACH) &&
+            ost__reserve((void **)&c.rfirst, &c.caprfirst, c.nexists + 1, sizeof *c.rfirst, 4096))
+            rc = c.fail = OST_ENOMEM;
+        else if (flags & OST_CHECK_REACH)
+            c.rfirst[c.nexists] = c.nrefs;
     }
-    for (size_t i = 0; !rc && i < c.nmaps; i++) rc = check_entries(&c, c.r, &c.maps[i]);
+    c.keep_refs = flags & OST_CHECK_REACH;
+    for (size_t i = 0; !rc && i < c.nmaps; i++) {
+        c.maps[i].rbegin = c.nrefs;
+        rc = check_entries(&c, c.r, &c.maps[i]);
+        c.maps[i].rend = c.nrefs;
+        if (!rc && c.fail) rc = c.fail;
+    }
     if (!rc) rc = ops->ent_each_map(c.s, check_orphans, &c);
+    if (!rc && (flags & OST_CHECK_REACH)) {
+        c.fail = check_reach(&c, &out->reachable);
+        rc = c.fail;
+    }
     if (rc == OST_ENOMEM && c.fail) rc = ost__st_fail(st, rc, "%s: check: out of memory", st->shown);
     if (pinned) ops->unpin(c.s);
     if (snap) ops->snap_end(c.s);
@@ -958,8 +1069,11 @@ int ost_store_check(ost_store *st, ost_check_fn report, void *ud, uint64_t *reco
     free(c.ecids);
     free(c.dense);
     free(c.later);
+    free(c.refs);
+    free(c.rfirst);
     ost_reader_free(c.r);
-    if (records) *records = n;
+    out->records = n;
+    out->entries = c.entries;
     if (rc) return rc;
     if (!c.root) {
         c.problems++;

@@ -1942,6 +1942,54 @@ OST_TEST(store, linking_an_object_that_pack_removed_is_refused) {
     ost_store_close(st);
 }
 
+OST_TEST(store, check_ex_counts_what_the_root_reaches_from_its_one_read) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    /* reachable: the root, n1 <-> n2 (a cycle), n3 only through a list in
+     * n2; garbage: g1 <-> g2 (a cycle) and g3 under g1 */
+    ost_value n1 = new_node(), n2 = new_node(), n3 = new_node();
+    set(n1, "peer", ost_incref(n2));
+    set(n2, "peer", ost_incref(n1));
+    ost_value l = ost_list_new(0);
+    ost_list_append(l, ost_incref(n3));
+    set(n2, "list", l);
+    root_set(c, "n1", n1);
+    ost_value g1 = new_node(), g2 = new_node(), g3 = new_node();
+    set(g1, "peer", ost_incref(g2));
+    set(g2, "peer", ost_incref(g1));
+    set(g1, "child", g3);
+    root_set(c, "g", g1);
+    commit_ok(c);
+    ost_decref(n2);
+    ost_decref(n3);
+    ost_decref(g2);
+    ost_value k = ost_str_c("g");
+    cr_assert_eq(ost_dict_del(ost_dict_get_c(ost_instance_state(ost_conn_root(c)), "data"), k),
+                 0);
+    ost_decref(k);
+    ost_changed(ost_conn_root(c));
+    commit_ok(c);
+    ost_check_stats cs;
+    cr_assert_eq(ost_store_check_ex(st, OST_CHECK_REACH | OST_CHECK_COUNTERS, NULL, NULL, &cs), 0,
+                 "%s", ost_store_errmsg(st));
+    cr_assert_eq(cs.records, 7);
+    cr_assert_eq(cs.reachable, 4, "the root, n1, n2, n3: %llu", (unsigned long long)cs.reachable);
+    cr_assert_eq(cs.entries, 0);
+    /* without the flag nothing is counted; the records are */
+    cr_assert_eq(ost_store_check_ex(st, 0, NULL, NULL, &cs), 0);
+    cr_assert_eq(cs.records, 7);
+    cr_assert_eq(cs.reachable, 0);
+    cr_assert_eq(ost_store_check_ex(st, OST_CHECK_REACH, NULL, NULL, NULL), 0, "out may be NULL");
+    cr_assert_eq(ost_store_check_ex(st, 4, NULL, NULL, &cs), OST_EINVAL, "an unknown flag");
+    /* after a pack, everything is reachable */
+    uint64_t removed;
+    cr_assert_eq(ost_store_pack(st, &removed), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(ost_store_check_ex(st, OST_CHECK_REACH, NULL, NULL, &cs), 0);
+    cr_assert_eq(cs.records, 4);
+    cr_assert_eq(cs.reachable, 4);
+    ost_store_close(st);
+}
+
 OST_TEST(store, pack_follows_references_with_wide_oids) {
     /* oids past 255 and 65535 are written with wider int opcodes */
     ost_store *st = open_store(true);

@@ -28,156 +28,48 @@ static void report(void *ud, uint64_t oid, uint64_t missing, int err, const char
     printf("problem: %s\n", msg);
 }
 
-/* Reachability from the root over the references of the records: a flag
- * per record, by the record's place among the oids present (sized by the
- * records themselves, never by meta.next_oid, which damage can make
- * anything), and an explicit stack. */
-typedef struct {
-    uint64_t *oids; /* the oids of the records, ascending */
-    size_t n, capn;
-    uint8_t *reached; /* a bit per place */
-    size_t *stack;    /* places in oids */
-    size_t len, cap;
-    bool oom;
-} reach_ctx;
-
-/* The place of oid among the records, or -1 when it has no record. */
-static int64_t oid_place(const reach_ctx *c, uint64_t oid) {
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->oids[mid] < oid) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < c->n && c->oids[lo] == oid ? (int64_t)lo : -1;
-}
-
-static void reach_ref(void *ud, uint64_t oid) {
-    reach_ctx *c = ud;
-    int64_t i = oid_place(c, oid);
-    if (i < 0 || (c->reached[i / 8] >> (i % 8) & 1)) return; /* no record, or seen */
-    c->reached[i / 8] |= (uint8_t)(1u << (i % 8));
-    if (c->len == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 4096;
-        size_t *n = realloc(c->stack, cap * sizeof *n);
-        if (!n) {
-            c->oom = true;
-            return;
-        }
-        c->stack = n;
-        c->cap = cap;
-    }
-    c->stack[c->len++] = (size_t)i;
-}
-
-/* A map reaches what its entries' values reference. */
-static int reach_entries(raw_txn *t, uint64_t map, reach_ctx *c) {
-    raw_ents *ec;
-    if (raw_ents_open(t, map, NULL, 0, &ec)) return EXIT_FAIL;
-    raw_ents_skip_damaged(ec);
-    raw_ent e;
-    int k;
-    while ((k = raw_ents_next(ec, &e)) > 0)
-        raw_scan_pickle_refs(e.val, e.vlen, reach_ref, c); /* a bad value: check reports it */
-    raw_ents_close(ec);
-    return k < 0 ? EXIT_FAIL : EXIT_OK;
-}
-
-/* Counts the records reachable from the root and checks the counters of
- * meta against the records (an oid at or past next_oid would be given to a
- * new object and overwritten; a serial past last_serial breaks conflict
- * detection). Returns EXIT_OK or EXIT_FAIL (message printed). */
-static int reach(const char *db, raw_txn *t, check_out *o, uint64_t *reachable, uint64_t *records) {
-    ost_snap_stats si;
-    if (ost_snap_stat(raw_snap(t), &si)) return fail("%s: damaged meta (counters)", shown(db));
-    uint64_t next_oid = si.next_oid, last = si.last_serial, next_class = si.next_class;
-    /* counters past what a store can hold wrap when handed out */
-    if (next_oid > OST_OID_LIMIT) {
-        note_holder(o, 0);
-        printf("problem: meta next_oid %llu is past 2^63, the largest a store has (the next "
-               "new object's oid would wrap)\n",
-               (unsigned long long)next_oid);
-    }
-    if (last >= OST_SERIAL_LIMIT) {
-        note_holder(o, 0);
-        printf("problem: meta last_serial %llu is past 2^63 - 1, the largest a store has\n",
-               (unsigned long long)last);
-    }
-    if (next_class == 0 || next_class > OST_CLASS_LIMIT) {
-        note_holder(o, 0);
-        printf("problem: meta next_class %llu is not a 32-bit class id from 1 (the next class "
-               "would get a wrong id)\n",
-               (unsigned long long)next_class);
-    }
-    reach_ctx c = {0};
-    raw_iter *it;
-    int rc = raw_iter_open(t, &it);
-    if (!rc) {
-        raw_rec r;
-        int k;
-        while ((k = raw_iter_next(it, &r)) > 0) {
-            (*records)++;
-            /* in ascending order; a key that is not an oid has no place */
-            if (r.oid != UINT64_MAX && !c.oom) {
-                if (c.n == c.capn) {
-                    size_t capn = c.capn ? c.capn * 2 : 4096;
-                    uint64_t *no = realloc(c.oids, capn * sizeof *no);
-                    if (no) {
-                        c.oids = no;
-                        c.capn = capn;
-                    } else
-                        c.oom = true;
-                }
-                if (!c.oom) c.oids[c.n++] = r.oid;
-            }
-            if (r.oid >= next_oid) {
-                note_holder(o, r.oid);
-                printf("problem: oid %llu is not below meta next_oid %llu (a new object would "
-                       "overwrite it)\n",
-                       (unsigned long long)r.oid, (unsigned long long)next_oid);
-            }
-            if (!r.bad_header && r.serial > last) {
-                note_holder(o, r.oid);
-                printf("problem: oid %llu has serial %llu, past the last commit %llu\n",
-                       (unsigned long long)r.oid, (unsigned long long)r.serial,
-                       (unsigned long long)last);
-            }
-        }
-        if (k < 0) rc = EXIT_FAIL;
-        raw_iter_close(it);
-    }
-    if (!rc && !c.oom && !(c.reached = calloc(c.n / 8 + 1, 1))) c.oom = true;
-    if (!rc && c.oom) rc = fail("%s: out of memory for the oids of the records", shown(db));
-    if (!rc) {
-        reach_ref(&c, 0);
-        while (c.len && !c.oom) {
-            uint64_t oid = c.oids[c.stack[--c.len]];
-            raw_rec r;
-            if (raw_get(t, oid, &r) == 0) {
-                (*reachable)++;
-                raw_scan_refs(&r, reach_ref, &c); /* a bad record: check reported it */
-                if (raw_map_class(t, &r) == 1 && reach_entries(t, oid, &c)) {
-                    rc = EXIT_FAIL;
-                    break;
-                }
-            }
-        }
-        if (c.oom) rc = fail("out of memory");
-    }
-    free(c.oids);
-    free(c.reached);
-    free(c.stack);
-    return rc;
-}
-
-/* Whether raw snapshots (ostore/raw.h), which count reachability, map
- * entries and meta's counters here, open on st's engine: always on LMDB;
- * on another engine once it has them. */
+/* Whether raw snapshots (ostore/raw.h), which count map entries for pack,
+ * open on st's engine: always on LMDB and PostgreSQL; on another engine
+ * once it has them. */
 static bool raw_ok(ost_store *st) {
     ost_snap *s;
     if (ost_snap_open(st, &s)) return false;
     ost_snap_close(s);
     return true;
+}
+
+/* Checks that the counters of meta are within what a store can hold (they
+ * wrap when handed out past it), printing a problem for each that is not,
+ * through a raw snapshot (none on an engine without them: its own check
+ * only), and sets *entries to the map entries the store counts (those
+ * without a map too). EXIT_OK, or EXIT_FAIL after a message when meta
+ * cannot be read. */
+static int meta_limits(const char *db, ost_store *st, check_out *o, uint64_t *entries) {
+    ost_snap *s;
+    if (ost_snap_open(st, &s)) return EXIT_OK;
+    ost_snap_stats si;
+    int rc = ost_snap_stat(s, &si);
+    ost_snap_close(s);
+    if (rc) return fail("%s: damaged meta (counters)", shown(db));
+    *entries = si.entries;
+    if (si.next_oid > OST_OID_LIMIT) {
+        note_holder(o, 0);
+        printf("problem: meta next_oid %llu is past 2^63, the largest a store has (the next "
+               "new object's oid would wrap)\n",
+               (unsigned long long)si.next_oid);
+    }
+    if (si.last_serial >= OST_SERIAL_LIMIT) {
+        note_holder(o, 0);
+        printf("problem: meta last_serial %llu is past 2^63 - 1, the largest a store has\n",
+               (unsigned long long)si.last_serial);
+    }
+    if (si.next_class == 0 || si.next_class > OST_CLASS_LIMIT) {
+        note_holder(o, 0);
+        printf("problem: meta next_class %llu is not a 32-bit class id from 1 (the next class "
+               "would get a wrong id)\n",
+               (unsigned long long)si.next_class);
+    }
+    return EXIT_OK;
 }
 
 static int run_check(int argc, char **argv) {
@@ -191,8 +83,14 @@ static int run_check(int argc, char **argv) {
     if (open_store(db, false, &st)) return EXIT_FAIL;
     double t0 = now_s();
     check_out o = {0};
-    uint64_t records = 0;
-    int rc = ost_store_check(st, report, &o, &records);
+    /* reachability and the records against meta's counters come from the
+     * check's own read of the records: the CLI reads nothing twice (it
+     * once read every reachable record again by its oid, a round trip
+     * each on a server) */
+    ost_check_stats cs;
+    int rc = ost_store_check_ex(st, OST_CHECK_REACH | OST_CHECK_COUNTERS, report, &o, &cs);
+    double dt = now_s() - t0;
+    uint64_t records = cs.records;
     if (rc && rc != OST_ECORRUPT) {
         int r = fail("%s", ost_store_errmsg(st));
         ost_store_close(st);
@@ -210,35 +108,12 @@ static int run_check(int argc, char **argv) {
                     "is intact",
                     db, (unsigned long long)o.problems, o.problems == 1 ? "" : "s", db);
     }
-    if (!raw_ok(st)) { /* the engine's own check only */
-        ost_store_close(st);
-        char a[32], b[32];
-        printf("checked %s records in %.2f s\n", fmt_count(a, sizeof a, records), now_s() - t0);
-        if (o.problems) {
-            printf("%s problem%s in %s object%s\n", fmt_count(a, sizeof a, o.problems),
-                   o.problems == 1 ? "" : "s", fmt_count(b, sizeof b, o.holders),
-                   o.holders == 1 ? "" : "s");
-            return fail("%s: damaged: %llu problem%s found", shown(db),
-                        (unsigned long long)o.problems, o.problems == 1 ? "" : "s");
-        }
-        printf("no problems: every record and map entry decodes, every reference resolves, "
-               "every map's count matches its entries (reachability is not counted on this "
-               "engine)\n");
-        return EXIT_OK;
-    }
-    raw_txn *t;
-    uint64_t reachable = 0, counted = 0, entries;
-    if (raw_begin(st, &t)) {
+    uint64_t entries = cs.entries;
+    if (meta_limits(db, st, &o, &entries)) {
         ost_store_close(st);
         return EXIT_FAIL;
     }
-    rc = reach(db, t, &o, &reachable, &counted);
-    ost_snap_stats si;
-    entries = ost_snap_stat(raw_snap(t), &si) ? 0 : si.entries;
-    raw_end(t);
     ost_store_close(st);
-    if (rc) return rc;
-    double dt = now_s() - t0;
     char a[32], b[32], c[32];
     if (entries)
         printf("checked %s records and %s map entries in %.2f s\n", fmt_count(a, sizeof a, records),
@@ -246,8 +121,8 @@ static int run_check(int argc, char **argv) {
     else
         printf("checked %s records in %.2f s\n", fmt_count(a, sizeof a, records), dt);
     printf("reachable from the root: %s objects; unreachable: %s%s\n",
-           fmt_count(b, sizeof b, reachable), fmt_count(c, sizeof c, counted - reachable),
-           counted > reachable ? " ('ostore pack' removes them)" : "");
+           fmt_count(b, sizeof b, cs.reachable), fmt_count(c, sizeof c, records - cs.reachable),
+           records > cs.reachable ? " ('ostore pack' removes them)" : "");
     if (o.problems) {
         printf("%s problem%s in %s object%s\n", fmt_count(a, sizeof a, o.problems),
                o.problems == 1 ? "" : "s", fmt_count(b, sizeof b, o.holders),
@@ -272,9 +147,9 @@ const cli_cmd cmd_check = {
             "entries; also that every oid is below meta next_oid and every serial at\n"
             "most the last commit, and that the counters of meta are within a store's\n"
             "limits. Each problem is printed as a line 'problem: ...' naming the oid\n"
-            "that holds it. Then it counts the objects reachable from the root (oid 0),\n"
-            "following the references of records and of map entries' values; the\n"
-            "others are garbage 'ostore pack' removes.\n"
+            "that holds it. From the same read it counts the objects reachable from\n"
+            "the root (oid 0), following the references of records and of map\n"
+            "entries' values; the others are garbage 'ostore pack' removes.\n"
             "\nExit status: 0 when the store is sound, 1 when problems were found (or the\n"
             "store cannot be read), 2 bad usage.\n",
     .run = run_check,

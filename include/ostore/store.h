@@ -218,6 +218,31 @@ typedef void (*ost_check_fn)(void *ud, uint64_t oid, uint64_t missing,
 OST_EXTERN int ost_store_check(ost_store *st, ost_check_fn report, void *ud,
                                uint64_t *records);
 
+/* Flags of ost_store_check_ex. */
+#define OST_CHECK_REACH 1u    /* count the records the root (oid 0) reaches through
+                               * the references of records and of map entries'
+                               * values, from what the check reads (no second
+                               * read). Memory: 8 bytes a record and 8 a reference
+                               * besides the check's own. */
+#define OST_CHECK_COUNTERS 2u /* report every record whose oid is not below meta's
+                               * next_oid (a new object would overwrite it) or
+                               * whose serial is past the last commit */
+/* What ost_store_check_ex read and counted. */
+typedef struct {
+    uint64_t records;   /* records read */
+    uint64_t entries;   /* entries of the maps that have a record, read */
+    uint64_t reachable; /* records the root reaches (OST_CHECK_REACH; else 0) */
+} ost_check_stats;
+/* ost_store_check with flags (0, or OST_CHECK_REACH and OST_CHECK_COUNTERS
+ * or'ed) and what it read and counted in *out (if not NULL; zeroed first,
+ * and partly filled when a failure stops it). The same
+ * snapshot and the same single read of every record and map entry as
+ * ost_store_check; the flags add checks and counts to that read, never a
+ * read of their own. Returns as ost_store_check; OST_EINVAL for unknown
+ * flags. */
+OST_EXTERN int ost_store_check_ex(ost_store *st, unsigned flags, ost_check_fn report, void *ud,
+                                  ost_check_stats *out);
+
 /* ---- connections ----------------------------------------------------------- */
 
 /* Opens a connection with an empty cache and no transaction. Use and
