@@ -258,52 +258,38 @@ size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t coun
         n += l;
     }
     out[n++] = 0x8a, out[n++] = 8;
-    for (int j = 0; j < 8; j++) out[n++] = (uint8_t)(count >> (8 * j));
+    ost__le64(out + n, count);
+    n += 8;
     out[n++] = 'u', out[n++] = '.';
     return n;
 }
 
-int ost__map_record_count(const uint8_t *p, size_t n, uint64_t *count) {
-    if (n < 16 || p[0] != 0x80 || p[n - 1] != '.' || p[n - 2] != 'u' || p[n - 11] != 8 ||
-        p[n - 12] != 0x8a || (p[n - 3] & 0x80))
-        return OST_ECORRUPT;
-    uint64_t v = 0;
-    for (int j = 7; j >= 0; j--) v = v << 8 | p[n - 10 + j];
-    *count = v;
-    return 0;
-}
-
-void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count) {
-    for (int j = 0; j < 8; j++) p[n - 10 + j] = (uint8_t)(count >> (8 * j));
-}
-
-/* A counter's value: the record's LONG1 of 8 bytes, signed as pickle's
- * LONG1 is. */
+/* A counter's value, or a map's count as stored: the record's LONG1 of 8
+ * bytes, signed as pickle's LONG1 is. */
 static int counter_record_value(const uint8_t *p, size_t n, int64_t *value) {
     if (n < 16 || p[0] != 0x80 || p[n - 1] != '.' || p[n - 2] != 'u' || p[n - 11] != 8 ||
         p[n - 12] != 0x8a)
         return OST_ECORRUPT;
-    uint64_t v = 0;
-    for (int j = 7; j >= 0; j--) v = v << 8 | p[n - 10 + j];
-    *value = (int64_t)v;
+    *value = (int64_t)ost__rd_le64(p + n - 10);
     return 0;
 }
 
+int ost__map_record_count(const uint8_t *p, size_t n, uint64_t *count) {
+    int64_t v;
+    if (counter_record_value(p, n, &v) || v < 0) return OST_ECORRUPT; /* a count is >= 0 */
+    *count = (uint64_t)v;
+    return 0;
+}
+
+void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count) { ost__le64(p + n - 10, count); }
+
+
 int ost__record_count_add(uint8_t *p, size_t n, int64_t delta, bool counter) {
-    if (counter) {
-        int64_t v, sum;
-        int rc = counter_record_value(p, n, &v);
-        if (rc) return rc;
-        if (__builtin_add_overflow(v, delta, &sum)) return OST_ELIMIT;
-        ost__map_record_setcount(p, n, (uint64_t)sum);
-        return 0;
-    }
-    uint64_t count;
-    int rc = ost__map_record_count(p, n, &count);
-    if (rc) return rc;
-    if ((delta < 0 && (uint64_t)-delta > count) || (delta > 0 && (uint64_t)delta > INT64_MAX - count))
-        return OST_ECORRUPT;
-    ost__map_record_setcount(p, n, count + (uint64_t)delta);
+    int64_t v, sum;
+    if (counter_record_value(p, n, &v) || (!counter && v < 0)) return OST_ECORRUPT;
+    if (__builtin_add_overflow(v, delta, &sum)) return counter ? OST_ELIMIT : OST_ECORRUPT;
+    if (!counter && sum < 0) return OST_ECORRUPT; /* a map's count below 0: damage */
+    ost__map_record_setcount(p, n, (uint64_t)sum);
     return 0;
 }
 
@@ -913,6 +899,9 @@ int ost_map_each(ost_conn *c, ost_value m, const ost_map_range *r, ost_map_each_
 
 /* ---- counters ------------------------------------------------------------------ */
 
+/* A counter's kind: no keys; "counter" as its record says. */
+static const ost__mkind counter_kind = {.canon = "counter"};
+
 /* The state of counter v in connection c, made on first use. */
 static ost__map *counter_of(ost_conn *c, ost_value v, int *rc) {
     *rc = 0;
@@ -931,9 +920,7 @@ static ost__map *counter_of(ost_conn *c, ost_value v, int *rc) {
                           (unsigned long long)oid);
         return NULL;
     }
-    ost__mkind k = {0};
-    snprintf(k.canon, sizeof k.canon, "counter");
-    ost__map *m = map_alloc(c, oid, &k, false);
+    ost__map *m = map_alloc(c, oid, &counter_kind, false);
     if (!m) *rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
     else m->is_counter = true;
     return m;
@@ -947,10 +934,8 @@ int ost_counter_new(ost_conn *c, int64_t initial, ost_value *out) {
     int rc = check_writable(c);
     if (!rc) rc = busy(c, true);
     if (rc) return rc;
-    ost__mkind k = {0};
-    snprintf(k.canon, sizeof k.canon, "counter");
     ost__map *m;
-    rc = new_object(c, c->st->counter_cls, &k, initial, false, "counter", &m, out);
+    rc = new_object(c, c->st->counter_cls, &counter_kind, initial, false, "counter", &m, out);
     if (rc) return rc;
     m->is_counter = true;
     m->initial = initial;
@@ -1463,7 +1448,8 @@ bool ost__maps_dirty(ost_conn *c) {
 static int counter_prepare(ost_conn *c, ost__map *m, ost__pkg *p) {
     if (m->is_new) {
         uint8_t rec[128];
-        size_t n = ost__map_record(rec, sizeof rec, "counter", (uint64_t)(m->initial + m->delta));
+        size_t n = ost__map_record(rec, sizeof rec, counter_kind.canon,
+                                   (uint64_t)(m->initial + m->delta));
         uint32_t cid;
         ost__st_clear(c->st);
         int rc = ost__class_id_cached(c->st, c->st->counter_cls, &cid);

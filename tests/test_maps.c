@@ -3669,10 +3669,12 @@ OST_TEST(maps, adds_to_one_counter_from_two_connections_both_commit_and_sum) {
     cr_assert_eq(ost_counter_add(a, ca, 1000), 0);
     ost_abort(a);
     cr_assert_eq(counter_value(a, ca), 109);
-    /* adds that sum to 0 write nothing of the counter */
+    /* adds that sum to 0 write nothing: no commit at all */
     cr_assert_eq(ost_counter_add(a, ca, 3), 0);
     cr_assert_eq(ost_counter_add(a, ca, -3), 0);
+    uint64_t serial1 = stats(st).last_serial;
     commit_ok(a);
+    cr_assert_eq(stats(st).last_serial, serial1, "a zero sum is no write");
     cr_assert_eq(counter_value(a, ca), 109);
     /* the record as Python reads it */
     ost_snap *s;
@@ -3918,4 +3920,19 @@ OST_TEST(maps, map_each_visits_the_range_in_order_and_stops_when_told) {
     cr_assert_eq(ost_map_each(c, ints, NULL, NULL, NULL), OST_EINVAL);
     ost_abort(c);
     ost_store_close(st);
+}
+
+/* ost_map_prefix_end: the first encoding after every key that starts with
+ * the prefix; none for all-0xff or empty; in place too. */
+OST_TEST(maps, prefix_end_raises_the_last_byte_below_the_trailing_ffs) {
+    uint8_t out[8];
+    cr_assert_eq(ost_map_prefix_end((const uint8_t *)"ab", 2, out), 2);
+    cr_assert_eq(memcmp(out, "ac", 2), 0);
+    cr_assert_eq(ost_map_prefix_end((const uint8_t *)"a\xff\xff", 3, out), 1);
+    cr_assert_eq(out[0], 'b');
+    cr_assert_eq(ost_map_prefix_end((const uint8_t *)"\xff\xff", 2, out), 0, "no end");
+    cr_assert_eq(ost_map_prefix_end(out, 0, out), 0, "an empty prefix has no end");
+    uint8_t inplace[3] = {0x10, 0xfe, 0xff};
+    cr_assert_eq(ost_map_prefix_end(inplace, 3, inplace), 2);
+    cr_assert(inplace[0] == 0x10 && inplace[1] == 0xff, "in place");
 }

@@ -1819,10 +1819,11 @@ OST_TEST(store, pack_reads_the_store_in_bounded_memory) {
     ost_conn_close(c);
     ost_store_close(st);
 }
-OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
-    ost_store *st = open_store(true);
-    ost_conn *c = conn_of(st);
-    /* reachable: n1 <-> n2 (a cycle), n3 only through a plain list in n2 */
+/* Commits, under root["n1"], n1 <-> n2 (a cycle) and n3 only through a
+ * plain list in n2 (n3.v = 3), and garbage: g1 <-> g2 (a cycle) and g3
+ * under g1, set under root["g"] and then dropped; gone[] gets g1..g3's
+ * oids. The store then has 7 records, 4 of them reachable. */
+static void reachable_and_garbage(ost_conn *c, uint64_t gone[3]) {
     ost_value n1 = new_node(), n2 = new_node(), n3 = new_node();
     set(n1, "peer", ost_incref(n2));
     set(n2, "peer", ost_incref(n1));
@@ -1831,14 +1832,13 @@ OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
     set(n2, "list", l);
     set(n3, "v", ost_int(3));
     root_set(c, "n1", n1);
-    /* garbage to be: g1 <-> g2 (a cycle), g3 under g1 */
     ost_value g1 = new_node(), g2 = new_node(), g3 = new_node();
     set(g1, "peer", ost_incref(g2));
     set(g2, "peer", ost_incref(g1));
     set(g1, "child", g3);
     root_set(c, "g", g1);
     commit_ok(c);
-    uint64_t gone_oids[3] = {ost_oid(c, g1), ost_oid(c, g2), ost_oid(c, g3)};
+    gone[0] = ost_oid(c, g1), gone[1] = ost_oid(c, g2), gone[2] = ost_oid(c, g3);
     ost_decref(n2);
     ost_decref(n3);
     ost_decref(g2);
@@ -1848,6 +1848,13 @@ OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
     ost_decref(k);
     ost_changed(ost_conn_root(c));
     commit_ok(c);
+}
+
+OST_TEST(store, pack_removes_unreachable_keeps_reachable) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    uint64_t gone_oids[3];
+    reachable_and_garbage(c, gone_oids);
     ost_store_stats s = stats(st);
     cr_assert_eq(s.records, 7);
     uint64_t removed = 99;
@@ -1945,30 +1952,8 @@ OST_TEST(store, linking_an_object_that_pack_removed_is_refused) {
 OST_TEST(store, check_ex_counts_what_the_root_reaches_from_its_one_read) {
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
-    /* reachable: the root, n1 <-> n2 (a cycle), n3 only through a list in
-     * n2; garbage: g1 <-> g2 (a cycle) and g3 under g1 */
-    ost_value n1 = new_node(), n2 = new_node(), n3 = new_node();
-    set(n1, "peer", ost_incref(n2));
-    set(n2, "peer", ost_incref(n1));
-    ost_value l = ost_list_new(0);
-    ost_list_append(l, ost_incref(n3));
-    set(n2, "list", l);
-    root_set(c, "n1", n1);
-    ost_value g1 = new_node(), g2 = new_node(), g3 = new_node();
-    set(g1, "peer", ost_incref(g2));
-    set(g2, "peer", ost_incref(g1));
-    set(g1, "child", g3);
-    root_set(c, "g", g1);
-    commit_ok(c);
-    ost_decref(n2);
-    ost_decref(n3);
-    ost_decref(g2);
-    ost_value k = ost_str_c("g");
-    cr_assert_eq(ost_dict_del(ost_dict_get_c(ost_instance_state(ost_conn_root(c)), "data"), k),
-                 0);
-    ost_decref(k);
-    ost_changed(ost_conn_root(c));
-    commit_ok(c);
+    uint64_t gone[3];
+    reachable_and_garbage(c, gone); /* the root, n1, n2, n3 reachable; 3 not */
     ost_check_stats cs;
     cr_assert_eq(ost_store_check_ex(st, OST_CHECK_REACH | OST_CHECK_COUNTERS, NULL, NULL, &cs), 0,
                  "%s", ost_store_errmsg(st));
