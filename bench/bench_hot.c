@@ -8,6 +8,8 @@
  *   field    the statistics object's int field += 1 (every two
  *            transactions that overlap conflict on it and retry)
  *   counter  ost_counter_add on one ostore.maps.Counter (adds merge)
+ *   resolver the field += 1, on a class whose conflict resolver
+ *            (ost_class_def.resolve) adds both sides' increments
  *
  *   bench_hot DIR|postgresql://... T SECS MODE [--durable]
  *
@@ -30,7 +32,7 @@
 #include "ostore.h"
 
 enum { ISSUES = 10000, ATTEMPTS = 10, MAX_THREADS = 64 };
-enum { MODE_NONE, MODE_FIELD, MODE_COUNTER };
+enum { MODE_NONE, MODE_FIELD, MODE_COUNTER, MODE_RESOLVER };
 
 static ost_registry *g_reg;
 static ost_value g_issue, g_stats;
@@ -49,6 +51,16 @@ static uint64_t next_rand(uint64_t *s) {
     return *s;
 }
 
+/* Stats's resolver in mode "resolver": both sides' increments count. */
+static int hits_resolve(void *ud, ost_value old, ost_value committed, ost_value mine) {
+    (void)ud;
+    int64_t o, c, m;
+    if (ost_instance_get_int(old, "hits", &o) || ost_instance_get_int(committed, "hits", &c) ||
+        ost_instance_get_int(mine, "hits", &m))
+        return 1;
+    return ost_instance_setattr(mine, "hits", ost_int(c + (m - o)));
+}
+
 /* One attempt: issues[i].updates += 1, and the shared statistics. */
 static int txn(void *ud, ost_conn *c) {
     worker *w = ud;
@@ -64,7 +76,7 @@ static int txn(void *ud, ost_conn *c) {
     ost_int_value(ost_instance_getattr(it, "updates"), &n);
     if ((rc = ost_instance_setattr(it, "updates", ost_int(n + 1)))) return rc;
     if (g_mode == MODE_COUNTER) return ost_counter_add(c, stats, 1);
-    if (g_mode == MODE_FIELD) {
+    if (g_mode == MODE_FIELD || g_mode == MODE_RESOLVER) {
         if ((rc = ost_activate(c, stats))) return rc;
         int64_t h = 0;
         ost_int_value(ost_instance_getattr(stats, "hits"), &h);
@@ -127,7 +139,7 @@ static int64_t shared_value(ost_store *st) {
     ost_value stats = ost_root_get_c(c, "stats");
     int64_t v = 0;
     if (g_mode == MODE_COUNTER) CHECK(ost_counter_get(c, stats, &v), "counter_get");
-    else if (g_mode == MODE_FIELD) {
+    else if (g_mode == MODE_FIELD || g_mode == MODE_RESOLVER) {
         CHECK(ost_activate(c, stats), "activate");
         ost_int_value(ost_instance_getattr(stats, "hits"), &v);
     }
@@ -137,19 +149,21 @@ static int64_t shared_value(ost_store *st) {
 
 int main(int argc, char **argv) {
     if (argc < 5)
-        DIE("usage: bench_hot DIR|postgresql://... THREADS SECONDS none|field|counter [--durable]");
+        DIE("usage: bench_hot DIR|postgresql://... THREADS SECONDS none|field|counter|resolver [--durable]");
     int threads = atoi(argv[2]);
     double secs = atof(argv[3]);
     if (threads < 1 || threads > MAX_THREADS || secs <= 0) DIE("bad THREADS or SECONDS");
     if (!strcmp(argv[4], "none")) g_mode = MODE_NONE;
     else if (!strcmp(argv[4], "field")) g_mode = MODE_FIELD;
     else if (!strcmp(argv[4], "counter")) g_mode = MODE_COUNTER;
-    else DIE("MODE is none, field or counter, not '%s'", argv[4]);
+    else if (!strcmp(argv[4], "resolver")) g_mode = MODE_RESOLVER;
+    else DIE("MODE is none, field, counter or resolver, not '%s'", argv[4]);
     bool durable = argc > 5 && !strcmp(argv[5], "--durable");
 
     g_reg = ost_registry_new();
     ost_class_def issue = {.module = "bench", .name = "Issue", .persistent = true};
-    ost_class_def stats = {.module = "bench", .name = "Stats", .persistent = true};
+    ost_class_def stats = {.module = "bench", .name = "Stats", .persistent = true,
+                           .resolve = g_mode == MODE_RESOLVER ? hits_resolve : NULL};
     if (!g_reg || ost_registry_add(g_reg, &issue, &g_issue) ||
         ost_registry_add(g_reg, &stats, &g_stats))
         DIE("registry");

@@ -593,6 +593,9 @@ ptrdiff_t ost__field_index(ost_value cls, const char *name, size_t n);
  * slot of a declared field or of a field alias when key names one, else
  * the instance's extra dict. key and val are borrowed. 0 or OST_ENOMEM. */
 int ost__slots_put(ost_value obj, ost_value key, ost_value val);
+/* value.c: the conflict resolver of class cls (ost_class_def.resolve) and,
+ * in *ud when ud is not NULL, its ud; NULL when cls has none. */
+ost_resolve_fn ost__class_resolver(ost_value cls, void **ud);
 /* value.c: whether ost_class_new accepts def (else it fails for memory). */
 bool ost__class_def_ok(const ost_class_def *def);
 /* value.c: whether name may be a class's or field's name (not empty, no

@@ -1334,7 +1334,19 @@ bool ost__class_def_ok(const ost_class_def *def) {
     if (ost_utf8_check(def->module, strlen(def->module), NULL) ||
         ost_utf8_check(def->name, strlen(def->name), NULL))
         return false;
+    if (def->resolve && !def->persistent) {
+        ost__value_fail(OST_EINVAL, "class %s.%s: a conflict resolver is given, but the class "
+                        "is not persistent", def->module, def->name);
+        return false;
+    }
     return def_defaults_ok(def);
+}
+
+ost_resolve_fn ost__class_resolver(ost_value cls, void **ud) {
+    if (ost__type(cls) != OST_T_GLOBAL || !ost__klass_of(cls)) return NULL;
+    const ost__klass *k = ost__klass_of(cls);
+    if (ud) *ud = k->def.ud;
+    return k->def.resolve;
 }
 
 ost_value ost_class_new(const ost_class_def *def) {

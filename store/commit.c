@@ -174,7 +174,14 @@ ost__pkg *ost__pkg_new(void) {
     return p;
 }
 
+/* Drops the class references of p's resolvable records. */
+static void resv_clear(ost__pkg *p) {
+    for (size_t i = 0; i < p->nresv; i++) ost_decref(p->resv[i].cls);
+    p->nresv = 0;
+}
+
 void ost__pkg_reset(ost__pkg *p) {
+    resv_clear(p);
     p->nrecs = 0;
     p->nrefs = 0;
     p->nbytes = 0;
@@ -190,6 +197,8 @@ void ost__pkg_reset(ost__pkg *p) {
 void ost__pkg_free(ost__pkg *p) {
     if (!p) return;
     uv_sem_destroy(&p->sem);
+    resv_clear(p);
+    free(p->resv);
     free(p->recs);
     free(p->bytes);
     free(p->refs);
@@ -214,6 +223,214 @@ int ost__pkg_conflict(ost__pkg *p, int why, uint64_t oid, uint64_t cur, uint64_t
                  (unsigned long long)oid);
     p->conflict_oid = oid;
     return OST_ECONFLICT;
+}
+
+/* ---- conflict resolution (ost_class_def.resolve) ------------------------------ */
+
+int ost__pkg_resv(ost__pkg *p, ost_value cls, uint32_t cid, const void *pickle, size_t n) {
+    if (!p->nrecs) return OST_EINVAL;
+    if (ost__reserve((void **)&p->resv, &p->capresv, p->nresv + 1, sizeof *p->resv, 8) ||
+        reserve_bytes(p, n))
+        return OST_ENOMEM;
+    memcpy(p->bytes + p->nbytes, pickle, n);
+    p->resv[p->nresv++] = (ost__resv){p->nrecs - 1, ost_incref(cls), cid, p->nbytes, n, false};
+    p->nbytes += n;
+    return 0;
+}
+
+/* The resolvable entry of record i of p, or NULL (resv is by rec). */
+static ost__resv *resv_of(ost__pkg *p, size_t i) {
+    size_t lo = 0, hi = p->nresv;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->resv[mid].rec < i) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < p->nresv && p->resv[lo].rec == i ? &p->resv[lo] : NULL;
+}
+
+bool ost__pkg_resolvable(const ost__pkg *p, size_t i) {
+    return p->nresv && resv_of((ost__pkg *)p, i) != NULL;
+}
+
+/* persistent_load of a resolution's reader: a reference stays one (the
+ * reader's pair pid, kept, is replaced by a new one for the next) */
+static int resolve_pload(void *ud, ost_value pid, ost_value *obj) {
+    (void)ud;
+    *obj = ost_persref(ost_incref(pid));
+    return *obj ? 0 : OST_ENOMEM;
+}
+
+/* persistent_id of a resolution's writer: a persistent object the
+ * resolver put in the merged state has no oid, and none can be given
+ * inside the commit */
+static int resolve_pid(void *ud, ost_value obj, ost_value *pid) {
+    (void)pid;
+    if (!ost_class_is_persistent(ost_instance_class(obj))) return 0;
+    *(bool *)ud = true;
+    return OST_EINVAL;
+}
+
+/* A detached instance of cls holding the state pickle[0, n) of a record
+ * (a positional tuple, or what ost_load_state reads); *positional says
+ * which. 0 or the reader's code (its message says why). */
+static int resolve_inst(ost_reader *r, ost_value cls, const void *pickle, size_t n,
+                        bool *positional, ost_value *out) {
+    *out = 0;
+    ost_value state = 0, inst = ost__instance_new_unset(ost_incref(cls));
+    if (!inst) return OST_ENOMEM;
+    int rc = ost_load(r, pickle, n, &state, NULL);
+    const ost__klass *k = ost__klass_of(cls);
+    *positional = !rc && ost_typeof(state) == OST_T_TUPLE && ost__slotted(inst) &&
+                  !k->def.getstate;
+    if (rc) {
+        /* the reader's message stays */
+    } else if (*positional) {
+        if (ost_len(state) != k->nfields) rc = OST_ECORRUPT;
+        for (size_t i = 0; !rc && i < k->nfields; i++)
+            rc = ost__slots_put(inst, k->fields[i], ost_item(state, i));
+        ost_decref(state);
+    } else {
+        rc = ost__apply_state(r, inst, state); /* steals state */
+        if (!rc && ost__slotted(inst)) ost__slots_defaults(inst);
+    }
+    if (rc) {
+        ost_release(inst);
+        return rc;
+    }
+    *out = inst;
+    return 0;
+}
+
+typedef struct {
+    ost__pkg *p;
+    int rc;
+} resolve_refs;
+
+/* ost__scan_pids's callback: a reference of the merged state to a stored
+ * object joins the package's references (an object the package writes
+ * new has no record yet, and needs no check) */
+static void resolve_ref(void *ud, uint64_t oid) {
+    resolve_refs *rr = ud;
+    for (size_t i = 0; i < rr->p->nrecs; i++)
+        if (rr->p->recs[i].oid == oid) return;
+    if (!rr->rc) rr->rc = ost__pkg_ref(rr->p, oid);
+}
+
+/* The merged state of record i, written: a failure of the resolution
+ * with p->msg set, or 0 with the record pointing at the new bytes. */
+static int resolve_write(ost__pkg *p, ost__rec *rec, ost_value mine, bool positional) {
+    ost_writer *w = ost_writer_new();
+    if (!w) return OST_ENOMEM;
+    ost__writer_set_pid_memo(w, false); /* as a connection writes (docs/format.md) */
+    ost_writer_set_framing(w, false);
+    bool newobj = false;
+    ost_writer_set_persistent_id(w, resolve_pid, &newobj, OST_PID_INSTANCES);
+    const void *data = NULL;
+    size_t n = 0;
+    int rc;
+    if (positional && !ost__state_positional(mine)) {
+        rc = OST_ECONFLICT;
+        ost__fmt(p->msg, sizeof p->msg, "the merged state leaves a field unset or adds one the "
+                 "class does not declare: it would be a record of another class id");
+    } else {
+        rc = positional ? ost__dump_fields(w, mine, &data, &n) : ost_dump_state(w, mine, &data, &n);
+        if (rc) {
+            if (newobj) rc = OST_ECONFLICT;
+            ost__fmt(p->msg, sizeof p->msg, "%s",
+                     newobj ? "the merged state holds a new persistent object, which a "
+                              "resolver cannot add"
+                            : ost_writer_errmsg(w));
+        }
+    }
+    resolve_refs rr = {p, 0};
+    if (!rc && (rc = ost__scan_pids(data, n, resolve_ref, &rr)) == 0) rc = rr.rc;
+    if (!rc && (rc = reserve_bytes(p, n)) == 0) {
+        memcpy(p->bytes + p->nbytes, data, n);
+        rec->off = p->nbytes;
+        rec->len = n;
+        p->nbytes += n;
+    }
+    ost_writer_free(w);
+    return rc;
+}
+
+/* Decodes the three states of record i (read, committed, the package's)
+ * and runs the resolver on them. */
+static int resolve_run(ost_store *st, ost__pkg *p, ost__resv *rv, const void *pickle, size_t n) {
+    ost__rec *rec = &p->recs[rv->rec];
+    void *ud;
+    ost_resolve_fn fn = ost__class_resolver(rv->cls, &ud);
+    ost_reader *r = ost_reader_new();
+    if (!r) return OST_ENOMEM;
+    ost_reader_set_persistent_load(r, resolve_pload, NULL);
+    if (st->registry) ost_reader_set_registry(r, st->registry);
+    ost_value v[3] = {0, 0, 0};
+    bool pos[3];
+    static const char *const which[3] = {"read", "committed", "own"};
+    const uint8_t *src[3] = {p->bytes + rv->old_off, pickle, p->bytes + rec->off};
+    size_t len[3] = {rv->old_len, n, rec->len};
+    int rc = 0;
+    for (int k = 0; k < 3 && !rc; k++)
+        if ((rc = resolve_inst(r, rv->cls, src[k], len[k], &pos[k], &v[k])))
+            ost__fmt(p->msg, sizeof p->msg, "its %s state does not decode: %s", which[k],
+                     rc == OST_ECORRUPT ? "a positional state of the wrong length"
+                                        : ost_reader_errmsg(r));
+    if (!rc && (pos[0] != pos[2] || pos[1] != pos[2])) {
+        rc = OST_ECONFLICT;
+        ost__fmt(p->msg, sizeof p->msg, "its states are of different forms");
+    }
+    if (!rc) {
+        int urc = fn(ud, v[0], v[1], v[2]);
+        if (urc) {
+            rc = OST_ECONFLICT;
+            ost__fmt(p->msg, sizeof p->msg, "its class's resolver refused (it returned %d)", urc);
+        }
+    }
+    if (!rc) rc = resolve_write(p, rec, v[2], pos[2]);
+    for (int k = 0; k < 3; k++) ost_release(v[k]);
+    ost_reader_free(r);
+    return rc;
+}
+
+int ost__pkg_resolve(ost_store *st, ost__pkg *p, size_t i, uint64_t cur, uint32_t cid,
+                     const void *pickle, size_t n) {
+    ost__rec *rec = &p->recs[i];
+    ost__resv *rv = p->nresv ? resv_of(p, i) : NULL;
+    if (!rv) return ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
+    int rc;
+    p->msg[0] = 0;
+    if (cid != rec->cid || rv->old_cid != rec->cid) {
+        rc = OST_ECONFLICT;
+        ost__fmt(p->msg, sizeof p->msg, "the states are of different class ids (read %u, "
+                 "committed %u, own %u)", rv->old_cid, cid, rec->cid);
+    } else {
+        size_t off = rec->off, len = rec->len, nbytes = p->nbytes, nrefs = p->nrefs;
+        rc = resolve_run(st, p, rv, pickle, n);
+        if (rc) { /* record i as it was */
+            rec->off = off;
+            rec->len = len;
+            p->nbytes = nbytes;
+            p->nrefs = nrefs;
+        }
+    }
+    if (!rc) {
+        rec->read_serial = cur;
+        rv->resolved = true;
+        return 0;
+    }
+    char why[sizeof p->msg];
+    ost__fmt(why, sizeof why, "%s", p->msg);
+    if (rc == OST_ECONFLICT || rc == OST_ECORRUPT) {
+        ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
+        size_t at = strlen(p->msg);
+        ost__fmt(p->msg + at, sizeof p->msg - at, ", and the conflict was not resolved: %s", why);
+    } else {
+        ost__fmt(p->msg, sizeof p->msg, "conflict on oid %llu: resolving it failed: %s",
+                 (unsigned long long)rec->oid, why[0] ? why : ost_strerror(rc));
+        p->conflict_oid = rec->oid;
+    }
+    return rc;
 }
 
 /* Appends a map entry: its key and value bytes go after the records'. */

@@ -172,6 +172,8 @@ static void oidtab_del(ost_conn *c, uint64_t oid) {
     }
 }
 
+static void old_drop(ost_conn *c, uint64_t oid);
+
 /* Removes entry i (swapping the last one in) and drops the cache's
  * reference; tab: and its slot in the oid table (else the caller
  * rebuilds the table: oidtab_rebuild). */
@@ -186,6 +188,7 @@ static void entry_remove(ost_conn *c, size_t i, bool tab) {
         *pidx_of(d->obj) = (uint32_t)(i + 1);
     }
     *pidx_of(e.obj) = 0;
+    old_drop(c, e.oid);
     /* a ghost stays one: it can no longer load, and no connection may
      * store it as a new object with an empty state */
     ost__pers_mark(e.obj, 0, OST__F_PERSISTENT | OST__F_CHANGED);
@@ -193,6 +196,59 @@ static void entry_remove(ost_conn *c, size_t i, bool tab) {
 }
 
 static void cache_remove(ost_conn *c, size_t i) { entry_remove(c, i, true); }
+
+/* ---- the records read of objects whose class resolves conflicts ---------- */
+
+/* A record kept in c->olds: the state a transaction read, which a
+ * conflict's resolver gets as "old" (ost_class_def.resolve). */
+typedef struct {
+    uint64_t serial;
+    uint32_t cid;
+    size_t len;
+    uint8_t pickle[];
+} ost__old;
+
+/* Forgets the record kept for oid, if any. */
+static void old_drop(ost_conn *c, uint64_t oid) {
+    if (!c->olds.count) return;
+    ost__ptr_slot *s = ost__ptrtab_find(&c->olds, (uintptr_t)(oid + 1));
+    if (!s->key) return;
+    free((void *)(uintptr_t)s->val);
+    ost__ptrtab_del(&c->olds, (uintptr_t)(oid + 1));
+}
+
+/* Keeps record v, just loaded into obj, when obj's class resolves
+ * conflicts. Without memory the record is not kept: a conflict on obj
+ * then stays a conflict, as for a class without a resolver. */
+static void old_keep(ost_conn *c, uint64_t oid, ost_value obj, const ost__recview *v) {
+    if (!ost__class_resolver(ost_instance_class(obj), NULL)) return;
+    old_drop(c, oid);
+    ost__old *o = malloc(sizeof *o + v->len);
+    if (!o) return;
+    *o = (ost__old){v->serial, v->cid, v->len};
+    memcpy(o->pickle, v->pickle, v->len);
+    if ((c->olds.mask || !ost__ptrtab_init(&c->olds, 8)) &&
+        !ost__ptrtab_put(&c->olds, (uintptr_t)(oid + 1), (uint64_t)(uintptr_t)o))
+        return;
+    free(o);
+}
+
+/* Frees every record kept. */
+static void olds_free(ost_conn *c) {
+    for (size_t i = 0; c->olds.mask && i <= c->olds.mask; i++)
+        if (c->olds.slots[i].key) free((void *)(uintptr_t)c->olds.slots[i].val);
+    ost__ptrtab_free(&c->olds);
+}
+
+/* Gives the package the record oid's transaction read at serial read,
+ * when one is kept: a conflict on it can be resolved. 0 or OST_ENOMEM. */
+static int old_give(ost_conn *c, ost__pkg *p, uint64_t oid, uint64_t read, ost_value obj) {
+    if (!c->olds.count || !read) return 0;
+    ost__ptr_slot *s = ost__ptrtab_find(&c->olds, (uintptr_t)(oid + 1));
+    const ost__old *o = s->key ? (const ost__old *)(uintptr_t)s->val : NULL;
+    if (!o || o->serial != read) return 0;
+    return ost__pkg_resv(p, ost_instance_class(obj), o->cid, o->pickle, o->len);
+}
 
 /* Refills the oid table from the entries (after entry_remove without it). */
 static void oidtab_rebuild(ost_conn *c) {
@@ -936,6 +992,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
         e = find_oid(c, oid);
         e->serial = serial;
         set_pbytes(e->obj, v.len + OST_HDR_SIZE);
+        old_keep(c, oid, obj, &v);
         return 0;
     }
     ost_decref(vcls);
@@ -953,6 +1010,7 @@ static int activate_locked(ost_conn *c, ost__pent *e) {
     e = find_oid(c, oid); /* loading may have grown the cache */
     e->serial = serial;
     set_pbytes(e->obj, v.len + OST_HDR_SIZE);
+    old_keep(c, oid, obj, &v);
     return 0;
 }
 
@@ -1517,6 +1575,7 @@ static void conn_release(ost_conn *c) {
 /* Frees what the connection owns but the handle itself, leaving NULLs
  * (so that it may run twice: a connection its store closed). */
 static void conn_free_parts(ost_conn *c) {
+    olds_free(c);
     free(c->oidtab);
     c->oidtab = NULL;
     c->oidcap = c->oidmax = 0;
@@ -1857,6 +1916,7 @@ static int prepare(ost_conn *c) {
             return rc;
         }
         if (!rc) rc = ost__pkg_add(p, oid, read, cid, data, n);
+        if (!rc) rc = old_give(c, p, oid, read, o);
         if (rc) {
             const char *why = ost_store_errmsg(st);
             ost__c_fail(c, rc, "oid %llu: %s", (unsigned long long)oid,
@@ -1900,11 +1960,21 @@ static void commit_done(ost_conn *c, int rc) {
         if (e) {
             e->serial = p->serial;
             set_pbytes(e->obj, p->recs[i].len + OST_HDR_SIZE);
+            /* the state the next transaction reads, for a resolver */
+            ost__recview v = {.serial = p->serial, .cid = p->recs[i].cid,
+                              .pickle = p->bytes + p->recs[i].off, .len = p->recs[i].len};
+            old_keep(c, e->oid, e->obj, &v);
         }
     }
     for (size_t i = 0; i < c->nchanged; i++)
         if (c->changed[i]) ost__pers_mark(c->changed[i], 0, OST__F_CHANGED);
     c->nchanged = 0;
+    /* an object whose conflict was resolved was stored merged, not as
+     * the cache holds it: it loads again */
+    for (size_t i = 0; i < p->nresv; i++) {
+        ost__pent *e = p->resv[i].resolved ? find_oid(c, p->recs[p->resv[i].rec].oid) : NULL;
+        if (e) ghostify(e->obj);
+    }
     ost__maps_txn_end(c, true);
     if (p->serial == c->seen_serial + 1) c->seen_serial = p->serial;
     cache_gc(c);

@@ -205,7 +205,10 @@ typedef struct ost__engine_ops {
      * checks, exactly as docs/tutorial.md states them: a record whose
      * read_serial is not 0 must still have that serial (else OST_ECONFLICT
      * "conflict on oid N: commit S changed it after this transaction read
-     * it (at commit R)"); when meta.low differs from p->low, every oid of
+     * it (at commit R)"), unless the record is one whose class resolves
+     * conflicts (ost__pkg_resolvable): then, before anything of p is
+     * written, the engine hands the committed record's class id and state
+     * to ost__pkg_resolve and goes on if it merged; when meta.low differs from p->low, every oid of
      * p->refs must still exist; map entries as store/maps.c checks them.
      * Returns 0, or a code for a failure of the whole call (the disk, the
      * server), which every package then carries too. */

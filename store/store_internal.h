@@ -40,6 +40,17 @@ typedef struct {
 
 /* What a commit writes, prepared by a connection (or a loader batch) and
  * applied by whoever holds the write transaction. */
+/* A record of a package whose class resolves conflicts
+ * (ost_class_def.resolve), with the state the transaction read it at:
+ * what ost__pkg_resolve needs to merge. */
+typedef struct {
+    size_t rec;              /* its index in recs */
+    ost_value cls;           /* the object's class (a reference) */
+    uint32_t old_cid;        /* the class id of the record read */
+    size_t old_off, old_len; /* the state read: bytes[old_off, + old_len) */
+    bool resolved;           /* the commit writes a merged state */
+} ost__resv;
+
 typedef struct ost__pkg {
     ost__rec *recs;
     size_t nrecs, caprecs;
@@ -69,6 +80,8 @@ typedef struct ost__pkg {
     /* a connection's commit: the connection begins its next transaction
      * right after it (snap_adopt), unlike a loader's batch */
     bool next_txn;
+    ost__resv *resv; /* records that may resolve a conflict, by rec ascending */
+    size_t nresv, capresv;
     char msg[320];
 } ost__pkg;
 
@@ -197,6 +210,10 @@ struct ost_conn {
     size_t oidcap;    /* oidtab's slots: 4, 5, 6 or 7 times a power of 2 */
     size_t oidmax;    /* entries it takes before it grows: 4/5 of oidcap */
     uint32_t oididx;  /* the slot bits that hold an index: 2^k - 1 >= oidmax */
+    /* oid + 1 -> the record (ost__old *) an object whose class resolves
+     * conflicts was last loaded from: its transaction's "old" state
+     * (ost__pkg_resv) */
+    ost__ptrtab olds;
     ost_value *changed; /* objects changed in this transaction */
     size_t nchanged, capchanged;
     size_t cache_max;       /* objects with state kept at transaction ends */
@@ -337,6 +354,25 @@ int ost__pkg_ref(ost__pkg *p, uint64_t oid);
 #define OST__CONFL_REMOVED 1
 #define OST__CONFL_REF_GONE 2
 int ost__pkg_conflict(ost__pkg *p, int why, uint64_t oid, uint64_t cur, uint64_t read);
+/* Keeps, for the record just added to p by ost__pkg_add, the state its
+ * transaction read (pickle[0, n) of class id cid) and its class cls
+ * (borrowed; the package takes a reference): a conflict on it goes to the
+ * class's resolver (ost__pkg_resolve). 0 or OST_ENOMEM. */
+int ost__pkg_resv(ost__pkg *p, ost_value cls, uint32_t cid, const void *pickle, size_t n);
+/* Whether record i of p may resolve a conflict (ost__pkg_resv kept it). */
+bool ost__pkg_resolvable(const ost__pkg *p, size_t i);
+/* An engine's conflict check found that commit cur (class id cid, state
+ * pickle[0, n), read in the commit's transaction) replaced the record i
+ * of p after its transaction read it: runs the class's resolver on the
+ * state read, the committed one and the package's. 0: record i now holds
+ * the merged state, its read_serial is cur (the engine goes on as if the
+ * check passed) and the merged state's references are in p->refs.
+ * Otherwise OST_ECONFLICT (no resolver, another class id, or it refused),
+ * OST_ECORRUPT (a state that does not decode) or OST_ENOMEM, with p->msg
+ * set and record i unchanged. Any thread; st's registry reads nested
+ * values. */
+int ost__pkg_resolve(ost_store *st, ost__pkg *p, size_t i, uint64_t cur, uint32_t cid,
+                     const void *pickle, size_t n);
 int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p);
 int ost__committer_start(ost_store *st);
 void ost__committer_stop(ost_store *st);

@@ -218,6 +218,24 @@ typedef int (*ost_getstate_fn)(void *ud, ost_value inst, ost_value *state);
 typedef int (*ost_setstate_fn)(void *ud, ost_value inst, ost_value state);
 typedef int (*ost_getnewargs_fn)(void *ud, ost_value inst, ost_value *args);
 typedef int (*ost_setnewargs_fn)(void *ud, ost_value inst, ost_value args);
+/* A persistent class's conflict resolver (ost_class_def.resolve), ZODB's
+ * _p_resolveConflict: called at commit when another transaction committed
+ * a newer state of an object this transaction changed. old is the object
+ * as this transaction read it, committed as the store holds it now, mine
+ * as this transaction changed it: three detached instances of the class,
+ * made for the call, whose references to other stored objects are
+ * persistent references (OST_T_PERSREF: compare them with ost_equal, keep
+ * or move them; they cannot be loaded). The resolver changes mine into
+ * the merged state (ost_instance_setattr) and returns 0: the commit then
+ * writes mine instead of failing. Any other return refuses: the commit
+ * fails with OST_ECONFLICT, as without a resolver, its message giving the
+ * code. It runs inside the commit, on the committing thread or the group
+ * committer's, with the store's write lock held: it must be quick, must
+ * not use a store or connection, and is called from several threads for
+ * one class. The values it is given are borrowed; a value it puts in mine
+ * must not be a new persistent object (the commit then fails). ud is the
+ * class's ud. docs/hooks.md, "Resolving conflicts". */
+typedef int (*ost_resolve_fn)(void *ud, ost_value old, ost_value committed, ost_value mine);
 
 /* A class, as ost_class_new and ost_registry_add take it (they copy it,
  * strings included): the name it pickles under, its declared fields and
@@ -265,6 +283,10 @@ typedef struct {
      * any other: the instance stores it when it is written (docs/hooks.md,
      * "Changing a class"). */
     const ost_value *defaults;
+    /* The conflict resolver of a persistent class (see ost_resolve_fn);
+     * NULL (the default): a concurrent change to one of its objects is a
+     * conflict. Only for persistent classes. */
+    ost_resolve_fn resolve;
 } ost_class_def;
 
 /* New class: a global value (module.name) that also carries def, copied

@@ -666,8 +666,13 @@ static int apply(ost__sess *s, ost__pkg *p) {
                      (unsigned long long)r->oid, ost__damage_text(dmg));
             return OST_ECORRUPT;
         }
-        if (cur != r->read_serial)
-            return ost__pkg_conflict(p, OST__CONFL_CHANGED, r->oid, cur, r->read_serial);
+        if (cur != r->read_serial) {
+            /* the class's resolver may merge it (decoded from the map:
+             * nothing is written before the checks end) */
+            rc = ost__pkg_resolve(st, p, i, cur, cid, (const uint8_t *)rv.mv_data + OST_HDR_SIZE,
+                                  rv.mv_size - OST_HDR_SIZE);
+            if (rc) return rc;
+        }
     }
     /* a pack since the connection checked its cache may have removed an
      * object that the records refer to (one made unreachable, then linked

@@ -2793,6 +2793,31 @@ static int copy_ments(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry) {
  * serial, writes. 0, OST_ECONFLICT (p->msg, p->conflict_oid), another
  * code of ours with p->msg, or a statement's failure (*retry says whether
  * the whole package may run again). */
+/* Record i of p, which commit cur replaced after p's transaction read
+ * it: its committed state, read in the commit's transaction (the row is
+ * locked), goes to the class's resolver (ost__pkg_resolve). 0 when it
+ * merged; else the code, p->msg set, nothing written. */
+static int pg_resolve(ost__sess *s, ost__pkg *p, size_t i, uint64_t cur, bool *retry) {
+    int rc = 0;
+    params q = {0};
+    p_i64(&q, p->recs[i].oid);
+    PGresult *r = run_as(s->e, s->conn, "commit: reading a record to resolve a conflict",
+                         "SELECT cid, state FROM ost_records WHERE oid = $1::bigint", &q, &rc, retry,
+                         "IB");
+    if (!r) {
+        ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(s->e->st));
+        return rc;
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return ost__pkg_conflict(p, OST__CONFL_REMOVED, p->recs[i].oid, 0, 0);
+    }
+    rc = ost__pkg_resolve(s->e->st, p, i, cur, rd32(PQgetvalue(r, 0, 0)), PQgetvalue(r, 0, 1),
+                          (size_t)PQgetlength(r, 0, 1));
+    PQclear(r);
+    return rc;
+}
+
 static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     ost__engine *e = s->e;
     int rc = 0;
@@ -2838,9 +2863,13 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         }
         uint64_t cur = rd64(PQgetvalue(r, lo, 1));
         if (cur != rec->read_serial) {
-            ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
-            PQclear(r);
-            return OST_ECONFLICT;
+            int crc = ost__pkg_resolvable(p, i) ? pg_resolve(s, p, i, cur, retry)
+                                                : ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid,
+                                                                    cur, rec->read_serial);
+            if (crc) {
+                PQclear(r);
+                return crc;
+            }
         }
     }
     PQclear(r);
@@ -3109,6 +3138,8 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
             uint64_t *slot = oidset_slot(&done, rec->oid);
             if (*slot) { /* an earlier package of the group writes it */
                 uint64_t cur = done.v[slot - done.k];
+                if (cur != rec->read_serial && ost__pkg_resolvable(p, j))
+                    goto rollback; /* apply resolves it */
                 if (cur != rec->read_serial)
                     rc = ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
                 continue;
@@ -3121,6 +3152,8 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
             }
             if (lo == nt || rd64(PQgetvalue(rl, lo, 0)) != rec->oid)
                 rc = ost__pkg_conflict(p, OST__CONFL_REMOVED, rec->oid, 0, 0);
+            else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial && ost__pkg_resolvable(p, j))
+                goto rollback; /* apply resolves it */
             else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial)
                 rc = ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid,
                                        rd64(PQgetvalue(rl, lo, 1)), rec->read_serial);
