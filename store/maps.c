@@ -884,6 +884,97 @@ int ost_map_del(ost_conn *c, ost_value v, ost_value key) {
     return rc;
 }
 
+/* ---- indexes kept from the objects' fields -------------------------------------- */
+
+/* The key of obj in map v by fields (ost_map_set_by): a new reference in
+ * *out, or a code with c's message set. */
+static int key_by(ost_conn *c, ost_value v, const char *fields, ost_value obj, ost_value *out) {
+    *out = 0;
+    int rc;
+    ost__map *m = map_of(c, v, &rc);
+    if (!m) return rc;
+    if (m->is_set || m->is_counter)
+        return ost__c_fail(c, OST_EINVAL, "map %llu is a %s: an index by fields maps keys to "
+                           "objects", (unsigned long long)m->oid, m->is_set ? "set" : "counter");
+    if (!fields) return ost__c_fail(c, OST_EINVAL, "map %llu: no fields given", (unsigned long long)m->oid);
+    ost_value vals[OST__MKIND_MAX];
+    size_t n = 0;
+    const char *p = fields;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && (*p == ' ' || *p == '\t')) p++, len--;
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+        char name[256];
+        if (!len || len >= sizeof name || n == m->kind.n) {
+            rc = ost__c_fail(c, OST_EINVAL, "map %llu: fields \"%.100s\": %s", (unsigned long long)m->oid,
+                             fields, n == m->kind.n ? "more names than the key's elements"
+                                                    : "an empty or overlong name");
+            break;
+        }
+        memcpy(name, p, len);
+        name[len] = 0;
+        ost_value x;
+        rc = ost_instance_getattr_ex(obj, name, &x);
+        if (!rc && !x) rc = OST_ENOTFOUND;
+        if (rc) {
+            ost__c_fail(c, rc, "map %llu: field '%s' of the object %s", (unsigned long long)m->oid,
+                        name, rc == OST_ENOTFOUND ? "is unset (or the object has no such field)"
+                                                  : ost_value_errmsg());
+            break;
+        }
+        vals[n++] = ost_incref(x);
+        if (!end) break;
+        p = end + 1;
+    }
+    if (!rc && n != m->kind.n)
+        rc = ost__c_fail(c, OST_EINVAL, "map %llu: fields \"%.100s\" name %zu values, a key of kind %s "
+                         "has %u", (unsigned long long)m->oid, fields, n, m->kind.canon, m->kind.n);
+    if (!rc && !m->kind.tuple) {
+        *out = vals[0];
+        return 0;
+    }
+    ost_value t = rc ? 0 : ost_tuple_new(n);
+    for (size_t i = 0; i < n; i++) {
+        if (t) ost_tuple_set(t, i, vals[i]);
+        else ost_decref(vals[i]);
+    }
+    if (!rc && !t) rc = ost__c_fail(c, OST_ENOMEM, "out of memory");
+    *out = t;
+    return rc;
+}
+
+int ost_map_set_by(ost_conn *c, ost_value m, const char *fields, ost_value obj) {
+    ost_value key;
+    int rc = key_by(c, m, fields, obj, &key);
+    return rc ? rc : ost_map_set(c, m, key, ost_incref(obj));
+}
+
+int ost_map_del_by(ost_conn *c, ost_value m, const char *fields, ost_value obj) {
+    ost_value key, cur = 0;
+    int rc = key_by(c, m, fields, obj, &key);
+    if (rc) return rc;
+    rc = ost_map_get(c, m, key, &cur);
+    if (!rc && cur != obj) rc = OST_ENOTFOUND;
+    if (rc == OST_ENOTFOUND) {
+        ost_buf b = {0};
+        ost_repr(key, &b);
+        uint64_t oid = cur ? ost_oid(c, cur) : UINT64_MAX;
+        char other[48] = "";
+        if (oid != UINT64_MAX) snprintf(other, sizeof other, " (oid %llu)", (unsigned long long)oid);
+        ost__c_fail(c, rc, "map %llu: %s %.200s%s%s", (unsigned long long)ost_oid(c, m),
+                    cur ? "the key made of the object's fields maps to another object:"
+                        : "no key made of the object's fields:",
+                    b.data ? b.data : "", cur ? other : "",
+                    cur ? "; nothing removed" : "");
+        ost_buf_free(&b);
+    } else if (!rc) {
+        rc = ost_map_del(c, m, key);
+    }
+    ost_decref(key);
+    return rc;
+}
+
 int ost_map_each(ost_conn *c, ost_value m, const ost_map_range *r, ost_map_each_fn fn,
                  void *ud) {
     if (!fn) return c ? ost__c_fail(c, OST_EINVAL, "ost_map_each: no function") : OST_EINVAL;

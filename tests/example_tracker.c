@@ -94,11 +94,18 @@ int main(int argc, char **argv) {
             ost_str_c("ada"), ost_int(20261207), ost_list_new(0)});
         /* end */
         EXPECT(issue != 0);
-        /* op: composite key */
-        ost_value key = ost_tuple_of(2, ost_str_c(proj), ost_int(n));
-        CHECK(ost_map_set(c, by_project, key, ost_incref(issue)), c); /* steals key and value */
-        /* end */
-        CHECK(ost_map_set(c, by_number, ost_int(n), issue), c);
+        if (n % 2) {
+            /* op: composite key */
+            ost_value key = ost_tuple_of(2, ost_str_c(proj), ost_int(n));
+            CHECK(ost_map_set(c, by_project, key, ost_incref(issue)), c); /* steals key and value */
+            /* end */
+        } else {
+            /* op: index by fields */
+            CHECK(ost_map_set_by(c, by_project, "project,number", issue), c); /* key from the fields */
+            /* end */
+        }
+        CHECK(ost_map_set_by(c, by_number, "number", issue), c);
+        ost_decref(issue);
         /* op: counter */
         CHECK(ost_counter_add(c, open_count, 1), c);
         /* end */
@@ -131,11 +138,10 @@ int main(int argc, char **argv) {
     EXPECT(prio == 5);
 
     /* op: delete */
-    ost_value pkey = ost_tuple_of(2, ost_incref(ost_instance_getattr(issue, "project")), ost_int(4));
-    CHECK(ost_map_del(c, by_project, pkey), c); /* keys given to reads and deletes are borrowed */
-    ost_decref(pkey);
-    CHECK(ost_map_del(c, by_number, ost_int(4)), c);
+    CHECK(ost_map_del_by(c, by_project, "project,number", issue), c); /* only if it maps to issue */
+    CHECK(ost_map_del_by(c, by_number, "number", issue), c);
     /* end */
+    EXPECT(ost_map_contains(c, by_number, ost_int(4)) == 0);
     CHECK(ost_counter_add(c, open_count, -1), c);
     CHECK(ost_commit(c), c);
 

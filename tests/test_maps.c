@@ -3936,3 +3936,108 @@ OST_TEST(maps, prefix_end_raises_the_last_byte_below_the_trailing_ffs) {
     cr_assert_eq(ost_map_prefix_end(inplace, 3, inplace), 2);
     cr_assert(inplace[0] == 0x10 && inplace[1] == 0xff, "in place");
 }
+
+/* ======================================================================= */
+/* 17. indexes kept from the objects' fields (ost_map_set_by, _del_by)      */
+/* ======================================================================= */
+
+static void set_attr_or_die(ost_value obj, const char *name, ost_value v) {
+    int rc = ost_instance_setattr(obj, name, v);
+    cr_assert_eq(rc, 0, "setattr %s: %s: %s", name, ost_err_name(rc), ost_value_errmsg());
+}
+
+/* Items indexed by n (an int map) and by (name, n) (a tuple map): the
+ * keys come from the items' fields, an item leaves both indexes in one
+ * call each, and the removal survives the commit. */
+OST_TEST(maps, an_object_enters_and_leaves_its_indexes_by_its_fields) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value by_n = new_map(c, "int", "by_n"), by_name = new_map(c, "(str, int)", "by_name");
+    for (int64_t i = 1; i <= 5; i++) {
+        ost_value it = new_item(i);
+        cr_assert_eq(ost_map_set_by(c, by_n, "n", it), 0, "%s", ost_conn_errmsg(c));
+        cr_assert_eq(ost_map_set_by(c, by_name, " name , n ", it), 0, "%s", ost_conn_errmsg(c));
+        ost_decref(it); /* borrowed by set_by: the maps hold it */
+    }
+    commit_ok(c);
+    ost_value it3 = mget(c, by_n, ost_int(3));
+    cr_assert_eq(mget(c, by_name, T2(ost_str_c("item3"), ost_int(3))), it3, "one object, two keys");
+    cr_assert_eq(ost_map_del_by(c, by_n, "n", it3), 0, "%s", ost_conn_errmsg(c));
+    cr_assert_eq(ost_map_del_by(c, by_name, "name,n", it3), 0, "%s", ost_conn_errmsg(c));
+    commit_ok(c);
+    ost_abort(c);
+    cr_assert_eq(map_len(c, by_n), 4);
+    cr_assert_eq(map_len(c, by_name), 4);
+    cr_assert_eq(ost_map_contains(c, by_n, ost_int(3)), 0);
+    ost_value k = T2(ost_str_c("item3"), ost_int(3));
+    cr_assert_eq(ost_map_contains(c, by_name, k), 0);
+    ost_decref(k);
+    check_clean(st, 0);
+    ost_store_close(st);
+}
+
+/* A key field changed since the object was indexed, another object under
+ * the key, an unset field, a wrong number of names, a set: each refused
+ * with a message that says which, nothing removed or written. */
+OST_TEST(maps, an_index_by_fields_refuses_what_would_remove_or_store_the_wrong_key) {
+    ost_store *st = open_store(true);
+    ost_conn *c = conn_of(st);
+    ost_value by_n = new_map(c, "int", "by_n"), by_name = new_map(c, "(str, int)", "by_name");
+    ost_value s = 0;
+    cr_assert_eq(ost_keyset_new(c, "int", &s), 0);
+    root_set(c, "set", ost_incref(s));
+    ost_value a = new_item(1), b = new_item(2);
+    cr_assert_eq(ost_map_set_by(c, by_n, "n", a), 0);
+    cr_assert_eq(ost_map_set_by(c, by_n, "n", b), 0);
+    commit_ok(c);
+    /* a's key field changed: its new key is b's */
+    set_attr_or_die(a, "n", ost_int(2));
+    cr_assert_eq(ost_map_del_by(c, by_n, "n", a), OST_ENOTFOUND);
+    cr_assert(strstr(ost_conn_errmsg(c), "the key made of the object's fields maps to another "
+                                          "object: 2 (oid ") &&
+              strstr(ost_conn_errmsg(c), "nothing removed"), "%s", ost_conn_errmsg(c));
+    set_attr_or_die(a, "n", ost_int(7));
+    cr_assert_eq(ost_map_del_by(c, by_n, "n", a), OST_ENOTFOUND);
+    cr_assert(strstr(ost_conn_errmsg(c), "no key made of the object's fields: 7"), "%s",
+              ost_conn_errmsg(c));
+    cr_assert_eq(map_len(c, by_n), 2, "nothing removed");
+    /* re-indexed: out under the old key, in under the new */
+    set_attr_or_die(a, "n", ost_int(1));
+    cr_assert_eq(ost_map_del_by(c, by_n, "n", a), 0);
+    set_attr_or_die(a, "n", ost_int(7));
+    cr_assert_eq(ost_map_set_by(c, by_n, "n", a), 0);
+    cr_assert_eq(mget(c, by_n, ost_int(7)), a);
+    /* bad specifications */
+    struct {
+        ost_value m;
+        const char *fields;
+        int rc;
+        const char *msg;
+    } bad[] = {
+        {by_name, "name", OST_EINVAL, "fields \"name\" name 1 values, a key of kind (str, int) has 2"},
+        {by_name, "name,n,n", OST_EINVAL, "more names than the key's elements"},
+        {by_name, "name,", OST_EINVAL, "an empty or overlong name"},
+        {by_n, "size", OST_ENOTFOUND, "field 'size' of the object is unset"},
+        {by_n, NULL, OST_EINVAL, "no fields given"},
+        {s, "n", OST_EINVAL, "is a set: an index by fields maps keys to objects"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(ost_map_set_by(c, bad[i].m, bad[i].fields, b), bad[i].rc, "case %zu: %s", i,
+                     ost_conn_errmsg(c));
+        cr_assert(strstr(ost_conn_errmsg(c), bad[i].msg), "case %zu: %s", i, ost_conn_errmsg(c));
+        cr_assert_eq(ost_map_del_by(c, bad[i].m, bad[i].fields, b), bad[i].rc, "case %zu", i);
+    }
+    ost_value u = ost_instance_new(ost_incref(F.item)); /* n unset */
+    cr_assert_eq(ost_map_set_by(c, by_n, "n", u), OST_ENOTFOUND);
+    cr_assert(strstr(ost_conn_errmsg(c), "field 'n' of the object is unset"), "%s", ost_conn_errmsg(c));
+    ost_decref(u);
+    commit_ok(c);
+    ost_abort(c);
+    cr_assert_eq(map_len(c, by_n), 2);
+    cr_assert_eq(item_n(c, mget(c, by_n, ost_int(7))), 7);
+    cr_assert_eq(item_n(c, mget(c, by_n, ost_int(2))), 2);
+    cr_assert_eq(map_len(c, by_name), 0);
+    ost_decref(a);
+    ost_decref(b);
+    ost_store_close(st);
+}

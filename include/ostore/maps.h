@@ -106,6 +106,23 @@ OST_EXTERN int ost_map_set(ost_conn *c, ost_value m, ost_value key,
 OST_EXTERN int ost_map_add(ost_conn *c, ost_value m, ost_value key);
 /* Removes key (borrowed). 0, OST_ENOTFOUND, or as ost_map_set. */
 OST_EXTERN int ost_map_del(ost_conn *c, ost_value m, ost_value key);
+/* An index kept from the objects themselves: m[key] = obj, where key is
+ * made of obj's fields named in `fields`, comma-separated in the key's
+ * order: "number" for a map of kind "int", "project,number" for one of
+ * kind "(str, int)" (blanks around a name are ignored). obj is borrowed
+ * (the map takes its own reference; a ghost loads first). 0; OST_ENOTFOUND
+ * (a field is unset), OST_EINVAL (not as many names as the key has
+ * elements, an empty name, no such field, m a set or no map of c), or
+ * ost_map_set's codes, with ost_errmsg(c) naming the field or the key. */
+OST_EXTERN int ost_map_set_by(ost_conn *c, ost_value m, const char *fields, ost_value obj);
+/* Removes obj from an index kept by ost_map_set_by: the key made of its
+ * fields (as ost_map_set_by makes it), when that key maps to obj itself.
+ * 0; OST_ENOTFOUND when the key is absent or maps to another object (its
+ * fields changed since it was indexed, or another object holds the key:
+ * nothing is removed, and the message says which); or ost_map_set_by's
+ * codes. Remove an object from its indexes before changing the fields of
+ * their keys, and index it again after. */
+OST_EXTERN int ost_map_del_by(ost_conn *c, ost_value m, const char *fields, ost_value obj);
 /* The smallest and the largest key: *key gets a new reference. 0,
  * OST_ENOTFOUND (the map is empty), or a code. */
 OST_EXTERN int ost_map_first(ost_conn *c, ost_value m, ost_value *key);
