@@ -29,7 +29,14 @@
  *   - the store holds exactly the replayed state: objects and their
  *     records' serials, markers, every map entry in order, the counts; so
  *     every acknowledged write is there, and nothing of a commit that did
- *     not happen (a partial commit would show as writes of no commit). */
+ *     not happen (a partial commit would show as writes of no commit).
+ *
+ * A write may also add to the tally, an object whose class resolves
+ * conflicts (ost_class_def.resolve: both sides' additions count), so
+ * that concurrent additions merge instead of conflicting: the replay
+ * does not check what such a write read, and the tally must hold exactly
+ * the sum of the additions of the commits replayed (a merge lost, applied
+ * twice, or applied by a commit that did not happen shows there). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -47,12 +54,14 @@
 
 #define NSLOT 2
 #define NW 3           /* writes a transaction makes at most */
+#define TALLY (NOBJ + NMAP + NSLOT) /* the tally's place in the root's list */
 #define ID_INC 1000000 /* ids: incarnation * ID_INC + sequence */
 
 /* ---- the log ------------------------------------------------------------------ */
 
-/* One write: item kind 'o' (object j) or 'm' (map mi, key i); what the
- * transaction read of it and what it wrote (-1: absent, for map keys). */
+/* One write: item kind 'o' (object j), 'm' (map mi, key i) or 't' (the
+ * tally); what the transaction read of it and what it wrote (-1: absent,
+ * for map keys; for the tally, what it added). */
 typedef struct {
     char kind;
     int mi, i;
@@ -138,7 +147,7 @@ typedef struct {
     const char *addr; /* the store */
     char name[48];    /* root key: NOBJ objects, NMAP maps, NSLOT markers */
     ost_registry *reg;
-    ost_value obj_cls, marker_cls;
+    ost_value obj_cls, marker_cls, tally_cls;
     bool pg;
     uint64_t seed;
 } penv;
@@ -255,7 +264,10 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
         int nw = 1 + (int)h_below(&rng, NW), rc = 0;
         for (int k = 0; k < nw && !rc; k++) {
             hw w = {0};
-            if (h_below(&rng, 3) == 0) {
+            unsigned pick = (unsigned)h_below(&rng, 8);
+            if (pick == 0) {
+                w.kind = 't';
+            } else if (pick < 3) {
                 w.kind = 'o';
                 w.i = (int)h_below(&rng, NOBJ);
             } else {
@@ -268,7 +280,15 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
                 dup |= x.w[q].kind == w.kind && x.w[q].mi == w.mi && x.w[q].i == w.i;
             if (dup) continue;
             w.next = id * 16 + k;
-            if (w.kind == 'o') {
+            if (w.kind == 't') {
+                ost_value o = item(c, e, TALLY, &rc), v = 0;
+                w.next = 1 + (int64_t)h_below(&rng, 9);
+                if (!rc) rc = ost_instance_getattr_ex(o, "v", &v);
+                if (!rc) {
+                    w.prev = h_int(v, "tally.v");
+                    rc = ost_instance_setattr(o, "v", ost_int(w.prev + w.next));
+                }
+            } else if (w.kind == 'o') {
                 ost_value o = item(c, e, w.i, &rc), v = 0;
                 if (!rc) rc = ost_instance_getattr_ex(o, "v", &v);
                 if (!rc) {
@@ -349,6 +369,7 @@ static _Noreturn void worker(const penv *e, int s, int inc) {
 
 typedef struct {
     unsigned long checks, committed, conflicts, settled_after_kill, pending_committed, pending_not;
+    unsigned long tally_adds; /* additions to the tally among the commits checked */
 } pstats;
 
 static int cmp_serial(const void *a, const void *b) {
@@ -366,8 +387,14 @@ static void check(const penv *e, const char *when, pstats *ps) {
     if (rc) h_fail("%s: open: %s: %s", when, ost_err_name(rc), ost_store_errmsg(st));
     ost_conn *c = h_conn(st);
     /* the snapshot: objects, markers, entries */
-    int64_t obj[NOBJ], mark[NSLOT];
+    int64_t obj[NOBJ], mark[NSLOT], tally;
     uint64_t objser[NOBJ], markser[NSLOT], snap = 0;
+    {
+        ost_value x = 0, ob = item(c, e, TALLY, &rc);
+        if (!rc) rc = ost_instance_getattr_ex(ob, "v", &x);
+        if (rc) h_fail("%s: reading the tally: %s: %s", when, ost_err_name(rc), ost_conn_errmsg(c));
+        tally = h_int(x, "tally.v");
+    }
     for (int j = 0; j < NOBJ; j++) {
         ost_value x = 0;
         ost_value ob = item(c, e, j, &rc);
@@ -432,7 +459,8 @@ static void check(const penv *e, const char *when, pstats *ps) {
     }
     qsort(com, nc, sizeof *com, cmp_serial);
     /* replay */
-    int64_t robj[NOBJ] = {0}, rmark[NSLOT] = {0}, rval[NMAP][NKEY];
+    int64_t robj[NOBJ] = {0}, rmark[NSLOT] = {0}, rval[NMAP][NKEY], rtally = 0;
+    unsigned long adds = 0;
     uint64_t robjser[NOBJ] = {0};
     bool rhas[NMAP][NKEY] = {{0}};
     for (size_t k = 0; k < nc; k++) {
@@ -445,6 +473,11 @@ static void check(const penv *e, const char *when, pstats *ps) {
                 (unsigned long long)x->serial);
         for (int q = 0; q < x->nw; q++) {
             hw *w = &x->w[q];
+            if (w->kind == 't') { /* merged, whatever it read */
+                rtally += w->next;
+                adds++;
+                continue;
+            }
             int64_t before = w->kind == 'o' ? robj[w->i] : rhas[w->mi][w->i] ? rval[w->mi][w->i] : -1;
             if (before != w->prev)
                 h_fail("%s: commit %llu (slot %d, transaction %lld) read %s%d[%d] = %lld, but the commits "
@@ -470,6 +503,11 @@ static void check(const penv *e, const char *when, pstats *ps) {
                    "%llu)",
                    when, j, (long long)obj[j], (unsigned long long)objser[j], nc, (long long)robj[j],
                    (unsigned long long)robjser[j]);
+    if (tally != rtally)
+        h_fail("%s: the tally holds %lld; the %lu additions of the %zu commits replayed make %lld: a "
+               "resolved conflict lost or added one",
+               when, (long long)tally, adds, nc, (long long)rtally);
+    ps->tally_adds = adds;
     for (int s = 0; s < NSLOT; s++)
         if (mark[s] != rmark[s])
             h_fail("%s: marker %d holds %lld; the commits replayed leave %lld", when, s, (long long)mark[s],
@@ -496,6 +534,15 @@ static void check(const penv *e, const char *when, pstats *ps) {
 }
 
 /* ---- the parent ---------------------------------------------------------------------------- */
+
+/* history.Tally's resolver: the additions of both sides count. */
+static int tally_resolve(void *ud, ost_value old, ost_value committed, ost_value mine) {
+    (void)ud;
+    int64_t o = h_int(ost_instance_getattr(old, "v"), "old.v");
+    int64_t c = h_int(ost_instance_getattr(committed, "v"), "committed.v");
+    int64_t m = h_int(ost_instance_getattr(mine, "v"), "mine.v");
+    return ost_instance_setattr(mine, "v", ost_int(c + (m - o)));
+}
 
 static pid_t spawn(const penv *e, int s, int inc) {
     fflush(NULL);
@@ -525,13 +572,14 @@ static void setup(penv *e) {
     if (rc) h_fail("open %s: %s: %s", e->addr, ost_err_name(rc), ost_store_errmsg(st));
     ost_conn *c = h_conn(st);
     ost_value lst = ost_list_new(0);
-    for (int j = 0; j < NOBJ + NMAP + NSLOT; j++) {
+    for (int j = 0; j <= TALLY; j++) {
         ost_value v;
         if (j >= NOBJ && j < NOBJ + NMAP) {
             if ((rc = ost_map_new(c, h_kind(j - NOBJ), &v))) h_fail("ost_map_new: %s", ost_err_name(rc));
             v = ost_incref(v);
         } else {
-            v = ost_instance_new(ost_incref(j < NOBJ ? e->obj_cls : e->marker_cls));
+            v = ost_instance_new(
+                ost_incref(j < NOBJ ? e->obj_cls : j == TALLY ? e->tally_cls : e->marker_cls));
             ost_instance_setattr(v, "v", ost_int(0));
         }
         ost_list_append(lst, v);
@@ -568,6 +616,10 @@ int procs_main(const char *addr, uint64_t first, unsigned count, unsigned nops) 
     }
     snprintf(e.name, sizeof e.name, "procs-%ld-%llu", (long)getpid(), (unsigned long long)e.seed);
     e.reg = h_registry(&e.obj_cls, &e.marker_cls);
+    static const char *tfields[] = {"v"};
+    ost_class_def td = {.module = "history", .name = "Tally", .fields = tfields, .nfields = 1,
+                        .persistent = true, .resolve = tally_resolve};
+    if (ost_registry_add(e.reg, &td, &e.tally_cls)) h_fail("ost_registry_add history.Tally");
     printf("history procs: engine %s, seed %llu, %s\n", h_engine, (unsigned long long)e.seed,
            lng ? "long mode" : "fixed seed");
     setup(&e);
@@ -641,9 +693,10 @@ int procs_main(const char *addr, uint64_t first, unsigned count, unsigned nops) 
     printf(
         "history procs: engine %s, seed %llu: %u worker kills (%u with a commit in flight), %u server kills, "
         "%u backend terminations; commits whose outcome a kill hid: %lu committed, %lu not; %lu commits "
-        "checked in serial order, %lu conflicts; %lu checks, all as logged, in %.1f s\n",
+        "checked in serial order (%lu additions to the tally merged), %lu conflicts; %lu checks, all "
+        "as logged, in %.1f s\n",
         h_engine, (unsigned long long)e.seed, wkills, inflight, skills, terms, kc, kn, ps.committed,
-        ps.conflicts, ps.checks, h_now() - t0);
+        ps.tally_adds, ps.conflicts, ps.checks, h_now() - t0);
     ost_registry_free(e.reg);
     h_rmtree(tmp);
     return 0;
