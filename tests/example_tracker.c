@@ -68,10 +68,9 @@ int main(int argc, char **argv) {
     CHECK(ost_registry_add(reg, &def, &Issue), NULL);
 
     /* op: open */
-    ost_store *st = ost_store_new();
+    ost_store *st;
     ost_conn *c;
-    CHECK(ost_store_open(st, dir, &(ost_store_options){.create = true, .registry = reg}), st);
-    CHECK(ost_conn_open(st, &c), st);
+    CHECK(ost_open(dir, &(ost_store_options){.create = true, .registry = reg}, &st, &c), st);
     /* end */
 
     /* Two indexes and a counter under the root. */

@@ -4685,3 +4685,31 @@ OST_TEST(store, four_threads_change_one_object_whose_resolver_merges_in_the_grou
     check_clean(st, 0);
     ost_store_close(st);
 }
+
+/* ost_open: a store and a connection in one call; on failure the store
+ * handle still says why, and no connection is given. */
+OST_TEST(store, ost_open_gives_a_store_and_a_connection_or_the_reason_it_could_not) {
+    ost_store *st = (ost_store *)1;
+    ost_conn *c = (ost_conn *)1;
+    ost_store_options o = opts_for(false);
+    cr_assert_neq(ost_open(F.dir, &o, &st, &c), 0, "no store there yet");
+    cr_assert(st && !c);
+    cr_assert(strstr(ost_errmsg(st), "create"), "says how to make one: %s", ost_errmsg(st));
+    ost_store_close(st);
+    o.create = true;
+    int rc = ost_open(F.dir, &o, &st, &c);
+    cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_errmsg(st));
+    root_set(c, "x", ost_int(1));
+    commit_ok(c);
+    ost_conn_close(c);
+    ost_store_close(st);
+    cr_assert_eq(ost_open(F.dir, NULL, NULL, &c), OST_EINVAL);
+    cr_assert_null(c);
+    cr_assert_eq(ost_open(F.dir, NULL, &st, NULL), OST_EINVAL);
+    cr_assert_null(st);
+    o.create = false;
+    cr_assert_eq(ost_open(F.dir, &o, &st, &c), 0, "%s", ost_errmsg(st));
+    cr_assert_eq(ival(root_get(c, "x")), 1);
+    ost_store_close(st); /* closes c's transaction; the handle stays valid */
+    ost_conn_close(c);
+}

@@ -127,6 +127,15 @@ OST_EXTERN ost_store *ost_store_new(void);
  * LMDB store removes the files (and the directory) it made. */
 OST_EXTERN int ost_store_open(ost_store *st, const char *path,
                               const ost_store_options *o);
+/* Opens a store and a first connection to it in one call: a new handle
+ * (ost_store_new) opened at path with o (ost_store_open), then
+ * ost_conn_open. *st gets the handle also when the open fails, so that
+ * ost_errmsg(*st) says why (close it with ost_store_close either way; it
+ * is NULL only when no handle could be made: OST_ENOMEM); *c gets the
+ * connection, or NULL on failure. Returns as ost_store_open, then as
+ * ost_conn_open. */
+OST_EXTERN int ost_open(const char *path, const ost_store_options *o, ost_store **st,
+                        ost_conn **c);
 /* Closes the store and frees the handle. NULL is allowed. Connections
  * still open are closed first (their transactions aborted, their caches
  * dropped: objects their holders keep become ghosts that cannot load),
