@@ -37,7 +37,9 @@
  *   after the loader, b and c in reads()), not after the whole run: the
  *   machine's speed drifts within a minute.
  * Then the ratios against the references and the targets of issue 13.
- * --no-copy makes the PostgreSQL loader write by INSERT as before COPY;
+ * --no-copy makes the PostgreSQL loader write by INSERT as before COPY
+ * (a test knob: a build configured with -Dtest_knobs=enabled, or a debug
+ * one);
  * BENCH_NO_GROUP=1 in the environment opens both stores without
  * group_commit (every connection then commits on its own session);
  * BENCH_ONLY_PG=1 skips LMDB; BENCH_PREFETCH_CONNECTIONS=N sets the
@@ -76,10 +78,6 @@ static uint64_t rnd(void) { /* xorshift64* */
     rnd_state ^= rnd_state >> 27;
     return rnd_state * 2685821657736338717ULL;
 }
-
-/* store/pg/pg.c: the fewest new records a package writes by COPY
- * (--no-copy sets it out of reach, for the figures before COPY). */
-extern int ost__pg_copy_min;
 
 static ost_registry *g_reg;
 /* ost_store_options.prefetch_connections: 2, or BENCH_PREFETCH_CONNECTIONS */
@@ -502,7 +500,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reads") && i + 1 < argc) r = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--demo") && i + 1 < argc) demo = argv[++i];
         else if (!strcmp(argv[i], "--lmdb") && i + 1 < argc) dir = argv[++i];
-        else if (!strcmp(argv[i], "--no-copy")) ost__pg_copy_min = 1 << 30;
+        else if (!strcmp(argv[i], "--no-copy")) {
+            /* the fewest new records a package writes by COPY, out of
+             * reach (the figures before COPY): the test knob PG_COPY_MIN
+             * (store/testctl.h) */
+            int rc = ost__knob_set(OST__K_PG_COPY_MIN, 1 << 30);
+            if (rc)
+                DIE("--no-copy: %s: it needs a build with the test knobs (meson configure "
+                    "-Dtest_knobs=enabled)", ost_err_name(rc));
+        }
         else
             DIE("usage: bench_engines [--objects N] [--reads R] [--demo OSTORE] [--lmdb DIR] "
                 "[--no-copy]");

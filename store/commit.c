@@ -34,8 +34,6 @@ static void epoch_wake_all(uint32_t *epoch) {
 }
 #endif
 
-void (*ost__test_mid_write)(void); /* engine.h */
-
 /* ---- class ids, cached per store -------------------------------------------- */
 
 /* Returns the id of cls, creating it (ops->class_id: a durable transaction

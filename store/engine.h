@@ -50,12 +50,9 @@ typedef struct ost__import ost__import; /* an engine's bulk import (imp_*) */
 /* an entry as entries.h defines it */
 #include "entries.h"
 
-/* Tests only (tests/test_batch.c): when set, an engine calls it while it
- * writes a bulk write, after rows are written and before they are
- * committed: LMDB once a package's records are in the write transaction,
- * PostgreSQL once a COPY's rows went out, before the COPY's end. A test
- * stops the process there. NULL by default (a load and a branch). */
-extern void (*ost__test_mid_write)(void);
+/* The test knobs an engine reads, counts or calls (OST__KNOB,
+ * OST__COUNT, OST__HOOK): constants and nothing in builds without them. */
+#include "testctl.h"
 
 /* What a read snapshot sees of the store's counters. */
 typedef struct {

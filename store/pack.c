@@ -457,9 +457,6 @@ static int note_map(void *ud, uint64_t map) {
     return 0;
 }
 
-/* Tests: called between the mark and each catch-up (NULL: never). */
-void (*ost__pack_hook)(ost_store *st, int step);
-
 /* Commits go on during the mark (it reads a snapshot), and one may link
  * again an object the mark found unreachable (a connection that still
  * holds it puts it back): sweep keeps what commits after the mark wrote,
@@ -563,7 +560,7 @@ int ost_store_pack_ex(ost_store *st, unsigned flags, uint64_t *removed) {
     /* a few rounds: each one shortens the time in which a commit can link
      * again what the mark found unreachable */
     for (int round = 0; !rc && round < CATCH_UP_ROUNDS; round++) {
-        if (ost__pack_hook) ost__pack_hook(st, round);
+        OST__HOOK(pack_step, (st, round)); /* tests: testctl.h */
         bool more;
         rc = catch_up(m, &mark, &more);
         if (!more) break;

@@ -322,10 +322,6 @@ int ost__root_dump(ost_value cls, ost_writer *w, ost_value *inst, const void **p
  * stopped, environment closed) and keeps the handle for another open or
  * ost_store_close. */
 void ost__store_shut(ost_store *st);
-/* Tests only: pack calls it (when not NULL) after its mark and before
- * each round of catching up with the commits made since (step 0, 1, ...),
- * with no snapshot open. store/pack.c. */
-extern void (*ost__pack_hook)(ost_store *st, int step);
 void ost__loader_forget(ost_value obj);
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);

@@ -19,6 +19,7 @@
 #include "internal.h"
 #include "ostore.h"
 #include "leakcheck.h"
+#include "knobs.h"
 #include "storetest.h"
 #include "../store/store_internal.h"
 
@@ -527,8 +528,6 @@ OST_TEST(batch, sigkill_during_a_load_keeps_whole_batches) {
  * are written (in LMDB's write transaction; on PostgreSQL sent in its
  * COPY) but not committed when the kill lands. Exactly the two batches
  * before it are there, whole, and nothing of the third. */
-extern void (*ost__test_mid_write)(void); /* store/engine.h */
-
 static int g_mid_fd = -1, g_mid_calls;
 
 /* The child's hook: the third bulk write says so on the pipe and waits
@@ -544,11 +543,12 @@ static void stop_in_third_write(void) {
 }
 
 static int mid_write_child(void *arg) {
-    ost__test_mid_write = stop_in_third_write;
+    ost__testctl(OST__TC_MID_WRITE, stop_in_third_write); /* checked by the test */
     return load_child(arg);
 }
 
 OST_TEST(batch, sigkill_in_the_middle_of_a_batch_write_keeps_the_batches_before_it) {
+    knob_hook(OST__TC_MID_WRITE, (ost__tc_fn)0); /* the child sets it: the build has it */
     ost_store *st = open_store(true, false);
     ost_store_close(st);
     size_t maplen;
@@ -1017,9 +1017,6 @@ static size_t queued(ost_store *st) {
     return n;
 }
 
-extern int ost__lmdb_flat_spoil;
-extern unsigned ost__lmdb_flat_redos;
-
 /* N threads commit at once (ost_commit, each waiting on its own package)
  * and are applied in one group; one of them changed a counter that a
  * commit outside the group changed after it read it. That one gets
@@ -1030,8 +1027,8 @@ extern unsigned ost__lmdb_flat_redos;
 
 static void group_with_one_conflict(int spoil) {
     enum { N = 6, LOSER = 2 };
-    unsigned redos0 = ost__lmdb_flat_redos;
-    ost__lmdb_flat_spoil = -1;
+    if (spoil >= 0 && !on_pg()) need_knobs(); /* the failure is injected (LMDB's flat try) */
+    int64_t redos0 = KNOBS_ON ? knob(OST__K_LMDB_FLAT_REDOS) : 0;
     ost_store *st = open_store(true, true);
     uint64_t oids[N], shared = make_counter(st, "shared"), stall_oid = make_counter(st, "stall");
     for (int i = 0; i < N; i++) {
@@ -1076,7 +1073,7 @@ static void group_with_one_conflict(int spoil) {
         cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
     }
     while (queued(st) < N) uv_sleep(1);
-    if (!on_pg()) ost__lmdb_flat_spoil = spoil; /* the group of N only (LMDB's flat try) */
+    if (!on_pg() && spoil >= 0) knob_set(OST__K_LMDB_FLAT_SPOIL, spoil); /* the group of N only (LMDB's flat try) */
     char go = 1;
     cr_assert_eq(write(release, &go, 1), 1);
     close(release);
@@ -1113,9 +1110,11 @@ static void group_with_one_conflict(int spoil) {
     ost_conn_close(cstall);
     ost_store_close(st);
     cr_assert_eq(uv_loop_close(&loop), 0);
-    cr_assert_eq(ost__lmdb_flat_redos - redos0, spoil >= 0 && !on_pg() ? 1u : 0u,
-                 "the group went the nested way only when its flat try failed");
-    cr_assert_eq(ost__lmdb_flat_spoil, -1);
+    if (KNOBS_ON) {
+        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, spoil >= 0 && !on_pg() ? 1 : 0,
+                     "the group went the nested way only when its flat try failed");
+        cr_assert_eq(knob(OST__K_LMDB_FLAT_SPOIL), -1);
+    }
 }
 
 /* The packages of a group are applied one after another in the group's

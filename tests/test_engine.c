@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "knobs.h"
 #include "leakcheck.h"
 #include "rmtree.h"
 #include "store_internal.h"
@@ -103,7 +104,6 @@ static const engine_case *E;
 static char addr[1024];
 static ost_store *st;
 static ost__engine *eng;
-extern int ost__pg_page_rows;
 
 static const engine_case *engine_pick(void) {
     const char *want = getenv("OST_TEST_ENGINE");
@@ -123,7 +123,7 @@ static void setup(void) {
     o.create = true;
     int rc = E->ops->open(st, addr, &o, &eng);
     cr_assert_eq(rc, 0, "open: %s", ost_store_errmsg(st));
-    ost__pg_page_rows = 2; /* paging shows with a few rows */
+    if (KNOBS_ON) knob_set(OST__K_PG_PAGE_ROWS, 2); /* paging shows with a few rows */
 }
 
 static void teardown(void) {
@@ -1972,11 +1972,11 @@ OST_TEST(api, a_restart_under_an_open_connection_fails_clearly_and_the_next_tran
 
 /* ---- the view a commit hands to the next transaction (PostgreSQL) -------------------- */
 
-#ifdef OST_HAVE_POSTGRESQL
-extern uint64_t ost__pg_adopted, ost__pg_imported; /* store/pg/pg.c */
-#else
-static uint64_t ost__pg_adopted, ost__pg_imported;
-#endif
+/* Views the PostgreSQL engine's transactions adopted, and views its
+ * sessions imported: test knobs (store/testctl.h); a test that counts them
+ * skips in a build without the knobs. */
+static uint64_t adopted_views(void) { return (uint64_t)knob(OST__K_PG_ADOPTED); }
+static uint64_t imported_views(void) { return (uint64_t)knob(OST__K_PG_IMPORTED); }
 
 /* Sets root key to a new item with n in its own commit on c. */
 static void put_item(ost_conn *c, const char *key, int64_t n) {
@@ -1994,6 +1994,7 @@ static void set_item(ost_conn *c, const char *key, int64_t n) {
 
 OST_TEST(api, a_commit_hands_the_next_transaction_a_view_as_of_it_whatever_commits_after) {
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no views (its snapshots cost no round trip)", E->name);
+    need_knobs(); /* counts views */
     for (int group = 0; group < 2; group++) {
         ost_store *a = api_open(!group, group), *b = api_open(false, false);
         ost_conn *ca, *cb;
@@ -2005,11 +2006,11 @@ OST_TEST(api, a_commit_hands_the_next_transaction_a_view_as_of_it_whatever_commi
         ost_abort(ca);
         /* ca caches seen; then its commit hands it the view after it */
         cr_assert_eq(item_n(ost_root_get_c(ca, "seen")), 1);
-        uint64_t adopted = ost__pg_adopted, imported = ost__pg_imported;
+        uint64_t adopted = adopted_views(), imported = imported_views();
         set_item(ca, "z", 5);
         /* views with group commit only: without, the connection renews */
-        cr_assert_eq(ost__pg_adopted, adopted + (unsigned)group, "group %d: adopted", group);
-        cr_assert_eq(ost__pg_imported, imported, "nothing read yet");
+        cr_assert_eq(adopted_views(), adopted + (unsigned)group, "group %d: adopted", group);
+        cr_assert_eq(imported_views(), imported, "nothing read yet");
         /* other commits land before ca's transaction reads anything */
         ost_abort(cb);
         set_item(cb, "x", 2);
@@ -2019,7 +2020,7 @@ OST_TEST(api, a_commit_hands_the_next_transaction_a_view_as_of_it_whatever_commi
         ost_value x = ost_root_get_c(ca, "x");
         cr_assert(x, "%s", ost_conn_errmsg(ca));
         cr_assert_eq(item_n(x), 1, "group %d: read as of the view", group);
-        cr_assert_eq(ost__pg_imported, imported + (unsigned)group, "the first read imported the view");
+        cr_assert_eq(imported_views(), imported + (unsigned)group, "the first read imported the view");
         cr_assert_eq(item_n(ost_root_get_c(ca, "seen")), 1);
         /* the next transaction sees both */
         ost_abort(ca);
@@ -2028,7 +2029,7 @@ OST_TEST(api, a_commit_hands_the_next_transaction_a_view_as_of_it_whatever_commi
         /* a view's commit log turns what others changed into ghosts */
         set_item(cb, "x", 3);
         set_item(ca, "z", 6); /* adopts a view after cb's commit */
-        cr_assert_eq(ost__pg_imported, imported + (unsigned)group, "invalidations need no import");
+        cr_assert_eq(imported_views(), imported + (unsigned)group, "invalidations need no import");
         cr_assert(ost_is_ghost(x), "group %d: x was invalidated by the view's log", group);
         cr_assert_eq(item_n(x), 3);
         ost_conn_close(ca);
@@ -2040,6 +2041,7 @@ OST_TEST(api, a_commit_hands_the_next_transaction_a_view_as_of_it_whatever_commi
 
 OST_TEST(api, views_still_held_are_kept_and_when_none_is_free_a_commit_renews) {
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no views", E->name);
+    need_knobs(); /* counts views */
     enum { N = 6 };
     ost_store *a = api_open(true, true);
     ost_conn *c[N], *cw;
@@ -2054,7 +2056,7 @@ OST_TEST(api, views_still_held_are_kept_and_when_none_is_free_a_commit_renews) {
     /* each connection commits in turn after x changed, and keeps the view
      * it adopted (it reads nothing), so that no view can end: the engine
      * has 4, then the commits renew */
-    uint64_t adopted = ost__pg_adopted;
+    uint64_t adopted = adopted_views();
     for (int i = 0; i < N; i++) {
         char k[8];
         snprintf(k, sizeof k, "k%d", i);
@@ -2062,7 +2064,7 @@ OST_TEST(api, views_still_held_are_kept_and_when_none_is_free_a_commit_renews) {
         ost_abort(c[i]);
         set_item(c[i], k, 1); /* x is i + 1 as of the snapshot after it */
     }
-    uint64_t n = ost__pg_adopted - adopted;
+    uint64_t n = adopted_views() - adopted;
     cr_assert(n >= 4 && n < 2 * N, "4 views, then renewals: %llu adopted", (unsigned long long)n);
     /* each reads as of its own snapshot, a view (some no longer current)
      * or a renewal */
@@ -2073,9 +2075,9 @@ OST_TEST(api, views_still_held_are_kept_and_when_none_is_free_a_commit_renews) {
     }
     /* the views are free again: the next commit adopts one */
     for (int i = 0; i < N; i++) ost_abort(c[i]);
-    adopted = ost__pg_adopted;
+    adopted = adopted_views();
     set_item(c[0], "k0", 2);
-    cr_assert_eq(ost__pg_adopted, adopted + 1);
+    cr_assert_eq(adopted_views(), adopted + 1);
     for (int i = 0; i < N; i++) ost_conn_close(c[i]);
     ost_conn_close(cw);
     ost_store_close(a);
@@ -2104,13 +2106,14 @@ static int idle_in_txn(void) { return 0; }
 
 OST_TEST(api, a_handle_whose_connections_closed_holds_no_snapshot) {
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server snapshots", E->name);
+    need_knobs(); /* counts views */
     ost_store *a = api_open(true, true);
     ost_conn *c;
     cr_assert_eq(ost_conn_open(a, &c), 0);
     put_item(c, "x", 1);
-    uint64_t adopted = ost__pg_adopted;
+    uint64_t adopted = adopted_views();
     set_item(c, "x", 2);
-    cr_assert_eq(ost__pg_adopted, adopted + 1);
+    cr_assert_eq(adopted_views(), adopted + 1);
     cr_assert_geq(idle_in_txn(), 1, "the view c adopted is open");
     ost_conn_close(c);
     cr_assert_eq(idle_in_txn(), 0, "no snapshot held once the connections closed");
@@ -2180,7 +2183,7 @@ OST_TEST(api, threads_adopting_and_importing_views_always_read_one_snapshot) {
         put_item(c, k, 0);
     }
     ost_conn_close(c);
-    uint64_t imported = ost__pg_imported;
+    uint64_t imported = KNOBS_ON ? imported_views() : 0;
     pair_arg args[T];
     pthread_t th[T];
     for (int i = 0; i < T; i++) {
@@ -2192,8 +2195,8 @@ OST_TEST(api, threads_adopting_and_importing_views_always_read_one_snapshot) {
         cr_assert_eq(args[i].err, 0, "thread %d: %s", i, args[i].msg);
         cr_assert_eq(args[i].bad, 0, "thread %d read a and b from two snapshots", i);
     }
-    if (!strcmp(E->name, "postgresql"))
-        cr_assert_gt(ost__pg_imported, imported, "the threads imported views");
+    if (!strcmp(E->name, "postgresql") && KNOBS_ON)
+        cr_assert_gt(imported_views(), imported, "the threads imported views");
     cr_assert_eq(ost_conn_open(a, &c), 0);
     cr_assert_eq(item_n(ost_root_get_c(c, "a")), EACH);
     cr_assert_eq(item_n(ost_root_get_c(c, "b")), EACH);
@@ -2204,6 +2207,7 @@ OST_TEST(api, threads_adopting_and_importing_views_always_read_one_snapshot) {
 OST_TEST(api, a_restart_under_an_adopted_view_fails_its_read_clearly_and_the_next_transaction_recovers) {
     const char *restart = getenv("OST_TEST_PG_RESTART");
     if (strcmp(E->name, "postgresql")) cr_skip_test("%s: no server to restart", E->name);
+    need_knobs(); /* counts views */
     cr_assert(restart, "OST_TEST_PG_RESTART is not set (tests/pg/pgserver.sh sets it)");
     ost_store *a = api_open(true, true);
     ost_conn *c, *c2;
@@ -2214,9 +2218,9 @@ OST_TEST(api, a_restart_under_an_adopted_view_fails_its_read_clearly_and_the_nex
     uint64_t w = ost_oid(c2, ost_root_get_c(c2, "w"));
     ost_conn_close(c2);
     ost_abort(c); /* a snapshot after w's commit: the next view covers it */
-    uint64_t adopted = ost__pg_adopted;
+    uint64_t adopted = adopted_views();
     set_item(c, "x", 2);
-    cr_assert_eq(ost__pg_adopted, adopted + 1);
+    cr_assert_eq(adopted_views(), adopted + 1);
     ost_value x = ost_root_get_c(c, "x"); /* cached: no read */
     cr_assert(x && !ost_is_ghost(x));
     cr_assert_eq(system(restart), 0);
@@ -2362,7 +2366,7 @@ static void raw_fill(ost_store *a) {
 OST_TEST(raw, snapshot_reads_records_classes_entries_and_counters) {
     ost_store *a = api_open(true, false);
     raw_fill(a);
-    ost__pg_page_rows = 7; /* scans and entry cursors page */
+    if (KNOBS_ON) knob_set(OST__K_PG_PAGE_ROWS, 7); /* scans and entry cursors page */
     ost_snap *s;
     cr_assert_eq(ost_snap_open(a, &s), 0, "%s", ost_store_errmsg(a));
     ost_snap_stats si;
@@ -2968,6 +2972,7 @@ static void relink_hook(ost_store *s, int step) {
 
 OST_TEST(api, pack_keeps_an_object_a_commit_links_again_during_the_pack) {
     if (E->one_open) cr_skip_test("%s: two handles of one store in a process; test_store.c has the same test on LMDB", E->name);
+    need_knobs(); /* the commit runs in pack's hook */
     ost_store *a = api_open(true, false), *b = api_open(false, false);
     ost_conn *c;
     cr_assert_eq(ost_conn_open(a, &c), 0);
@@ -2982,10 +2987,10 @@ OST_TEST(api, pack_keeps_an_object_a_commit_links_again_during_the_pack) {
     cr_assert_eq(ost_root_set_c(c, "x", OST_NONE), 0); /* x is garbage now */
     cr_assert_eq(ost_commit(c), 0, "%s", ost_conn_errmsg(c));
     ost_abort(g_relinker);
-    ost__pack_hook = relink_hook;
+    knob_hook(OST__TC_PACK_STEP, relink_hook);
     uint64_t removed = 9;
     int rc = ost_store_pack(a, &removed);
-    ost__pack_hook = NULL;
+    knob_hook(OST__TC_PACK_STEP, (ost__tc_pack_fn)0);
     cr_assert_eq(rc, 0, "%s", ost_store_errmsg(a));
     cr_assert_eq(g_relink_rc, 0, "the commit during the pack: %s", ost_conn_errmsg(g_relinker));
     cr_assert_eq(removed, 0, "x is linked again");
@@ -3086,7 +3091,7 @@ OST_TEST(api, loader_batches_go_by_copy_and_a_failed_one_leaves_nothing) {
     cr_assert_eq(ost_conn_open(a, &c), 0);
     ost_loader_options lo;
     ost_loader_options_init(&lo);
-    lo.batch_objects = 1000; /* past ost__pg_copy_min: COPY */
+    lo.batch_objects = 1000; /* past the knob PG_COPY_MIN (256): COPY */
     ost_loader *l;
     cr_assert_eq(ost_loader_open(c, &lo, &l), 0, "%s", ost_conn_errmsg(c));
     uint64_t first = 0, oid;

@@ -20,6 +20,7 @@
 #include "leakcheck.h"
 #include "ostore.h"
 #include "pyrun.h"
+#include "knobs.h"
 #include "storetest.h"
 #include "../store/store_internal.h"
 
@@ -3244,15 +3245,18 @@ OST_TEST(maps, after_a_load_the_connection_reads_the_loaded_value_of_a_key_it_re
 /* 15. cursors of keys only, of oids, and their round trips (issue 31)     */
 /* ======================================================================= */
 
-#ifdef OST_HAVE_POSTGRESQL
-extern int ost__pg_page_rows;  /* store/pg/pg.c: entries a cursor fetches a trip */
-extern uint64_t ost__pg_trips; /* store/pg/pg.c: round trips the sessions waited for */
-#define SET_PAGE_ROWS(n) (ost__pg_page_rows = (n))
-#define TRIPS() ost__pg_trips
-#else
-#define SET_PAGE_ROWS(n) ((void)(n))
-#define TRIPS() ((uint64_t)0)
-#endif
+/* On PostgreSQL, through the test knobs (store/testctl.h): the entries a
+ * cursor fetches a trip, and the round trips the sessions waited for; a
+ * test that needs them there skips in a build without the knobs. LMDB has
+ * no pages to fetch and no trips. */
+static void set_page_rows(int n) {
+    if (on_pg()) knob_set(OST__K_PG_PAGE_ROWS, n);
+}
+static uint64_t trips_now(void) {
+    return on_pg() ? (uint64_t)knob(OST__K_PG_TRIPS) : 0;
+}
+#define SET_PAGE_ROWS(n) set_page_rows(n)
+#define TRIPS() trips_now()
 
 /* What a cursor over root['m'] gave: keys, values' oids, and whether the
  * value was a stored persistent object. */

@@ -29,6 +29,7 @@
 #include "internal.h"
 #include "ostore.h"
 #include "leakcheck.h"
+#include "knobs.h"
 #include "storetest.h"
 
 /* ---- fixture: a temporary directory and a registry ---------------------- */
@@ -613,6 +614,7 @@ static int64_t ival(ost_value v) {
  * new size and goes on. */
 OST_TEST(store, a_map_another_process_grew_during_the_open_is_adopted) {
     LMDB_ONLY("LMDB's map size");
+    need_knobs(); /* the map grows in the open's hook */
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     root_set(c, "k", ost_int(7));
@@ -620,10 +622,10 @@ OST_TEST(store, a_map_another_process_grew_during_the_open_is_adopted) {
     ost_conn_close(c);
     ost_store_close(st);
     ost_store_options o = small_map_reader();
-    ost__test_lmdb_opened = grow_16;
+    knob_hook(OST__TC_LMDB_OPENED, grow_16);
     st = ost_store_new();
     int rc = ost_store_open(st, F.dir, &o);
-    ost__test_lmdb_opened = NULL;
+    knob_hook(OST__TC_LMDB_OPENED, (ost__tc_fn)0);
     cr_assert_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_store_errmsg(st));
     ost_store_stats ss;
     cr_assert_eq(ost_store_stat(st, &ss), 0, "%s", ost_store_errmsg(st));
@@ -2102,6 +2104,7 @@ static void relink_hook(ost_store *st, int step) {
 }
 
 OST_TEST(store, pack_keeps_what_a_commit_links_again_during_the_pack) {
+    need_knobs(); /* the commit runs in pack's hook */
     ost_store *st = open_store(true);
     ost_conn *c = conn_of(st);
     g_relinker = conn_of(st);
@@ -2119,10 +2122,10 @@ OST_TEST(store, pack_keeps_what_a_commit_links_again_during_the_pack) {
     root_set(c, "y", OST_NONE);
     commit_ok(c);
     ost_abort(g_relinker);
-    ost__pack_hook = relink_hook;
+    knob_hook(OST__TC_PACK_STEP, relink_hook);
     uint64_t removed = 9;
     int rc = ost_store_pack(st, &removed);
-    ost__pack_hook = NULL;
+    knob_hook(OST__TC_PACK_STEP, (ost__tc_pack_fn)0);
     cr_assert_eq(rc, 0, "%s", ost_store_errmsg(st));
     cr_assert_eq(g_relink_rc, 0, "the commit during the pack: %s", ost_conn_errmsg(g_relinker));
     cr_assert_eq(removed, 0, "x and y are linked again");
@@ -3504,8 +3507,6 @@ OST_TEST(store, get_many_in_any_order_and_with_repeats_gives_each_oid_its_object
 }
 
 #ifdef OST_HAVE_POSTGRESQL
-extern uint64_t ost__pg_par_given, ost__pg_par_redone; /* store/pg/pg.c */
-
 /* Server connections to the test's database (PostgreSQL), counted by the
  * server. */
 static int pg_backends(void) {
@@ -3562,16 +3563,20 @@ OST_TEST(store, prefetch_on_several_connections_reads_one_snapshot) {
     commit_ok(a);
 #ifdef OST_HAVE_POSTGRESQL
     int before = on_pg() ? pg_backends() : 0;
-    uint64_t given = ost__pg_par_given, redone = ost__pg_par_redone;
+    int64_t given = KNOBS_ON ? knob(OST__K_PG_PAR_GIVEN) : 0;
+    int64_t redone = KNOBS_ON ? knob(OST__K_PG_PAR_REDONE) : 0;
 #endif
     cr_assert_eq(ost_prefetch(b, objs, N), 0, "%s", ost_conn_errmsg(b));
 #ifdef OST_HAVE_POSTGRESQL
     if (on_pg()) {
         cr_assert_eq(pg_backends(), before, "the helpers were connected already");
         /* every record the helpers found is newer than b's snapshot: read
-         * again, the helpers' two thirds of the call */
-        cr_assert_eq(ost__pg_par_given - given, 0);
-        cr_assert_eq(ost__pg_par_redone - redone, N - N / 3);
+         * again, the helpers' two thirds of the call (counted by the
+         * test knobs) */
+        if (KNOBS_ON) {
+            cr_assert_eq(knob(OST__K_PG_PAR_GIVEN) - given, 0);
+            cr_assert_eq(knob(OST__K_PG_PAR_REDONE) - redone, N - N / 3);
+        }
     }
 #endif
     for (int i = 0; i < N; i++) {
@@ -3586,14 +3591,14 @@ OST_TEST(store, prefetch_on_several_connections_reads_one_snapshot) {
         cr_assert(ost_is_ghost(objs[i]), "a changed it");
     }
 #ifdef OST_HAVE_POSTGRESQL
-    given = ost__pg_par_given;
-    redone = ost__pg_par_redone;
+    given = KNOBS_ON ? knob(OST__K_PG_PAR_GIVEN) : 0;
+    redone = KNOBS_ON ? knob(OST__K_PG_PAR_REDONE) : 0;
 #endif
     cr_assert_eq(ost_prefetch(b, objs, N), 0, "%s", ost_conn_errmsg(b));
 #ifdef OST_HAVE_POSTGRESQL
-    if (on_pg()) { /* nothing newer now: the helpers' records serve as they are */
-        cr_assert_eq(ost__pg_par_given - given, N - N / 3);
-        cr_assert_eq(ost__pg_par_redone - redone, 0);
+    if (on_pg() && KNOBS_ON) { /* nothing newer now: the helpers' records serve as they are */
+        cr_assert_eq(knob(OST__K_PG_PAR_GIVEN) - given, N - N / 3);
+        cr_assert_eq(knob(OST__K_PG_PAR_REDONE) - redone, 0);
     }
 #endif
     for (int i = 0; i < N; i++) cr_assert_eq(iattr(objs[i], "v"), 10000 + i);

@@ -688,7 +688,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
     }
     size_t nlog = 0;
     if ((rc = put_records(st, t, p, serial, &nlog))) return rc;
-    if (ost__test_mid_write && p->nrecs > 1) ost__test_mid_write();
+    if (p->nrecs > 1) OST__HOOK(mid_write, ()); /* tests: testctl.h */
     if (p->nments) {
         s->mdb_rc = 0;
         rc = ost__maps_apply(&ost__lmdb_engine, s, p, serial);
@@ -737,10 +737,6 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
 /* flat_group's outcome when every package was applied or refused */
 #define FLAT_DONE 0
 
-int ost__lmdb_flat_spoil = -1; /* tests: the flat try fails after the writes of the first
-                                * package from k on that writes */
-unsigned ost__lmdb_flat_redos;  /* tests: groups applied again, nested */
-
 /* Applies a group's packages one after another in t itself, without a
  * nested transaction each (a child transaction costs LMDB a dirty list
  * and copies of the pages it touches: most of a group's apply time at 16
@@ -759,8 +755,9 @@ static int flat_group(ost__sess *s, MDB_txn *t, ost__pkg *const *pkgs, size_t n)
         s->wtxn = t;
         int prc = apply(s, p);
         s->wtxn = NULL;
-        if (!prc && ost__lmdb_flat_spoil >= 0 && (int)i >= ost__lmdb_flat_spoil) {
-            ost__lmdb_flat_spoil = -1;
+        /* tests (testctl.h): the flat try fails from package k on */
+        if (!prc && OST__KNOB(lmdb_flat_spoil) >= 0 && (int)i >= OST__KNOB(lmdb_flat_spoil)) {
+            OST__KNOB_RESET(lmdb_flat_spoil);
             prc = MDB_TXN_FULL; /* as a write that failed */
         }
         if (prc && prc != OST_ECONFLICT && prc != OST_ECORRUPT) return prc;
@@ -811,7 +808,7 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
              * and the group is applied again, each package nested */
             mdb_txn_abort(parent);
             if (OST__REMAP(frc)) return frc;
-            ost__lmdb_flat_redos++;
+            OST__COUNT(lmdb_flat_redos, 1);
             if ((rc = mdb_txn_begin(st->eng->env, NULL, 0, &parent))) return rc;
         }
         for (size_t i = 0; i < n; i++) {

@@ -178,10 +178,6 @@ int ost__grow_map(ost_store *st);
  * Takes the maplock's write lock: call it without the read lock. 0 or an
  * LMDB code. */
 int ost__remap(ost_store *st, int mdb_rc);
-/* Tests only (tests/test_store.c): called by an open between mdb_env_open
- * and its first transaction, where a test grows the map from another
- * process. NULL by default. */
-extern void (*ost__test_lmdb_opened)(void);
 
 /* Runs fn(st, t, ud) in a top-level LMDB transaction of its own (flags:
  * 0 or MDB_RDONLY) with st's maplock held for reading; commits t when fn

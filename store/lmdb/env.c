@@ -31,7 +31,6 @@
 /* ---- the process's open stores ------------------------------------------------ */
 
 
-void (*ost__test_lmdb_opened)(void); /* engine.h */
 static uv_mutex_t g_open_lock;
 static uv_once_t g_once = UV_ONCE_INIT;
 static ost__engine *g_open; /* LMDB stores open in this process, by path */
@@ -449,7 +448,7 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     }
     ost__lmdb_map_changed(st);
 
-    if (ost__test_lmdb_opened) ost__test_lmdb_opened();
+    OST__HOOK(lmdb_opened, ()); /* tests: testctl.h */
 
     /* liblmdb trusts its pages, and the open reads the main database, meta
      * and the class table through it: ostore's own checks of those pages

@@ -34,17 +34,17 @@
 #include "../engine.h"
 #include "../store_internal.h"
 
-/* Rows fetched per round trip by scans, entry cursors and sweeps. Tests
- * lower it to make the paging visible. */
-int ost__pg_page_rows = 500;
+/* Rows fetched per round trip by scans, entry cursors and sweeps: 500,
+ * a test knob (testctl.h): tests lower it to make the paging visible. */
+#define PAGE_ROWS OST__KNOB(pg_page_rows)
 
 /* Round trips to the server that the engine's sessions waited for
  * (statements run, PREPAREs, pipelines, a parallel get_many counting
  * once): tests count them to check that a walk costs a trip per page, not
  * per entry (tests/test_maps.c), and bench_pg prints them. Not exact
- * under threads (a relaxed atomic add), and not an API. */
-uint64_t ost__pg_trips;
-#define TRIP() __atomic_fetch_add(&ost__pg_trips, 1, __ATOMIC_RELAXED)
+ * under threads (a relaxed atomic add), and not an API: a test knob
+ * (testctl.h), counted only in builds with them. */
+#define TRIP() OST__COUNT(pg_trips, 1)
 
 #define OIDTYPE_INT8 20
 #define OIDTYPE_INT4 23
@@ -1309,7 +1309,7 @@ static int snap_send(ost__sess *s, snapsend *ss) {
     params q = {0};
     p_i64(&q, from);
     p_i64(&q, (uint64_t)INT64_MAX);
-    p_i64(&q, (uint64_t)ost__pg_page_rows);
+    p_i64(&q, (uint64_t)PAGE_ROWS);
     pstmt st[4] = {{-1, "COMMIT", NULL},
                    {-1, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", NULL},
                    {PS_META, NULL, NULL},
@@ -1369,7 +1369,7 @@ static int snap_recv(ost__sess *s, const snapsend *ss, ost__snapinfo *info) {
         int nt = PQntuples(res[2]);
         s->pre = res[2];
         s->pre_from = from;
-        s->pre_to = nt == ost__pg_page_rows ? rd64(PQgetvalue(res[2], nt - 1, 0)) : s->info.last_serial;
+        s->pre_to = nt == PAGE_ROWS ? rd64(PQgetvalue(res[2], nt - 1, 0)) : s->info.last_serial;
     }
     if (info) *info = s->info;
     return 0;
@@ -1408,8 +1408,6 @@ static int pg_snap_begin(ost__sess *s, ost__snapinfo *info) {
  * snapshot stays open while it is current or adopted and not imported;
  * then its transaction ends. NVIEWS views at most: when none is free, no
  * poll is made and the sessions renew as before. */
-
-uint64_t ost__pg_adopted, ost__pg_imported; /* views adopted and imported (tests) */
 
 /* Under e->vlock: ends the view's snapshot once no session may still
  * import it. */
@@ -1577,7 +1575,7 @@ static int pg_snap_adopt(ost__sess *s, uint64_t serial, uint64_t after, ost__sna
     s->pre_to = v->s->pre_to;
     s->info = v->s->info;
     s->had_snap = true;
-    __atomic_add_fetch(&ost__pg_adopted, 1, __ATOMIC_RELAXED);
+    OST__COUNT(pg_adopted, 1); /* tests: testctl.h */
     if (info) *info = s->info;
     return 0;
 }
@@ -1645,7 +1643,7 @@ static int view_import(ost__sess *s) {
                             e->shown, cause);
     }
     s->snap = true;
-    __atomic_add_fetch(&ost__pg_imported, 1, __ATOMIC_RELAXED);
+    OST__COUNT(pg_imported, 1); /* tests: testctl.h */
     return 0;
 }
 
@@ -1706,11 +1704,6 @@ static int pg_get(ost__sess *s, uint64_t oid, ost__recview *v) {
 #define PAR_MIN 128
 /* get_many_par's mark of an oid found. */
 #define FOUND ((uint64_t)1 << 63)
-
-/* Records the helpers gave, and records read again on the session's
- * connection (newer than its snapshot, not found, or a helper failed):
- * for tests. */
-uint64_t ost__pg_par_given, ost__pg_par_redone;
 
 /* An int8[] parameter of oids[0, n) into a and p: 0 or OST_ENOMEM. */
 static int oid_array(ost__engine *e, const uint64_t *oids, size_t n, arr *a, params *p) {
@@ -1881,14 +1874,14 @@ static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_f
             ost__recview v;
             fill_rec(rows, j, 1, &v);
             rc = fn(ud, oid, &v);
-            __atomic_fetch_add(&ost__pg_par_given, 1, __ATOMIC_RELAXED);
+            OST__COUNT(pg_par_given, 1); /* tests: testctl.h */
         }
         for (size_t j = 0; j < k; j++)
             if (!(mine[j] & FOUND)) redo[nredo++] = mine[j];
     }
     if (failed) help_close(s, true);
     if (!rc && nredo) {
-        __atomic_fetch_add(&ost__pg_par_redone, nredo, __ATOMIC_RELAXED);
+        OST__COUNT(pg_par_redone, nredo); /* tests: testctl.h */
         rc = get_many_one(s, redo, nredo, fn, ud);
     }
     free(redo);
@@ -1917,7 +1910,7 @@ static int pg_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, voi
         params p = {0};
         p_i64(&p, at);
         p_i64(&p, to);
-        p_i64(&p, (uint64_t)ost__pg_page_rows);
+        p_i64(&p, (uint64_t)PAGE_ROWS);
         PGresult *r = run_as(s->e, s->conn, "scanning records",
                              "SELECT oid, serial, cid, state FROM ost_records WHERE oid >= $1::bigint "
                              "AND oid < $2::bigint ORDER BY oid LIMIT $3::bigint",
@@ -1932,7 +1925,7 @@ static int pg_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, voi
             rc = fn(ud, last, &v);
         }
         PQclear(r);
-        if (rc || nt < ost__pg_page_rows || last + 1 >= to) return rc;
+        if (rc || nt < PAGE_ROWS || last + 1 >= to) return rc;
         at = last + 1;
     }
 }
@@ -1965,7 +1958,7 @@ static int pg_changes(ost__sess *s, uint64_t after, uint64_t upto,
         params p = {0};
         p_i64(&p, at);
         p_i64(&p, upto);
-        p_i64(&p, (uint64_t)ost__pg_page_rows);
+        p_i64(&p, (uint64_t)PAGE_ROWS);
         PGresult *r = run_ps(s, PS_CHANGES, "reading the commit log", &p, &rc, NULL);
         if (!r) return rc;
         int nt = PQntuples(r);
@@ -1976,7 +1969,7 @@ static int pg_changes(ost__sess *s, uint64_t after, uint64_t upto,
             for (int j = 0; j + 8 <= n; j += 8) fn(ud, rd64(o + j), at);
         }
         PQclear(r);
-        if (nt < ost__pg_page_rows) break;
+        if (nt < PAGE_ROWS) break;
     }
     return 0;
 }
@@ -2423,7 +2416,7 @@ static int ecur_fetch(ost__ecur *ec, const uint8_t *key, size_t klen, bool rever
     if (rc) return rc;
     params p = {0};
     p_i64(&p, ec->map);
-    p_i64(&p, (uint64_t)ost__pg_page_rows);
+    p_i64(&p, (uint64_t)PAGE_ROWS);
     uint8_t vals = !ec->keys_only;
     p_bytes(&p, &vals, 1); /* bool's binary form: one byte */
     int which;
@@ -2444,7 +2437,7 @@ static int ecur_fetch(ost__ecur *ec, const uint8_t *key, size_t klen, bool rever
     ec->row = 0;
     ec->page_rev = reverse;
     ec->page_keys = ec->keys_only;
-    ec->full = ec->nrows >= ost__pg_page_rows;
+    ec->full = ec->nrows >= PAGE_ROWS;
     ec->on = ec->nrows > 0;
     return ec->on ? 0 : OST_ENOTFOUND;
 }
@@ -2585,8 +2578,8 @@ static int put_records(ost__sess *s, ost__pkg *p, size_t i, uint64_t serial) {
  * back. */
 
 /* Packages with fewer new records go by INSERT: a COPY costs a round trip
- * more (the serial is taken first). */
-int ost__pg_copy_min = 256;
+ * more (the serial is taken first). 256, a test knob (testctl.h). */
+#define COPY_MIN OST__KNOB(pg_copy_min)
 
 typedef struct {
     PGconn *c;
@@ -2659,7 +2652,7 @@ static int copy_in(ost__sess *s, const char *sql, const char *what,
         cb_u32(&cb, 0); /* header extension */
         rows(&cb, ud);
         cb_flush(&cb);
-        if (ost__test_mid_write) ost__test_mid_write();
+        OST__HOOK(mid_write, ()); /* tests: testctl.h */
         cb_u16(&cb, 0xffff);
         cb_flush(&cb);
         free(cb.b);
@@ -2728,8 +2721,8 @@ static int copy_records(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry)
  * row took a round trip each: a million entries took 150 s. */
 
 /* Batches with fewer entries go a statement each (the staging table and
- * the COPY cost round trips of their own). */
-int ost__pg_ment_copy_min = 256;
+ * the COPY cost round trips of their own). 256, a test knob (testctl.h). */
+#define MENT_COPY_MIN OST__KNOB(pg_ment_copy_min)
 
 /* COPY rows of a package's map entries: their order, map, key, value. */
 static void ment_rows(copybuf *cb, void *ud) {
@@ -2750,7 +2743,7 @@ static void ment_rows(copybuf *cb, void *ud) {
 
 /* Whether p's map entries are a loader's batch that goes by COPY. */
 static bool ments_by_copy(const ost__pkg *p) {
-    if (p->nments < (size_t)ost__pg_ment_copy_min) return false;
+    if (p->nments < (size_t)MENT_COPY_MIN) return false;
     for (size_t i = 0; i < p->nments; i++)
         if (!(p->ments[i].flags & OST__MENT_BLIND)) return false;
     return true;
@@ -2880,7 +2873,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     for (size_t i = 0; i < p->nrecs; i++) nlog += p->recs[i].read_serial != 0;
     size_t next = 0;
     uint64_t last = 0, low = 0;
-    if (!nlog && p->nrecs >= (size_t)ost__pg_copy_min) {
+    if (!nlog && p->nrecs >= (size_t)COPY_MIN) {
         /* new objects only (a loader's batch): the serial, then COPY */
         r = run_as(e, s->conn, "commit: taking a serial",
                    "UPDATE ost_meta SET last_serial = last_serial + 1 WHERE id = 1 RETURNING "
@@ -3042,7 +3035,7 @@ static bool fast_fits(ost__engine *e, ost__pkg *const *pkgs, size_t n, size_t *n
     for (size_t i = 0; i < n; i++) {
         const ost__pkg *p = pkgs[i];
         if (pkg_skip(p)) continue;
-        if (p->nments || p->nrecs >= (size_t)ost__pg_copy_min) return false;
+        if (p->nments || p->nrecs >= (size_t)COPY_MIN) return false;
         recs += p->nrecs;
         bytes += p->nbytes;
         count++;
@@ -3452,7 +3445,7 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
         params q = {0};
         p_i64(&q, at);
         p_i64(&q, mark);
-        p_i64(&q, (uint64_t)ost__pg_page_rows);
+        p_i64(&q, (uint64_t)PAGE_ROWS);
         r = run_as(e, s->conn, "sweep: reading records",
                 first ? "SELECT oid FROM ost_records WHERE oid >= $1::bigint AND serial <= $2::bigint "
                         "ORDER BY oid LIMIT $3::bigint"
@@ -3483,7 +3476,7 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
             if (rc) break;
             gone += a.count;
         }
-        if (nt < ost__pg_page_rows) break;
+        if (nt < PAGE_ROWS) break;
     }
     arr_free(&a);
     /* entries of maps that have no record (never reachable, or damage) */
