@@ -64,6 +64,7 @@ PEER2 = "#d9822b"    # a second peer
 PEER3 = "#5a9e4b"    # a third
 LOSS = "#c0392b"     # a ratio where ostore loses
 WIN = "#2e8b57"      # a ratio where ostore wins
+RESOLVER = "#7fa8d8" # ostore, a second way (a conflict resolver against a counter)
 
 matplotlib.rcParams.update({
     "svg.hashsalt": "ostore-bench-charts",  # fixed ids: the same input, the same bytes
@@ -390,7 +391,7 @@ def maps_chart(path, out):
 # ---- hot objects: bench_hot.py --json ----------------------------------------------
 
 HOT_MODES = [("none", "no shared object", PEER), ("field", "an int field", LOSS),
-             ("counter", "a counter", OSTORE)]
+             ("counter", "a counter", OSTORE), ("resolver", "a field with a resolver", RESOLVER)]
 
 
 def hot_chart(paths, out):
@@ -399,13 +400,14 @@ def hot_chart(paths, out):
         with open(path) as f:
             d = json.load(f)
         threads = sorted({r["threads"] for r in d["runs"]})
-        width = 0.8 / len(HOT_MODES)
-        for j, (mode, label, color) in enumerate(HOT_MODES):
+        modes = [m for m in HOT_MODES if any(r["mode"] == m[0] for r in d["runs"])]
+        width = 0.8 / len(modes)
+        for j, (mode, label, color) in enumerate(modes):
             xs, ys, lo, hi, failed = [], [], [], [], []
             for i, t in enumerate(threads):
                 rs = [r for r in d["runs"] if r["threads"] == t and r["mode"] == mode]
                 rates = [r["commits_per_s"] for r in rs]
-                xs.append(i + (j - 1) * width)
+                xs.append(i + (j - (len(modes) - 1) / 2) * width)
                 ys.append(med(rates))
                 lo.append(med(rates) - min(rates))
                 hi.append(max(rates) - med(rates))
@@ -422,7 +424,8 @@ def hot_chart(paths, out):
         ax.set_title("%s commits" % ("durable" if d.get("durable") else "unsynced"))
         ax.margins(y=0.25)
     axes[0][0].legend(loc="upper left", fontsize=7)
-    fig.suptitle("A hot statistics object: a field conflicts, a counter merges", fontsize=10,
+    fig.suptitle("A hot statistics object: a field conflicts, a counter or a resolver merges",
+                 fontsize=10,
                  y=1.03)
     save(fig, out, "hot.svg")
 

@@ -197,6 +197,8 @@ void ost__pkg_free(ost__pkg *p) {
     uv_sem_destroy(&p->sem);
     resv_clear(p);
     free(p->resv);
+    ost_reader_free(p->res_r);
+    ost_writer_free(p->res_w);
     free(p->recs);
     free(p->bytes);
     free(p->refs);
@@ -318,10 +320,12 @@ static void resolve_ref(void *ud, uint64_t oid) {
 /* The merged state of record i, written: a failure of the resolution
  * with p->msg set, or 0 with the record pointing at the new bytes. */
 static int resolve_write(ost__pkg *p, ost__rec *rec, ost_value mine, bool positional) {
-    ost_writer *w = ost_writer_new();
-    if (!w) return OST_ENOMEM;
-    ost__writer_set_pid_memo(w, false); /* as a connection writes (docs/format.md) */
-    ost_writer_set_framing(w, false);
+    if (!p->res_w) {
+        if (!(p->res_w = ost_writer_new())) return OST_ENOMEM;
+        ost__writer_set_pid_memo(p->res_w, false); /* as a connection writes (docs/format.md) */
+        ost_writer_set_framing(p->res_w, false);
+    }
+    ost_writer *w = p->res_w;
     bool newobj = false;
     ost_writer_set_persistent_id(w, resolve_pid, &newobj, OST_PID_INSTANCES);
     const void *data = NULL;
@@ -349,7 +353,7 @@ static int resolve_write(ost__pkg *p, ost__rec *rec, ost_value mine, bool positi
         rec->len = n;
         p->nbytes += n;
     }
-    ost_writer_free(w);
+    ost_writer_set_persistent_id(w, NULL, NULL, OST_PID_INSTANCES); /* &newobj dies here */
     return rc;
 }
 
@@ -359,10 +363,12 @@ static int resolve_run(ost_store *st, ost__pkg *p, ost__resv *rv, const void *pi
     ost__rec *rec = &p->recs[rv->rec];
     void *ud;
     ost_resolve_fn fn = ost__class_resolver(rv->cls, &ud);
-    ost_reader *r = ost_reader_new();
-    if (!r) return OST_ENOMEM;
-    ost_reader_set_persistent_load(r, resolve_pload, NULL);
-    if (st->registry) ost_reader_set_registry(r, st->registry);
+    if (!p->res_r) {
+        if (!(p->res_r = ost_reader_new())) return OST_ENOMEM;
+        ost_reader_set_persistent_load(p->res_r, resolve_pload, NULL);
+        if (st->registry) ost_reader_set_registry(p->res_r, st->registry);
+    }
+    ost_reader *r = p->res_r;
     ost_value v[3] = {0, 0, 0};
     bool pos[3];
     static const char *const which[3] = {"read", "committed", "own"};
@@ -387,7 +393,6 @@ static int resolve_run(ost_store *st, ost__pkg *p, ost__resv *rv, const void *pi
     }
     if (!rc) rc = resolve_write(p, rec, v[2], pos[2]);
     for (int k = 0; k < 3; k++) ost_release(v[k]);
-    ost_reader_free(r);
     return rc;
 }
 

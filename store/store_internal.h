@@ -82,6 +82,11 @@ typedef struct ost__pkg {
     bool next_txn;
     ost__resv *resv; /* records that may resolve a conflict, by rec ascending */
     size_t nresv, capresv;
+    /* the reader and writer of its resolutions (ost__pkg_resolve), made
+     * at the first and kept with the package: one thread at a time
+     * applies it */
+    ost_reader *res_r;
+    ost_writer *res_w;
     char msg[320];
 } ost__pkg;
 
