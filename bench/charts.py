@@ -421,7 +421,8 @@ def hot_chart(paths, out):
         ax.set_xticklabels(["%d threads" % t for t in threads])
         ax.yaxis.set_major_formatter(FuncFormatter(rate_fmt))
         ax.set_ylabel("commits/s (median of rounds)")
-        ax.set_title("%s commits" % ("durable" if d.get("durable") else "unsynced"))
+        ax.set_title("%s%s commits" % ("PostgreSQL, " if d.get("engine") == "postgresql" else "",
+                                        "durable" if d.get("durable") else "unsynced"))
         ax.margins(y=0.25)
     axes[0][0].legend(loc="upper left", fontsize=7)
     fig.suptitle("A hot statistics object: a field conflicts, a counter or a resolver merges",

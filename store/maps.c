@@ -1681,7 +1681,11 @@ typedef struct {
 
 int ost__maps_count_add(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t map,
                         int64_t delta, uint64_t serial, bool counter) {
-    int rc = ops->map_count_add(s, map, delta, serial, counter);
+    return ost__maps_count_fail(p, map, delta, counter,
+                                ops->map_count_add(s, map, delta, serial, counter));
+}
+
+int ost__maps_count_fail(ost__pkg *p, uint64_t map, int64_t delta, bool counter, int rc) {
     const char *what = counter ? "counter" : "map";
     if (rc == OST_ECONFLICT)
         ost__fmt(p->msg, sizeof p->msg,

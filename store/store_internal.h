@@ -468,6 +468,9 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
  * map was packed away) or a damaged record. 0 or the code. */
 int ost__maps_count_add(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint64_t map,
                         int64_t delta, uint64_t serial, bool counter);
+/* Sets p->msg for rc, the failure of adding delta to the count of map (a
+ * counter when counter), as ost__maps_count_add words it; returns rc. */
+int ost__maps_count_fail(ost__pkg *p, uint64_t map, int64_t delta, bool counter, int rc);
 int ost__map_encode_for(ost_conn *c, ost_value m, ost_value key, uint64_t *oid, bool *is_set,
                         uint8_t *kb, size_t *kl);
 /* Sorts a loader batch's map entries by (map, key), keeping the order of

@@ -3015,9 +3015,15 @@ static bool pkg_skip(const ost__pkg *p) { return p->rc || (!p->nrecs && !p->nmen
 #define FAST_RECS 4096
 #define FAST_BYTES ((size_t)4 << 20)
 
-/* An oid -> serial table of the records a group's accepted packages write. */
+/* An oid -> serial table of the records a group's accepted packages
+ * write, with the record that writes it last (w: its package and index). */
+typedef struct {
+    const ost__pkg *p;
+    size_t j;
+} gwriter;
 typedef struct {
     uint64_t *k, *v;
+    gwriter *w;
     size_t mask;
 } oidset;
 
@@ -3029,13 +3035,106 @@ static uint64_t *oidset_slot(oidset *t, uint64_t oid) {
     return &t->k[i];
 }
 
+/* Whether p's map entries are all counters' adds (the fast path applies
+ * those, not the entries of maps). */
+static bool counts_only(const ost__pkg *p) {
+    for (size_t i = 0; i < p->nments; i++)
+        if (!(p->ments[i].flags & OST__MENT_COUNT)) return false;
+    return true;
+}
+
+/* The row of oid in r, whose first column holds oids in ascending order,
+ * or -1. */
+static int row_of(PGresult *r, uint64_t oid) {
+    int lo = 0, hi = r ? PQntuples(r) : 0;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (rd64(PQgetvalue(r, mid, 0)) < oid) lo = mid + 1;
+        else hi = mid;
+    }
+    return r && lo < PQntuples(r) && rd64(PQgetvalue(r, lo, 0)) == oid ? lo : -1;
+}
+
+/* A counter a group adds to (group_fast): its record as the group's
+ * accepted packages leave it, and the serial of the last of them (0: none
+ * added to it yet). */
+typedef struct {
+    uint64_t oid, serial;
+    uint32_t cid;
+    uint8_t *state;
+    size_t len;
+} gcounter;
+
+/* Applies the counters' adds of package p, which takes serial `serial`
+ * if they all fit, to ctr[0, nctr) (by oid ascending): all or none. 0;
+ * 1 when a counter is not in ctr (the other path decides); or the code
+ * with p->msg set (OST_ELIMIT past 64 bits, OST_ECORRUPT, OST_ENOMEM). */
+static int group_counts(ost__pkg *p, gcounter *ctr, size_t nctr, uint64_t serial) {
+    uint8_t *next[8] = {0};
+    size_t at[8], nn = 0;
+    int rc = 0;
+    for (size_t i = 0; i < p->nments && !rc; i++) {
+        const ost__ment *me = &p->ments[i];
+        uint64_t raw = 0;
+        for (int b = 7; b >= 0; b--) raw = raw << 8 | p->bytes[me->voff + (size_t)b];
+        if (!raw) continue;
+        size_t lo = 0, hi = nctr;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (ctr[mid].oid < me->map) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == nctr || ctr[lo].oid != me->map || nn == 8) {
+            rc = 1; /* not fetched, or more counters than this path keeps */
+            break;
+        }
+        uint8_t *copy = malloc(ctr[lo].len);
+        if (!copy) {
+            rc = OST_ENOMEM;
+            break;
+        }
+        memcpy(copy, ctr[lo].state, ctr[lo].len);
+        next[nn] = copy;
+        at[nn++] = lo;
+        rc = ost__record_count_add(copy, ctr[lo].len, (int64_t)raw, true);
+        if (rc) rc = ost__maps_count_fail(p, me->map, (int64_t)raw, true, rc);
+    }
+    for (size_t i = 0; i < nn; i++) {
+        if (rc) {
+            free(next[i]);
+            continue;
+        }
+        free(ctr[at[i]].state);
+        ctr[at[i]].state = next[i];
+        ctr[at[i]].serial = serial;
+    }
+    return rc;
+}
+
+/* Record j of package p, read at another serial than cur, the one the
+ * store (row r of rf) or an earlier package of the group (w) holds:
+ * goes to its class's resolver (ost__pkg_resolve). 0 when it merged,
+ * 1 when the committed state is not at hand (the other path decides),
+ * else the conflict with p->msg set. */
+static int group_resolve(ost__engine *e, ost__pkg *p, size_t j, uint64_t cur, const gwriter *w,
+                         PGresult *rf) {
+    if (w) {
+        const ost__rec *o = &w->p->recs[w->j];
+        return ost__pkg_resolve(e->st, p, j, cur, o->cid, w->p->bytes + o->off, o->len);
+    }
+    int r = row_of(rf, p->recs[j].oid);
+    if (r < 0) return 1;
+    return ost__pkg_resolve(e->st, p, j, cur, rd32(PQgetvalue(rf, r, 1)), PQgetvalue(rf, r, 2),
+                            (size_t)PQgetlength(rf, r, 2));
+}
+
 /* Whether the packages of pkgs[0, n) not skipped may take the fast path. */
 static bool fast_fits(ost__engine *e, ost__pkg *const *pkgs, size_t n, size_t *nrecs) {
     size_t recs = 0, bytes = 0, count = 0;
     for (size_t i = 0; i < n; i++) {
         const ost__pkg *p = pkgs[i];
         if (pkg_skip(p)) continue;
-        if (p->nments || p->nrecs >= (size_t)COPY_MIN) return false;
+        if (!counts_only(p) || p->nrecs >= (size_t)COPY_MIN) return false;
         recs += p->nrecs;
         bytes += p->nbytes;
         count++;
@@ -3067,33 +3166,55 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
     if (!fast_fits(e, pkgs, n, &nrecs)) return false;
     if (sess_conn(s) || ps_ready(s, PS_LOCK) || ps_ready(s, PS_GWRITE) || ps_ready(s, PS_META_LOCK))
         return false;
-    /* the rows to lock: every record overwritten, sorted, once */
-    uint64_t *lk = malloc((nrecs + 1) * sizeof *lk);
+    /* the rows to lock: every record overwritten and every counter added
+     * to, sorted, once; of them, the rows whose state the group needs
+     * (fe: counters, and records that may resolve a conflict) */
+    size_t nments = 0;
+    for (size_t i = 0; i < n; i++) nments += pkg_skip(pkgs[i]) ? 0 : pkgs[i]->nments;
+    uint64_t *lk = malloc((nrecs + nments + 1) * sizeof *lk);
+    uint64_t *fe = malloc((nrecs + nments + 1) * sizeof *fe);
     size_t tcap = 16;
     while (tcap < 2 * nrecs) tcap *= 2;
-    oidset done = {calloc(tcap, sizeof(uint64_t)), calloc(tcap, sizeof(uint64_t)), tcap - 1};
+    oidset done = {calloc(tcap, sizeof(uint64_t)), calloc(tcap, sizeof(uint64_t)),
+                   calloc(tcap, sizeof(gwriter)), tcap - 1};
     bool handled = false;
     PGresult *res[5] = {0};
-    arr al = {0}, ao = {0}, asr = {0}, ac = {0}, ast = {0}, ls = {0}, lg = {0};
+    arr al = {0}, af = {0}, ao = {0}, asr = {0}, ac = {0}, ast = {0}, ls = {0}, lg = {0};
     uint8_t *logb = malloc(nrecs * 8 + 1);
     bool *mine = calloc(n, sizeof *mine); /* the packages this path takes */
-    if (!lk || !done.k || !done.v || !logb || !mine) goto out;
+    gcounter *ctr = NULL;
+    size_t nctr = 0;
+    if (!lk || !fe || !done.k || !done.v || !done.w || !logb || !mine) goto out;
     for (size_t i = 0; i < n; i++) mine[i] = !pkg_skip(pkgs[i]);
-    size_t nl = 0;
-    for (size_t i = 0; i < n; i++)
-        if (mine[i])
-            for (size_t j = 0; j < pkgs[i]->nrecs; j++)
-                if (pkgs[i]->recs[j].read_serial) lk[nl++] = pkgs[i]->recs[j].oid;
+    size_t nl = 0, nf = 0, ncount = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!mine[i]) continue;
+        const ost__pkg *p = pkgs[i];
+        for (size_t j = 0; j < p->nrecs; j++)
+            if (p->recs[j].read_serial) {
+                lk[nl++] = p->recs[j].oid;
+                if (ost__pkg_resolvable(p, j)) fe[nf++] = p->recs[j].oid;
+            }
+        for (size_t j = 0; j < p->nments; j++) {
+            lk[nl++] = fe[nf++] = p->ments[j].map;
+            ncount++;
+        }
+    }
     nl = ost__sort_unique(lk, nl);
+    nf = ost__sort_unique(fe, nf);
     arr_begin(&al, OIDTYPE_INT8);
     for (size_t i = 0; i < nl; i++) arr_add_i64(&al, lk[i]);
-    if (arr_end(&al)) goto out;
+    arr_begin(&af, OIDTYPE_INT8);
+    for (size_t i = 0; i < nf; i++) arr_add_i64(&af, fe[i]);
+    if (arr_end(&al) || arr_end(&af)) goto out;
 
-    /* round trip 1: begin, lock, read the serials and meta */
-    params ql = {0};
+    /* round trip 1: begin, lock, read the serials and meta, and the
+     * states the group needs (the rows are locked by then) */
+    params ql = {0}, qf = {0};
     p_bytes(&ql, al.b, al.n);
-    pstmt st1[4];
-    int k = 0, at_lock = -1;
+    p_bytes(&qf, af.b, af.n);
+    pstmt st1[5];
+    int k = 0, at_lock = -1, at_fetch = -1;
     st1[k++] = (pstmt){-1, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
     if (nl) {
         at_lock = k;
@@ -3101,6 +3222,11 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
     }
     int at_meta = k;
     st1[k++] = (pstmt){PS_META_LOCK, NULL, NULL};
+    if (nf) {
+        at_fetch = k;
+        st1[k++] = (pstmt){-1, "SELECT oid, cid, state FROM ost_records WHERE oid = "
+                               "ANY($1::bigint[]) ORDER BY oid", &qf};
+    }
     int failed;
     s->write = true;
     if (pipe_run(s, "commit: locking records", st1, k, res, &failed)) {
@@ -3116,6 +3242,27 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         goto rollback;
     uint64_t last = rd64(PQgetvalue(rm, 0, 0)), low = rd64(PQgetvalue(rm, 0, 1));
     if (last >= OST__SERIAL_LIMIT - 1 - GROUP_MAX) goto rollback;
+    PGresult *rf = at_fetch >= 0 ? res[at_fetch] : NULL;
+    if (rf && res_check(e, rf, "commit: reading states", "LIB")) goto rollback;
+    if (ncount) { /* the counters, as stored: a missing one goes the other way */
+        if (!(ctr = calloc(ncount, sizeof *ctr))) goto rollback;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; mine[i] && j < pkgs[i]->nments; j++) {
+                uint64_t oid = pkgs[i]->ments[j].map;
+                bool have = false;
+                for (size_t q = 0; q < nctr && !have; q++) have = ctr[q].oid == oid;
+                if (have) continue;
+                int r = row_of(rf, oid);
+                if (r < 0) goto rollback;
+                size_t len = (size_t)PQgetlength(rf, r, 2);
+                gcounter g = {oid, 0, rd32(PQgetvalue(rf, r, 1)), malloc(len ? len : 1), len};
+                if (!g.state) goto rollback;
+                memcpy(g.state, PQgetvalue(rf, r, 2), len);
+                size_t q = nctr++; /* kept by oid ascending */
+                while (q && ctr[q - 1].oid > oid) ctr[q] = ctr[q - 1], q--;
+                ctr[q] = g;
+            }
+    }
 
     /* the checks, package by package in the group's order */
     int nt = rl ? PQntuples(rl) : 0;
@@ -3132,9 +3279,10 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
             if (*slot) { /* an earlier package of the group writes it */
                 uint64_t cur = done.v[slot - done.k];
                 if (cur != rec->read_serial && ost__pkg_resolvable(p, j))
-                    goto rollback; /* apply resolves it */
-                if (cur != rec->read_serial)
+                    rc = group_resolve(e, p, j, cur, &done.w[slot - done.k], rf);
+                else if (cur != rec->read_serial)
                     rc = ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
+                if (rc == 1) goto rollback;
                 continue;
             }
             int lo = 0, hi = nt;
@@ -3146,11 +3294,16 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
             if (lo == nt || rd64(PQgetvalue(rl, lo, 0)) != rec->oid)
                 rc = ost__pkg_conflict(p, OST__CONFL_REMOVED, rec->oid, 0, 0);
             else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial && ost__pkg_resolvable(p, j))
-                goto rollback; /* apply resolves it */
+                rc = group_resolve(e, p, j, rd64(PQgetvalue(rl, lo, 1)), NULL, rf);
             else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial)
                 rc = ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid,
                                        rd64(PQgetvalue(rl, lo, 1)), rec->read_serial);
+            if (rc == 1) goto rollback;
         }
+        /* a merge may refer to objects the package did not */
+        if (!rc && p->nrefs && low != p->low) goto rollback;
+        if (!rc && p->nments) rc = group_counts(p, ctr, nctr, serial + 1);
+        if (rc == 1) goto rollback;
         if (rc) {
             p->rc = rc;
             continue;
@@ -3160,6 +3313,7 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
             uint64_t *slot = oidset_slot(&done, p->recs[j].oid);
             *slot = p->recs[j].oid + 1;
             done.v[slot - done.k] = p->serial;
+            done.w[slot - done.k] = (gwriter){p, j};
         }
     }
     if (serial == last) { /* every package conflicted: nothing to write */
@@ -3195,6 +3349,13 @@ static bool group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole
         arr_add_i64(&ls, p->serial);
         arr_add(&lg, l0, (size_t)(o - l0));
     }
+    for (size_t q = 0; q < nctr; q++) /* the counters added to: their new records */
+        if (ctr[q].serial) {
+            arr_add_i64(&ao, ctr[q].oid);
+            arr_add_i64(&asr, ctr[q].serial);
+            arr_add_i32(&ac, ctr[q].cid);
+            arr_add(&ast, ctr[q].state, ctr[q].len);
+        }
     if (arr_end(&ao) || arr_end(&asr) || arr_end(&ac) || arr_end(&ast) || arr_end(&ls) ||
         arr_end(&lg))
         goto rollback;
@@ -3250,6 +3411,10 @@ out:
     s->write = false;
     for (size_t i = 0; i < sizeof res / sizeof *res; i++) PQclear(res[i]);
     arr_free(&al);
+    arr_free(&af);
+    for (size_t q = 0; q < nctr; q++) free(ctr[q].state);
+    free(ctr);
+    free(fe);
     arr_free(&ao);
     arr_free(&asr);
     arr_free(&ac);
@@ -3261,6 +3426,7 @@ out:
     free(lk);
     free(done.k);
     free(done.v);
+    free(done.w);
     return handled;
 }
 
