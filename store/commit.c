@@ -410,6 +410,17 @@ int ost__pkg_resolve(ost_store *st, ost__pkg *p, size_t i, uint64_t cur, uint32_
     } else {
         size_t off = rec->off, len = rec->len, nbytes = p->nbytes, nrefs = p->nrefs;
         rc = resolve_run(st, p, rv, pickle, n);
+        /* the merge is now this transaction's state, read at cur: if the
+         * package is applied again (a retried group) and another commit
+         * came between, the resolver merges from the committed state, not
+         * again from the first (which would count the first merge twice) */
+        if (!rc && !(rc = reserve_bytes(p, n))) {
+            memcpy(p->bytes + p->nbytes, pickle, n);
+            rv->old_off = p->nbytes;
+            rv->old_len = n;
+            rv->old_cid = cid;
+            p->nbytes += n;
+        }
         if (rc) { /* record i as it was */
             rec->off = off;
             rec->len = len;

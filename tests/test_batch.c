@@ -48,7 +48,18 @@ static struct {
     ost_value leaf;    /* batchtest.Leaf: persistent, 2 fields */
     ost_value bad;     /* batchtest.Bad: persistent, getstate fails at n == BAD_AT */
     ost_value counter; /* batchtest.Counter: persistent, 1 field */
+    ost_value tally;   /* batchtest.Tally: Counter's field, a resolver that adds */
 } F;
+
+/* batchtest.Tally's conflict resolver: both sides' additions count. */
+static int tally_resolve(void *ud, ost_value old, ost_value committed, ost_value mine) {
+    (void)ud;
+    int64_t o, c, m;
+    if (ost_instance_get_int(old, "value", &o) || ost_instance_get_int(committed, "value", &c) ||
+        ost_instance_get_int(mine, "value", &m))
+        return 1;
+    return ost_instance_setattr(mine, "value", ost_int(c + (m - o)));
+}
 
 static void setup(void) {
     strcpy(F.tmp, "/tmp/ostore-batch-XXXXXX");
@@ -65,6 +76,9 @@ static void setup(void) {
     cr_assert_eq(ost_registry_add(F.reg, &leaf, &F.leaf), 0);
     cr_assert_eq(ost_registry_add(F.reg, &bad, &F.bad), 0);
     cr_assert_eq(ost_registry_add(F.reg, &counter, &F.counter), 0);
+    ost_class_def tally = {.module = "batchtest", .name = "Tally", .fields = counter_fields,
+                           .nfields = 1, .persistent = true, .resolve = tally_resolve};
+    cr_assert_eq(ost_registry_add(F.reg, &tally, &F.tally), 0);
 }
 
 static void teardown(void) { fixture_teardown(F.tmp, &F.reg); }
@@ -1130,6 +1144,84 @@ OST_TEST(batch, a_group_of_waiting_commits_with_one_conflict_stores_the_others) 
  * PostgreSQL, which has no flat try, it runs as the test above. */
 OST_TEST(batch, a_group_whose_flat_try_fails_is_applied_again_nested) {
     group_with_one_conflict(4);
+}
+
+/* N commits applied in one group all add to one object whose class
+ * resolves conflicts, each read at the same serial: each one after the
+ * first merges with the state the ones before it in the group left (LMDB:
+ * in the flat try, and again when spoil makes that try fail and the
+ * group is applied nested; PostgreSQL: from the earlier package's record
+ * in the two-round-trip path), so every commit lands and the sum is
+ * exact. */
+static void group_of_merges(int spoil) {
+    enum { N = 6 };
+    if (spoil >= 0 && !on_pg()) need_knobs();
+    int64_t redos0 = KNOBS_ON ? knob(OST__K_LMDB_FLAT_REDOS) : 0;
+    ost_store *st = open_store(true, true);
+    uint64_t stall_oid = make_counter(st, "stall");
+    ost_conn *c0 = conn_of(st);
+    ost_value t = ost_instance_new(ost_incref(F.tally));
+    set(t, "value", ost_int(1000));
+    cr_assert_eq(ost_root_set(c0, ost_str_c("tally"), t), 0);
+    commit_ok(c0);
+    uint64_t tally = ost_oid(c0, t);
+    ost_conn_close(c0);
+    ost_conn *cs[N];
+    for (int i = 0; i < N; i++) {
+        ost_value o;
+        cs[i] = conn_of(st);
+        cr_assert_eq(ost_conn_get(cs[i], tally, &o), 0);
+        set(o, "value", ost_int(iattr(o, "value") + i + 1));
+    }
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ost_conn *cstall = conn_of(st);
+    ost_value d;
+    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
+    set(d, "value", ost_int(1));
+    int release;
+    pid_t holder = hold_write_lock(F.dir, &release);
+    uint64_t groups0 = st->gc_groups;
+    cb_log ls = {0};
+    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
+    while (!queue_empty(st)) uv_sleep(1);
+    uv_thread_t th[N];
+    sync_commit_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (sync_commit_arg){.c = cs[i]};
+        cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
+    }
+    while (queued(st) < N) uv_sleep(1);
+    if (!on_pg() && spoil >= 0) knob_set(OST__K_LMDB_FLAT_SPOIL, spoil);
+    char go = 1;
+    cr_assert_eq(write(release, &go, 1), 1);
+    close(release);
+    int status;
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    for (int i = 0; i < N; i++) uv_thread_join(&th[i]);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(ls.status, 0);
+    cr_assert_eq(st->gc_groups - groups0, 2, "the stalled group, then the %d commits in one", N);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(a[i].rc, 0, "commit %d merges: %s: %s", i, ost_err_name(a[i].rc), a[i].msg);
+    cr_assert_eq(read_counter(st, tally), 1000 + N * (N + 1) / 2, "every addition once");
+    for (int i = 0; i < N; i++) ost_conn_close(cs[i]);
+    ost_conn_close(cstall);
+    check_clean(st, 0);
+    ost_store_close(st);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    if (KNOBS_ON)
+        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, spoil >= 0 && !on_pg() ? 1 : 0,
+                     "the group went the nested way only when its flat try failed");
+}
+
+OST_TEST(batch, a_group_of_commits_to_one_object_with_a_resolver_all_merge) {
+    group_of_merges(-1);
+}
+
+OST_TEST(batch, a_group_of_merges_whose_flat_try_fails_merges_again_nested) {
+    group_of_merges(3);
 }
 
 /* New objects are appended through a cursor; a commit whose new oids lie
