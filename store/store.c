@@ -16,28 +16,58 @@
 
 /* ---- errors ---------------------------------------------------------------- */
 
-/* A store's message is per thread, as ost_store_errmsg promises: each
- * thread keeps the messages of the last few stores it used, each under the
- * store's uid (a number no other handle of the process gets, so a new
- * handle at a freed one's address never shows the old one's message). */
-#define MSG_SLOTS 4
+/* A store's message is per thread, as ost_store_errmsg promises. The
+ * store keeps one buffer for each thread that failed in it (st->msgs),
+ * found by the thread's number (t_tid: never given twice, unlike a
+ * pthread_t), and frees them when it closes; so a thread that uses many
+ * stores loses none of their messages. The thread remembers the buffer
+ * it used last under the store's uid (a number no other handle of the
+ * process gets, so a new handle at a freed one's address never finds a
+ * freed buffer), which spares the lock on the paths that clear the
+ * message before each step. Without memory for a buffer, a thread-local
+ * one serves the last store that failed. */
+struct ost__msg {
+    uint64_t tid;
+    struct ost__msg *next;
+    char text[512];
+};
+static uint64_t g_store_uid, g_tid;
+static __thread uint64_t t_tid;
+static __thread struct {
+    uint64_t uid;
+    char *text;
+} t_last;
 static __thread struct {
     uint64_t uid;
     char text[512];
-} t_msgs[MSG_SLOTS];
-static __thread unsigned t_msg_next;
-static uint64_t g_store_uid;
+} t_spare;
 
-/* The calling thread's message buffer for st; a slot is taken (the oldest
- * one) when make is true and st has none, else NULL. */
-static char *msg_slot(const ost_store *st, bool make) {
-    for (unsigned i = 0; i < MSG_SLOTS; i++)
-        if (t_msgs[i].uid == st->uid) return t_msgs[i].text;
+/* The calling thread's message buffer for st (made when make is true and
+ * st has none), or NULL. */
+static char *msg_slot(const ost_store *cst, bool make) {
+    if (t_last.uid == cst->uid) return t_last.text;
+    ost_store *st = (ost_store *)cst; /* the buffers' list is not the store's state */
+    if (!t_tid) t_tid = __atomic_add_fetch(&g_tid, 1, __ATOMIC_RELAXED);
+    uv_mutex_lock(&st->msg_lock);
+    struct ost__msg *m = st->msgs;
+    while (m && m->tid != t_tid) m = m->next;
+    if (!m && make && (m = malloc(sizeof *m))) {
+        m->tid = t_tid;
+        m->text[0] = 0;
+        m->next = st->msgs;
+        st->msgs = m;
+    }
+    uv_mutex_unlock(&st->msg_lock);
+    if (m) {
+        t_last.uid = st->uid;
+        t_last.text = m->text;
+        return m->text;
+    }
+    if (t_spare.uid == st->uid) return t_spare.text;
     if (!make) return NULL;
-    unsigned i = t_msg_next++ % MSG_SLOTS;
-    t_msgs[i].uid = st->uid;
-    t_msgs[i].text[0] = 0;
-    return t_msgs[i].text;
+    t_spare.uid = st->uid;
+    t_spare.text[0] = 0;
+    return t_spare.text;
 }
 
 void ost__st_clear(ost_store *st) {
@@ -49,7 +79,7 @@ int ost__st_fail(ost_store *st, int code, const char *fmt, ...) {
     char *m = msg_slot(st, true);
     va_list ap;
     va_start(ap, fmt);
-    ost__vfmt(m, sizeof t_msgs[0].text, fmt, ap);
+    ost__vfmt(m, sizeof t_spare.text, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -172,6 +202,11 @@ ost_store *ost_store_new(void) {
     st->magic = OST__H_STORE;
     st->uid = __atomic_add_fetch(&g_store_uid, 1, __ATOMIC_RELAXED);
     if (uv_mutex_init(&st->lock)) {
+        free(st);
+        return NULL;
+    }
+    if (uv_mutex_init(&st->msg_lock)) {
+        uv_mutex_destroy(&st->lock);
         free(st);
         return NULL;
     }
@@ -379,6 +414,11 @@ void ost_store_close(ost_store *st) {
     if (!st) return;
     ost__store_shut(st);
     uv_mutex_destroy(&st->lock);
+    for (struct ost__msg *m = st->msgs, *next; m; m = next) {
+        next = m->next;
+        free(m);
+    }
+    uv_mutex_destroy(&st->msg_lock);
     free(st);
 }
 

@@ -149,6 +149,8 @@ struct ost_store {
      * (writing and syncing) */
     uint64_t gc_idle_ns, gc_gather_ns, gc_apply_ns, gc_commit_ns;
     uint64_t uid;       /* names the handle's messages (per thread: store.c) */
+    struct ost__msg *msgs; /* the messages, one per thread that failed in it (store.c) */
+    uv_mutex_t msg_lock;   /* msgs */
     /* the engine (store/engine.h) and its object for this store: every
      * engine's own handles (LMDB's environment and databases, PostgreSQL's
      * connections) live in *eng, which only the engine's files see into */

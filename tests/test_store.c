@@ -4718,3 +4718,33 @@ OST_TEST(store, ost_open_gives_a_store_and_a_connection_or_the_reason_it_could_n
     ost_store_close(st); /* closes c's transaction; the handle stays valid */
     ost_conn_close(c);
 }
+
+/* A thread that uses many stores keeps each one's message: six handles
+ * fail to open six paths, and each still says its own path afterwards
+ * (a ring of four per thread lost the first two). Another thread sees
+ * none of them. */
+static void read_msg_thread(void *arg) {
+    ost_store **sts = arg;
+    for (int i = 0; i < 6; i++)
+        if (ost_store_errmsg(sts[i])[0]) sts[6] = sts[i]; /* not this thread's */
+}
+
+OST_TEST(store, a_thread_keeps_the_message_of_every_store_it_used) {
+    ost_store *sts[7] = {0};
+    char path[6][160];
+    for (int i = 0; i < 6; i++) {
+        sts[i] = ost_store_new();
+        cr_assert(sts[i]);
+        snprintf(path[i], sizeof path[i], "%s/missing-%d", F.tmp, i);
+        ost_store_options o = opts_for(false);
+        cr_assert_neq(ost_store_open(sts[i], path[i], &o), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        cr_assert(strstr(ost_store_errmsg(sts[i]), path[i]), "store %d: %s", i,
+                  ost_store_errmsg(sts[i]));
+    uv_thread_t t;
+    cr_assert_eq(uv_thread_create(&t, read_msg_thread, sts), 0);
+    uv_thread_join(&t);
+    cr_assert_null(sts[6], "another thread sees no message: %s", ost_store_errmsg(sts[6]));
+    for (int i = 0; i < 6; i++) ost_store_close(sts[i]);
+}

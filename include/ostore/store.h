@@ -163,9 +163,9 @@ OST_EXTERN char *ost_store_addr_show(char *dst, size_t cap, const char *addr);
  * open. */
 OST_EXTERN const char *ost_store_path(const ost_store *st);
 /* Message of the last failure on the store ("" if none). Per thread: a
- * failure on one thread never shows in another thread's message. Owned by
- * the library, valid until the next call on the store from this thread
- * (each thread keeps the messages of the last 4 stores it used). */
+ * failure on one thread never shows in another thread's message, and a
+ * thread keeps the message of every store it uses. Owned by the store,
+ * valid until the next call on the store from this thread or its close. */
 OST_EXTERN const char *ost_store_errmsg(const ost_store *st);
 
 /* What ost_store_stat tells of a store. */
