@@ -778,6 +778,181 @@ static int wb_lgrow(walk_bufs *b, size_t want) {
     return 0;
 }
 
+/* A walk in progress (see walk): what it compares with, what it found,
+ * the chunk of customers at hand and the cursors it reads. */
+typedef struct {
+    ost_conn *c;
+    const shop *s;
+    const counts *k;
+    walked w;
+    uint64_t *poids, np; /* the products' oids, ascending (owned) */
+    uint8_t *seen;       /* np flags: a line item refers to the product (owned) */
+    ost_value chunk[WALK_CHUNK]; /* the chunk's customers (references) */
+    int64_t ids[WALK_CHUNK];     /* their keys */
+    uint64_t nord[WALK_CHUNK];   /* the orders walked of each */
+    size_t n;
+    int64_t last;  /* the last customer id of the chunk before */
+    bool started;  /* a chunk was walked (last holds) */
+    bool end;      /* the customers map has no more */
+    int64_t pc, pn; /* the key of the order before */
+    walk_bufs wb;
+    ost_map_cursor *cc, *oc; /* on the customers and the orders map */
+} walk_state;
+
+/* Reads the next chunk of customers from customers map cm, after the last
+ * one of the chunk before, into ws->chunk (new references; ws->end when
+ * the map has no more), loads them with one ost_prefetch and checks their
+ * class and keys. The cursor stays in ws->cc. Returns EXIT_OK, or
+ * EXIT_FAIL (message printed). */
+static int walk_customers(walk_state *ws, ost_value cm) {
+    ost_conn *c = ws->c;
+    /* a chunk of customers, after the last one of the chunk before */
+    if (range_open(c, cm, ws->started ? ost_int(ws->last) : 0, true, 0, false, &ws->cc))
+        return step_fail(c, "walk", "a cursor on the customers map");
+    ost_value key, val;
+    int rc = 0;
+    size_t n = ws->n;
+    while (n < WALK_CHUNK && (rc = ost_map_cursor_next(ws->cc, &key, &val)) == 0) {
+        int64_t id = -1;
+        ost_int_value(key, &id);
+        if (n ? id <= ws->ids[n - 1] : ws->started && id <= ws->last) ws->w.bad_key++;
+        ws->chunk[n] = ost_incref(val); /* a ghost: the chunk loads at once below */
+        ws->ids[n] = id;
+        ws->nord[n] = 0;
+        n++;
+        ws->n = n;
+        ws->w.customers++;
+    }
+    if (rc == OST_ENOTFOUND) ws->end = true;
+    else if (rc) return step_fail(c, "walk", "the customers map");
+    if (ost_prefetch(c, ws->chunk, n)) return step_fail(c, "walk", "the customers do not load");
+    int err = EXIT_OK;
+    for (size_t i = 0; i < n && !err; i++) {
+        int64_t num = slot_int(ws->chunk[i], C_NUMBER); /* loaded by the prefetch */
+        if (num < 0) err = step_fail(c, "walk", "a customer does not load");
+        if (ost_instance_class(ws->chunk[i]) != ws->s->customer) ws->w.bad_class++;
+        if (num != ws->ids[i]) ws->w.bad_key++;
+    }
+    return err;
+}
+
+/* Walks the orders of ws->oc (the chunk's) and their line items, each set
+ * loaded by one ost_prefetch (a round trip or two on a server, not one per
+ * object; the products the line items refer to come with them): each
+ * order's key must ascend and its customer be the chunk's (counted in
+ * ws->nord), and walk_order checks the rest. The references to the orders
+ * are released before it returns. Returns EXIT_OK, or EXIT_FAIL (message
+ * printed). */
+static int walk_orders(walk_state *ws) {
+    ost_conn *c = ws->c;
+    walk_bufs *wb = &ws->wb;
+    ost_value key, val;
+    size_t no = 0, nl = 0;
+    int rc, err = EXIT_OK;
+    while ((rc = ost_map_cursor_next(ws->oc, &key, &val)) == 0) {
+        if (no == wb->cap && wb_grow(wb, no + 1)) {
+            rc = OST_ENOMEM;
+            break;
+        }
+        ost_int_value(ost_item(key, 0), &wb->cid[no]);
+        ost_int_value(ost_item(key, 1), &wb->num[no]);
+        wb->ord[no++] = ost_incref(val);
+    }
+    if (rc != OST_ENOTFOUND) {
+        err = rc == OST_ENOMEM ? fail("out of memory") : step_fail(c, "walk", "the orders map");
+        goto out;
+    }
+    if (ost_prefetch(c, wb->ord, no)) {
+        err = step_fail(c, "walk", "the orders do not load");
+        goto out;
+    }
+    for (size_t i = 0; i < no && !err; i++) {
+        ost_value lines = ost_instance_slot(wb->ord[i], O_LINES);
+        for (size_t li = 0; li < ost_len(lines) && !err; li++) {
+            if (nl == wb->lcap && wb_lgrow(wb, nl + 1)) err = fail("out of memory");
+            else wb->lines[nl++] = ost_item(lines, li); /* the order holds it */
+        }
+    }
+    if (!err && ost_prefetch(c, wb->lines, nl)) err = step_fail(c, "walk", "the line items do not load");
+    size_t ci = 0;
+    for (size_t i = 0; i < no && !err; i++) {
+        int64_t cid = wb->cid[i], num = wb->num[i];
+        if (cid < ws->pc || (cid == ws->pc && num <= ws->pn)) ws->w.bad_key++;
+        ws->pc = cid, ws->pn = num;
+        while (ci < ws->n && ws->ids[ci] < cid) ci++;
+        bool mine = ci < ws->n && ws->ids[ci] == cid;
+        if (mine) ws->nord[ci]++;
+        err = walk_order(c, ws->s, num, wb->ord[i], mine ? ws->chunk[ci] : 0, ws->poids, ws->np,
+                         ws->seen, &ws->w);
+    }
+out:
+    for (size_t i = 0; i < no; i++) ost_decref(wb->ord[i]);
+    return err;
+}
+
+/* Ends ws's chunk: checks each customer's count of orders against the
+ * build's, releases the customers, closes the cursors and ends the
+ * transaction (a boundary: the cache trims itself). */
+static void walk_end_chunk(walk_state *ws, progress *bar) {
+    for (size_t i = 0; i < ws->n; i++) {
+        if (ws->ids[i] < 1 || (uint64_t)ws->ids[i] > ws->k->customers ||
+            ws->nord[i] != ws->k->norders[ws->ids[i] - 1])
+            ws->w.bad_count++;
+        ost_decref(ws->chunk[i]);
+    }
+    if (ws->n) ws->last = ws->ids[ws->n - 1], ws->started = true;
+    ws->n = 0;
+    ost_map_cursor_close(ws->cc);
+    ost_map_cursor_close(ws->oc);
+    ws->cc = ws->oc = NULL;
+    ost_abort(ws->c); /* a transaction boundary: the cache trims itself */
+    progress_update(bar, ws->w.customers, "customers");
+}
+
+/* After the walk: the counts it found against the build's (ws->k), the
+ * maps' (len, by map) and the root's "counts" dict, and no wrong
+ * reference, total, class, key or count. Returns EXIT_OK, or EXIT_FAIL
+ * (message printed). */
+static int walk_check(walk_state *ws, const uint64_t *len) {
+    const counts *k = ws->k;
+    const walked *w = &ws->w;
+    int err = EXIT_OK;
+    /* what the root says it holds */
+    ost_value root = ost_conn_root(ws->c);
+    ost_value key = ost_str_c("counts");
+    ost_value kd = root ? ost_root_get(ws->c, key) : 0;
+    ost_decref(key);
+    struct {
+        const char *name;
+        uint64_t built, walked, map;
+    } checks[] = {
+        {"products", k->products, w->products, len[M_PRODUCTS]},
+        {"customers", k->customers, w->customers, len[M_CUSTOMERS]},
+        {"orders", k->orders, w->orders, len[M_ORDERS]},
+        {"line_items", k->lines, w->lines, k->lines},
+        {"total_cents", k->cents, w->cents, k->cents},
+    };
+    for (size_t i = 0; i < NELEM(checks) && !err; i++) {
+        int64_t stored = -1;
+        ost_value v = kd ? ost_dict_get_c(kd, checks[i].name) : 0;
+        if (v) ost_int_value(v, &stored);
+        if (checks[i].walked != checks[i].built || checks[i].map != checks[i].built ||
+            (uint64_t)stored != checks[i].built)
+            err = fail("walk: %s: built %llu, the root says %lld, the map counts %llu, the walk "
+                       "found %llu",
+                       checks[i].name, (unsigned long long)checks[i].built, (long long)stored,
+                       (unsigned long long)checks[i].map, (unsigned long long)checks[i].walked);
+    }
+    if (!err && (w->bad_ref || w->bad_total || w->bad_class || w->bad_key || w->bad_count))
+        err = fail("walk: %llu wrong references, %llu wrong order totals, %llu objects of the "
+                   "wrong class, %llu wrong or unordered keys, %llu customers with a wrong number "
+                   "of orders",
+                   (unsigned long long)w->bad_ref, (unsigned long long)w->bad_total,
+                   (unsigned long long)w->bad_class, (unsigned long long)w->bad_key,
+                   (unsigned long long)w->bad_count);
+    return err;
+}
+
 /* Walks the three maps of the root of store st and compares with k, with
  * the maps' counts and with the counts the root holds. The customers go a
  * chunk at a time, each chunk in its own transaction (so the cache trims
@@ -793,16 +968,9 @@ __attribute__((noinline)) static int walk(ost_store *st, const shop *s, const co
     demo_clock clk;
     demo_phase_begin(&clk);
     double t0 = now_s();
-    walked w = {0};
+    walk_state state = {.c = c, .s = s, .k = k, .pc = -1, .pn = -1}, *ws = &state;
     int err = EXIT_OK;
-    uint64_t *poids = NULL, len[M_COUNT] = {0};
-    uint8_t *seen = NULL;
-    ost_value chunk[WALK_CHUNK];
-    int64_t ids[WALK_CHUNK];
-    uint64_t nord[WALK_CHUNK];
-    size_t n = 0;
-    ost_map_cursor *cc = NULL, *oc = NULL;
-    walk_bufs wb = {0};
+    uint64_t len[M_COUNT] = {0};
     progress bar;
     progress_start(&bar, g_out.tty && !g_out.quiet, "walk", k->customers);
     ost_value m[M_COUNT];
@@ -815,161 +983,45 @@ __attribute__((noinline)) static int walk(ost_store *st, const shop *s, const co
     }
     if (err) goto out;
     uint64_t np = len[M_PRODUCTS];
-    poids = malloc((np + 1) * sizeof *poids);
-    seen = calloc(np + 1, 1);
-    if (!poids || !seen) {
+    ws->poids = malloc((np + 1) * sizeof *ws->poids);
+    ws->seen = calloc(np + 1, 1);
+    if (!ws->poids || !ws->seen) {
         err = fail("out of memory");
         goto out;
     }
-    if ((err = walk_products(c, s, m[M_PRODUCTS], np, poids, &w))) goto out;
-    if (w.products != np) np = 0; /* the count check below reports it */
+    if ((err = walk_products(c, s, m[M_PRODUCTS], np, ws->poids, &ws->w))) goto out;
+    if (ws->w.products != np) np = 0; /* the count check below reports it */
+    ws->np = np;
     ost_abort(c);
-    int64_t last = 0;         /* the last customer id of the chunk before */
-    bool started = false, end = false;
-    int64_t pc = -1, pn = -1; /* the key of the order before */
-    while (!end && !err) {
+    while (!ws->end && !err) {
         ost_value cm = root_map(c, M_CUSTOMERS), om = root_map(c, M_ORDERS);
         if (!cm || !om) {
             err = step_fail(c, "walk", "the root's maps do not load");
             break;
         }
-        /* a chunk of customers, after the last one of the chunk before */
-        if ((rc = range_open(c, cm, started ? ost_int(last) : 0, true, 0, false, &cc))) {
-            err = step_fail(c, "walk", "a cursor on the customers map");
-            break;
-        }
-        ost_value key, val;
-        while (n < WALK_CHUNK && (rc = ost_map_cursor_next(cc, &key, &val)) == 0) {
-            int64_t id = -1;
-            ost_int_value(key, &id);
-            if (n ? id <= ids[n - 1] : started && id <= last) w.bad_key++;
-            chunk[n] = ost_incref(val); /* a ghost: the chunk loads at once below */
-            ids[n] = id;
-            nord[n] = 0;
-            n++;
-            w.customers++;
-        }
-        if (rc == OST_ENOTFOUND) end = true;
-        else if (rc) {
-            err = step_fail(c, "walk", "the customers map");
-            break;
-        }
-        if (ost_prefetch(c, chunk, n)) {
-            err = step_fail(c, "walk", "the customers do not load");
-            break;
-        }
-        for (size_t i = 0; i < n && !err; i++) {
-            int64_t num = slot_int(chunk[i], C_NUMBER); /* loaded by the prefetch */
-            if (num < 0) err = step_fail(c, "walk", "a customer does not load");
-            if (ost_instance_class(chunk[i]) != s->customer) w.bad_class++;
-            if (num != ids[i]) w.bad_key++;
-        }
-        if (err) break;
+        if ((err = walk_customers(ws, cm))) break;
         /* their orders: every key from (last + 1,) up to (the chunk's last
          * id + 1,) exclusive; after the last customer, every key left */
-        ost_value from = started ? int_prefix(last + 1) : 0;
-        ost_value to = !end ? int_prefix(ids[n - 1] + 1) : 0;
-        if ((rc = range_open(c, om, from, false, to, false, &oc))) {
+        ost_value from = ws->started ? int_prefix(ws->last + 1) : 0;
+        ost_value to = !ws->end ? int_prefix(ws->ids[ws->n - 1] + 1) : 0;
+        if ((rc = range_open(c, om, from, false, to, false, &ws->oc))) {
             err = step_fail(c, "walk", "a cursor on the orders map");
             break;
         }
-        /* the chunk's orders, then their line items, each set loaded by
-         * one ost_prefetch (a round trip or two on a server, not one per
-         * object); the products the line items refer to come with them */
-        size_t no = 0, nl = 0;
-        while ((rc = ost_map_cursor_next(oc, &key, &val)) == 0) {
-            if (no == wb.cap && wb_grow(&wb, no + 1)) {
-                rc = OST_ENOMEM;
-                break;
-            }
-            ost_int_value(ost_item(key, 0), &wb.cid[no]);
-            ost_int_value(ost_item(key, 1), &wb.num[no]);
-            wb.ord[no++] = ost_incref(val);
-        }
-        if (rc != OST_ENOTFOUND) {
-            err = rc == OST_ENOMEM ? fail("out of memory") : step_fail(c, "walk", "the orders map");
-            goto chunk_end;
-        }
-        if (ost_prefetch(c, wb.ord, no)) {
-            err = step_fail(c, "walk", "the orders do not load");
-            goto chunk_end;
-        }
-        for (size_t i = 0; i < no && !err; i++) {
-            ost_value lines = ost_instance_slot(wb.ord[i], O_LINES);
-            for (size_t li = 0; li < ost_len(lines) && !err; li++) {
-                if (nl == wb.lcap && wb_lgrow(&wb, nl + 1)) err = fail("out of memory");
-                else wb.lines[nl++] = ost_item(lines, li); /* the order holds it */
-            }
-        }
-        if (!err && ost_prefetch(c, wb.lines, nl)) err = step_fail(c, "walk", "the line items do not load");
-        size_t ci = 0;
-        for (size_t i = 0; i < no && !err; i++) {
-            int64_t cid = wb.cid[i], num = wb.num[i];
-            if (cid < pc || (cid == pc && num <= pn)) w.bad_key++;
-            pc = cid, pn = num;
-            while (ci < n && ids[ci] < cid) ci++;
-            bool mine = ci < n && ids[ci] == cid;
-            if (mine) nord[ci]++;
-            err = walk_order(c, s, num, wb.ord[i], mine ? chunk[ci] : 0, poids, np, seen, &w);
-        }
-    chunk_end:
-        for (size_t i = 0; i < no; i++) ost_decref(wb.ord[i]);
-        for (size_t i = 0; i < n; i++) {
-            if (ids[i] < 1 || (uint64_t)ids[i] > k->customers ||
-                nord[i] != k->norders[ids[i] - 1])
-                w.bad_count++;
-            ost_decref(chunk[i]);
-        }
-        if (n) last = ids[n - 1], started = true;
-        n = 0;
-        ost_map_cursor_close(cc);
-        ost_map_cursor_close(oc);
-        cc = oc = NULL;
-        ost_abort(c); /* a transaction boundary: the cache trims itself */
-        progress_update(&bar, w.customers, "customers");
+        err = walk_orders(ws);
+        walk_end_chunk(ws, &bar);
     }
     progress_end(&bar);
+    const walked *w = &ws->w;
     *secs = now_s() - t0;
     demo_phase_end(&g_stats, DEMO_PH_WALK, &clk,
-                   1 + M_COUNT + w.products + w.customers + w.orders + w.lines);
+                   1 + M_COUNT + w->products + w->customers + w->orders + w->lines);
     if (err) goto out;
     uint64_t reached = 0;
-    for (size_t i = 0; i < np; i++) reached += seen[i];
-    /* what the root says it holds */
-    ost_value root = ost_conn_root(c);
-    ost_value key = ost_str_c("counts");
-    ost_value kd = root ? ost_root_get(c, key) : 0;
-    ost_decref(key);
-    struct {
-        const char *name;
-        uint64_t built, walked, map;
-    } checks[] = {
-        {"products", k->products, w.products, len[M_PRODUCTS]},
-        {"customers", k->customers, w.customers, len[M_CUSTOMERS]},
-        {"orders", k->orders, w.orders, len[M_ORDERS]},
-        {"line_items", k->lines, w.lines, k->lines},
-        {"total_cents", k->cents, w.cents, k->cents},
-    };
-    for (size_t i = 0; i < NELEM(checks) && !err; i++) {
-        int64_t stored = -1;
-        ost_value v = kd ? ost_dict_get_c(kd, checks[i].name) : 0;
-        if (v) ost_int_value(v, &stored);
-        if (checks[i].walked != checks[i].built || checks[i].map != checks[i].built ||
-            (uint64_t)stored != checks[i].built)
-            err = fail("walk: %s: built %llu, the root says %lld, the map counts %llu, the walk "
-                       "found %llu",
-                       checks[i].name, (unsigned long long)checks[i].built, (long long)stored,
-                       (unsigned long long)checks[i].map, (unsigned long long)checks[i].walked);
-    }
-    if (!err && (w.bad_ref || w.bad_total || w.bad_class || w.bad_key || w.bad_count))
-        err = fail("walk: %llu wrong references, %llu wrong order totals, %llu objects of the "
-                   "wrong class, %llu wrong or unordered keys, %llu customers with a wrong number "
-                   "of orders",
-                   (unsigned long long)w.bad_ref, (unsigned long long)w.bad_total,
-                   (unsigned long long)w.bad_class, (unsigned long long)w.bad_key,
-                   (unsigned long long)w.bad_count);
-    *objects = 1 + M_COUNT + w.products + w.customers + w.orders + w.lines;
-    *entries = w.products + w.customers + w.orders;
+    for (size_t i = 0; i < np; i++) reached += ws->seen[i];
+    err = walk_check(ws, len);
+    *objects = 1 + M_COUNT + w->products + w->customers + w->orders + w->lines;
+    *entries = w->products + w->customers + w->orders;
     if (!err) {
         char a[32], b[32], d[32], e[32], f[32], g[32], h[32], r[32];
         say("walk:    %s objects and %s map entries from the root in %.2f s: %s objects/s\n"
@@ -977,21 +1029,21 @@ __attribute__((noinline)) static int walk(ost_store *st, const shop *s, const co
             "map in key order: every count matches (built, walked, ost_map_len, the root's)\n",
             fmt_count(a, sizeof a, *objects), fmt_count(b, sizeof b, *entries), *secs,
             fmt_count(d, sizeof d, (uint64_t)((double)*objects / *secs)),
-            fmt_count(e, sizeof e, w.customers), fmt_count(f, sizeof f, w.orders),
-            fmt_count(g, sizeof g, w.lines), fmt_count(h, sizeof h, w.products),
+            fmt_count(e, sizeof e, w->customers), fmt_count(f, sizeof f, w->orders),
+            fmt_count(g, sizeof g, w->lines), fmt_count(h, sizeof h, w->products),
             fmt_count(r, sizeof r, reached));
     }
 out:
-    for (size_t i = 0; i < n; i++) ost_decref(chunk[i]);
-    ost_map_cursor_close(cc);
-    ost_map_cursor_close(oc);
+    for (size_t i = 0; i < ws->n; i++) ost_decref(ws->chunk[i]);
+    ost_map_cursor_close(ws->cc);
+    ost_map_cursor_close(ws->oc);
     progress_end(&bar);
-    free(poids);
-    free(seen);
-    free(wb.ord);
-    free(wb.cid);
-    free(wb.num);
-    free(wb.lines);
+    free(ws->poids);
+    free(ws->seen);
+    free(ws->wb.ord);
+    free(ws->wb.cid);
+    free(ws->wb.num);
+    free(ws->wb.lines);
     ost_conn_close(c);
     return err;
 }

@@ -741,6 +741,194 @@ static int open_dump(const char *file, FILE **out) {
     return EXIT_OK;
 }
 
+/* What run_import reads a dump into, shared by its steps below. */
+typedef struct {
+    const char *file; /* the dump's name, as the user gave it */
+    stream *s;
+    const dump_header *h;
+    ost_store *st;
+    ost_import *im;
+    uint32_t *ids; /* the class ids, ascending; ncls of them (owned) */
+    uint32_t ncls;
+    bool have_root_class, have_map_cid, have_set_cid;
+    uint32_t root_cid, map_cid, set_cid;
+    map_list maps; /* the map records read, to check the entries against */
+    ost_reader *rd; /* decodes map records; made when the first one comes (owned) */
+    uint8_t *buf;   /* a record's pickle, an entry's value (owned) */
+    size_t cap;
+} importing;
+
+/* Reads the class table of x's dump into x->ids, imports each class, and
+ * notes the ids of the root's class and of the map and set classes. The
+ * table's count must fit what the file has left. Returns EXIT_OK, or
+ * EXIT_FAIL (message printed). */
+static int import_classes(importing *x) {
+    const char *file = x->file;
+    stream *s = x->s;
+    if (!get_u32(s, &x->ncls)) return bad_dump(file, s, "the class table");
+    uint32_t ncls = x->ncls;
+    /* each class takes CLASS_MIN bytes at least, before the rest of what
+     * the header counts */
+    if (s->size && (uint64_t)ncls * CLASS_MIN > s->size - s->off - (rest_min(x->h) - 4))
+        return fail("%s: bad export: the class table counts %u classes (%d bytes each at least), "
+                    "more than the file's %llu bytes left hold",
+                    shown(file), ncls, CLASS_MIN, (unsigned long long)(s->size - s->off));
+    char *mod = malloc(65536), *name = malloc(65536);
+    int rc = EXIT_OK;
+    if (!mod || !name) {
+        rc = fail("out of memory");
+        goto out;
+    }
+    size_t idcap = 0; /* ids grow as classes are read: a pipe has no size to bound ncls */
+    for (uint32_t i = 0; i < ncls; i++) {
+        uint32_t id;
+        uint16_t ml, nl;
+        if (!get_u32(s, &id) || !get_u16(s, &ml) || !get(s, mod, ml) || !get_u16(s, &nl) ||
+            !get(s, name, nl)) {
+            rc = bad_dump(file, s, "the class table");
+            goto out;
+        }
+        if (i && id <= x->ids[i - 1]) {
+            rc = fail("%s: bad export: class ids do not ascend (id %u)", shown(file), id);
+            goto out;
+        }
+        if (id == 0 || (uint64_t)id >= x->h->next_class) {
+            rc = fail("%s: bad export: class id %u is not between 1 and the header's next_class "
+                      "%llu",
+                      shown(file), id, (unsigned long long)x->h->next_class);
+            goto out;
+        }
+        if (i == idcap) {
+            size_t nc = idcap ? idcap * 2 : 64;
+            uint32_t *ni = realloc(x->ids, nc * sizeof *x->ids);
+            if (!ni) {
+                rc = fail("out of memory");
+                goto out;
+            }
+            x->ids = ni;
+            idcap = nc;
+        }
+        x->ids[i] = id;
+        if (ost_import_class(x->im, id, mod, ml, name, nl)) {
+            rc = fail("%s: bad export: %s", shown(file), ost_store_errmsg(x->st));
+            goto out;
+        }
+        mod[ml] = 0;
+        name[nl] = 0;
+        if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
+            x->have_root_class = true;
+            x->root_cid = id;
+        }
+        if (strcmp(mod, "ostore.maps") == 0 && strcmp(name, "OrderedMap") == 0) {
+            x->have_map_cid = true;
+            x->map_cid = id;
+        }
+        if (strcmp(mod, "ostore.maps") == 0 && strcmp(name, "OrderedSet") == 0) {
+            x->have_set_cid = true;
+            x->set_cid = id;
+        }
+    }
+out:
+    free(mod);
+    free(name);
+    return rc;
+}
+
+/* Checks record header i of x's dump (oid, serial, class id cid) against
+ * the header, the record before it (prev) and the class table. Returns
+ * EXIT_OK, or EXIT_FAIL (message printed). */
+static int check_record(const importing *x, uint64_t i, uint64_t prev, uint64_t oid,
+                        uint64_t serial, uint32_t cid) {
+    const char *file = x->file;
+    const dump_header *h = x->h;
+    if (i == 0 && oid != 0)
+        return fail("%s: bad export: the first record is oid %llu, not the root (oid 0)",
+                    shown(file), (unsigned long long)oid);
+    if (i == 0 && (!x->have_root_class || cid != x->root_cid))
+        return fail("%s: bad export: the root is not a persistent.mapping.PersistentMapping",
+                    shown(file));
+    if (i && oid <= prev)
+        return fail("%s: bad export: oid %llu out of order (after oid %llu)", shown(file),
+                    (unsigned long long)oid, (unsigned long long)prev);
+    if (oid >= h->next_oid)
+        return fail("%s: bad export: oid %llu is not below the header's next_oid %llu",
+                    shown(file), (unsigned long long)oid, (unsigned long long)h->next_oid);
+    if (serial == 0 || serial > h->last)
+        return fail("%s: bad export: oid %llu has serial %llu (last commit %llu)", shown(file),
+                    (unsigned long long)oid, (unsigned long long)serial,
+                    (unsigned long long)h->last);
+    size_t lo = 0, hi = x->ncls;
+    while (lo < hi) { /* ids ascend: binary search */
+        size_t mid = (lo + hi) / 2;
+        if (x->ids[mid] < cid) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == x->ncls || x->ids[lo] != cid)
+        return fail("%s: bad export: oid %llu has class id %u, not in the class table",
+                    shown(file), (unsigned long long)oid, cid);
+    return EXIT_OK;
+}
+
+/* Reads and imports the records of x's dump, each checked (check_record,
+ * the pickles' lengths against the header); a map or set record is parsed
+ * and kept in x->maps for the entries' checks. Returns EXIT_OK, or
+ * EXIT_FAIL (message printed). */
+static int import_records(importing *x) {
+    const char *file = x->file;
+    stream *s = x->s;
+    uint64_t prev = 0, total = 0;
+    for (uint64_t i = 0; i < x->h->records; i++) {
+        uint64_t oid, serial;
+        uint32_t cid, len;
+        if (!get_u64(s, &oid) || !get_u64(s, &serial) || !get_u32(s, &cid) || !get_u32(s, &len))
+            return bad_dump(file, s, "a record header");
+        if (check_record(x, i, prev, oid, serial, cid)) return EXIT_FAIL;
+        total += len;
+        if (len < 2 || total > x->h->bytes)
+            return fail("%s: bad export: oid %llu: pickle length %u does not fit the header",
+                        shown(file), (unsigned long long)oid, len);
+        int g = get_buf(s, &x->buf, &x->cap, len);
+        if (g) return g < 0 ? fail("out of memory") : bad_dump(file, s, "a record's pickle");
+        if ((x->have_map_cid && cid == x->map_cid) || (x->have_set_cid && cid == x->set_cid)) {
+            raw_map m = {.is_set = x->have_set_cid && cid == x->set_cid};
+            char why[200];
+            if (!x->rd && !(x->rd = ost_reader_new())) return fail("out of memory");
+            if (raw_map_parse(x->rd, x->buf, len, &m, why, sizeof why))
+                return fail("%s: bad export: oid %llu: %s", shown(file), (unsigned long long)oid,
+                            why);
+            int rc = maps_add(&x->maps, oid, &m);
+            if (rc) return rc;
+        }
+        if (ost_import_record(x->im, oid, serial, cid, x->buf, len))
+            return fail("%s: %s", shown(file), ost_store_errmsg(x->st));
+        prev = oid;
+    }
+    if (total != x->h->bytes)
+        return fail("%s: bad export: the pickles hold %llu bytes, the header says %llu",
+                    shown(file), (unsigned long long)total, (unsigned long long)x->h->bytes);
+    return EXIT_OK;
+}
+
+/* Reads the trailer of x's dump from f: the end mark, the CRC-32 of all
+ * that came before it, and nothing after. Returns EXIT_OK, or EXIT_FAIL
+ * (message printed). */
+static int check_trailer(importing *x, FILE *f) {
+    const char *file = x->file;
+    char end[8];
+    if (!get(x->s, end, 8)) return bad_dump(file, x->s, "the trailer");
+    if (memcmp(end, DUMP_END, 8) != 0)
+        return fail("%s: bad export: no trailer after %llu records", shown(file),
+                    (unsigned long long)x->h->records);
+    uint32_t want = x->s->crc, got;
+    if (!get_u32(x->s, &got)) return bad_dump(file, x->s, "the trailer");
+    if (got != want)
+        return fail("%s: bad export: CRC-32 mismatch (file says %08x, content gives %08x): the "
+                    "file is damaged",
+                    shown(file), got, want);
+    if (fgetc(f) != EOF) return fail("%s: bad export: bytes after the trailer", shown(file));
+    return EXIT_OK;
+}
+
 static int run_import(int argc, char **argv) {
     const char *pos[2];
     int prc = parse_args(&cmd_import, argc, argv, NULL, 0, pos, 2, 2, NULL);
@@ -767,204 +955,19 @@ static int run_import(int argc, char **argv) {
         return EXIT_FAIL;
     }
     int rc = EXIT_OK;
-    ost_import *im = NULL;
-    uint8_t *buf = NULL;
-    size_t cap = 0;
-    char *mod = NULL, *name = NULL;
-    uint32_t *ids = NULL;
-    map_list maps = {0};
-    ost_reader *rd = NULL; /* decodes map records */
+    importing x = {.file = file, .s = &s, .h = &h, .st = st};
     /* room for the records and entries, their B-tree pages and some slack */
     uint64_t need = (h.bytes + h.records * 96) * 2 + (h.ebytes + h.entries * 64) * 2 + (64u << 20);
-    if (ost_import_begin(st, need, &im)) {
+    if (ost_import_begin(st, need, &x.im)) {
         rc = fail("%s", ost_store_errmsg(st));
         goto out;
     }
-    /* classes */
-    uint32_t ncls;
-    if (!get_u32(&s, &ncls)) {
-        rc = bad_dump(file, &s, "the class table");
+    if ((rc = import_classes(&x)) || (rc = import_records(&x)) ||
+        (rc = import_entries(file, &s, &h, st, x.im, &x.maps, &x.buf, &x.cap)) ||
+        (rc = check_trailer(&x, f)))
         goto out;
-    }
-    /* each class takes CLASS_MIN bytes at least, before the rest of what
-     * the header counts */
-    if (s.size && (uint64_t)ncls * CLASS_MIN > s.size - s.off - (rest_min(&h) - 4)) {
-        rc = fail("%s: bad export: the class table counts %u classes (%d bytes each at least), "
-                  "more than the file's %llu bytes left hold",
-                  shown(file), ncls, CLASS_MIN, (unsigned long long)(s.size - s.off));
-        goto out;
-    }
-    mod = malloc(65536);
-    name = malloc(65536);
-    if (!mod || !name) {
-        rc = fail("out of memory");
-        goto out;
-    }
-    size_t idcap = 0; /* ids grow as classes are read: a pipe has no size to bound ncls */
-    bool have_root_class = false, have_map_cid = false, have_set_cid = false;
-    uint32_t root_cid = 0, map_cid = 0, set_cid = 0;
-    for (uint32_t i = 0; i < ncls; i++) {
-        uint32_t id;
-        uint16_t ml, nl;
-        if (!get_u32(&s, &id) || !get_u16(&s, &ml) || !get(&s, mod, ml) || !get_u16(&s, &nl) ||
-            !get(&s, name, nl)) {
-            rc = bad_dump(file, &s, "the class table");
-            goto out;
-        }
-        if (i && id <= ids[i - 1]) {
-            rc = fail("%s: bad export: class ids do not ascend (id %u)", shown(file), id);
-            goto out;
-        }
-        if (id == 0 || (uint64_t)id >= h.next_class) {
-            rc = fail("%s: bad export: class id %u is not between 1 and the header's next_class "
-                      "%llu",
-                      shown(file), id, (unsigned long long)h.next_class);
-            goto out;
-        }
-        if (i == idcap) {
-            size_t nc = idcap ? idcap * 2 : 64;
-            uint32_t *ni = realloc(ids, nc * sizeof *ids);
-            if (!ni) {
-                rc = fail("out of memory");
-                goto out;
-            }
-            ids = ni;
-            idcap = nc;
-        }
-        ids[i] = id;
-        if (ost_import_class(im, id, mod, ml, name, nl)) {
-            rc = fail("%s: bad export: %s", shown(file), ost_store_errmsg(st));
-            goto out;
-        }
-        mod[ml] = 0;
-        name[nl] = 0;
-        if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
-            have_root_class = true;
-            root_cid = id;
-        }
-        if (strcmp(mod, "ostore.maps") == 0 && strcmp(name, "OrderedMap") == 0) {
-            have_map_cid = true;
-            map_cid = id;
-        }
-        if (strcmp(mod, "ostore.maps") == 0 && strcmp(name, "OrderedSet") == 0) {
-            have_set_cid = true;
-            set_cid = id;
-        }
-    }
-    /* records */
-    uint64_t prev = 0, total = 0;
-    for (uint64_t i = 0; i < h.records; i++) {
-        uint64_t oid, serial;
-        uint32_t cid, len;
-        if (!get_u64(&s, &oid) || !get_u64(&s, &serial) || !get_u32(&s, &cid) ||
-            !get_u32(&s, &len)) {
-            rc = bad_dump(file, &s, "a record header");
-            goto out;
-        }
-        if (i == 0 && oid != 0) {
-            rc = fail("%s: bad export: the first record is oid %llu, not the root (oid 0)",
-                      shown(file),
-                      (unsigned long long)oid);
-            goto out;
-        }
-        if (i == 0 && (!have_root_class || cid != root_cid)) {
-            rc = fail("%s: bad export: the root is not a persistent.mapping.PersistentMapping",
-                      shown(file));
-            goto out;
-        }
-        if (i && oid <= prev) {
-            rc = fail("%s: bad export: oid %llu out of order (after oid %llu)", shown(file),
-                      (unsigned long long)oid, (unsigned long long)prev);
-            goto out;
-        }
-        if (oid >= h.next_oid) {
-            rc = fail("%s: bad export: oid %llu is not below the header's next_oid %llu",
-                      shown(file), (unsigned long long)oid, (unsigned long long)h.next_oid);
-            goto out;
-        }
-        if (serial == 0 || serial > h.last) {
-            rc = fail("%s: bad export: oid %llu has serial %llu (last commit %llu)", shown(file),
-                      (unsigned long long)oid, (unsigned long long)serial,
-                      (unsigned long long)h.last);
-            goto out;
-        }
-        size_t lo = 0, hi = ncls;
-        while (lo < hi) { /* ids ascend: binary search */
-            size_t mid = (lo + hi) / 2;
-            if (ids[mid] < cid) lo = mid + 1;
-            else hi = mid;
-        }
-        if (lo == ncls || ids[lo] != cid) {
-            rc = fail("%s: bad export: oid %llu has class id %u, not in the class table",
-                      shown(file),
-                      (unsigned long long)oid, cid);
-            goto out;
-        }
-        total += len;
-        if (len < 2 || total > h.bytes) {
-            rc = fail("%s: bad export: oid %llu: pickle length %u does not fit the header",
-                      shown(file),
-                      (unsigned long long)oid, len);
-            goto out;
-        }
-        int g = get_buf(&s, &buf, &cap, len);
-        if (g) {
-            rc = g < 0 ? fail("out of memory") : bad_dump(file, &s, "a record's pickle");
-            goto out;
-        }
-        if ((have_map_cid && cid == map_cid) || (have_set_cid && cid == set_cid)) {
-            raw_map m = {.is_set = have_set_cid && cid == set_cid};
-            char why[200];
-            if (!rd && !(rd = ost_reader_new())) {
-                rc = fail("out of memory");
-                goto out;
-            }
-            if (raw_map_parse(rd, buf, len, &m, why, sizeof why)) {
-                rc = fail("%s: bad export: oid %llu: %s", shown(file), (unsigned long long)oid,
-                          why);
-                goto out;
-            }
-            if ((rc = maps_add(&maps, oid, &m))) goto out;
-        }
-        if (ost_import_record(im, oid, serial, cid, buf, len)) {
-            rc = fail("%s: %s", shown(file), ost_store_errmsg(st));
-            goto out;
-        }
-        prev = oid;
-    }
-    if (total != h.bytes) {
-        rc = fail("%s: bad export: the pickles hold %llu bytes, the header says %llu", shown(file),
-                  (unsigned long long)total, (unsigned long long)h.bytes);
-        goto out;
-    }
-    if ((rc = import_entries(file, &s, &h, st, im, &maps, &buf, &cap))) goto out;
-    char end[8];
-    if (!get(&s, end, 8)) {
-        rc = bad_dump(file, &s, "the trailer");
-        goto out;
-    }
-    if (memcmp(end, DUMP_END, 8) != 0) {
-        rc = fail("%s: bad export: no trailer after %llu records", shown(file),
-                  (unsigned long long)h.records);
-        goto out;
-    }
-    uint32_t want = s.crc, got;
-    if (!get_u32(&s, &got)) {
-        rc = bad_dump(file, &s, "the trailer");
-        goto out;
-    }
-    if (got != want) {
-        rc = fail("%s: bad export: CRC-32 mismatch (file says %08x, content gives %08x): the "
-                  "file is damaged",
-                  shown(file), got, want);
-        goto out;
-    }
-    if (fgetc(f) != EOF) {
-        rc = fail("%s: bad export: bytes after the trailer", shown(file));
-        goto out;
-    }
-    int crc = ost_import_commit(im, h.format, h.next_oid, h.last, h.next_class);
-    im = NULL;
+    int crc = ost_import_commit(x.im, h.format, h.next_oid, h.last, h.next_class);
+    x.im = NULL;
     if (crc) {
         rc = fail("%s", ost_store_errmsg(st));
         goto out;
@@ -979,16 +982,14 @@ static int run_import(int argc, char **argv) {
                fmt_count(a, sizeof a, h.records), shown(db), (unsigned long long)h.last,
                (unsigned long long)h.next_oid);
 out:
-    free(maps.v);
-    ost_reader_free(rd);
-    ost_import_abort(im);
+    free(x.maps.v);
+    ost_reader_free(x.rd);
+    ost_import_abort(x.im);
     if (rc && created) undo_created(db, st, false);
     else ost_store_close(st);
     if (!from_stdin) fclose(f);
-    free(buf);
-    free(mod);
-    free(name);
-    free(ids);
+    free(x.buf);
+    free(x.ids);
     return rc;
 }
 

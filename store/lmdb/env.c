@@ -286,88 +286,129 @@ static unsigned env_flags(const ost_store_options *o) {
     return f;
 }
 
-int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options *opts,
-                       ost__engine **out) {
-    *out = NULL;
-    uv_once(&g_once, open_list_init);
-    char shown[OST__PATH_SHOWN]; /* path as messages show it */
-    ost__path_show(shown, sizeof shown, path);
-    if (st->eng) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", shown);
+/* What ost__lmdb_env_open works on, shared by its steps below. */
+typedef struct {
+    ost_store *st;
+    const ost_store_options *opts; /* borrowed */
+    const char *path;              /* as the caller gave it, borrowed */
+    char shown[OST__PATH_SHOWN];   /* path as messages show it */
+    char real[PATH_MAX];           /* path resolved (realpath) */
+    bool made_dir;                 /* this open made the directory */
+    bool absent[2];                /* of env_files: what a failed open removes again */
+} opening;
+
+/* The files of an LMDB environment, in opening.absent's order. */
+static const char *const env_files[2] = {"data.mdb", "lock.mdb"};
+
+/* The options and handle o->st must pass before anything is touched: not
+ * open already, a known durability, not both create and read_only, at most
+ * 8 prefetch connections. Returns 0, or OST_EINVAL with st's message. */
+static int check_options(const opening *o) {
+    ost_store *st = o->st;
+    const ost_store_options *opts = o->opts;
+    if (st->eng) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", o->shown);
     if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
-        return ost__st_fail(st, OST_EINVAL, "%s: bad options", shown);
+        return ost__st_fail(st, OST_EINVAL, "%s: bad options", o->shown);
     if (opts->prefetch_connections > 8)
         return ost__st_fail(st, OST_EINVAL, "%s: prefetch_connections is %u: at most 8 (0 or 1: one)",
-                            shown, opts->prefetch_connections);
+                            o->shown, opts->prefetch_connections);
+    return 0;
+}
+
+/* The store's directory o->path: made when it is absent and create is set
+ * (o->made_dir), refused when it is no directory; then o->real gets its
+ * real path. Returns 0, or an error with st's message. */
+static int find_dir(opening *o) {
+    ost_store *st = o->st;
     struct stat sb;
-    bool made_dir = false;
-    if (stat(path, &sb) != 0) {
-        if (errno == ENOENT && !opts->create)
+    if (stat(o->path, &sb) != 0) {
+        if (errno == ENOENT && !o->opts->create)
             return ost__st_fail(st, OST_ENOTFOUND, "%s: %s (no store here: open with create, "
-                                "ost_store_options.create, to make one)", shown, strerror(errno));
+                                "ost_store_options.create, to make one)", o->shown, strerror(errno));
         if (errno != ENOENT)
-            return ost__st_fail(st, OST_EIO, "%s: %s", shown, strerror(errno));
-        if (mkdir(path, 0755) != 0)
-            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", shown, strerror(errno));
-        made_dir = true;
+            return ost__st_fail(st, OST_EIO, "%s: %s", o->shown, strerror(errno));
+        if (mkdir(o->path, 0755) != 0)
+            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", o->shown, strerror(errno));
+        o->made_dir = true;
     } else if (!S_ISDIR(sb.st_mode)) {
-        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", shown);
+        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", o->shown);
     }
-    char real[PATH_MAX];
-    if (!realpath(path, real)) return ost__st_fail(st, OST_EIO, "%s: %s", shown, strerror(errno));
-    /* LMDB opens data.mdb and lock.mdb as they are: a FIFO would block
-     * the open for ever, a directory or a device fail in odd ways. Absent
-     * is fine where the store may be created (and lock.mdb always). */
-    static const char *const files[2] = {"data.mdb", "lock.mdb"};
-    bool absent[2] = {false, false}; /* what a failed open removes again */
+    if (!realpath(o->path, o->real))
+        return ost__st_fail(st, OST_EIO, "%s: %s", o->shown, strerror(errno));
+    return 0;
+}
+
+/* LMDB opens data.mdb and lock.mdb as they are: a FIFO would block the
+ * open for ever, a directory or a device fail in odd ways. Each must be a
+ * regular file, or absent (o->absent) where the store may be created (and
+ * lock.mdb always). Then the meta pages of data.mdb are checked, since
+ * liblmdb trusts them. Returns 0, or an error with st's message. */
+static int check_files(opening *o) {
+    ost_store *st = o->st;
+    struct stat sb;
     for (int i = 0; i < 2; i++) {
         char file[PATH_MAX + 16];
-        snprintf(file, sizeof file, "%s/%s", real, files[i]);
+        snprintf(file, sizeof file, "%s/%s", o->real, env_files[i]);
         if (stat(file, &sb) == 0) {
             if (!S_ISREG(sb.st_mode))
-                return ost__st_fail(st, OST_ECORRUPT, "%s: %s is not a regular file (%s)", shown,
-                                    files[i], ost__file_kind(sb.st_mode));
+                return ost__st_fail(st, OST_ECORRUPT, "%s: %s is not a regular file (%s)",
+                                    o->shown, env_files[i], ost__file_kind(sb.st_mode));
         } else if (errno != ENOENT) {
-            return ost__st_fail(st, OST_EIO, "%s: %s: %s", shown, files[i], strerror(errno));
-        } else if (i == 0 && !opts->create) {
+            return ost__st_fail(st, OST_EIO, "%s: %s: %s", o->shown, env_files[i], strerror(errno));
+        } else if (i == 0 && !o->opts->create) {
             return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb: open with "
-                                "create, ost_store_options.create, to make one)", shown);
+                                "create, ost_store_options.create, to make one)", o->shown);
         } else {
-            absent[i] = true;
+            o->absent[i] = true;
         }
     }
     /* liblmdb trusts its meta pages (a page size of 0 divides by zero in
      * mdb_env_open): ours are checked first */
     char why[400];
-    int mrc = ost__meta_check(real, why, sizeof why);
+    int mrc = ost__meta_check(o->real, why, sizeof why);
     if (mrc && mrc != OST_ENOTFOUND)
         return ost__st_fail(st, mrc,
                             "%s: damaged store: %s ('ostore check' says more, 'ostore salvage' "
                             "copies what is intact)",
-                            shown, why);
+                            o->shown, why);
+    return 0;
+}
 
-    /* liblmdb makes lock.mdb with ftruncate and writes it through a map:
-     * on a full disk the first write of a page that has no block faults
-     * (SIGBUS in mdb_env_open). Its blocks are allocated first, so a full
-     * disk is an error here. */
+/* liblmdb makes lock.mdb with ftruncate and writes it through a map: on a
+ * full disk the first write of a page that has no block faults (SIGBUS in
+ * mdb_env_open). Its blocks are allocated here first, so a full disk is an
+ * error (the lock file this made, and the directory, removed again).
+ * Returns 0 (also when the file cannot be opened: liblmdb says why), or
+ * OST_EIO with st's message. */
+static int reserve_lock_file(const opening *o) {
     char lockfile[PATH_MAX + 16];
-    snprintf(lockfile, sizeof lockfile, "%s/lock.mdb", real);
+    snprintf(lockfile, sizeof lockfile, "%s/lock.mdb", o->real);
     int lfd = open(lockfile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    if (lfd >= 0) {
-        struct stat lsb = {0};
-        off_t want = ((off_t)(opts->max_readers ? opts->max_readers : 126) * 64 + 8191) & ~(off_t)4095;
-        int frc = fstat(lfd, &lsb) == 0 && S_ISREG(lsb.st_mode)
-                      ? posix_fallocate(lfd, 0, lsb.st_size > want ? lsb.st_size : want)
-                      : 0;
-        bool made = lsb.st_size == 0;
-        close(lfd);
-        if (frc == ENOSPC || frc == EDQUOT) {
-            if (made) unlink(lockfile);
-            if (made_dir) (void)rmdir(real);
-            return ost__st_fail(st, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
-                                shown, strerror(frc));
-        }
+    if (lfd < 0) return 0;
+    struct stat lsb = {0};
+    unsigned readers = o->opts->max_readers ? o->opts->max_readers : 126;
+    off_t want = ((off_t)readers * 64 + 8191) & ~(off_t)4095;
+    int frc = fstat(lfd, &lsb) == 0 && S_ISREG(lsb.st_mode)
+                  ? posix_fallocate(lfd, 0, lsb.st_size > want ? lsb.st_size : want)
+                  : 0;
+    bool made = lsb.st_size == 0;
+    close(lfd);
+    if (frc == ENOSPC || frc == EDQUOT) {
+        if (made) unlink(lockfile);
+        if (o->made_dir) (void)rmdir(o->real);
+        return ost__st_fail(o->st, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
+                            o->shown, strerror(frc));
     }
+    return 0;
+}
 
+/* A new engine for o->st, entered in the process's list of open stores
+ * unless one of them has o->real open already (OST_EBUSY), with st->path
+ * a copy of o->real, st->eng and st->read_only set. *out gets it, owned by
+ * st (ost__lmdb_env_close). Returns 0, or an error with st's message and
+ * nothing kept. */
+static int register_engine(const opening *o, ost__engine **out) {
+    ost_store *st = o->st;
     ost__engine *e = calloc(1, sizeof *e);
     if (!e) return ost__st_fail(st, OST_ENOMEM, "out of memory");
     if (uv_rwlock_init(&e->maplock)) {
@@ -375,17 +416,17 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
         return ost__st_fail(st, OST_ENOMEM, "out of memory");
     }
     e->st = st;
-    e->made_dir = made_dir;
+    e->made_dir = o->made_dir;
     uv_mutex_lock(&g_open_lock);
-    for (ost__engine *o = g_open; o; o = o->next_open)
-        if (strcmp(o->st->path, real) == 0) {
+    for (ost__engine *x = g_open; x; x = x->next_open)
+        if (strcmp(x->st->path, o->real) == 0) {
             uv_mutex_unlock(&g_open_lock);
             uv_rwlock_destroy(&e->maplock);
             free(e);
-            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", shown);
+            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", o->shown);
         }
-    st->path = strdup(real);
-    ost__path_show(st->shown, sizeof st->shown, real);
+    st->path = strdup(o->real);
+    ost__path_show(st->shown, sizeof st->shown, o->real);
     if (!st->path) {
         uv_mutex_unlock(&g_open_lock);
         uv_rwlock_destroy(&e->maplock);
@@ -396,89 +437,80 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     g_open = e;
     uv_mutex_unlock(&g_open_lock);
     st->eng = e;
-    st->read_only = opts->read_only;
+    st->read_only = o->opts->read_only;
+    *out = e;
+    return 0;
+}
 
-    int code = OST_EIO;
-    int rc = env_open(st, real, opts, env_flags(opts));
+/* Opens the LMDB environment st->eng->env; a read-only open that may not
+ * write lock.mdb reads without it (st->eng->no_lock), as for a store on
+ * read-only media. Returns 0, or an error with st's message (with a hint
+ * on the access needed). */
+static int open_lmdb(const opening *o) {
+    ost_store *st = o->st;
+    const ost_store_options *opts = o->opts;
+    int rc = env_open(st, o->real, opts, env_flags(opts));
     if ((rc == EACCES || rc == EPERM || rc == EROFS) && opts->read_only) {
         /* lock.mdb cannot be written (or made) by this user: read without
          * the lock file, as for a store on read-only media */
-        int rc2 = env_open(st, real, opts, env_flags(opts) | MDB_NOLOCK);
+        int rc2 = env_open(st, o->real, opts, env_flags(opts) | MDB_NOLOCK);
         if (!rc2) st->eng->no_lock = true;
         else if (rc2 != EACCES && rc2 != EPERM && rc2 != EROFS) rc = rc2;
         if (!rc2) rc = 0;
     }
-    if (rc) {
-        const char *hint = rc != EACCES && rc != EPERM && rc != EROFS ? ""
-                           : opts->read_only ? " (reading needs read access to data.mdb)"
-                                             : " (writing needs write access to the directory, "
-                                               "data.mdb and lock.mdb; a read-only open needs "
-                                               "read access only)";
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s%s",
-                            shown, ost__mdb_strerror(st, rc), hint);
-        goto fail;
-    }
-    if (opts->exclusive) {
-        /* an flock of LMDB's own descriptor of data.mdb: it goes with the
-         * descriptor, when the environment closes or the process ends; a
-         * locked store is refused before anything is written to it */
-        mdb_filehandle_t fd;
-        rc = mdb_env_get_fd(st->eng->env, &fd);
-        if (!rc && flock(fd, LOCK_EX | LOCK_NB) != 0) rc = errno;
-        if (rc) {
-            code = rc == EWOULDBLOCK
-                       ? ost__st_fail(st, OST_EBUSY,
-                                      "%s: store is locked: another handle holds it with the "
-                                      "exclusive option (an ostore pack, import, copy or demo)",
-                                      shown)
-                       : ost__st_fail(st, OST_EIO, "%s: cannot lock data.mdb: %s", shown,
-                                      strerror(rc));
-            goto fail;
-        }
-    }
-    if (!opts->read_only) {
-        /* an upgrade (below, when the store is older) rewrites every page:
-         * room for the copy on write of all of them */
-        MDB_envinfo ei;
-        struct stat dsb;
-        char df[PATH_MAX + 16];
-        if (stat(datafile_of(real, df, sizeof df), &dsb) == 0 && mdb_env_info(st->eng->env, &ei) == 0 &&
-            ei.me_mapsize < (uint64_t)dsb.st_size * 3 + ((uint64_t)64 << 20))
-            mdb_env_set_mapsize(st->eng->env, (size_t)dsb.st_size * 3 + ((size_t)64 << 20));
-    }
-    ost__lmdb_map_changed(st);
+    if (!rc) return 0;
+    const char *hint = rc != EACCES && rc != EPERM && rc != EROFS ? ""
+                       : opts->read_only ? " (reading needs read access to data.mdb)"
+                                         : " (writing needs write access to the directory, "
+                                           "data.mdb and lock.mdb; a read-only open needs "
+                                           "read access only)";
+    return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s%s",
+                        o->shown, ost__mdb_strerror(st, rc), hint);
+}
 
-    OST__HOOK(lmdb_opened, ()); /* tests: testctl.h */
+/* With the exclusive option: an flock of LMDB's own descriptor of
+ * data.mdb. It goes with the descriptor, when the environment closes or
+ * the process ends; a locked store is refused (OST_EBUSY) before anything
+ * is written to it. Returns 0, or an error with st's message. */
+static int lock_exclusive(const opening *o) {
+    ost_store *st = o->st;
+    if (!o->opts->exclusive) return 0;
+    mdb_filehandle_t fd;
+    int rc = mdb_env_get_fd(st->eng->env, &fd);
+    if (!rc && flock(fd, LOCK_EX | LOCK_NB) != 0) rc = errno;
+    if (!rc) return 0;
+    return rc == EWOULDBLOCK
+               ? ost__st_fail(st, OST_EBUSY,
+                              "%s: store is locked: another handle holds it with the "
+                              "exclusive option (an ostore pack, import, copy or demo)",
+                              o->shown)
+               : ost__st_fail(st, OST_EIO, "%s: cannot lock data.mdb: %s", o->shown, strerror(rc));
+}
 
-    /* liblmdb trusts its pages, and the open reads the main database, meta
-     * and the class table through it: ostore's own checks of those pages
-     * first (store/lmdb/guard.h; it adopts a map another process grew) */
-    char gmsg[256];
-    if ((rc = ost__gd_check_env(st, gmsg, sizeof gmsg))) {
-        code = ost__st_fail(st, rc, "%s: damaged store: %s ('ostore check' lists the damage, "
-                            "'ostore salvage' copies what is intact)", shown,
-                            rc == OST_ECORRUPT ? gmsg : ost_strerror(rc));
-        goto fail;
-    }
+/* A read-write open: an upgrade (when the store is older) rewrites every
+ * page, so the map gets room for the copy on write of all of them. */
+static void room_for_upgrade(const opening *o) {
+    if (o->opts->read_only) return;
+    MDB_envinfo ei;
+    struct stat dsb;
+    char df[PATH_MAX + 16];
+    ost__engine *e = o->st->eng;
+    if (stat(datafile_of(o->real, df, sizeof df), &dsb) == 0 && mdb_env_info(e->env, &ei) == 0 &&
+        ei.me_mapsize < (uint64_t)dsb.st_size * 3 + ((uint64_t)64 << 20))
+        mdb_env_set_mapsize(e->env, (size_t)dsb.st_size * 3 + ((size_t)64 << 20));
+}
 
-    MDB_txn *t;
-    /* another process may have grown the map since mdb_env_open sized
-     * this one (a writer beside a read command): adopt its size and
-     * begin again (ost__remap) */
-    for (int tries = 0;; tries++) {
-        rc = mdb_txn_begin(st->eng->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
-        if (rc != MDB_MAP_RESIZED || tries == 8 || ost__remap(st, rc)) break;
-    }
-    if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
-        goto fail;
-    }
+/* Opens the named databases in t (made in a read-write open): meta,
+ * records, classes, txlog, mapents (absent in a format-1 store, read
+ * only) and, read-write only, mapdels. Aborts t on failure. Returns 0, or
+ * an error with st's message (OST_ECORRUPT for a database missing). */
+static int open_dbs(const opening *o, MDB_txn *t) {
+    ost_store *st = o->st;
     unsigned cf = st->read_only ? 0 : MDB_CREATE;
-    rc = mdb_dbi_open(t, "meta", cf, &st->eng->meta);
+    int rc = mdb_dbi_open(t, "meta", cf, &st->eng->meta);
     if (rc == MDB_NOTFOUND) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", shown);
-        goto fail;
+        return ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", o->shown);
     }
     if (!rc) rc = mdb_dbi_open(t, "records", cf, &st->eng->recs);
     if (!rc) rc = mdb_dbi_open(t, "classes", cf, &st->eng->classes);
@@ -497,67 +529,124 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     }
     if (rc) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
-                     "%s: cannot open databases: %s", shown, ost__mdb_strerror(st, rc));
-        goto fail;
+        return ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
+                     "%s: cannot open databases: %s", o->shown, ost__mdb_strerror(st, rc));
     }
+    return 0;
+}
+
+/* meta's magic in t: a store without it is made (init_store) when it may
+ * be created, else refused; a store another handle made meanwhile stays
+ * (o->absent[0] cleared). Aborts t on failure. Returns 0, or an error with
+ * st's message. */
+static int check_magic(opening *o, MDB_txn *t) {
+    ost_store *st = o->st;
     MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v;
-    rc = mdb_get(t, st->eng->meta, &k, &v);
-    if (rc == MDB_NOTFOUND && !st->read_only && opts->create) {
+    int rc = mdb_get(t, st->eng->meta, &k, &v);
+    if (rc == MDB_NOTFOUND && !st->read_only && o->opts->create) {
         rc = init_store(st, t);
         if (rc) {
             mdb_txn_abort(t);
-            code = ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", shown,
+            return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", o->shown,
                          ost__mdb_strerror(st, rc));
-            goto fail;
         }
     } else if (rc || v.mv_size != strlen(META_MAGIC) || memcmp(v.mv_data, META_MAGIC, v.mv_size)) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", shown);
-        goto fail;
+        return ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", o->shown);
     } else {
-        absent[0] = false; /* another handle made the store meanwhile: it stays */
+        o->absent[0] = false; /* another handle made the store meanwhile: it stays */
     }
+    return 0;
+}
+
+/* The store's format from meta in t, upgraded (ost__upgrade) when older
+ * and the open is read-write, into st->format; then the counters must be
+ * readable. Aborts t on failure. Returns 0, or an error with st's
+ * message. */
+static int check_format(const opening *o, MDB_txn *t) {
+    ost_store *st = o->st;
     uint64_t fmt;
-    rc = ost__lmdb_meta_get(t, st->eng->meta, "format", &fmt);
+    int rc = ost__lmdb_meta_get(t, st->eng->meta, "format", &fmt);
     if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
         mdb_txn_abort(t);
         if (rc)
-            code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", shown,
+            return ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", o->shown,
                                 ost__mdb_strerror(st, rc));
-        else
-            code = ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d",
-                                shown,
-                         (unsigned long long)fmt, OST_STORE_FORMAT);
-        goto fail;
+        return ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d",
+                            o->shown, (unsigned long long)fmt, OST_STORE_FORMAT);
     }
     if (fmt < OST_STORE_FORMAT && !st->read_only) {
         rc = ost__upgrade(st, t, fmt);
         if (rc) {
             mdb_txn_abort(t);
-            if (OST__OURS(rc)) { /* st->msg says which record */
-                code = rc;
-                goto fail;
-            }
-            code = ost__st_fail(st, ost__mdb_code(rc), "%s: upgrading the store from format %llu: %s",
-                                path, (unsigned long long)fmt, mdb_strerror(rc));
-            goto fail;
+            if (OST__OURS(rc)) return rc; /* st->msg says which record */
+            return ost__st_fail(st, ost__mdb_code(rc), "%s: upgrading the store from format %llu: %s",
+                                o->path, (unsigned long long)fmt, mdb_strerror(rc));
         }
         fmt = OST_STORE_FORMAT;
     }
     st->format = fmt;
     uint64_t x;
-    if (ost__lmdb_meta_get(t, st->eng->meta, "next_oid", &x) || ost__lmdb_meta_get(t, st->eng->meta, "last_serial", &x) ||
+    if (ost__lmdb_meta_get(t, st->eng->meta, "next_oid", &x) ||
+        ost__lmdb_meta_get(t, st->eng->meta, "last_serial", &x) ||
         ost__lmdb_meta_get(t, st->eng->meta, "next_class", &x)) {
         mdb_txn_abort(t);
-        code = ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", shown);
-        goto fail;
+        return ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", o->shown);
     }
+    return 0;
+}
+
+/* The first transaction of the open: its databases, meta's magic (or a
+ * new store), the format and counters, committed. Another process may
+ * have grown the map since mdb_env_open sized this one (a writer beside a
+ * read command): its size is adopted and the transaction begun again
+ * (ost__remap). Returns 0, or an error with st's message. */
+static int first_txn(opening *o) {
+    ost_store *st = o->st;
+    MDB_txn *t;
+    int rc;
+    for (int tries = 0;; tries++) {
+        rc = mdb_txn_begin(st->eng->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
+        if (rc != MDB_MAP_RESIZED || tries == 8 || ost__remap(st, rc)) break;
+    }
+    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", o->shown, ost__mdb_strerror(st, rc));
+    if ((rc = open_dbs(o, t)) || (rc = check_magic(o, t)) || (rc = check_format(o, t))) return rc;
     rc = mdb_txn_commit(t);
-    if (rc) {
-        code = ost__st_fail(st, ost__mdb_code(rc), "%s: %s", shown, ost__mdb_strerror(st, rc));
+    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", o->shown, ost__mdb_strerror(st, rc));
+    return 0;
+}
+
+int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options *opts,
+                       ost__engine **out) {
+    *out = NULL;
+    uv_once(&g_once, open_list_init);
+    opening o = {.st = st, .opts = opts, .path = path};
+    ost__path_show(o.shown, sizeof o.shown, path);
+    int rc;
+    if ((rc = check_options(&o)) || (rc = find_dir(&o)) || (rc = check_files(&o)) ||
+        (rc = reserve_lock_file(&o)))
+        return rc;
+    ost__engine *e;
+    if ((rc = register_engine(&o, &e))) return rc;
+
+    int code; /* the error returned */
+    if ((code = open_lmdb(&o)) || (code = lock_exclusive(&o))) goto fail;
+    room_for_upgrade(&o);
+    ost__lmdb_map_changed(st);
+
+    OST__HOOK(lmdb_opened, ()); /* tests: testctl.h */
+
+    /* liblmdb trusts its pages, and the open reads the main database, meta
+     * and the class table through it: ostore's own checks of those pages
+     * first (store/lmdb/guard.h; it adopts a map another process grew) */
+    char gmsg[256];
+    if ((rc = ost__gd_check_env(st, gmsg, sizeof gmsg))) {
+        code = ost__st_fail(st, rc, "%s: damaged store: %s ('ostore check' lists the damage, "
+                            "'ostore salvage' copies what is intact)", o.shown,
+                            rc == OST_ECORRUPT ? gmsg : ost_strerror(rc));
         goto fail;
     }
+    if ((code = first_txn(&o))) goto fail;
     *out = e;
     return 0;
 fail:
@@ -566,13 +655,13 @@ fail:
      * holds it locked or wrote its meta (that one made it meanwhile).
      * Caveat: a process that opened the files between this open's look
      * and its failure, before writing anything, loses them. */
-    if (absent[0] && code != OST_EBUSY) {
+    if (o.absent[0] && code != OST_EBUSY) {
         for (int i = 0; i < 2; i++) {
             char file[PATH_MAX + 16];
-            snprintf(file, sizeof file, "%s/%s", real, files[i]);
-            if (absent[i]) (void)unlink(file);
+            snprintf(file, sizeof file, "%s/%s", o.real, env_files[i]);
+            if (o.absent[i]) (void)unlink(file);
         }
-        if (made_dir) (void)rmdir(real);
+        if (o.made_dir) (void)rmdir(o.real);
     }
     return code;
 }

@@ -76,6 +76,8 @@ typedef struct {
     const char *cur_db; /* the database the walk of the moment reads */
     bool damaged_db;    /* ... reported problems */
     bool nomem;
+    char (*stand)[40];  /* stand-in names of classes whose entries are lost */
+    size_t nstand, capstand;
 } salv;
 
 #define PUSH(a, item)                                                   \
@@ -710,23 +712,17 @@ static int write_store(salv *s, const char *dst, uint8_t **patched, char *msg, s
 
 /* ---- the whole ---------------------------------------------------------------------- */
 
-int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void *ud,
-                 ost__salvage_stats *stats, char *msg, size_t cap) {
-    ost__salvage_stats dummy;
-    if (!stats) stats = &dummy;
-    memset(stats, 0, sizeof *stats);
-    if (msg && cap) msg[0] = 0;
-    if (!src || !dst) return fail(msg, cap, OST_EINVAL, "salvage: no path given");
-    salv sv = {.report = report, .ud = ud, .st = stats};
-    salv *s = &sv;
-    char (*stand)[40] = NULL; /* stand-in names of classes whose entries are lost */
-    size_t nstand = 0, capstand = 0;
+/* Opens the damaged file src into s->pc and picks the snapshot to read:
+ * the one liblmdb would use, or else the other one (a damaged meta page is
+ * reported, and makes s->fallback). Returns 0, or an error with msg set
+ * and s->pc closed. */
+static int open_source(salv *s, const char *src, char *msg, size_t cap) {
     int rc = ost__pc_open(src, &s->pc, msg, cap);
     if (rc) return rc;
     char why[256];
     if (ost__pc_meta_check(s->pc, why, sizeof why)) {
         say(s, OST__SALV_DAMAGE, "%s", why);
-        stats->problems++;
+        s->st->problems++;
         s->fallback = true;
     }
     /* the snapshot liblmdb would use, or else the other one */
@@ -737,47 +733,60 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
                     "from an export or a backup)",
                     src);
     }
-    rc = ost__pc_walk(s->pc, on_problem, s, NULL);
-    if (rc == OST_ENOMEM) goto nomem;
+    return 0;
+}
+
+/* Walks every page of s->pc (on_problem counts what is damaged) and reads
+ * the meta database, which gives s->format (3 when it is unreadable).
+ * Returns 0, or OST_ENOMEM. */
+static int walk_pages(salv *s) {
+    if (ost__pc_walk(s->pc, on_problem, s, NULL) == OST_ENOMEM) return OST_ENOMEM;
     ost__pc_each(s->pc, "meta", meta_cb, NULL, s);
     s->format = s->have_meta[0] && s->meta[0] >= 1 && s->meta[0] <= 3 ? s->meta[0] : 3;
-    stats->format = s->have_meta[0] ? s->meta[0] : 0;
+    s->st->format = s->have_meta[0] ? s->meta[0] : 0;
     if (!s->have_meta[0])
         say(s, OST__SALV_NOTE, "the store's format is unreadable: records are taken as format 3");
+    return 0;
+}
 
+/* Reads the classes, records and map entries of the trees; on any damage
+ * (format 3 only) the whole file is scanned too, and *sc says which kinds
+ * were scanned for. Returns 0, or OST_ENOMEM. */
+static int read_trees(salv *s, scan_ctx *sc) {
     /* the trees; on any damage the whole file is scanned too (a damaged
      * meta page or main tree can hide whole databases, a cut file pages) */
-    scan_ctx sc = {.s = s};
-    bool any = stats->problems != 0;
-    rc = ost__pc_each(s->pc, "classes", class_cb, NULL, s);
-    sc.cls = any || rc != 0;
+    bool any = s->st->problems != 0;
+    int rc = ost__pc_each(s->pc, "classes", class_cb, NULL, s);
+    sc->cls = any || rc != 0;
     rc = ost__pc_each(s->pc, "records", rec_cb, NULL, s);
-    sc.recs = any || rc != 0 || s->bad.n;
+    sc->recs = any || rc != 0 || s->bad.n;
     rc = ost__pc_each(s->pc, "mapents", ent_cb, NULL, s);
-    sc.ents = any || (rc != 0 && rc != OST_ENOTFOUND) || s->bad_ents;
-    if (s->nomem) goto nomem;
-    if (s->format < 3 && (sc.recs || sc.ents || sc.cls)) {
+    sc->ents = any || (rc != 0 && rc != OST_ENOTFOUND) || s->bad_ents;
+    if (s->nomem) return OST_ENOMEM;
+    if (s->format < 3 && (sc->recs || sc->ents || sc->cls)) {
         say(s, OST__SALV_NOTE,
             "a format-%llu store has no checksums: copies of records outside the B-trees "
             "cannot be told from stale ones, so the file is not scanned for them",
             (unsigned long long)s->format);
-        sc.recs = sc.ents = false;
+        sc->recs = sc->ents = false;
     }
-    if (sc.recs || sc.ents || sc.cls) {
+    if (sc->recs || sc->ents || sc->cls) {
         size_t before_r = s->recs.n, before_e = s->ents.n;
-        ost__pc_scan(s->pc, scan_cb, &sc);
-        if (s->nomem) goto nomem;
+        ost__pc_scan(s->pc, scan_cb, sc);
+        if (s->nomem) return OST_ENOMEM;
         say(s, OST__SALV_NOTE,
             "scanned every page of the file for intact copies: %zu record and %zu entry copies "
             "found outside the trees",
             s->recs.n - before_r, s->ents.n - before_e);
     }
+    return 0;
+}
 
-    /* one copy per oid and per key */
-    sort(s->cls.v, s->cls.n, sizeof *s->cls.v, cmp_cls);
-    dedupe_recs(s);
-    /* the oids still wanted: damaged records, and what recovered records
-     * refer to; the pages are searched byte by byte for them */
+/* Up to three rounds (format 3 only) of searching the pages byte by byte
+ * (lenient_scan) for the oids still wanted: damaged records, the root and
+ * what recovered records refer to; each round's finds are deduplicated.
+ * An allocation failure sets s->nomem. */
+static void search_wanted(salv *s) {
     for (int round = 0; round < 3 && s->format >= 3 && !s->nomem; round++) {
         ARR(uint64_t) want = {0};
         for (size_t i = 0; i < s->bad.n; i++)
@@ -810,30 +819,39 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
             s->recs.n - before, s->recs.n - before == 1 ? "" : "s");
         dedupe_recs(s);
     }
-    /* maps whose records count more entries than were found */
-    if (s->format >= 3 && (sc.ents || s->bad_ents)) {
-        sort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
-        ARR(uint64_t) want = {0};
-        size_t ei = 0;
-        for (size_t i = 0; i < s->recs.n; i++) {
-            uint64_t count, found = 0;
-            const srec *r = &s->recs.v[i];
-            if (ost__map_record_count(r->pickle, r->len, &count)) continue;
-            while (ei < s->ents.n && be64(s->ents.v[ei].key) < r->oid) ei++;
-            for (size_t j = ei; j < s->ents.n && be64(s->ents.v[j].key) == r->oid; j++)
-                if (j == ei || kcmp(s->ents.v[j].key, s->ents.v[j].klen, s->ents.v[j - 1].key,
-                                    s->ents.v[j - 1].klen))
-                    found++;
-            if (found < count) PUSH(want, r->oid);
-        }
-        lenient_scan_entries(s, want.v, want.n);
-        free(want.v);
+}
+
+/* When map entries were damaged or scanned for (format 3 only): searches
+ * the pages byte by byte (lenient_scan_entries) for the entries of maps
+ * whose records count more entries than were found. An allocation failure
+ * sets s->nomem. */
+static void search_short_maps(salv *s, const scan_ctx *sc) {
+    if (s->format < 3 || !(sc->ents || s->bad_ents)) return;
+    sort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
+    ARR(uint64_t) want = {0};
+    size_t ei = 0;
+    for (size_t i = 0; i < s->recs.n; i++) {
+        uint64_t count, found = 0;
+        const srec *r = &s->recs.v[i];
+        if (ost__map_record_count(r->pickle, r->len, &count)) continue;
+        while (ei < s->ents.n && be64(s->ents.v[ei].key) < r->oid) ei++;
+        for (size_t j = ei; j < s->ents.n && be64(s->ents.v[j].key) == r->oid; j++)
+            if (j == ei || kcmp(s->ents.v[j].key, s->ents.v[j].klen, s->ents.v[j - 1].key,
+                                s->ents.v[j - 1].klen))
+                found++;
+        if (found < count) PUSH(want, r->oid);
     }
-    size_t n;
+    lenient_scan_entries(s, want.v, want.n);
+    free(want.v);
+}
+
+/* One copy per map key: the tree's, else the newest found (a copy newer
+ * than the last commit is none), as dedupe_recs does for records. */
+static void dedupe_ents(salv *s) {
     for (size_t i = 0; i < s->ents.n; i++)
         s->ents.v[i].prio = s->fallback ? 0 : s->ents.v[i].scanned ? 1 : 0;
     sort(s->ents.v, s->ents.n, sizeof *s->ents.v, cmp_ent);
-    n = 0;
+    size_t n = 0;
     for (size_t i = 0; i < s->ents.n; i++) {
         sent *e = &s->ents.v[i];
         if (n && kcmp(s->ents.v[n - 1].key, s->ents.v[n - 1].klen, e->key, e->klen) == 0) continue;
@@ -841,7 +859,10 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         s->ents.v[n++] = *e;
     }
     s->ents.n = n;
-    if (s->nomem) goto nomem;
+}
+
+/* Reports how many map entries the byte search found, when it found any. */
+static void note_searched_ents(salv *s) {
     size_t searched = 0;
     for (size_t i = 0; i < s->ents.n; i++) searched += s->ents.v[i].scanned == 2;
     if (searched)
@@ -849,18 +870,23 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
             "found %zu map entr%s in nodes the page checks could not parse (each checked against "
             "its checksum)",
             searched, searched == 1 ? "y" : "ies");
+}
 
-    /* classes whose entries are lost: their records keep their bytes under
-     * a stand-in name */
+/* Classes whose entries are lost: their records keep their bytes under a
+ * stand-in class ostore.salvage.LostClass<id>, each reported. The names
+ * are kept in s->stand (freed with s), which s->cls points into. Returns
+ * 0, or OST_ENOMEM. */
+static int name_lost_classes(salv *s) {
     for (size_t i = 0; i < s->recs.n; i++) {
         uint32_t cid = s->recs.v[i].cid;
         if (class_of(s, cid)) continue;
-        if (ost__reserve((void **)&stand, &capstand, nstand + 1, sizeof *stand, 16)) goto nomem;
-        snprintf(stand[nstand], sizeof stand[0], "LostClass%u", cid);
-        scls c = {cid, "ostore.salvage", NULL, 14, strlen(stand[nstand])};
-        nstand++;
+        if (ost__reserve((void **)&s->stand, &s->capstand, s->nstand + 1, sizeof *s->stand, 16))
+            return OST_ENOMEM;
+        snprintf(s->stand[s->nstand], sizeof s->stand[0], "LostClass%u", cid);
+        scls c = {cid, "ostore.salvage", NULL, 14, strlen(s->stand[s->nstand])};
+        s->nstand++;
         PUSH(s->cls, c);
-        if (s->nomem) goto nomem;
+        if (s->nomem) return OST_ENOMEM;
         sort(s->cls.v, s->cls.n, sizeof *s->cls.v, cmp_cls);
         size_t count = 0;
         for (size_t j = 0; j < s->recs.n; j++) count += s->recs.v[j].cid == cid;
@@ -869,42 +895,48 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
             "ostore.salvage.LostClass%u",
             cid, count, count == 1 ? "" : "s", cid);
     }
-    for (size_t i = 0, k = 0; i < s->cls.n && k < nstand; i++) /* the names, now stand is fixed */
+    for (size_t i = 0, k = 0; i < s->cls.n && k < s->nstand; i++) /* the names, now stand is fixed */
         if (!s->cls.v[i].name) {
             uint32_t id = s->cls.v[i].id;
-            for (size_t j = 0; j < nstand; j++) {
+            for (size_t j = 0; j < s->nstand; j++) {
                 char want[40];
                 snprintf(want, sizeof want, "LostClass%u", id);
-                if (strcmp(want, stand[j]) == 0) s->cls.v[i].name = stand[j];
+                if (strcmp(want, s->stand[j]) == 0) s->cls.v[i].name = s->stand[j];
             }
             k++;
         }
+    return 0;
+}
 
-    /* the root */
+/* When no copy of the root (oid 0) was found: an empty PersistentMapping
+ * in its place (with that class when the store had none), reported and
+ * counted in stats->root_lost. Returns 0, or OST_ENOMEM. */
+static int ensure_root(salv *s) {
     uint32_t root_cid = class_id(s, "persistent.mapping", "PersistentMapping");
-    if (!find_rec(s, 0)) {
-        if (!root_cid) {
-            uint32_t id = 1;
-            for (size_t i = 0; i < s->cls.n; i++)
-                if (s->cls.v[i].id >= id) id = s->cls.v[i].id + 1;
-            scls c = {id, "persistent.mapping", "PersistentMapping", 18, 17};
-            PUSH(s->cls, c);
-            root_cid = id;
-        }
-        srec r = {0, 1, root_cid, empty_root, sizeof empty_root, 0, false, 0};
-        PUSH(s->recs, r);
-        if (s->nomem) goto nomem;
-        sort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
-        stats->root_lost = 1;
-        say(s, OST__SALV_LOST,
-            "oid 0 (the root): no intact copy: the new store has an empty root, and the objects "
-            "recovered are reachable from nothing ('ostore pack' would remove them all)");
+    if (find_rec(s, 0)) return 0;
+    if (!root_cid) {
+        uint32_t id = 1;
+        for (size_t i = 0; i < s->cls.n; i++)
+            if (s->cls.v[i].id >= id) id = s->cls.v[i].id + 1;
+        scls c = {id, "persistent.mapping", "PersistentMapping", 18, 17};
+        PUSH(s->cls, c);
+        root_cid = id;
     }
+    srec r = {0, 1, root_cid, empty_root, sizeof empty_root, 0, false, 0};
+    PUSH(s->recs, r);
+    if (s->nomem) return OST_ENOMEM;
+    sort(s->recs.v, s->recs.n, sizeof *s->recs.v, cmp_rec);
+    s->st->root_lost = 1;
+    say(s, OST__SALV_LOST,
+        "oid 0 (the root): no intact copy: the new store has an empty root, and the objects "
+        "recovered are reachable from nothing ('ostore pack' would remove them all)");
+    return 0;
+}
 
-    /* entries of maps whose record was recovered; counts from them */
-    uint32_t map_cid = class_id(s, "ostore.maps", "OrderedMap");
-    uint32_t set_cid = class_id(s, "ostore.maps", "OrderedSet");
-    n = 0;
+/* Drops the entries whose map record (of class map_cid, or set_cid with
+ * empty values) was not recovered, reporting each such map once. */
+static void drop_orphan_entries(salv *s, uint32_t map_cid, uint32_t set_cid) {
+    size_t n = 0;
     uint64_t dropped_map = UINT64_MAX;
     for (size_t i = 0; i < s->ents.n; i++) {
         sent *e = &s->ents.v[i];
@@ -913,7 +945,7 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         bool ok = r && r->cid && (r->cid == map_cid || r->cid == set_cid) &&
                   (r->cid == set_cid ? e->vlen == 0 : e->vlen != 0);
         if (!ok) {
-            stats->dropped_entries++;
+            s->st->dropped_entries++;
             if (m != dropped_map)
                 say(s, OST__SALV_LOST, "map %llu: its record is lost; its entries are dropped",
                     (unsigned long long)m);
@@ -923,8 +955,25 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         s->ents.v[n++] = *e;
     }
     s->ents.n = n;
-    uint8_t **patched = calloc(s->recs.n ? s->recs.n : 1, sizeof *patched);
-    if (!patched) goto nomem;
+}
+
+/* Frees patched, an array of s->recs.n copies (each may be NULL); NULL is
+ * ignored. */
+static void free_patched(const salv *s, uint8_t **patched) {
+    if (!patched) return;
+    for (size_t i = 0; i < s->recs.n; i++) free(patched[i]);
+    free(patched);
+}
+
+/* The counts of the maps and sets (classes map_cid and set_cid) recovered:
+ * each record whose count differs from the entries recovered gets a
+ * patched copy with that count, reported. *patched gets a new array of
+ * s->recs.n pointers, NULL where the record is written as found, owned by
+ * the caller (free_patched). Returns 0, or OST_ENOMEM with nothing
+ * allocated. */
+static int patch_map_counts(salv *s, uint32_t map_cid, uint32_t set_cid, uint8_t ***patched) {
+    uint8_t **p = calloc(s->recs.n ? s->recs.n : 1, sizeof *p);
+    if (!p) return OST_ENOMEM;
     size_t ei = 0;
     for (size_t i = 0; i < s->recs.n; i++) {
         const srec *r = &s->recs.v[i];
@@ -933,11 +982,14 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         while (ei < s->ents.n && be64(s->ents.v[ei].key) < r->oid) ei++;
         while (ei < s->ents.n && be64(s->ents.v[ei].key) == r->oid) count++, ei++;
         if (ost__map_record_count(r->pickle, r->len, &was) || was == count) continue;
-        if (!(patched[i] = malloc(r->len))) goto nomem_patched;
-        memcpy(patched[i], r->pickle, r->len);
-        ost__map_record_setcount(patched[i], r->len, count);
+        if (!(p[i] = malloc(r->len))) {
+            free_patched(s, p);
+            return OST_ENOMEM;
+        }
+        memcpy(p[i], r->pickle, r->len);
+        ost__map_record_setcount(p[i], r->len, count);
         if (was > count) {
-            stats->lost_entries += was - count;
+            s->st->lost_entries += was - count;
             say(s, OST__SALV_LOST,
                 "map %llu: %llu of its %llu entries (damaged, no intact copy found); its count is "
                 "now %llu",
@@ -949,15 +1001,22 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
                 (unsigned long long)r->oid, (unsigned long long)count, (unsigned long long)was);
         }
     }
+    *patched = p;
+    return 0;
+}
 
-    /* what was lost: damaged records without an intact copy, and oids that
-     * recovered records refer to and that were not recovered */
+/* Reports what was lost, counting it in stats->lost_records: damaged
+ * records without an intact copy, and oids that recovered records and
+ * entries refer to and that were not recovered; then the entries that
+ * failed their checksum. Returns 0, or OST_ENOMEM (before the references'
+ * reports). */
+static int report_lost(salv *s) {
     sort(s->bad.v, s->bad.n, sizeof *s->bad.v, cmp_u64); /* oid first in sbad */
     for (size_t i = 0; i < s->bad.n; i++) {
         const sbad *b = &s->bad.v[i];
         if ((i && s->bad.v[i - 1].oid == b->oid) || find_rec(s, b->oid)) continue;
         const scls *c = class_of(s, b->cid);
-        stats->lost_records++;
+        s->st->lost_records++;
         say(s, OST__SALV_LOST, "oid %llu (%s%.*s%s%.*s): %s", (unsigned long long)b->oid,
             c ? "" : "class unknown", c ? (int)c->ml : 0, c ? c->mod : "", c ? "." : "",
             c ? (int)c->nl : 0, c ? c->name : "", b->why);
@@ -971,23 +1030,31 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
         rx.holder = be64(s->ents.v[i].key);
         if (s->ents.v[i].vlen) ost__scan_pids(s->ents.v[i].val, s->ents.v[i].vlen, note_ref, &rx);
     }
-    if (s->nomem) goto nomem_refs;
+    if (s->nomem) {
+        free(rx.missing.v);
+        return OST_ENOMEM;
+    }
     sort(rx.missing.v, rx.missing.n, sizeof *rx.missing.v, cmp_u64); /* by oid */
     for (size_t i = 0; i < rx.missing.n; i++) {
         const sref *m = &rx.missing.v[i];
         if ((i && rx.missing.v[i - 1].oid == m->oid) || is_bad(s, m->oid)) continue;
-        stats->lost_records++;
+        s->st->lost_records++;
         say(s, OST__SALV_LOST, "oid %llu (class unknown): oid %llu refers to it; no intact copy found",
             (unsigned long long)m->oid, (unsigned long long)m->holder);
     }
+    free(rx.missing.v);
     if (s->bad_ents)
         say(s, OST__SALV_NOTE,
             "%llu map entr%s failed %s checksum in the trees (counted above when no intact copy "
             "was found)",
             (unsigned long long)s->bad_ents, s->bad_ents == 1 ? "y" : "ies",
             s->bad_ents == 1 ? "its" : "their");
+    return 0;
+}
 
-    /* what came from outside the trees may be older than what was lost */
+/* Reports the records that came from outside the trees (the first 50 each,
+ * then how many more), since they may be older than what was lost. */
+static void report_scanned(salv *s) {
     size_t told = 0;
     for (size_t i = 0; i < s->recs.n; i++) {
         const srec *r = &s->recs.v[i];
@@ -1000,6 +1067,11 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
                 (unsigned long long)r->serial);
     }
     if (told > 50) say(s, OST__SALV_NOTE, "... and %zu more records recovered so", told - 50);
+}
+
+/* Fills the counts of s->st that the new store's contents give. */
+static void count_stats(salv *s) {
+    ost__salvage_stats *stats = s->st;
     stats->damaged = s->bad_ents;
     for (size_t i = 0; i < s->bad.n; i++)
         if (!i || s->bad.v[i - 1].oid != s->bad.v[i].oid) stats->damaged++;
@@ -1008,24 +1080,54 @@ int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void 
     stats->classes = s->cls.n;
     for (size_t i = 0; i < s->recs.n; i++) stats->records_scanned += s->recs.v[i].scanned;
     for (size_t i = 0; i < s->ents.n; i++) stats->entries_scanned += s->ents.v[i].scanned;
+}
+
+int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void *ud,
+                 ost__salvage_stats *stats, char *msg, size_t cap) {
+    ost__salvage_stats dummy;
+    if (!stats) stats = &dummy;
+    memset(stats, 0, sizeof *stats);
+    if (msg && cap) msg[0] = 0;
+    if (!src || !dst) return fail(msg, cap, OST_EINVAL, "salvage: no path given");
+    salv sv = {.report = report, .ud = ud, .st = stats};
+    salv *s = &sv;
+    int rc = open_source(s, src, msg, cap);
+    if (rc) return rc;
+    scan_ctx sc = {.s = s};
+    uint8_t **patched = NULL; /* map records with their counts set (patch_map_counts) */
+    if (walk_pages(s) || read_trees(s, &sc)) goto nomem;
+
+    /* one copy per oid and per key, after the searches for what is missing */
+    sort(s->cls.v, s->cls.n, sizeof *s->cls.v, cmp_cls);
+    dedupe_recs(s);
+    search_wanted(s);
+    search_short_maps(s, &sc);
+    dedupe_ents(s);
+    if (s->nomem) goto nomem;
+    note_searched_ents(s);
+
+    /* the classes, the root, the maps' entries and counts */
+    if (name_lost_classes(s) || ensure_root(s)) goto nomem;
+    uint32_t map_cid = class_id(s, "ostore.maps", "OrderedMap");
+    uint32_t set_cid = class_id(s, "ostore.maps", "OrderedSet");
+    drop_orphan_entries(s, map_cid, set_cid);
+    if (patch_map_counts(s, map_cid, set_cid, &patched)) goto nomem;
+
+    /* the report, then the new store */
+    if (report_lost(s)) goto nomem;
+    report_scanned(s);
+    count_stats(s);
     rc = write_store(s, dst, patched, msg, cap);
-    free(rx.missing.v);
-    for (size_t i = 0; i < s->recs.n; i++) free(patched[i]);
-    free(patched);
     goto out;
-nomem_refs:
-    free(rx.missing.v);
-nomem_patched:
-    for (size_t i = 0; i < s->recs.n; i++) free(patched[i]);
-    free(patched);
 nomem:
     rc = fail(msg, cap, OST_ENOMEM, "salvage: out of memory");
 out:
+    free_patched(s, patched);
     ost__pc_close(s->pc);
     free(s->recs.v);
     free(s->ents.v);
     free(s->bad.v);
     free(s->cls.v);
-    free(stand);
+    free(s->stand);
     return rc;
 }
