@@ -626,7 +626,7 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
     if ((rc = check_options(&o)) || (rc = find_dir(&o)) || (rc = check_files(&o)) ||
         (rc = reserve_lock_file(&o)))
         return rc;
-    ost__engine *e;
+    ost__engine *e = NULL;
     if ((rc = register_engine(&o, &e))) return rc;
 
     int code; /* the error returned */
