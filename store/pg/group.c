@@ -55,83 +55,119 @@ static bool fast_fits(ost__engine *e, ost__pkg *const *pkgs, size_t n, size_t *n
     return count && count <= GROUP_MAX && recs <= FAST_RECS && bytes <= FAST_BYTES && !e->read_only;
 }
 
-/* Commits pkgs[0, n) as the comment above says. Returns false, with every
- * package as it came, when the group must take the other path; true with
- * *whole (ost__pg_commit's result) when it is done. */
-bool ost__pg_group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole) {
-    ost__engine *e = s->e;
-    size_t nrecs;
-    if (!fast_fits(e, pkgs, n, &nrecs)) return false;
-    if (ost__pg_sess_conn(s) || ost__pg_ps_ready(s, PS_LOCK) || ost__pg_ps_ready(s, PS_GWRITE) ||
-        ost__pg_ps_ready(s, PS_META_LOCK))
-        return false;
+/* What a group holds from its first round trip to its end, freed by
+ * fast_free: the packages this path takes, the rows to lock, the records
+ * its accepted packages write, the results of the first round trip and
+ * the array parameters of both. */
+typedef struct {
+    ost__sess *s;
+    ost__pkg *const *pkgs;
+    size_t n;
+    bool *mine;     /* the packages this path takes */
+    uint64_t *lk;   /* the rows to lock: every record overwritten, sorted, once */
+    size_t nl;
+    oidset done;    /* the records of the accepted packages, with their serials */
+    uint8_t *logb;  /* the oids of the commit log rows */
+    PGresult *res[5];
+    int k;          /* statements of the first round trip: res[0, k) */
+    arr al, ao, asr, ac, ast, ls, lg;
+} fastgroup;
+
+/* How far a group got: on to the next step, out (nothing to undo), done
+ * (each package has its outcome), or back to the other path with every
+ * package as it came, after a ROLLBACK (rollback) or without one, the
+ * server having ended the transaction (restore). */
+enum { FAST_ON, FAST_OUT, FAST_DONE, FAST_ROLLBACK, FAST_RESTORE };
+
+/* Allocates what g needs for nrecs records and makes the array of the
+ * rows to lock: false when memory ran out. */
+static bool fast_setup(fastgroup *g, size_t nrecs) {
+    ost__pkg *const *pkgs = g->pkgs;
+    size_t n = g->n;
     /* the rows to lock: every record overwritten, sorted, once */
-    uint64_t *lk = malloc((nrecs + 1) * sizeof *lk);
+    g->lk = malloc((nrecs + 1) * sizeof *g->lk);
     size_t tcap = 16;
     while (tcap < 2 * nrecs) tcap *= 2;
-    oidset done = {calloc(tcap, sizeof(uint64_t)), calloc(tcap, sizeof(uint64_t)), tcap - 1};
-    bool handled = false;
-    PGresult *res[5] = {0};
-    arr al = {0}, ao = {0}, asr = {0}, ac = {0}, ast = {0}, ls = {0}, lg = {0};
-    uint8_t *logb = malloc(nrecs * 8 + 1);
-    bool *mine = calloc(n, sizeof *mine); /* the packages this path takes */
-    if (!lk || !done.k || !done.v || !logb || !mine) goto out;
-    for (size_t i = 0; i < n; i++) mine[i] = !pkg_skip(pkgs[i]);
+    g->done = (oidset){calloc(tcap, sizeof(uint64_t)), calloc(tcap, sizeof(uint64_t)), tcap - 1};
+    g->logb = malloc(nrecs * 8 + 1);
+    g->mine = calloc(n, sizeof *g->mine);
+    if (!g->lk || !g->done.k || !g->done.v || !g->logb || !g->mine) return false;
+    for (size_t i = 0; i < n; i++) g->mine[i] = !pkg_skip(pkgs[i]);
     size_t nl = 0;
     for (size_t i = 0; i < n; i++)
-        if (mine[i])
+        if (g->mine[i])
             for (size_t j = 0; j < pkgs[i]->nrecs; j++)
-                if (pkgs[i]->recs[j].read_serial) lk[nl++] = pkgs[i]->recs[j].oid;
-    nl = ost__sort_unique(lk, nl);
-    arr_begin(&al, OIDTYPE_INT8);
-    for (size_t i = 0; i < nl; i++) arr_add_i64(&al, lk[i]);
-    if (arr_end(&al)) goto out;
+                if (pkgs[i]->recs[j].read_serial) g->lk[nl++] = pkgs[i]->recs[j].oid;
+    nl = ost__sort_unique(g->lk, nl);
+    g->nl = nl;
+    arr_begin(&g->al, OIDTYPE_INT8);
+    for (size_t i = 0; i < nl; i++) arr_add_i64(&g->al, g->lk[i]);
+    return !arr_end(&g->al);
+}
 
-    /* round trip 1: begin, lock, read the serials and meta */
+/* Round trip 1: begins the transaction, locks the rows and the meta row,
+ * and reads the locked rows' serials (*rl, NULL when none is locked) and
+ * meta's last serial and low. FAST_ON, FAST_OUT (the pipeline failed:
+ * nothing was written, the other path says what is wrong) or
+ * FAST_ROLLBACK (an answer the path cannot use). */
+static int fast_lock(fastgroup *g, PGresult **rl, uint64_t *last, uint64_t *low) {
+    ost__sess *s = g->s;
     params ql = {0};
-    p_bytes(&ql, al.b, al.n);
+    p_bytes(&ql, g->al.b, g->al.n);
     pstmt st1[4];
     int k = 0, at_lock = -1;
     st1[k++] = (pstmt){-1, "BEGIN ISOLATION LEVEL READ COMMITTED", NULL};
-    if (nl) {
+    if (g->nl) {
         at_lock = k;
         st1[k++] = (pstmt){PS_LOCK, NULL, &ql};
     }
     int at_meta = k;
     st1[k++] = (pstmt){PS_META_LOCK, NULL, NULL};
+    g->k = k;
     int failed;
     s->write = true;
-    if (ost__pg_pipe_run(s, "commit: locking records", st1, k, res, &failed)) {
+    if (ost__pg_pipe_run(s, "commit: locking records", st1, k, g->res, &failed)) {
         if (s->conn) PQclear(PQexec(s->conn, "ROLLBACK"));
-        goto out; /* nothing was written: the other path says what is wrong */
+        return FAST_OUT; /* nothing was written: the other path says what is wrong */
     }
-    PGresult *rl = at_lock >= 0 ? res[at_lock] : NULL, *rm = res[at_meta];
+    PGresult *rm = g->res[at_meta];
+    *rl = at_lock >= 0 ? g->res[at_lock] : NULL;
     /* the columns checked as ost__pg_run_ps checks them (a pipeline's results do
      * not pass through it); a result of another shape goes to the other
      * path, whose ost__pg_run_ps says what is wrong */
-    if (rl && ost__pg_res_check(e, rl, "commit: locking records", ost__pg_ps_shape[PS_LOCK]))
-        goto rollback;
+    if (*rl && ost__pg_res_check(s->e, *rl, "commit: locking records", ost__pg_ps_shape[PS_LOCK]))
+        return FAST_ROLLBACK;
     if (PQntuples(rm) != 1 || PQgetlength(rm, 0, 0) != 8 || PQgetlength(rm, 0, 1) != 8)
-        goto rollback;
-    uint64_t last = rd64(PQgetvalue(rm, 0, 0)), low = rd64(PQgetvalue(rm, 0, 1));
-    if (last >= OST__SERIAL_LIMIT - 1 - GROUP_MAX) goto rollback;
+        return FAST_ROLLBACK;
+    *last = rd64(PQgetvalue(rm, 0, 0));
+    *low = rd64(PQgetvalue(rm, 0, 1));
+    if (*last >= OST__SERIAL_LIMIT - 1 - GROUP_MAX) return FAST_ROLLBACK;
+    return FAST_ON;
+}
 
-    /* the checks, package by package in the group's order */
+/* The checks, package by package in the group's order, against the locked
+ * rows rl and the records of the packages accepted before: a package that
+ * conflicts gets its outcome, one that passes the next serial after last
+ * (*serial: the last one given). FAST_ON, or FAST_ROLLBACK when a
+ * conflict needs apply (a class resolves it, or a pack moved low under a
+ * package's references). */
+static int fast_check(fastgroup *g, const PGresult *rl, uint64_t last, uint64_t low,
+                      uint64_t *serial) {
     int nt = rl ? PQntuples(rl) : 0;
-    uint64_t serial = last;
-    for (size_t i = 0; i < n; i++) {
-        ost__pkg *p = pkgs[i];
-        if (!mine[i]) continue;
-        if (p->nrefs && low != p->low) goto rollback; /* pack: the references need a look */
+    *serial = last;
+    for (size_t i = 0; i < g->n; i++) {
+        ost__pkg *p = g->pkgs[i];
+        if (!g->mine[i]) continue;
+        if (p->nrefs && low != p->low) return FAST_ROLLBACK; /* pack: the references need a look */
         int rc = 0;
         for (size_t j = 0; j < p->nrecs && !rc; j++) {
             ost__rec *rec = &p->recs[j];
             if (!rec->read_serial) continue;
-            uint64_t *slot = oidset_slot(&done, rec->oid);
+            uint64_t *slot = oidset_slot(&g->done, rec->oid);
             if (*slot) { /* an earlier package of the group writes it */
-                uint64_t cur = done.v[slot - done.k];
+                uint64_t cur = g->done.v[slot - g->done.k];
                 if (cur != rec->read_serial && ost__pkg_resolvable(p, j))
-                    goto rollback; /* apply resolves it */
+                    return FAST_ROLLBACK; /* apply resolves it */
                 if (cur != rec->read_serial)
                     rc = ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
                 continue;
@@ -145,7 +181,7 @@ bool ost__pg_group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whol
             if (lo == nt || rd64(PQgetvalue(rl, lo, 0)) != rec->oid)
                 rc = ost__pkg_conflict(p, OST__CONFL_REMOVED, rec->oid, 0, 0);
             else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial && ost__pkg_resolvable(p, j))
-                goto rollback; /* apply resolves it */
+                return FAST_ROLLBACK; /* apply resolves it */
             else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial)
                 rc = ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid,
                                        rd64(PQgetvalue(rl, lo, 1)), rec->read_serial);
@@ -154,72 +190,77 @@ bool ost__pg_group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whol
             p->rc = rc;
             continue;
         }
-        p->serial = ++serial;
+        p->serial = ++*serial;
         for (size_t j = 0; j < p->nrecs; j++) {
-            uint64_t *slot = oidset_slot(&done, p->recs[j].oid);
+            uint64_t *slot = oidset_slot(&g->done, p->recs[j].oid);
             *slot = p->recs[j].oid + 1;
-            done.v[slot - done.k] = p->serial;
+            g->done.v[slot - g->done.k] = p->serial;
         }
     }
-    if (serial == last) { /* every package conflicted: nothing to write */
-        PQclear(PQexec(s->conn, "ROLLBACK"));
-        *whole = 0;
-        handled = true;
-        goto out;
-    }
+    return FAST_ON;
+}
 
-    /* round trip 2: write, commit, wait for the flush */
-    arr_begin(&ao, OIDTYPE_INT8);
-    arr_begin(&asr, OIDTYPE_INT8);
-    arr_begin(&ac, OIDTYPE_INT4);
-    arr_begin(&ast, OIDTYPE_BYTEA);
-    arr_begin(&ls, OIDTYPE_INT8);
-    arr_begin(&lg, OIDTYPE_BYTEA);
-    uint8_t *o = logb;
+/* Round trip 2: writes the accepted packages' records with their serials,
+ * their commit log rows and the last serial, commits and waits for the
+ * flush. FAST_DONE with *whole (a failure after the COMMIT went out is
+ * each accepted package's), FAST_ROLLBACK (out of memory), or
+ * FAST_RESTORE (the server refused the write or the COMMIT: nothing is
+ * committed, the transaction is rolled back). */
+static int fast_write(fastgroup *g, uint64_t serial, int *whole) {
+    ost__sess *s = g->s;
+    ost__pkg *const *pkgs = g->pkgs;
+    size_t n = g->n;
+    arr_begin(&g->ao, OIDTYPE_INT8);
+    arr_begin(&g->asr, OIDTYPE_INT8);
+    arr_begin(&g->ac, OIDTYPE_INT4);
+    arr_begin(&g->ast, OIDTYPE_BYTEA);
+    arr_begin(&g->ls, OIDTYPE_INT8);
+    arr_begin(&g->lg, OIDTYPE_BYTEA);
+    uint8_t *o = g->logb;
     for (size_t i = 0; i < n; i++) {
         ost__pkg *p = pkgs[i];
-        if (!mine[i] || !p->serial) continue;
+        if (!g->mine[i] || !p->serial) continue;
         uint8_t *l0 = o;
         for (size_t j = 0; j < p->nrecs; j++) {
             ost__rec *r = &p->recs[j];
-            arr_add_i64(&ao, r->oid);
-            arr_add_i64(&asr, p->serial);
-            arr_add_i32(&ac, r->cid);
-            arr_add(&ast, p->bytes + r->off, r->len);
+            arr_add_i64(&g->ao, r->oid);
+            arr_add_i64(&g->asr, p->serial);
+            arr_add_i32(&g->ac, r->cid);
+            arr_add(&g->ast, p->bytes + r->off, r->len);
             if (r->read_serial) {
                 ost__be64(o, r->oid);
                 o += 8;
             }
         }
-        arr_add_i64(&ls, p->serial);
-        arr_add(&lg, l0, (size_t)(o - l0));
+        arr_add_i64(&g->ls, p->serial);
+        arr_add(&g->lg, l0, (size_t)(o - l0));
     }
-    if (arr_end(&ao) || arr_end(&asr) || arr_end(&ac) || arr_end(&ast) || arr_end(&ls) ||
-        arr_end(&lg))
-        goto rollback;
+    if (arr_end(&g->ao) || arr_end(&g->asr) || arr_end(&g->ac) || arr_end(&g->ast) ||
+        arr_end(&g->ls) || arr_end(&g->lg))
+        return FAST_ROLLBACK;
     params qw = {0};
-    p_bytes(&qw, ao.b, ao.n);
-    p_bytes(&qw, asr.b, asr.n);
-    p_bytes(&qw, ac.b, ac.n);
-    p_bytes(&qw, ast.b, ast.n);
-    p_bytes(&qw, ls.b, ls.n);
-    p_bytes(&qw, lg.b, lg.n);
+    p_bytes(&qw, g->ao.b, g->ao.n);
+    p_bytes(&qw, g->asr.b, g->asr.n);
+    p_bytes(&qw, g->ac.b, g->ac.n);
+    p_bytes(&qw, g->ast.b, g->ast.n);
+    p_bytes(&qw, g->ls.b, g->ls.n);
+    p_bytes(&qw, g->lg.b, g->lg.n);
     p_i64(&qw, serial);
-    for (int i = 0; i < k; i++) {
-        PQclear(res[i]);
-        res[i] = NULL;
+    for (int i = 0; i < g->k; i++) {
+        PQclear(g->res[i]);
+        g->res[i] = NULL;
     }
     /* COMMIT answers once the server flushed its commit record (the
      * session's synchronous_commit: ost__pg_commit's comment) */
     pstmt st2[2] = {{PS_GWRITE, NULL, &qw}, {-1, "COMMIT", NULL}};
-    int n2 = 2;
-    int rc = ost__pg_pipe_run(s, "commit", st2, n2, res, &failed);
+    int n2 = 2, failed;
+    int rc = ost__pg_pipe_run(s, "commit", st2, n2, g->res, &failed);
     bool broken = rc && failed == n2;
     if (rc && !broken && failed < 2) {
         /* the write or the COMMIT failed and the server said so: nothing
          * is committed; roll back, the other path takes the group */
         PQclear(PQexec(s->conn, "ROLLBACK"));
-        if (PQstatus(s->conn) == CONNECTION_OK) goto restore;
+        if (PQstatus(s->conn) == CONNECTION_OK) return FAST_RESTORE;
         broken = true;
     }
     if (rc) {
@@ -233,32 +274,61 @@ bool ost__pg_group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whol
         *whole = !broken && s->conn && PQstatus(s->conn) == CONNECTION_OK ? 0 : OST_EIO;
     } else
         *whole = 0;
-    handled = true;
-    goto out;
-rollback:
-    PQclear(PQexec(s->conn, "ROLLBACK"));
-restore:
-    for (size_t i = 0; i < n; i++) /* as they came: the other path decides */
-        if (mine[i]) {
-            pkgs[i]->rc = 0;
-            pkgs[i]->msg[0] = 0;
-            pkgs[i]->serial = 0;
-            pkgs[i]->conflict_oid = UINT64_MAX;
+    return FAST_DONE;
+}
+
+/* Every package this path took as it came: the other path decides. */
+static void fast_restore(fastgroup *g) {
+    for (size_t i = 0; i < g->n; i++) /* as they came: the other path decides */
+        if (g->mine[i]) {
+            g->pkgs[i]->rc = 0;
+            g->pkgs[i]->msg[0] = 0;
+            g->pkgs[i]->serial = 0;
+            g->pkgs[i]->conflict_oid = UINT64_MAX;
         }
-out:
-    s->write = false;
-    for (size_t i = 0; i < sizeof res / sizeof *res; i++) PQclear(res[i]);
-    arr_free(&al);
-    arr_free(&ao);
-    arr_free(&asr);
-    arr_free(&ac);
-    arr_free(&ast);
-    arr_free(&ls);
-    arr_free(&lg);
-    free(logb);
-    free(mine);
-    free(lk);
-    free(done.k);
-    free(done.v);
-    return handled;
+}
+
+/* Frees what g holds; the session's transaction is no longer a commit's. */
+static void fast_free(fastgroup *g) {
+    g->s->write = false;
+    for (size_t i = 0; i < sizeof g->res / sizeof *g->res; i++) PQclear(g->res[i]);
+    arr_free(&g->al);
+    arr_free(&g->ao);
+    arr_free(&g->asr);
+    arr_free(&g->ac);
+    arr_free(&g->ast);
+    arr_free(&g->ls);
+    arr_free(&g->lg);
+    free(g->logb);
+    free(g->mine);
+    free(g->lk);
+    free(g->done.k);
+    free(g->done.v);
+}
+
+/* Commits pkgs[0, n) as the comment above says. Returns false, with every
+ * package as it came, when the group must take the other path; true with
+ * *whole (ost__pg_commit's result) when it is done. */
+bool ost__pg_group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole) {
+    ost__engine *e = s->e;
+    size_t nrecs;
+    if (!fast_fits(e, pkgs, n, &nrecs)) return false;
+    if (ost__pg_sess_conn(s) || ost__pg_ps_ready(s, PS_LOCK) || ost__pg_ps_ready(s, PS_GWRITE) ||
+        ost__pg_ps_ready(s, PS_META_LOCK))
+        return false;
+    fastgroup g = {.s = s, .pkgs = pkgs, .n = n};
+    PGresult *rl = NULL;
+    uint64_t last = 0, low = 0, serial = 0;
+    int step = fast_setup(&g, nrecs) ? fast_lock(&g, &rl, &last, &low) : FAST_OUT;
+    if (step == FAST_ON) step = fast_check(&g, rl, last, low, &serial);
+    if (step == FAST_ON && serial == last) { /* every package conflicted: nothing to write */
+        PQclear(PQexec(s->conn, "ROLLBACK"));
+        *whole = 0;
+        step = FAST_DONE;
+    }
+    if (step == FAST_ON) step = fast_write(&g, serial, whole);
+    if (step == FAST_ROLLBACK) PQclear(PQexec(s->conn, "ROLLBACK"));
+    if (step == FAST_ROLLBACK || step == FAST_RESTORE) fast_restore(&g);
+    fast_free(&g);
+    return step == FAST_DONE;
 }
