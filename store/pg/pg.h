@@ -42,7 +42,7 @@
  * - write.c: how a package's rows reach the server: array parameters,
  *   and binary COPY (new records, a loader's map entries).
  * - group.c: a group of plain packages in two round trips.
- * - commit.c: commits: apply, the group's transaction, pg_commit.
+ * - commit.c: commits: apply, the group's transaction, ost__pg_commit.
  * - pack.c: what walks the whole store: sweep, scan, the raw snapshot's
  *   counters and verify.
  * - import.c: bulk import by COPY, and drop.
@@ -556,7 +556,7 @@ int ost__pg_copy_ments(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry);
 
 /* Commits pkgs[0, n) in two round trips when they are all plain packages
  * (records only, a small group): false, with every package as it came,
- * when the group must take commit.c's path; true with *whole (pg_commit's
+ * when the group must take commit.c's path; true with *whole (ost__pg_commit's
  * result) when it is done, each package's outcome set. */
 bool ost__pg_group_fast(ost__sess *s, ost__pkg *const *pkgs, size_t n, int *whole);
 
