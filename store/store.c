@@ -286,7 +286,7 @@ static int ensure_root(ost_store *st) {
  * "The link editor does not extract archive members to resolve undefined
  * weak symbols"; GNU ld does so, tests/install_test.py links such a
  * program), and it is then 0 here. The shared library always holds
- * store/pg/pg.c, so there it is the engine. A static program that wants
+ * store/pg/engine.c, so there it is the engine. A static program that wants
  * the engine names it to the linker (-Wl,--undefined=ost__pg_engine and
  * a static libpq with what it needs: docs/tutorial.md, "Building a
  * program"). */

@@ -28,15 +28,15 @@
  *
  * Settings (OST__TC_GET, OST__TC_SET; an int, at least its least value):
  * - PG_PAGE_ROWS (500, at least 1): rows the PostgreSQL engine fetches a
- *   round trip in scans, entry cursors and sweeps (store/pg/pg.c). Tests
+ *   round trip in scans, entry cursors and sweeps (store/pg/). Tests
  *   lower it so that paging shows with a few rows (tests/test_engine.c,
  *   tests/test_maps.c).
  * - PG_COPY_MIN (256, at least 0): new records from which a PostgreSQL
- *   package is written by COPY rather than INSERT (store/pg/pg.c).
+ *   package is written by COPY rather than INSERT (store/pg/commit.c).
  *   bench/bench_engines.c --no-copy puts it out of reach.
  * - PG_MENT_COPY_MIN (256, at least 0): map entries from which a loader's
  *   batch goes to PostgreSQL by COPY rather than a statement each
- *   (store/pg/pg.c).
+ *   (store/pg/write.c).
  * - LMDB_FLAT_SPOIL (-1, at least -1): >= 0 makes the next group commit's
  *   flat try on LMDB fail, as a write that failed, after the writes of
  *   package LMDB_FLAT_SPOIL (or the next that writes); the engine then

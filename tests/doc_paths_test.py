@@ -9,7 +9,7 @@ What counts as a path: a token of letters, digits and _ . - / whose first
 component is a top-level directory of the source tree (bench/, docs/,
 include/, store/, tests/, ...: every directory at ROOT except hidden ones
 and build*), that starts a word (not preceded by a letter, digit, '/',
-'.', '~' or '-') and ends in a file extension (store/pg/pg.c,
+'.', '~' or '-') and ends in a file extension (store/pg/pg.h,
 docs/ostore.1) or a slash (store/lmdb/). Trailing sentence punctuation
 and a #anchor are dropped. So these are not checked, by design:
  - absolute paths (/tmp/x, /usr/include/lmdb.h) and URLs, whose path

@@ -804,7 +804,7 @@ OST_TEST(engine, reserving_oids_with_the_server_gone_says_so) {
 #endif
 
 /* A group of plain packages (records only: PostgreSQL commits it in two
- * round trips, group_fast) has the outcomes a package at a time gives:
+ * round trips, ost__pg_group_fast) has the outcomes a package at a time gives:
  * a package conflicts with a record an earlier package of the group
  * wrote unless it read that very serial, and a package the server
  * refuses sends the group the slow way, with the same outcomes. */
