@@ -447,6 +447,18 @@ int ost__pkg_resolve(ost_store *st, ost__pkg *p, size_t i, uint64_t cur, uint32_
     return rc;
 }
 
+bool ost__pkg_counts_only(const ost__pkg *p) {
+    for (size_t i = 0; i < p->nments; i++)
+        if (!(p->ments[i].flags & OST__MENT_COUNT)) return false;
+    return true;
+}
+
+int64_t ost__ment_delta(const ost__pkg *p, const ost__ment *me) {
+    uint64_t raw = 0;
+    for (int j = 7; j >= 0; j--) raw = raw << 8 | p->bytes[me->voff + (size_t)j];
+    return (int64_t)raw;
+}
+
 /* Appends a map entry: its key and value bytes go after the records'. */
 int ost__pkg_ment(ost__pkg *p, uint64_t map, uint64_t base, const uint8_t *key, size_t klen,
                   const void *val, size_t vlen, uint8_t flags) {

@@ -1712,9 +1712,7 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
         int64_t dl = 0;
         if (me->flags & OST__MENT_COUNT) {
             /* a counter's add: summed per counter below, never a conflict */
-            uint64_t raw = 0;
-            for (int j = 7; j >= 0; j--) raw = raw << 8 | p->bytes[me->voff + (size_t)j];
-            dl = (int64_t)raw;
+            dl = ost__ment_delta(p, me);
         } else if (me->flags & OST__MENT_BLIND) {
             bool existed;
             rc = ops->ent_put(s, me->map, k, me->klen, serial, p->bytes + me->voff, me->vlen,

@@ -357,6 +357,11 @@ int ost__pkg_ref(ost__pkg *p, uint64_t oid);
 #define OST__CONFL_REMOVED 1
 #define OST__CONFL_REF_GONE 2
 int ost__pkg_conflict(ost__pkg *p, int why, uint64_t oid, uint64_t cur, uint64_t read);
+/* Whether p's map entries are all counters' adds (OST__MENT_COUNT): the
+ * engines' group paths that write records in one go take those too. */
+bool ost__pkg_counts_only(const ost__pkg *p);
+/* The add a counter's entry me of p carries (8 bytes, little-endian). */
+int64_t ost__ment_delta(const ost__pkg *p, const ost__ment *me);
 /* Keeps, for the record just added to p by ost__pkg_add, the state its
  * transaction read (pickle[0, n) of class id cid) and its class cls
  * (borrowed; the package takes a reference): a conflict on it goes to the

@@ -1224,6 +1224,91 @@ OST_TEST(batch, a_group_of_merges_whose_flat_try_fails_merges_again_nested) {
     group_of_merges(3);
 }
 
+/* A group of N commits, each adding to a counter (ost_counter_add) and
+ * setting an object of its own; one adds past 64 bits. That one fails
+ * with OST_ELIMIT and writes nothing (neither its object nor its add);
+ * the others land, each add once. On LMDB the counters' adds are checked
+ * before a package writes, so the group takes the flat try, which the
+ * failing add spoils, and is applied again nested; PostgreSQL's two-round-
+ * trip path applies the adds itself. */
+OST_TEST(batch, a_group_of_counter_adds_with_one_past_64_bits_stores_the_others) {
+    enum { N = 5, BAD = 2 };
+    int64_t redos0 = KNOBS_ON ? knob(OST__K_LMDB_FLAT_REDOS) : 0;
+    ost_store *st = open_store(true, true);
+    uint64_t stall_oid = make_counter(st, "stall"), objs[N];
+    for (int i = 0; i < N; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "o%d", i);
+        objs[i] = make_counter(st, key);
+    }
+    ost_conn *c0 = conn_of(st);
+    ost_value hot, full;
+    cr_assert_eq(ost_counter_new(c0, 0, &hot), 0);
+    cr_assert_eq(ost_counter_new(c0, INT64_MAX - 1, &full), 0);
+    cr_assert_eq(ost_root_set(c0, ost_str_c("hot"), ost_incref(hot)), 0);
+    cr_assert_eq(ost_root_set(c0, ost_str_c("full"), ost_incref(full)), 0);
+    commit_ok(c0);
+    ost_conn *cs[N];
+    for (int i = 0; i < N; i++) {
+        ost_value o;
+        cs[i] = conn_of(st);
+        cr_assert_eq(ost_conn_get(cs[i], objs[i], &o), 0);
+        set(o, "value", ost_int(10 + i));
+        ost_value ctr = root_get(cs[i], i == BAD ? "full" : "hot");
+        cr_assert_eq(ost_counter_add(cs[i], ctr, i == BAD ? 5 : i + 1), 0);
+    }
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ost_conn *cstall = conn_of(st);
+    ost_value d;
+    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
+    set(d, "value", ost_int(1));
+    int release;
+    pid_t holder = hold_write_lock(F.dir, &release);
+    cb_log ls = {0};
+    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
+    while (!queue_empty(st)) uv_sleep(1);
+    uv_thread_t th[N];
+    sync_commit_arg a[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (sync_commit_arg){.c = cs[i]};
+        cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
+    }
+    while (queued(st) < N) uv_sleep(1);
+    char go = 1;
+    cr_assert_eq(write(release, &go, 1), 1);
+    close(release);
+    int status;
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    for (int i = 0; i < N; i++) uv_thread_join(&th[i]);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    for (int i = 0; i < N; i++) {
+        if (i == BAD) {
+            cr_assert_eq(a[i].rc, OST_ELIMIT, "%s: %s", ost_err_name(a[i].rc), a[i].msg);
+            cr_assert(strstr(a[i].msg, "would pass the 64-bit range"), "%s", a[i].msg);
+            cr_assert_eq(read_counter(st, objs[i]), 0, "nothing of it is stored");
+        } else {
+            cr_assert_eq(a[i].rc, 0, "commit %d: %s: %s", i, ost_err_name(a[i].rc), a[i].msg);
+            cr_assert_eq(read_counter(st, objs[i]), 10 + i);
+        }
+    }
+    ost_abort(c0);
+    int64_t v;
+    cr_assert_eq(ost_counter_get(c0, hot, &v), 0);
+    cr_assert_eq(v, 1 + 2 + 4 + 5, "each add of the others once");
+    cr_assert_eq(ost_counter_get(c0, full, &v), 0);
+    cr_assert_eq(v, INT64_MAX - 1, "the refused add is not there");
+    if (KNOBS_ON)
+        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, on_pg() ? 0 : 1,
+                     "LMDB: the flat try, spoilt by the add past 64 bits, then nested");
+    for (int i = 0; i < N; i++) ost_conn_close(cs[i]);
+    ost_conn_close(cstall);
+    ost_conn_close(c0);
+    check_clean(st, 0);
+    ost_store_close(st);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
 /* New objects are appended through a cursor; a commit whose new oids lie
  * below oids another connection stored meanwhile (each connection takes
  * oids from its own block, and the later block was committed first) falls

@@ -631,6 +631,33 @@ static int put_records(ost_store *st, MDB_txn *t, ost__pkg *p, uint64_t serial, 
     return rc;
 }
 
+/* Checks, before package p writes anything, that each of its counters'
+ * adds (p holds no other map entries) will apply: the counter is there,
+ * sound, and stays within 64 bits. So a package of a flat group fails
+ * before its writes (flat_group). 0 or the code with p->msg set. */
+static int counts_fit(ost__sess *s, ost__pkg *p) {
+    for (size_t i = 0; i < p->nments; i++) {
+        const ost__ment *me = &p->ments[i];
+        int64_t delta = ost__ment_delta(p, me);
+        if (!delta) continue;
+        uint8_t kb[8];
+        ost__be64(kb, me->map);
+        MDB_val k = {8, kb}, v;
+        int rc = mdb_get(s->wtxn, s->st->eng->recs, &k, &v);
+        if (rc == MDB_NOTFOUND) return ost__maps_count_fail(p, me->map, delta, true, OST_ECONFLICT);
+        if (rc) return rc;
+        uint64_t serial;
+        uint32_t cid;
+        uint8_t copy[OST_HDR_SIZE + 600];
+        if (ost__rec_open(s->st, me->map, &v, &serial, &cid) || v.mv_size > sizeof copy)
+            return ost__maps_count_fail(p, me->map, delta, true, OST_ECORRUPT);
+        memcpy(copy, v.mv_data, v.mv_size);
+        rc = ost__record_count_add(copy + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE, delta, true);
+        if (rc) return ost__maps_count_fail(p, me->map, delta, true, rc);
+    }
+    return 0;
+}
+
 /* Applies package p inside s's write transaction (itself nested or not):
  * conflict checks, records, map entries, txlog, last_serial. Returns an
  * LMDB code or a negative ost code with p->msg set. */
@@ -686,6 +713,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         if (rc == MDB_NOTFOUND) return ost__pkg_conflict(p, OST__CONFL_REF_GONE, p->refs[i], 0, 0);
         if (rc) return rc;
     }
+    if (p->nments && ost__pkg_counts_only(p) && (rc = counts_fit(s, p))) return rc;
     size_t nlog = 0;
     if ((rc = put_records(st, t, p, serial, &nlog))) return rc;
     if (p->nrecs > 1) OST__HOOK(mid_write, ()); /* tests: testctl.h */
@@ -742,9 +770,11 @@ static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
  * and copies of the pages it touches: most of a group's apply time at 16
  * threads). Equivalent to the nested way as long as a package that fails
  * fails before it writes: apply checks the serials and references first
- * (OST_ECONFLICT, OST_ECORRUPT for a damaged record), and only then
- * writes (a group with map entries, whose checks go with their writes,
- * goes the nested way). Returns FLAT_DONE with each package's outcome
+ * (OST_ECONFLICT, OST_ECORRUPT for a damaged record) and that its
+ * counters' adds fit (counts_fit), and only then writes (a group with
+ * entries of ordered maps, whose checks go with their writes, goes the
+ * nested way; a counter's add past 64 bits spoils the flat try, and the
+ * nested way refuses that package alone). Returns FLAT_DONE with each package's outcome
  * set, or the code of the first write that failed (t is then spoilt:
  * the caller aborts it). */
 static int flat_group(ost__sess *s, MDB_txn *t, ost__pkg *const *pkgs, size_t n) {
@@ -799,8 +829,10 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
             rc = mdb_txn_commit(parent);
         }
     } else {
-        bool flat = true; /* map entries' checks go with their writes */
-        for (size_t i = 0; i < n && flat; i++) flat = !pkgs[i]->nments;
+        /* map entries' checks go with their writes; counters' adds are
+         * checked before (counts_fit) */
+        bool flat = true;
+        for (size_t i = 0; i < n && flat; i++) flat = ost__pkg_counts_only(pkgs[i]);
         if (flat) {
             int frc = flat_group(s, parent, pkgs, n);
             if (frc == FLAT_DONE) goto applied;

@@ -51,14 +51,6 @@ static uint64_t *oidset_slot(oidset *t, uint64_t oid) {
     return &t->k[i];
 }
 
-/* Whether p's map entries are all counters' adds (this path applies
- * those, not the entries of ordered maps). */
-static bool counts_only(const ost__pkg *p) {
-    for (size_t i = 0; i < p->nments; i++)
-        if (!(p->ments[i].flags & OST__MENT_COUNT)) return false;
-    return true;
-}
-
 /* The row of oid in r, whose first column holds oids in ascending order,
  * or -1. */
 static int row_of(const PGresult *r, uint64_t oid) {
@@ -90,9 +82,8 @@ static int group_counts(ost__pkg *p, gcounter *ctr, size_t nctr, uint64_t serial
     int rc = 0;
     for (size_t i = 0; i < p->nments && !rc; i++) {
         const ost__ment *me = &p->ments[i];
-        uint64_t raw = 0;
-        for (int b = 7; b >= 0; b--) raw = raw << 8 | p->bytes[me->voff + (size_t)b];
-        if (!raw) continue;
+        int64_t delta = ost__ment_delta(p, me);
+        if (!delta) continue;
         size_t lo = 0, hi = nctr;
         while (lo < hi) {
             size_t mid = (lo + hi) / 2;
@@ -111,8 +102,8 @@ static int group_counts(ost__pkg *p, gcounter *ctr, size_t nctr, uint64_t serial
         memcpy(copy, ctr[lo].state, ctr[lo].len);
         next[nn] = copy;
         at[nn++] = lo;
-        rc = ost__record_count_add(copy, ctr[lo].len, (int64_t)raw, true);
-        if (rc) rc = ost__maps_count_fail(p, me->map, (int64_t)raw, true, rc);
+        rc = ost__record_count_add(copy, ctr[lo].len, delta, true);
+        if (rc) rc = ost__maps_count_fail(p, me->map, delta, true, rc);
     }
     for (size_t i = 0; i < nn; i++) {
         if (rc) {
@@ -149,7 +140,7 @@ static bool fast_fits(ost__engine *e, ost__pkg *const *pkgs, size_t n, size_t *n
     for (size_t i = 0; i < n; i++) {
         const ost__pkg *p = pkgs[i];
         if (pkg_skip(p)) continue;
-        if (!counts_only(p) || p->nrecs >= (size_t)COPY_MIN) return false;
+        if (!ost__pkg_counts_only(p) || p->nrecs >= (size_t)COPY_MIN) return false;
         recs += p->nrecs;
         bytes += p->nbytes;
         count++;
