@@ -1031,6 +1031,50 @@ static size_t queued(ost_store *st) {
     return n;
 }
 
+/* Commits cs[0, n) as one group: the committer is stalled behind an
+ * async commit of stall_oid (its group held by a process holding the
+ * write lock) while n threads each call ost_commit on one connection;
+ * once all n packages are queued (and, when spoil >= 0 on LMDB, the flat
+ * try is set to fail from package spoil on), the lock goes and both
+ * groups are applied. a[i] gets commit i's code and message. */
+static void commit_as_one_group(ost_store *st, ost_conn **cs, int n, sync_commit_arg *a,
+                                uint64_t stall_oid, int spoil) {
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ost_conn *cstall = conn_of(st);
+    ost_value d;
+    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
+    set(d, "value", ost_int(1));
+    int release;
+    pid_t holder = hold_write_lock(F.dir, &release);
+    uint64_t groups0 = st->gc_groups;
+    cb_log ls = {0};
+    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
+    while (!queue_empty(st)) uv_sleep(1);
+    uv_thread_t th[16];
+    cr_assert_leq(n, 16);
+    for (int i = 0; i < n; i++) {
+        a[i] = (sync_commit_arg){.c = cs[i]};
+        cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
+    }
+    while (queued(st) < (size_t)n) uv_sleep(1);
+    if (!on_pg() && spoil >= 0) knob_set(OST__K_LMDB_FLAT_SPOIL, spoil); /* the group of n only */
+    char go = 1;
+    cr_assert_eq(write(release, &go, 1), 1);
+    close(release);
+    int status;
+    cr_assert_eq(waitpid(holder, &status, 0), holder);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    for (int i = 0; i < n; i++) uv_thread_join(&th[i]);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(ls.calls, 1);
+    cr_assert_eq(ls.status, 0);
+    cr_assert_eq(st->gc_groups - groups0, 2, "the stalled group, then the %d commits in one", n);
+    cr_assert_eq(read_counter(st, stall_oid), 1);
+    ost_conn_close(cstall);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
 /* N threads commit at once (ost_commit, each waiting on its own package)
  * and are applied in one group; one of them changed a counter that a
  * commit outside the group changed after it read it. That one gets
@@ -1066,39 +1110,8 @@ static void group_with_one_conflict(int spoil) {
     set(o, "value", ost_int(41));
     commit_ok(other);
     set(lost, "value", ost_int(99));
-
-    /* stall the committer behind an async commit, queue the N commits */
-    uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    ost_conn *cstall = conn_of(st);
-    ost_value d;
-    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
-    set(d, "value", ost_int(1));
-    int release;
-    pid_t holder = hold_write_lock(F.dir, &release);
-    uint64_t groups0 = st->gc_groups;
-    cb_log ls = {0};
-    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
-    while (!queue_empty(st)) uv_sleep(1);
-    uv_thread_t th[N];
     sync_commit_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (sync_commit_arg){.c = cs[i]};
-        cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
-    }
-    while (queued(st) < N) uv_sleep(1);
-    if (!on_pg() && spoil >= 0) knob_set(OST__K_LMDB_FLAT_SPOIL, spoil); /* the group of N only (LMDB's flat try) */
-    char go = 1;
-    cr_assert_eq(write(release, &go, 1), 1);
-    close(release);
-    int status;
-    cr_assert_eq(waitpid(holder, &status, 0), holder);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
-    for (int i = 0; i < N; i++) uv_thread_join(&th[i]);
-    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    cr_assert_eq(ls.calls, 1);
-    cr_assert_eq(ls.status, 0);
-    cr_assert_eq(st->gc_groups - groups0, 2, "the stalled group, then the %d commits in one", N);
+    commit_as_one_group(st, cs, N, a, stall_oid, spoil);
     for (int i = 0; i < N; i++) {
         if (i == LOSER) {
             cr_assert_eq(a[i].rc, OST_ECONFLICT, "%s", ost_err_name(a[i].rc));
@@ -1111,7 +1124,6 @@ static void group_with_one_conflict(int spoil) {
         }
     }
     cr_assert_eq(read_counter(st, shared), 41, "the commit outside the group stands");
-    cr_assert_eq(read_counter(st, stall_oid), 1);
     /* the loser aborts, re-reads and commits */
     ost_abort(cs[LOSER]);
     set(objs[LOSER], "value", ost_int(100 + LOSER));
@@ -1121,9 +1133,7 @@ static void group_with_one_conflict(int spoil) {
     cr_assert_eq(read_counter(st, oids[LOSER]), 100 + LOSER);
     for (int i = 0; i < N; i++) ost_conn_close(cs[i]);
     ost_conn_close(other);
-    ost_conn_close(cstall);
     ost_store_close(st);
-    cr_assert_eq(uv_loop_close(&loop), 0);
     if (KNOBS_ON) {
         cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, spoil >= 0 && !on_pg() ? 1 : 0,
                      "the group went the nested way only when its flat try failed");
@@ -1173,44 +1183,14 @@ static void group_of_merges(int spoil) {
         cr_assert_eq(ost_conn_get(cs[i], tally, &o), 0);
         set(o, "value", ost_int(iattr(o, "value") + i + 1));
     }
-    uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    ost_conn *cstall = conn_of(st);
-    ost_value d;
-    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
-    set(d, "value", ost_int(1));
-    int release;
-    pid_t holder = hold_write_lock(F.dir, &release);
-    uint64_t groups0 = st->gc_groups;
-    cb_log ls = {0};
-    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
-    while (!queue_empty(st)) uv_sleep(1);
-    uv_thread_t th[N];
     sync_commit_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (sync_commit_arg){.c = cs[i]};
-        cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
-    }
-    while (queued(st) < N) uv_sleep(1);
-    if (!on_pg() && spoil >= 0) knob_set(OST__K_LMDB_FLAT_SPOIL, spoil);
-    char go = 1;
-    cr_assert_eq(write(release, &go, 1), 1);
-    close(release);
-    int status;
-    cr_assert_eq(waitpid(holder, &status, 0), holder);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
-    for (int i = 0; i < N; i++) uv_thread_join(&th[i]);
-    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    cr_assert_eq(ls.status, 0);
-    cr_assert_eq(st->gc_groups - groups0, 2, "the stalled group, then the %d commits in one", N);
+    commit_as_one_group(st, cs, N, a, stall_oid, spoil);
     for (int i = 0; i < N; i++)
         cr_assert_eq(a[i].rc, 0, "commit %d merges: %s: %s", i, ost_err_name(a[i].rc), a[i].msg);
     cr_assert_eq(read_counter(st, tally), 1000 + N * (N + 1) / 2, "every addition once");
     for (int i = 0; i < N; i++) ost_conn_close(cs[i]);
-    ost_conn_close(cstall);
     check_clean(st, 0);
     ost_store_close(st);
-    cr_assert_eq(uv_loop_close(&loop), 0);
     if (KNOBS_ON)
         cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, spoil >= 0 && !on_pg() ? 1 : 0,
                      "the group went the nested way only when its flat try failed");
@@ -1257,31 +1237,8 @@ OST_TEST(batch, a_group_of_counter_adds_with_one_past_64_bits_stores_the_others)
         ost_value ctr = root_get(cs[i], i == BAD ? "full" : "hot");
         cr_assert_eq(ost_counter_add(cs[i], ctr, i == BAD ? 5 : i + 1), 0);
     }
-    uv_loop_t loop;
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    ost_conn *cstall = conn_of(st);
-    ost_value d;
-    cr_assert_eq(ost_conn_get(cstall, stall_oid, &d), 0);
-    set(d, "value", ost_int(1));
-    int release;
-    pid_t holder = hold_write_lock(F.dir, &release);
-    cb_log ls = {0};
-    cr_assert_eq(ost_commit_async(cstall, &loop, on_commit, &ls), 0);
-    while (!queue_empty(st)) uv_sleep(1);
-    uv_thread_t th[N];
     sync_commit_arg a[N];
-    for (int i = 0; i < N; i++) {
-        a[i] = (sync_commit_arg){.c = cs[i]};
-        cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
-    }
-    while (queued(st) < N) uv_sleep(1);
-    char go = 1;
-    cr_assert_eq(write(release, &go, 1), 1);
-    close(release);
-    int status;
-    cr_assert_eq(waitpid(holder, &status, 0), holder);
-    for (int i = 0; i < N; i++) uv_thread_join(&th[i]);
-    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    commit_as_one_group(st, cs, N, a, stall_oid, -1);
     for (int i = 0; i < N; i++) {
         if (i == BAD) {
             cr_assert_eq(a[i].rc, OST_ELIMIT, "%s: %s", ost_err_name(a[i].rc), a[i].msg);
@@ -1302,11 +1259,9 @@ OST_TEST(batch, a_group_of_counter_adds_with_one_past_64_bits_stores_the_others)
         cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, on_pg() ? 0 : 1,
                      "LMDB: the flat try, spoilt by the add past 64 bits, then nested");
     for (int i = 0; i < N; i++) ost_conn_close(cs[i]);
-    ost_conn_close(cstall);
     ost_conn_close(c0);
     check_clean(st, 0);
     ost_store_close(st);
-    cr_assert_eq(uv_loop_close(&loop), 0);
 }
 
 /* New objects are appended through a cursor; a commit whose new oids lie
