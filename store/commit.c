@@ -454,9 +454,7 @@ bool ost__pkg_counts_only(const ost__pkg *p) {
 }
 
 int64_t ost__ment_delta(const ost__pkg *p, const ost__ment *me) {
-    uint64_t raw = 0;
-    for (int j = 7; j >= 0; j--) raw = raw << 8 | p->bytes[me->voff + (size_t)j];
-    return (int64_t)raw;
+    return (int64_t)ost__rd_le64(p->bytes + me->voff);
 }
 
 /* Appends a map entry: its key and value bytes go after the records'. */

@@ -30,6 +30,8 @@
 #include <libpq-fe.h>
 #endif
 
+#include <uv.h>
+
 #include "ostore.h"
 #include "rmtree.h"
 
@@ -208,6 +210,56 @@ static inline ost_conn *conn_of(ost_store *st) {
     int rc = ost_conn_open(st, &c);
     cr_assert_eq(rc, 0, "conn_open: %s", ost_err_name(rc));
     return c;
+}
+
+/* The hot-object workload's threads (test_store.c, test_maps.c): each
+ * runs n transactions of fn through ost_txn_run(c, 10, fn, its own arg,
+ * ...) on a connection of its own (id tells the threads apart). */
+typedef struct {
+    ost_store *st;
+    ost_txn_fn fn;
+    int id, n, failed, line;
+    unsigned retries;
+    char msg[300];
+} txn_thread_arg;
+
+static inline void txn_thread(void *arg) {
+    txn_thread_arg *h = arg;
+    ost_conn *c;
+    if (ost_conn_open(h->st, &c)) {
+        h->line = __LINE__;
+        return;
+    }
+    for (int i = 0; i < h->n; i++) {
+        unsigned tried = 0;
+        int rc = ost_txn_run(c, 10, h->fn, h, &tried);
+        h->retries += tried - 1;
+        if (rc) {
+            h->failed++;
+            snprintf(h->msg, sizeof h->msg, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
+        }
+    }
+    ost_conn_close(c);
+}
+
+/* Runs t threads (at most 16) of n transactions of fn each on st, and
+ * asserts that each opened its connection, failed no transaction and
+ * never retried (why: what makes that so). */
+static inline void run_txn_threads(ost_store *st, ost_txn_fn fn, int t, int n, const char *why) {
+    uv_thread_t th[16];
+    txn_thread_arg a[16];
+    cr_assert_leq(t, 16);
+    for (int i = 0; i < t; i++) {
+        a[i] = (txn_thread_arg){.st = st, .fn = fn, .id = i, .n = n};
+        cr_assert_eq(uv_thread_create(&th[i], txn_thread, &a[i]), 0);
+    }
+    for (int i = 0; i < t; i++) {
+        uv_thread_join(&th[i]);
+        cr_assert_eq(a[i].line, 0, "thread %d could not open a connection", i);
+        cr_assert_eq(a[i].failed, 0, "thread %d: %d transactions failed: %s", i, a[i].failed,
+                     a[i].msg);
+        cr_assert_eq(a[i].retries, 0u, "thread %d retried %u times: %s", i, a[i].retries, why);
+    }
 }
 
 static inline void commit_ok(ost_conn *c) {

@@ -3714,15 +3714,8 @@ OST_TEST(maps, adds_to_one_counter_from_two_connections_both_commit_and_sum) {
 /* The issue's hot workload: 4 threads, each transaction updating an item
  * of its own and adding 1 to one shared counter through ost_txn_run with
  * group commit: no transaction fails and the counter is exact. */
-typedef struct {
-    ost_store *st;
-    int id, n, failed, line;
-    unsigned retries;
-    char msg[300];
-} hot_arg;
-
 static int hot_txn(void *ud, ost_conn *c) {
-    hot_arg *h = ud;
+    txn_thread_arg *h = ud;
     char key[16];
     snprintf(key, sizeof key, "item%d", h->id);
     ost_value it = ost_root_get_c(c, key);
@@ -3734,25 +3727,6 @@ static int hot_txn(void *ud, ost_conn *c) {
     rc = ost_instance_setattr(it, "n", ost_int(n + 1));
     if (!rc) rc = ost_counter_add(c, ost_root_get_c(c, "hits"), 1);
     return rc;
-}
-
-static void hot_thread(void *arg) {
-    hot_arg *h = arg;
-    ost_conn *c;
-    if (ost_conn_open(h->st, &c)) {
-        h->line = __LINE__;
-        return;
-    }
-    for (int i = 0; i < h->n; i++) {
-        unsigned tried = 0;
-        int rc = ost_txn_run(c, 10, hot_txn, h, &tried);
-        h->retries += tried - 1;
-        if (rc) {
-            h->failed++;
-            snprintf(h->msg, sizeof h->msg, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
-        }
-    }
-    ost_conn_close(c);
 }
 
 OST_TEST(maps, four_threads_add_to_one_hot_counter_without_a_failed_transaction) {
@@ -3771,20 +3745,7 @@ OST_TEST(maps, four_threads_add_to_one_hot_counter_without_a_failed_transaction)
     }
     commit_ok(c);
     const int n = on_pg() ? 100 : 500;
-    uv_thread_t th[T];
-    hot_arg a[T];
-    for (int i = 0; i < T; i++) {
-        a[i] = (hot_arg){.st = st, .id = i, .n = n};
-        cr_assert_eq(uv_thread_create(&th[i], hot_thread, &a[i]), 0);
-    }
-    for (int i = 0; i < T; i++) {
-        uv_thread_join(&th[i]);
-        cr_assert_eq(a[i].line, 0, "thread %d could not open a connection", i);
-        cr_assert_eq(a[i].failed, 0, "thread %d: %d transactions failed: %s", i, a[i].failed,
-                     a[i].msg);
-        cr_assert_eq(a[i].retries, 0u, "thread %d retried %u times: items are its own and the "
-                     "counter merges", i, a[i].retries);
-    }
+    run_txn_threads(st, hot_txn, T, n, "items are its own and the counter merges");
     ost_abort(c);
     cr_assert_eq(counter_value(c, hits), (int64_t)T * n, "every add counted once");
     for (int i = 0; i < T; i++) {

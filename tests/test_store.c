@@ -4628,38 +4628,12 @@ OST_TEST(store, a_resolver_for_a_class_that_is_not_persistent_is_refused) {
  * threads, each transaction adding 1 to one shared object through
  * ost_txn_run with group commit: every conflict merges inside the group
  * committer, so no transaction fails or retries, and the count is exact. */
-typedef struct {
-    ost_store *st;
-    int n, failed, line;
-    unsigned retries;
-    char msg[300];
-} resolve_arg;
-
 static int resolve_txn(void *ud, ost_conn *c) {
     (void)ud;
     ost_value s = ost_root_get_c(c, "stats");
     int64_t v;
     int rc = s ? ost_instance_get_int(s, "hits", &v) : OST_ENOTFOUND;
     return rc ? rc : ost_instance_setattr(s, "hits", ost_int(v + 1));
-}
-
-static void resolve_thread(void *arg) {
-    resolve_arg *h = arg;
-    ost_conn *c;
-    if (ost_conn_open(h->st, &c)) {
-        h->line = __LINE__;
-        return;
-    }
-    for (int i = 0; i < h->n; i++) {
-        unsigned tried = 0;
-        int rc = ost_txn_run(c, 10, resolve_txn, h, &tried);
-        h->retries += tried - 1;
-        if (rc) {
-            h->failed++;
-            snprintf(h->msg, sizeof h->msg, "%s: %s", ost_err_name(rc), ost_conn_errmsg(c));
-        }
-    }
-    ost_conn_close(c);
 }
 
 OST_TEST(store, four_threads_change_one_object_whose_resolver_merges_in_the_group_committer) {
@@ -4669,20 +4643,7 @@ OST_TEST(store, four_threads_change_one_object_whose_resolver_merges_in_the_grou
     o.group_commit = true;
     ost_store *st = stats_store(cls, &o);
     const int n = on_pg() ? 100 : 400;
-    uv_thread_t th[T];
-    resolve_arg a[T];
-    for (int i = 0; i < T; i++) {
-        a[i] = (resolve_arg){.st = st, .n = n};
-        cr_assert_eq(uv_thread_create(&th[i], resolve_thread, &a[i]), 0);
-    }
-    for (int i = 0; i < T; i++) {
-        uv_thread_join(&th[i]);
-        cr_assert_eq(a[i].line, 0, "thread %d could not open a connection", i);
-        cr_assert_eq(a[i].failed, 0, "thread %d: %d transactions failed: %s", i, a[i].failed,
-                     a[i].msg);
-        cr_assert_eq(a[i].retries, 0u, "thread %d retried %u times: every conflict merges", i,
-                     a[i].retries);
-    }
+    run_txn_threads(st, resolve_txn, T, n, "every conflict merges");
     ost_conn *c = conn_of(st);
     cr_assert_eq(stats_hits(c), (int64_t)T * n, "every addition counted once");
     cr_assert_gt(R.calls, 0, "the threads did conflict");
