@@ -4,6 +4,7 @@
 
 #include <uv.h>
 
+#include "../base/endian.h"
 #include "../serializer/internal.h"
 #include "engine.h"
 #include "ostore/maps.h"
@@ -265,37 +266,6 @@ int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
 void ost__st_clear(ost_store *st);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* 64-bit integers as stored: big-endian keys (oids sort as numbers),
- * little-endian headers and values. Inline: every read of a key, header
- * or entry goes through them (a call each was 7% of a map scan). */
-static inline void ost__be64(uint8_t *b, uint64_t v) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    memcpy(b, &v, 8);
-}
-static inline uint64_t ost__rd_be64(const uint8_t *b) {
-    uint64_t v;
-    memcpy(&v, b, 8);
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-static inline void ost__le64(uint8_t *b, uint64_t v) {
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    memcpy(b, &v, 8);
-}
-static inline uint64_t ost__rd_le64(const uint8_t *b) {
-    uint64_t v;
-    memcpy(&v, b, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
 /* qsort's order of uint64_t; sorts v[0, n) and drops repeats, returning
  * the new count (conn.c's read-ahead, the PostgreSQL engine's row locks). */
 int ost__u64_cmp(const void *a, const void *b);
