@@ -4,6 +4,7 @@
 
 #include <uv.h>
 
+#include "../base/crc32c.h"
 #include "../base/endian.h"
 #include "../serializer/internal.h"
 #include "engine.h"
@@ -271,10 +272,6 @@ int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
 int ost__u64_cmp(const void *a, const void *b);
 size_t ost__sort_unique(uint64_t *v, size_t n);
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id);
-/* The CRC-32C of p[0, n), continuing crc (0 to start): crc32c.c. The soft
- * variant always uses the table (for tests of the hardware path). */
-uint32_t ost__crc32c(uint32_t crc, const void *p, size_t n);
-uint32_t ost__crc32c_soft(uint32_t crc, const void *p, size_t n);
 /* Stores the checksum of record rec[0, n) of oid in its header (bytes
  * 12..15): the CRC-32C of the oid (8 bytes big-endian), the header's
  * first 12 bytes and the pickle. Call it after the pickle is in place. */
