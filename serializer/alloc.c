@@ -292,20 +292,28 @@ int ost__buf_append(ost_buf *b, const void *p, size_t n) {
     return 0;
 }
 
+int ost__buf_vprintf(ost_buf *b, const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    char tmp[256];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap), rc = 0;
+    if (n < 0) rc = OST_EINVAL;
+    else if ((size_t)n < sizeof tmp) rc = ost__buf_append(b, tmp, (size_t)n);
+    else if (ost__buf_reserve(b, (size_t)n)) rc = OST_ENOMEM;
+    else {
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+    return rc;
+}
+
 int ost__buf_printf(ost_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char tmp[256];
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    int rc = ost__buf_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n < 0) return OST_EINVAL;
-    if ((size_t)n < sizeof tmp) return ost__buf_append(b, tmp, (size_t)n);
-    if (ost__buf_reserve(b, (size_t)n)) return OST_ENOMEM;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-    return 0;
+    return rc;
 }
 
 void ost_buf_free(ost_buf *b) {

@@ -103,7 +103,7 @@ static void say(salv *s, int kind, const char *fmt, ...) {
     char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    ost__vfmt(line, sizeof line, fmt, ap);
     va_end(ap);
     s->report(s->ud, kind, line);
 }
@@ -613,7 +613,7 @@ static int fail(char *msg, size_t cap, int code, const char *fmt, ...) {
     if (msg && cap) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, cap, fmt, ap);
+        ost__vfmt(msg, cap, fmt, ap);
         va_end(ap);
     }
     return code;
