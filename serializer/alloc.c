@@ -325,19 +325,8 @@ void ost_buf_free(ost_buf *b) {
 
 /* ---- arrays --------------------------------------------------------------- */
 
-int ost__grow(void **arr, size_t *cap, size_t need, size_t elem, size_t min) {
-    size_t n = *cap ? *cap : (min ? min : 1);
-    while (n < need) {
-        if (n > SIZE_MAX / 2) return OST_ENOMEM;
-        n *= 2;
-    }
-    if (elem && n > SIZE_MAX / elem) return OST_ENOMEM;
-    void *p = realloc(*arr, n * elem);
-    if (!p) return OST_ENOMEM;
-    *arr = p;
-    *cap = n;
-    return 0;
-}
+/* base/grow.c grows them; its failure is the library's OST_ENOMEM. */
+_Static_assert(OST__GROW_NOMEM == OST_ENOMEM, "base/grow.h's failure is OST_ENOMEM");
 
 /* ---- names table ---------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../base/grow.h"
 #include "ostore.h"
 
 #define EXIT_OK 0

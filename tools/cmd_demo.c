@@ -755,8 +755,8 @@ typedef struct {
 } walk_bufs;
 
 static int wb_grow(walk_bufs *b, size_t want) {
-    size_t cap = b->cap ? b->cap * 2 : 8192;
-    while (cap < want) cap *= 2;
+    size_t cap;
+    if (ost__grow_cap(b->cap, want, sizeof(int64_t), 8192, &cap)) return OST_ENOMEM;
     ost_value *o = realloc(b->ord, cap * sizeof *o);
     if (o) b->ord = o;
     int64_t *c = realloc(b->cid, cap * sizeof *c);
@@ -769,13 +769,7 @@ static int wb_grow(walk_bufs *b, size_t want) {
 }
 
 static int wb_lgrow(walk_bufs *b, size_t want) {
-    size_t cap = b->lcap ? b->lcap * 2 : 16384;
-    while (cap < want) cap *= 2;
-    ost_value *l = realloc(b->lines, cap * sizeof *l);
-    if (!l) return OST_ENOMEM;
-    b->lines = l;
-    b->lcap = cap;
-    return 0;
+    return ost__grow((void **)&b->lines, &b->lcap, want, sizeof *b->lines, 16384);
 }
 
 /* A walk in progress (see walk): what it compares with, what it found,
