@@ -6,6 +6,7 @@
 
 #include "../base/crc32c.h"
 #include "../base/endian.h"
+#include "../base/sort.h"
 #include "../serializer/internal.h"
 #include "engine.h"
 #include "ostore/maps.h"
@@ -267,10 +268,6 @@ int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
 void ost__st_clear(ost_store *st);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* qsort's order of uint64_t; sorts v[0, n) and drops repeats, returning
- * the new count (conn.c's read-ahead, the PostgreSQL engine's row locks). */
-int ost__u64_cmp(const void *a, const void *b);
-size_t ost__sort_unique(uint64_t *v, size_t n);
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id);
 /* Stores the checksum of record rec[0, n) of oid in its header (bytes
  * 12..15): the CRC-32C of the oid (8 bytes big-endian), the header's

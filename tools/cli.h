@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "../base/grow.h"
+#include "../base/sort.h"
 #include "ostore.h"
 
 #define EXIT_OK 0

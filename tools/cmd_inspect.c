@@ -613,11 +613,6 @@ static void oid_push(oidvec *o, uint64_t x) {
     o->v[o->n++] = x;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void collect(void *ud, uint64_t oid) { oid_push(ud, oid); }
 
 typedef struct {
@@ -762,7 +757,7 @@ static int run_refs(int argc, char **argv) {
             return EXIT_FAIL;
         }
     }
-    if (out.n) qsort(out.v, out.n, sizeof *out.v, cmp_u64);
+    if (out.n) qsort(out.v, out.n, sizeof *out.v, ost__u64_cmp);
     size_t u = 0;
     for (size_t i = 0; i < out.n; i++)
         if (!u || out.v[u - 1] != out.v[i]) out.v[u++] = out.v[i];
