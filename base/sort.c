@@ -1,13 +1,15 @@
-/* Sorting oids (base/sort.h). */
+/* base/sort.c: sorting 64-bit integers (sort.h). */
+#include "sort.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "sort.h"
-
+/* uint64_t order, for qsort (sort.h). */
 int ost__u64_cmp(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
+
 /* Sorts v[0, n) by least significant byte first over the bytes in which
  * its values differ from the least (oids of one store span few of them).
  * 0, or -1 out of memory (v untouched). */
@@ -42,6 +44,7 @@ static int radix_sort(uint64_t *v, size_t n) {
     return 0;
 }
 
+/* Sorted and unique in place; the new count (sort.h). */
 size_t ost__sort_unique(uint64_t *v, size_t n) {
     if (n < 2) return n;
     /* a walk's oids come mostly in order already: no sort then */

@@ -292,20 +292,28 @@ int ost__buf_append(ost_buf *b, const void *p, size_t n) {
     return 0;
 }
 
+int ost__buf_vprintf(ost_buf *b, const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    char tmp[256];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap), rc = 0;
+    if (n < 0) rc = OST_EINVAL;
+    else if ((size_t)n < sizeof tmp) rc = ost__buf_append(b, tmp, (size_t)n);
+    else if (ost__buf_reserve(b, (size_t)n)) rc = OST_ENOMEM;
+    else {
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
+        b->len += (size_t)n;
+    }
+    va_end(again);
+    return rc;
+}
+
 int ost__buf_printf(ost_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char tmp[256];
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    int rc = ost__buf_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n < 0) return OST_EINVAL;
-    if ((size_t)n < sizeof tmp) return ost__buf_append(b, tmp, (size_t)n);
-    if (ost__buf_reserve(b, (size_t)n)) return OST_ENOMEM;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-    return 0;
+    return rc;
 }
 
 void ost_buf_free(ost_buf *b) {
@@ -317,19 +325,8 @@ void ost_buf_free(ost_buf *b) {
 
 /* ---- arrays --------------------------------------------------------------- */
 
-int ost__grow(void **arr, size_t *cap, size_t need, size_t elem, size_t min) {
-    size_t n = *cap ? *cap : (min ? min : 1);
-    while (n < need) {
-        if (n > SIZE_MAX / 2) return OST_ENOMEM;
-        n *= 2;
-    }
-    if (elem && n > SIZE_MAX / elem) return OST_ENOMEM;
-    void *p = realloc(*arr, n * elem);
-    if (!p) return OST_ENOMEM;
-    *arr = p;
-    *cap = n;
-    return 0;
-}
+/* base/grow.c grows them; its failure is the library's OST_ENOMEM. */
+_Static_assert(OST__GROW_NOMEM == OST_ENOMEM, "base/grow.h's failure is OST_ENOMEM");
 
 /* ---- names table ---------------------------------------------------------- */
 

@@ -59,21 +59,11 @@ typedef struct {
 static void emit(dis_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void emit(dis_out *o, const char *fmt, ...) {
     if (!o->fn || o->err) return;
-    char tmp[256];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    int rc = ost__buf_vprintf(&o->buf, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) {
-        o->err = ost__buf_append(&o->buf, tmp, (size_t)n);
-        return;
-    }
-    if ((o->err = ost__buf_reserve(&o->buf, (size_t)n))) return;
-    va_start(ap, fmt);
-    vsnprintf(o->buf.data + o->buf.len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    o->buf.len += (size_t)n;
+    if (rc != OST_EINVAL) o->err = rc; /* a format vsnprintf refused: nothing, as before */
 }
 
 /* Hands what is kept to fn: at a line's end once DIS_CHUNK bytes wait, or

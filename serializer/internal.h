@@ -11,6 +11,7 @@
 #include "ostore.h"
 #include "prim.h"
 #include "../base/endian.h"
+#include "../base/text.h"
 
 /* The hot per-thread state of the allocator and of freeing: initial-exec
  * TLS, a fixed offset from the thread pointer, instead of a
@@ -387,6 +388,9 @@ int ost__buf_reserve(ost_buf *b, size_t extra);
 int ost__buf_append(ost_buf *b, const void *p, size_t n);
 int ost__buf_printf(ost_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* ost__buf_printf with a va_list (consumed): 0, OST_ENOMEM, or OST_EINVAL
+ * when vsnprintf refuses fmt (b unchanged then). */
+int ost__buf_vprintf(ost_buf *b, const char *fmt, va_list ap);
 
 /* Identity table: pointer -> 64-bit value, open addressing, reused. */
 typedef struct {
@@ -581,9 +585,6 @@ bool ost__py2_reads_as_builtin(const char *m2, const char *n2);
 void ost__float_repr(double d, char *out, size_t cap);
 int ost__int_decimal(ost_value v, ost_buf *out);
 int ost__list_reserve(ost_list_obj *l, size_t extra);
-/* True for a code point Python's repr shows as it is (str.isprintable(),
- * approximately): false for controls, separators, surrogates... */
-bool ost__printable(uint32_t u);
 ptrdiff_t ost__field_index(ost_value cls, const char *name, size_t n);
 /* value.c: puts one item of a state dict into slotted instance obj: the
  * slot of a declared field or of a field alias when key names one, else
@@ -597,33 +598,6 @@ bool ost__class_def_ok(const ost_class_def *def);
 /* value.c: whether name may be a class's or field's name (not empty, no
  * '(', ')' or ','). */
 bool ost__name_ok(const char *name);
-
-/* error.c */
-/* Formats a message into dst[0..cap). A message longer than cap - 1 bytes
- * loses its middle, not its end, which says what went wrong: the start and
- * the end are kept around "...", cut at UTF-8 character boundaries. */
-void ost__vfmt(char *dst, size_t cap, const char *fmt, va_list ap);
-void ost__fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* The size of a buffer for ost__path_show: a path is shown in at most
- * OST__PATH_SHOWN - 1 bytes. */
-#define OST__PATH_SHOWN 201
-/* Writes path as messages name it into dst[0..cap), cap >= 16, and
- * returns dst. Every message that names a file or directory shows it
- * through this function, so that a message stays one line of text:
- * control characters, DEL and the other code points Python's repr
- * escapes become \n, \t, \r, \xhh, \uXXXX or \UXXXXXXXX, a backslash
- * becomes \\, and each byte that is not part of valid UTF-8 becomes \xhh
- * (as Python shows the bytes of a path). When what results is longer than
- * cap - 1 bytes, its middle is replaced by "...", keeping the start (where
- * the path is) and the end (the file's name); an escape is never cut. */
-char *ost__path_show(char *dst, size_t cap, const char *path);
-/* True when s[0..n) is UTF-8 as Python's bytes.decode() accepts it: no
- * lone surrogates, no overlong forms (ost_utf8_check allows surrogates). */
-bool ost__utf8_strict(const char *s, size_t n);
-/* What a file of st_mode mode is, for messages: "a FIFO", "a directory",
- * "a character device"... (a static string). */
-const char *ost__file_kind(unsigned mode);
 
 /* The first member of every handle that keeps a message: what it is, for
  * ost_errmsg (store/store.c), which takes any of them. */

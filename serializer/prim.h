@@ -1,5 +1,5 @@
 /* Small primitives every part of the library shares (internal, not API):
- * growing an array, FNV-1a, Latin-1 <-> UTF-8, and a table keyed by byte
+ * growing an array (base/grow.h), FNV-1a, Latin-1 <-> UTF-8, and a table keyed by byte
  * strings. One of each, so that overflow checks and probing live in one
  * place. The identity table (ost__ptrtab) is in internal.h. */
 #ifndef OST_SERIALIZER_PRIM_H
@@ -8,19 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Grows the array *arr of *cap elements of elem bytes so that it holds at
- * least need elements: the capacity doubles (from min when 0) until it is
- * enough, as Lua's luaM_growvector. The array comes from the C library's
- * realloc (callers free it with free). Returns 0, or OST_ENOMEM when the
- * size overflows or memory is short, leaving *arr and *cap unchanged. */
-int ost__grow(void **arr, size_t *cap, size_t need, size_t elem, size_t min);
-
-/* Calls ost__grow only when need exceeds *cap: the check inline. */
-static inline int ost__reserve(void **arr, size_t *cap, size_t need, size_t elem,
-                               size_t min) {
-    if (__builtin_expect(need <= *cap, 1)) return 0;
-    return ost__grow(arr, cap, need, elem, min);
-}
+/* Growing an array (ost__grow, ost__reserve, ost__grow_cap): base/grow.h. */
+#include "../base/grow.h"
 
 /* FNV-1a, 64 bits: start from OST__FNV_INIT, feed bytes with
  * ost__fnv1a(h, p, n). Stable across processes and versions. */

@@ -250,8 +250,11 @@ static int memo_put(ost_reader *r, const uint8_t *at, size_t idx, ost_value v) {
     size_t pos = (size_t)(at - r->base);
     if (idx < r->memo_dense || idx <= pos * 2 + 64) {
         if (idx >= r->memo_dense) {
-            size_t cap = r->memo_dense ? r->memo_dense : 64;
-            while (cap <= idx) cap *= 2;
+            size_t cap;
+            if (ost__grow_cap(r->memo_dense, idx + 1, sizeof *r->memo, 64, &cap)) {
+                ost_decref(v);
+                return NOMEM(at);
+            }
             if (cap > r->memo_cap) {
                 ost_value *m = realloc(r->memo, cap * sizeof *m);
                 if (!m) {

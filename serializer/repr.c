@@ -65,21 +65,6 @@ static uint32_t utf8_next(const uint8_t *s, size_t *i) {
     return u;
 }
 
-/* Code points Python's repr escapes: controls, a few separators and format
- * characters, surrogates, non-characters. An approximation of
- * str.isprintable() without the Unicode database. */
-bool ost__printable(uint32_t u) {
-    if (u < 0x20 || (u >= 0x7f && u <= 0xa0) || u == 0xad) return false;
-    if (u >= 0xd800 && u <= 0xdfff) return false;
-    if (u == 0x2028 || u == 0x2029 || (u >= 0x200b && u <= 0x200f)) return false;
-    if ((u >= 0x2060 && u <= 0x206f) || u == 0xfeff || u == 0x3000) return false;
-    if (u >= 0xfff0 && u <= 0xfffb) return false;
-    if ((u & 0xfffe) == 0xfffe || (u >= 0xfdd0 && u <= 0xfdef)) return false;
-    if (u >= 0xe0000) return false;
-    if ((u >= 0xe000 && u <= 0xf8ff) || u >= 0xf0000) return false; /* private */
-    return true;
-}
-
 /* bytes: 0 for str, 1 for bytes, 2 for bytearray, whose repr escapes a
  * single quote even inside double quotes (CPython's bytearray_repr). */
 static void repr_text(repr_ctx *c, const char *p, size_t n, int bytes) {

@@ -153,19 +153,16 @@ static void child_dead(ost_value c, void *ud) {
     default: break;
     }
     if (t_fs.len == t_fs.cap) {
-        size_t cap = t_fs.cap ? t_fs.cap * 2 : 256;
-        ost_obj **n = realloc(t_fs.items, cap * sizeof *n);
-        if (!n) { /* rare: fall back to recursion for this object */
-            free_one(o);
+        ost_obj **old = t_fs.items;
+        if (ost__grow((void **)&t_fs.items, &t_fs.cap, t_fs.len + 1, sizeof *old, 256)) {
+            free_one(o); /* rare: fall back to recursion for this object */
             return;
         }
-        if (!t_fs.items) { /* first use in this thread */
+        if (!old) { /* first use in this thread */
             pthread_once(&g_fs_once, fs_key_init);
-            pthread_setspecific(g_fs_key, n);
-        } else if (n != t_fs.items)
-            pthread_setspecific(g_fs_key, n);
-        t_fs.items = n;
-        t_fs.cap = cap;
+            pthread_setspecific(g_fs_key, t_fs.items);
+        } else if (t_fs.items != old)
+            pthread_setspecific(g_fs_key, t_fs.items);
     }
     t_fs.items[t_fs.len++] = o;
 }
@@ -680,11 +677,9 @@ ost_value ost_list_new(size_t cap) {
 
 int ost__list_reserve(ost_list_obj *l, size_t extra) {
     if (l->cap - l->len >= extra) return 0;
-    size_t cap = l->cap ? l->cap : 4;
-    while (cap - l->len < extra) {
-        if (cap > SIZE_MAX / 2 / sizeof(ost_value)) return OST_ENOMEM;
-        cap *= 2;
-    }
+    size_t cap;
+    if (extra > SIZE_MAX - l->len || ost__grow_cap(l->cap, l->len + extra, sizeof(ost_value), 4, &cap))
+        return OST_ENOMEM;
     ost_value *n = ost__arr_realloc(ost__pooled(&l->h), l->items, l->cap * sizeof *n,
                                     cap * sizeof *n);
     if (!n) return OST_ENOMEM;
@@ -892,15 +887,17 @@ int ost__hash(ost_value v, uint64_t *out) {
                     goto out;
                 }
                 if (n == cap) {
-                    hash_frame *s = st == local ? malloc(2 * cap * sizeof *s)
-                                                : realloc(st, 2 * cap * sizeof *s);
+                    size_t nc;
+                    hash_frame *s = NULL;
+                    if (!ost__grow_cap(cap, n + 1, sizeof *s, 0, &nc))
+                        s = st == local ? malloc(nc * sizeof *s) : realloc(st, nc * sizeof *s);
                     if (!s) {
                         rc = OST_ENOMEM;
                         goto out;
                     }
                     if (st == local) memcpy(s, local, sizeof local);
                     st = s;
-                    cap *= 2;
+                    cap = nc;
                 }
                 hash_frame *f = &st[n++];
                 f->t = (ost_tuple_obj *)v;
@@ -1020,8 +1017,9 @@ static int dict_add(ost_dict_obj *d, ost_value key, ost_value val, uint64_t h) {
                 return OST_ENOMEM;
             }
         } else {
-            size_t cap = d->cap ? d->cap * 2 : 4;
-            if (cap >= UINT32_MAX) return OST_ENOMEM;
+            size_t cap;
+            if (ost__grow_cap(d->cap, d->cap + 1, sizeof(ost_entry), 4, &cap) || cap >= UINT32_MAX)
+                return OST_ENOMEM;
             ost_entry *e = ost__arr_realloc(ost__pooled(&d->h), d->entries,
                                             d->cap * sizeof *e, cap * sizeof *e);
             if (!e) return OST_ENOMEM;

@@ -1755,7 +1755,9 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
             while (j < nd && d[j].map != me->map) j++;
             if (j == nd) {
                 if (nd == capd) {
-                    mdelta *nn = malloc(capd * 2 * sizeof *nn);
+                    size_t nc;
+                    mdelta *nn = NULL;
+                    if (!ost__grow_cap(capd, nd + 1, sizeof *nn, 0, &nc)) nn = malloc(nc * sizeof *nn);
                     if (!nn) {
                         rc = OST_ENOMEM;
                         break;
@@ -1763,7 +1765,7 @@ int ost__maps_apply(const ost__engine_ops *ops, ost__sess *s, ost__pkg *p, uint6
                     memcpy(nn, d, nd * sizeof *d);
                     if (d != small) free(d);
                     d = nn;
-                    capd *= 2;
+                    capd = nc;
                 }
                 d[nd++] = (mdelta){me->map, 0, (me->flags & OST__MENT_COUNT) != 0};
             } else {

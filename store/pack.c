@@ -237,11 +237,6 @@ static int mark_fn(void *ud, uint64_t oid, const ost__recview *r) {
     return m->fn_rc = mark_record(m, oid, r);
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Reads and marks from the records of the batch: in one get_many, or,
  * when a record of it is damaged (get_many stops there), one by one. */
 static int mark_batch_read(mark_ctx *m) {
@@ -275,7 +270,7 @@ static int mark_batch_read(mark_ctx *m) {
 /* Marks from the records of the batch, each once, in oid order. */
 static int mark_batch(mark_ctx *m) {
     const ost__engine_ops *ops = m->st->ops;
-    qsort(m->batch, m->nb, sizeof *m->batch, cmp_u64);
+    qsort(m->batch, m->nb, sizeof *m->batch, ost__u64_cmp);
     size_t u = 0; /* once each (the catch-up may push an oid twice) */
     for (size_t i = 0; i < m->nb; i++)
         if (!u || m->batch[i] != m->batch[u - 1]) m->batch[u++] = m->batch[i];

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../base/grow.h"
+#include "../base/sort.h"
 #include "ostore.h"
 
 #define EXIT_OK 0

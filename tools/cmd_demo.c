@@ -674,11 +674,6 @@ out:
 
 /* ---- phase 2: the walk ----------------------------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct {
     uint64_t products, customers, orders, lines, cents;
     uint64_t bad_ref;   /* an order's customer or a line item's product is wrong */
@@ -712,7 +707,7 @@ static int walk_products(ost_conn *c, const shop *s, ost_value pm, uint64_t np, 
     }
     ost_map_cursor_close(cur);
     if (rc != OST_ENOTFOUND) return step_fail(c, "walk", "the products map");
-    qsort(poids, w->products < np ? w->products : np, sizeof *poids, cmp_u64);
+    qsort(poids, w->products < np ? w->products : np, sizeof *poids, ost__u64_cmp);
     return 0;
 }
 
@@ -735,7 +730,7 @@ static int walk_order(ost_conn *c, const shop *s, int64_t num, ost_value o, ost_
         w->lines++;
         sum += slot_int(ln, L_QUANTITY) * slot_int(ln, L_UNIT);
         uint64_t po = ost_oid(c, prod);
-        uint64_t *hit = bsearch(&po, poids, np, sizeof *poids, cmp_u64);
+        uint64_t *hit = bsearch(&po, poids, np, sizeof *poids, ost__u64_cmp);
         if (!hit) w->bad_ref++;
         else seen[hit - poids] = 1;
     }
@@ -755,8 +750,8 @@ typedef struct {
 } walk_bufs;
 
 static int wb_grow(walk_bufs *b, size_t want) {
-    size_t cap = b->cap ? b->cap * 2 : 8192;
-    while (cap < want) cap *= 2;
+    size_t cap;
+    if (ost__grow_cap(b->cap, want, sizeof(int64_t), 8192, &cap)) return OST_ENOMEM;
     ost_value *o = realloc(b->ord, cap * sizeof *o);
     if (o) b->ord = o;
     int64_t *c = realloc(b->cid, cap * sizeof *c);
@@ -769,13 +764,7 @@ static int wb_grow(walk_bufs *b, size_t want) {
 }
 
 static int wb_lgrow(walk_bufs *b, size_t want) {
-    size_t cap = b->lcap ? b->lcap * 2 : 16384;
-    while (cap < want) cap *= 2;
-    ost_value *l = realloc(b->lines, cap * sizeof *l);
-    if (!l) return OST_ENOMEM;
-    b->lines = l;
-    b->lcap = cap;
-    return 0;
+    return ost__grow((void **)&b->lines, &b->lcap, want, sizeof *b->lines, 16384);
 }
 
 /* A walk in progress (see walk): what it compares with, what it found,

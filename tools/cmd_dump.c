@@ -140,13 +140,8 @@ typedef struct {
 } map_list;
 
 static int maps_add(map_list *l, uint64_t oid, const raw_map *m) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        dump_map *n = realloc(l->v, cap * sizeof *n);
-        if (!n) return fail("out of memory");
-        l->v = n;
-        l->cap = cap;
-    }
+    if (ost__reserve((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v, 16))
+        return fail("out of memory");
     l->v[l->n++] = (dump_map){oid, *m, 0};
     return EXIT_OK;
 }
@@ -507,14 +502,7 @@ static size_t get_some(stream *s, void *p, size_t n) {
 
 /* Grows buf to at least n bytes. */
 static bool reserve(uint8_t **buf, size_t *cap, size_t n) {
-    if (n <= *cap) return true;
-    size_t nc = *cap ? *cap : 65536;
-    while (nc < n) nc *= 2;
-    uint8_t *nb = realloc(*buf, nc);
-    if (!nb) return false;
-    *buf = nb;
-    *cap = nc;
-    return true;
+    return ost__reserve((void **)buf, cap, n, 1, 65536) == 0;
 }
 
 /* The fewest bytes of each item after the header: a class (u32 id, two
@@ -790,15 +778,9 @@ static int import_classes(importing *x) {
                       shown(file), id, (unsigned long long)x->h->next_class);
             goto out;
         }
-        if (i == idcap) {
-            size_t nc = idcap ? idcap * 2 : 64;
-            uint32_t *ni = realloc(x->ids, nc * sizeof *x->ids);
-            if (!ni) {
-                rc = fail("out of memory");
-                goto out;
-            }
-            x->ids = ni;
-            idcap = nc;
+        if (ost__reserve((void **)&x->ids, &idcap, i + 1, sizeof *x->ids, 64)) {
+            rc = fail("out of memory");
+            goto out;
         }
         x->ids[i] = id;
         if (ost_import_class(x->im, id, mod, ml, name, nl)) {

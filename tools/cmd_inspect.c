@@ -606,22 +606,11 @@ typedef struct {
 } oidvec;
 
 static void oid_push(oidvec *o, uint64_t x) {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 16;
-        uint64_t *n = realloc(o->v, cap * sizeof *n);
-        if (!n) {
-            o->oom = true;
-            return;
-        }
-        o->v = n;
-        o->cap = cap;
+    if (ost__reserve((void **)&o->v, &o->cap, o->n + 1, sizeof *o->v, 16)) {
+        o->oom = true;
+        return;
     }
     o->v[o->n++] = x;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 static void collect(void *ud, uint64_t oid) { oid_push(ud, oid); }
@@ -688,16 +677,10 @@ static int scan_map(void *ud, uint64_t map) {
         return EXIT_FAIL;
     }
     if (!hit.hits) return 0;
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 8;
-        map_hit *n = realloc(h->v, cap * sizeof *n);
-        if (!n) {
-            free(hit.key);
-            h->oom = true;
-            return 0;
-        }
-        h->v = n;
-        h->cap = cap;
+    if (ost__reserve((void **)&h->v, &h->cap, h->n + 1, sizeof *h->v, 8)) {
+        free(hit.key);
+        h->oom = true;
+        return 0;
     }
     h->v[h->n++] = hit;
     return 0;
@@ -774,7 +757,7 @@ static int run_refs(int argc, char **argv) {
             return EXIT_FAIL;
         }
     }
-    if (out.n) qsort(out.v, out.n, sizeof *out.v, cmp_u64);
+    if (out.n) qsort(out.v, out.n, sizeof *out.v, ost__u64_cmp);
     size_t u = 0;
     for (size_t i = 0; i < out.n; i++)
         if (!u || out.v[u - 1] != out.v[i]) out.v[u++] = out.v[i];

@@ -24,14 +24,10 @@ static int slurp(const char *path, unsigned char **out, size_t *len) {
     unsigned char *buf = malloc(cap);
     for (;;) {
         if (!buf) break;
-        if (n == cap) {
-            unsigned char *b = realloc(buf, cap *= 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
+        if (ost__reserve((void **)&buf, &cap, n + 1, 1, 0)) {
+            free(buf);
+            buf = NULL;
+            break;
         }
         size_t k = fread(buf + n, 1, cap - n, f);
         n += k;

@@ -224,16 +224,9 @@ typedef struct {
 
 static void bb_put(bytes_buf *b, const void *p, size_t n) {
     if (b->oom) return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
+    if (n > SIZE_MAX - b->n || ost__reserve((void **)&b->p, &b->cap, b->n + n, 1, 64)) {
+        b->oom = true;
+        return;
     }
     memcpy(b->p + b->n, p, n);
     b->n += n;

@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "../../base/sort.h"
 #include "../../serializer/internal.h"
 #include "../engine.h"
 #include "../maprec.h"

@@ -132,7 +132,7 @@ static int bad(ost__gd *g, const char *f, ...) __attribute__((format(printf, 2, 
 static int bad(ost__gd *g, const char *f, ...) {
     va_list ap;
     va_start(ap, f);
-    vsnprintf(g->msg, sizeof g->msg, f, ap);
+    ost__vfmt(g->msg, sizeof g->msg, f, ap);
     va_end(ap);
     return OST_ECORRUPT;
 }

@@ -323,7 +323,7 @@ static void fmt(char *buf, size_t cap, const char *f, ...) {
     if (!buf || !cap) return;
     va_list ap;
     va_start(ap, f);
-    vsnprintf(buf, cap, f, ap);
+    ost__vfmt(buf, cap, f, ap);
     va_end(ap);
 }
 
@@ -888,7 +888,7 @@ static void nproblem(page *g, int i, const char *f, ...) {
     char m[200];
     va_list ap;
     va_start(ap, f);
-    vsnprintf(m, sizeof m, f, ap);
+    ost__vfmt(m, sizeof m, f, ap);
     va_end(ap);
     kb lo, hi;
     node_range(g, i, &lo, &hi);
@@ -903,7 +903,7 @@ static void pproblem(page *g, const char *f, ...) {
     char m[200];
     va_list ap;
     va_start(ap, f);
-    vsnprintf(m, sizeof m, f, ap);
+    ost__vfmt(m, sizeof m, f, ap);
     va_end(ap);
     kproblem(g->r, g->t, g->pgno, g->lo, g->hi, "page %llu (%s, %s): %s", (ull)g->pgno,
              g->t->name, g->kind, m);

@@ -103,7 +103,7 @@ static void say(salv *s, int kind, const char *fmt, ...) {
     char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    ost__vfmt(line, sizeof line, fmt, ap);
     va_end(ap);
     s->report(s->ud, kind, line);
 }
@@ -508,11 +508,6 @@ static void sort(void *v, size_t n, size_t sz, int (*cmp)(const void *, const vo
     if (n > 1) qsort(v, n, sz, cmp);
 }
 
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static const scls *class_of(const salv *s, uint32_t id) {
     size_t lo = 0, hi = s->cls.n;
     while (lo < hi) {
@@ -613,7 +608,7 @@ static int fail(char *msg, size_t cap, int code, const char *fmt, ...) {
     if (msg && cap) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, cap, fmt, ap);
+        ost__vfmt(msg, cap, fmt, ap);
         va_end(ap);
     }
     return code;
@@ -786,7 +781,7 @@ static void search_wanted(salv *s) {
             free(want.v);
             break;
         }
-        sort(want.v, want.n, sizeof *want.v, cmp_u64);
+        sort(want.v, want.n, sizeof *want.v, ost__u64_cmp);
         size_t u = 0;
         for (size_t i = 0; i < want.n; i++)
             if (!u || want.v[u - 1] != want.v[i]) want.v[u++] = want.v[i];
@@ -992,7 +987,7 @@ static int patch_map_counts(salv *s, uint32_t map_cid, uint32_t set_cid, uint8_t
  * failed their checksum. Returns 0, or OST_ENOMEM (before the references'
  * reports). */
 static int report_lost(salv *s) {
-    sort(s->bad.v, s->bad.n, sizeof *s->bad.v, cmp_u64); /* oid first in sbad */
+    sort(s->bad.v, s->bad.n, sizeof *s->bad.v, ost__u64_cmp); /* oid first in sbad */
     for (size_t i = 0; i < s->bad.n; i++) {
         const sbad *b = &s->bad.v[i];
         if ((i && s->bad.v[i - 1].oid == b->oid) || find_rec(s, b->oid)) continue;
@@ -1015,7 +1010,7 @@ static int report_lost(salv *s) {
         free(rx.missing.v);
         return OST_ENOMEM;
     }
-    sort(rx.missing.v, rx.missing.n, sizeof *rx.missing.v, cmp_u64); /* by oid */
+    sort(rx.missing.v, rx.missing.n, sizeof *rx.missing.v, ost__u64_cmp); /* by oid */
     for (size_t i = 0; i < rx.missing.n; i++) {
         const sref *m = &rx.missing.v[i];
         if ((i && rx.missing.v[i - 1].oid == m->oid) || is_bad(s, m->oid)) continue;
