@@ -393,6 +393,8 @@ typedef struct ost__engine_ops {
 /* The engines built in, in the order they are asked to claim an address;
  * the last one (LMDB) claims every path. */
 extern const ost__engine_ops ost__lmdb_engine;
+/* The in-memory engine (store/mem/): "mem:" and "mem:NAME" addresses. */
+extern const ost__engine_ops ost__mem_engine;
 #ifdef OST_HAVE_POSTGRESQL
 extern const ost__engine_ops ost__pg_engine;
 #endif

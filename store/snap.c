@@ -183,7 +183,7 @@ void ost_snap_close(ost_snap *s) {
 const char *ost_snap_errmsg(const ost_snap *s) { return s ? s->msg : ""; }
 
 bool ost_store_addr_is_path(const char *addr) {
-    static const char *const uri[] = {"postgresql://", "postgres://", "postgres:"};
+    static const char *const uri[] = {"postgresql://", "postgres://", "postgres:", "mem:"};
     if (!addr) return false;
     for (size_t i = 0; i < sizeof uri / sizeof *uri; i++)
         if (!strncmp(addr, uri[i], strlen(uri[i]))) return false;

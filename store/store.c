@@ -301,6 +301,7 @@ static const ost__engine_ops *const g_engines[] = {
 #ifdef OST_HAVE_POSTGRESQL
     &ost__pg_engine,
 #endif
+    &ost__mem_engine,
     &ost__lmdb_engine,
 };
 
