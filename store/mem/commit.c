@@ -64,6 +64,7 @@ int ost__mem_class_id(ost__engine *e, const char *module, size_t mlen, const cha
         return mem_fail(e, OST_EREADONLY, "%s: read-only: cannot add class %.*s.%.*s", e->shown,
                         (int)mlen, module, (int)nlen, name);
     int rc = 0;
+    pthread_mutex_lock(&db->wlock); /* a write transaction of its own */
     pthread_rwlock_wrlock(&db->lock);
     if ((c = class_find(db, module, mlen, name, nlen))) { /* added meanwhile */
         *id = c->id;
@@ -79,6 +80,7 @@ int ost__mem_class_id(ost__engine *e, const char *module, size_t mlen, const cha
         }
     }
     pthread_rwlock_unlock(&db->lock);
+    pthread_mutex_unlock(&db->wlock);
     if (rc)
         return mem_fail(e, rc, "%s: class %.*s.%.*s: %s", e->shown, (int)mlen, module, (int)nlen,
                         name, ost_strerror(rc));
@@ -88,6 +90,7 @@ int ost__mem_class_id(ost__engine *e, const char *module, size_t mlen, const cha
 int ost__mem_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
     mem_db *db = e->db;
     if (e->read_only) return OST_EREADONLY;
+    pthread_mutex_lock(&db->wlock);
     pthread_rwlock_wrlock(&db->lock);
     uint64_t next = db->meta.next_oid;
     bool ok = want <= OID_LIMIT - next;
@@ -96,6 +99,7 @@ int ost__mem_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
         *first = next;
     }
     pthread_rwlock_unlock(&db->lock);
+    pthread_mutex_unlock(&db->wlock);
     if (!ok)
         return mem_fail(e, OST_ELIMIT, "%s: no %llu more oids below 2^63", e->shown,
                         (unsigned long long)want);
@@ -110,15 +114,7 @@ static int put_record(ost__sess *s, uint64_t oid, uint64_t serial, uint32_t cid,
                       size_t len) {
     uint8_t k[8];
     mem_be64(k, oid);
-    mem_node *n;
-    int rc = mem_list_get(&s->db->recs, k, 8, &n);
-    if (rc) return rc;
-    mem_ver *v = mem_ver_new(s->ver, serial, cid, false, data, len);
-    if (!v) {
-        if (!n->head) mem_list_remove(&s->db->recs, n);
-        return OST_ENOMEM;
-    }
-    return mem_push(s, &s->db->recs, n, v);
+    return mem_write(s, &s->db->recs, k, 8, mem_ver_new(s->ver, serial, cid, false, data, len));
 }
 
 /* The record of oid as the write transaction sees it (NULL: none). */
@@ -156,7 +152,6 @@ static int check_pkg(ost__sess *s, ost__pkg *p) {
 /* Appends commit serial's line to the commit log: the oids of p's records
  * that replaced stored ones. 0 or OST_ENOMEM. */
 static int log_pkg(ost__sess *s, ost__pkg *p, uint64_t serial) {
-    mem_db *db = s->db;
     size_t nrecs = mem_host_nrecs(p), n = 0;
     uint64_t *oids = NULL;
     for (size_t i = 0; i < nrecs; i++) {
@@ -166,13 +161,7 @@ static int log_pkg(ost__sess *s, ost__pkg *p, uint64_t serial) {
         if (!oids && !(oids = malloc(nrecs * sizeof *oids))) return OST_ENOMEM;
         oids[n++] = r.oid;
     }
-    if (!n) return 0;
-    if (mem_grow((void **)&db->log, &db->caplog, db->nlog + 1, sizeof *db->log)) {
-        free(oids);
-        return OST_ENOMEM;
-    }
-    db->log[db->nlog++] = (mem_log){serial, s->ver, 0, oids, n};
-    return 0;
+    return n ? mem_log_add(s, serial, oids, n) : 0;
 }
 
 /* Applies package p in s's write transaction: its checks, its records,
@@ -191,6 +180,7 @@ static int apply(ost__sess *s, ost__pkg *p, uint64_t *serial) {
         mem_host_rec(p, i, &r);
         rc = put_record(s, r.oid, ser, r.cid, r.data, r.len);
     }
+    if (!rc && nrecs > 1) OST__HOOK(mid_write, ()); /* tests: testctl.h, as LMDB calls it */
     if (!rc && mem_host_nments(p)) rc = mem_host_apply_maps(&ost__mem_engine, s, p, ser);
     if (!rc) rc = log_pkg(s, p, ser);
     if (rc) return rc;
@@ -221,7 +211,7 @@ int ost__mem_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         int rc = apply(s, p, &serial);
         if (rc) { /* nothing of it stays */
             mem_undo(s, mark);
-            while (s->db->nlog > nlog) free(s->db->log[--s->db->nlog].oids);
+            mem_log_cut(s, nlog);
             s->meta = meta;
         }
         mem_host_outcome(p, e->shown, rc, serial);
@@ -240,8 +230,7 @@ static int sweep_records(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uin
         const mem_ver *v = mem_see(x, s->ver);
         if (!v || v->serial > mark) continue; /* written after the mark: kept */
         if (keep(ud, mem_rd_be64(x->key))) continue;
-        mem_ver *t = mem_ver_new(s->ver, 0, 0, true, NULL, 0);
-        int rc = t ? mem_push(s, &s->db->recs, x, t) : OST_ENOMEM;
+        int rc = mem_push(s, &s->db->recs, x, mem_ver_new(s->ver, 0, 0, true, NULL, 0));
         if (rc) return rc;
         (*gone)++;
     }
@@ -279,8 +268,7 @@ int ost__mem_sweep(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t 
     if (!rc) rc = sweep_maps(s, keep, ud);
     if (!rc) {
         /* the commit log goes for snapshots from now on */
-        for (size_t i = 0; i < s->db->nlog; i++)
-            if (!s->db->log[i].gone) s->db->log[i].gone = s->ver;
+        mem_log_trim_all(s);
         s->meta.low = s->meta.last_serial + 1;
     }
     mem_wend(s, rc == 0);

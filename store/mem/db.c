@@ -74,18 +74,67 @@ uint64_t mem_oldest(mem_db *db) {
 }
 
 int mem_push(ost__sess *s, mem_list *l, mem_node *n, mem_ver *v) {
-    if (mem_grow((void **)&s->undo, &s->capundo, s->nundo + 1, sizeof *s->undo)) {
+    if (!v || mem_grow((void **)&s->undo, &s->capundo, s->nundo + 1, sizeof *s->undo)) {
         free(v);
-        if (!n->head) mem_list_remove(l, n); /* made for v */
         return OST_ENOMEM;
     }
+    pthread_rwlock_wrlock(&s->db->lock);
     v->older = n->head;
     n->head = v;
+    pthread_rwlock_unlock(&s->db->lock);
     s->undo[s->nundo++] = (mem_ref){l, n};
     return 0;
 }
 
+int mem_write(ost__sess *s, mem_list *l, const uint8_t *k, size_t kl, mem_ver *v) {
+    if (!v || mem_grow((void **)&s->undo, &s->capundo, s->nundo + 1, sizeof *s->undo)) {
+        free(v);
+        return OST_ENOMEM;
+    }
+    mem_node *n;
+    pthread_rwlock_wrlock(&s->db->lock);
+    int rc = mem_list_get(l, k, kl, &n);
+    if (!rc) {
+        v->older = n->head;
+        n->head = v;
+    }
+    pthread_rwlock_unlock(&s->db->lock);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    s->undo[s->nundo++] = (mem_ref){l, n};
+    return 0;
+}
+
+int mem_log_add(ost__sess *s, uint64_t serial, uint64_t *oids, size_t n) {
+    mem_db *db = s->db;
+    pthread_rwlock_wrlock(&db->lock);
+    int rc = mem_grow((void **)&db->log, &db->caplog, db->nlog + 1, sizeof *db->log);
+    if (!rc) db->log[db->nlog++] = (mem_log){serial, s->ver, 0, oids, n};
+    pthread_rwlock_unlock(&db->lock);
+    if (rc) free(oids);
+    return rc;
+}
+
+void mem_log_cut(ost__sess *s, size_t n) {
+    mem_db *db = s->db;
+    pthread_rwlock_wrlock(&db->lock);
+    while (db->nlog > n) free(db->log[--db->nlog].oids);
+    pthread_rwlock_unlock(&db->lock);
+}
+
+void mem_log_trim_all(ost__sess *s) {
+    mem_db *db = s->db;
+    pthread_rwlock_wrlock(&db->lock);
+    for (size_t i = 0; i < db->nlog; i++)
+        if (!db->log[i].gone) db->log[i].gone = s->ver;
+    pthread_rwlock_unlock(&db->lock);
+}
+
 void mem_undo(ost__sess *s, size_t mark) {
+    if (s->nundo <= mark) return;
+    pthread_rwlock_wrlock(&s->db->lock);
     while (s->nundo > mark) {
         mem_ref r = s->undo[--s->nundo];
         mem_ver *v = r.n->head;
@@ -93,6 +142,7 @@ void mem_undo(ost__sess *s, size_t mark) {
         free(v);
         if (!r.n->head) mem_list_remove(r.l, r.n); /* made by the undone write */
     }
+    pthread_rwlock_unlock(&s->db->lock);
 }
 
 /* Trims listed node r: true when it is settled (removed, or one version
@@ -143,7 +193,7 @@ void mem_gc(mem_db *db, ost__sess *s) {
 }
 
 void mem_wbegin(ost__sess *s) {
-    pthread_rwlock_wrlock(&s->db->lock);
+    pthread_mutex_lock(&s->db->wlock);
     s->in_commit = true;
     s->ver = s->db->ver + 1;
     s->meta = s->db->meta;
@@ -152,14 +202,16 @@ void mem_wbegin(ost__sess *s) {
 
 void mem_wend(ost__sess *s, bool commit) {
     mem_db *db = s->db;
+    if (!commit) mem_undo(s, 0);
+    pthread_rwlock_wrlock(&db->lock);
     if (commit) {
         db->meta = s->meta;
         db->ver = s->ver;
-    } else
-        mem_undo(s, 0);
+    }
     mem_gc(db, s);
-    s->in_commit = false;
     pthread_rwlock_unlock(&db->lock);
+    s->in_commit = false;
+    pthread_mutex_unlock(&db->wlock);
 }
 
 bool mem_is_new(mem_db *db, const mem_meta *m, uint64_t ver, uint64_t *nrec) {
@@ -193,6 +245,7 @@ static void db_free(mem_db *db) {
     free(db->log);
     free(db->trim);
     pthread_rwlock_destroy(&db->lock);
+    pthread_mutex_destroy(&db->wlock);
     pthread_mutex_destroy(&db->slock);
     free(db);
 }
@@ -205,6 +258,7 @@ static int db_new(ost_store *st, const char *name, mem_db **out) {
     if (!db) return OST_ENOMEM;
     snprintf(db->name, sizeof db->name, "%s", name);
     pthread_rwlock_init(&db->lock, NULL);
+    pthread_mutex_init(&db->wlock, NULL);
     pthread_mutex_init(&db->slock, NULL);
     int rc = mem_list_init(&db->recs);
     if (!rc) rc = mem_list_init(&db->ents);
@@ -292,6 +346,9 @@ int ost__mem_open(ost_store *st, const char *addr, const ost_store_options *o,
                       "A-Z, a-z, 0-9, '_', '.', '-'", e->shown, MEM_NAME_MAX);
     else if (o && ((unsigned)o->durability > OST_SYNC_NONE || (o->create && o->read_only)))
         rc = mem_fail(e, OST_EINVAL, "%s: bad options", e->shown);
+    else if (o && o->prefetch_connections > 8) /* as every engine checks it */
+        rc = mem_fail(e, OST_EINVAL, "%s: prefetch_connections is %u: at most 8 (0 or 1: one)",
+                      e->shown, o->prefetch_connections);
     if (rc) {
         free(e);
         return rc;
@@ -353,7 +410,8 @@ int ost__mem_drop(ost__engine *e, bool only_new) {
     mem_db *db = e->db;
     if (e->read_only) return mem_fail(e, OST_EREADONLY, "%s: opened read-only", e->shown);
     pthread_mutex_lock(&g_lock);
-    pthread_rwlock_wrlock(&db->lock);
+    pthread_mutex_lock(&db->wlock);
+    pthread_rwlock_rdlock(&db->lock);
     uint64_t nrec;
     int rc = 0;
     if (only_new && !mem_is_new(db, &db->meta, db->ver, &nrec))
@@ -370,6 +428,7 @@ int ost__mem_drop(ost__engine *e, bool only_new) {
         db->dropped = true;
     }
     pthread_rwlock_unlock(&db->lock);
+    pthread_mutex_unlock(&db->wlock);
     pthread_mutex_unlock(&g_lock);
     return rc;
 }

@@ -37,15 +37,8 @@ int ost__mem_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen
 static int put(ost__sess *s, mem_list *l, uint64_t map, const uint8_t *key, size_t klen,
                uint64_t serial, bool gone, const void *data, size_t len) {
     uint8_t k[MEM_KEYMAX];
-    mem_node *n;
-    int rc = mem_list_get(l, k, mem_ekey(k, map, key, klen), &n);
-    if (rc) return rc;
-    mem_ver *v = mem_ver_new(s->ver, serial, 0, gone, data, len);
-    if (!v) {
-        if (!n->head) mem_list_remove(l, n);
-        return OST_ENOMEM;
-    }
-    return mem_push(s, l, n, v);
+    return mem_write(s, l, k, mem_ekey(k, map, key, klen),
+                     mem_ver_new(s->ver, serial, 0, gone, data, len));
 }
 
 int ost__mem_ent_put(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
@@ -93,8 +86,7 @@ int mem_drop_keys(ost__sess *s, mem_list *l, uint64_t map, uint64_t *n) {
     mem_be64(k, map);
     for (mem_node *x = mem_list_seek(l, k, 8); x && mem_rd_be64(x->key) == map; x = x->next[0]) {
         if (!mem_see(x, s->ver)) continue;
-        mem_ver *t = mem_ver_new(s->ver, 0, 0, true, NULL, 0);
-        int rc = t ? mem_push(s, l, x, t) : OST_ENOMEM;
+        int rc = mem_push(s, l, x, mem_ver_new(s->ver, 0, 0, true, NULL, 0));
         if (rc) return rc;
         if (n) (*n)++;
     }

@@ -186,12 +186,9 @@ static int check_maps(ost__import *im) {
 /* Pushes the staged versions of arr into list l at s->ver. */
 static int push_all(ost__sess *s, mem_list *l, staged *arr, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        mem_node *x;
-        int rc = mem_list_get(l, arr[i].key, arr[i].klen, &x);
-        if (rc) return rc;
         arr[i].v->ver = s->ver;
-        rc = mem_push(s, l, x, arr[i].v);
-        arr[i].v = NULL; /* the list's now, or freed by the push */
+        int rc = mem_write(s, l, arr[i].key, arr[i].klen, arr[i].v);
+        arr[i].v = NULL; /* the list's now, or freed by the write */
         if (rc) return rc;
     }
     return 0;
@@ -201,8 +198,7 @@ static int push_all(ost__sess *s, mem_list *l, staged *arr, size_t n) {
 static int clear_list(ost__sess *s, mem_list *l) {
     for (mem_node *x = mem_list_first(l); x; x = x->next[0]) {
         if (!mem_see(x, s->ver)) continue;
-        mem_ver *t = mem_ver_new(s->ver, 0, 0, true, NULL, 0);
-        int rc = t ? mem_push(s, l, x, t) : OST_ENOMEM;
+        int rc = mem_push(s, l, x, mem_ver_new(s->ver, 0, 0, true, NULL, 0));
         if (rc) return rc;
     }
     return 0;
@@ -242,10 +238,13 @@ static int write_all(ost__import *im, ost__sess *s, uint64_t next_oid, uint64_t 
     if (!rc) rc = clear_list(s, &db->dels);
     if (!rc) rc = push_all(s, &db->recs, im->recs, im->nrecs);
     if (!rc) rc = push_all(s, &db->ents, im->ents, im->nents);
-    if (!rc) rc = swap_classes(im, db, s->ver);
+    if (!rc) {
+        pthread_rwlock_wrlock(&db->lock);
+        rc = swap_classes(im, db, s->ver);
+        pthread_rwlock_unlock(&db->lock);
+    }
     if (rc) return rc == OST_ENOMEM ? oom(im) : rc;
-    for (size_t i = 0; i < db->nlog; i++)
-        if (!db->log[i].gone) db->log[i].gone = s->ver;
+    mem_log_trim_all(s);
     s->meta = (mem_meta){OST_STORE_FORMAT, next_oid, last_serial, last_serial + 1, next_class};
     return 0;
 }

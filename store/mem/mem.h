@@ -20,11 +20,17 @@
  * skip.c, run after each write transaction), so what a read returns stays
  * valid until its snapshot ends: pins need no lock.
  *
- * Threads: db->lock is a read-write lock; reads hold it for reading for
- * the span of one call (never while they call back the caller: scan and
- * the others gather views first), writes for writing. Inside commit the
- * committing session holds it for writing, and the engine's operations
- * that ost__maps_apply calls back on that session take no lock. */
+ * Threads, as LMDB's: one writer at a time, and readers never wait for
+ * it. db->wlock (a mutex) serializes the write transactions (commits,
+ * class ids, oid blocks, sweeps, imports); db->lock (a read-write lock)
+ * guards the structures themselves: reads hold it for reading for the
+ * span of one call (never while they call back the caller: scan and the
+ * others gather views first), and the writer takes it for writing only
+ * for each change (a node linked, a version pushed or taken back, the
+ * counters published, the trim), so a long commit holds readers up for
+ * no more than one change at a time. The writer's own reads inside its
+ * transaction (the operations ost__maps_apply calls back on the
+ * committing session) take no lock: nothing else changes the structures. */
 #ifndef OST_STORE_MEM_H
 #define OST_STORE_MEM_H
 
@@ -143,6 +149,7 @@ typedef struct mem_db {
     bool dropped;                /* named, and ost_store_drop removed its name */
     unsigned refs;               /* engines open on it (under the registry's lock) */
     bool excl;                   /* an engine holds it exclusively */
+    pthread_mutex_t wlock;       /* the one write transaction at a time */
     pthread_rwlock_t lock;       /* everything below but sessions */
     pthread_mutex_t slock;       /* sessions */
     ost__sess *sessions;         /* every open session, for the trim's oldest snapshot */
@@ -176,7 +183,7 @@ struct ost__sess {
     ost__engine *e;
     mem_db *db;
     bool in_snap;   /* between snap_begin and snap_end */
-    bool in_commit; /* inside commit: db->lock held for writing */
+    bool in_commit; /* inside a write transaction: db->wlock held */
     unsigned pins;
     uint64_t ver;   /* what the snapshot (or the commit's writes) sees */
     uint64_t gen;   /* counts snapshots: cursors of an ended one refuse */
@@ -206,13 +213,21 @@ uint64_t mem_oldest(mem_db *db);
  * later, and the commit log's trimmed lines. db->lock held for writing. */
 void mem_gc(mem_db *db, ost__sess *s);
 /* Pushes version v onto node n of list l in s's write transaction, noting
- * it for undo and trim. 0 or OST_ENOMEM (v freed then). */
+ * it for undo and trim; mem_write onto the node of key k, making it when
+ * absent. 0 or OST_ENOMEM (v freed then; v NULL is OST_ENOMEM too). */
 int mem_push(ost__sess *s, mem_list *l, mem_node *n, mem_ver *v);
+int mem_write(ost__sess *s, mem_list *l, const uint8_t *k, size_t kl, mem_ver *v);
+/* Appends line (serial, its oids: taken) to the commit log in s's write
+ * transaction; mem_log_cut takes back the lines after the first n. */
+int mem_log_add(ost__sess *s, uint64_t serial, uint64_t *oids, size_t n);
+void mem_log_cut(ost__sess *s, size_t n);
+/* Marks every line of the commit log as trimmed by s's transaction. */
+void mem_log_trim_all(ost__sess *s);
 /* Takes back, newest first, the versions s pushed after mark. */
 void mem_undo(ost__sess *s, size_t mark);
-/* Begins and ends a write transaction of s other than a commit (sweep,
- * import, drop): takes db->lock for writing; end publishes (commit true)
- * or undoes everything, trims, and unlocks. */
+/* Begins and ends a write transaction of s: takes db->wlock; end
+ * publishes (commit true: the counters and the new versions, at once for
+ * every reader) or undoes everything, trims, and lets go. */
 void mem_wbegin(ost__sess *s);
 void mem_wend(ost__sess *s, bool commit);
 /* Whether the store at ver holds no more than a new one: only the root,
