@@ -46,6 +46,7 @@
 #include "engine.h"
 #include "store_internal.h"
 
+extern const ost__engine_ops ost__pg_engine;
 static const ost__engine_ops *E = &ost__pg_engine;
 static ost_store *st;
 static ost__engine *eng;
@@ -352,7 +353,7 @@ int main(int argc, char **argv) {
     ost_store_options o;
     ost_store_options_init(&o);
     o.create = true;
-    if (E->open(st, addr, &o, &eng)) DIE("open: %s", ost_store_errmsg(st));
+    if (E->open(&ost__store_host, st, addr, &o, &eng)) DIE("open: %s", ost_store_errmsg(st));
     uint32_t cid;
     CHECK(E->class_id(eng, "bench", 5, "Rec", 3, true, &cid), "class_id");
     uint64_t first;

@@ -163,19 +163,27 @@ static int reserve_bytes(ost__pkg *p, size_t n) {
     return ost__reserve((void **)&p->bytes, &p->capbytes, p->nbytes + n, 1, 65536);
 }
 
+/* A package and its store part, made and freed as one block. */
+typedef struct {
+    ost__pkg p;
+    struct ost__pkgq q;
+} pkg_block;
+
 ost__pkg *ost__pkg_new(void) {
-    ost__pkg *p = calloc(1, sizeof(ost__pkg));
-    if (p && uv_sem_init(&p->sem, 0)) {
-        free(p);
-        p = NULL;
+    pkg_block *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->p.q = &b->q;
+    if (uv_sem_init(&b->q.sem, 0)) {
+        free(b);
+        return NULL;
     }
-    return p;
+    return &b->p;
 }
 
 /* Drops the class references of p's resolvable records. */
 static void resv_clear(ost__pkg *p) {
-    for (size_t i = 0; i < p->nresv; i++) ost_decref(p->resv[i].cls);
-    p->nresv = 0;
+    for (size_t i = 0; i < p->q->nresv; i++) ost_decref(p->q->resv[i].cls);
+    p->q->nresv = 0;
 }
 
 void ost__pkg_reset(ost__pkg *p) {
@@ -188,17 +196,17 @@ void ost__pkg_reset(ost__pkg *p) {
     p->msg[0] = 0;
     p->serial = 0;
     p->since = 0;
-    p->done = false;
+    p->q->done = false;
     p->conflict_oid = UINT64_MAX;
 }
 
 void ost__pkg_free(ost__pkg *p) {
     if (!p) return;
-    uv_sem_destroy(&p->sem);
+    uv_sem_destroy(&p->q->sem);
     resv_clear(p);
-    free(p->resv);
-    ost_reader_free(p->res_r);
-    ost_writer_free(p->res_w);
+    free(p->q->resv);
+    ost_reader_free(p->q->res_r);
+    ost_writer_free(p->q->res_w);
     free(p->recs);
     free(p->bytes);
     free(p->refs);
@@ -229,28 +237,28 @@ int ost__pkg_conflict(ost__pkg *p, int why, uint64_t oid, uint64_t cur, uint64_t
 
 int ost__pkg_resv(ost__pkg *p, ost_value cls, uint32_t cid, const void *pickle, size_t n) {
     if (!p->nrecs) return OST_EINVAL;
-    if (ost__reserve((void **)&p->resv, &p->capresv, p->nresv + 1, sizeof *p->resv, 8) ||
+    if (ost__reserve((void **)&p->q->resv, &p->q->capresv, p->q->nresv + 1, sizeof *p->q->resv, 8) ||
         reserve_bytes(p, n))
         return OST_ENOMEM;
     memcpy(p->bytes + p->nbytes, pickle, n);
-    p->resv[p->nresv++] = (ost__resv){p->nrecs - 1, ost_incref(cls), cid, p->nbytes, n, false};
+    p->q->resv[p->q->nresv++] = (ost__resv){p->nrecs - 1, ost_incref(cls), cid, p->nbytes, n, false};
     p->nbytes += n;
     return 0;
 }
 
 /* The resolvable entry of record i of p, or NULL (resv is by rec). */
 static ost__resv *resv_of(ost__pkg *p, size_t i) {
-    size_t lo = 0, hi = p->nresv;
+    size_t lo = 0, hi = p->q->nresv;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (p->resv[mid].rec < i) lo = mid + 1;
+        if (p->q->resv[mid].rec < i) lo = mid + 1;
         else hi = mid;
     }
-    return lo < p->nresv && p->resv[lo].rec == i ? &p->resv[lo] : NULL;
+    return lo < p->q->nresv && p->q->resv[lo].rec == i ? &p->q->resv[lo] : NULL;
 }
 
 bool ost__pkg_resolvable(const ost__pkg *p, size_t i) {
-    return p->nresv && resv_of((ost__pkg *)p, i) != NULL;
+    return p->q->nresv && resv_of((ost__pkg *)p, i) != NULL;
 }
 
 /* persistent_load of a resolution's reader: a reference stays one (the
@@ -320,12 +328,12 @@ static void resolve_ref(void *ud, uint64_t oid) {
 /* The merged state of record i, written: a failure of the resolution
  * with p->msg set, or 0 with the record pointing at the new bytes. */
 static int resolve_write(ost__pkg *p, ost__rec *rec, ost_value mine, bool positional) {
-    if (!p->res_w) {
-        if (!(p->res_w = ost_writer_new())) return OST_ENOMEM;
-        ost__writer_set_pid_memo(p->res_w, false); /* as a connection writes (docs/format.md) */
-        ost_writer_set_framing(p->res_w, false);
+    if (!p->q->res_w) {
+        if (!(p->q->res_w = ost_writer_new())) return OST_ENOMEM;
+        ost__writer_set_pid_memo(p->q->res_w, false); /* as a connection writes (docs/format.md) */
+        ost_writer_set_framing(p->q->res_w, false);
     }
-    ost_writer *w = p->res_w;
+    ost_writer *w = p->q->res_w;
     bool newobj = false;
     ost_writer_set_persistent_id(w, resolve_pid, &newobj, OST_PID_INSTANCES);
     const void *data = NULL;
@@ -363,12 +371,12 @@ static int resolve_run(ost_store *st, ost__pkg *p, ost__resv *rv, const void *pi
     ost__rec *rec = &p->recs[rv->rec];
     void *ud;
     ost_resolve_fn fn = ost__class_resolver(rv->cls, &ud);
-    if (!p->res_r) {
-        if (!(p->res_r = ost_reader_new())) return OST_ENOMEM;
-        ost_reader_set_persistent_load(p->res_r, resolve_pload, NULL);
-        if (st->registry) ost_reader_set_registry(p->res_r, st->registry);
+    if (!p->q->res_r) {
+        if (!(p->q->res_r = ost_reader_new())) return OST_ENOMEM;
+        ost_reader_set_persistent_load(p->q->res_r, resolve_pload, NULL);
+        if (st->registry) ost_reader_set_registry(p->q->res_r, st->registry);
     }
-    ost_reader *r = p->res_r;
+    ost_reader *r = p->q->res_r;
     ost_value v[3] = {0, 0, 0};
     bool pos[3];
     static const char *const which[3] = {"read", "committed", "own"};
@@ -399,7 +407,7 @@ static int resolve_run(ost_store *st, ost__pkg *p, ost__resv *rv, const void *pi
 int ost__pkg_resolve(ost_store *st, ost__pkg *p, size_t i, uint64_t cur, uint32_t cid,
                      const void *pickle, size_t n) {
     ost__rec *rec = &p->recs[i];
-    ost__resv *rv = p->nresv ? resv_of(p, i) : NULL;
+    ost__resv *rv = p->q->nresv ? resv_of(p, i) : NULL;
     if (!rv) return ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
     int rc;
     p->msg[0] = 0;
@@ -445,16 +453,6 @@ int ost__pkg_resolve(ost_store *st, ost__pkg *p, size_t i, uint64_t cur, uint32_
         p->conflict_oid = rec->oid;
     }
     return rc;
-}
-
-bool ost__pkg_counts_only(const ost__pkg *p) {
-    for (size_t i = 0; i < p->nments; i++)
-        if (!(p->ments[i].flags & OST__MENT_COUNT)) return false;
-    return true;
-}
-
-int64_t ost__ment_delta(const ost__pkg *p, const ost__ment *me) {
-    return (int64_t)ost__rd_le64(p->bytes + me->voff);
 }
 
 /* Appends a map entry: its key and value bytes go after the records'. */
@@ -515,7 +513,7 @@ static void commit_pkgs(ost_store *st, ost__sess *s, ost__pkg **pkgs, size_t n) 
  * snapshot is closed). */
 int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p) {
     commit_pkgs(st, s, &p, 1); /* the outcome is p's */
-    p->done = true;
+    p->q->done = true;
     return p->rc;
 }
 
@@ -533,10 +531,10 @@ int ost__pkg_apply_direct(ost_store *st, ost__sess *s, ost__pkg *p) {
 
 /* Queues p (gc_lock held). */
 static void enqueue(ost_store *st, ost__pkg *p) {
-    p->next = NULL;
-    p->queued = true;
+    p->q->next = NULL;
+    p->q->queued = true;
     if (st->gc_tail) {
-        st->gc_tail->next = p;
+        st->gc_tail->q->next = p;
     } else {
         st->gc_queue = p;
         uint64_t now = uv_hrtime();
@@ -578,7 +576,7 @@ static void run_group(ost_store *st, bool led) {
     if (st->gc_qlen >= st->gc_want && took > from) st->gc_last_gather_ns = took - from;
     ost__pkg *group = st->gc_queue;
     size_t ngroup = st->gc_qlen, nlead = st->gc_qlen - st->gc_nfollow;
-    for (ost__pkg *p = group; p; p = p->next) p->queued = false;
+    for (ost__pkg *p = group; p; p = p->q->next) p->q->queued = false;
     st->gc_queue = st->gc_tail = NULL;
     st->gc_qlen = 0;
     st->gc_nfollow = 0;
@@ -588,7 +586,7 @@ static void run_group(ost_store *st, bool led) {
      * with one commit (one fsync); gc_arr is the busy leader's alone */
     (void)ost__reserve((void **)&st->gc_arr, &st->gc_cap, ngroup, sizeof *st->gc_arr, 16);
     size_t i = 0;
-    for (ost__pkg *p = group; p; p = p->next) {
+    for (ost__pkg *p = group; p; p = p->q->next) {
         if (i == st->gc_cap) { /* no memory for the array: one by one */
             commit_pkgs(st, st->gc_sess, &p, 1);
             continue;
@@ -615,13 +613,13 @@ static void run_group(ost_store *st, bool led) {
      * gc_lock to submit its next package */
     ost__pkg *wake = NULL, **wtail = &wake;
     for (ost__pkg *p = group, *next; p; p = next) {
-        next = p->next; /* an async package may be submitted again once done */
-        if (p->async) {
-            p->done = true;
-            uv_async_send(p->async);
+        next = p->q->next; /* an async package may be submitted again once done */
+        if (p->q->async) {
+            p->q->done = true;
+            uv_async_send(p->q->async);
         } else {
             *wtail = p;
-            wtail = &p->wnext;
+            wtail = &p->q->wnext;
         }
     }
     *wtail = NULL;
@@ -635,8 +633,8 @@ static void run_group(ost_store *st, bool led) {
     uv_mutex_unlock(&st->gc_lock);
 #ifdef GC_FUTEX
     for (ost__pkg *p = wake, *next; p; p = next) {
-        next = p->wnext; /* p may be gone once its done flag is set */
-        __atomic_store_n(&p->done, true, __ATOMIC_RELEASE);
+        next = p->q->wnext; /* p may be gone once its done flag is set */
+        __atomic_store_n(&p->q->done, true, __ATOMIC_RELEASE);
     }
     if (kick) {
         __atomic_fetch_add(&st->gc_epoch, 1, __ATOMIC_RELEASE);
@@ -645,9 +643,9 @@ static void run_group(ost_store *st, bool led) {
 #else
     (void)kick;
     for (ost__pkg *p = wake, *next; p; p = next) {
-        next = p->wnext; /* p may be gone once its committer is woken */
-        p->done = true;
-        uv_sem_post(&p->sem);
+        next = p->q->wnext; /* p may be gone once its committer is woken */
+        p->q->done = true;
+        uv_sem_post(&p->q->sem);
     }
 #endif
     uv_mutex_lock(&st->gc_lock);
@@ -735,9 +733,9 @@ void ost__committer_stop(ost_store *st) {
 }
 
 /* Queues p for the committer thread: its caller goes on meanwhile and
- * waits later (ost__pkg_wait, or p->async). */
+ * waits later (ost__pkg_wait, or p->q->async). */
 void ost__pkg_submit(ost_store *st, ost__pkg *p) {
-    p->done = false;
+    p->q->done = false;
     uv_mutex_lock(&st->gc_lock);
     enqueue(st, p);
     st->gc_nfollow++;
@@ -751,13 +749,13 @@ void ost__pkg_submit(ost_store *st, ost__pkg *p) {
  * the store's epoch until a group has applied p or it has to lead. */
 int ost__pkg_commit(ost_store *st, ost__pkg *p) {
 #ifdef GC_FUTEX
-    p->done = false;
-    p->async = NULL;
+    p->q->done = false;
+    p->q->async = NULL;
     uv_mutex_lock(&st->gc_lock);
     enqueue(st, p);
     for (;;) {
         uint64_t wait_ns = 0; /* 0: until woken */
-        if (p->queued && !st->gc_busy) {
+        if (p->q->queued && !st->gc_busy) {
             uint64_t now = uv_hrtime(), end = gather_deadline(st);
             if (st->gc_qlen >= st->gc_want || now >= end || st->gc_stop) {
                 run_group(st, true); /* p is in it */
@@ -773,8 +771,8 @@ int ost__pkg_commit(ost_store *st, ost__pkg *p) {
          * and the wait returns at once */
         uint32_t e = __atomic_load_n(&st->gc_epoch, __ATOMIC_ACQUIRE);
         uv_mutex_unlock(&st->gc_lock);
-        if (!__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) epoch_wait(&st->gc_epoch, e, wait_ns);
-        if (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) return p->rc;
+        if (!__atomic_load_n(&p->q->done, __ATOMIC_ACQUIRE)) epoch_wait(&st->gc_epoch, e, wait_ns);
+        if (__atomic_load_n(&p->q->done, __ATOMIC_ACQUIRE)) return p->rc;
         uv_mutex_lock(&st->gc_lock);
     }
 #else
@@ -787,23 +785,23 @@ int ost__pkg_commit(ost_store *st, ost__pkg *p) {
  * per submit; an async package (a connection closing with its commit
  * pending) on gc_done. */
 int ost__pkg_wait(ost_store *st, ost__pkg *p) {
-    if (!p->async) {
+    if (!p->q->async) {
 #ifdef GC_FUTEX
         /* the epoch before the flag: a group done in between changes it,
          * and the wait returns at once */
         for (;;) {
             uint32_t e = __atomic_load_n(&st->gc_epoch, __ATOMIC_ACQUIRE);
-            if (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE)) break;
+            if (__atomic_load_n(&p->q->done, __ATOMIC_ACQUIRE)) break;
             epoch_wait(&st->gc_epoch, e, 0);
         }
 #else
-        uv_sem_wait(&p->sem);
+        uv_sem_wait(&p->q->sem);
 #endif
         return p->rc;
     }
     uv_mutex_lock(&st->gc_lock);
     st->gc_cond_waiters++;
-    while (!p->done) uv_cond_wait(&st->gc_done, &st->gc_lock);
+    while (!p->q->done) uv_cond_wait(&st->gc_done, &st->gc_lock);
     st->gc_cond_waiters--;
     uv_mutex_unlock(&st->gc_lock);
     return p->rc;
@@ -811,7 +809,7 @@ int ost__pkg_wait(ost_store *st, ost__pkg *p) {
 
 bool ost__pkg_is_done(ost_store *st, ost__pkg *p) {
     uv_mutex_lock(&st->gc_lock);
-    bool d = p->done;
+    bool d = p->q->done;
     uv_mutex_unlock(&st->gc_lock);
     return d;
 }

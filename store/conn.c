@@ -1559,8 +1559,8 @@ static void thread_forget(ost_conn *c) {
 static void conn_release(ost_conn *c) {
     if (c->async_pending) { /* wait for it; its callback will not run */
         ost__pkg_wait(c->st, c->pkg);
-        ((async_req *)c->pkg->async->data)->c = NULL;
-        uv_async_send(c->pkg->async);
+        ((async_req *)c->pkg->q->async->data)->c = NULL;
+        uv_async_send(c->pkg->q->async);
         c->async_pending = false;
         commit_done(c, c->pkg->rc);
     }
@@ -1982,8 +1982,8 @@ static void commit_done(ost_conn *c, int rc) {
     c->nchanged = 0;
     /* an object whose conflict was resolved was stored merged, not as
      * the cache holds it: it loads again */
-    for (size_t i = 0; i < p->nresv; i++) {
-        ost__pent *e = p->resv[i].resolved ? find_oid(c, p->recs[p->resv[i].rec].oid) : NULL;
+    for (size_t i = 0; i < p->q->nresv; i++) {
+        ost__pent *e = p->q->resv[i].resolved ? find_oid(c, p->recs[p->q->resv[i].rec].oid) : NULL;
         if (e) ghostify(e->obj);
     }
     ost__maps_txn_end(c, true);
@@ -2060,7 +2060,7 @@ static void async_fired(uv_async_t *h) {
     }
     if (!ost__pkg_is_done(c->st, c->pkg)) return; /* a spurious wake-up */
     c->async_pending = false;
-    c->pkg->async = NULL;
+    c->pkg->q->async = NULL;
     int rc = c->pkg->rc;
     commit_done(c, rc);
     a->cb(a->ud, rc);
@@ -2100,7 +2100,7 @@ int ost_commit_async(ost_conn *c, uv_loop_t *loop, ost_commit_cb cb, void *ud) {
     }
     a->async.data = a;
     c->async_pending = true;
-    c->pkg->async = &a->async;
+    c->pkg->q->async = &a->async;
     ost__pkg_submit(c->st, c->pkg);
     return 0;
 }

@@ -21,8 +21,8 @@
  *   removed records), root oid (0), format;
  * - a commit log: serial -> oids of existing objects the commit changed,
  *   which other sessions read as invalidations;
- * - map entries (store/entries.h semantics): (map oid, encoded key) ->
- *   (serial, value pickle), keys compared bytewise.
+ * - map entries (ost__entry): (map oid, encoded key) -> (serial, value
+ *   pickle), keys compared bytewise.
  * The state pickle is byte-identical in every engine: a store copied from
  * one engine to another holds the same pickles.
  *
@@ -35,6 +35,7 @@
 #ifndef OST_STORE_ENGINE_H
 #define OST_STORE_ENGINE_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,17 +43,194 @@
 #include "ostore/raw.h"
 #include "ostore/store.h"
 
+/* The interface's version (ost__engine_ops.version, ost__host.version):
+ * 1, the operations and callbacks below. A later version adds members at
+ * the end and says which, as sqlite3_io_methods' iVersion does. */
+#define OST__ENGINE_VERSION 1
+
 typedef struct ost__engine ost__engine;
 typedef struct ost__sess ost__sess;
-typedef struct ost__pkg ost__pkg;
 typedef struct ost__ecur ost__ecur;
 typedef struct ost__import ost__import; /* an engine's bulk import (imp_*) */
-/* an entry as entries.h defines it */
-#include "entries.h"
+typedef struct ost__engine_ops ost__engine_ops;
 
-/* The test knobs an engine reads, counts or calls (OST__KNOB,
- * OST__COUNT, OST__HOOK): constants and nothing in builds without them. */
-#include "testctl.h"
+/* ---- what every engine stores the same way ------------------------------- */
+
+/* The limits of a store's counters (meta). Oids are stored as pickle ints,
+ * which ostore reads as signed 64-bit: every oid is below OST__OID_LIMIT,
+ * so next_oid is at most OST__OID_LIMIT. Serials stay below the same bound
+ * (a commit adds 1: no store gets near it). Class ids are u32 and start at
+ * 1, so next_class is 1 to UINT32_MAX. Anything past these is damage, and
+ * would wrap when the next oid, serial or class id is handed out. */
+#define OST__OID_LIMIT ((uint64_t)1 << 63)
+#define OST__SERIAL_LIMIT ((uint64_t)1 << 63)
+#define OST__CLASS_LIMIT ((uint64_t)UINT32_MAX)
+
+/* A map entry as an engine gives it: (map oid, encoded key) -> (serial,
+ * value bytes). serial is the commit that wrote it (the per-key serial
+ * that conflict checks compare); the value is a pickle (empty for a set).
+ * Keys compare bytewise, shorter first when one is a prefix of the
+ * other. */
+typedef struct {
+    uint64_t serial;
+    const uint8_t *data; /* the value bytes: valid as the operation says */
+    size_t len;
+} ost__entry;
+
+/* ---- a commit package: what one transaction writes ----------------------- */
+
+/* A record of a package: its bytes are p->bytes[off, off + len). */
+typedef struct {
+    uint64_t oid;
+    uint64_t read_serial; /* serial it was read at; 0 for a new object */
+    size_t off, len;
+    uint32_t cid;
+} ost__rec;
+
+/* A map entry of a package: key bytes at p->bytes[koff, koff + klen), the
+ * value pickle at [voff, voff + vlen). */
+typedef struct {
+    uint64_t map;
+    uint64_t base; /* the key's serial when the transaction read it (0: absent) */
+    size_t koff, voff, vlen;
+    uint16_t klen;
+    uint8_t flags; /* OST__MENT_* */
+} ost__ment;
+#define OST__MENT_DEL 1   /* remove the key */
+#define OST__MENT_BLIND 2 /* the loader's: no conflict check, overwrite */
+/* a counter's add: map is the counter's oid, no key, the value is the
+ * delta as 8 bytes little-endian; never conflicts (ost_counter_add) */
+#define OST__MENT_COUNT 4
+/* base of a key first looked at after the snapshot moved on: the commit
+ * conflicts if anything wrote it since the transaction began */
+#define OST__BASE_MOVED UINT64_MAX
+
+/* What a commit writes, prepared by a connection (or a loader batch) and
+ * handed to an engine's commit. The engine reads the records, references
+ * and entries and sets the outcome (rc, serial, msg, conflict_oid); q is
+ * the store's own part (its queue, wake-ups and conflict resolutions:
+ * store/commit.c), which an engine never touches. */
+typedef struct ost__pkg {
+    ost__rec *recs;
+    size_t nrecs, caprecs;
+    uint8_t *bytes;
+    size_t nbytes, capbytes;
+    /* stored objects the records refer to without writing them, and the
+     * meta.low (pack mark) the connection's cache was checked at: if a
+     * pack ran since, commit checks that they still exist */
+    uint64_t *refs;
+    size_t nrefs, caprefs;
+    uint64_t low;
+    ost__ment *ments; /* map entries, grouped by map, each map's in key order */
+    size_t nments, capments;
+    /* the last commit the snapshot of the transaction that wrote ments saw
+     * (ost_conn.txn_serial): a key absent at its first look and at commit
+     * conflicts when a commit after it deleted the key (apply_maps) */
+    uint64_t since;
+    /* a connection's commit: the connection begins its next transaction
+     * right after it (snap_adopt), unlike a loader's batch */
+    bool next_txn;
+    int rc;                /* outcome */
+    uint64_t serial;       /* the commit's serial when it succeeded */
+    uint64_t conflict_oid; /* the object of an OST_ECONFLICT (UINT64_MAX: none) */
+    char msg[320];
+    struct ost__pkgq *q;
+} ost__pkg;
+
+/* The kinds of conflict ost__host.conflict words. CHANGED: commit cur
+ * wrote the record after the transaction read it at commit read; REMOVED:
+ * pack removed a record the package rewrites; REF_GONE: pack removed an
+ * object the package refers to. */
+#define OST__CONFL_CHANGED 0
+#define OST__CONFL_REMOVED 1
+#define OST__CONFL_REF_GONE 2
+
+/* Whether p's map entries are all counters' adds (OST__MENT_COUNT): the
+ * engines' group paths that write records in one go take those too. */
+static inline bool ost__pkg_counts_only(const ost__pkg *p) {
+    for (size_t i = 0; i < p->nments; i++)
+        if (!(p->ments[i].flags & OST__MENT_COUNT)) return false;
+    return true;
+}
+
+/* The add a counter's entry me of p carries (8 bytes, little-endian). */
+static inline int64_t ost__ment_delta(const ost__pkg *p, const ost__ment *me) {
+    uint64_t v;
+    __builtin_memcpy(&v, p->bytes + me->voff, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return (int64_t)v;
+}
+
+/* ---- what the store lends an engine ------------------------------------- */
+
+/* The callbacks the store hands an engine at open (as SQLite hands
+ * sqlite3_vfs to each file): an engine reaches the rest of store/ only
+ * through these, never through store_internal.h. st is the store handle
+ * the engine was opened for (opaque to it). Thread safe. */
+typedef struct ost__host {
+    unsigned version; /* OST__ENGINE_VERSION */
+    /* Sets the calling thread's message of st (ost_store_errmsg) to fmt
+     * formatted and returns code; ost__eng_fail below wraps it. */
+    int (*fail)(ost_store *st, int code, const char *fmt, va_list ap);
+    /* Empties the calling thread's message of st. */
+    void (*clear)(ost_store *st);
+    /* The calling thread's message of st (ost_store_errmsg): valid until
+     * the thread's next call on st. */
+    const char *(*errmsg)(const ost_store *st);
+    /* The store's format (docs/format.md) is now format: the engine says
+     * so at open, and again when it sees another process upgrade the
+     * store (a read-only handle of an older store). */
+    void (*set_format)(ost_store *st, uint64_t format);
+    /* Applies p's map entries under commit serial, inside commit, in s's
+     * write transaction, through the engine's own ent_get_del, ent_put,
+     * ent_del, ent_drop_map and map_count_add: conflict checks against
+     * each key's serial, puts and deletes, the maps' counts (store/maps.c).
+     * 0, or OST_ECONFLICT / OST_ECORRUPT with p->msg set, or another code. */
+    int (*apply_maps)(ost_store *st, const ost__engine_ops *ops, ost__sess *s, ost__pkg *p,
+                      uint64_t serial);
+    /* Sets p's outcome message and conflict_oid for a conflict of kind why
+     * (OST__CONFL_*) on oid, in the words docs/tutorial.md gives, the same
+     * for every engine; returns OST_ECONFLICT. */
+    int (*conflict)(ost__pkg *p, int why, uint64_t oid, uint64_t cur, uint64_t read);
+    /* Whether record i of p may resolve a conflict (its class has a
+     * resolver: ost_class_def.resolve). */
+    bool (*resolvable)(const ost__pkg *p, size_t i);
+    /* A conflict check found that commit cur (class id cid, state
+     * pickle[0, n), read in the commit's transaction) replaced record i of
+     * p after its transaction read it: runs the class's resolver. 0:
+     * record i now holds the merged state, its read_serial is cur (the
+     * engine goes on as if the check passed) and the merged state's
+     * references are in p->refs. Otherwise OST_ECONFLICT, OST_ECORRUPT or
+     * OST_ENOMEM, with p->msg set and record i unchanged. */
+    int (*resolve)(ost_store *st, ost__pkg *p, size_t i, uint64_t cur, uint32_t cid,
+                   const void *pickle, size_t n);
+    /* Sets p->msg for rc, the failure of adding delta to the count of map
+     * (a counter when counter); returns rc. */
+    int (*count_fail)(ost__pkg *p, uint64_t map, int64_t delta, bool counter, int rc);
+    /* The state pickle of a new store's root, of class (persistent.mapping,
+     * PersistentMapping): *p gets a malloc'd copy of *n bytes, which the
+     * engine frees. 0 or OST_ENOMEM. */
+    int (*root_state)(ost_store *st, uint8_t **p, size_t *n);
+} ost__host;
+
+/* host->fail with the arguments of printf. */
+static inline int ost__eng_fail(const ost__host *host, ost_store *st, int code, const char *fmt,
+                                ...) __attribute__((format(printf, 4, 5)));
+static inline int ost__eng_fail(const ost__host *host, ost_store *st, int code, const char *fmt,
+                                ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = host->fail(st, code, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* The store's host table (store/host.c): what ost_store_open hands the
+ * engine it opens, and what the conformance suite hands one it opens
+ * directly. */
+extern const ost__host ost__store_host;
 
 /* What a read snapshot sees of the store's counters. */
 typedef struct {
@@ -87,22 +265,32 @@ typedef struct {
  * the walk and is returned. */
 typedef int (*ost__rec_fn)(void *ud, uint64_t oid, const ost__recview *r);
 
-typedef struct ost__engine_ops {
-    const char *name; /* "lmdb", "postgresql": as ost_store_stat shows it */
+struct ost__engine_ops {
+    unsigned version; /* OST__ENGINE_VERSION */
+    const char *name; /* "lmdb", "postgresql", "mem": as ost_store_stat shows it */
     /* Engine properties (OST__ENG_*). */
     unsigned flags;
+    /* The longest map key the engine stores, in encoded bytes
+     * (OST_MAP_KEY_MAX or more: a store copied between engines keeps its
+     * keys; the store refuses longer keys with OST_ELIMIT). */
+    size_t key_max;
 
-    /* Whether addr (a path or a URI, as given to ost_store_open) is this
-     * engine's. The first engine that claims it opens it; LMDB claims the
-     * rest (a path). */
-    bool (*claims)(const char *addr);
     /* Opens (creating it when o->create) the store at addr for st, checks
-     * its schema and format version, and fills st->shown. st is a handle
-     * not open yet (OST_EINVAL otherwise). On failure nothing is left
-     * open. ost_store_open (store/store.c) calls it for the first engine
-     * that claims addr, every engine alike; the conformance suite
+     * its schema and format version and tells the store its format
+     * (host->set_format). st is a handle not open yet, which the engine
+     * passes back to host's callbacks (its messages); host outlives the
+     * engine. On failure nothing is left open and st's message says why.
+     * ost_store_open (store/store.c) calls it for the first engine that
+     * claims addr, every engine alike; the conformance suite
      * (tests/test_engine.c) calls it directly. */
-    int (*open)(ost_store *st, const char *addr, const ost_store_options *o, ost__engine **out);
+    int (*open)(const ost__host *host, ost_store *st, const char *addr,
+                const ost_store_options *o, ost__engine **out);
+    /* The store's address as messages show it (show's), valid until
+     * close: the store names itself so in its own messages. */
+    const char *(*shown)(ost__engine *e);
+    /* The real path of the store's directory, for engines whose stores
+     * are files (ost_store_path); NULL otherwise. Valid until close. */
+    const char *(*path)(ost__engine *e);
     /* Closes what open made. Every session is closed before. */
     void (*close)(ost__engine *e);
     /* Counts of ost_store_stat (records, bytes, ...) in one snapshot. */
@@ -203,10 +391,12 @@ typedef struct ost__engine_ops {
      * read_serial is not 0 must still have that serial (else OST_ECONFLICT
      * "conflict on oid N: commit S changed it after this transaction read
      * it (at commit R)"), unless the record is one whose class resolves
-     * conflicts (ost__pkg_resolvable): then, before anything of p is
+     * conflicts (host->resolvable): then, before anything of p is
      * written, the engine hands the committed record's class id and state
-     * to ost__pkg_resolve and goes on if it merged; when meta.low differs from p->low, every oid of
-     * p->refs must still exist; map entries as store/maps.c checks them.
+     * to host->resolve and goes on if it merged; when meta.low differs
+     * from p->low, every oid of p->refs must still exist (else
+     * host->conflict's REF_GONE); map entries through host->apply_maps,
+     * which checks them. A package that fails leaves nothing of itself.
      * Returns 0, or a code for a failure of the whole call (the disk, the
      * server), which every package then carries too. */
     int (*commit)(ost__sess *s, ost__pkg *const *pkgs, size_t n);
@@ -220,13 +410,17 @@ typedef struct ost__engine_ops {
     int (*sweep)(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,
                  uint64_t *removed);
 
-    /* ---- map entries (store/entries.h says what each does) ------------------
+    /* ---- map entries (ost__entry) ------------------------------------------
      * In the session's snapshot, or, called from inside commit (by
-     * ost__maps_apply), in the commit's write transaction. An entry
+     * host->apply_maps), in the commit's write transaction. An entry
      * cursor is used while its session is pinned (pin): after an unpin the
      * engine may have reopened the snapshot, and the cursor must be
      * reopened (LMDB then answers OST_EBUSY). */
+    /* Reads entry (map, key): 0, OST_ENOTFOUND, OST_ECORRUPT (damaged). */
     int (*ent_get)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e);
+    /* Writes entry (map, key) = (serial, data[0, len)): *existed says
+     * whether the key was there, *append whether it went after the map's
+     * last key (either may be NULL). */
     int (*ent_put)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, uint64_t serial,
                    const void *data, size_t len, bool *existed, bool *append);
     /* Removes entry (map, key) (0 or OST_ENOTFOUND) and records that commit
@@ -245,8 +439,16 @@ typedef struct ost__engine_ops {
                        uint64_t *deleted);
     /* Writes (ent_put, ent_del, ent_drop_map, map_count_add) only inside
      * commit: LMDB answers OST_EINVAL "a write outside a commit".
-     * ent_drop_map removes the map's deletion records too. */
+     * ent_drop_map removes every entry of map and its deletion records;
+     * *n (if not NULL) gets how many entries went. */
     int (*ent_drop_map)(ost__sess *s, uint64_t map, uint64_t *n);
+    /* A cursor over the entries of one map, in key order. seek positions
+     * at the first entry >= key (forward) or the last <= key (reverse);
+     * key NULL: the map's first (forward) or last (reverse) entry. seek and
+     * step: 0 or OST_ENOTFOUND (no such entry, the map's end). get: the
+     * entry the cursor is on, key bytes without the map oid, valid until
+     * the cursor moves; OST_ECORRUPT when it is damaged (*key and *klen
+     * set all the same). */
     int (*ecur_open)(ost__sess *s, uint64_t map, ost__ecur **out);
     int (*ecur_seek)(ost__ecur *ec, const uint8_t *key, size_t klen, bool reverse);
     int (*ecur_step)(ost__ecur *ec, bool reverse);
@@ -281,10 +483,13 @@ typedef struct ost__engine_ops {
      * OST_ENOTFOUND (no entry), or as ent_get. */
     int (*ent_get_ref)(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e,
                        uint64_t *ref, ost__recview *r);
+    /* Calls fn(ud, map oid) once per map that has entries, in oid order;
+     * fn returns 0 to go on or a negative code to stop. */
     int (*ent_each_map)(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud);
     /* The map's (or, counter true, the counter's) record: adds delta to
-     * its count and stamps it with serial, inside commit, as entries.h's
-     * ost__map_count_add says (ost__record_count_add's rules). */
+     * its count (ost__record_count_add's rules, store/maprec.h) and stamps it with serial,
+     * inside commit. OST_ECONFLICT when the record is gone (pack removed
+     * the map), ost__record_count_add's codes otherwise. */
     int (*map_count_add)(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial,
                          bool counter);
 
@@ -366,7 +571,7 @@ typedef struct ost__engine_ops {
      * since the last call, applying packages and committing them (writing
      * and syncing): the group committer's split (benchmarks). */
     void (*commit_split)(ost__sess *s, uint64_t *apply_ns, uint64_t *commit_ns);
-} ost__engine_ops;
+};
 
 /* The engine serializes writers itself (LMDB: one write transaction at a
  * time): the store sends commits through one committer thread, which
@@ -390,13 +595,60 @@ typedef struct ost__engine_ops {
  * stops it. */
 #define OST__ENG_VERIFY_FIRST 16u
 
-/* The engines built in, in the order they are asked to claim an address;
- * the last one (LMDB) claims every path. */
-extern const ost__engine_ops ost__lmdb_engine;
-/* The in-memory engine (store/mem/): "mem:" and "mem:NAME" addresses. */
-extern const ost__engine_ops ost__mem_engine;
-#ifdef OST_HAVE_POSTGRESQL
-extern const ost__engine_ops ost__pg_engine;
-#endif
+/* What an engine's salvage (ost__engine_entry.salvage) writes the new
+ * store through: the public API (include/ostore/store.h, raw.h), handed
+ * over by the store (store/snap.c) so that the engine names none of it. */
+typedef struct {
+    ost_store *(*store_new)(void);
+    void (*options_init)(ost_store_options *o);
+    int (*store_open)(ost_store *st, const char *addr, const ost_store_options *o);
+    const char *(*store_errmsg)(const ost_store *st);
+    void (*store_close)(ost_store *st);
+    int (*import_begin)(ost_store *st, uint64_t size_hint, ost_import **out);
+    int (*import_class)(ost_import *im, uint32_t id, const char *module, size_t mlen,
+                        const char *name, size_t nlen);
+    int (*import_record)(ost_import *im, uint64_t oid, uint64_t serial, uint32_t class_id,
+                         const void *pickle, size_t len);
+    int (*import_entry)(ost_import *im, uint64_t map, const uint8_t *key, size_t klen,
+                        uint64_t serial, const void *value, size_t vlen);
+    int (*import_commit)(ost_import *im, uint64_t format, uint64_t next_oid,
+                         uint64_t last_serial, uint64_t next_class);
+    void (*import_abort)(ost_import *im);
+} ost__salvage_api;
+
+/* An engine as the store's table of engines lists it (store/engines.c):
+ * its addresses and its operations. An engine's folder defines one, in a
+ * file that needs nothing else of the engine (no library of its own), so
+ * that a program linked statically against libostore.a can leave the
+ * engine out (ops then 0: see store/pg/addr.c) and still be told why its
+ * address does not open. */
+typedef struct {
+    const char *label; /* "LMDB", "PostgreSQL", "in-memory": for messages */
+    /* Whether addr (as given to ost_store_open) is this engine's. The
+     * first engine of the table that claims it opens it; the last one
+     * (LMDB) claims every path. */
+    bool (*claims)(const char *addr);
+    /* Copies addr, which this engine claims, into out[0, cap) (cap >= 8)
+     * as messages show it: nothing secret (a password goes), control bytes
+     * escaped (ost_store_addr_show). */
+    void (*show)(const char *addr, char *out, size_t cap);
+    /* Addresses are paths of files (ost_store_addr_is_path). */
+    bool paths;
+    /* The operations; NULL when this program was linked without them,
+     * and then why, as the end of a sentence: "this program was linked
+     * without the PostgreSQL engine (...)". */
+    const ost__engine_ops *ops;
+    const char *missing;
+    /* Optional (NULL: the engine has none): ost_salvage for a store of
+     * this engine at src (docs/recovery.md), which reads what is left of
+     * it without trusting it and writes a new store at dst through api. */
+    int (*salvage)(const ost__salvage_api *api, const char *src, const char *dst,
+                   ost_salvage_fn report, void *ud, ost_salvage_stats *stats, char *msg,
+                   size_t cap);
+} ost__engine_entry;
+
+/* The engines built in, in the order they are asked to claim an address,
+ * NULL-terminated (store/engines.c): the last one claims every path. */
+extern const ost__engine_entry *const ost__engines[];
 
 #endif

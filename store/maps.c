@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "entries.h"
 #include "store_internal.h"
 
 #define SL_MAX 16
@@ -262,35 +261,6 @@ size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t coun
     n += 8;
     out[n++] = 'u', out[n++] = '.';
     return n;
-}
-
-/* A counter's value, or a map's count as stored: the record's LONG1 of 8
- * bytes, signed as pickle's LONG1 is. */
-static int counter_record_value(const uint8_t *p, size_t n, int64_t *value) {
-    if (n < 16 || p[0] != 0x80 || p[n - 1] != '.' || p[n - 2] != 'u' || p[n - 11] != 8 ||
-        p[n - 12] != 0x8a)
-        return OST_ECORRUPT;
-    *value = (int64_t)ost__rd_le64(p + n - 10);
-    return 0;
-}
-
-int ost__map_record_count(const uint8_t *p, size_t n, uint64_t *count) {
-    int64_t v;
-    if (counter_record_value(p, n, &v) || v < 0) return OST_ECORRUPT; /* a count is >= 0 */
-    *count = (uint64_t)v;
-    return 0;
-}
-
-void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count) { ost__le64(p + n - 10, count); }
-
-
-int ost__record_count_add(uint8_t *p, size_t n, int64_t delta, bool counter) {
-    int64_t v, sum;
-    if (counter_record_value(p, n, &v) || (!counter && v < 0)) return OST_ECORRUPT;
-    if (__builtin_add_overflow(v, delta, &sum)) return counter ? OST_ELIMIT : OST_ECORRUPT;
-    if (!counter && sum < 0) return OST_ECORRUPT; /* a map's count below 0: damage */
-    ost__map_record_setcount(p, n, (uint64_t)sum);
-    return 0;
 }
 
 /* 1 for ostore.maps.OrderedMap, 2 for OrderedSet, 3 for Counter, 0 for
@@ -1068,7 +1038,7 @@ int ost_counter_get(ost_conn *c, ost_value v, int64_t *value) {
         if ((rc = ost__conn_pin(c))) return rc;
         ost__recview r;
         rc = c->st->ops->get(c->sess, m->oid, &r);
-        if (!rc) rc = counter_record_value(r.pickle, r.len, &base);
+        if (!rc) rc = ost__record_value(r.pickle, r.len, &base);
         ost__conn_unpin(c);
         if (rc == OST_ENOTFOUND)
             return ost__c_fail(c, rc, "counter %llu: no record (removed by pack?)",

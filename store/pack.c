@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "entries.h"
 #include "oidset.h"
 #include "store_internal.h"
 

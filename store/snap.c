@@ -11,8 +11,6 @@
 #include <string.h>
 
 #include "engine.h"
-#include "entries.h"
-#include "lmdb/salvage.h"
 #include "store_internal.h"
 #include "ostore/raw.h"
 
@@ -182,91 +180,10 @@ void ost_snap_close(ost_snap *s) {
 
 const char *ost_snap_errmsg(const ost_snap *s) { return s ? s->msg : ""; }
 
-bool ost_store_addr_is_path(const char *addr) {
-    static const char *const uri[] = {"postgresql://", "postgres://", "postgres:", "mem:"};
-    if (!addr) return false;
-    for (size_t i = 0; i < sizeof uri / sizeof *uri; i++)
-        if (!strncmp(addr, uri[i], strlen(uri[i]))) return false;
-    return true;
+const char *ost_store_path(const ost_store *st) {
+    const char *p = st && st->eng && st->ops->path ? st->ops->path(st->eng) : NULL;
+    return p ? p : "";
 }
-
-/* Copies addr without any password into out[0, cap): a URI's
- * user:password@ becomes user@ and its password=... parameter goes; a
- * conninfo string loses its password=... pair. */
-void ost__addr_scrub(const char *addr, char *out, size_t cap) {
-    char *b = malloc(strlen(addr) + 1);
-    if (!b) {
-        snprintf(out, cap, "postgresql://...");
-        return;
-    }
-    size_t n = 0;
-    const char *p = addr;
-    const char *sch = strstr(addr, "://");
-    if (sch && (p == addr) && (!strncmp(addr, "postgres", 8))) {
-        /* scheme, then the authority up to '/', '?' or the end */
-        const char *auth = sch + 3;
-        memcpy(b, addr, (size_t)(auth - addr));
-        n = (size_t)(auth - addr);
-        size_t alen = strcspn(auth, "/?");
-        const char *at = memchr(auth, '@', alen);
-        if (at) {
-            const char *colon = memchr(auth, ':', (size_t)(at - auth));
-            size_t ulen = colon ? (size_t)(colon - auth) : (size_t)(at - auth);
-            memcpy(b + n, auth, ulen);
-            n += ulen;
-            memcpy(b + n, at, alen - (size_t)(at - auth));
-            n += alen - (size_t)(at - auth);
-        } else {
-            memcpy(b + n, auth, alen);
-            n += alen;
-        }
-        p = auth + alen;
-        /* the path and query: drop a password=... parameter */
-        while (*p) {
-            if ((p[-1] == '?' || p[-1] == '&') && !strncmp(p, "password=", 9)) {
-                p += strcspn(p, "&");
-                if (*p == '&') p++;
-                else if (n && (b[n - 1] == '&' || b[n - 1] == '?')) n--;
-                continue;
-            }
-            b[n++] = *p++;
-        }
-    } else {
-        /* key = value pairs, values maybe quoted */
-        while (*p) {
-            const char *k = p;
-            while (*p == ' ' || *p == '\t') p++;
-            bool pw = !strncmp(p, "password", 8) && (p[8] == '=' || p[8] == ' ');
-            const char *q = p;
-            while (*q && *q != '=') q++;
-            if (*q == '=') q++;
-            while (*q == ' ') q++;
-            if (*q == '\'') {
-                q++;
-                while (*q && *q != '\'') q += (*q == '\\' && q[1]) ? 2 : 1;
-                if (*q) q++;
-            } else
-                while (*q && *q != ' ' && *q != '\t') q++;
-            if (!pw) {
-                memcpy(b + n, k, (size_t)(q - k));
-                n += (size_t)(q - k);
-            }
-            p = q;
-            if (q == k) break;
-        }
-    }
-    b[n] = 0;
-    ost__path_show(out, cap, b);
-    free(b);
-}
-
-char *ost_store_addr_show(char *dst, size_t cap, const char *addr) {
-    if (!addr || ost_store_addr_is_path(addr)) return ost_path_show(dst, cap, addr);
-    ost__addr_scrub(addr, dst, cap);
-    return dst;
-}
-
-const char *ost_store_path(const ost_store *st) { return st && st->path ? st->path : ""; }
 
 int ost_snap_stat(ost_snap *s, ost_snap_stats *out) {
     int rc = s->ops->snap_stat(s->sess, out);
@@ -512,6 +429,10 @@ int ost_import_begin(ost_store *st, uint64_t size_hint, ost_import **out) {
     *out = NULL;
     if (!st || !st->eng || !st->ops) return OST_EINVAL;
     if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", st->shown);
+    uv_mutex_lock(&st->lock);
+    bool conns = st->conns != NULL;
+    uv_mutex_unlock(&st->lock);
+    if (conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", st->shown);
     ost_import *im = calloc(1, sizeof *im);
     if (!im) return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", st->shown);
     im->st = st;
@@ -657,9 +578,36 @@ int ost_store_drop(ost_store *st) { return store_drop(st, false); }
 
 /* ---- salvage ----------------------------------------------------------------- */
 
+/* What an engine's salvage writes through (engine.h). */
+static const ost__salvage_api salvage_api = {
+    .store_new = ost_store_new,
+    .options_init = ost_store_options_init,
+    .store_open = ost_store_open,
+    .store_errmsg = ost_store_errmsg,
+    .store_close = ost_store_close,
+    .import_begin = ost_import_begin,
+    .import_class = ost_import_class,
+    .import_record = ost_import_record,
+    .import_entry = ost_import_entry,
+    .import_commit = ost_import_commit,
+    .import_abort = ost_import_abort,
+};
+
 int ost_salvage(const char *src, const char *dst, ost_salvage_fn report, void *ud,
                 ost_salvage_stats *stats, char *msg, size_t cap) {
-    return ost__salvage(src, dst, report, ud, stats, msg, cap);
+    const ost__engine_entry *en = ost__engine_entry_for(src);
+    if (en && en->salvage) return en->salvage(&salvage_api, src, dst, report, ud, stats, msg, cap);
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!src || !dst) {
+        if (msg && cap) snprintf(msg, cap, "salvage: no path given");
+        return OST_EINVAL;
+    }
+    char shown[OST__PATH_SHOWN];
+    ost_store_addr_show(shown, sizeof shown, src);
+    if (msg && cap)
+        snprintf(msg, cap, "%s: salvage reads the files of an embedded (LMDB) store; a %s store has "
+                 "none to read", shown, en ? en->label : "this");
+    return OST_EUNSUPPORTED;
 }
 
 /* ---- keys as stored (include/ostore/maps.h) -------------------------------------- */

@@ -75,11 +75,15 @@ void ost__st_clear(ost_store *st) {
     if (m) m[0] = 0;
 }
 
+int ost__st_vfail(ost_store *st, int code, const char *fmt, va_list ap) {
+    ost__vfmt(msg_slot(st, true), sizeof t_spare.text, fmt, ap);
+    return code;
+}
+
 int ost__st_fail(ost_store *st, int code, const char *fmt, ...) {
-    char *m = msg_slot(st, true);
     va_list ap;
     va_start(ap, fmt);
-    ost__vfmt(m, sizeof t_spare.text, fmt, ap);
+    ost__st_vfail(st, code, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -150,48 +154,10 @@ size_t ost__sort_unique(uint64_t *v, size_t n) {
     return u;
 }
 
-void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id) {
-    ost__le64(h, serial);
-    for (int i = 0; i < 4; i++) h[8 + i] = (uint8_t)(class_id >> (8 * i));
-    memset(h + 12, 0, 4);
-}
-
-/* The checksum record rec[0, n) of oid must carry (n >= OST_HDR_SIZE). */
-static uint32_t rec_crc(uint64_t oid, const uint8_t *rec, size_t n) {
-    uint8_t kb[8];
-    ost__be64(kb, oid);
-    uint32_t crc = ost__crc32c(0, kb, 8);
-    crc = ost__crc32c(crc, rec, 12);
-    return ost__crc32c(crc, rec + OST_HDR_SIZE, n - OST_HDR_SIZE);
-}
-
-void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid) {
-    uint32_t crc = rec_crc(oid, rec, n);
-    for (int i = 0; i < 4; i++) rec[12 + i] = (uint8_t)(crc >> (8 * i));
-}
-
-bool ost__rec_crc_ok(uint64_t oid, const void *rec, size_t n) {
-    const uint8_t *h = rec;
-    return n >= OST_HDR_SIZE + 2 &&
-           rec_crc(oid, h, n) == ((uint32_t)h[12] | (uint32_t)h[13] << 8 |
-                                  (uint32_t)h[14] << 16 | (uint32_t)h[15] << 24);
-}
-
-const char *ost__damage_text(int dmg) {
-    switch (dmg) {
-    case OST__DMG_SHORT: return "too short for its header";
-    case OST__DMG_CRC: return "its checksum does not match its bytes";
-    case OST__DMG_BEYOND: return "its length runs past the end of the file";
-    case OST__DMG_RESERVED: return "reserved header bytes are not zero";
-    }
-    return "damaged";
-}
-
 /* ---- open and close ------------------------------------------------------- */
 
 void ost_store_options_init(ost_store_options *o) {
     memset(o, 0, sizeof *o);
-    o->map_size = OST__DEFAULT_MAP;
     o->durability = OST_SYNC_FULL;
     o->max_readers = 126;
 }
@@ -279,32 +245,6 @@ static int ensure_root(ost_store *st) {
     return rc;
 }
 
-/* The PostgreSQL engine is referenced weakly, so that a program linked
- * statically against libostore.a links it (and libpq) only when it asks
- * for it: an undefined weak symbol does not make the link editor extract
- * the archive member that defines it (System V gABI, "Symbol Table":
- * "The link editor does not extract archive members to resolve undefined
- * weak symbols"; GNU ld does so, tests/install_test.py links such a
- * program), and it is then 0 here. The shared library always holds
- * store/pg/engine.c, so there it is the engine. A static program that wants
- * the engine names it to the linker (-Wl,--undefined=ost__pg_engine and
- * a static libpq with what it needs: docs/tutorial.md, "Building a
- * program"). */
-#ifdef OST_HAVE_POSTGRESQL
-extern const ost__engine_ops ost__pg_engine __attribute__((weak));
-#endif
-
-/* The engines built in, in the order they are asked to claim an address
- * (store/engine.h): LMDB last, it claims every path. An entry is NULL
- * for an engine this program did not link (above). */
-static const ost__engine_ops *const g_engines[] = {
-#ifdef OST_HAVE_POSTGRESQL
-    &ost__pg_engine,
-#endif
-    &ost__mem_engine,
-    &ost__lmdb_engine,
-};
-
 /* What every engine's store needs before the engine opens: the classes the
  * store itself knows (the root, maps and sets; a new store's root is
  * written with it), the registry and durability. 0 or a code with the
@@ -348,36 +288,15 @@ int ost_store_open(ost_store *st, const char *addr, const ost_store_options *opt
     if (!addr) return ost__st_fail(st, OST_EINVAL, "no path given");
     if (st->eng) { /* the address as given, without a password */
         char shown[OST__PATH_SHOWN];
-        if (ost_store_addr_is_path(addr)) ost__path_show(shown, sizeof shown, addr);
-        else ost__addr_scrub(addr, shown, sizeof shown);
+        ost_store_addr_show(shown, sizeof shown, addr);
         return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", shown);
     }
     if (!opts) {
         ost_store_options_init(&def);
         opts = &def;
     }
-    const ost__engine_ops *ops = NULL;
-    for (size_t i = 0; i < sizeof g_engines / sizeof *g_engines; i++)
-        if (g_engines[i] && g_engines[i]->claims(addr)) {
-            ops = g_engines[i];
-            break;
-        }
-    if (!ops) { /* only a PostgreSQL address is no path (ost_store_addr_is_path) */
-        char shown[OST__PATH_SHOWN];
-        ost__addr_scrub(addr, shown, sizeof shown);
-#ifdef OST_HAVE_POSTGRESQL
-        return ost__st_fail(st, OST_EUNSUPPORTED,
-                            "%s: a PostgreSQL address, and this program was linked without the "
-                            "PostgreSQL engine (a static link leaves it out unless asked: "
-                            "docs/tutorial.md, \"Building a program\")",
-                            shown);
-#else
-        return ost__st_fail(st, OST_EUNSUPPORTED,
-                            "%s: a PostgreSQL address, and this ostore was built without the "
-                            "PostgreSQL engine (meson option postgresql disabled, or libpq not found)",
-                            shown);
-#endif
-    }
+    const ost__engine_ops *ops = ost__engine_for(addr);
+    if (!ops) return ost__engine_missing(st, addr);
     int rc = store_setup(st, opts);
     if (rc) {
         store_unset(st);
@@ -386,12 +305,16 @@ int ost_store_open(ost_store *st, const char *addr, const ost_store_options *opt
     /* the engine checks the options and the address (which may hold a
      * password: it makes st->shown) */
     ost__engine *e = NULL;
-    if ((rc = ops->open(st, addr, opts, &e))) {
+    if ((rc = ops->open(&ost__store_host, st, addr, opts, &e))) {
         store_unset(st);
         return rc;
     }
     st->ops = ops;
     st->eng = e;
+    snprintf(st->shown, sizeof st->shown, "%s", ops->shown(e));
+    /* a format-1 store opened read-only has no map entries, even after
+     * another process upgrades it */
+    st->no_ments = st->read_only && st->format < 2;
     if (st->group_commit && ost__committer_start(st))
         rc = ost__st_fail(st, OST_ENOMEM, "cannot start the group committer thread");
     if (!rc && !(ops->flags & OST__ENG_MAKES_ROOT)) rc = ensure_root(st);
@@ -407,8 +330,9 @@ void ost__store_shut(ost_store *st) {
     if (e) st->ops->close(e);
     ost__class_cache_free(st);
     store_unset(st);
-    free(st->path);
-    st->path = NULL;
+    st->shown[0] = 0;
+    st->no_ments = false;
+    st->format = 0;
 }
 
 void ost_store_close(ost_store *st) {

@@ -4,42 +4,17 @@
 
 #include <uv.h>
 
+#include "../base/endian.h"
 #include "../serializer/internal.h"
 #include "engine.h"
+#include "maprec.h"
 #include "ostore/maps.h"
+#include "testctl.h"
 
+/* The bytes a record costs beside its pickle, as the cache and the raw
+ * API count them (LMDB's header: store/lmdb/record.h). */
 #define OST_HDR_SIZE 16
-/* ost_store_options.map_size's default (LMDB's map, 64 MiB: it grows). */
-#define OST__DEFAULT_MAP ((size_t)64 << 20)
 
-/* A record of a commit package: its bytes are p->bytes[off, off + len). */
-typedef struct {
-    uint64_t oid;
-    uint64_t read_serial; /* serial it was read at; 0 for a new object */
-    size_t off, len;
-    uint32_t cid;
-} ost__rec;
-
-/* A map entry of a commit package: key bytes at p->bytes[koff, koff +
- * klen), the value pickle at [voff, voff + vlen). */
-typedef struct {
-    uint64_t map;
-    uint64_t base; /* the key's serial when the transaction read it (0: absent) */
-    size_t koff, voff, vlen;
-    uint16_t klen;
-    uint8_t flags; /* OST__MENT_* */
-} ost__ment;
-#define OST__MENT_DEL 1   /* remove the key */
-#define OST__MENT_BLIND 2 /* the loader's: no conflict check, overwrite */
-/* a counter's add: map is the counter's oid, no key, the value is the
- * delta as 8 bytes little-endian; never conflicts (ost_counter_add) */
-#define OST__MENT_COUNT 4
-/* base of a key first looked at after the snapshot moved on: the commit
- * conflicts if anything wrote it since the transaction began */
-#define OST__BASE_MOVED UINT64_MAX
-
-/* What a commit writes, prepared by a connection (or a loader batch) and
- * applied by whoever holds the write transaction. */
 /* A record of a package whose class resolves conflicts
  * (ost_class_def.resolve), with the state the transaction read it at:
  * what ost__pkg_resolve needs to merge. */
@@ -51,35 +26,16 @@ typedef struct {
     bool resolved;           /* the commit writes a merged state */
 } ost__resv;
 
-typedef struct ost__pkg {
-    ost__rec *recs;
-    size_t nrecs, caprecs;
-    uint8_t *bytes;
-    size_t nbytes, capbytes;
-    int rc;          /* outcome */
-    uint64_t serial; /* the commit's serial when it succeeded */
+/* The store's part of a package (ost__pkg.q, made with it by
+ * ost__pkg_new): its place in the group committer's queue, how its
+ * committer is woken, and its conflict resolutions. */
+struct ost__pkgq {
     bool done;
     bool queued;       /* in the store's queue, not yet taken into a group */
     uv_sem_t sem;      /* posted once when done (a waited commit, not async) */
     uv_async_t *async; /* wakes a loop when done (async commit) */
     struct ost__pkg *next;
     struct ost__pkg *wnext; /* committers to wake after a group (its leader only) */
-    /* stored objects the records refer to without writing them, and the
-     * meta.low (pack mark) the connection's cache was checked at: if a
-     * pack ran since, apply checks that they still exist */
-    uint64_t *refs;
-    size_t nrefs, caprefs;
-    uint64_t low;
-    ost__ment *ments; /* map entries, grouped by map, each map's in key order */
-    size_t nments, capments;
-    /* the last commit the snapshot of the transaction that wrote ments saw
-     * (ost_conn.txn_serial): a key absent at its first look and at commit
-     * conflicts when a commit after it deleted the key (ost__maps_apply) */
-    uint64_t since;
-    uint64_t conflict_oid; /* the object of an OST_ECONFLICT (UINT64_MAX: none) */
-    /* a connection's commit: the connection begins its next transaction
-     * right after it (snap_adopt), unlike a loader's batch */
-    bool next_txn;
     ost__resv *resv; /* records that may resolve a conflict, by rec ascending */
     size_t nresv, capresv;
     /* the reader and writer of its resolutions (ost__pkg_resolve), made
@@ -87,8 +43,7 @@ typedef struct ost__pkg {
      * applies it */
     ost_reader *res_r;
     ost_writer *res_w;
-    char msg[320];
-} ost__pkg;
+};
 
 /* A map's key kind: up to OST__MKIND_MAX elements 'i', 's', 'b'. */
 #define OST__MKIND_MAX OST_MAP_KIND_MAX
@@ -243,80 +198,24 @@ struct ost_conn {
     char msg[512];
 };
 
-/* The limits of a store's counters (meta). Oids are stored as pickle ints,
- * which ostore reads as signed 64-bit: every oid is below OST__OID_LIMIT,
- * so next_oid is at most OST__OID_LIMIT. Serials stay below the same bound
- * (a commit adds 1: no store gets near it). Class ids are u32 and start at
- * 1, so next_class is 1 to UINT32_MAX. Anything past these is damage, and
- * would wrap when the next oid, serial or class id is handed out. */
-#define OST__OID_LIMIT ((uint64_t)1 << 63)
-#define OST__SERIAL_LIMIT ((uint64_t)1 << 63)
-#define OST__CLASS_LIMIT ((uint64_t)UINT32_MAX)
-
-
-/* Whether rc is one of ours (an OST_E* code, -1 to -99), not liblmdb's
- * (its MDB_* codes are negative too, from -30799; errno values positive). */
-#define OST__OURS(rc) ((rc) < 0 && (rc) > -100)
 
 /* Sets the calling thread's message of st (ost_store_errmsg) and returns
  * code; ost__st_clear empties it. */
 int ost__st_fail(ost_store *st, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void ost__st_clear(ost_store *st);
+/* ost__st_fail with a va_list (the host table's fail). */
+int ost__st_vfail(ost_store *st, int code, const char *fmt, va_list ap);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* 64-bit integers as stored: big-endian keys (oids sort as numbers),
- * little-endian headers and values. Inline: every read of a key, header
- * or entry goes through them (a call each was 7% of a map scan). */
-static inline void ost__be64(uint8_t *b, uint64_t v) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    memcpy(b, &v, 8);
-}
-static inline uint64_t ost__rd_be64(const uint8_t *b) {
-    uint64_t v;
-    memcpy(&v, b, 8);
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
-static inline void ost__le64(uint8_t *b, uint64_t v) {
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    memcpy(b, &v, 8);
-}
-static inline uint64_t ost__rd_le64(const uint8_t *b) {
-    uint64_t v;
-    memcpy(&v, b, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    v = __builtin_bswap64(v);
-#endif
-    return v;
-}
 /* qsort's order of uint64_t; sorts v[0, n) and drops repeats, returning
  * the new count (conn.c's read-ahead, the PostgreSQL engine's row locks). */
 int ost__u64_cmp(const void *a, const void *b);
 size_t ost__sort_unique(uint64_t *v, size_t n);
-void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id);
 /* The CRC-32C of p[0, n), continuing crc (0 to start): crc32c.c. The soft
  * variant always uses the table (for tests of the hardware path). */
 uint32_t ost__crc32c(uint32_t crc, const void *p, size_t n);
 uint32_t ost__crc32c_soft(uint32_t crc, const void *p, size_t n);
-/* Stores the checksum of record rec[0, n) of oid in its header (bytes
- * 12..15): the CRC-32C of the oid (8 bytes big-endian), the header's
- * first 12 bytes and the pickle. Call it after the pickle is in place. */
-void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid);
-/* Whether record rec[0, n) of oid carries the checksum its bytes give
- * (format 3); false for one too short to hold a header and a pickle. */
-bool ost__rec_crc_ok(uint64_t oid, const void *rec, size_t n);
-#define OST__DMG_SHORT 1    /* too short for its header */
-#define OST__DMG_CRC 2      /* the checksum does not match */
-#define OST__DMG_BEYOND 3   /* its length runs past the end of the file */
-#define OST__DMG_RESERVED 4 /* format 1 or 2: reserved header bytes not zero */
-const char *ost__damage_text(int dmg);
 /* The class value (a new reference) of a class table entry, through the
  * registry: 0 or OST_ENOMEM. A class version's entry, `Name(f1,f2)`
  * (format 4), gives the class Name. */
@@ -348,20 +247,10 @@ void ost__pkg_free(ost__pkg *p);
 int ost__pkg_add(ost__pkg *p, uint64_t oid, uint64_t read_serial, uint32_t cid,
                  const void *pickle, size_t n);
 int ost__pkg_ref(ost__pkg *p, uint64_t oid);
-/* Sets p's outcome message and conflict_oid for a conflict on oid, in the
- * words docs/tutorial.md gives, the same for every engine; returns
- * OST_ECONFLICT. CHANGED: commit cur wrote it after the transaction read
- * it at commit read; REMOVED: pack removed a record the package rewrites;
- * REF_GONE: pack removed an object the package refers to. */
-#define OST__CONFL_CHANGED 0
-#define OST__CONFL_REMOVED 1
-#define OST__CONFL_REF_GONE 2
+/* Sets p's outcome message and conflict_oid for a conflict of kind why
+ * (OST__CONFL_*, store/engine.h) on oid, in the words docs/tutorial.md
+ * gives, the same for every engine; returns OST_ECONFLICT. */
 int ost__pkg_conflict(ost__pkg *p, int why, uint64_t oid, uint64_t cur, uint64_t read);
-/* Whether p's map entries are all counters' adds (OST__MENT_COUNT): the
- * engines' group paths that write records in one go take those too. */
-bool ost__pkg_counts_only(const ost__pkg *p);
-/* The add a counter's entry me of p carries (8 bytes, little-endian). */
-int64_t ost__ment_delta(const ost__pkg *p, const ost__ment *me);
 /* Keeps, for the record just added to p by ost__pkg_add, the state its
  * transaction read (pickle[0, n) of class id cid) and its class cls
  * (borrowed; the package takes a reference): a conflict on it goes to the
@@ -451,14 +340,6 @@ int ost__mkey_encode(const ost__mkind *k, ost_value key, bool prefix, uint8_t *o
                      char *err, size_t cap);
 ost_value ost__mkey_decode(const ost__mkind *k, const uint8_t *p, size_t n);
 size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t count);
-int ost__map_record_count(const uint8_t *p, size_t n, uint64_t *count);
-void ost__map_record_setcount(uint8_t *p, size_t n, uint64_t count);
-/* Adds delta to the count of the map or counter record p[0, n) in place:
- * a map's count stays in [0, 2^63), a counter's (counter true) is a signed
- * 64-bit value. 0; OST_ECORRUPT when p is no such record or a map's count
- * would go below 0; OST_ELIMIT when a counter would pass the 64-bit range
- * (p is unchanged then). */
-int ost__record_count_add(uint8_t *p, size_t n, int64_t delta, bool counter);
 int ost__map_class(ost_value cls);
 bool ost__maps_dirty(ost_conn *c);
 int ost__maps_prepare(ost_conn *c, ost__pkg *p);
@@ -487,12 +368,13 @@ typedef struct ost__msort ost__msort;
 int ost__pkg_sort_ments(ost__pkg *p, ost__msort **ms);
 void ost__msort_free(ost__msort *ms);
 
-/* Copies a database address without its password into out[0, cap), as
- * messages show it (ost__path_show's escapes): a URI's user:password@
- * becomes user@ and a password=... parameter goes; a conninfo string loses
- * its password=... pair. (store/snap.c; the PostgreSQL engine shows its
- * address so.) */
-void ost__addr_scrub(const char *addr, char *out, size_t cap);
+/* The operations of the engine that claims addr (store/engines.c); NULL
+ * when that engine is not in this program: ost__engine_missing then sets
+ * st's message saying so and returns OST_EUNSUPPORTED. */
+const ost__engine_ops *ost__engine_for(const char *addr);
+/* The table's entry for addr (NULL for NULL). */
+const ost__engine_entry *ost__engine_entry_for(const char *addr);
+int ost__engine_missing(ost_store *st, const char *addr);
 
 /* ost_txn_run's wait after its conflicted attempt n (1, 2, ...), in
  * microseconds: uniform in [0, min(50,000, 500 << (n - 1))], from a

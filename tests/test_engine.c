@@ -101,6 +101,11 @@ static int mem_fresh(char *out, size_t cap) {
     return 0;
 }
 
+extern const ost__engine_ops ost__lmdb_engine, ost__mem_engine;
+#ifdef OST_HAVE_POSTGRESQL
+extern const ost__engine_ops ost__pg_engine;
+#endif
+
 static const engine_case engines[] = {
 #ifdef OST_HAVE_POSTGRESQL
     {"postgresql", &ost__pg_engine, pg_fresh, psql, false, 0, "no ostore schema at "},
@@ -137,7 +142,7 @@ static void setup(void) {
     ost_store_options o;
     ost_store_options_init(&o);
     o.create = true;
-    int rc = E->ops->open(st, addr, &o, &eng);
+    int rc = E->ops->open(&ost__store_host, st, addr, &o, &eng);
     cr_assert_eq(rc, 0, "open: %s", ost_store_errmsg(st));
     if (KNOBS_ON) knob_set(OST__K_PG_PAGE_ROWS, 2); /* paging shows with a few rows */
 }
@@ -223,21 +228,22 @@ static void scan_all(ost__sess *s, dump *d) { scan_from(s, 0, d); }
 
 /* ---- opening ---------------------------------------------------------------------- */
 
-OST_TEST(engine, claims_its_addresses_and_no_path) {
-    bool pg = !strcmp(E->name, "postgresql"), mem = !strcmp(E->name, "mem");
-    if (mem) { /* mem: and mem:NAME, nothing else */
-        cr_assert(E->ops->claims("mem:") && E->ops->claims("mem:x"));
-        cr_assert(!E->ops->claims("postgresql://h/db") && !E->ops->claims("/var/lib/store"));
-        cr_assert(!E->ops->claims("store") && !E->ops->claims("./mem:x"));
-        cr_assert(!ost__lmdb_engine.claims("mem:x"), "LMDB leaves mem: to the in-memory engine");
-        return;
-    }
-    cr_assert_eq(E->ops->claims("postgresql://h/db"), pg);
-    cr_assert_eq(E->ops->claims("postgres://h/db"), pg);
-    cr_assert_eq(E->ops->claims("postgres:host=/tmp dbname=x"), pg);
-    cr_assert_eq(E->ops->claims("/var/lib/store"), !pg);
-    cr_assert_eq(E->ops->claims("store"), !pg);
-    cr_assert_eq(E->ops->claims("postgresql"), !pg); /* a directory of that name */
+/* The table of engines (store/engines.c) gives each engine its own
+ * addresses, and only those. */
+OST_TEST(engine, the_table_gives_it_its_addresses) {
+    bool pg = !strcmp(E->name, "postgresql"), lmdb = !strcmp(E->name, "lmdb"),
+         mem = !strcmp(E->name, "mem");
+    cr_assert_eq(ost__engine_for("postgresql://h/db") == E->ops, pg);
+    cr_assert_eq(ost__engine_for("postgres://h/db") == E->ops, pg);
+    cr_assert_eq(ost__engine_for("postgres:host=/tmp dbname=x") == E->ops, pg);
+    cr_assert_eq(ost__engine_for("/var/lib/store") == E->ops, lmdb);
+    cr_assert_eq(ost__engine_for("store") == E->ops, lmdb);
+    cr_assert_eq(ost__engine_for("postgresql") == E->ops, lmdb); /* a directory of that name */
+    cr_assert_eq(ost__engine_for("mem:") == E->ops, mem);
+    cr_assert_eq(ost__engine_for("mem:x") == E->ops, mem);
+    cr_assert_eq(ost__engine_for("./mem:x") == E->ops, lmdb); /* a directory of that name */
+    cr_assert_eq(E->ops->version, OST__ENGINE_VERSION);
+    cr_assert_geq(E->ops->key_max, OST_MAP_KEY_MAX);
 }
 
 OST_TEST(engine, creates_then_reopens_with_counters) {
@@ -246,20 +252,21 @@ OST_TEST(engine, creates_then_reopens_with_counters) {
     cr_assert_eq(ss.records, E->base_records);
     cr_assert_eq(ss.next_oid, 1);
     cr_assert_eq(ss.last_serial, E->base_records); /* LMDB's open commits the root */
-    cr_assert(strstr(st->shown, E->one_open ? g_lmdb_tmp : E->sql ? "search_path" : addr), "shown: %s",
-              st->shown);
+    const char *shown = E->ops->shown(eng); /* the store copies it at ost_store_open */
+    cr_assert(strstr(shown, E->one_open ? g_lmdb_tmp : E->sql ? "search_path" : addr), "shown: %s",
+              shown);
     E->ops->close(eng);
     eng = NULL;
     ost_store_options o;
     ost_store_options_init(&o);
-    cr_assert_eq(E->ops->open(st, addr, &o, &eng), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(E->ops->open(&ost__store_host, st, addr, &o, &eng), 0, "%s", ost_store_errmsg(st));
     cr_assert_eq(E->ops->stat(eng, &ss), 0);
     cr_assert_eq(ss.next_oid, 1);
     /* create on an existing store keeps it */
     uint64_t f = oids(5);
     E->ops->close(eng);
     o.create = true;
-    cr_assert_eq(E->ops->open(st, addr, &o, &eng), 0, "%s", ost_store_errmsg(st));
+    cr_assert_eq(E->ops->open(&ost__store_host, st, addr, &o, &eng), 0, "%s", ost_store_errmsg(st));
     cr_assert_eq(oids(1), f + 5);
 }
 
@@ -271,7 +278,7 @@ OST_TEST(engine, refuses_a_database_without_the_schema) {
     ost__engine *e2 = NULL;
     ost_store *st2 = ost_store_new();
     cr_assert(st2);
-    int rc = E->ops->open(st2, a2, &o, &e2);
+    int rc = E->ops->open(&ost__store_host, st2, a2, &o, &e2);
     cr_assert_eq(rc, OST_ENOTFOUND, "rc %d", rc);
     cr_assert_null(e2);
     cr_assert(strstr(ost_store_errmsg(st2), E->no_store_msg), "%s", ost_store_errmsg(st2));
@@ -284,7 +291,7 @@ OST_TEST(engine, refuses_another_format) {
     ost_store_options o;
     ost_store_options_init(&o);
     ost__engine *e2 = NULL;
-    cr_assert_eq(E->ops->open(st, addr, &o, &e2), OST_EVERSION);
+    cr_assert_eq(E->ops->open(&ost__store_host, st, addr, &o, &e2), OST_EVERSION);
     cr_assert(strstr(ost_store_errmsg(st), "store format 99, this library reads 3"), "%s",
               ost_store_errmsg(st));
 }
@@ -345,7 +352,7 @@ OST_TEST(engine, a_column_of_another_type_is_refused_not_misread) {
         ost_store_options_init(&o);
         ost_store *st2 = ost_store_new();
         ost__engine *e2 = NULL;
-        rc = E->ops->open(st2, addr, &o, &e2);
+        rc = E->ops->open(&ost__store_host, st2, addr, &o, &e2);
         cr_assert_eq(rc, OST_ECORRUPT, "%s: open gave %s", cases[i].alter, ost_err_name(rc));
         cr_assert(strstr(ost_store_errmsg(st2), "not an ostore schema: column ost_records."),
                   "%s", ost_store_errmsg(st2));
@@ -398,7 +405,7 @@ OST_TEST(engine, tables_that_are_not_ostores_are_refused_and_nothing_is_made) {
             o.create = create;
             ost__engine *e2 = NULL;
             ost_store *st2 = ost_store_new();
-            int rc = E->ops->open(st2, a2, &o, &e2);
+            int rc = E->ops->open(&ost__store_host, st2, a2, &o, &e2);
             cr_assert_eq(rc, OST_ECORRUPT, "%s (create %d): %s: %s", cases[i].make, create,
                          ost_err_name(rc), ost_store_errmsg(st2));
             cr_assert_null(e2);
@@ -444,7 +451,7 @@ OST_TEST(engine, a_role_without_create_rights_opens_a_store_read_write) {
     const char *u = strstr(addr, "user=postgres");
     snprintf(as, sizeof as, "%.*suser=%s%s", (int)(u - addr), addr, role, u + strlen("user=postgres"));
     ost_store *st2 = ost_store_new();
-    int rc = E->ops->open(st2, as, &o, &e2);
+    int rc = E->ops->open(&ost__store_host, st2, as, &o, &e2);
     cr_expect_eq(rc, 0, "%s: %s", ost_err_name(rc), ost_store_errmsg(st2));
     if (!rc) E->ops->close(e2);
     ost_store_close(st2);
@@ -461,14 +468,14 @@ OST_TEST(engine, bad_addresses_fail_with_a_clear_message) {
     ost_store_options_init(&o);
     ost__engine *e2 = NULL;
     /* nothing listens on port 1 of this machine: refused at once */
-    int rc = E->ops->open(st, "postgresql://ostore:s3cret@127.0.0.1:1/ostore?connect_timeout=2", &o, &e2);
+    int rc = E->ops->open(&ost__store_host, st, "postgresql://ostore:s3cret@127.0.0.1:1/ostore?connect_timeout=2", &o, &e2);
     cr_assert_eq(rc, OST_EIO);
     const char *m = ost_store_errmsg(st);
     cr_assert(strstr(m, "postgresql://ostore@127.0.0.1:1/ostore"), "%s", m);
     cr_assert(strstr(m, "cannot connect"), "%s", m);
     cr_assert(!strstr(m, "s3cret"), "%s", m);
     cr_assert(!strchr(m, '\n'), "%s", m);
-    rc = E->ops->open(st, "postgres:host=127.0.0.1 port=1 password=s3cret connect_timeout=2", &o, &e2);
+    rc = E->ops->open(&ost__store_host, st, "postgres:host=127.0.0.1 port=1 password=s3cret connect_timeout=2", &o, &e2);
     cr_assert_eq(rc, OST_EIO);
     m = ost_store_errmsg(st);
     cr_assert(strstr(m, "host=127.0.0.1 port=1"), "%s", m);
@@ -478,7 +485,7 @@ OST_TEST(engine, bad_addresses_fail_with_a_clear_message) {
     const char *dir = getenv("OST_TEST_PG_DIR");
     cr_assert(dir);
     snprintf(bad, sizeof bad, "postgresql:///nosuchdb?host=%s&user=postgres&password=s3cret", dir);
-    rc = E->ops->open(st, bad, &o, &e2);
+    rc = E->ops->open(&ost__store_host, st, bad, &o, &e2);
     cr_assert_eq(rc, OST_EIO);
     m = ost_store_errmsg(st);
     cr_assert(strstr(m, "database \"nosuchdb\" does not exist"), "%s", m);
@@ -540,7 +547,7 @@ static void two_racers(racer *r, void *(*fn)(void *)) {
             continue;
         }
         r[i].st = ost_store_new();
-        cr_assert_eq(E->ops->open(r[i].st, addr, &o, &r[i].e), 0);
+        cr_assert_eq(E->ops->open(&ost__store_host, r[i].st, addr, &o, &r[i].e), 0);
     }
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, fn, &r[i]);

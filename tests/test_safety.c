@@ -894,7 +894,7 @@ OST_TEST(safety, salvage_copies_a_sound_store_whole_and_leaves_it_unchanged) {
     ost__salvage_stats s;
     salv_lines l = {0};
     char msg[512];
-    cr_assert_eq(ost__salvage(F.dir, dst, salv_line, &l, &s, msg, sizeof msg), 0, "%s", msg);
+    cr_assert_eq(ost_salvage(F.dir, dst, salv_line, &l, &s, msg, sizeof msg), 0, "%s", msg);
     cr_assert_eq(l.n[OST__SALV_DAMAGE] + l.n[OST__SALV_LOST], 0, "%s", l.first_lost);
     cr_assert_eq(s.lost_records + s.lost_entries + s.dropped_entries, 0);
     cr_assert_eq(s.entries, 30);
@@ -911,11 +911,11 @@ OST_TEST(safety, salvage_copies_a_sound_store_whole_and_leaves_it_unchanged) {
     expect_contents(st, 30);
     ost_store_close(st);
     /* a second salvage into it refuses: it holds a store */
-    cr_assert_eq(ost__salvage(F.dir, dst, NULL, NULL, &s, msg, sizeof msg), OST_EEXIST);
+    cr_assert_eq(ost_salvage(F.dir, dst, NULL, NULL, &s, msg, sizeof msg), OST_EEXIST);
     cr_assert(strstr(msg, "holds a store"), "%s", msg);
     /* no store to salvage */
     snprintf(dst, sizeof dst, "%s/new2", F.tmp);
-    cr_assert_eq(ost__salvage(F.tmp, dst, NULL, NULL, &s, msg, sizeof msg), OST_ENOTFOUND, "%s", msg);
+    cr_assert_eq(ost_salvage(F.tmp, dst, NULL, NULL, &s, msg, sizeof msg), OST_ENOTFOUND, "%s", msg);
     struct stat sb;
     cr_assert_neq(stat(dst, &sb), 0, "a failed salvage leaves no directory");
 }
@@ -962,7 +962,7 @@ OST_TEST(safety, salvage_recovers_every_record_whose_bytes_were_not_touched) {
     ost__salvage_stats s;
     salv_lines l = {0};
     char msg[512];
-    cr_assert_eq(ost__salvage(F.dir, dst, salv_line, &l, &s, msg, sizeof msg), 0, "%s", msg);
+    cr_assert_eq(ost_salvage(F.dir, dst, salv_line, &l, &s, msg, sizeof msg), 0, "%s", msg);
     cr_assert_geq(l.n[OST__SALV_DAMAGE], 1, "the page damage is named");
     cr_assert_eq(s.lost_records, 1, "only item 5 is lost: %s", l.first_lost);
     expect_oid_in(l.first_lost, oids[5]);
@@ -1042,7 +1042,7 @@ OST_TEST(safety, salvage_keeps_records_whose_class_is_lost_under_a_stand_in_name
     ost__salvage_stats s;
     salv_lines l = {0};
     char msg[512];
-    cr_assert_eq(ost__salvage(F.dir, dst, salv_line, &l, &s, msg, sizeof msg), 0, "%s", msg);
+    cr_assert_eq(ost_salvage(F.dir, dst, salv_line, &l, &s, msg, sizeof msg), 0, "%s", msg);
     char want[64];
     snprintf(want, sizeof want, "ostore.salvage.LostClass%u", cid);
     cr_assert(strstr(l.first_lost, want) && strstr(l.first_lost, "4 records"), "%s", l.first_lost);

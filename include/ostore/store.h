@@ -54,7 +54,8 @@ typedef struct {
     bool read_only;            /* open read-only: commits fail with OST_EREADONLY;
                                 * see ost_store_open for a store whose lock.mdb
                                 * this user cannot write */
-    size_t map_size;           /* initial LMDB map size; grows by itself */
+    size_t map_size;           /* initial LMDB map size; grows by itself (0:
+                                * 64 MiB) */
     ost_durability durability; /* how commits reach the disk */
     unsigned max_readers;      /* LMDB reader slots (connections + helpers) */
     ost_registry *registry;    /* classes (not owned; must outlive the store) */

@@ -7,21 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../store_internal.h"
 #include "engine.h"
 #include "import.h"
+#include "salvage.h"
 
 /* ---- the engine object ------------------------------------------------------------ */
 
-/* A path (anything that is not a server's address) is LMDB's. */
-static bool lmdb_claims(const char *addr) { return ost_store_addr_is_path(addr); }
+/* A path is LMDB's: every address no engine before it in the table
+ * claims (store/engines.c). */
+static bool lmdb_claims(const char *addr) { return addr != NULL; }
 
-/* env.c opens the environment and makes the engine object (st->eng from
+/* env.c opens the environment and makes the engine object (en from
  * then on), and closes both. */
-static int lmdb_open(ost_store *st, const char *addr, const ost_store_options *o,
-                     ost__engine **out) {
-    return ost__lmdb_env_open(st, addr, o, out);
+static int lmdb_open(const ost__host *host, ost_store *st, const char *addr,
+                     const ost_store_options *o, ost__engine **out) {
+    return ost__lmdb_env_open(host, st, addr, o, out);
 }
+
+static const char *lmdb_shown(ost__engine *e) { return e->shown; }
+
+static const char *lmdb_path(ost__engine *e) { return e->path; }
 
 static void lmdb_close(ost__engine *e) { ost__lmdb_env_close(e); }
 
@@ -31,82 +36,81 @@ static int lmdb_stat(ost__engine *e, ost_store_stats *out) { return ost__lmdb_st
 
 static int lmdb_sess_open(ost__engine *e, ost__sess **out) {
     ost__sess *s = calloc(1, sizeof *s);
-    if (!s) return ost__st_fail(e->st, OST_ENOMEM, "%s: out of memory", e->st->shown);
+    if (!s) return ost__lmdb_fail(e, OST_ENOMEM, "%s: out of memory", e->shown);
     s->e = e;
-    s->st = e->st;
     *out = s;
     return 0;
 }
 
 static void unlist(ost__sess *s) {
     if (!s->listed) return;
-    uv_mutex_lock(&s->st->lock);
+    uv_mutex_lock(&s->e->lock);
     for (ost__sess **pp = &s->e->sessions; *pp; pp = &(*pp)->next)
         if (*pp == s) {
             *pp = s->next;
             break;
         }
     s->listed = false;
-    uv_mutex_unlock(&s->st->lock);
+    uv_mutex_unlock(&s->e->lock);
 }
 
 static void lmdb_sess_close(ost__sess *s) {
     if (!s) return;
-    uv_rwlock_rdlock(&s->st->eng->maplock);
+    uv_rwlock_rdlock(&s->e->maplock);
     if (s->rtxn) mdb_txn_abort(s->rtxn);
     s->rtxn = NULL;
     s->live = false;
-    uv_rwlock_rdunlock(&s->st->eng->maplock);
+    uv_rwlock_rdunlock(&s->e->maplock);
     unlist(s);
     ost__gd_unbind(s->gd);
-    uv_mutex_lock(&s->st->lock);
+    uv_mutex_lock(&s->e->lock);
     ost__gd *old = s->e->spare_gd;
     s->e->spare_gd = s->gd;
-    uv_mutex_unlock(&s->st->lock);
+    uv_mutex_unlock(&s->e->lock);
     ost__gd_free(old);
     free(s);
 }
 
-void ost__lmdb_sess_reset_all(ost_store *st) {
-    if (!st->eng) return;
-    uv_mutex_lock(&st->lock);
-    for (ost__sess *s = st->eng->sessions; s; s = s->next)
+void ost__lmdb_sess_reset_all(ost__engine *en) {
+    if (!en) return;
+    uv_mutex_lock(&en->lock);
+    for (ost__sess *s = en->sessions; s; s = s->next)
         if (s->live) {
             mdb_txn_reset(s->rtxn);
             s->live = false;
             ost__gd_unbind(s->gd);
         }
-    uv_mutex_unlock(&st->lock);
+    uv_mutex_unlock(&en->lock);
 }
 
 static int fail_mdb(ost__sess *s, int rc, const char *what) {
     s->mdb_rc = rc;
-    return ost__st_fail(s->st, ost__mdb_code(rc), "%s: %s: %s", s->st->shown, what,
-                        ost__mdb_strerror(s->st, rc));
+    return ost__lmdb_fail(s->e, ost__mdb_code(rc), "%s: %s: %s", s->e->shown, what,
+                        ost__mdb_strerror(s->e, rc));
 }
 
 /* A damaged snapshot, as the guard (guard.h) found it: the store's
  * message, prefixed by what was being read. */
 static int damaged(ost__sess *s, int rc, const char *what) {
-    if (rc != OST_ECORRUPT) return ost__st_fail(s->st, rc, "%s: %s: %s", s->st->shown, what, ost_strerror(rc));
-    return ost__st_fail(s->st, OST_ECORRUPT,
+    if (rc != OST_ECORRUPT) return ost__lmdb_fail(s->e, rc, "%s: %s: %s", s->e->shown, what, ost_strerror(rc));
+    return ost__lmdb_fail(s->e, OST_ECORRUPT,
                         "%s: %s: damaged store: %s ('ostore check' lists the damage, 'ostore "
                         "salvage' copies what is intact)",
-                        s->st->shown, what, ost__gd_msg(s->gd));
+                        s->e->shown, what, ost__gd_msg(s->gd));
 }
 
 /* Binds the session's guard to its just (re)opened read transaction: 0,
  * 1 (renew and try again: guard.h), or a code with the message set. */
 static int bind_guard(ost__sess *s) {
     if (!s->gd) { /* the last closed session's, whose checks may still hold */
-        uv_mutex_lock(&s->st->lock);
+        uv_mutex_lock(&s->e->lock);
         s->gd = s->e->spare_gd;
         s->e->spare_gd = NULL;
-        uv_mutex_unlock(&s->st->lock);
+        uv_mutex_unlock(&s->e->lock);
     }
     if (!s->gd) {
-        int rc = ost__gd_new(s->st, &s->gd);
-        if (rc) return ost__st_fail(s->st, rc, "%s: out of memory", s->st->shown);
+        int rc = ost__gd_new(s->e, &s->gd);
+        if (rc) return ost__lmdb_fail(s->e, rc, "%s: out of memory", s->e->shown);
     }
     int rc = ost__gd_bind(s->gd, s->rtxn);
     if (rc < 0) return damaged(s, rc, "cannot read the snapshot");
@@ -120,25 +124,25 @@ static void format_refresh(ost__sess *s);
  * it since the last pin. Pins nest; the caller unpins whatever the result.
  * Inside commit the write transaction is open and the maplock held. */
 static int lock_snap(ost__sess *s) {
-    ost_store *st = s->st;
+    ost__engine *en = s->e;
     if (s->wtxn) return 0;
-    if (s->pins++) return s->live ? 0 : ost__st_fail(st, OST_EINVAL, "%s: no snapshot is open", st->shown);
+    if (s->pins++) return s->live ? 0 : ost__lmdb_fail(en, OST_EINVAL, "%s: no snapshot is open", en->shown);
     for (int tries = 0;; tries++) {
-        uv_rwlock_rdlock(&st->eng->maplock);
+        uv_rwlock_rdlock(&en->maplock);
         if (s->live) return 0;
-        if (!s->in_snap) return ost__st_fail(st, OST_EINVAL, "%s: no snapshot is open", st->shown);
-        int rc = s->rtxn ? mdb_txn_renew(s->rtxn) : mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &s->rtxn);
+        if (!s->in_snap) return ost__lmdb_fail(en, OST_EINVAL, "%s: no snapshot is open", en->shown);
+        int rc = s->rtxn ? mdb_txn_renew(s->rtxn) : mdb_txn_begin(en->env, NULL, MDB_RDONLY, &s->rtxn);
         if (!rc) {
             int grc = bind_guard(s);
             if (grc) {
                 mdb_txn_reset(s->rtxn);
                 if (grc != 1) return grc;
                 if (tries == 8)
-                    return ost__st_fail(st, OST_EBUSY,
+                    return ost__lmdb_fail(en, OST_EBUSY,
                                         "%s: cannot start a read transaction: its meta page was "
                                         "rewritten at each of 8 tries (writers commit too fast)",
-                                        st->shown);
-                uv_rwlock_rdunlock(&st->eng->maplock);
+                                        en->shown);
+                uv_rwlock_rdunlock(&en->maplock);
                 continue;
             }
             s->live = true;
@@ -146,11 +150,11 @@ static int lock_snap(ost__sess *s) {
             if (s->began) s->moved = true; /* reopened inside the snapshot */
             s->began = true;
             if (!s->listed) {
-                uv_mutex_lock(&st->lock);
+                uv_mutex_lock(&en->lock);
                 s->next = s->e->sessions;
                 s->e->sessions = s;
                 s->listed = true;
-                uv_mutex_unlock(&st->lock);
+                uv_mutex_unlock(&en->lock);
             }
             format_refresh(s);
             return 0;
@@ -160,16 +164,16 @@ static int lock_snap(ost__sess *s) {
             s->rtxn = NULL;
         }
         if (rc != MDB_MAP_RESIZED || tries == 8) return fail_mdb(s, rc, "cannot start a read transaction");
-        uv_rwlock_rdunlock(&st->eng->maplock);
-        if ((rc = ost__remap(st, rc))) {
-            uv_rwlock_rdlock(&st->eng->maplock);
+        uv_rwlock_rdunlock(&en->maplock);
+        if ((rc = ost__remap(en, rc))) {
+            uv_rwlock_rdlock(&en->maplock);
             return fail_mdb(s, rc, "adopting the map another process grew");
         }
     }
 }
 
 static void unlock(ost__sess *s) {
-    if (!s->wtxn && !--s->pins) uv_rwlock_rdunlock(&s->st->eng->maplock);
+    if (!s->wtxn && !--s->pins) uv_rwlock_rdunlock(&s->e->maplock);
 }
 
 static int lmdb_pin(ost__sess *s) {
@@ -193,23 +197,23 @@ static int sget(ost__sess *s, int db, MDB_dbi dbi, MDB_val *k, MDB_val *v) {
 /* A counter of the meta table; 0 when absent or damaged. */
 static uint64_t meta_u64(ost__sess *s, const char *key) {
     MDB_val k = {strlen(key), (void *)key}, v;
-    if (sget(s, OST__GD_META, s->st->eng->meta, &k, &v) || v.mv_size != 8) return 0;
+    if (sget(s, OST__GD_META, s->e->meta, &k, &v) || v.mv_size != 8) return 0;
     return ost__rd_le64(v.mv_data);
 }
 
 /* The store's format, as the snapshot's meta table says (store_internal.h:
  * a store another process upgrades is read by its new format). */
 static void format_refresh(ost__sess *s) {
-    ost_store *st = s->st;
-    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
+    ost__engine *en = s->e;
+    if (__atomic_load_n(&en->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
     uint64_t f = meta_u64(s, "format");
-    if (f > st->format && f <= OST_STORE_FORMAT) __atomic_store_n(&st->format, f, __ATOMIC_RELAXED);
+    if (f > en->format && f <= OST_STORE_FORMAT) __atomic_store_n(&en->format, f, __ATOMIC_RELAXED);
 }
 
 static int lmdb_snap_begin(ost__sess *s, ost__snapinfo *info) {
     if (s->in_snap || s->wtxn)
-        return ost__st_fail(s->st, OST_EINVAL, "%s: the session has a snapshot or a write open",
-                            s->st->shown);
+        return ost__lmdb_fail(s->e, OST_EINVAL, "%s: the session has a snapshot or a write open",
+                            s->e->shown);
     s->in_snap = true;
     s->moved = false;
     s->began = false;
@@ -226,12 +230,12 @@ static int lmdb_snap_begin(ost__sess *s, ost__snapinfo *info) {
 
 static void lmdb_snap_end(ost__sess *s) {
     bool lock = !s->pins; /* pinned: the maplock is held already */
-    if (lock) uv_rwlock_rdlock(&s->st->eng->maplock);
+    if (lock) uv_rwlock_rdlock(&s->e->maplock);
     if (s->live) mdb_txn_reset(s->rtxn);
     s->live = false;
     s->in_snap = false;
     ost__gd_unbind(s->gd);
-    if (lock) uv_rwlock_rdunlock(&s->st->eng->maplock);
+    if (lock) uv_rwlock_rdunlock(&s->e->maplock);
 }
 
 static bool lmdb_snap_moved(ost__sess *s) {
@@ -247,20 +251,20 @@ static int get_in(ost__sess *s, uint64_t oid, ost__recview *r) {
     uint8_t kb[8];
     ost__be64(kb, oid);
     MDB_val k = {8, kb}, v;
-    int rc = sget(s, OST__GD_RECS, s->st->eng->recs, &k, &v);
+    int rc = sget(s, OST__GD_RECS, s->e->recs, &k, &v);
     if (rc == OST_ECORRUPT) {
         char what[48];
         snprintf(what, sizeof what, "oid %llu", (unsigned long long)oid);
         return damaged(s, rc, what);
     }
     if (rc == MDB_NOTFOUND)
-        return ost__st_fail(s->st, OST_ENOTFOUND, "oid %llu: no such object",
+        return ost__lmdb_fail(s->e, OST_ENOTFOUND, "oid %llu: no such object",
                             (unsigned long long)oid);
     if (rc) return fail_mdb(s, rc, "reading a record");
-    int dmg = ost__rec_open(s->st, oid, &v, &r->serial, &r->cid);
+    int dmg = ost__rec_open(s->e, oid, &v, &r->serial, &r->cid);
     if (dmg)
-        return ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
-                            s->st->shown, (unsigned long long)oid, ost__damage_text(dmg));
+        return ost__lmdb_fail(s->e, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
+                            s->e->shown, (unsigned long long)oid, ost__damage_text(dmg));
     r->pickle = (const uint8_t *)v.mv_data + OST_HDR_SIZE;
     r->len = v.mv_size - OST_HDR_SIZE;
     r->damage = NULL;
@@ -325,7 +329,7 @@ static int scur_fail(ost__sess *s, int rc, const char *what) {
 static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, void *ud) {
     int rc = lock_snap(s);
     scur cur;
-    if (!rc && (rc = scur_open(s, OST__GD_RECS, s->st->eng->recs, &cur))) rc = fail_mdb(s, rc, "scan");
+    if (!rc && (rc = scur_open(s, OST__GD_RECS, s->e->recs, &cur))) rc = fail_mdb(s, rc, "scan");
     if (!rc) {
         uint8_t kb[8];
         ost__be64(kb, from);
@@ -337,10 +341,10 @@ static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, v
             if (k.mv_size != 8) {
                 /* a record that cannot be named: stop rather than pass it
                  * over (an iterator must not skip records silently) */
-                rc = ost__st_fail(s->st, OST_ECORRUPT,
+                rc = ost__lmdb_fail(s->e, OST_ECORRUPT,
                                   "%s: records: a key of %zu bytes (not an oid: damaged) after "
                                   "oid %llu ('ostore check' lists the damage)",
-                                  s->st->shown, k.mv_size, (unsigned long long)last);
+                                  s->e->shown, k.mv_size, (unsigned long long)last);
                 break;
             }
             uint64_t oid = ost__rd_be64(k.mv_data);
@@ -349,16 +353,16 @@ static int lmdb_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, v
             ost__recview r = {0};
             if (!v.mv_data) { /* its node is damaged: the guard says how */
                 damaged(s, OST_ECORRUPT, "reading the records");
-                ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)", s->st->shown,
+                ost__lmdb_fail(s->e, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)", s->e->shown,
                              (unsigned long long)oid, ost__gd_msg(s->gd));
                 r = (ost__recview){.damage = "its node in the page is damaged", .stored = 0};
                 rc = fn(ud, oid, &r);
                 continue;
             }
-            int dmg = ost__rec_open(s->st, oid, &v, &r.serial, &r.cid);
+            int dmg = ost__rec_open(s->e, oid, &v, &r.serial, &r.cid);
             if (dmg) {
-                ost__st_fail(s->st, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
-                             s->st->shown, (unsigned long long)oid, ost__damage_text(dmg));
+                ost__lmdb_fail(s->e, OST_ECORRUPT, "%s: oid %llu: damaged record (%s)",
+                             s->e->shown, (unsigned long long)oid, ost__damage_text(dmg));
                 r = (ost__recview){.damage = ost__damage_text(dmg), .stored = v.mv_size};
             } else {
                 r.pickle = (const uint8_t *)v.mv_data + OST_HDR_SIZE;
@@ -391,7 +395,7 @@ static int lmdb_changes(ost__sess *s, uint64_t after, uint64_t upto,
         return 0;
     }
     scur cur;
-    if ((rc = scur_open(s, OST__GD_TXLOG, s->st->eng->txlog, &cur))) {
+    if ((rc = scur_open(s, OST__GD_TXLOG, s->e->txlog, &cur))) {
         rc = fail_mdb(s, rc, "reading the txlog");
         unlock(s);
         return rc;
@@ -403,8 +407,8 @@ static int lmdb_changes(ost__sess *s, uint64_t after, uint64_t upto,
     for (rc = scur_get(&cur, &k, &v, MDB_SET_RANGE); rc == 0;
          rc = scur_get(&cur, &k, &v, MDB_NEXT)) {
         if (k.mv_size != 8) {
-            rc = ost__st_fail(s->st, OST_ECORRUPT, "%s: txlog: a key of %zu bytes (damaged)",
-                              s->st->shown, k.mv_size);
+            rc = ost__lmdb_fail(s->e, OST_ECORRUPT, "%s: txlog: a key of %zu bytes (damaged)",
+                              s->e->shown, k.mv_size);
             said = true;
             break;
         }
@@ -441,13 +445,13 @@ static int lmdb_class_get(ost__sess *s, uint32_t id, ost__classview *out) {
         char ikey[5] = {'i'};
         memcpy(ikey + 1, &id, 4);
         MDB_val k = {5, ikey}, v;
-        rc = sget(s, OST__GD_CLASSES, s->st->eng->classes, &k, &v);
+        rc = sget(s, OST__GD_CLASSES, s->e->classes, &k, &v);
         if (rc == MDB_NOTFOUND)
-            rc = ost__st_fail(s->st, OST_ENOTFOUND, "%s: no class %u", s->st->shown, id);
+            rc = ost__lmdb_fail(s->e, OST_ENOTFOUND, "%s: no class %u", s->e->shown, id);
         else if (rc)
             rc = scur_fail(s, rc, "reading the class table");
         else if (!class_view(id, &v, out))
-            rc = ost__st_fail(s->st, OST_ECORRUPT, "%s: class %u: damaged entry", s->st->shown,
+            rc = ost__lmdb_fail(s->e, OST_ECORRUPT, "%s: class %u: damaged entry", s->e->shown,
                               id);
     }
     unlock(s);
@@ -464,7 +468,7 @@ static int lmdb_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classvie
     scur cur;
     ost__classview *all = NULL;
     size_t n = 0, cap = 0;
-    if (!rc && (rc = scur_open(s, OST__GD_CLASSES, s->st->eng->classes, &cur)))
+    if (!rc && (rc = scur_open(s, OST__GD_CLASSES, s->e->classes, &cur)))
         rc = fail_mdb(s, rc, "reading the class table");
     if (!rc) {
         /* keys 'i' + the id in host order, which is not id order: the views
@@ -478,7 +482,7 @@ static int lmdb_class_each(ost__sess *s, int (*fn)(void *ud, const ost__classvie
             uint32_t id;
             memcpy(&id, (char *)k.mv_data + 1, 4);
             if (ost__reserve((void **)&all, &cap, n + 1, sizeof *all, 16)) {
-                rc = ost__st_fail(s->st, OST_ENOMEM, "%s: out of memory", s->st->shown);
+                rc = ost__lmdb_fail(s->e, OST_ENOMEM, "%s: out of memory", s->e->shown);
                 break;
             }
             if (!v.mv_data) {
@@ -507,40 +511,40 @@ struct class_try {
     char dmg[256]; /* the damage ost__gd_check_tables found */
 };
 
-static int class_try(ost_store *st, MDB_txn *t, void *ud) {
+static int class_try(ost__engine *en, MDB_txn *t, void *ud) {
     struct class_try *ct = ud;
     if (!ct->create) {
         /* a read transaction of liblmdb's: the class table's pages are
          * checked first (guard.h) */
-        int rc = ost__gd_check_tables(st, t, ct->dmg, sizeof ct->dmg);
+        int rc = ost__gd_check_tables(en, t, ct->dmg, sizeof ct->dmg);
         if (rc) return rc == OST_ECORRUPT ? OST__PAGE_DAMAGE : rc;
-        return ost__class_find_name(st, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
+        return ost__class_find_name(en, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
     }
-    return ost__class_id_name(st, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
+    return ost__class_id_name(en, t, ct->m, ct->ml, ct->n, ct->nl, ct->id);
 }
 
 static int lmdb_class_id(ost__engine *e, const char *module, size_t mlen, const char *name,
                          size_t nlen, bool create, uint32_t *id) {
-    ost_store *st = e->st;
+    ost__engine *en = e;
     if (!module || !name || !mlen || !nlen || mlen + nlen + 2 > 1000)
-        return ost__st_fail(st, OST_EINVAL, "%s: bad class name", st->shown);
-    if (create && st->read_only)
-        return ost__st_fail(st, OST_EREADONLY, "%s: read-only: cannot add class %.*s.%.*s",
-                            st->shown, (int)mlen, module, (int)nlen, name);
+        return ost__lmdb_fail(en, OST_EINVAL, "%s: bad class name", en->shown);
+    if (create && en->read_only)
+        return ost__lmdb_fail(en, OST_EREADONLY, "%s: read-only: cannot add class %.*s.%.*s",
+                            en->shown, (int)mlen, module, (int)nlen, name);
     struct class_try ct = {module, name, mlen, nlen, create, id, {0}};
-    int rc = ost__lmdb_txn_retry(st, create ? 0 : MDB_RDONLY, class_try, &ct);
+    int rc = ost__lmdb_txn_retry(en, create ? 0 : MDB_RDONLY, class_try, &ct);
     if (rc == OST__PAGE_DAMAGE)
-        return ost__st_fail(st, OST_ECORRUPT, "%s: class %.*s.%.*s: damaged store: %s ('ostore "
-                            "check' lists the damage)", st->shown, (int)mlen, module, (int)nlen,
+        return ost__lmdb_fail(en, OST_ECORRUPT, "%s: class %.*s.%.*s: damaged store: %s ('ostore "
+                            "check' lists the damage)", en->shown, (int)mlen, module, (int)nlen,
                             name, ct.dmg);
-    if (OST__OURS(rc)) return ost__st_fail(st, rc, "%s: class %.*s.%.*s: %s", st->shown, (int)mlen,
+    if (OST__OURS(rc)) return ost__lmdb_fail(en, rc, "%s: class %.*s.%.*s: %s", en->shown, (int)mlen,
                                            module, (int)nlen, name, ost_strerror(rc));
     if (rc == MDB_NOTFOUND)
-        return ost__st_fail(st, OST_ENOTFOUND, "%s: no class %.*s.%.*s", st->shown, (int)mlen,
+        return ost__lmdb_fail(en, OST_ENOTFOUND, "%s: no class %.*s.%.*s", en->shown, (int)mlen,
                             module, (int)nlen, name);
     if (rc)
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: class %.*s.%.*s: %s", st->shown,
-                            (int)mlen, module, (int)nlen, name, ost__mdb_strerror(st, rc));
+        return ost__lmdb_fail(en, ost__mdb_code(rc), "%s: class %.*s.%.*s: %s", en->shown,
+                            (int)mlen, module, (int)nlen, name, ost__mdb_strerror(en, rc));
     return 0;
 }
 
@@ -553,10 +557,10 @@ struct oid_try {
     uint64_t want, first;
 };
 
-static int oid_try(ost_store *st, MDB_txn *t, void *ud) {
+static int oid_try(ost__engine *en, MDB_txn *t, void *ud) {
     struct oid_try *ot = ud;
     MDB_val k = {8, "next_oid"}, v;
-    int rc = mdb_get(t, st->eng->meta, &k, &v);
+    int rc = mdb_get(t, en->meta, &k, &v);
     if (!rc && v.mv_size != 8) rc = MDB_CORRUPTED;
     if (rc) return rc;
     uint64_t next = ost__rd_le64(v.mv_data);
@@ -566,7 +570,7 @@ static int oid_try(ost_store *st, MDB_txn *t, void *ud) {
     uint8_t b[8];
     ost__le64(b, next + ot->want);
     MDB_val nv = {8, b};
-    rc = mdb_put(t, st->eng->meta, &k, &nv, 0);
+    rc = mdb_put(t, en->meta, &k, &nv, 0);
     if (!rc) ot->first = next;
     return rc;
 }
@@ -576,21 +580,21 @@ static int oid_try(ost_store *st, MDB_txn *t, void *ud) {
  * failure is worded from LMDB's own result, so that a write cut short by a
  * full disk (EIO from mdb_page_flush) says so. */
 static int lmdb_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
-    ost_store *st = e->st;
-    if (st->read_only) return OST_EREADONLY;
+    ost__engine *en = e;
+    if (en->read_only) return OST_EREADONLY;
     struct oid_try ot = {want, 0};
-    int rc = ost__lmdb_txn_retry(st, 0, oid_try, &ot);
+    int rc = ost__lmdb_txn_retry(en, 0, oid_try, &ot);
     if (!rc) {
         *first = ot.first;
         return 0;
     }
     if (rc == OST_ELIMIT)
-        return ost__st_fail(st, rc, "%s: no %llu more oids below 2^63", st->shown,
+        return ost__lmdb_fail(en, rc, "%s: no %llu more oids below 2^63", en->shown,
                             (unsigned long long)want);
     if (OST__OURS(rc))
-        return ost__st_fail(st, rc, "%s: reserving oids: %s", st->shown, ost_strerror(rc));
-    return ost__st_fail(st, ost__mdb_code(rc), "%s: reserving oids: %s", st->shown,
-                        ost__mdb_strerror(st, rc));
+        return ost__lmdb_fail(en, rc, "%s: reserving oids: %s", en->shown, ost_strerror(rc));
+    return ost__lmdb_fail(en, ost__mdb_code(rc), "%s: reserving oids: %s", en->shown,
+                        ost__mdb_strerror(en, rc));
 }
 
 /* ---- commits ------------------------------------------------------------------------ */
@@ -601,7 +605,7 @@ static int lmdb_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
  * appended through one cursor that stays on the last leaf: mdb_put would
  * descend the tree from the root for each (a third of a loader batch's
  * apply time at 100,000 records). Returns an LMDB code. */
-static int put_records(ost_store *st, MDB_txn *t, ost__pkg *p, uint64_t serial, size_t *nlog) {
+static int put_records(ost__engine *en, MDB_txn *t, ost__pkg *p, uint64_t serial, size_t *nlog) {
     MDB_cursor *cur = NULL;
     bool append = true;
     int rc = 0;
@@ -611,16 +615,16 @@ static int put_records(ost_store *st, MDB_txn *t, ost__pkg *p, uint64_t serial, 
         ost__be64(kb, r->oid);
         MDB_val rk = {8, kb}, rv = {r->len + OST_HDR_SIZE, NULL};
         if (!r->read_serial && append) {
-            if (!cur && (rc = mdb_cursor_open(t, st->eng->recs, &cur))) break;
+            if (!cur && (rc = mdb_cursor_open(t, en->recs, &cur))) break;
             rc = mdb_cursor_put(cur, &rk, &rv, MDB_RESERVE | MDB_APPEND);
             if (rc == MDB_KEYEXIST) {
                 /* another writer's oids are above ours: plain puts from now */
                 append = false;
                 rv = (MDB_val){r->len + OST_HDR_SIZE, NULL};
-                rc = mdb_put(t, st->eng->recs, &rk, &rv, MDB_RESERVE);
+                rc = mdb_put(t, en->recs, &rk, &rv, MDB_RESERVE);
             }
         } else
-            rc = mdb_put(t, st->eng->recs, &rk, &rv, MDB_RESERVE);
+            rc = mdb_put(t, en->recs, &rk, &rv, MDB_RESERVE);
         if (rc) break;
         ost__hdr_write(rv.mv_data, serial, r->cid);
         memcpy((uint8_t *)rv.mv_data + OST_HDR_SIZE, p->bytes + r->off, r->len);
@@ -643,17 +647,17 @@ static int counts_fit(ost__sess *s, ost__pkg *p) {
         uint8_t kb[8];
         ost__be64(kb, me->map);
         MDB_val k = {8, kb}, v;
-        int rc = mdb_get(s->wtxn, s->st->eng->recs, &k, &v);
-        if (rc == MDB_NOTFOUND) return ost__maps_count_fail(p, me->map, delta, true, OST_ECONFLICT);
+        int rc = mdb_get(s->wtxn, s->e->recs, &k, &v);
+        if (rc == MDB_NOTFOUND) return s->e->host->count_fail(p, me->map, delta, true, OST_ECONFLICT);
         if (rc) return rc;
         uint64_t serial;
         uint32_t cid;
         uint8_t copy[OST_HDR_SIZE + 600];
-        if (ost__rec_open(s->st, me->map, &v, &serial, &cid) || v.mv_size > sizeof copy)
-            return ost__maps_count_fail(p, me->map, delta, true, OST_ECORRUPT);
+        if (ost__rec_open(s->e, me->map, &v, &serial, &cid) || v.mv_size > sizeof copy)
+            return s->e->host->count_fail(p, me->map, delta, true, OST_ECORRUPT);
         memcpy(copy, v.mv_data, v.mv_size);
         rc = ost__record_count_add(copy + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE, delta, true);
-        if (rc) return ost__maps_count_fail(p, me->map, delta, true, rc);
+        if (rc) return s->e->host->count_fail(p, me->map, delta, true, rc);
     }
     return 0;
 }
@@ -662,7 +666,7 @@ static int counts_fit(ost__sess *s, ost__pkg *p) {
  * conflict checks, records, map entries, txlog, last_serial. Returns an
  * LMDB code or a negative ost code with p->msg set. */
 static int apply(ost__sess *s, ost__pkg *p) {
-    ost_store *st = s->st;
+    ost__engine *en = s->e;
     MDB_txn *t = s->wtxn;
     /* nothing to write (changed ghosts only): no commit, no serial */
     if (!p->nrecs && !p->nments) {
@@ -670,7 +674,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         return 0;
     }
     MDB_val k = {11, "last_serial"}, v;
-    int rc = mdb_get(t, st->eng->meta, &k, &v);
+    int rc = mdb_get(t, en->meta, &k, &v);
     if (rc) return rc;
     if (v.mv_size != 8) return MDB_CORRUPTED;
     uint64_t last = ost__rd_le64(v.mv_data);
@@ -682,12 +686,12 @@ static int apply(ost__sess *s, ost__pkg *p) {
         uint8_t kb[8];
         ost__be64(kb, r->oid);
         MDB_val rk = {8, kb}, rv;
-        rc = mdb_get(t, st->eng->recs, &rk, &rv);
+        rc = mdb_get(t, en->recs, &rk, &rv);
         uint64_t cur = 0;
         uint32_t cid;
-        if (rc == MDB_NOTFOUND) return ost__pkg_conflict(p, OST__CONFL_REMOVED, r->oid, 0, 0);
+        if (rc == MDB_NOTFOUND) return en->host->conflict(p, OST__CONFL_REMOVED, r->oid, 0, 0);
         if (rc) return rc;
-        int dmg = ost__rec_open(st, r->oid, &rv, &cur, &cid);
+        int dmg = ost__rec_open(en, r->oid, &rv, &cur, &cid);
         if (dmg) {
             snprintf(p->msg, sizeof p->msg, "oid %llu: damaged record (%s): not overwritten",
                      (unsigned long long)r->oid, ost__damage_text(dmg));
@@ -696,7 +700,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         if (cur != r->read_serial) {
             /* the class's resolver may merge it (decoded from the map:
              * nothing is written before the checks end) */
-            rc = ost__pkg_resolve(st, p, i, cur, cid, (const uint8_t *)rv.mv_data + OST_HDR_SIZE,
+            rc = en->host->resolve(en->st, p, i, cur, cid, (const uint8_t *)rv.mv_data + OST_HDR_SIZE,
                                   rv.mv_size - OST_HDR_SIZE);
             if (rc) return rc;
         }
@@ -709,17 +713,17 @@ static int apply(ost__sess *s, ost__pkg *p) {
         uint8_t kb[8];
         ost__be64(kb, p->refs[i]);
         MDB_val rk = {8, kb}, rv;
-        rc = mdb_get(t, st->eng->recs, &rk, &rv);
-        if (rc == MDB_NOTFOUND) return ost__pkg_conflict(p, OST__CONFL_REF_GONE, p->refs[i], 0, 0);
+        rc = mdb_get(t, en->recs, &rk, &rv);
+        if (rc == MDB_NOTFOUND) return en->host->conflict(p, OST__CONFL_REF_GONE, p->refs[i], 0, 0);
         if (rc) return rc;
     }
     if (p->nments && ost__pkg_counts_only(p) && (rc = counts_fit(s, p))) return rc;
     size_t nlog = 0;
-    if ((rc = put_records(st, t, p, serial, &nlog))) return rc;
+    if ((rc = put_records(en, t, p, serial, &nlog))) return rc;
     if (p->nrecs > 1) OST__HOOK(mid_write, ()); /* tests: testctl.h */
     if (p->nments) {
         s->mdb_rc = 0;
-        rc = ost__maps_apply(&ost__lmdb_engine, s, p, serial);
+        rc = en->host->apply_maps(en->st, &ost__lmdb_engine, s, p, serial);
         /* a full map comes back as the LMDB code, which the caller cures */
         if (rc && OST__REMAP(s->mdb_rc)) return s->mdb_rc;
         if (rc) return rc;
@@ -728,7 +732,7 @@ static int apply(ost__sess *s, ost__pkg *p) {
         uint8_t kb[8];
         ost__be64(kb, serial);
         MDB_val lk = {8, kb}, lv = {nlog * 8, NULL};
-        rc = mdb_put(t, st->eng->txlog, &lk, &lv, MDB_RESERVE);
+        rc = mdb_put(t, en->txlog, &lk, &lv, MDB_RESERVE);
         if (rc) return rc;
         uint8_t *out = lv.mv_data;
         for (size_t i = 0; i < p->nrecs; i++)
@@ -740,26 +744,26 @@ static int apply(ost__sess *s, ost__pkg *p) {
     uint8_t b[8];
     ost__le64(b, serial);
     v = (MDB_val){8, b};
-    rc = mdb_put(t, st->eng->meta, &k, &v, 0);
+    rc = mdb_put(t, en->meta, &k, &v, 0);
     if (!rc) p->serial = serial;
     return rc;
 }
 
-static void set_outcome(ost_store *st, ost__pkg *p, int rc, const char *what) {
+static void set_outcome(ost__engine *en, ost__pkg *p, int rc, const char *what) {
     if (rc == 0) {
         p->rc = 0;
         return;
     }
     if (OST__OURS(rc)) { /* our code: message set by apply */
         p->rc = rc;
-        if (!p->msg[0]) ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what,
+        if (!p->msg[0]) ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", en->shown, what,
                                  ost_strerror(rc));
         return;
     }
     p->rc = ost__mdb_code(rc);
     if (rc == MDB_MAP_FULL) p->rc = OST_ENOMEM;
-    ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", st->shown, what,
-             ost__mdb_strerror(st, rc));
+    ost__fmt(p->msg, sizeof p->msg, "%s: %s failed: %s", en->shown, what,
+             ost__mdb_strerror(en, rc));
 }
 
 /* flat_group's outcome when every package was applied or refused */
@@ -791,7 +795,7 @@ static int flat_group(ost__sess *s, MDB_txn *t, ost__pkg *const *pkgs, size_t n)
             prc = MDB_TXN_FULL; /* as a write that failed */
         }
         if (prc && prc != OST_ECONFLICT && prc != OST_ECORRUPT) return prc;
-        set_outcome(s->st, p, prc, "commit");
+        set_outcome(s->e, p, prc, "commit");
         if (prc) p->serial = 0;
     }
     return FLAT_DONE;
@@ -801,10 +805,10 @@ static int flat_group(ost__sess *s, MDB_txn *t, ost__pkg *const *pkgs, size_t n)
  * (MDB_MAP_FULL and MDB_MAP_RESIZED: grow the map and try again). A
  * package's own failure is its outcome, not the group's. */
 static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
-    ost_store *st = s->st;
+    ost__engine *en = s->e;
     uint64_t started = uv_hrtime(), applied = 0;
     MDB_txn *parent;
-    int rc = mdb_txn_begin(st->eng->env, NULL, 0, &parent);
+    int rc = mdb_txn_begin(en->env, NULL, 0, &parent);
     if (rc) return rc;
     if (n == 1) {
         /* one package (a loader's batch, a lone commit): applied in the
@@ -820,11 +824,11 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         if (prc) {
             mdb_txn_abort(parent);
             if (OST__REMAP(prc)) return prc;
-            set_outcome(st, p, prc, "commit");
+            set_outcome(en, p, prc, "commit");
             p->serial = 0;
             rc = 0;
         } else {
-            set_outcome(st, p, 0, "commit");
+            set_outcome(en, p, 0, "commit");
             applied = uv_hrtime();
             rc = mdb_txn_commit(parent);
         }
@@ -841,14 +845,14 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
             mdb_txn_abort(parent);
             if (OST__REMAP(frc)) return frc;
             OST__COUNT(lmdb_flat_redos, 1);
-            if ((rc = mdb_txn_begin(st->eng->env, NULL, 0, &parent))) return rc;
+            if ((rc = mdb_txn_begin(en->env, NULL, 0, &parent))) return rc;
         }
         for (size_t i = 0; i < n; i++) {
             ost__pkg *p = pkgs[i];
             MDB_txn *child;
             p->rc = 0;
             p->msg[0] = 0;
-            int prc = mdb_txn_begin(st->eng->env, parent, 0, &child);
+            int prc = mdb_txn_begin(en->env, parent, 0, &child);
             if (!prc) {
                 s->wtxn = child;
                 prc = apply(s, p);
@@ -860,7 +864,7 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
                 rc = prc;
                 break;
             }
-            set_outcome(st, p, prc, "commit");
+            set_outcome(en, p, prc, "commit");
             if (prc) p->serial = 0;
         }
     applied:
@@ -876,31 +880,31 @@ static int commit_once(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
 }
 
 static int lmdb_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
-    ost_store *st = s->st;
+    ost__engine *en = s->e;
     if (!n) return 0;
     if (s->in_snap || s->wtxn)
-        return ost__st_fail(st, OST_EINVAL, "%s: commit with a snapshot open", st->shown);
+        return ost__lmdb_fail(en, OST_EINVAL, "%s: commit with a snapshot open", en->shown);
     size_t bytes = 0, items = 0;
     for (size_t i = 0; i < n; i++) {
         bytes += pkgs[i]->nbytes;
         items += pkgs[i]->nrecs + pkgs[i]->nments;
     }
-    ost__ensure_room(st, bytes, items); /* else MDB_MAP_FULL, grown below */
+    ost__ensure_room(en, bytes, items); /* else MDB_MAP_FULL, grown below */
     int rc;
     for (;;) {
-        uv_rwlock_rdlock(&st->eng->maplock);
+        uv_rwlock_rdlock(&en->maplock);
         rc = commit_once(s, pkgs, n);
-        uv_rwlock_rdunlock(&st->eng->maplock);
+        uv_rwlock_rdunlock(&en->maplock);
         if (!OST__REMAP(rc)) break;
-        if ((rc = ost__remap(st, rc))) break;
+        if ((rc = ost__remap(en, rc))) break;
     }
     if (!rc) return 0;
     for (size_t i = 0; i < n; i++) {
         /* the group's commit failed: nothing of it is stored */
-        set_outcome(st, pkgs[i], rc, n > 1 ? "group commit" : "commit");
+        set_outcome(en, pkgs[i], rc, n > 1 ? "group commit" : "commit");
         pkgs[i]->serial = 0;
     }
-    return ost__st_fail(st, pkgs[0]->rc, "%s", pkgs[0]->msg);
+    return ost__lmdb_fail(en, pkgs[0]->rc, "%s", pkgs[0]->msg);
 }
 
 /* ---- pack --------------------------------------------------------------------------- */
@@ -908,7 +912,7 @@ static int lmdb_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
 struct sweep_ctx {
     bool (*keep)(void *ud, uint64_t oid);
     void *ud;
-    ost_store *st;
+    ost__engine *en;
     MDB_txn *t;
 };
 
@@ -921,7 +925,7 @@ static int sweep_map(void *ud, uint64_t map) {
     uint8_t kb[8];
     ost__be64(kb, map);
     MDB_val k = {8, kb}, v;
-    int rc = mdb_get(sc->t, sc->st->eng->recs, &k, &v);
+    int rc = mdb_get(sc->t, sc->en->recs, &k, &v);
     if (rc == MDB_NOTFOUND) return 1;
     return rc ? rc : 0;
 }
@@ -933,18 +937,18 @@ static bool sweep_dels_gone(void *ud, uint64_t map) {
     uint8_t kb[8];
     ost__be64(kb, map);
     MDB_val k = {8, kb}, v;
-    return mdb_get(sc->t, sc->st->eng->recs, &k, &v) == MDB_NOTFOUND;
+    return mdb_get(sc->t, sc->en->recs, &k, &v) == MDB_NOTFOUND;
 }
 
 static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,
                       uint64_t *removed) {
-    ost_store *st = s->st;
+    ost__engine *en = s->e;
     MDB_txn *t;
-    int rc = mdb_txn_begin(st->eng->env, NULL, 0, &t);
+    int rc = mdb_txn_begin(en->env, NULL, 0, &t);
     if (rc) return rc;
     MDB_cursor *cur;
     uint64_t gone = 0;
-    rc = mdb_cursor_open(t, st->eng->recs, &cur);
+    rc = mdb_cursor_open(t, en->recs, &cur);
     if (!rc) {
         MDB_val k, v;
         while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
@@ -956,7 +960,7 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
                 /* written after the mark: the mark could not see what it
                  * links. A damaged record no commit wrote as it is: it goes
                  * with the rest of what the mark did not reach. */
-                if (ost__rec_open(st, oid, &v, &serial, &cid) == 0 && serial > mark) continue;
+                if (ost__rec_open(en, oid, &v, &serial, &cid) == 0 && serial > mark) continue;
             }
             if ((rc = mdb_cursor_del(cur, 0))) break;
             gone++;
@@ -964,10 +968,10 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
         mdb_cursor_close(cur);
         if (rc == MDB_NOTFOUND) rc = 0;
     }
-    struct sweep_ctx sc = {keep, ud, st, t};
-    if (!rc) rc = ost__ent_each_map(st, t, sweep_map, &sc);
-    if (!rc) rc = ost__ent_dels_sweep(st, t, sweep_dels_gone, &sc);
-    if (!rc) rc = mdb_drop(t, st->eng->txlog, 0);
+    struct sweep_ctx sc = {keep, ud, en, t};
+    if (!rc) rc = ost__ent_each_map(en, t, sweep_map, &sc);
+    if (!rc) rc = ost__ent_dels_sweep(en, t, sweep_dels_gone, &sc);
+    if (!rc) rc = mdb_drop(t, en->txlog, 0);
     if (!rc) {
         s->wtxn = t;
         uint64_t last = meta_u64(s, "last_serial");
@@ -975,7 +979,7 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
         uint8_t b[8];
         ost__le64(b, last + 1);
         MDB_val key = {3, "low"}, val = {8, b};
-        rc = mdb_put(t, st->eng->meta, &key, &val, 0);
+        rc = mdb_put(t, en->meta, &key, &val, 0);
     }
     if (rc) {
         mdb_txn_abort(t);
@@ -988,18 +992,18 @@ static int sweep_once(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64
 
 static int lmdb_sweep(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,
                       uint64_t *removed) {
-    ost_store *st = s->st;
+    ost__engine *en = s->e;
     *removed = 0;
-    if (st->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: read-only", st->shown);
+    if (en->read_only) return ost__lmdb_fail(en, OST_EREADONLY, "%s: read-only", en->shown);
     int rc;
     for (;;) {
-        uv_rwlock_rdlock(&st->eng->maplock);
+        uv_rwlock_rdlock(&en->maplock);
         rc = sweep_once(s, mark, keep, ud, removed);
-        uv_rwlock_rdunlock(&st->eng->maplock);
+        uv_rwlock_rdunlock(&en->maplock);
         if (!OST__REMAP(rc)) break;
-        if ((rc = ost__remap(st, rc))) break;
+        if ((rc = ost__remap(en, rc))) break;
     }
-    if (OST__OURS(rc)) return ost__st_fail(st, rc, "%s: pack: %s", st->shown, ost_strerror(rc));
+    if (OST__OURS(rc)) return ost__lmdb_fail(en, rc, "%s: pack: %s", en->shown, ost_strerror(rc));
     return rc ? fail_mdb(s, rc, "pack") : 0;
 }
 
@@ -1010,7 +1014,7 @@ static int ent_rc(ost__sess *s, int rc) {
     if (rc == OST__PAGE_DAMAGE) return OST_ECORRUPT; /* the message is set */
     if (!rc || OST__OURS(rc)) {
         if (rc == OST_ECORRUPT)
-            ost__st_fail(s->st, rc, "%s: a damaged map entry", s->st->shown);
+            ost__lmdb_fail(s->e, rc, "%s: a damaged map entry", s->e->shown);
         return rc;
     }
     return fail_mdb(s, rc, "map entries");
@@ -1029,27 +1033,27 @@ static int ent_rc(ost__sess *s, int rc) {
 
 static int lmdb_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
                         ost__entry *e) {
-    ENT_CALL(s, s->wtxn ? ost__ent_get(s->st, s->wtxn, map, key, klen, e)
-                        : ost__ent_gget(s->st, s->gd, map, key, klen, e));
+    ENT_CALL(s, s->wtxn ? ost__ent_get(s->e, s->wtxn, map, key, klen, e)
+                        : ost__ent_gget(s->e, s->gd, map, key, klen, e));
 }
 
 static int need_write(ost__sess *s) {
-    return ost__st_fail(s->st, OST_EINVAL, "%s: a write outside a commit", s->st->shown);
+    return ost__lmdb_fail(s->e, OST_EINVAL, "%s: a write outside a commit", s->e->shown);
 }
 
 static int lmdb_ent_put(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
                         uint64_t serial, const void *data, size_t len, bool *existed,
                         bool *append) {
     if (!s->wtxn) return need_write(s);
-    return ent_rc(s, ost__ent_put(s->st, s->wtxn, map, key, klen, serial, data, len, existed,
+    return ent_rc(s, ost__ent_put(s->e, s->wtxn, map, key, klen, serial, data, len, existed,
                                   append));
 }
 
 static int lmdb_ent_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen,
                         uint64_t serial) {
     if (!s->wtxn) return need_write(s);
-    int rc = ost__ent_del(s->st, s->wtxn, map, key, klen);
-    if (!rc) rc = ost__ent_del_record(s->st, s->wtxn, map, key, klen, serial);
+    int rc = ost__ent_del(s->e, s->wtxn, map, key, klen);
+    if (!rc) rc = ost__ent_del_record(s->e, s->wtxn, map, key, klen, serial);
     return ent_rc(s, rc);
 }
 
@@ -1059,12 +1063,12 @@ static int lmdb_ent_get_del(ost__sess *s, uint64_t map, const uint8_t *key, size
                             ost__entry *e, uint64_t *deleted) {
     *deleted = 0;
     if (!s->wtxn) return need_write(s);
-    int rc = ost__ent_get(s->st, s->wtxn, map, key, klen, e);
+    int rc = ost__ent_get(s->e, s->wtxn, map, key, klen, e);
     if (rc == OST_ENOTFOUND) {
-        int drc = ost__ent_deleted(s->st, s->wtxn, map, key, klen, deleted);
+        int drc = ost__ent_deleted(s->e, s->wtxn, map, key, klen, deleted);
         if (drc == OST_ECORRUPT)
-            return ost__st_fail(s->st, drc, "%s: map %llu: a damaged deletion record",
-                                s->st->shown, (unsigned long long)map);
+            return ost__lmdb_fail(s->e, drc, "%s: map %llu: a damaged deletion record",
+                                s->e->shown, (unsigned long long)map);
         if (drc) return ent_rc(s, drc);
     }
     return ent_rc(s, rc);
@@ -1072,21 +1076,21 @@ static int lmdb_ent_get_del(ost__sess *s, uint64_t map, const uint8_t *key, size
 
 static int lmdb_ent_drop_map(ost__sess *s, uint64_t map, uint64_t *n) {
     if (!s->wtxn) return need_write(s);
-    return ent_rc(s, ost__ent_drop_map(s->st, s->wtxn, map, n));
+    return ent_rc(s, ost__ent_drop_map(s->e, s->wtxn, map, n));
 }
 
 static int lmdb_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t serial,
                               bool counter) {
     if (!s->wtxn) return need_write(s);
-    return ent_rc(s, ost__map_count_add(s->st, s->wtxn, map, delta, serial, counter));
+    return ent_rc(s, ost__map_count_add(s->e, s->wtxn, map, delta, serial, counter));
 }
 
 /* Cursors live in the snapshot (the maplock is not held between calls: a
  * resize that closes the snapshot invalidates them, as it does a
  * connection's map cursors, which check the snapshot generation). */
 static int lmdb_ecur_open(ost__sess *s, uint64_t map, ost__ecur **out) {
-    ENT_CALL(s, s->wtxn ? ost__ecur_open(s->st, s->wtxn, map, out)
-                        : ost__ecur_gopen(s->st, s->gd, map, out));
+    ENT_CALL(s, s->wtxn ? ost__ecur_open(s->e, s->wtxn, map, out)
+                        : ost__ecur_gopen(s->e, s->gd, map, out));
 }
 
 /* Cursors are used while their session is pinned (engine.h): a resize
@@ -1113,22 +1117,22 @@ static int lmdb_ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__
 static void lmdb_ecur_close(ost__ecur *ec) { ost__ecur_close(ec); }
 
 static int lmdb_ent_each_map(ost__sess *s, int (*fn)(void *ud, uint64_t map), void *ud) {
-    ENT_CALL(s, s->wtxn ? ost__ent_each_map(s->st, s->wtxn, fn, ud)
-                        : ost__ent_geach_map(s->st, s->gd, fn, ud));
+    ENT_CALL(s, s->wtxn ? ost__ent_each_map(s->e, s->wtxn, fn, ud)
+                        : ost__ent_geach_map(s->e, s->gd, fn, ud));
 }
 
 /* ---- raw access ---------------------------------------------------------------------- */
 
 static int raw_meta(ost__sess *s, const char *key, uint64_t *out) {
     MDB_val k = {strlen(key), (void *)key}, v;
-    int rc = sget(s, OST__GD_META, s->st->eng->meta, &k, &v);
+    int rc = sget(s, OST__GD_META, s->e->meta, &k, &v);
     if (rc == OST_ECORRUPT) return damaged(s, rc, "reading meta");
     if (rc == MDB_NOTFOUND)
-        return ost__st_fail(s->st, OST_ECORRUPT, "%s: damaged meta (no %s)", s->st->shown, key);
+        return ost__lmdb_fail(s->e, OST_ECORRUPT, "%s: damaged meta (no %s)", s->e->shown, key);
     if (rc) return fail_mdb(s, rc, "reading meta");
     if (v.mv_size != 8)
-        return ost__st_fail(s->st, OST_ECORRUPT, "%s: damaged meta (%s is %zu bytes, not 8)",
-                            s->st->shown, key, v.mv_size);
+        return ost__lmdb_fail(s->e, OST_ECORRUPT, "%s: damaged meta (%s is %zu bytes, not 8)",
+                            s->e->shown, key, v.mv_size);
     *out = ost__rd_le64(v.mv_data);
     return 0;
 }
@@ -1162,27 +1166,27 @@ static int lmdb_snap_stat(ost__sess *s, ost_snap_stats *out) {
          * main database: the guard reads them first */
         uint64_t n;
         int grc = ost__gd_entries(s->gd, OST__GD_RECS, &n);
-        if (!grc && !s->st->no_ments) grc = ost__gd_entries(s->gd, OST__GD_MENTS, &n);
+        if (!grc && !s->e->no_ments) grc = ost__gd_entries(s->gd, OST__GD_MENTS, &n);
         if (grc == OST_ECORRUPT) rc = damaged(s, grc, "reading the database records");
     }
     if (!rc) {
-        ost_store *st = s->st;
+        ost__engine *en = s->e;
         MDB_stat ms;
-        if (mdb_stat(txn_of(s), st->eng->recs, &ms) == 0) out->records = ms.ms_entries;
-        if (!st->no_ments && mdb_stat(txn_of(s), st->eng->ments, &ms) == 0) {
+        if (mdb_stat(txn_of(s), en->recs, &ms) == 0) out->records = ms.ms_entries;
+        if (!en->no_ments && mdb_stat(txn_of(s), en->ments, &ms) == 0) {
             out->entries = ms.ms_entries;
             out->entry_bytes = (uint64_t)ms.ms_psize *
                                (ms.ms_branch_pages + ms.ms_leaf_pages + ms.ms_overflow_pages);
         }
         MDB_envinfo ei;
-        if (mdb_env_info(st->eng->env, &ei) == 0 && mdb_env_stat(st->eng->env, &ms) == 0) {
+        if (mdb_env_info(en->env, &ei) == 0 && mdb_env_stat(en->env, &ms) == 0) {
             out->page_size = ms.ms_psize;
             out->pages_used = (uint64_t)ei.me_last_pgno + 1;
             out->map_size = ei.me_mapsize;
         }
         /* the writer's setting, as the meta page records it (a read-only
          * handle maps what it was given) */
-        uint64_t recorded = recorded_map_size(st->path);
+        uint64_t recorded = recorded_map_size(en->path);
         if (recorded) out->map_size = recorded;
     }
     unlock(s);
@@ -1192,7 +1196,7 @@ static int lmdb_snap_stat(ost__sess *s, ost_snap_stats *out) {
 /* Every page of the file, with ostore's own page reader (pagecheck.c). */
 static int lmdb_verify(ost__sess *s, char *first, size_t cap) {
     int rc = lock_snap(s);
-    if (!rc) rc = ost__walk_first(s->st, txn_of(s), false, first, cap);
+    if (!rc) rc = ost__walk_first(s->e, txn_of(s), false, first, cap);
     unlock(s);
     return rc;
 }
@@ -1201,7 +1205,7 @@ static int lmdb_verify(ost__sess *s, char *first, size_t cap) {
 static int lmdb_check_pages(ost__sess *s, ost_check_fn report, void *ud, uint64_t *problems,
                             uint64_t *records) {
     int rc = lock_snap(s);
-    if (!rc) rc = ost__lmdb_check_pages(s->st, txn_of(s), report, ud, problems, records);
+    if (!rc) rc = ost__lmdb_check_pages(s->e, txn_of(s), report, ud, problems, records);
     unlock(s);
     return rc;
 }
@@ -1214,15 +1218,19 @@ static void lmdb_commit_split(ost__sess *s, uint64_t *apply_ns, uint64_t *commit
 
 /* The import is import.c's, on the store's environment. */
 static int lmdb_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
-    return ost__import_begin(e->st, size_hint, out);
+    return ost__import_begin(e, size_hint, out);
 }
 
 const ost__engine_ops ost__lmdb_engine = {
+    .version = OST__ENGINE_VERSION,
     .name = "lmdb",
     .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE | OST__ENG_LOCAL_READS |
              OST__ENG_MAKES_ROOT | OST__ENG_VERIFY_FIRST,
-    .claims = lmdb_claims,
+    /* LMDB's key limit, 511 bytes, less the 8-byte map oid */
+    .key_max = OST_MAP_KEY_MAX,
     .open = lmdb_open,
+    .shown = lmdb_shown,
+    .path = lmdb_path,
     .close = lmdb_close,
     .stat = lmdb_stat,
     .sess_open = lmdb_sess_open,
@@ -1265,4 +1273,17 @@ const ost__engine_ops ost__lmdb_engine = {
     .imp_commit = ost__import_commit,
     .imp_abort = ost__import_abort,
     .drop = ost__lmdb_drop,
+};
+
+/* Paths, as messages show them (ost__path_show). */
+static void lmdb_show(const char *addr, char *out, size_t cap) { ost__path_show(out, cap, addr); }
+
+const ost__engine_entry ost__lmdb_entry = {
+    .label = "LMDB",
+    .claims = lmdb_claims,
+    .show = lmdb_show,
+    .paths = true,
+    .ops = &ost__lmdb_engine,
+    .missing = NULL,
+    .salvage = ost__salvage,
 };

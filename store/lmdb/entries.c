@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../entries.h"
-#include "../store_internal.h"
+#include "entries.h"
 #include "engine.h"
 
 #define KEYMAX (8 + OST_MAP_KEY_MAX)
@@ -22,8 +21,8 @@ static MDB_val full_key(uint8_t *buf, uint64_t map, const uint8_t *key, size_t k
  * format 3, the checksum. Writes always use format 3 (a read-write open
  * upgrades the store). */
 #define EHDR 12
-static size_t ehdr(ost_store *st) {
-    return __atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 3 ? EHDR : 8;
+static size_t ehdr(ost__engine *en) {
+    return __atomic_load_n(&en->format, __ATOMIC_RELAXED) >= 3 ? EHDR : 8;
 }
 
 /* The checksum of entry k (the full key: map oid and encoded key) whose
@@ -64,11 +63,11 @@ bool ost__ent_crc_ok(const void *key, size_t klen, const void *val, size_t vlen)
 /* Checks entry (k, v) as read from the store and fills e: 0 or
  * OST_ECORRUPT (too short, past the end of the file, a wrong checksum;
  * e is then empty). */
-static int to_entry(ost_store *st, const MDB_val *k, const MDB_val *v, ost__entry *e) {
-    size_t h = ehdr(st);
+static int to_entry(ost__engine *en, const MDB_val *k, const MDB_val *v, ost__entry *e) {
+    size_t h = ehdr(en);
     const uint8_t *b = v->mv_data;
     *e = (ost__entry){0, NULL, 0};
-    if (v->mv_size < h || !ost__in_file(st, b, v->mv_size)) return OST_ECORRUPT;
+    if (v->mv_size < h || !ost__in_file(en, b, v->mv_size)) return OST_ECORRUPT;
     if (h == EHDR && !ost__ent_crc_ok(k->mv_data, k->mv_size, b, v->mv_size)) return OST_ECORRUPT;
     e->serial = ost__rd_le64(b);
     e->data = b + h;
@@ -76,16 +75,16 @@ static int to_entry(ost_store *st, const MDB_val *k, const MDB_val *v, ost__entr
     return 0;
 }
 
-int ost__ent_check(ost_store *st, const void *key, size_t klen, const void *val, size_t vlen,
+int ost__ent_check(ost__engine *en, const void *key, size_t klen, const void *val, size_t vlen,
                    ost__entry *e) {
     MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
-    return to_entry(st, &k, &v, e);
+    return to_entry(en, &k, &v, e);
 }
 
-int ost__ent_upgrade(ost_store *st, void *txn, uint64_t *n) {
+int ost__ent_upgrade(ost__engine *en, void *txn, uint64_t *n) {
     MDB_cursor *cur;
     *n = 0;
-    int rc = mdb_cursor_open(txn, st->eng->ments, &cur);
+    int rc = mdb_cursor_open(txn, en->ments, &cur);
     if (rc) return rc;
     MDB_val k, v;
     uint8_t *buf = NULL;
@@ -118,53 +117,53 @@ int ost__ent_upgrade(ost_store *st, void *txn, uint64_t *n) {
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-int ost__ent_get(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+int ost__ent_get(ost__engine *en, void *txn, uint64_t map, const uint8_t *key, size_t klen,
                  ost__entry *e) {
-    if (st->no_ments) return OST_ENOTFOUND;
+    if (en->no_ments) return OST_ENOTFOUND;
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX];
     MDB_val k = full_key(buf, map, key, klen), v;
-    int rc = mdb_get(txn, st->eng->ments, &k, &v);
+    int rc = mdb_get(txn, en->ments, &k, &v);
     if (rc == MDB_NOTFOUND) return OST_ENOTFOUND;
     if (rc) return rc;
-    return to_entry(st, &k, &v, e);
+    return to_entry(en, &k, &v, e);
 }
 
 /* A guard's result (guard.h) as entries.c's: MDB_NOTFOUND at the end or for
  * no key, OST__PAGE_DAMAGE with the store's message set for damaged pages. */
-static int gd_rc(ost_store *st, ost__gd *gd, int rc) {
+static int gd_rc(ost__engine *en, ost__gd *gd, int rc) {
     if (rc == OST_ENOTFOUND) return MDB_NOTFOUND;
     if (rc == OST_ECORRUPT) {
-        ost__st_fail(st, OST_ECORRUPT,
+        ost__lmdb_fail(en, OST_ECORRUPT,
                      "%s: map entries: damaged store: %s ('ostore check' lists the damage, "
                      "'ostore salvage' copies what is intact)",
-                     st->shown, ost__gd_msg(gd));
+                     en->shown, ost__gd_msg(gd));
         return OST__PAGE_DAMAGE;
     }
     return rc;
 }
 
-int ost__ent_gget(ost_store *st, ost__gd *gd, uint64_t map, const uint8_t *key, size_t klen,
+int ost__ent_gget(ost__engine *en, ost__gd *gd, uint64_t map, const uint8_t *key, size_t klen,
                   ost__entry *e) {
-    if (st->no_ments) return OST_ENOTFOUND;
+    if (en->no_ments) return OST_ENOTFOUND;
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX];
     MDB_val k = full_key(buf, map, key, klen), v;
-    int rc = gd_rc(st, gd, ost__gd_get(gd, OST__GD_MENTS, k.mv_data, k.mv_size, &v));
+    int rc = gd_rc(en, gd, ost__gd_get(gd, OST__GD_MENTS, k.mv_data, k.mv_size, &v));
     if (rc == MDB_NOTFOUND) return OST_ENOTFOUND;
     if (rc) return rc;
-    return to_entry(st, &k, &v, e);
+    return to_entry(en, &k, &v, e);
 }
 
-int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+int ost__ent_put(ost__engine *en, void *txn, uint64_t map, const uint8_t *key, size_t klen,
                  uint64_t serial, const void *data, size_t len, bool *existed, bool *append) {
-    if (st->no_ments) return OST_EREADONLY;
+    if (en->no_ments) return OST_EREADONLY;
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX];
     MDB_val k = full_key(buf, map, key, klen), v = {EHDR + len, NULL};
     int rc = MDB_KEYEXIST;
     if (append && *append) {
-        rc = mdb_put(txn, st->eng->ments, &k, &v, MDB_RESERVE | MDB_APPEND);
+        rc = mdb_put(txn, en->ments, &k, &v, MDB_RESERVE | MDB_APPEND);
         if (rc == MDB_KEYEXIST) {
             *append = false; /* not beyond the last key: plain puts from now */
             v = (MDB_val){EHDR + len, NULL};
@@ -176,11 +175,11 @@ int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     }
     if (rc == MDB_KEYEXIST) {
         /* one descent for a new key: NOOVERWRITE says whether it existed */
-        rc = mdb_put(txn, st->eng->ments, &k, &v, MDB_RESERVE | (existed ? MDB_NOOVERWRITE : 0));
+        rc = mdb_put(txn, en->ments, &k, &v, MDB_RESERVE | (existed ? MDB_NOOVERWRITE : 0));
         if (existed) *existed = rc == MDB_KEYEXIST;
         if (rc == MDB_KEYEXIST) {
             v = (MDB_val){EHDR + len, NULL};
-            rc = mdb_put(txn, st->eng->ments, &k, &v, MDB_RESERVE);
+            rc = mdb_put(txn, en->ments, &k, &v, MDB_RESERVE);
         }
         if (rc) return rc;
     }
@@ -188,12 +187,12 @@ int ost__ent_put(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
     return 0;
 }
 
-int ost__ent_del(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen) {
-    if (st->no_ments) return OST_ENOTFOUND;
+int ost__ent_del(ost__engine *en, void *txn, uint64_t map, const uint8_t *key, size_t klen) {
+    if (en->no_ments) return OST_ENOTFOUND;
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX];
     MDB_val k = full_key(buf, map, key, klen);
-    int rc = mdb_del(txn, st->eng->ments, &k, NULL);
+    int rc = mdb_del(txn, en->ments, &k, NULL);
     return rc == MDB_NOTFOUND ? OST_ENOTFOUND : rc;
 }
 
@@ -209,17 +208,17 @@ int ost__ent_del(ost_store *st, void *txn, uint64_t map, const uint8_t *key, siz
 
 #define DELREC 12
 
-int ost__ent_deleted(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+int ost__ent_deleted(ost__engine *en, void *txn, uint64_t map, const uint8_t *key, size_t klen,
                      uint64_t *serial) {
     *serial = 0;
-    if (!st->eng->has_mdels || klen > OST_MAP_KEY_MAX) return 0;
+    if (!en->has_mdels || klen > OST_MAP_KEY_MAX) return 0;
     uint8_t buf[KEYMAX];
     MDB_val k = full_key(buf, map, key, klen), v;
-    int rc = mdb_get(txn, st->eng->mdels, &k, &v);
+    int rc = mdb_get(txn, en->mdels, &k, &v);
     if (rc == MDB_NOTFOUND) return 0;
     if (rc) return rc;
     const uint8_t *b = v.mv_data;
-    if (v.mv_size != DELREC || !ost__in_file(st, b, v.mv_size)) return OST_ECORRUPT;
+    if (v.mv_size != DELREC || !ost__in_file(en, b, v.mv_size)) return OST_ECORRUPT;
     uint32_t crc = ost__crc32c(ost__crc32c(0, k.mv_data, k.mv_size), b, 8);
     if (crc != ((uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
                 (uint32_t)b[11] << 24))
@@ -228,24 +227,24 @@ int ost__ent_deleted(ost_store *st, void *txn, uint64_t map, const uint8_t *key,
     return 0;
 }
 
-int ost__ent_del_record(ost_store *st, void *txn, uint64_t map, const uint8_t *key, size_t klen,
+int ost__ent_del_record(ost__engine *en, void *txn, uint64_t map, const uint8_t *key, size_t klen,
                         uint64_t serial) {
-    if (!st->eng->has_mdels) return OST_EREADONLY;
+    if (!en->has_mdels) return OST_EREADONLY;
     if (klen > OST_MAP_KEY_MAX) return OST_EINVAL;
     uint8_t buf[KEYMAX], b[DELREC];
     MDB_val k = full_key(buf, map, key, klen), v = {DELREC, b};
     ost__le64(b, serial);
     uint32_t crc = ost__crc32c(ost__crc32c(0, k.mv_data, k.mv_size), b, 8);
     for (int i = 0; i < 4; i++) b[8 + i] = (uint8_t)(crc >> (8 * i));
-    return mdb_put(txn, st->eng->mdels, &k, &v, 0);
+    return mdb_put(txn, en->mdels, &k, &v, 0);
 }
 
 /* Removes the deletion records of every map for which gone(ud, map) says
  * so (and records whose key is too short to name a map), in one pass. */
-int ost__ent_dels_sweep(ost_store *st, void *txn, bool (*gone)(void *ud, uint64_t map), void *ud) {
-    if (!st->eng->has_mdels) return 0;
+int ost__ent_dels_sweep(ost__engine *en, void *txn, bool (*gone)(void *ud, uint64_t map), void *ud) {
+    if (!en->has_mdels) return 0;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, st->eng->mdels, &cur);
+    int rc = mdb_cursor_open(txn, en->mdels, &cur);
     if (rc) return rc;
     MDB_val k, v;
     uint64_t map = 0;
@@ -276,10 +275,10 @@ int ost__ent_dels_sweep(ost_store *st, void *txn, bool (*gone)(void *ud, uint64_
 }
 
 /* Removes the deletion records of map. */
-static int dels_drop_map(ost_store *st, void *txn, uint64_t map) {
-    if (!st->eng->has_mdels) return 0;
+static int dels_drop_map(ost__engine *en, void *txn, uint64_t map) {
+    if (!en->has_mdels) return 0;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, st->eng->mdels, &cur);
+    int rc = mdb_cursor_open(txn, en->mdels, &cur);
     if (rc) return rc;
     uint8_t buf[8];
     MDB_val k, v;
@@ -293,13 +292,13 @@ static int dels_drop_map(ost_store *st, void *txn, uint64_t map) {
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-int ost__ent_drop_map(ost_store *st, void *txn, uint64_t map, uint64_t *n) {
-    if (st->no_ments) return OST_EREADONLY;
+int ost__ent_drop_map(ost__engine *en, void *txn, uint64_t map, uint64_t *n) {
+    if (en->no_ments) return OST_EREADONLY;
     if (n) *n = 0;
-    int drc = dels_drop_map(st, txn, map);
+    int drc = dels_drop_map(en, txn, map);
     if (drc) return drc;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, st->eng->ments, &cur);
+    int rc = mdb_cursor_open(txn, en->ments, &cur);
     if (rc) return rc;
     uint8_t buf[8];
     MDB_val k = full_key(buf, map, NULL, 0), v;
@@ -319,7 +318,7 @@ int ost__ent_drop_map(ost_store *st, void *txn, uint64_t map, uint64_t *n) {
 /* ---- cursors ------------------------------------------------------------- */
 
 struct ost__ecur {
-    ost_store *st;
+    ost__engine *en;
     MDB_cursor *cur; /* liblmdb's (a write transaction), or NULL: */
     ost__gd *gd;     /* the guard's cursor gc (a read snapshot) */
     ost__gdcur gc;
@@ -328,26 +327,26 @@ struct ost__ecur {
     MDB_val k, v;
 };
 
-int ost__ecur_open(ost_store *st, void *txn, uint64_t map, ost__ecur **out) {
-    if (st->no_ments) return OST_ENOTFOUND;
+int ost__ecur_open(ost__engine *en, void *txn, uint64_t map, ost__ecur **out) {
+    if (en->no_ments) return OST_ENOTFOUND;
     ost__ecur *ec = calloc(1, sizeof *ec);
     if (!ec) return OST_ENOMEM;
-    int rc = mdb_cursor_open(txn, st->eng->ments, &ec->cur);
+    int rc = mdb_cursor_open(txn, en->ments, &ec->cur);
     if (rc) {
         free(ec);
         return rc;
     }
-    ec->st = st;
+    ec->en = en;
     ec->map = map;
     *out = ec;
     return 0;
 }
 
-int ost__ecur_gopen(ost_store *st, ost__gd *gd, uint64_t map, ost__ecur **out) {
-    if (st->no_ments) return OST_ENOTFOUND;
+int ost__ecur_gopen(ost__engine *en, ost__gd *gd, uint64_t map, ost__ecur **out) {
+    if (en->no_ments) return OST_ENOTFOUND;
     ost__ecur *ec = calloc(1, sizeof *ec);
     if (!ec) return OST_ENOMEM;
-    ec->st = st;
+    ec->en = en;
     ec->gd = gd;
     ost__gdcur_init(&ec->gc, gd, OST__GD_MENTS);
     ec->map = map;
@@ -365,7 +364,7 @@ static int cget(ost__ecur *ec, MDB_cursor_op op) {
              : op == MDB_NEXT    ? ost__gdcur_next(c, &ec->k, &ec->v)
              : op == MDB_PREV    ? ost__gdcur_prev(c, &ec->k, &ec->v)
                                  : OST_EINVAL;
-    return gd_rc(ec->st, ec->gd, rc);
+    return gd_rc(ec->en, ec->gd, rc);
 }
 
 /* Whether the cursor's entry (after a get that returned rc) is the map's.
@@ -380,13 +379,13 @@ static int settle(ost__ecur *ec, int rc) {
     if (ec->on) return 0;
     if (rc == 0) {
         ost__entry e;
-        bool bad = ec->k.mv_size < 8 || to_entry(ec->st, &ec->k, &ec->v, &e) != 0;
+        bool bad = ec->k.mv_size < 8 || to_entry(ec->en, &ec->k, &ec->v, &e) != 0;
         if (bad) {
-            ost__st_fail(ec->st, OST_ECORRUPT,
+            ost__lmdb_fail(ec->en, OST_ECORRUPT,
                          "%s: map %llu: its walk met a damaged entry (%s%llu; its checksum does "
                          "not match its bytes), which may be one of its own: 'ostore check' "
                          "lists the damage",
-                         ec->st->shown, (unsigned long long)ec->map,
+                         ec->en->shown, (unsigned long long)ec->map,
                          ec->k.mv_size < 8 ? "a key too short for a map oid, " : "a key of map ",
                          ec->k.mv_size < 8 ? 0ULL : (unsigned long long)ost__rd_be64(ec->k.mv_data));
             return OST__PAGE_DAMAGE;
@@ -431,10 +430,10 @@ int ost__ecur_get(ost__ecur *ec, const uint8_t **key, size_t *klen, ost__entry *
     if (!ec->on) return OST_ENOTFOUND;
     *key = (const uint8_t *)ec->k.mv_data + 8;
     *klen = ec->k.mv_size - 8;
-    return to_entry(ec->st, &ec->k, &ec->v, e);
+    return to_entry(ec->en, &ec->k, &ec->v, e);
 }
 
-ost_store *ost__ecur_store(ost__ecur *ec) { return ec->st; }
+ost__engine *ost__ecur_engine(ost__ecur *ec) { return ec->en; }
 
 void ost__ecur_close(ost__ecur *ec) {
     if (!ec) return;
@@ -442,10 +441,10 @@ void ost__ecur_close(ost__ecur *ec) {
     free(ec);
 }
 
-int ost__ent_each_map(ost_store *st, void *txn, int (*fn)(void *ud, uint64_t map), void *ud) {
-    if (st->no_ments) return 0;
+int ost__ent_each_map(ost__engine *en, void *txn, int (*fn)(void *ud, uint64_t map), void *ud) {
+    if (en->no_ments) return 0;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, st->eng->ments, &cur);
+    int rc = mdb_cursor_open(txn, en->ments, &cur);
     if (rc) return rc;
     MDB_val k, v;
     rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
@@ -463,8 +462,8 @@ int ost__ent_each_map(ost_store *st, void *txn, int (*fn)(void *ud, uint64_t map
         if (frc == 1) {
             mdb_cursor_close(cur);
             cur = NULL;
-            if ((rc = ost__ent_drop_map(st, txn, map, NULL))) break;
-            if ((rc = mdb_cursor_open(txn, st->eng->ments, &cur))) break;
+            if ((rc = ost__ent_drop_map(en, txn, map, NULL))) break;
+            if ((rc = mdb_cursor_open(txn, en->ments, &cur))) break;
         }
         if (map == UINT64_MAX) break;
         uint8_t buf[8];
@@ -475,15 +474,15 @@ int ost__ent_each_map(ost_store *st, void *txn, int (*fn)(void *ud, uint64_t map
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-int ost__ent_geach_map(ost_store *st, ost__gd *gd, int (*fn)(void *ud, uint64_t map), void *ud) {
-    if (st->no_ments) return 0;
+int ost__ent_geach_map(ost__engine *en, ost__gd *gd, int (*fn)(void *ud, uint64_t map), void *ud) {
+    if (en->no_ments) return 0;
     ost__gdcur c;
     ost__gdcur_init(&c, gd, OST__GD_MENTS);
     MDB_val k, v;
-    int rc = gd_rc(st, gd, ost__gdcur_first(&c, &k, &v));
+    int rc = gd_rc(en, gd, ost__gdcur_first(&c, &k, &v));
     while (rc == 0) {
         if (k.mv_size < 8) { /* not an entry key: check reports it */
-            rc = gd_rc(st, gd, ost__gdcur_next(&c, &k, &v));
+            rc = gd_rc(en, gd, ost__gdcur_next(&c, &k, &v));
             continue;
         }
         uint64_t map = ost__rd_be64(k.mv_data);
@@ -493,33 +492,33 @@ int ost__ent_geach_map(ost_store *st, ost__gd *gd, int (*fn)(void *ud, uint64_t 
         if (map == UINT64_MAX) return 0;
         uint8_t buf[8];
         ost__be64(buf, map + 1);
-        rc = gd_rc(st, gd, ost__gdcur_seek(&c, buf, sizeof buf, &k, &v));
+        rc = gd_rc(en, gd, ost__gdcur_seek(&c, buf, sizeof buf, &k, &v));
     }
     return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 /* ---- the count in a map's record -------------------------------------------- */
 
-static int record(ost_store *st, void *txn, uint64_t map, MDB_val *v) {
+static int record(ost__engine *en, void *txn, uint64_t map, MDB_val *v) {
     uint8_t kb[8];
     ost__be64(kb, map);
     MDB_val k = {8, kb};
-    int rc = mdb_get(txn, st->eng->recs, &k, v);
+    int rc = mdb_get(txn, en->recs, &k, v);
     return rc == MDB_NOTFOUND ? OST_ENOTFOUND : rc;
 }
 
 int ost__ent_code(int rc) { return OST__OURS(rc) ? rc : ost__mdb_code(rc); }
 const char *ost__ent_strerror(int rc) { return OST__OURS(rc) ? ost_strerror(rc) : mdb_strerror(rc); }
 
-int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, uint64_t serial,
+int ost__map_count_add(ost__engine *en, void *txn, uint64_t map, int64_t delta, uint64_t serial,
                        bool counter) {
     MDB_val v;
-    int rc = record(st, txn, map, &v);
+    int rc = record(en, txn, map, &v);
     if (rc == OST_ENOTFOUND) return OST_ECONFLICT;
     if (rc) return rc;
     uint64_t s;
     uint32_t cid;
-    if (ost__rec_open(st, map, &v, &s, &cid)) return OST_ECORRUPT;
+    if (ost__rec_open(en, map, &v, &s, &cid)) return OST_ECORRUPT;
     uint8_t kb[8];
     ost__be64(kb, map);
     MDB_val k = {8, kb}, nv = {v.mv_size, NULL};
@@ -528,7 +527,7 @@ int ost__map_count_add(ost_store *st, void *txn, uint64_t map, int64_t delta, ui
     memcpy(copy, v.mv_data, v.mv_size); /* a put may move the old bytes */
     rc = ost__record_count_add(copy + OST_HDR_SIZE, v.mv_size - OST_HDR_SIZE, delta, counter);
     if (rc) return rc;
-    if ((rc = mdb_put(txn, st->eng->recs, &k, &nv, MDB_RESERVE))) return rc;
+    if ((rc = mdb_put(txn, en->recs, &k, &nv, MDB_RESERVE))) return rc;
     memcpy(nv.mv_data, copy, v.mv_size);
     ost__hdr_write(nv.mv_data, serial, cid);
     ost__rec_seal(nv.mv_data, nv.mv_size, map);

@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "../entries.h"
+#include "entries.h"
 #include "engine.h"
 
 #define META_MAGIC "ostore"
@@ -54,26 +54,26 @@ static void open_list_init(void) {
 
 /* ---- records in the map ---------------------------------------------------------- */
 
-bool ost__in_file(ost_store *st, const void *p, size_t n) {
-    uintptr_t a = (uintptr_t)p, base = st->eng->map_base;
-    if (!base || a < base || a - base >= st->eng->map_size) return true; /* not in the map */
+bool ost__in_file(ost__engine *en, const void *p, size_t n) {
+    uintptr_t a = (uintptr_t)p, base = en->map_base;
+    if (!base || a < base || a - base >= en->map_size) return true; /* not in the map */
     uint64_t end = (uint64_t)(a - base) + n;
     if (end < n) return false;
-    if (end <= __atomic_load_n(&st->eng->file_size, __ATOMIC_RELAXED)) return true;
+    if (end <= __atomic_load_n(&en->file_size, __ATOMIC_RELAXED)) return true;
     /* the file may have grown since the size was read */
     int fd;
     struct stat sb;
-    if (mdb_env_get_fd(st->eng->env, &fd) || fstat(fd, &sb)) return false;
-    __atomic_store_n(&st->eng->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
+    if (mdb_env_get_fd(en->env, &fd) || fstat(fd, &sb)) return false;
+    __atomic_store_n(&en->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
     return end <= (uint64_t)sb.st_size;
 }
 
-int ost__rec_open(ost_store *st, uint64_t oid, const MDB_val *v, uint64_t *serial,
+int ost__rec_open(ost__engine *en, uint64_t oid, const MDB_val *v, uint64_t *serial,
                   uint32_t *class_id) {
     const uint8_t *h = v->mv_data;
     if (v->mv_size < OST_HDR_SIZE + 2) return OST__DMG_SHORT;
-    if (!ost__in_file(st, h, v->mv_size)) return OST__DMG_BEYOND;
-    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= 3) {
+    if (!ost__in_file(en, h, v->mv_size)) return OST__DMG_BEYOND;
+    if (__atomic_load_n(&en->format, __ATOMIC_RELAXED) >= 3) {
         if (!ost__rec_crc_ok(oid, h, v->mv_size)) return OST__DMG_CRC;
     } else if (h[12] | h[13] | h[14] | h[15]) {
         return OST__DMG_RESERVED;
@@ -106,13 +106,13 @@ static const char *datafile_of(const char *dir, char *buf, size_t cap) {
     return buf;
 }
 
-int ost__lmdb_map_find(ost_store *st, size_t min, uintptr_t *base, size_t *size) {
+int ost__lmdb_map_find(ost__engine *en, size_t min, uintptr_t *base, size_t *size) {
     int fd;
     struct stat sb;
     *base = 0;
     *size = 0;
-    if (mdb_env_get_fd(st->eng->env, &fd) != 0 || fstat(fd, &sb) != 0) return OST_EIO;
-    __atomic_store_n(&st->eng->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
+    if (mdb_env_get_fd(en->env, &fd) != 0 || fstat(fd, &sb) != 0) return OST_EIO;
+    __atomic_store_n(&en->file_size, (uint64_t)sb.st_size, __ATOMIC_RELAXED);
     /* LMDB tells where it maps the file only with MDB_FIXEDMAP: the
      * process's map list tells, the mapping of data.mdb's inode at offset 0 */
     FILE *f = fopen("/proc/self/maps", "re");
@@ -134,57 +134,60 @@ int ost__lmdb_map_find(ost_store *st, size_t min, uintptr_t *base, size_t *size)
     return *base ? 0 : OST_EIO;
 }
 
-void ost__lmdb_map_changed(ost_store *st) {
+void ost__lmdb_map_changed(ost__engine *en) {
     uintptr_t base;
     size_t size;
-    ost__lmdb_map_find(st, 0, &base, &size);
-    st->eng->map_base = base;
-    st->eng->map_size = size;
+    ost__lmdb_map_find(en, 0, &base, &size);
+    en->map_base = base;
+    en->map_size = size;
 }
 
-void ost__format_refresh(ost_store *st, MDB_txn *t) {
-    if (__atomic_load_n(&st->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
+void ost__format_refresh(ost__engine *en, MDB_txn *t) {
+    if (__atomic_load_n(&en->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
     uint64_t f;
-    if (ost__lmdb_meta_get(t, st->eng->meta, "format", &f) == 0 && f > st->format && f <= OST_STORE_FORMAT)
-        __atomic_store_n(&st->format, f, __ATOMIC_RELAXED);
+    if (ost__lmdb_meta_get(t, en->meta, "format", &f) == 0 && f > en->format && f <= OST_STORE_FORMAT)
+    {
+        __atomic_store_n(&en->format, f, __ATOMIC_RELAXED);
+        en->host->set_format(en->st, f);
+    }
 }
 
-int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
+int ost__upgrade(ost__engine *en, MDB_txn *t, uint64_t from) {
     /* format 3's records and entries are format 4's as they are (dict
      * states under a class's own id): only the format changes */
-    if (from >= 3) return ost__lmdb_meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
+    if (from >= 3) return ost__lmdb_meta_put(t, en->meta, "format", OST_STORE_FORMAT);
     /* every record is rewritten through liblmdb, which trusts the pages */
     char first[400];
-    int rc = ost__walk_first(st, t, true, first, sizeof first);
+    int rc = ost__walk_first(en, t, true, first, sizeof first);
     if (rc == OST_ECORRUPT)
-        return ost__st_fail(st, OST_ECORRUPT,
+        return ost__lmdb_fail(en, OST_ECORRUPT,
                             "%s: cannot upgrade from format %llu: the store's pages are damaged "
                             "(%s); 'ostore check' says more, 'ostore salvage' copies what is intact",
-                            st->shown, (unsigned long long)from, first);
+                            en->shown, (unsigned long long)from, first);
     if (rc) return rc;
     MDB_cursor *cur;
-    rc = mdb_cursor_open(t, st->eng->recs, &cur);
+    rc = mdb_cursor_open(t, en->recs, &cur);
     if (rc) return rc;
     MDB_val k, v;
     uint8_t *buf = NULL;
     size_t cap = 0;
-    st->format = from; /* records are read as the old format says */
+    en->format = from; /* records are read as the old format says */
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
         uint64_t serial;
         uint32_t cid;
         uint64_t oid = k.mv_size == 8 ? ost__rd_be64(k.mv_data) : 0;
-        int dmg = k.mv_size != 8 ? OST__DMG_SHORT : ost__rec_open(st, oid, &v, &serial, &cid);
+        int dmg = k.mv_size != 8 ? OST__DMG_SHORT : ost__rec_open(en, oid, &v, &serial, &cid);
         if (dmg) {
-            rc = ost__st_fail(st, OST_ECORRUPT,
+            rc = ost__lmdb_fail(en, OST_ECORRUPT,
                               "%s: cannot upgrade from format %llu: oid %llu: damaged record (%s); "
                               "'ostore check' says more, 'ostore salvage' copies what is intact",
-                              st->path, (unsigned long long)from, (unsigned long long)oid,
+                              en->path, (unsigned long long)from, (unsigned long long)oid,
                               ost__damage_text(dmg));
             break;
         }
         if (ost__reserve((void **)&buf, &cap, v.mv_size, 1, 4096)) {
-            rc = ost__st_fail(st, OST_ENOMEM, "out of memory");
+            rc = ost__lmdb_fail(en, OST_ENOMEM, "out of memory");
             break;
         }
         memcpy(buf, v.mv_data, v.mv_size);
@@ -198,82 +201,67 @@ int ost__upgrade(ost_store *st, MDB_txn *t, uint64_t from) {
     mdb_cursor_close(cur);
     if (rc && rc != MDB_NOTFOUND) return rc;
     uint64_t n;
-    rc = ost__ent_upgrade(st, t, &n);
+    rc = ost__ent_upgrade(en, t, &n);
     if (rc == OST_ECORRUPT)
-        return ost__st_fail(st, OST_ECORRUPT,
+        return ost__lmdb_fail(en, OST_ECORRUPT,
                             "%s: cannot upgrade from format %llu: a damaged map entry; "
                             "'ostore check' says more",
-                            st->path, (unsigned long long)from);
+                            en->path, (unsigned long long)from);
     if (OST__OURS(rc))
-        return ost__st_fail(st, rc, "%s: upgrading map entries: %s", st->shown, ost_strerror(rc));
+        return ost__lmdb_fail(en, rc, "%s: upgrading map entries: %s", en->shown, ost_strerror(rc));
     if (rc) return rc;
-    return ost__lmdb_meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
+    return ost__lmdb_meta_put(t, en->meta, "format", OST_STORE_FORMAT);
 }
 
 /* ---- open and close ------------------------------------------------------------ */
 
 /* Writes a new, empty store: meta and the root. */
-static int init_store(ost_store *st, MDB_txn *t) {
+static int init_store(ost__engine *en, MDB_txn *t) {
     MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v = {strlen(META_MAGIC), META_MAGIC};
-    int rc = mdb_put(t, st->eng->meta, &k, &v, 0);
-    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "format", OST_STORE_FORMAT);
-    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "next_oid", 1);
-    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "last_serial", 1);
-    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "next_class", 1);
+    int rc = mdb_put(t, en->meta, &k, &v, 0);
+    if (!rc) rc = ost__lmdb_meta_put(t, en->meta, "format", OST_STORE_FORMAT);
+    if (!rc) rc = ost__lmdb_meta_put(t, en->meta, "next_oid", 1);
+    if (!rc) rc = ost__lmdb_meta_put(t, en->meta, "last_serial", 1);
+    if (!rc) rc = ost__lmdb_meta_put(t, en->meta, "next_class", 1);
     if (rc) return rc;
-    /* the root: a PersistentMapping whose state is {'data': {}} (the
-     * store's class, or one of its own when the table's open is called
-     * without ost_store_open, as the conformance suite does) */
-    ost_class_def rdef = {.module = "persistent.mapping", .name = "PersistentMapping",
-                          .persistent = true};
-    ost_value cls = st->root_cls ? ost_incref(st->root_cls) : ost_class_new(&rdef);
-    if (!cls) return ENOMEM;
+    /* the root: a PersistentMapping whose state is {'data': {}}, as the
+     * store makes it (host->root_state) */
     uint32_t cid;
-    rc = ost__class_id(st, t, cls, &cid);
-    if (rc) {
-        ost_decref(cls);
-        return rc;
+    rc = ost__class_id_name(en, t, "persistent.mapping", 18, "PersistentMapping", 17, &cid);
+    if (rc) return rc;
+    uint8_t *p = NULL;
+    size_t n = 0;
+    if (en->host->root_state(en->st, &p, &n)) return ENOMEM;
+    uint8_t key[8];
+    ost__be64(key, ROOT_OID);
+    MDB_val kk = {8, key}, vv = {n + OST_HDR_SIZE, NULL};
+    rc = mdb_put(t, en->recs, &kk, &vv, MDB_RESERVE);
+    if (!rc) {
+        ost__hdr_write(vv.mv_data, 1, cid);
+        memcpy((uint8_t *)vv.mv_data + OST_HDR_SIZE, p, n);
+        ost__rec_seal(vv.mv_data, vv.mv_size, ROOT_OID);
     }
-    ost_writer *w = ost_writer_new();
-    ost_value inst = 0;
-    const void *p;
-    size_t n;
-    int orc = w ? ost__root_dump(cls, w, &inst, &p, &n) : OST_ENOMEM;
-    ost_decref(cls);
-    if (!orc) {
-        uint8_t key[8];
-        ost__be64(key, ROOT_OID);
-        MDB_val kk = {8, key}, vv = {n + OST_HDR_SIZE, NULL};
-        rc = mdb_put(t, st->eng->recs, &kk, &vv, MDB_RESERVE);
-        if (!rc) {
-            ost__hdr_write(vv.mv_data, 1, cid);
-            memcpy((uint8_t *)vv.mv_data + OST_HDR_SIZE, p, n);
-            ost__rec_seal(vv.mv_data, vv.mv_size, ROOT_OID);
-        }
-    }
-    ost_decref(inst);
-    ost_writer_free(w);
-    if (orc) return ENOMEM;
+    free(p);
     return rc;
 }
 
-/* Makes st->eng->env and opens it on directory real with flags; on failure
- * st->eng->env is closed and NULL again (LMDB's rule after a failed open).
+/* Makes en->env and opens it on directory real with flags; on failure
+ * en->env is closed and NULL again (LMDB's rule after a failed open).
  * Returns LMDB's code. */
-static int env_open(ost_store *st, const char *real, const ost_store_options *opts,
+static int env_open(ost__engine *en, const char *real, const ost_store_options *opts,
                     unsigned flags) {
-    int rc = mdb_env_create(&st->eng->env);
+    int rc = mdb_env_create(&en->env);
     if (rc) {
-        st->eng->env = NULL;
+        en->env = NULL;
         return rc;
     }
-    rc = mdb_env_set_maxdbs(st->eng->env, 8);
-    if (!rc) rc = mdb_env_set_mapsize(st->eng->env, opts->map_size ? opts->map_size : OST__DEFAULT_MAP);
-    if (!rc) rc = mdb_env_set_maxreaders(st->eng->env, opts->max_readers ? opts->max_readers : 126);
-    if (!rc) rc = mdb_env_open(st->eng->env, real, flags, 0644);
+    rc = mdb_env_set_maxdbs(en->env, 8);
+    if (!rc) rc = mdb_env_set_mapsize(en->env, opts->map_size ? opts->map_size : OST__DEFAULT_MAP);
+    if (!rc) rc = mdb_env_set_maxreaders(en->env, opts->max_readers ? opts->max_readers : 126);
+    if (!rc) rc = mdb_env_open(en->env, real, flags, 0644);
     if (rc) {
-        mdb_env_close(st->eng->env);
-        st->eng->env = NULL;
+        mdb_env_close(en->env);
+        en->env = NULL;
     }
     return rc;
 }
@@ -288,7 +276,7 @@ static unsigned env_flags(const ost_store_options *o) {
 
 /* What ost__lmdb_env_open works on, shared by its steps below. */
 typedef struct {
-    ost_store *st;
+    ost__engine *en;
     const ost_store_options *opts; /* borrowed */
     const char *path;              /* as the caller gave it, borrowed */
     char shown[OST__PATH_SHOWN];   /* path as messages show it */
@@ -300,41 +288,40 @@ typedef struct {
 /* The files of an LMDB environment, in opening.absent's order. */
 static const char *const env_files[2] = {"data.mdb", "lock.mdb"};
 
-/* The options and handle o->st must pass before anything is touched: not
- * open already, a known durability, not both create and read_only, at most
- * 8 prefetch connections. Returns 0, or OST_EINVAL with st's message. */
+/* The options o->opts must pass before anything is touched: a known
+ * durability, not both create and read_only, at most
+ * 8 prefetch connections. Returns 0, or OST_EINVAL with en's message. */
 static int check_options(const opening *o) {
-    ost_store *st = o->st;
+    ost__engine *en = o->en;
     const ost_store_options *opts = o->opts;
-    if (st->eng) return ost__st_fail(st, OST_EINVAL, "%s: this handle is open already", o->shown);
     if ((unsigned)opts->durability > OST_SYNC_NONE || (opts->create && opts->read_only))
-        return ost__st_fail(st, OST_EINVAL, "%s: bad options", o->shown);
+        return ost__lmdb_fail(en, OST_EINVAL, "%s: bad options", o->shown);
     if (opts->prefetch_connections > 8)
-        return ost__st_fail(st, OST_EINVAL, "%s: prefetch_connections is %u: at most 8 (0 or 1: one)",
+        return ost__lmdb_fail(en, OST_EINVAL, "%s: prefetch_connections is %u: at most 8 (0 or 1: one)",
                             o->shown, opts->prefetch_connections);
     return 0;
 }
 
 /* The store's directory o->path: made when it is absent and create is set
  * (o->made_dir), refused when it is no directory; then o->real gets its
- * real path. Returns 0, or an error with st's message. */
+ * real path. Returns 0, or an error with en's message. */
 static int find_dir(opening *o) {
-    ost_store *st = o->st;
+    ost__engine *en = o->en;
     struct stat sb;
     if (stat(o->path, &sb) != 0) {
         if (errno == ENOENT && !o->opts->create)
-            return ost__st_fail(st, OST_ENOTFOUND, "%s: %s (no store here: open with create, "
+            return ost__lmdb_fail(en, OST_ENOTFOUND, "%s: %s (no store here: open with create, "
                                 "ost_store_options.create, to make one)", o->shown, strerror(errno));
         if (errno != ENOENT)
-            return ost__st_fail(st, OST_EIO, "%s: %s", o->shown, strerror(errno));
+            return ost__lmdb_fail(en, OST_EIO, "%s: %s", o->shown, strerror(errno));
         if (mkdir(o->path, 0755) != 0)
-            return ost__st_fail(st, OST_EIO, "%s: cannot create: %s", o->shown, strerror(errno));
+            return ost__lmdb_fail(en, OST_EIO, "%s: cannot create: %s", o->shown, strerror(errno));
         o->made_dir = true;
     } else if (!S_ISDIR(sb.st_mode)) {
-        return ost__st_fail(st, OST_EINVAL, "%s: not a directory", o->shown);
+        return ost__lmdb_fail(en, OST_EINVAL, "%s: not a directory", o->shown);
     }
     if (!realpath(o->path, o->real))
-        return ost__st_fail(st, OST_EIO, "%s: %s", o->shown, strerror(errno));
+        return ost__lmdb_fail(en, OST_EIO, "%s: %s", o->shown, strerror(errno));
     return 0;
 }
 
@@ -342,21 +329,21 @@ static int find_dir(opening *o) {
  * open for ever, a directory or a device fail in odd ways. Each must be a
  * regular file, or absent (o->absent) where the store may be created (and
  * lock.mdb always). Then the meta pages of data.mdb are checked, since
- * liblmdb trusts them. Returns 0, or an error with st's message. */
+ * liblmdb trusts them. Returns 0, or an error with en's message. */
 static int check_files(opening *o) {
-    ost_store *st = o->st;
+    ost__engine *en = o->en;
     struct stat sb;
     for (int i = 0; i < 2; i++) {
         char file[PATH_MAX + 16];
         snprintf(file, sizeof file, "%s/%s", o->real, env_files[i]);
         if (stat(file, &sb) == 0) {
             if (!S_ISREG(sb.st_mode))
-                return ost__st_fail(st, OST_ECORRUPT, "%s: %s is not a regular file (%s)",
+                return ost__lmdb_fail(en, OST_ECORRUPT, "%s: %s is not a regular file (%s)",
                                     o->shown, env_files[i], ost__file_kind(sb.st_mode));
         } else if (errno != ENOENT) {
-            return ost__st_fail(st, OST_EIO, "%s: %s: %s", o->shown, env_files[i], strerror(errno));
+            return ost__lmdb_fail(en, OST_EIO, "%s: %s: %s", o->shown, env_files[i], strerror(errno));
         } else if (i == 0 && !o->opts->create) {
-            return ost__st_fail(st, OST_ENOTFOUND, "%s: no store here (no data.mdb: open with "
+            return ost__lmdb_fail(en, OST_ENOTFOUND, "%s: no store here (no data.mdb: open with "
                                 "create, ost_store_options.create, to make one)", o->shown);
         } else {
             o->absent[i] = true;
@@ -367,7 +354,7 @@ static int check_files(opening *o) {
     char why[400];
     int mrc = ost__meta_check(o->real, why, sizeof why);
     if (mrc && mrc != OST_ENOTFOUND)
-        return ost__st_fail(st, mrc,
+        return ost__lmdb_fail(en, mrc,
                             "%s: damaged store: %s ('ostore check' says more, 'ostore salvage' "
                             "copies what is intact)",
                             o->shown, why);
@@ -379,7 +366,7 @@ static int check_files(opening *o) {
  * mdb_env_open). Its blocks are allocated here first, so a full disk is an
  * error (the lock file this made, and the directory, removed again).
  * Returns 0 (also when the file cannot be opened: liblmdb says why), or
- * OST_EIO with st's message. */
+ * OST_EIO with en's message. */
 static int reserve_lock_file(const opening *o) {
     char lockfile[PATH_MAX + 16];
     snprintf(lockfile, sizeof lockfile, "%s/lock.mdb", o->real);
@@ -396,65 +383,71 @@ static int reserve_lock_file(const opening *o) {
     if (frc == ENOSPC || frc == EDQUOT) {
         if (made) unlink(lockfile);
         if (o->made_dir) (void)rmdir(o->real);
-        return ost__st_fail(o->st, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
+        return ost__lmdb_fail(o->en, OST_EIO, "%s: no space left on the device for lock.mdb (%s)",
                             o->shown, strerror(frc));
     }
     return 0;
 }
 
-/* A new engine for o->st, entered in the process's list of open stores
- * unless one of them has o->real open already (OST_EBUSY), with st->path
- * a copy of o->real, st->eng and st->read_only set. *out gets it, owned by
- * st (ost__lmdb_env_close). Returns 0, or an error with st's message and
- * nothing kept. */
-static int register_engine(const opening *o, ost__engine **out) {
-    ost_store *st = o->st;
-    ost__engine *e = calloc(1, sizeof *e);
-    if (!e) return ost__st_fail(st, OST_ENOMEM, "out of memory");
-    if (uv_rwlock_init(&e->maplock)) {
-        free(e);
-        return ost__st_fail(st, OST_ENOMEM, "out of memory");
-    }
-    e->st = st;
-    e->made_dir = o->made_dir;
+/* Enters o->en in the process's list of open stores unless one of them
+ * has o->real open already (OST_EBUSY), with en->path a copy of o->real
+ * and en->shown it as messages show it. Returns 0, or an error with en's
+ * message and nothing entered. */
+static int register_engine(const opening *o) {
+    ost__engine *en = o->en;
+    en->made_dir = o->made_dir;
     uv_mutex_lock(&g_open_lock);
     for (ost__engine *x = g_open; x; x = x->next_open)
-        if (strcmp(x->st->path, o->real) == 0) {
+        if (strcmp(x->path, o->real) == 0) {
             uv_mutex_unlock(&g_open_lock);
-            uv_rwlock_destroy(&e->maplock);
-            free(e);
-            return ost__st_fail(st, OST_EBUSY, "%s: already open in this process", o->shown);
+            return ost__lmdb_fail(en, OST_EBUSY, "%s: already open in this process", o->shown);
         }
-    st->path = strdup(o->real);
-    ost__path_show(st->shown, sizeof st->shown, o->real);
-    if (!st->path) {
+    if (!(en->path = strdup(o->real))) {
         uv_mutex_unlock(&g_open_lock);
+        return ost__lmdb_fail(en, OST_ENOMEM, "out of memory");
+    }
+    ost__path_show(en->shown, sizeof en->shown, o->real);
+    en->next_open = g_open;
+    g_open = en;
+    uv_mutex_unlock(&g_open_lock);
+    return 0;
+}
+
+/* A new engine object for store st, not open yet: 0 and *out, or
+ * OST_ENOMEM with st's message. */
+static int engine_new(const ost__host *host, ost_store *st, const opening *o, ost__engine **out) {
+    ost__engine *e = calloc(1, sizeof *e);
+    if (e && uv_rwlock_init(&e->maplock)) {
+        free(e);
+        e = NULL;
+    }
+    if (e && uv_mutex_init(&e->lock)) {
         uv_rwlock_destroy(&e->maplock);
         free(e);
-        return ost__st_fail(st, OST_ENOMEM, "out of memory");
+        e = NULL;
     }
-    e->next_open = g_open;
-    g_open = e;
-    uv_mutex_unlock(&g_open_lock);
-    st->eng = e;
-    st->read_only = o->opts->read_only;
+    if (!e) return ost__eng_fail(host, st, OST_ENOMEM, "out of memory");
+    e->host = host;
+    e->st = st;
+    e->read_only = o->opts->read_only;
+    memcpy(e->shown, o->shown, sizeof e->shown);
     *out = e;
     return 0;
 }
 
-/* Opens the LMDB environment st->eng->env; a read-only open that may not
- * write lock.mdb reads without it (st->eng->no_lock), as for a store on
- * read-only media. Returns 0, or an error with st's message (with a hint
+/* Opens the LMDB environment en->env; a read-only open that may not
+ * write lock.mdb reads without it (en->no_lock), as for a store on
+ * read-only media. Returns 0, or an error with en's message (with a hint
  * on the access needed). */
 static int open_lmdb(const opening *o) {
-    ost_store *st = o->st;
+    ost__engine *en = o->en;
     const ost_store_options *opts = o->opts;
-    int rc = env_open(st, o->real, opts, env_flags(opts));
+    int rc = env_open(en, o->real, opts, env_flags(opts));
     if ((rc == EACCES || rc == EPERM || rc == EROFS) && opts->read_only) {
         /* lock.mdb cannot be written (or made) by this user: read without
          * the lock file, as for a store on read-only media */
-        int rc2 = env_open(st, o->real, opts, env_flags(opts) | MDB_NOLOCK);
-        if (!rc2) st->eng->no_lock = true;
+        int rc2 = env_open(en, o->real, opts, env_flags(opts) | MDB_NOLOCK);
+        if (!rc2) en->no_lock = true;
         else if (rc2 != EACCES && rc2 != EPERM && rc2 != EROFS) rc = rc2;
         if (!rc2) rc = 0;
     }
@@ -464,27 +457,27 @@ static int open_lmdb(const opening *o) {
                                          : " (writing needs write access to the directory, "
                                            "data.mdb and lock.mdb; a read-only open needs "
                                            "read access only)";
-    return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s%s",
-                        o->shown, ost__mdb_strerror(st, rc), hint);
+    return ost__lmdb_fail(en, ost__mdb_code(rc), "%s: cannot open the LMDB environment: %s%s",
+                        o->shown, ost__mdb_strerror(en, rc), hint);
 }
 
 /* With the exclusive option: an flock of LMDB's own descriptor of
  * data.mdb. It goes with the descriptor, when the environment closes or
  * the process ends; a locked store is refused (OST_EBUSY) before anything
- * is written to it. Returns 0, or an error with st's message. */
+ * is written to it. Returns 0, or an error with en's message. */
 static int lock_exclusive(const opening *o) {
-    ost_store *st = o->st;
+    ost__engine *en = o->en;
     if (!o->opts->exclusive) return 0;
     mdb_filehandle_t fd;
-    int rc = mdb_env_get_fd(st->eng->env, &fd);
+    int rc = mdb_env_get_fd(en->env, &fd);
     if (!rc && flock(fd, LOCK_EX | LOCK_NB) != 0) rc = errno;
     if (!rc) return 0;
     return rc == EWOULDBLOCK
-               ? ost__st_fail(st, OST_EBUSY,
+               ? ost__lmdb_fail(en, OST_EBUSY,
                               "%s: store is locked: another handle holds it with the "
                               "exclusive option (an ostore pack, import, copy or demo)",
                               o->shown)
-               : ost__st_fail(st, OST_EIO, "%s: cannot lock data.mdb: %s", o->shown, strerror(rc));
+               : ost__lmdb_fail(en, OST_EIO, "%s: cannot lock data.mdb: %s", o->shown, strerror(rc));
 }
 
 /* A read-write open: an upgrade (when the store is older) rewrites every
@@ -494,7 +487,7 @@ static void room_for_upgrade(const opening *o) {
     MDB_envinfo ei;
     struct stat dsb;
     char df[PATH_MAX + 16];
-    ost__engine *e = o->st->eng;
+    ost__engine *e = o->en;
     if (stat(datafile_of(o->real, df, sizeof df), &dsb) == 0 && mdb_env_info(e->env, &ei) == 0 &&
         ei.me_mapsize < (uint64_t)dsb.st_size * 3 + ((uint64_t)64 << 20))
         mdb_env_set_mapsize(e->env, (size_t)dsb.st_size * 3 + ((size_t)64 << 20));
@@ -503,34 +496,34 @@ static void room_for_upgrade(const opening *o) {
 /* Opens the named databases in t (made in a read-write open): meta,
  * records, classes, txlog, mapents (absent in a format-1 store, read
  * only) and, read-write only, mapdels. Aborts t on failure. Returns 0, or
- * an error with st's message (OST_ECORRUPT for a database missing). */
+ * an error with en's message (OST_ECORRUPT for a database missing). */
 static int open_dbs(const opening *o, MDB_txn *t) {
-    ost_store *st = o->st;
-    unsigned cf = st->read_only ? 0 : MDB_CREATE;
-    int rc = mdb_dbi_open(t, "meta", cf, &st->eng->meta);
+    ost__engine *en = o->en;
+    unsigned cf = en->read_only ? 0 : MDB_CREATE;
+    int rc = mdb_dbi_open(t, "meta", cf, &en->meta);
     if (rc == MDB_NOTFOUND) {
         mdb_txn_abort(t);
-        return ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (no meta database)", o->shown);
+        return ost__lmdb_fail(en, OST_ECORRUPT, "%s: not an ostore store (no meta database)", o->shown);
     }
-    if (!rc) rc = mdb_dbi_open(t, "records", cf, &st->eng->recs);
-    if (!rc) rc = mdb_dbi_open(t, "classes", cf, &st->eng->classes);
-    if (!rc) rc = mdb_dbi_open(t, "txlog", cf, &st->eng->txlog);
-    if (!rc) rc = mdb_dbi_open(t, "mapents", cf, &st->eng->ments);
-    if (rc == MDB_NOTFOUND && st->read_only) { /* a format-1 store: no maps */
+    if (!rc) rc = mdb_dbi_open(t, "records", cf, &en->recs);
+    if (!rc) rc = mdb_dbi_open(t, "classes", cf, &en->classes);
+    if (!rc) rc = mdb_dbi_open(t, "txlog", cf, &en->txlog);
+    if (!rc) rc = mdb_dbi_open(t, "mapents", cf, &en->ments);
+    if (rc == MDB_NOTFOUND && en->read_only) { /* a format-1 store: no maps */
         rc = 0;
-        st->no_ments = true;
+        en->no_ments = true;
     }
     /* the deletion records commits check (entries.c): a read-write handle
      * makes the database in a store made before it, a read-only one never
      * commits and does not open it (docs/format.md) */
-    if (!rc && !st->read_only) {
-        rc = mdb_dbi_open(t, "mapdels", MDB_CREATE, &st->eng->mdels);
-        st->eng->has_mdels = rc == 0;
+    if (!rc && !en->read_only) {
+        rc = mdb_dbi_open(t, "mapdels", MDB_CREATE, &en->mdels);
+        en->has_mdels = rc == 0;
     }
     if (rc) {
         mdb_txn_abort(t);
-        return ost__st_fail(st, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
-                     "%s: cannot open databases: %s", o->shown, ost__mdb_strerror(st, rc));
+        return ost__lmdb_fail(en, ost__mdb_code(rc) == OST_ENOTFOUND ? OST_ECORRUPT : ost__mdb_code(rc),
+                     "%s: cannot open databases: %s", o->shown, ost__mdb_strerror(en, rc));
     }
     return 0;
 }
@@ -538,21 +531,21 @@ static int open_dbs(const opening *o, MDB_txn *t) {
 /* meta's magic in t: a store without it is made (init_store) when it may
  * be created, else refused; a store another handle made meanwhile stays
  * (o->absent[0] cleared). Aborts t on failure. Returns 0, or an error with
- * st's message. */
+ * en's message. */
 static int check_magic(opening *o, MDB_txn *t) {
-    ost_store *st = o->st;
+    ost__engine *en = o->en;
     MDB_val k = {strlen(META_MAGIC), META_MAGIC}, v;
-    int rc = mdb_get(t, st->eng->meta, &k, &v);
-    if (rc == MDB_NOTFOUND && !st->read_only && o->opts->create) {
-        rc = init_store(st, t);
+    int rc = mdb_get(t, en->meta, &k, &v);
+    if (rc == MDB_NOTFOUND && !en->read_only && o->opts->create) {
+        rc = init_store(en, t);
         if (rc) {
             mdb_txn_abort(t);
-            return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot create the store: %s", o->shown,
-                         ost__mdb_strerror(st, rc));
+            return ost__lmdb_fail(en, ost__mdb_code(rc), "%s: cannot create the store: %s", o->shown,
+                         ost__mdb_strerror(en, rc));
         }
     } else if (rc || v.mv_size != strlen(META_MAGIC) || memcmp(v.mv_data, META_MAGIC, v.mv_size)) {
         mdb_txn_abort(t);
-        return ost__st_fail(st, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", o->shown);
+        return ost__lmdb_fail(en, OST_ECORRUPT, "%s: not an ostore store (meta has no magic)", o->shown);
     } else {
         o->absent[0] = false; /* another handle made the store meanwhile: it stays */
     }
@@ -560,38 +553,39 @@ static int check_magic(opening *o, MDB_txn *t) {
 }
 
 /* The store's format from meta in t, upgraded (ost__upgrade) when older
- * and the open is read-write, into st->format; then the counters must be
- * readable. Aborts t on failure. Returns 0, or an error with st's
+ * and the open is read-write, into en->format; then the counters must be
+ * readable. Aborts t on failure. Returns 0, or an error with en's
  * message. */
 static int check_format(const opening *o, MDB_txn *t) {
-    ost_store *st = o->st;
+    ost__engine *en = o->en;
     uint64_t fmt;
-    int rc = ost__lmdb_meta_get(t, st->eng->meta, "format", &fmt);
+    int rc = ost__lmdb_meta_get(t, en->meta, "format", &fmt);
     if (rc || fmt < 1 || fmt > OST_STORE_FORMAT) {
         mdb_txn_abort(t);
         if (rc)
-            return ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (format: %s)", o->shown,
-                                ost__mdb_strerror(st, rc));
-        return ost__st_fail(st, OST_EVERSION, "%s: store format %llu, this library reads %d",
+            return ost__lmdb_fail(en, OST_ECORRUPT, "%s: damaged meta (format: %s)", o->shown,
+                                ost__mdb_strerror(en, rc));
+        return ost__lmdb_fail(en, OST_EVERSION, "%s: store format %llu, this library reads %d",
                             o->shown, (unsigned long long)fmt, OST_STORE_FORMAT);
     }
-    if (fmt < OST_STORE_FORMAT && !st->read_only) {
-        rc = ost__upgrade(st, t, fmt);
+    if (fmt < OST_STORE_FORMAT && !en->read_only) {
+        rc = ost__upgrade(en, t, fmt);
         if (rc) {
             mdb_txn_abort(t);
-            if (OST__OURS(rc)) return rc; /* st->msg says which record */
-            return ost__st_fail(st, ost__mdb_code(rc), "%s: upgrading the store from format %llu: %s",
+            if (OST__OURS(rc)) return rc; /* en->msg says which record */
+            return ost__lmdb_fail(en, ost__mdb_code(rc), "%s: upgrading the store from format %llu: %s",
                                 o->path, (unsigned long long)fmt, mdb_strerror(rc));
         }
         fmt = OST_STORE_FORMAT;
     }
-    st->format = fmt;
+    en->format = fmt;
+    en->host->set_format(en->st, fmt);
     uint64_t x;
-    if (ost__lmdb_meta_get(t, st->eng->meta, "next_oid", &x) ||
-        ost__lmdb_meta_get(t, st->eng->meta, "last_serial", &x) ||
-        ost__lmdb_meta_get(t, st->eng->meta, "next_class", &x)) {
+    if (ost__lmdb_meta_get(t, en->meta, "next_oid", &x) ||
+        ost__lmdb_meta_get(t, en->meta, "last_serial", &x) ||
+        ost__lmdb_meta_get(t, en->meta, "next_class", &x)) {
         mdb_txn_abort(t);
-        return ost__st_fail(st, OST_ECORRUPT, "%s: damaged meta (counters)", o->shown);
+        return ost__lmdb_fail(en, OST_ECORRUPT, "%s: damaged meta (counters)", o->shown);
     }
     return 0;
 }
@@ -600,39 +594,41 @@ static int check_format(const opening *o, MDB_txn *t) {
  * new store), the format and counters, committed. Another process may
  * have grown the map since mdb_env_open sized this one (a writer beside a
  * read command): its size is adopted and the transaction begun again
- * (ost__remap). Returns 0, or an error with st's message. */
+ * (ost__remap). Returns 0, or an error with en's message. */
 static int first_txn(opening *o) {
-    ost_store *st = o->st;
+    ost__engine *en = o->en;
     MDB_txn *t;
     int rc;
     for (int tries = 0;; tries++) {
-        rc = mdb_txn_begin(st->eng->env, NULL, st->read_only ? MDB_RDONLY : 0, &t);
-        if (rc != MDB_MAP_RESIZED || tries == 8 || ost__remap(st, rc)) break;
+        rc = mdb_txn_begin(en->env, NULL, en->read_only ? MDB_RDONLY : 0, &t);
+        if (rc != MDB_MAP_RESIZED || tries == 8 || ost__remap(en, rc)) break;
     }
-    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", o->shown, ost__mdb_strerror(st, rc));
+    if (rc) return ost__lmdb_fail(en, ost__mdb_code(rc), "%s: %s", o->shown, ost__mdb_strerror(en, rc));
     if ((rc = open_dbs(o, t)) || (rc = check_magic(o, t)) || (rc = check_format(o, t))) return rc;
     rc = mdb_txn_commit(t);
-    if (rc) return ost__st_fail(st, ost__mdb_code(rc), "%s: %s", o->shown, ost__mdb_strerror(st, rc));
+    if (rc) return ost__lmdb_fail(en, ost__mdb_code(rc), "%s: %s", o->shown, ost__mdb_strerror(en, rc));
     return 0;
 }
 
-int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options *opts,
-                       ost__engine **out) {
+int ost__lmdb_env_open(const ost__host *host, ost_store *st, const char *path,
+                       const ost_store_options *opts, ost__engine **out) {
     *out = NULL;
     uv_once(&g_once, open_list_init);
-    opening o = {.st = st, .opts = opts, .path = path};
+    opening o = {.opts = opts, .path = path};
     ost__path_show(o.shown, sizeof o.shown, path);
-    int rc;
+    int rc = engine_new(host, st, &o, &o.en);
+    if (rc) return rc;
+    ost__engine *e = o.en, *en = o.en;
     if ((rc = check_options(&o)) || (rc = find_dir(&o)) || (rc = check_files(&o)) ||
-        (rc = reserve_lock_file(&o)))
+        (rc = reserve_lock_file(&o)) || (rc = register_engine(&o))) {
+        ost__lmdb_env_close(e);
         return rc;
-    ost__engine *e = NULL;
-    if ((rc = register_engine(&o, &e))) return rc;
+    }
 
     int code; /* the error returned */
     if ((code = open_lmdb(&o)) || (code = lock_exclusive(&o))) goto fail;
     room_for_upgrade(&o);
-    ost__lmdb_map_changed(st);
+    ost__lmdb_map_changed(en);
 
     OST__HOOK(lmdb_opened, ()); /* tests: testctl.h */
 
@@ -640,8 +636,8 @@ int ost__lmdb_env_open(ost_store *st, const char *path, const ost_store_options 
      * and the class table through it: ostore's own checks of those pages
      * first (store/lmdb/guard.h; it adopts a map another process grew) */
     char gmsg[256];
-    if ((rc = ost__gd_check_env(st, gmsg, sizeof gmsg))) {
-        code = ost__st_fail(st, rc, "%s: damaged store: %s ('ostore check' lists the damage, "
+    if ((rc = ost__gd_check_env(en, gmsg, sizeof gmsg))) {
+        code = ost__lmdb_fail(en, rc, "%s: damaged store: %s ('ostore check' lists the damage, "
                             "'ostore salvage' copies what is intact)", o.shown,
                             rc == OST_ECORRUPT ? gmsg : ost_strerror(rc));
         goto fail;
@@ -667,15 +663,15 @@ fail:
 }
 
 int ost__lmdb_drop(ost__engine *e, bool only_new) {
-    ost_store *st = e->st;
+    ost__engine *en = e;
     /* the write transaction keeps every writer of the store, in this
      * process and others, out from the check to the removal */
     MDB_txn *t;
-    int rc = ost__locked_txn_begin(st, 0, &t);
+    int rc = ost__locked_txn_begin(en, 0, &t);
     if (rc) {
         uv_rwlock_rdunlock(&e->maplock);
-        return ost__st_fail(st, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
-                            st->shown, ost__mdb_strerror(st, rc));
+        return ost__lmdb_fail(en, ost__mdb_code(rc), "%s: cannot start a write transaction: %s",
+                            en->shown, ost__mdb_strerror(en, rc));
     }
     int code = 0;
     if (only_new) {
@@ -685,17 +681,17 @@ int ost__lmdb_drop(ost__engine *e, bool only_new) {
         MDB_stat rs, ms = {0};
         uint64_t next_oid = 0, last = 0;
         rc = mdb_stat(t, e->recs, &rs);
-        if (!rc && !st->no_ments) rc = mdb_stat(t, e->ments, &ms);
+        if (!rc && !en->no_ments) rc = mdb_stat(t, e->ments, &ms);
         if (!rc) rc = ost__lmdb_meta_get(t, e->meta, "next_oid", &next_oid);
         if (!rc) rc = ost__lmdb_meta_get(t, e->meta, "last_serial", &last);
         if (rc)
-            code = ost__st_fail(st, ost__mdb_code(rc), "%s: reading meta: %s", st->shown,
-                                ost__mdb_strerror(st, rc));
+            code = ost__lmdb_fail(en, ost__mdb_code(rc), "%s: reading meta: %s", en->shown,
+                                ost__mdb_strerror(en, rc));
         else if (rs.ms_entries > 1 || ms.ms_entries || next_oid != 1 || last != 1)
-            code = ost__st_fail(st, OST_EEXIST,
+            code = ost__lmdb_fail(en, OST_EEXIST,
                                 "%s: not a new store (%llu objects, last commit %llu); only a new "
                                 "store is removed",
-                                st->shown, (unsigned long long)rs.ms_entries,
+                                en->shown, (unsigned long long)rs.ms_entries,
                                 (unsigned long long)last);
     }
     char file[PATH_MAX + 16];
@@ -703,15 +699,15 @@ int ost__lmdb_drop(ost__engine *e, bool only_new) {
         /* data.mdb first: once it is gone there is no store, and the drop
          * is done; a lock.mdb that cannot go stays (a store made here
          * later uses it), and so does the directory then */
-        snprintf(file, sizeof file, "%s/data.mdb", st->path);
+        snprintf(file, sizeof file, "%s/data.mdb", en->path);
         if (unlink(file) != 0)
-            code = ost__st_fail(st, OST_EIO, "%s: cannot remove data.mdb: %s", st->shown,
+            code = ost__lmdb_fail(en, OST_EIO, "%s: cannot remove data.mdb: %s", en->shown,
                                 strerror(errno));
     }
     if (!code) {
-        snprintf(file, sizeof file, "%s/lock.mdb", st->path);
+        snprintf(file, sizeof file, "%s/lock.mdb", en->path);
         (void)unlink(file);
-        if (e->made_dir) (void)rmdir(st->path); /* when the open made it and it is empty */
+        if (e->made_dir) (void)rmdir(en->path); /* when the open made it and it is empty */
     }
     mdb_txn_abort(t);
     uv_rwlock_rdunlock(&e->maplock);
@@ -720,7 +716,6 @@ int ost__lmdb_drop(ost__engine *e, bool only_new) {
 
 void ost__lmdb_env_close(ost__engine *e) {
     if (!e) return;
-    ost_store *st = e->st;
     /* sessions left open are the caller's bug; they are cut loose */
     for (ost__sess *s = e->sessions; s; s = s->next) s->listed = false;
     if (e->env) mdb_env_close(e->env);
@@ -733,22 +728,21 @@ void ost__lmdb_env_close(ost__engine *e) {
     uv_mutex_unlock(&g_open_lock);
     uv_rwlock_destroy(&e->maplock);
     ost__gd_free(e->spare_gd);
-    if (st->eng == e) st->eng = NULL;
-    free(st->path); /* open made it */
-    st->path = NULL;
+    uv_mutex_destroy(&e->lock);
+    free(e->path); /* open made it */
     free(e);
 }
 
 
-int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t) {
+int ost__locked_txn_begin(ost__engine *en, unsigned flags, MDB_txn **t) {
     for (int tries = 0;; tries++) {
-        uv_rwlock_rdlock(&st->eng->maplock);
-        int rc = mdb_txn_begin(st->eng->env, NULL, flags, t);
+        uv_rwlock_rdlock(&en->maplock);
+        int rc = mdb_txn_begin(en->env, NULL, flags, t);
         if (rc != MDB_MAP_RESIZED || tries == 8) return rc;
-        uv_rwlock_rdunlock(&st->eng->maplock);
-        int grc = ost__remap(st, rc);
+        uv_rwlock_rdunlock(&en->maplock);
+        int grc = ost__remap(en, rc);
         if (grc) {
-            uv_rwlock_rdlock(&st->eng->maplock);
+            uv_rwlock_rdlock(&en->maplock);
             return grc;
         }
     }
@@ -757,23 +751,23 @@ int ost__locked_txn_begin(ost_store *st, unsigned flags, MDB_txn **t) {
 /* Doubles the map after MDB_MAP_FULL. Every read snapshot of the process
  * must be closed while LMDB remaps: the write lock of maplock waits for
  * them; connections reopen their snapshot on next use. */
-static int resize_map(ost_store *st, uint64_t at_least) {
+static int resize_map(ost__engine *en, uint64_t at_least) {
     /* no LMDB call of the process runs under the write lock; a connection
      * that closes aborts its snapshot under the read lock, then leaves the
      * list (ost_conn_close), so the list holds no aborted snapshot here */
-    uv_rwlock_wrlock(&st->eng->maplock);
-    ost__lmdb_sess_reset_all(st);
+    uv_rwlock_wrlock(&en->maplock);
+    ost__lmdb_sess_reset_all(en);
     MDB_envinfo ei;
-    mdb_env_info(st->eng->env, &ei);
+    mdb_env_info(en->env, &ei);
     uint64_t size = ei.me_mapsize * 2;
     while (size < at_least) size *= 2;
-    int rc = mdb_env_set_mapsize(st->eng->env, (size_t)size);
-    ost__lmdb_map_changed(st);
-    uv_rwlock_wrunlock(&st->eng->maplock);
+    int rc = mdb_env_set_mapsize(en->env, (size_t)size);
+    ost__lmdb_map_changed(en);
+    uv_rwlock_wrunlock(&en->maplock);
     return rc;
 }
 
-int ost__grow_map(ost_store *st) { return resize_map(st, 0); }
+int ost__grow_map(ost__engine *en) { return resize_map(en, 0); }
 
 /* After MDB_MAP_RESIZED: another process grew the map and committed data
  * past this process's mapping (LMDB's mdb_txn_renew0, in
@@ -784,22 +778,22 @@ int ost__grow_map(ost_store *st) { return resize_map(st, 0); }
  * ((mm_last_pg + 1) pages). A map this process made larger stays as
  * large. Under the maplock's write lock, as resize_map; tested by
  * test_store's map_another_process_grew tests. */
-static int adopt_map(ost_store *st) {
-    uv_rwlock_wrlock(&st->eng->maplock);
-    ost__lmdb_sess_reset_all(st);
+static int adopt_map(ost__engine *en) {
+    uv_rwlock_wrlock(&en->maplock);
+    ost__lmdb_sess_reset_all(en);
     MDB_envinfo ei;
-    mdb_env_info(st->eng->env, &ei);
+    mdb_env_info(en->env, &ei);
     size_t before = ei.me_mapsize;
-    int rc = mdb_env_set_mapsize(st->eng->env, 0);
-    if (!rc && mdb_env_info(st->eng->env, &ei) == 0 && ei.me_mapsize < before)
-        rc = mdb_env_set_mapsize(st->eng->env, before);
-    ost__lmdb_map_changed(st);
-    uv_rwlock_wrunlock(&st->eng->maplock);
+    int rc = mdb_env_set_mapsize(en->env, 0);
+    if (!rc && mdb_env_info(en->env, &ei) == 0 && ei.me_mapsize < before)
+        rc = mdb_env_set_mapsize(en->env, before);
+    ost__lmdb_map_changed(en);
+    uv_rwlock_wrunlock(&en->maplock);
     return rc;
 }
 
-int ost__remap(ost_store *st, int mdb_rc) {
-    return mdb_rc == MDB_MAP_RESIZED ? adopt_map(st) : resize_map(st, 0);
+int ost__remap(ost__engine *en, int mdb_rc) {
+    return mdb_rc == MDB_MAP_RESIZED ? adopt_map(en) : resize_map(en, 0);
 }
 
 /* Before a write of `items` records and entries of `bytes` bytes: grows
@@ -809,19 +803,19 @@ int ost__remap(ost_store *st, int mdb_rc) {
  * the room asked for is what is used now plus a page per item, at most
  * the whole used size again. The map is address space: the file grows
  * only by what is written. */
-int ost__ensure_room(ost_store *st, size_t bytes, size_t items) {
+int ost__ensure_room(ost__engine *en, size_t bytes, size_t items) {
     MDB_envinfo ei;
     MDB_stat es;
-    uv_rwlock_rdlock(&st->eng->maplock); /* they read the map, which a resize replaces */
-    int rc = mdb_env_info(st->eng->env, &ei) || mdb_env_stat(st->eng->env, &es);
-    uv_rwlock_rdunlock(&st->eng->maplock);
+    uv_rwlock_rdlock(&en->maplock); /* they read the map, which a resize replaces */
+    int rc = mdb_env_info(en->env, &ei) || mdb_env_stat(en->env, &es);
+    uv_rwlock_rdunlock(&en->maplock);
     if (rc) return 0;
     uint64_t ps = es.ms_psize, used = ((uint64_t)ei.me_last_pgno + 1) * ps;
     uint64_t touch = (uint64_t)items * ps;
     if (touch > used) touch = used;
     uint64_t want = used + touch + 2 * (uint64_t)bytes + ((uint64_t)1 << 20);
     if (ei.me_mapsize >= want) return 0;
-    return resize_map(st, want);
+    return resize_map(en, want);
 }
 
 /* ---- classes ------------------------------------------------------------------------ */
@@ -838,112 +832,89 @@ static size_t class_key(const char *m, size_t ml, const char *n, size_t nl, char
     return ml + nl + 2;
 }
 
-int ost__class_find_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+int ost__class_find_name(ost__engine *en, MDB_txn *t, const char *m, size_t ml, const char *n,
                          size_t nl, uint32_t *id) {
     char key[1024];
     MDB_val k = {class_key(m, ml, n, nl, key, sizeof key), key}, v;
     if (!k.mv_size) return MDB_NOTFOUND; /* no such name can be stored */
-    int rc = mdb_get(t, st->eng->classes, &k, &v);
+    int rc = mdb_get(t, en->classes, &k, &v);
     if (rc) return rc;
     if (v.mv_size != 4) return MDB_CORRUPTED;
     memcpy(id, v.mv_data, 4);
     return 0;
 }
 
-int ost__class_id_name(ost_store *st, MDB_txn *t, const char *m, size_t ml, const char *n,
+int ost__class_id_name(ost__engine *en, MDB_txn *t, const char *m, size_t ml, const char *n,
                        size_t nl, uint32_t *id) {
     char key[1024];
     MDB_val k = {class_key(m, ml, n, nl, key, sizeof key), key};
     if (!k.mv_size) return EINVAL;
-    int rc = ost__class_find_name(st, t, m, ml, n, nl, id);
+    int rc = ost__class_find_name(en, t, m, ml, n, nl, id);
     if (rc != MDB_NOTFOUND) return rc;
     uint64_t next;
-    rc = ost__lmdb_meta_get(t, st->eng->meta, "next_class", &next);
+    rc = ost__lmdb_meta_get(t, en->meta, "next_class", &next);
     if (rc) return rc;
     if (next == 0 || next > OST__CLASS_LIMIT) return MDB_CORRUPTED; /* the id would wrap */
     uint32_t nid = (uint32_t)next;
     MDB_val nv = {4, &nid};
-    rc = mdb_put(t, st->eng->classes, &k, &nv, 0);
+    rc = mdb_put(t, en->classes, &k, &nv, 0);
     if (rc) return rc;
     char ikey[5];
     ikey[0] = 'i';
     memcpy(ikey + 1, &nid, 4);
     MDB_val ik = {5, ikey}, iv = {k.mv_size - 1, key + 1};
-    rc = mdb_put(t, st->eng->classes, &ik, &iv, 0);
-    if (!rc) rc = ost__lmdb_meta_put(t, st->eng->meta, "next_class", next + 1);
+    rc = mdb_put(t, en->classes, &ik, &iv, 0);
+    if (!rc) rc = ost__lmdb_meta_put(t, en->meta, "next_class", next + 1);
     if (!rc) *id = nid;
     return rc;
 }
 
-/* Finds or creates the id of class cls inside write transaction t. */
-int ost__class_id(ost_store *st, MDB_txn *t, ost_value cls, uint32_t *id) {
-    size_t ml, nl;
-    const char *m = ost_data(ost_global_module(cls), &ml);
-    const char *n = ost_data(ost_global_name(cls), &nl);
-    return ost__class_id_name(st, t, m, ml, n, nl, id);
-}
-
-/* The class value of an id (new reference), through the registry. */
-int ost__class_of_id(ost_store *st, MDB_txn *t, uint32_t id, ost_value *cls) {
-    char ikey[5];
-    ikey[0] = 'i';
-    memcpy(ikey + 1, &id, 4);
-    MDB_val k = {5, ikey}, v;
-    int rc = mdb_get(t, st->eng->classes, &k, &v);
-    if (rc) return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
-    const char *m = v.mv_data;
-    const char *z = memchr(m, 0, v.mv_size);
-    if (!z || z == m || (size_t)(z - m) + 1 >= v.mv_size) return MDB_CORRUPTED;
-    ost__classview cv = {id, m, z + 1, (size_t)(z - m), v.mv_size - (size_t)(z - m) - 1};
-    rc = ost__class_value(st, &cv, cls);
-    return rc == OST_ENOMEM ? ENOMEM : rc ? MDB_CORRUPTED : 0;
-}
 
 
 /* ---- the store's counters --------------------------------------------------------- */
 
 int ost__lmdb_stat(ost__engine *e, ost_store_stats *out) {
-    ost_store *st = e->st;
+    ost__engine *en = e;
     memset(out, 0, sizeof *out);
     MDB_txn *t;
-    int rc = ost__locked_txn_begin(st, MDB_RDONLY, &t);
+    int rc = ost__locked_txn_begin(en, MDB_RDONLY, &t);
     if (!rc) {
         /* every record is read through liblmdb below: its pages are
          * checked first (guard.h) */
         static const int dbs[] = {OST__GD_MAIN, OST__GD_META, OST__GD_RECS};
         char gmsg[256];
-        int grc = ost__gd_check_dbs(st, t, dbs, 3, gmsg, sizeof gmsg);
+        int grc = ost__gd_check_dbs(en, t, dbs, 3, gmsg, sizeof gmsg);
         if (grc) {
             mdb_txn_abort(t);
-            uv_rwlock_rdunlock(&st->eng->maplock);
+            uv_rwlock_rdunlock(&en->maplock);
             if (grc == OST_EBUSY)
-                return ost__st_fail(st, grc, "%s: stat: %s", st->shown, gmsg);
-            return ost__st_fail(st, grc, "%s: damaged store: %s ('ostore check' lists the damage)",
-                                st->shown, grc == OST_ECORRUPT ? gmsg : ost_strerror(grc));
+                return ost__lmdb_fail(en, grc, "%s: stat: %s", en->shown, gmsg);
+            return ost__lmdb_fail(en, grc, "%s: damaged store: %s ('ostore check' lists the damage)",
+                                en->shown, grc == OST_ECORRUPT ? gmsg : ost_strerror(grc));
         }
     }
     if (!rc) {
         MDB_stat ms;
         MDB_envinfo ei;
-        rc = mdb_stat(t, st->eng->recs, &ms);
+        rc = mdb_stat(t, en->recs, &ms);
         if (!rc) out->records = ms.ms_entries;
-        if (!rc) rc = ost__lmdb_meta_get(t, st->eng->meta, "next_oid", &out->next_oid);
-        if (!rc) rc = ost__lmdb_meta_get(t, st->eng->meta, "last_serial", &out->last_serial);
+        if (!rc) rc = ost__lmdb_meta_get(t, en->meta, "next_oid", &out->next_oid);
+        if (!rc) rc = ost__lmdb_meta_get(t, en->meta, "last_serial", &out->last_serial);
         if (!rc) {
             MDB_cursor *cur;
             MDB_val k, v;
-            rc = mdb_cursor_open(t, st->eng->recs, &cur);
+            rc = mdb_cursor_open(t, en->recs, &cur);
             if (!rc) {
                 while (mdb_cursor_get(cur, &k, &v, MDB_NEXT) == 0) out->bytes += v.mv_size;
                 mdb_cursor_close(cur);
             }
         }
-        mdb_env_info(st->eng->env, &ei);
+        mdb_env_info(en->env, &ei);
         out->map_size = ei.me_mapsize;
         mdb_txn_abort(t);
     }
-    uv_rwlock_rdunlock(&st->eng->maplock);
-    return rc ? ost__st_fail(st, ost__mdb_code(rc), "%s: %s", st->shown,
-                             ost__mdb_strerror(st, rc)) : 0;
+    uv_rwlock_rdunlock(&en->maplock);
+    return rc ? ost__lmdb_fail(en, ost__mdb_code(rc), "%s: %s", en->shown,
+                             ost__mdb_strerror(en, rc)) : 0;
 }
 

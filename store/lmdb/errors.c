@@ -3,14 +3,24 @@
  * full disk from a failing one. Every LMDB code is translated here, at the
  * engine's boundary. */
 #include <errno.h>
+#include <stdarg.h>
 #include <lmdb.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "../store_internal.h"
 #include "engine.h"
+
+int ost__lmdb_fail(const ost__engine *en, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    en->host->fail(en->st, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void ost__lmdb_clear(const ost__engine *en) { en->host->clear(en->st); }
 
 int ost__mdb_code(int rc) {
     switch (rc) {
@@ -59,6 +69,6 @@ const char *ost__io_strerror(const char *dir, int rc) {
     return mdb_strerror(rc);
 }
 
-const char *ost__mdb_strerror(const ost_store *st, int rc) {
-    return ost__io_strerror(st ? st->path : NULL, rc);
+const char *ost__mdb_strerror(const ost__engine *en, int rc) {
+    return ost__io_strerror(en ? en->path : NULL, rc);
 }

@@ -97,7 +97,7 @@ typedef struct {
 } gdb;
 
 struct ost__gd {
-    ost_store *st;
+    ost__engine *en;
     unsigned psize;
     /* the binding */
     bool bound;
@@ -141,13 +141,13 @@ static int bad(ost__gd *g, const char *f, ...) {
     return OST_ECORRUPT;
 }
 
-int ost__gd_new(ost_store *st, ost__gd **out) {
+int ost__gd_new(ost__engine *en, ost__gd **out) {
     *out = NULL;
     MDB_stat ms;
-    if (mdb_env_stat(st->eng->env, &ms)) return OST_EIO;
+    if (mdb_env_stat(en->env, &ms)) return OST_EIO;
     ost__gd *g = calloc(1, sizeof *g);
     if (!g) return OST_ENOMEM;
-    g->st = st;
+    g->en = en;
     g->psize = ms.ms_psize;
     if (!(g->at = calloc(g->psize / 2, sizeof *g->at))) {
         free(g);
@@ -180,7 +180,7 @@ void ost__gd_unbind(ost__gd *g) {
  * longer the map (seen before import.c noted its resize: SIGBUS in
  * ostore copy's check of the store it had just imported). 0 or OST_EIO. */
 static int locate_map(ost__gd *g) {
-    ost__engine *e = g->st->eng;
+    ost__engine *e = g->en;
     MDB_envinfo ei;
     if (mdb_env_info(e->env, &ei)) return OST_EIO;
     if (g->mbase && g->msize == ei.me_mapsize) return 0;
@@ -190,7 +190,7 @@ static int locate_map(ost__gd *g) {
         g->msize = e->map_size;
         return 0;
     }
-    return ost__lmdb_map_find(g->st, ei.me_mapsize, &g->mbase, &g->msize);
+    return ost__lmdb_map_find(g->en, ei.me_mapsize, &g->mbase, &g->msize);
 }
 
 /* The bytes of the file from its start to the end of page last are in the
@@ -202,7 +202,7 @@ static bool pages_in_file(ost__gd *g, uint64_t last) {
     if (end <= g->fsize) return true;
     int fd;
     struct stat sb;
-    if (mdb_env_get_fd(g->st->eng->env, &fd) || fstat(fd, &sb)) return false;
+    if (mdb_env_get_fd(g->en->env, &fd) || fstat(fd, &sb)) return false;
     g->fsize = (uint64_t)sb.st_size; /* files only grow while a snapshot lasts */
     return end <= g->fsize;
 }
@@ -818,10 +818,10 @@ int ost__gd_check_db(ost__gd *g, int db) {
     return rc == OST_ENOTFOUND ? (g->dbs[db].absent ? OST_ENOTFOUND : 0) : rc;
 }
 
-int ost__gd_check_dbs(ost_store *st, MDB_txn *t, const int *dbs, size_t n, char *msg,
+int ost__gd_check_dbs(ost__engine *en, MDB_txn *t, const int *dbs, size_t n, char *msg,
                       size_t cap) {
     ost__gd *g;
-    int rc = ost__gd_new(st, &g);
+    int rc = ost__gd_new(en, &g);
     if (rc) return rc;
     /* a meta page rewritten under the bind (1): t begins again, on the
      * newest snapshot, never read unchecked */
@@ -846,20 +846,20 @@ int ost__gd_check_dbs(ost_store *st, MDB_txn *t, const int *dbs, size_t n, char 
     return rc;
 }
 
-int ost__gd_check_tables(ost_store *st, MDB_txn *t, char *msg, size_t cap) {
+int ost__gd_check_tables(ost__engine *en, MDB_txn *t, char *msg, size_t cap) {
     static const int dbs[] = {OST__GD_MAIN, OST__GD_META, OST__GD_CLASSES};
-    return ost__gd_check_dbs(st, t, dbs, sizeof dbs / sizeof dbs[0], msg, cap);
+    return ost__gd_check_dbs(en, t, dbs, sizeof dbs / sizeof dbs[0], msg, cap);
 }
 
-int ost__gd_check_env(ost_store *st, char *msg, size_t cap) {
+int ost__gd_check_env(ost__engine *en, char *msg, size_t cap) {
     for (int tries = 0; tries < 8; tries++) {
         MDB_txn *t;
-        int brc = mdb_txn_begin(st->eng->env, NULL, MDB_RDONLY, &t);
+        int brc = mdb_txn_begin(en->env, NULL, MDB_RDONLY, &t);
         /* another process grew the map since mdb_env_open sized this one:
          * adopt its size (ost__remap) and check again */
-        if (brc == MDB_MAP_RESIZED && !ost__remap(st, brc)) continue;
+        if (brc == MDB_MAP_RESIZED && !ost__remap(en, brc)) continue;
         if (brc) return 0; /* the caller's begin says why */
-        int rc = ost__gd_check_tables(st, t, msg, cap);
+        int rc = ost__gd_check_tables(en, t, msg, cap);
         mdb_txn_abort(t);
         return rc;
     }

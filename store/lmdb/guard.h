@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../store_internal.h"
+#include "../engine.h"
 
 /* The databases a guard reads. */
 enum { OST__GD_MAIN, OST__GD_RECS, OST__GD_META, OST__GD_CLASSES, OST__GD_TXLOG, OST__GD_MENTS,
@@ -61,9 +61,9 @@ typedef struct {
     } lv[OST__GD_MAXDEPTH];
 } ost__gdcur;
 
-/* A new guard for store st's environment (its page size read once):
+/* A new guard for store en's environment (its page size read once):
  * *out owns it, freed with ost__gd_free. 0 or OST_ENOMEM. */
-int ost__gd_new(ost_store *st, ost__gd **out);
+int ost__gd_new(ost__engine *en, ost__gd **out);
 /* Frees g; accepts NULL. */
 void ost__gd_free(ost__gd *g);
 
@@ -121,17 +121,17 @@ int ost__gd_check_db(ost__gd *g, int db);
  * was rewritten under each of 9 binds (as ost__gd_bind's 1): t, a read
  * transaction, is reset and renewed on the newest snapshot between
  * tries, so that nothing is left for liblmdb to read unchecked. */
-int ost__gd_check_tables(ost_store *st, MDB_txn *t, char *msg, size_t cap);
+int ost__gd_check_tables(ost__engine *en, MDB_txn *t, char *msg, size_t cap);
 
 /* The same for the databases dbs[0, n) (OST__GD_*), e.g. the records
  * before a walk of them through liblmdb. */
-int ost__gd_check_dbs(ost_store *st, MDB_txn *t, const int *dbs, size_t n, char *msg,
+int ost__gd_check_dbs(ost__engine *en, MDB_txn *t, const int *dbs, size_t n, char *msg,
                       size_t cap);
 
 /* The same in a read transaction of its own, for the store's open: 0
  * (also when no read transaction can begin: the open's own begin says
  * why), OST_ECORRUPT with msg set, OST_ENOMEM. */
-int ost__gd_check_env(ost_store *st, char *msg, size_t cap);
+int ost__gd_check_env(ost__engine *en, char *msg, size_t cap);
 
 /* The number of entries the bound snapshot's record of database db says
  * it holds (for counts compared with a full scan). */

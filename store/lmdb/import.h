@@ -10,15 +10,13 @@
 #ifndef OST_STORE_IMPORT_H
 #define OST_STORE_IMPORT_H
 
-#include "ostore.h"
-
-typedef struct ost__import ost__import;
+#include "../engine.h"
 
 /* Grows the map to at least map_need bytes, starts the write transaction,
  * checks that the store is new and empties it. 0, OST_EREADONLY,
  * OST_EEXIST (the store is not new; the message says what it holds),
  * OST_ENOMEM, OST_EIO; ost_store_errmsg says why. */
-int ost__import_begin(ost_store *st, uint64_t map_need, ost__import **out);
+int ost__import_begin(ost__engine *en, uint64_t map_need, ost__import **out);
 /* Adds class id -> module.name to the class table. OST_EEXIST for a
  * repeated id or name. The caller (ost_import_class) has refused id 0 and
  * a module or name that is empty, too long, holds a NUL byte or is not

@@ -9,11 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../entries.h"
+#include "entries.h"
 #include "import.h"
 #include "pagecheck.h"
 #include "salvage.h"
-#include "../store_internal.h"
 #include "engine.h"
 
 /* A record found: pickle points into the damaged file's mapping, which
@@ -63,6 +62,7 @@ typedef struct {
     ost__salvage_fn report;
     void *ud;
     ost__salvage_stats *st;
+    const ost__salvage_api *api; /* the store's public API, to write the new store */
     uint64_t format;
     bool have_meta[4];
     uint64_t meta[4]; /* format, next_oid, last_serial, next_class */
@@ -650,47 +650,47 @@ static int write_store(salv *s, const char *dst, uint8_t **patched, char *msg, s
     if (!made_dir && stat(datafile, &sb) == 0)
         return fail(msg, cap, OST_EEXIST, "%s: holds a store already: salvage writes a new one",
                     dst);
-    ost_store *st = ost_store_new();
+    ost_store *st = s->api->store_new();
     if (!st) return fail(msg, cap, OST_ENOMEM, "out of memory");
     ost_store_options o;
-    ost_store_options_init(&o);
+    s->api->options_init(&o);
     o.create = true;
-    int rc = ost_store_open(st, dst, &o);
+    int rc = s->api->store_open(st, dst, &o);
     if (rc) {
-        fail(msg, cap, rc, "%s", ost_store_errmsg(st));
-        ost_store_close(st);
+        fail(msg, cap, rc, "%s", s->api->store_errmsg(st));
+        s->api->store_close(st);
         if (made_dir) rmdir(dst);
         return rc;
     }
     uint64_t bytes = 0;
     for (size_t i = 0; i < s->recs.n; i++) bytes += s->recs.v[i].len + 64;
     for (size_t i = 0; i < s->ents.n; i++) bytes += s->ents.v[i].klen + s->ents.v[i].vlen + 64;
-    ost__import *im = NULL;
-    rc = ost__import_begin(st, bytes * 2 + (64u << 20), &im);
+    ost_import *im = NULL;
+    rc = s->api->import_begin(st, bytes * 2 + (64u << 20), &im);
     uint32_t max_cid = 0;
     for (size_t i = 0; !rc && i < s->cls.n; i++) {
         const scls *c = &s->cls.v[i];
-        rc = ost__import_class(im, c->id, c->mod, c->ml, c->name, c->nl);
+        rc = s->api->import_class(im, c->id, c->mod, c->ml, c->name, c->nl);
         if (c->id > max_cid) max_cid = c->id;
     }
     uint64_t max_oid = 0, max_serial = 1;
     for (size_t i = 0; !rc && i < s->recs.n; i++) {
         const srec *r = &s->recs.v[i];
-        rc = ost__import_record(im, r->oid, r->serial, r->cid, patched[i] ? patched[i] : r->pickle,
-                                r->len);
+        rc = s->api->import_record(im, r->oid, r->serial, r->cid, patched[i] ? patched[i] : r->pickle,
+                               r->len);
         if (r->oid > max_oid) max_oid = r->oid;
         if (r->serial > max_serial) max_serial = r->serial;
     }
     for (size_t i = 0; !rc && i < s->ents.n; i++) {
         const sent *e = &s->ents.v[i];
-        rc = ost__import_ment(im, be64(e->key), e->key + 8, e->klen - 8, e->serial, e->val,
+        rc = s->api->import_entry(im, be64(e->key), e->key + 8, e->klen - 8, e->serial, e->val,
                               e->vlen);
         if (e->serial > max_serial) max_serial = e->serial;
     }
     if (rc) {
-        fail(msg, cap, rc, "%s: writing the new store: %s", dst, ost_store_errmsg(st));
-        ost__import_abort(im);
-        ost_store_close(st);
+        fail(msg, cap, rc, "%s: writing the new store: %s", dst, s->api->store_errmsg(st));
+        s->api->import_abort(im);
+        s->api->store_close(st);
         remove_store(dst, made_dir);
         return rc;
     }
@@ -702,10 +702,10 @@ static int write_store(salv *s, const char *dst, uint8_t **patched, char *msg, s
         last = s->meta[2];
     if (s->have_meta[3] && s->meta[3] > next_class && s->meta[3] < ((uint64_t)1 << 32))
         next_class = s->meta[3];
-    rc = ost__import_commit(im, OST_STORE_FORMAT, next_oid, last, next_class);
-    if (rc) fail(msg, cap, rc, "%s: writing the new store: %s", dst, ost_store_errmsg(st));
+    rc = s->api->import_commit(im, OST_STORE_FORMAT, next_oid, last, next_class);
+    if (rc) fail(msg, cap, rc, "%s: writing the new store: %s", dst, s->api->store_errmsg(st));
     s->st->last_serial = last;
-    ost_store_close(st);
+    s->api->store_close(st);
     if (rc) remove_store(dst, made_dir);
     return rc;
 }
@@ -1082,14 +1082,15 @@ static void count_stats(salv *s) {
     for (size_t i = 0; i < s->ents.n; i++) stats->entries_scanned += s->ents.v[i].scanned;
 }
 
-int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void *ud,
-                 ost__salvage_stats *stats, char *msg, size_t cap) {
+int ost__salvage(const ost__salvage_api *api, const char *src, const char *dst,
+                 ost__salvage_fn report, void *ud, ost__salvage_stats *stats, char *msg,
+                 size_t cap) {
     ost__salvage_stats dummy;
     if (!stats) stats = &dummy;
     memset(stats, 0, sizeof *stats);
     if (msg && cap) msg[0] = 0;
     if (!src || !dst) return fail(msg, cap, OST_EINVAL, "salvage: no path given");
-    salv sv = {.report = report, .ud = ud, .st = stats};
+    salv sv = {.api = api, .report = report, .ud = ud, .st = stats};
     salv *s = &sv;
     int rc = open_source(s, src, msg, cap);
     if (rc) return rc;

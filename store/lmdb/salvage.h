@@ -25,6 +25,7 @@
 
 #include "ostore.h"
 #include "ostore/raw.h"
+#include "../engine.h"
 
 typedef ost_salvage_stats ost__salvage_stats; /* include/ostore/raw.h */
 
@@ -45,7 +46,8 @@ typedef ost_salvage_fn ost__salvage_fn;
  * meta pages are beyond use), OST_EEXIST (dst holds a store), OST_EIO,
  * OST_ENOMEM. A store from which some records were lost is a success:
  * stats and the reports say what was lost. */
-int ost__salvage(const char *src, const char *dst, ost__salvage_fn report, void *ud,
-                 ost__salvage_stats *stats, char *msg, size_t cap);
+int ost__salvage(const ost__salvage_api *api, const char *src, const char *dst,
+                 ost__salvage_fn report, void *ud, ost__salvage_stats *stats, char *msg,
+                 size_t cap);
 
 #endif

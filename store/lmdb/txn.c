@@ -5,18 +5,17 @@
  * transaction again from its start. */
 #include <lmdb.h>
 
-#include "../store_internal.h"
 #include "engine.h"
 
-int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
-                        int (*fn)(ost_store *st, MDB_txn *t, void *ud), void *ud) {
-    uv_rwlock_rdlock(&st->eng->maplock);
+int ost__lmdb_txn_retry(ost__engine *en, unsigned flags,
+                        int (*fn)(ost__engine *en, MDB_txn *t, void *ud), void *ud) {
+    uv_rwlock_rdlock(&en->maplock);
     int rc;
     for (;;) {
         MDB_txn *t;
-        rc = mdb_txn_begin(st->eng->env, NULL, flags, &t);
+        rc = mdb_txn_begin(en->env, NULL, flags, &t);
         if (!rc) {
-            rc = fn(st, t, ud);
+            rc = fn(en, t, ud);
             if (rc)
                 mdb_txn_abort(t);
             else
@@ -24,11 +23,11 @@ int ost__lmdb_txn_retry(ost_store *st, unsigned flags,
         }
         if (!OST__REMAP(rc)) break;
         /* the map grows under the write lock, which waits for every reader */
-        uv_rwlock_rdunlock(&st->eng->maplock);
-        rc = ost__remap(st, rc);
-        uv_rwlock_rdlock(&st->eng->maplock);
+        uv_rwlock_rdunlock(&en->maplock);
+        rc = ost__remap(en, rc);
+        uv_rwlock_rdlock(&en->maplock);
         if (rc) break;
     }
-    uv_rwlock_rdunlock(&st->eng->maplock);
+    uv_rwlock_rdunlock(&en->maplock);
     return rc;
 }

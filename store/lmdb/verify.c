@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "pagecheck.h"
-#include "../store_internal.h"
 #include "engine.h"
 
 int ost__meta_check(const char *dir, char *msg, size_t cap) {
@@ -30,13 +29,13 @@ int ost__meta_check(const char *dir, char *msg, size_t cap) {
     return rc;
 }
 
-int ost__walk_snapshot(ost_store *st, MDB_txn *t, bool write, ost__pc_report report, void *ud,
+int ost__walk_snapshot(ost__engine *en, MDB_txn *t, bool write, ost__pc_report report, void *ud,
                        ost__pc **out) {
     ost__pc *pc;
     char msg[512];
     if (out) *out = NULL;
-    int rc = ost__pc_open(st->path, &pc, msg, sizeof msg);
-    if (rc) return ost__st_fail(st, rc, "%s", msg);
+    int rc = ost__pc_open(en->path, &pc, msg, sizeof msg);
+    if (rc) return ost__lmdb_fail(en, rc, "%s", msg);
     /* the snapshot of t: a read transaction's own, a write transaction's
      * parent. Its pages are not reused while t lasts, so a writer of
      * another process changes nothing the walk reads. When its meta page
@@ -74,10 +73,10 @@ static void note_first(void *ud, const ost__pc_problem *p) {
     if (!f->n++) ost__problem_text(p, f->buf, f->cap);
 }
 
-int ost__walk_first(ost_store *st, MDB_txn *t, bool write, char *first, size_t cap) {
+int ost__walk_first(ost__engine *en, MDB_txn *t, bool write, char *first, size_t cap) {
     first_ctx f = {first, cap, 0};
     first[0] = 0;
-    int rc = ost__walk_snapshot(st, t, write, note_first, &f, NULL);
+    int rc = ost__walk_snapshot(en, t, write, note_first, &f, NULL);
     if (f.n > 1) {
         size_t len = strlen(first);
         snprintf(first + len, cap - len, ", and %llu more", (unsigned long long)(f.n - 1));
@@ -165,20 +164,20 @@ static void prev_problem(void *ud, const ost__pc_problem *p) {
         x->more++;
 }
 
-static int check_previous(ost_store *st, ost__pc *pc, uint64_t txnid, page_ctx *pcx) {
+static int check_previous(ost__engine *en, ost__pc *pc, uint64_t txnid, page_ctx *pcx) {
     uint64_t id;
     int other = -1;
     for (int i = 0; i < 2; i++)
         if (ost__pc_meta_txnid(pc, i, &id) == 0 && id != txnid) other = i;
     if (other < 0 || ost__pc_use_meta(pc, other)) return 0;
     MDB_envinfo before, after;
-    mdb_env_info(st->eng->env, &before);
+    mdb_env_info(en->env, &before);
     prev_ctx *x = calloc(1, sizeof *x);
     if (!x) return OST_ENOMEM;
     x->pc = pcx;
     x->meta = other;
     int rc = ost__pc_walk(pc, prev_problem, x, NULL);
-    mdb_env_info(st->eng->env, &after);
+    mdb_env_info(en->env, &after);
     if (rc == OST_ECORRUPT && before.me_last_txnid == after.me_last_txnid) {
         for (size_t i = 0; i < x->n; i++) {
             pcx->n++;
@@ -199,11 +198,11 @@ static int check_previous(ost_store *st, ost__pc *pc, uint64_t txnid, page_ctx *
 
 /* The walk of the snapshot's pages (liblmdb trusts them, so nothing else
  * reads the snapshot before it passes) and of the previous snapshot's. */
-int ost__lmdb_check_pages(ost_store *st, MDB_txn *t, ost_check_fn report, void *ud,
+int ost__lmdb_check_pages(ost__engine *en, MDB_txn *t, ost_check_fn report, void *ud,
                           uint64_t *problems, uint64_t *records) {
-    page_ctx pcx = {.report = report, .ud = ud, .format = st->format};
+    page_ctx pcx = {.report = report, .ud = ud, .format = en->format};
     ost__pc *pc = NULL;
-    int wrc = ost__walk_snapshot(st, t, false, page_problem, &pcx, &pc);
+    int wrc = ost__walk_snapshot(en, t, false, page_problem, &pcx, &pc);
     if (wrc == OST_ECORRUPT && pc) {
         ost__pc_each(pc, "records", each_record, NULL, &pcx);
         ost__pc_each(pc, "mapents", each_entry, NULL, &pcx);
@@ -211,18 +210,18 @@ int ost__lmdb_check_pages(ost_store *st, MDB_txn *t, ost_check_fn report, void *
     if (wrc == 0 && pc) {
         /* the current snapshot is sound: liblmdb may read it; problems of
          * the previous one are counted with the rest */
-        int prc = check_previous(st, pc, mdb_txn_id(t), &pcx);
+        int prc = check_previous(en, pc, mdb_txn_id(t), &pcx);
         if (prc == OST_ENOMEM) wrc = prc;
     }
     *problems = pcx.n;
     ost__pc_close(pc);
     if (wrc == OST_ECORRUPT) {
         *records = pcx.records;
-        return ost__st_fail(st, OST_ECORRUPT,
+        return ost__lmdb_fail(en, OST_ECORRUPT,
                             "%s: %llu problems found: the store's pages are damaged, so "
                             "records were only checked against their checksums ('ostore "
                             "salvage' copies what is intact)",
-                            st->shown, (unsigned long long)pcx.n);
+                            en->shown, (unsigned long long)pcx.n);
     }
     return wrc;
 }

@@ -8,32 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../testctl.h"
 #include "host.h"
 #include "mem.h"
 
-/* The limits of the counters (store_internal.h's OST__OID_LIMIT and
- * OST__SERIAL_LIMIT: oids and serials are pickle ints, signed 64-bit). */
-#define OID_LIMIT ((uint64_t)1 << 63)
-#define SERIAL_LIMIT ((uint64_t)1 << 63)
-
 /* ---- class ids and oid blocks ------------------------------------------------------ */
-
-int mem_class_add(mem_db *db, uint32_t id, uint64_t ver, const char *module, size_t mlen,
-                  const char *name, size_t nlen) {
-    if (mem_grow((void **)&db->cls, &db->capcls, db->ncls + 1, sizeof *db->cls)) return OST_ENOMEM;
-    char *b = malloc(mlen + nlen + 2); /* module NUL name NUL */
-    if (!b) return OST_ENOMEM;
-    memcpy(b, module, mlen);
-    b[mlen] = 0;
-    memcpy(b + mlen + 1, name, nlen);
-    b[mlen + 1 + nlen] = 0;
-    size_t at = db->ncls;
-    while (at && db->cls[at - 1].id > id) at--;
-    memmove(db->cls + at + 1, db->cls + at, (db->ncls - at) * sizeof *db->cls);
-    db->cls[at] = (mem_class){id, ver, b, b + mlen + 1, mlen, nlen};
-    db->ncls++;
-    return 0;
-}
 
 /* The class of (module, name) in db (any version), or NULL. */
 static const mem_class *class_find(const mem_db *db, const char *module, size_t mlen,
@@ -93,7 +72,7 @@ int ost__mem_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
     pthread_mutex_lock(&db->wlock);
     pthread_rwlock_wrlock(&db->lock);
     uint64_t next = db->meta.next_oid;
-    bool ok = want <= OID_LIMIT - next;
+    bool ok = want <= OST__OID_LIMIT - next;
     if (ok) {
         db->meta.next_oid = next + want;
         *first = next;
@@ -130,63 +109,68 @@ static const mem_ver *wrec(ost__sess *s, uint64_t oid) {
  * resolver merges), and after a pack every referenced object still
  * exists. 0 or a code with p's message set. */
 static int check_pkg(ost__sess *s, ost__pkg *p) {
-    size_t nrecs = mem_host_nrecs(p);
-    for (size_t i = 0; i < nrecs; i++) {
-        mem_hrec r;
-        mem_host_rec(p, i, &r);
-        if (!r.read_serial) continue;
-        const mem_ver *v = wrec(s, r.oid);
-        if (!v) return mem_host_conflict(p, MEM_CONFL_REMOVED, r.oid);
-        if (v->serial != r.read_serial) {
-            int rc = mem_host_resolve(s->e->st, p, i, v->serial, v->cid, v->data, v->len);
+    for (size_t i = 0; i < p->nrecs; i++) {
+        const ost__rec *r = &p->recs[i];
+        if (!r->read_serial) continue;
+        const mem_ver *v = wrec(s, r->oid);
+        if (!v) return mem_host_conflict(s->e, p, OST__CONFL_REMOVED, r->oid);
+        if (v->serial != r->read_serial) {
+            /* the class's resolver may merge it (nothing of p is written
+             * yet); it changes p->recs[i] when it does */
+            int rc = mem_host_resolve(s->e, p, i, v->serial, v->cid, v->data, v->len);
             if (rc) return rc;
         }
     }
-    if (s->meta.low != mem_host_low(p))
-        for (size_t i = 0; i < mem_host_nrefs(p); i++)
-            if (!wrec(s, mem_host_ref(p, i)))
-                return mem_host_conflict(p, MEM_CONFL_REF_GONE, mem_host_ref(p, i));
+    if (s->meta.low != p->low)
+        for (size_t i = 0; i < p->nrefs; i++)
+            if (!wrec(s, p->refs[i]))
+                return mem_host_conflict(s->e, p, OST__CONFL_REF_GONE, p->refs[i]);
     return 0;
 }
 
 /* Appends commit serial's line to the commit log: the oids of p's records
  * that replaced stored ones. 0 or OST_ENOMEM. */
 static int log_pkg(ost__sess *s, ost__pkg *p, uint64_t serial) {
-    size_t nrecs = mem_host_nrecs(p), n = 0;
+    size_t n = 0;
     uint64_t *oids = NULL;
-    for (size_t i = 0; i < nrecs; i++) {
-        mem_hrec r;
-        mem_host_rec(p, i, &r);
-        if (!r.read_serial) continue;
-        if (!oids && !(oids = malloc(nrecs * sizeof *oids))) return OST_ENOMEM;
-        oids[n++] = r.oid;
+    for (size_t i = 0; i < p->nrecs; i++) {
+        if (!p->recs[i].read_serial) continue;
+        if (!oids && !(oids = malloc(p->nrecs * sizeof *oids))) return OST_ENOMEM;
+        oids[n++] = p->recs[i].oid;
     }
     return n ? mem_log_add(s, serial, oids, n) : 0;
 }
 
 /* Applies package p in s's write transaction: its checks, its records,
- * its map entries (ost__maps_apply, which calls back the ent_* operations
- * on s), its line of the commit log, last_serial. 0 with p->serial set by
- * the caller, or a code with p's message set (the caller undoes). */
+ * its map entries (host->apply_maps, which calls back the ent_*
+ * operations on s), its line of the commit log, last_serial. 0 with
+ * *serial set, or a code with p's message set (the caller undoes). */
 static int apply(ost__sess *s, ost__pkg *p, uint64_t *serial) {
     *serial = 0;
-    size_t nrecs = mem_host_nrecs(p);
-    if (!nrecs && !mem_host_nments(p)) return 0; /* changed ghosts only: no commit */
-    if (s->meta.last_serial >= SERIAL_LIMIT - 1) return OST_ELIMIT;
+    if (!p->nrecs && !p->nments) return 0; /* changed ghosts only: no commit */
+    if (s->meta.last_serial >= OST__SERIAL_LIMIT - 1) return OST_ELIMIT;
     uint64_t ser = s->meta.last_serial + 1;
     int rc = check_pkg(s, p);
-    for (size_t i = 0; !rc && i < nrecs; i++) {
-        mem_hrec r;
-        mem_host_rec(p, i, &r);
-        rc = put_record(s, r.oid, ser, r.cid, r.data, r.len);
+    for (size_t i = 0; !rc && i < p->nrecs; i++) {
+        const ost__rec *r = &p->recs[i];
+        rc = put_record(s, r->oid, ser, r->cid, p->bytes + r->off, r->len);
     }
-    if (!rc && nrecs > 1) OST__HOOK(mid_write, ()); /* tests: testctl.h, as LMDB calls it */
-    if (!rc && mem_host_nments(p)) rc = mem_host_apply_maps(&ost__mem_engine, s, p, ser);
+    if (!rc && p->nrecs > 1) OST__HOOK(mid_write, ()); /* tests: testctl.h, as LMDB calls it */
+    if (!rc && p->nments) rc = mem_host_apply_maps(s->e, s->e->ops, s, p, ser);
     if (!rc) rc = log_pkg(s, p, ser);
     if (rc) return rc;
     s->meta.last_serial = ser;
     *serial = ser;
     return 0;
+}
+
+/* Sets p's outcome: rc and serial, and a message for a failure that has
+ * none. */
+static void outcome(ost__engine *e, ost__pkg *p, int rc, uint64_t serial) {
+    p->rc = rc;
+    p->serial = rc ? 0 : serial;
+    if (rc && !p->msg[0])
+        snprintf(p->msg, sizeof p->msg, "%s: commit failed: %s", e->shown, ost_strerror(rc));
 }
 
 int ost__mem_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
@@ -196,15 +180,16 @@ int ost__mem_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         return mem_fail(e, OST_EINVAL, "%s: commit with a snapshot open", e->shown);
     if (e->read_only) {
         for (size_t i = 0; i < n; i++) {
-            mem_host_begin(pkgs[i]);
-            mem_host_outcome(pkgs[i], e->shown, OST_EREADONLY, 0);
+            pkgs[i]->msg[0] = 0;
+            outcome(e, pkgs[i], OST_EREADONLY, 0);
         }
         return mem_fail(e, OST_EREADONLY, "%s: opened read-only", e->shown);
     }
     mem_wbegin(s);
     for (size_t i = 0; i < n; i++) {
         ost__pkg *p = pkgs[i];
-        mem_host_begin(p);
+        p->rc = 0;
+        p->msg[0] = 0;
         size_t mark = s->nundo, nlog = s->db->nlog;
         mem_meta meta = s->meta;
         uint64_t serial;
@@ -214,7 +199,7 @@ int ost__mem_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
             mem_log_cut(s, nlog);
             s->meta = meta;
         }
-        mem_host_outcome(p, e->shown, rc, serial);
+        outcome(e, p, rc, serial);
     }
     mem_wend(s, true);
     return 0;

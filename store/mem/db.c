@@ -48,7 +48,7 @@ int mem_fail(ost__engine *e, int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    return mem_host_fail(e->st, code, buf);
+    return mem_host_fail(e, code, buf);
 }
 
 const mem_class *mem_class_at(const mem_db *db, uint32_t id, uint64_t ver) {
@@ -60,6 +60,23 @@ const mem_class *mem_class_at(const mem_db *db, uint32_t id, uint64_t ver) {
     }
     if (lo < db->ncls && db->cls[lo].id == id && db->cls[lo].ver <= ver) return &db->cls[lo];
     return NULL;
+}
+
+int mem_class_add(mem_db *db, uint32_t id, uint64_t ver, const char *module, size_t mlen,
+                  const char *name, size_t nlen) {
+    if (mem_grow((void **)&db->cls, &db->capcls, db->ncls + 1, sizeof *db->cls)) return OST_ENOMEM;
+    char *b = malloc(mlen + nlen + 2); /* module NUL name NUL */
+    if (!b) return OST_ENOMEM;
+    memcpy(b, module, mlen);
+    b[mlen] = 0;
+    memcpy(b + mlen + 1, name, nlen);
+    b[mlen + 1 + nlen] = 0;
+    size_t at = db->ncls;
+    while (at && db->cls[at - 1].id > id) at--;
+    memmove(db->cls + at + 1, db->cls + at, (db->ncls - at) * sizeof *db->cls);
+    db->cls[at] = (mem_class){id, ver, b, b + mlen + 1, mlen, nlen};
+    db->ncls++;
+    return 0;
 }
 
 /* ---- write transactions and the trim ----------------------------------------------- */
@@ -253,7 +270,7 @@ static void db_free(mem_db *db) {
 /* A new store holding what LMDB's open writes into a new one: the meta
  * counters (format, next oid 1, last commit 1, next class 2) and the root
  * (oid 0, class 1, commit 1). 0 or OST_ENOMEM. */
-static int db_new(ost_store *st, const char *name, mem_db **out) {
+static int db_new(ost__engine *e, const char *name, mem_db **out) {
     mem_db *db = calloc(1, sizeof *db);
     if (!db) return OST_ENOMEM;
     snprintf(db->name, sizeof db->name, "%s", name);
@@ -265,10 +282,10 @@ static int db_new(ost_store *st, const char *name, mem_db **out) {
     if (!rc) rc = mem_list_init(&db->dels);
     db->ver = 1;
     db->meta = (mem_meta){OST_STORE_FORMAT, 1, 1, 0, 2};
-    const char *m, *n;
+    static const char m[] = "persistent.mapping", n[] = "PersistentMapping";
     uint8_t *pickle = NULL;
     size_t len = 0;
-    if (!rc) rc = mem_host_root(st, &m, &n, &pickle, &len);
+    if (!rc) rc = mem_host_root(e, &pickle, &len);
     if (!rc) rc = mem_class_add(db, 1, 1, m, strlen(m), n, strlen(n));
     mem_node *node;
     uint8_t key[8] = {0};
@@ -318,7 +335,7 @@ static int named_take(ost__engine *e, const char *name, bool create, bool excl) 
         return mem_fail(e, OST_EBUSY, "%s: store is locked (another handle of this process holds "
                         "it %s)", e->shown, db->excl ? "exclusively" : "open");
     if (!db) {
-        int rc = db_new(e->st, name, &db);
+        int rc = db_new(e, name, &db);
         if (rc) return mem_fail(e, rc, "%s: out of memory", e->shown);
         db->next = g_named;
         g_named = db;
@@ -330,14 +347,17 @@ static int named_take(ost__engine *e, const char *name, bool create, bool excl) 
     return 0;
 }
 
-int ost__mem_open(ost_store *st, const char *addr, const ost_store_options *o,
-                  ost__engine **out) {
+void ost__mem_show(const char *addr, char *out, size_t cap) { ost_path_show(out, cap, addr); }
+
+int ost__mem_open(const ost__host *host, ost_store *st, const char *addr,
+                  const ost_store_options *o, ost__engine **out) {
     *out = NULL;
     ost__engine *e = calloc(1, sizeof *e);
-    if (!e) return mem_host_fail(st, OST_ENOMEM, "out of memory");
+    if (!e) return ost__eng_fail(host, st, OST_ENOMEM, "out of memory");
+    e->host = host;
     e->st = st;
     const char *name = ost__mem_claims(addr) ? addr + 4 : "";
-    snprintf(e->shown, sizeof e->shown, "mem:%.*s", MEM_NAME_MAX + 2, name);
+    ost__mem_show(addr ? addr : "", e->shown, sizeof e->shown);
     int rc = 0;
     if (!ost__mem_claims(addr))
         rc = mem_fail(e, OST_EINVAL, "%s: not an in-memory address (mem: or mem:NAME)", e->shown);
@@ -359,7 +379,7 @@ int ost__mem_open(ost_store *st, const char *addr, const ost_store_options *o,
         /* private: new at each open, gone at close */
         if (!create) rc = mem_fail(e, OST_ENOTFOUND, "%s: no store at mem: (a private in-memory "
                                    "store exists only from an open with create)", e->shown);
-        else if ((rc = db_new(st, "", &e->db))) rc = mem_fail(e, rc, "%s: out of memory", e->shown);
+        else if ((rc = db_new(e, "", &e->db))) rc = mem_fail(e, rc, "%s: out of memory", e->shown);
         if (!rc) e->db->refs = 1;
     } else {
         pthread_mutex_lock(&g_lock);
@@ -370,7 +390,7 @@ int ost__mem_open(ost_store *st, const char *addr, const ost_store_options *o,
         free(e);
         return rc;
     }
-    mem_host_opened(st, OST_STORE_FORMAT, e->shown);
+    mem_host_format(e, OST_STORE_FORMAT);
     *out = e;
     return 0;
 }

@@ -8,14 +8,30 @@
  * pages), commit_split (no sync to time). */
 #include "mem.h"
 
+static const char *mem_shown(ost__engine *e) { return e->shown; }
+
+const ost__engine_ops ost__mem_engine;
+
+/* db.c opens; the engine keeps its table for commit's apply_maps (so that
+ * no file below this one names the table). */
+static int mem_open(const ost__host *host, ost_store *st, const char *addr,
+                    const ost_store_options *o, ost__engine **out) {
+    int rc = ost__mem_open(host, st, addr, o, out);
+    if (!rc) (*out)->ops = &ost__mem_engine;
+    return rc;
+}
+
 const ost__engine_ops ost__mem_engine = {
+    .version = OST__ENGINE_VERSION,
     .name = "mem",
     /* one writer at a time (the write lock): the store's group committer
      * hands it whole groups; reads cost no round trip; open makes the
      * root as LMDB's does */
     .flags = OST__ENG_ONE_WRITER | OST__ENG_LOCAL_READS | OST__ENG_MAKES_ROOT,
-    .claims = ost__mem_claims,
-    .open = ost__mem_open,
+    /* LMDB's limit, so that a store copied to LMDB keeps its keys */
+    .key_max = OST_MAP_KEY_MAX,
+    .open = mem_open,
+    .shown = mem_shown,
     .close = ost__mem_close,
     .stat = ost__mem_stat,
     .sess_open = ost__mem_sess_open,
@@ -56,4 +72,15 @@ const ost__engine_ops ost__mem_engine = {
     .imp_commit = ost__mem_imp_commit,
     .imp_abort = ost__mem_imp_abort,
     .drop = ost__mem_drop,
+};
+
+/* The table of engines' line (store/engines.c): mem: addresses, before
+ * LMDB's paths; no files, so no salvage. */
+const ost__engine_entry ost__mem_entry = {
+    .label = "in-memory",
+    .claims = ost__mem_claims,
+    .show = ost__mem_show,
+    .paths = false,
+    .ops = &ost__mem_engine,
+    .missing = NULL,
 };

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host.h"
+#include "../maprec.h"
 #include "mem.h"
 
 static int need_write(ost__sess *s) {
@@ -110,7 +110,7 @@ int ost__mem_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t s
     if (!v) return OST_ECONFLICT; /* pack removed the map */
     mem_ver *nv = mem_ver_new(s->ver, serial, v->cid, false, v->data, v->len);
     if (!nv) return OST_ENOMEM;
-    int rc = mem_host_count_add(nv->data, nv->len, delta, counter);
+    int rc = ost__record_count_add(nv->data, nv->len, delta, counter);
     if (rc) {
         free(nv);
         return rc;

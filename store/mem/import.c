@@ -9,7 +9,7 @@
 #include "host.h"
 #include "mem.h"
 
-#define LIMIT ((uint64_t)1 << 63) /* oids and serials: pickle ints */
+#define LIMIT OST__OID_LIMIT /* oids and serials: pickle ints (OST__SERIAL_LIMIT too) */
 
 /* A staged record or entry: its list key and its version (NULL once it
  * is in the store). */
@@ -57,8 +57,6 @@ int ost__mem_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
     (void)size_hint; /* memory grows as it is used */
     *out = NULL;
     if (e->read_only) return mem_fail(e, OST_EREADONLY, "%s: opened read-only", e->shown);
-    if (mem_host_conns_open(e->st))
-        return mem_fail(e, OST_EBUSY, "%s: connections are open", e->shown);
     pthread_rwlock_rdlock(&e->db->lock);
     int rc = check_new(e, &e->db->meta, e->db->ver);
     pthread_rwlock_unlock(&e->db->lock);

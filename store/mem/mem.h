@@ -42,10 +42,8 @@
 #include "../engine.h"
 #include "ostore/maps.h"
 
-/* Whether rc is an OST_E* code (-1 to -99). */
-#define MEM_OURS(rc) ((rc) < 0 && (rc) > -100)
-/* The store's display name in messages: "mem:" and at most 64 bytes. */
-#define MEM_SHOWN 80
+/* The store's address as messages show it (ost_path_show's escapes). */
+#define MEM_SHOWN OST_PATH_SHOWN
 /* The longest name of a named store. */
 #define MEM_NAME_MAX 64
 /* The bytes before an entry's key: the map oid, big-endian. */
@@ -173,7 +171,9 @@ typedef struct mem_db {
 /* One open of a store. */
 struct ost__engine {
     mem_db *db;
-    ost_store *st;         /* for the host's calls only (host.c) */
+    const ost__host *host; /* what the store lends (host.c calls it) */
+    const ost__engine_ops *ops; /* the engine's table, which commit hands to the host */
+    ost_store *st;         /* the handle the host's calls are for */
     char shown[MEM_SHOWN]; /* the address as messages show it */
     bool read_only;
     bool excl; /* holds db->excl */
@@ -203,6 +203,10 @@ void mem_be64(uint8_t *b, uint64_t v);
 uint64_t mem_rd_be64(const uint8_t *b);
 /* The key of oid (recs) and of (map, key) (ents, dels) into buf. */
 size_t mem_ekey(uint8_t *buf, uint64_t map, const uint8_t *key, size_t klen);
+/* Adds class (module, name) as id at ver to db (db->lock held for
+ * writing): 0 or OST_ENOMEM. */
+int mem_class_add(mem_db *db, uint32_t id, uint64_t ver, const char *module, size_t mlen,
+                  const char *name, size_t nlen);
 /* The class of id in the table at ver (NULL: none). db->lock held. */
 const mem_class *mem_class_at(const mem_db *db, uint32_t id, uint64_t ver);
 /* The oldest version an open snapshot sees (db->ver when none). Takes
@@ -241,7 +245,10 @@ int mem_fail(ost__engine *e, int code, const char *fmt, ...) __attribute__((form
 
 /* db.c */
 bool ost__mem_claims(const char *addr);
-int ost__mem_open(ost_store *st, const char *addr, const ost_store_options *o, ost__engine **out);
+/* addr as messages show it (the table of engines' show). */
+void ost__mem_show(const char *addr, char *out, size_t cap);
+int ost__mem_open(const ost__host *host, ost_store *st, const char *addr,
+                  const ost_store_options *o, ost__engine **out);
 void ost__mem_close(ost__engine *e);
 int ost__mem_stat(ost__engine *e, ost_store_stats *out);
 int ost__mem_drop(ost__engine *e, bool only_new);
@@ -271,10 +278,6 @@ int ost__mem_verify(ost__sess *s, char *first, size_t cap);
 /* commit.c */
 int ost__mem_class_id(ost__engine *e, const char *module, size_t mlen, const char *name,
                       size_t nlen, bool create, uint32_t *id);
-/* Adds class (module, name) as id at ver to db (db->lock held for
- * writing): 0 or OST_ENOMEM. */
-int mem_class_add(mem_db *db, uint32_t id, uint64_t ver, const char *module, size_t mlen,
-                  const char *name, size_t nlen);
 int ost__mem_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first);
 int ost__mem_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n);
 int ost__mem_sweep(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uint64_t oid), void *ud,

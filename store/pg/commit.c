@@ -21,14 +21,14 @@ static int pg_resolve(ost__sess *s, ost__pkg *p, size_t i, uint64_t cur, bool *r
                                  "SELECT cid, state FROM ost_records WHERE oid = $1::bigint", &q,
                                  &rc, retry, "IB");
     if (!r) {
-        ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(s->e->st));
+        ost__fmt(p->msg, sizeof p->msg, "%s", s->e->host->errmsg(s->e->st));
         return rc;
     }
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return ost__pkg_conflict(p, OST__CONFL_REMOVED, p->recs[i].oid, 0, 0);
+        return s->e->host->conflict(p, OST__CONFL_REMOVED, p->recs[i].oid, 0, 0);
     }
-    rc = ost__pkg_resolve(s->e->st, p, i, cur, rd32(PQgetvalue(r, 0, 0)), PQgetvalue(r, 0, 1),
+    rc = s->e->host->resolve(s->e->st, p, i, cur, rd32(PQgetvalue(r, 0, 0)), PQgetvalue(r, 0, 1),
                           (size_t)PQgetlength(r, 0, 1));
     PQclear(r);
     return rc;
@@ -44,7 +44,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     /* the rows to lock: records overwritten, maps changed */
     size_t nl = 0;
     uint64_t *lk = malloc((p->nrecs + p->nments + 1) * sizeof *lk);
-    if (!lk) return ost__pg_pkg_fail(s, p, ost__st_fail(e->st, OST_ENOMEM, "out of memory"));
+    if (!lk) return ost__pg_pkg_fail(s, p, ost__pg_fail(e, OST_ENOMEM, "out of memory"));
     for (size_t i = 0; i < p->nrecs; i++)
         if (p->recs[i].read_serial) lk[nl++] = p->recs[i].oid;
     for (size_t i = 0; i < p->nments; i++)
@@ -55,7 +55,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         arr a = {0};
         arr_begin(&a, OIDTYPE_INT8);
         for (size_t i = 0; i < nl; i++) arr_add_i64(&a, lk[i]);
-        if (arr_end(&a)) rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+        if (arr_end(&a)) rc = ost__pg_fail(e, OST_ENOMEM, "out of memory");
         params q = {0};
         p_bytes(&q, a.b, a.n);
         if (!rc)
@@ -77,14 +77,14 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
             else hi = mid;
         }
         if (lo == nt || rd64(PQgetvalue(r, lo, 0)) != rec->oid) {
-            ost__pkg_conflict(p, OST__CONFL_REMOVED, rec->oid, 0, 0);
+            s->e->host->conflict(p, OST__CONFL_REMOVED, rec->oid, 0, 0);
             PQclear(r);
             return OST_ECONFLICT;
         }
         uint64_t cur = rd64(PQgetvalue(r, lo, 1));
         if (cur != rec->read_serial) {
-            int crc = ost__pkg_resolvable(p, i) ? pg_resolve(s, p, i, cur, retry)
-                                                : ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid,
+            int crc = s->e->host->resolvable(p, i) ? pg_resolve(s, p, i, cur, retry)
+                                                : s->e->host->conflict(p, OST__CONFL_CHANGED, rec->oid,
                                                                     cur, rec->read_serial);
             if (crc) {
                 PQclear(r);
@@ -111,7 +111,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
         if (PQntuples(r) != 1) {
             PQclear(r);
             return ost__pg_pkg_fail(
-                s, p, ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown));
+                s, p, ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown));
         }
         last = rd64(PQgetvalue(r, 0, 0));
         low = rd64(PQgetvalue(r, 0, 1));
@@ -127,7 +127,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     uint8_t *logb = malloc(nlog * 8 + 1), *o = logb;
     arr ao = {0}, ac = {0}, as = {0};
     if (!logb || ost__pg_records_chunk(p, &next, &ao, &ac, &as))
-        rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+        rc = ost__pg_fail(e, OST_ENOMEM, "out of memory");
     for (size_t i = 0; logb && i < p->nrecs; i++)
         if (p->recs[i].read_serial) {
             ost__be64(o, p->recs[i].oid);
@@ -148,7 +148,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
     if (!r) return ost__pg_pkg_fail(s, p, rc); /* the statement failed: nothing of it is there */
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return ost__pg_pkg_fail(s, p, ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)",
+        return ost__pg_pkg_fail(s, p, ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (no row)",
                                                    e->shown));
     }
     last = rd64(PQgetvalue(r, 0, 0));
@@ -157,7 +157,7 @@ static int apply(ost__sess *s, ost__pkg *p, bool *retry) {
 have_serial:
     if (last >= OST__SERIAL_LIMIT - 1)
         return ost__pg_pkg_fail(s, p,
-                                ost__st_fail(e->st, OST_ECORRUPT,
+                                ost__pg_fail(e, OST_ECORRUPT,
                                              "%s: damaged meta (last_serial %llu)", e->shown,
                                              (unsigned long long)last));
     uint64_t serial = last + 1;
@@ -167,7 +167,7 @@ have_serial:
         arr a = {0};
         arr_begin(&a, OIDTYPE_INT8);
         for (size_t i = 0; i < p->nrefs; i++) arr_add_i64(&a, p->refs[i]);
-        if (arr_end(&a)) rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+        if (arr_end(&a)) rc = ost__pg_fail(e, OST_ENOMEM, "out of memory");
         params q = {0};
         p_bytes(&q, a.b, a.n);
         r = rc ? NULL
@@ -186,7 +186,7 @@ have_serial:
                 else hi = mid;
             }
             if (lo == n || rd64(PQgetvalue(r, lo, 0)) != p->refs[i]) {
-                ost__pkg_conflict(p, OST__CONFL_REF_GONE, p->refs[i], 0, 0);
+                s->e->host->conflict(p, OST__CONFL_REF_GONE, p->refs[i], 0, 0);
                 PQclear(r);
                 return OST_ECONFLICT;
             }
@@ -197,7 +197,7 @@ have_serial:
         return ost__pg_pkg_fail(s, p, rc);
     if (p->nments) {
         rc = ost__pg_ments_by_copy(p) ? ost__pg_copy_ments(s, p, serial, retry)
-                              : ost__maps_apply(&ost__pg_engine, s, p, serial);
+                              : s->e->host->apply_maps(s->e->st, &ost__pg_engine, s, p, serial);
         if (rc) {
             if (!p->msg[0]) ost__pg_pkg_fail(s, p, rc);
             return rc;
@@ -251,8 +251,8 @@ static int commit_call(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
         p->serial = 0;
         p->conflict_oid = UINT64_MAX;
         if (e->read_only && (p->nrecs || p->nments)) {
-            p->rc = ost__st_fail(e->st, OST_EREADONLY, "%s: commit: the store is read-only", e->shown);
-            ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(e->st));
+            p->rc = ost__pg_fail(e, OST_EREADONLY, "%s: commit: the store is read-only", e->shown);
+            ost__fmt(p->msg, sizeof p->msg, "%s", e->host->errmsg(e->st));
         }
     }
     if (ost__pg_group_fast(s, pkgs, n, &whole)) return whole;
@@ -384,6 +384,6 @@ int ost__pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n) {
     bool adopters = !rc && commit_adopters(pkgs, n, &first);
     /* with group commit only: without it, each connection commits on its
      * own session, and its renewal costs the one round trip a poll would */
-    if (adopters && s->e->st->group_commit) ost__pg_view_poll(s->e, first - 1);
+    if (adopters && s->e->group_commit) ost__pg_view_poll(s->e, first - 1);
     return rc;
 }

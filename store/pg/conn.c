@@ -6,6 +6,7 @@
  * a session's prefetch helpers) with the exclusive option's lock, and the
  * results a snapshot keeps for the views into them. Every round trip is
  * counted here (TRIP). Calls no other file of store/pg/. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +86,7 @@ PGresult *ost__pg_run(ost__engine *e, PGconn *c, const char *what, const char *s
     if (retry) *retry = ost__pg_retryable(r);
     PQclear(r);
     if (code) *code = rc;
-    ost__st_fail(e->st, rc, "%s: %s: %s", e->shown, what, cause);
+    ost__pg_fail(e, rc, "%s: %s: %s", e->shown, what, cause);
     return NULL;
 }
 
@@ -103,7 +104,7 @@ int ost__pg_exec_simple(ost__engine *e, PGconn *c, const char *what, const char 
     ost__pg_cause(c, r, cause, sizeof cause);
     int rc = ost__pg_code(c, r);
     PQclear(r);
-    return ost__st_fail(e->st, rc, "%s: %s: %s", e->shown, what, cause);
+    return ost__pg_fail(e, rc, "%s: %s: %s", e->shown, what, cause);
 }
 
 /* Runs a statement whose result is not needed: 0 or a code. */
@@ -121,6 +122,14 @@ int ost__pg_run0r(ost__engine *e, PGconn *c, const char *what, const char *sql, 
     PGresult *r = ost__pg_run(e, c, what, sql, p, &rc, retry);
     PQclear(r);
     return r ? 0 : rc;
+}
+
+int ost__pg_fail(ost__engine *e, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    e->host->fail(e->st, code, fmt, ap);
+    va_end(ap);
+    return code;
 }
 
 /* ---- checked reads -------------------------------------------------------------
@@ -166,7 +175,7 @@ static const char *type_name(Oid t) {
 int ost__pg_res_check(ost__engine *e, const PGresult *r, const char *what, const char *shape) {
     int nf = (int)strlen(shape);
     if (PQnfields(r) != nf)
-        return ost__st_fail(e->st, OST_ECORRUPT,
+        return ost__pg_fail(e, OST_ECORRUPT,
                             "%s: %s: the server's answer has %d columns, ostore reads %d", e->shown,
                             what, PQnfields(r), nf);
     int nt = PQntuples(r);
@@ -189,19 +198,19 @@ int ost__pg_res_check(ost__engine *e, const PGresult *r, const char *what, const
                 snprintf(gbuf, sizeof gbuf, "of type oid %u", (unsigned)got);
                 gn = gbuf;
             }
-            return ost__st_fail(e->st, OST_ECORRUPT,
+            return ost__pg_fail(e, OST_ECORRUPT,
                                 "%s: %s: column %s is %s%s, ostore reads %s", e->shown, what, col,
                                 gn, PQfformat(r, j) != 1 ? " (as text)" : "", type_name(want));
         }
         for (int i = 0; i < nt; i++) {
             if (PQgetisnull(r, i, j)) {
                 if (null_ok) continue;
-                return ost__st_fail(e->st, OST_ECORRUPT, "%s: %s: column %s is NULL (row %d)",
+                return ost__pg_fail(e, OST_ECORRUPT, "%s: %s: column %s is NULL (row %d)",
                                     e->shown, what, col, i + 1);
             }
             int len = PQgetlength(r, i, j);
             if (width >= 0 && len != width)
-                return ost__st_fail(e->st, OST_ECORRUPT,
+                return ost__pg_fail(e, OST_ECORRUPT,
                                     "%s: %s: column %s holds %d bytes (row %d), a %s has %d",
                                     e->shown, what, col, len, i + 1, type_name(want), width);
         }
@@ -330,7 +339,7 @@ PGresult *ost__pg_run_ps(ost__sess *s, int which, const char *what, const params
     if (retry) *retry = ost__pg_retryable(r);
     PQclear(r);
     if (code) *code = rc;
-    ost__st_fail(s->e->st, rc, "%s: %s: %s", s->e->shown, what, cause);
+    ost__pg_fail(s->e, rc, "%s: %s: %s", s->e->shown, what, cause);
     return NULL;
 }
 
@@ -349,7 +358,7 @@ int ost__pg_ps_ready(ost__sess *s, int which) {
     ost__pg_cause(s->conn, r, cause, sizeof cause);
     int rc = ost__pg_code(s->conn, r);
     PQclear(r);
-    return ost__st_fail(s->e->st, rc, "%s: preparing a statement: %s", s->e->shown, cause);
+    return ost__pg_fail(s->e, rc, "%s: preparing a statement: %s", s->e->shown, cause);
 }
 
 /* Sends st[0, n) on c in one pipeline (pipeline mode, then a sync):
@@ -430,7 +439,7 @@ int ost__pg_pipe_fail(ost__sess *s, const char *what, int rc, bool broken, const
         s->conn = NULL;
         s->prepared = 0;
     }
-    return ost__st_fail(s->e->st, rc, "%s: %s: %s", s->e->shown, what, cause);
+    return ost__pg_fail(s->e, rc, "%s: %s: %s", s->e->shown, what, cause);
 }
 
 /* Sends st[0, n) in one pipeline on s's connection and reads their
@@ -456,12 +465,12 @@ int ost__pg_connect(ost__engine *e, PGconn **out) {
     const char *kw[] = {"connect_timeout", "dbname", "application_name", NULL};
     const char *val[] = {"10", e->conninfo, "ostore", NULL};
     PGconn *c = PQconnectdbParams(kw, val, 1);
-    if (!c) return ost__st_fail(e->st, OST_ENOMEM, "%s: cannot connect: out of memory", e->shown);
+    if (!c) return ost__pg_fail(e, OST_ENOMEM, "%s: cannot connect: out of memory", e->shown);
     if (PQstatus(c) != CONNECTION_OK) {
         char cause[300];
         first_line(PQerrorMessage(c), cause, sizeof cause);
         PQfinish(c);
-        return ost__st_fail(e->st, OST_EIO, "%s: cannot connect: %s", e->shown, cause);
+        return ost__pg_fail(e, OST_EIO, "%s: cannot connect: %s", e->shown, cause);
     }
     /* quiet notices (a library does not write to stderr: a warning or a
      * server's FATAL at a restart shows in the failure's message); the
@@ -475,7 +484,7 @@ int ost__pg_connect(ost__engine *e, PGconn **out) {
         char cause[300];
         first_line(PQerrorMessage(c), cause, sizeof cause);
         PQfinish(c);
-        return ost__st_fail(e->st, OST_EIO, "%s: cannot set up the connection: %s", e->shown, cause);
+        return ost__pg_fail(e, OST_EIO, "%s: cannot set up the connection: %s", e->shown, cause);
     }
     *out = c;
     return 0;
@@ -491,7 +500,7 @@ int ost__pg_take_excl(ost__engine *e, PGconn *c) {
     bool got = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 1;
     PQclear(r);
     if (!got)
-        return ost__st_fail(e->st, OST_EBUSY,
+        return ost__pg_fail(e, OST_EBUSY,
                             "%s: store is locked: another handle holds it with the exclusive "
                             "option (an ostore pack, import, copy or demo)",
                             e->shown);
@@ -618,7 +627,7 @@ void ost__pg_keep_clear(ost__sess *s) {
 int ost__pg_keep(ost__sess *s, PGresult *r) {
     if (ost__reserve((void **)&s->kept, &s->capkept, s->nkept + 1, sizeof *s->kept, 16)) {
         PQclear(r);
-        return ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
+        return ost__pg_fail(s->e, OST_ENOMEM, "out of memory");
     }
     s->kept[s->nkept++] = r;
     return 0;

@@ -2,11 +2,15 @@
  * store calls; the functions are in the files pg.h lists. */
 #include "pg.h"
 
+static const char *pg_shown(ost__engine *e) { return e->shown; }
+
 const ost__engine_ops ost__pg_engine = {
+    .version = OST__ENGINE_VERSION,
     .name = "postgresql",
     .flags = 0,
-    .claims = ost__pg_claims,
+    .key_max = OST_MAP_KEY_MAX,
     .open = ost__pg_open,
+    .shown = pg_shown,
     .close = ost__pg_close,
     .stat = ost__pg_stat,
     .sess_open = ost__pg_sess_open,

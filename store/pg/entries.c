@@ -97,14 +97,14 @@ int ost__pg_ent_get_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t k
     if (PQntuples(r) != 1 || PQnfields(r) != 3) {
         int rows = PQntuples(r);
         PQclear(r);
-        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: reading a map entry: %d rows", s->e->shown,
+        return ost__pg_fail(s->e, OST_ECORRUPT, "%s: reading a map entry: %d rows", s->e->shown,
                             rows);
     }
     if (PQgetisnull(r, 0, 0)) {
         if (!PQgetisnull(r, 0, 2)) {
             if (PQgetlength(r, 0, 2) != 8) {
                 PQclear(r);
-                return ost__st_fail(s->e->st, OST_ECORRUPT,
+                return ost__pg_fail(s->e, OST_ECORRUPT,
                                     "%s: map %llu: a deletion record's serial is not a bigint",
                                     s->e->shown, (unsigned long long)map);
             }
@@ -115,7 +115,7 @@ int ost__pg_ent_get_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t k
     }
     if (PQgetlength(r, 0, 0) != 8) {
         PQclear(r);
-        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: map %llu: an entry's serial is not a bigint",
+        return ost__pg_fail(s->e, OST_ECORRUPT, "%s: map %llu: an entry's serial is not a bigint",
                             s->e->shown, (unsigned long long)map);
     }
     out->serial = rd64(PQgetvalue(r, 0, 0));
@@ -233,7 +233,7 @@ int ost__pg_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t se
     uint8_t *copy = malloc(n ? n : 1);
     if (!copy) {
         PQclear(r);
-        return ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
+        return ost__pg_fail(s->e, OST_ENOMEM, "out of memory");
     }
     memcpy(copy, PQgetvalue(r, 0, 0), n);
     PQclear(r);
@@ -257,7 +257,7 @@ int ost__pg_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t se
 
 int ost__pg_ecur_open(ost__sess *s, uint64_t map, ost__ecur **out) {
     ost__ecur *ec = calloc(1, sizeof *ec);
-    if (!ec) return ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
+    if (!ec) return ost__pg_fail(s->e, OST_ENOMEM, "out of memory");
     ec->s = s;
     ec->map = map;
     *out = ec;
@@ -322,7 +322,7 @@ int ost__pg_ecur_step(ost__ecur *ec, bool reverse) {
     /* a new page from the current key on */
     size_t kl = (size_t)PQgetlength(ec->page, ec->row, 0);
     if (ost__reserve((void **)&ec->kbuf, &ec->kcap, kl ? kl : 1, 1, 64))
-        return ost__st_fail(ec->s->e->st, OST_ENOMEM, "out of memory");
+        return ost__pg_fail(ec->s->e, OST_ENOMEM, "out of memory");
     memcpy(ec->kbuf, PQgetvalue(ec->page, ec->row, 0), kl);
     return ecur_fetch(ec, ec->kbuf, kl, reverse, true);
 }

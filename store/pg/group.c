@@ -76,7 +76,8 @@ typedef struct {
  * if they all fit, to ctr[0, nctr) (by oid ascending): all or none. 0;
  * 1 when a counter is not in ctr (the other path decides); or the code
  * with p->msg set (OST_ELIMIT past 64 bits, OST_ECORRUPT, OST_ENOMEM). */
-static int group_counts(ost__pkg *p, gcounter *ctr, size_t nctr, uint64_t serial) {
+static int group_counts(const ost__host *host, ost__pkg *p, gcounter *ctr, size_t nctr,
+                        uint64_t serial) {
     uint8_t *next[8] = {0};
     size_t at[8], nn = 0;
     int rc = 0;
@@ -103,7 +104,7 @@ static int group_counts(ost__pkg *p, gcounter *ctr, size_t nctr, uint64_t serial
         next[nn] = copy;
         at[nn++] = lo;
         rc = ost__record_count_add(copy, ctr[lo].len, delta, true);
-        if (rc) rc = ost__maps_count_fail(p, me->map, delta, true, rc);
+        if (rc) rc = host->count_fail(p, me->map, delta, true, rc);
     }
     for (size_t i = 0; i < nn; i++) {
         if (rc) {
@@ -126,11 +127,11 @@ static int group_resolve(ost__engine *e, ost__pkg *p, size_t j, uint64_t cur, co
                          const PGresult *rf) {
     if (w) {
         const ost__rec *o = &w->p->recs[w->j];
-        return ost__pkg_resolve(e->st, p, j, cur, o->cid, w->p->bytes + o->off, o->len);
+        return e->host->resolve(e->st, p, j, cur, o->cid, w->p->bytes + o->off, o->len);
     }
     int r = row_of(rf, p->recs[j].oid);
     if (r < 0) return 1;
-    return ost__pkg_resolve(e->st, p, j, cur, rd32(PQgetvalue(rf, r, 1)), PQgetvalue(rf, r, 2),
+    return e->host->resolve(e->st, p, j, cur, rd32(PQgetvalue(rf, r, 1)), PQgetvalue(rf, r, 2),
                             (size_t)PQgetlength(rf, r, 2));
 }
 
@@ -205,7 +206,7 @@ static bool fast_setup(fastgroup *g, size_t nrecs) {
         for (size_t j = 0; j < p->nrecs; j++)
             if (p->recs[j].read_serial) {
                 g->lk[nl++] = p->recs[j].oid;
-                if (ost__pkg_resolvable(p, j)) g->fe[nf++] = p->recs[j].oid;
+                if (g->s->e->host->resolvable(p, j)) g->fe[nf++] = p->recs[j].oid;
             }
         for (size_t j = 0; j < p->nments; j++) g->lk[nl++] = g->fe[nf++] = p->ments[j].map;
     }
@@ -318,10 +319,10 @@ static int fast_check(fastgroup *g, const PGresult *rl, const PGresult *rf, uint
             uint64_t *slot = oidset_slot(&g->done, rec->oid);
             if (*slot) { /* an earlier package of the group writes it */
                 uint64_t cur = g->done.v[slot - g->done.k];
-                if (cur != rec->read_serial && ost__pkg_resolvable(p, j))
+                if (cur != rec->read_serial && g->s->e->host->resolvable(p, j))
                     rc = group_resolve(g->s->e, p, j, cur, &g->done.w[slot - g->done.k], rf);
                 else if (cur != rec->read_serial)
-                    rc = ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
+                    rc = g->s->e->host->conflict(p, OST__CONFL_CHANGED, rec->oid, cur, rec->read_serial);
                 if (rc == 1) return FAST_ROLLBACK;
                 continue;
             }
@@ -332,17 +333,17 @@ static int fast_check(fastgroup *g, const PGresult *rl, const PGresult *rf, uint
                 else hi = mid;
             }
             if (lo == nt || rd64(PQgetvalue(rl, lo, 0)) != rec->oid)
-                rc = ost__pkg_conflict(p, OST__CONFL_REMOVED, rec->oid, 0, 0);
-            else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial && ost__pkg_resolvable(p, j))
+                rc = g->s->e->host->conflict(p, OST__CONFL_REMOVED, rec->oid, 0, 0);
+            else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial && g->s->e->host->resolvable(p, j))
                 rc = group_resolve(g->s->e, p, j, rd64(PQgetvalue(rl, lo, 1)), NULL, rf);
             else if (rd64(PQgetvalue(rl, lo, 1)) != rec->read_serial)
-                rc = ost__pkg_conflict(p, OST__CONFL_CHANGED, rec->oid,
+                rc = g->s->e->host->conflict(p, OST__CONFL_CHANGED, rec->oid,
                                        rd64(PQgetvalue(rl, lo, 1)), rec->read_serial);
             if (rc == 1) return FAST_ROLLBACK;
         }
         /* a merge may refer to objects the package did not */
         if (!rc && p->nrefs && low != p->low) return FAST_ROLLBACK;
-        if (!rc && p->nments) rc = group_counts(p, g->ctr, g->nctr, *serial + 1);
+        if (!rc && p->nments) rc = group_counts(g->s->e->host, p, g->ctr, g->nctr, *serial + 1);
         if (rc == 1) return FAST_ROLLBACK;
         if (rc) {
             p->rc = rc;

@@ -35,17 +35,17 @@ static int class_id_once(ost__engine *e, const char *module, size_t mlen, const 
         rc = class_find(e, c, module, mlen, name, nlen, id);
         if (rc != OST_ENOTFOUND) break;
         if (!create) {
-            rc = ost__st_fail(e->st, OST_ENOTFOUND, "%s: class %.*s.%.*s: not in the class table",
+            rc = ost__pg_fail(e, OST_ENOTFOUND, "%s: class %.*s.%.*s: not in the class table",
                               e->shown, (int)mlen, module, (int)nlen, name);
             break;
         }
         if (e->read_only) {
-            rc = ost__st_fail(e->st, OST_EREADONLY, "%s: cannot add a class: the store is read-only",
+            rc = ost__pg_fail(e, OST_EREADONLY, "%s: cannot add a class: the store is read-only",
                               e->shown);
             break;
         }
         if (tries == 3) {
-            rc = ost__st_fail(e->st, OST_EIO, "%s: class %.*s.%.*s: could not be added", e->shown,
+            rc = ost__pg_fail(e, OST_EIO, "%s: class %.*s.%.*s: could not be added", e->shown,
                               (int)mlen, module, (int)nlen, name);
             break;
         }
@@ -58,7 +58,7 @@ static int class_id_once(ost__engine *e, const char *module, size_t mlen, const 
         if (r && PQntuples(r) == 1) {
             uint64_t next = rd64(PQgetvalue(r, 0, 0));
             if (next >= OST__CLASS_LIMIT) {
-                rc = ost__st_fail(e->st, OST_ELIMIT, "%s: the class table is full", e->shown);
+                rc = ost__pg_fail(e, OST_ELIMIT, "%s: the class table is full", e->shown);
             } else {
                 params p = {0};
                 p_i32(&p, (uint32_t)next);
@@ -85,14 +85,14 @@ static int class_id_once(ost__engine *e, const char *module, size_t mlen, const 
                     else {
                         char cause[240];
                         ost__pg_cause(c, ir, cause, sizeof cause);
-                        rc = ost__st_fail(e->st, ost__pg_code(c, ir), "%s: adding a class: %s",
+                        rc = ost__pg_fail(e, ost__pg_code(c, ir), "%s: adding a class: %s",
                                           e->shown, cause);
                     }
                 }
                 PQclear(ir);
             }
         } else if (r)
-            rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+            rc = ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
         PQclear(r);
         if (PQstatus(c) == CONNECTION_OK) PQclear(PQexec(c, "ROLLBACK"));
         if (rc != OST_ENOTFOUND) break;
@@ -104,7 +104,7 @@ static int class_id_once(ost__engine *e, const char *module, size_t mlen, const 
 
 static int reserve_once(ost__engine *e, uint64_t want, uint64_t *first) {
     if (e->read_only)
-        return ost__st_fail(e->st, OST_EREADONLY, "%s: cannot reserve oids: the store is read-only",
+        return ost__pg_fail(e, OST_EREADONLY, "%s: cannot reserve oids: the store is read-only",
                             e->shown);
     pthread_mutex_lock(&e->lock);
     PGconn *c = NULL; /* NULL when ost__pg_eng_conn fails: PQstatus says CONNECTION_BAD */
@@ -115,15 +115,15 @@ static int reserve_once(ost__engine *e, uint64_t want, uint64_t *first) {
         r = ost__pg_run_as(e, c, "reserving oids",
                            "SELECT next_oid FROM ost_meta WHERE id = 1 FOR UPDATE", NULL, &rc, NULL,
                            "L");
-    if (r && PQntuples(r) != 1) rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+    if (r && PQntuples(r) != 1) rc = ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
     if (r && !rc) {
         uint64_t next = rd64(PQgetvalue(r, 0, 0));
         /* next_oid is a bigint: the last oid handed out is 2^63 - 2 */
         if (next > (uint64_t)INT64_MAX)
-            rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (next_oid %llu)", e->shown,
+            rc = ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (next_oid %llu)", e->shown,
                               (unsigned long long)next);
         else if (want > (uint64_t)INT64_MAX - next)
-            rc = ost__st_fail(e->st, OST_ELIMIT,
+            rc = ost__pg_fail(e, OST_ELIMIT,
                               "%s: cannot reserve %llu oids: the store's oids would pass 2^63",
                               e->shown, (unsigned long long)want);
         else {

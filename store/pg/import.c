@@ -51,7 +51,7 @@ static int imp_fail(ost__import *im, int code) {
 }
 
 static int imp_oom(ost__import *im) {
-    return ost__st_fail(im->e->st, OST_ENOMEM, "%s: import: out of memory", im->e->shown);
+    return ost__pg_fail(im->e, OST_ENOMEM, "%s: import: out of memory", im->e->shown);
 }
 
 static int imp_put(ost__import *im, const void *d, size_t n) {
@@ -75,7 +75,7 @@ static int imp_put_i64(ost__import *im, uint64_t v) {
 
 static int imp_put_bytes(ost__import *im, const void *d, size_t n) {
     if (n > 0x3fffffff)
-        return ost__st_fail(im->e->st, OST_ELIMIT, "%s: import: a value of %zu bytes (PostgreSQL "
+        return ost__pg_fail(im->e, OST_ELIMIT, "%s: import: a value of %zu bytes (PostgreSQL "
                             "holds at most 1 GiB in a field)", im->e->shown, n);
     uint8_t b[4];
     wr32(b, (uint32_t)n);
@@ -90,7 +90,7 @@ static int imp_copy_fail(ost__import *im, const char *what) {
     ost__pg_cause(im->c, r, cause, sizeof cause);
     int code = ost__pg_code(im->c, r);
     PQclear(r);
-    return ost__st_fail(im->e->st, code, "%s: import: %s: %s", im->e->shown, what, cause);
+    return ost__pg_fail(im->e, code, "%s: import: %s: %s", im->e->shown, what, cause);
 }
 
 /* Sends the buffered rows. */
@@ -119,7 +119,7 @@ static int imp_idle(ost__import *im) {
         int code = ost__pg_code(im->c, r);
         PQclear(r);
         while ((r = PQgetResult(im->c))) PQclear(r);
-        return ost__st_fail(im->e->st, code, "%s: import: %s: %s", im->e->shown, what, cause);
+        return ost__pg_fail(im->e, code, "%s: import: %s: %s", im->e->shown, what, cause);
     }
     PQclear(r);
     while ((r = PQgetResult(im->c))) PQclear(r);
@@ -141,7 +141,7 @@ static int imp_mode(ost__import *im, int mode) {
         ost__pg_cause(im->c, r, cause, sizeof cause);
         int code = ost__pg_code(im->c, r);
         PQclear(r);
-        return ost__st_fail(im->e->st, code, "%s: import: starting a COPY: %s", im->e->shown, cause);
+        return ost__pg_fail(im->e, code, "%s: import: starting a COPY: %s", im->e->shown, cause);
     }
     PQclear(r);
     im->mode = mode;
@@ -166,13 +166,13 @@ static int check_new(ost__engine *e, PGconn *c, const char *need) {
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+        return ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
     }
     uint64_t nrec = col64(r, 0), others = col64(r, 1), nent = col64(r, 2), next_oid = col64(r, 3),
              last = col64(r, 4);
     PQclear(r);
     if (others || nent || next_oid != 1 || last > 1)
-        return ost__st_fail(e->st, OST_EEXIST, "%s: not a new store (%llu objects, last commit %llu); %s",
+        return ost__pg_fail(e, OST_EEXIST, "%s: not a new store (%llu objects, last commit %llu); %s",
                             e->shown, (unsigned long long)nrec, (unsigned long long)last, need);
     return 0;
 }
@@ -180,11 +180,9 @@ static int check_new(ost__engine *e, PGconn *c, const char *need) {
 int ost__pg_imp_begin(ost__engine *e, uint64_t size_hint, ost__import **out) {
     (void)size_hint; /* the server grows its files itself */
     *out = NULL;
-    ost_store *st = e->st;
-    if (e->read_only) return ost__st_fail(st, OST_EREADONLY, "%s: opened read-only", e->shown);
-    if (st->conns) return ost__st_fail(st, OST_EBUSY, "%s: connections are open", e->shown);
+    if (e->read_only) return ost__pg_fail(e, OST_EREADONLY, "%s: opened read-only", e->shown);
     ost__import *im = calloc(1, sizeof *im);
-    if (!im) return ost__st_fail(st, OST_ENOMEM, "%s: out of memory", e->shown);
+    if (!im) return ost__pg_fail(e, OST_ENOMEM, "%s: out of memory", e->shown);
     im->e = e;
     ost__pg_views_end(e); /* their snapshots would hold the tables against TRUNCATE */
     int rc = ost__pg_connect(e, &im->c);
@@ -226,19 +224,19 @@ int ost__pg_imp_class(ost__import *im, uint32_t id, const char *module, size_t m
     bool added = !strcmp(PQcmdTuples(r), "1");
     PQclear(r);
     if (!added)
-        return ost__st_fail(im->e->st, OST_EEXIST, "class id %u (%.*s.%.*s) is listed twice", id,
+        return ost__pg_fail(im->e, OST_EEXIST, "class id %u (%.*s.%.*s) is listed twice", id,
                             (int)mlen, module, (int)nlen, name);
     return 0;
 }
 
 int ost__pg_imp_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t cid,
                        const void *pickle, size_t len) {
-    ost_store *st = im->e->st;
+    ost__engine *e = im->e;
     if (im->any_rec && oid <= im->last_oid)
-        return ost__st_fail(st, OST_EINVAL, "oid %llu: oids must ascend, each once",
+        return ost__pg_fail(e, OST_EINVAL, "oid %llu: oids must ascend, each once",
                             (unsigned long long)oid);
     if (oid >= OST__OID_LIMIT || serial >= OST__SERIAL_LIMIT)
-        return ost__st_fail(st, OST_EINVAL, "oid %llu: its %s is past the store's limit",
+        return ost__pg_fail(e, OST_EINVAL, "oid %llu: its %s is past the store's limit",
                             (unsigned long long)oid, oid >= OST__OID_LIMIT ? "oid" : "serial");
     int rc = imp_mode(im, IMP_RECORDS);
     if (!rc) rc = imp_put16(im, 4);
@@ -260,7 +258,7 @@ int ost__pg_imp_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
 
 int ost__pg_imp_entry(ost__import *im, uint64_t map, const uint8_t *key, size_t klen,
                       uint64_t serial, const void *value, size_t vlen) {
-    ost_store *st = im->e->st;
+    ost__engine *e = im->e;
     if (im->any_ent) {
         int c = map < im->last_map ? -1 : map > im->last_map;
         if (!c) {
@@ -269,12 +267,12 @@ int ost__pg_imp_entry(ost__import *im, uint64_t map, const uint8_t *key, size_t 
             if (!c) c = klen < im->last_klen ? -1 : klen > im->last_klen;
         }
         if (c <= 0)
-            return ost__st_fail(st, OST_EINVAL,
+            return ost__pg_fail(e, OST_EINVAL,
                                 "map %llu: entries must ascend (by map oid, then by key), each once",
                                 (unsigned long long)map);
     }
     if (map >= OST__OID_LIMIT || serial >= OST__SERIAL_LIMIT)
-        return ost__st_fail(st, OST_EINVAL, "map %llu: its %s is past the store's limit",
+        return ost__pg_fail(e, OST_EINVAL, "map %llu: its %s is past the store's limit",
                             (unsigned long long)map, map >= OST__OID_LIMIT ? "oid" : "serial");
     int rc = imp_mode(im, IMP_ENTRIES);
     if (!rc) rc = imp_put16(im, 4);
@@ -314,11 +312,11 @@ static int imp_check_maps(ost__import *im) {
     unsigned long long map = rd64(PQgetvalue(r, 0, 0));
     const char *name = PQgetisnull(r, 0, 1) ? "" : PQgetvalue(r, 0, 1);
     if (!strcmp(name, "OrderedSet"))
-        ost__st_fail(im->e->st, OST_EINVAL, "map %llu: an entry of a set has a value", map);
+        ost__pg_fail(im->e, OST_EINVAL, "map %llu: an entry of a set has a value", map);
     else if (!strcmp(name, "OrderedMap"))
-        ost__st_fail(im->e->st, OST_EINVAL, "map %llu: an entry without a value pickle", map);
+        ost__pg_fail(im->e, OST_EINVAL, "map %llu: an entry without a value pickle", map);
     else
-        ost__st_fail(im->e->st, OST_EINVAL,
+        ost__pg_fail(im->e, OST_EINVAL,
                      "entries under oid %llu, which has no record of class "
                      "ostore.maps.OrderedMap or OrderedSet",
                      map);

@@ -9,11 +9,6 @@
 
 /* ---- addresses ----------------------------------------------------------------- */
 
-bool ost__pg_claims(const char *addr) {
-    return addr && (!strncmp(addr, "postgresql://", 13) || !strncmp(addr, "postgres://", 11) ||
-                    !strncmp(addr, "postgres:", 9));
-}
-
 /* What libpq is given: a URI as it is, "postgres:" + a conninfo string
  * without its prefix. */
 static const char *conn_string(const char *addr) {
@@ -34,18 +29,21 @@ static void eng_free(ost__engine *e) {
     free(e);
 }
 
-int ost__pg_open(ost_store *st, const char *addr, const ost_store_options *o,
-                 ost__engine **out) {
+int ost__pg_open(const ost__host *host, ost_store *st, const char *addr,
+                 const ost_store_options *o, ost__engine **out) {
     *out = NULL;
-    if (!ost__pg_claims(addr)) return ost__st_fail(st, OST_EINVAL, "not a PostgreSQL address");
+    if (!ost__pg_claims(addr))
+        return ost__eng_fail(host, st, OST_EINVAL, "not a PostgreSQL address");
     if (o && ((unsigned)o->durability > OST_SYNC_NONE || (o->create && o->read_only)))
-        return ost__st_fail(st, OST_EINVAL, "postgresql store: bad options");
+        return ost__eng_fail(host, st, OST_EINVAL, "postgresql store: bad options");
     if (o && o->prefetch_connections > 8)
-        return ost__st_fail(st, OST_EINVAL,
-                            "postgresql store: prefetch_connections is %u: at most 8 (0 or 1: one)",
-                            o->prefetch_connections);
+        return ost__eng_fail(host, st, OST_EINVAL,
+                             "postgresql store: prefetch_connections is %u: at most 8 (0 or 1: "
+                             "one)",
+                             o->prefetch_connections);
     ost__engine *e = calloc(1, sizeof *e);
-    if (!e) return ost__st_fail(st, OST_ENOMEM, "out of memory");
+    if (!e) return ost__eng_fail(host, st, OST_ENOMEM, "out of memory");
+    e->host = host;
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->vlock, NULL);
     for (int i = 0; i < NVIEWS; i++) pthread_mutex_init(&e->views[i].xlock, NULL);
@@ -54,11 +52,12 @@ int ost__pg_open(ost_store *st, const char *addr, const ost_store_options *o,
     e->par = o && o->prefetch_connections > 1 ? o->prefetch_connections : 1;
     if (e->par > 8) e->par = 8;
     e->sync_off = o && o->durability != OST_SYNC_FULL;
-    ost__addr_scrub(addr, e->shown, sizeof e->shown);
+    e->group_commit = o && o->group_commit && !e->read_only;
+    ost__pg_show(addr, e->shown, sizeof e->shown);
     e->conninfo = strdup(conn_string(addr));
     if (!e->conninfo) {
         eng_free(e);
-        return ost__st_fail(st, OST_ENOMEM, "out of memory");
+        return ost__eng_fail(host, st, OST_ENOMEM, "out of memory");
     }
     PGconn *c;
     int rc = ost__pg_connect(e, &c);
@@ -83,7 +82,6 @@ int ost__pg_open(ost_store *st, const char *addr, const ost_store_options *o,
         eng_free(e);
         return rc;
     }
-    snprintf(st->shown, sizeof st->shown, "%s", e->shown);
     *out = e;
     return 0;
 }
@@ -114,7 +112,7 @@ static int stat_once(ost__engine *e, ost_store_stats *out) {
         out->last_serial = rd64(PQgetvalue(r, 0, 3));
         out->map_size = 0;
     } else if (r)
-        rc = ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+        rc = ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
     PQclear(r);
     pthread_mutex_unlock(&e->lock);
     return rc;

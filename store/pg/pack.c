@@ -20,7 +20,7 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+        return ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
     }
     uint64_t last = rd64(PQgetvalue(r, 0, 0));
     PQclear(r);
@@ -49,7 +49,7 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
         }
         PQclear(r);
         if (arr_end(&a)) {
-            rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+            rc = ost__pg_fail(e, OST_ENOMEM, "out of memory");
             break;
         }
         if (a.count) {
@@ -102,7 +102,7 @@ static int sweep_try(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint6
 int ost__pg_sweep(ost__sess *s, uint64_t mark, bool (*keepfn)(void *ud, uint64_t oid), void *ud,
                   uint64_t *removed) {
     if (s->e->read_only)
-        return ost__st_fail(s->e->st, OST_EREADONLY, "%s: pack: the store is read-only", s->e->shown);
+        return ost__pg_fail(s->e, OST_EREADONLY, "%s: pack: the store is read-only", s->e->shown);
     if (s->snap || s->lazy) ost__pg_snap_end(s);
     int rc;
     for (int tries = 0;; tries++) {
@@ -166,7 +166,7 @@ int ost__pg_snap_stat(ost__sess *s, ost_snap_stats *out) {
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
+        return ost__pg_fail(s->e, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
     }
     out->format = col64(r, 0);
     out->next_oid = col64(r, 1);

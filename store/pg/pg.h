@@ -65,8 +65,11 @@
 
 #include <libpq-fe.h>
 
+#include "../../base/endian.h"
+#include "../../serializer/internal.h"
 #include "../engine.h"
-#include "../store_internal.h"
+#include "../maprec.h"
+#include "../testctl.h"
 
 /* Rows fetched per round trip by scans, entry cursors and sweeps: 500,
  * a test knob (testctl.h): tests lower it to make the paging visible. */
@@ -115,7 +118,9 @@ typedef struct {
 } pgview;
 
 struct ost__engine {
-    ost_store *st;
+    const ost__host *host; /* the store's callbacks (engine.h) */
+    ost_store *st;         /* the store handle they take (its messages) */
+    bool group_commit;     /* the store commits through its group committer */
     char *conninfo; /* what PQconnectdbParams expands (a URI or key=value) */
     char shown[OST__PATH_SHOWN];
     bool read_only;
@@ -523,13 +528,27 @@ int ost__pg_imp_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
 void ost__pg_imp_abort(ost__import *im);
 int ost__pg_drop(ost__engine *e, bool only_new);
 
+/* qsort's order of uint64_t; sorts v[0, n) and drops repeats, returning
+ * the new count (store/store.c until base/ has it). */
+int ost__u64_cmp(const void *a, const void *b);
+size_t ost__sort_unique(uint64_t *v, size_t n);
+
+/* addr.c: the engine's addresses (its line in store/engines.c). */
 bool ost__pg_claims(const char *addr);
-int ost__pg_open(ost_store *st, const char *addr, const ost_store_options *o,
+void ost__pg_show(const char *addr, char *out, size_t cap);
+/* Sets the calling thread's message of e's store (host->fail) and
+ * returns code. */
+int ost__pg_fail(ost__engine *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int ost__pg_open(const ost__host *host, ost_store *st, const char *addr,
+                 const ost_store_options *o,
                  ost__engine **out);
 void ost__pg_close(ost__engine *e);
 int ost__pg_stat(ost__engine *e, ost_store_stats *out);
 
 int ost__pg_commit(ost__sess *s, ost__pkg *const *pkgs, size_t n);
+/* engine.c: the table of operations. */
+extern const ost__engine_ops ost__pg_engine;
 
 /* ---- write.c: a package's rows --------------------------------------------------- */
 

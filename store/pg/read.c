@@ -18,7 +18,7 @@ int ost__pg_get(ost__sess *s, uint64_t oid, ost__recview *v) {
     if (!r) return rc;
     if (PQntuples(r) == 0) {
         PQclear(r);
-        return ost__st_fail(s->e->st, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
+        return ost__pg_fail(s->e, OST_ENOTFOUND, "oid %llu: no such object", (unsigned long long)oid);
     }
     fill_rec(r, 0, 0, v);
     return ost__pg_keep(s, r);
@@ -34,7 +34,7 @@ int ost__pg_get(ost__sess *s, uint64_t oid, ost__recview *v) {
 static int oid_array(ost__engine *e, const uint64_t *oids, size_t n, arr *a, params *p) {
     arr_begin(a, OIDTYPE_INT8);
     for (size_t i = 0; i < n; i++) arr_add_i64(a, oids[i]);
-    if (arr_end(a)) return ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+    if (arr_end(a)) return ost__pg_fail(e, OST_ENOMEM, "out of memory");
     *p = (params){0};
     p_bytes(p, a->b, a->n);
     return 0;
@@ -107,7 +107,7 @@ static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_f
     if (!rc && !main_sent) {
         char cause[240];
         ost__pg_cause(s->conn, NULL, cause, sizeof cause);
-        rc = ost__st_fail(e->st, OST_EIO, "%s: reading records: %s", e->shown, cause);
+        rc = ost__pg_fail(e, OST_EIO, "%s: reading records: %s", e->shown, cause);
     }
     if (main_sent) {
         PGresult *r, *rows = NULL;
@@ -118,7 +118,7 @@ static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_f
                 if (!rows && !rc) {
                     char cause[240];
                     ost__pg_cause(s->conn, r, cause, sizeof cause);
-                    rc = ost__st_fail(e->st, ost__pg_code(s->conn, r), "%s: reading records: %s",
+                    rc = ost__pg_fail(e, ost__pg_code(s->conn, r), "%s: reading records: %s",
                                       e->shown, cause);
                 }
                 PQclear(r);
@@ -142,7 +142,7 @@ static int get_many_par(ost__sess *s, const uint64_t *oids, size_t n, ost__rec_f
         if (!rows) failed = true;
         if (rc || (!redo && !(redo = malloc(n * sizeof *redo)))) {
             PQclear(rows);
-            if (!rc) rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+            if (!rc) rc = ost__pg_fail(e, OST_ENOMEM, "out of memory");
             continue;
         }
         if (!rows) { /* the whole part again */
@@ -254,7 +254,7 @@ int ost__pg_class_get(ost__sess *s, uint32_t id, ost__classview *out) {
     if (!r) return rc;
     if (!PQntuples(r)) {
         PQclear(r);
-        return ost__st_fail(s->e->st, OST_ENOTFOUND, "%s: class id %u: no such class", s->e->shown, id);
+        return ost__pg_fail(s->e, OST_ENOTFOUND, "%s: class id %u: no such class", s->e->shown, id);
     }
     *out = (ost__classview){id, PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
                             (size_t)PQgetlength(r, 0, 1), (size_t)PQgetlength(r, 0, 2)};

@@ -94,7 +94,7 @@ static int table_valid(ost__engine *e, const PGresult *r, int t, int from, int t
     const char *tn = schema_want[t].name;
     const char *kind = PQgetvalue(r, from, 1);
     if (strcmp(kind, "r") && strcmp(kind, "p"))
-        return ost__st_fail(e->st, OST_ECORRUPT,
+        return ost__pg_fail(e, OST_ECORRUPT,
                             "%s: not an ostore schema: %s is not a table (relkind '%s')", e->shown,
                             tn, kind);
     /* every column of ours, of our type */
@@ -103,11 +103,11 @@ static int table_valid(ost__engine *e, const PGresult *r, int t, int from, int t
         for (int i = from; i < to && at < 0; i++)
             if (!strcmp(PQgetvalue(r, i, 2), schema_want[t].col[k])) at = i;
         if (at < 0)
-            return ost__st_fail(e->st, OST_ECORRUPT,
+            return ost__pg_fail(e, OST_ECORRUPT,
                                 "%s: not an ostore schema: table %s has no column %s", e->shown, tn,
                                 schema_want[t].col[k]);
         if (strcmp(PQgetvalue(r, at, 3), schema_want[t].type[k]))
-            return ost__st_fail(e->st, OST_ECORRUPT,
+            return ost__pg_fail(e, OST_ECORRUPT,
                                 "%s: not an ostore schema: column %s.%s is %s, ostore's is %s",
                                 e->shown, tn, schema_want[t].col[k], PQgetvalue(r, at, 3),
                                 schema_want[t].type[k]);
@@ -119,7 +119,7 @@ static int table_valid(ost__engine *e, const PGresult *r, int t, int from, int t
             for (int k = 0; k < schema_want[t].ncols && !ours; k++)
                 ours = !strcmp(PQgetvalue(r, i, 2), schema_want[t].col[k]);
             if (!ours)
-                return ost__st_fail(e->st, OST_ECORRUPT,
+                return ost__pg_fail(e, OST_ECORRUPT,
                                     "%s: not an ostore schema: table %s has a column %s that "
                                     "ostore's has not",
                                     e->shown, tn, PQgetvalue(r, i, 2));
@@ -127,19 +127,19 @@ static int table_valid(ost__engine *e, const PGresult *r, int t, int from, int t
     }
     for (int k = 0; k < schema_want[t].ncols; k++)
         if (strcmp(PQgetvalue(r, from + k, 2), schema_want[t].col[k]))
-            return ost__st_fail(e->st, OST_ECORRUPT,
+            return ost__pg_fail(e, OST_ECORRUPT,
                                 "%s: not an ostore schema: the columns of table %s are not in "
                                 "ostore's order (%s is column %d)",
                                 e->shown, tn, schema_want[t].col[k], k + 1);
     const char *pk = PQgetisnull(r, from, 4) ? "" : PQgetvalue(r, from, 4);
     if (strcmp(pk, schema_want[t].pk))
-        return ost__st_fail(e->st, OST_ECORRUPT,
+        return ost__pg_fail(e, OST_ECORRUPT,
                             "%s: not an ostore schema: table %s has %s%s%s, ostore's is (%s)",
                             e->shown, tn, *pk ? "primary key (" : "no primary key", pk,
                             *pk ? ")" : "", schema_want[t].pk);
     const char *uq = PQgetisnull(r, from, 5) ? "" : PQgetvalue(r, from, 5);
     if (schema_want[t].unique && !key_listed(uq, schema_want[t].unique))
-        return ost__st_fail(e->st, OST_ECORRUPT,
+        return ost__pg_fail(e, OST_ECORRUPT,
                             "%s: not an ostore schema: table %s has no unique key (%s)", e->shown,
                             tn, schema_want[t].unique);
     return 0;
@@ -161,7 +161,7 @@ static int schema_valid(ost__engine *e, PGconn *c, int *present, bool *dels) {
         ost__pg_cause(c, r, cause, sizeof cause);
         int rc = ost__pg_code(c, r);
         PQclear(r);
-        return ost__st_fail(e->st, rc, "%s: checking the schema: %s", e->shown, cause);
+        return ost__pg_fail(e, rc, "%s: checking the schema: %s", e->shown, cause);
     }
     /* the rows of each table: [at[t], at[t + 1]); a table is there when
      * its first row has a relkind */
@@ -177,7 +177,7 @@ static int schema_valid(ost__engine *e, PGconn *c, int *present, bool *dels) {
     *dels = there[NREQUIRED];
     if (PQnfields(r) != 6 || row != nt) {
         PQclear(r);
-        return ost__st_fail(e->st, OST_EIO, "%s: checking the schema: an answer of another shape",
+        return ost__pg_fail(e, OST_EIO, "%s: checking the schema: an answer of another shape",
                             e->shown);
     }
     /* the tables that are there first (what is wrong with a table of
@@ -189,7 +189,7 @@ static int schema_valid(ost__engine *e, PGconn *c, int *present, bool *dels) {
         int miss = 0, have = 0;
         while (miss < NREQUIRED - 1 && there[miss]) miss++;
         while (have < NREQUIRED - 1 && !there[have]) have++;
-        rc = ost__st_fail(e->st, OST_ECORRUPT,
+        rc = ost__pg_fail(e, OST_ECORRUPT,
                           "%s: not an ostore schema: table %s is missing (%s is there)", e->shown,
                           schema_want[miss].name, schema_want[have].name);
     }
@@ -213,7 +213,7 @@ int ost__pg_schema_open(ost__engine *e, PGconn *c, bool create, bool *dels) {
     }
     if (!rc) rc = schema_valid(e, c, &present, dels);
     if (!rc && !present && !create)
-        rc = ost__st_fail(e->st, OST_ENOTFOUND, "no ostore schema at %s (open with create to make one)",
+        rc = ost__pg_fail(e, OST_ENOTFOUND, "no ostore schema at %s (open with create to make one)",
                           e->shown);
     if (!rc && !present) {
         rc = ost__pg_exec_simple(e, c, "cannot create the schema", schema_sql);
@@ -229,12 +229,12 @@ int ost__pg_schema_open(ost__engine *e, PGconn *c, bool create, bool *dels) {
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return ost__st_fail(e->st, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
+        return ost__pg_fail(e, OST_ECORRUPT, "%s: damaged meta (no row)", e->shown);
     }
     uint64_t f = rd64(PQgetvalue(r, 0, 0));
     PQclear(r);
     if (f < 3 || f > OST_STORE_FORMAT)
-        return ost__st_fail(e->st, OST_EVERSION, "%s: store format %llu, this library reads 3 to %d",
+        return ost__pg_fail(e, OST_EVERSION, "%s: store format %llu, this library reads 3 to %d",
                             e->shown, (unsigned long long)f, OST_STORE_FORMAT);
     if (f < OST_STORE_FORMAT && !e->read_only) {
         /* format 3's rows are format 4's as they are (dict states under a
@@ -249,7 +249,7 @@ int ost__pg_schema_open(ost__engine *e, PGconn *c, bool create, bool *dels) {
         if (rc) return rc;
         f = OST_STORE_FORMAT;
     }
-    e->st->format = f;
+    e->host->set_format(e->st, f);
     return 0;
 }
 

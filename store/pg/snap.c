@@ -13,7 +13,7 @@
 
 int ost__pg_sess_open(ost__engine *e, ost__sess **out) {
     ost__sess *s = calloc(1, sizeof *s);
-    if (!s) return ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+    if (!s) return ost__pg_fail(e, OST_ENOMEM, "out of memory");
     s->e = e;
     *out = s;
     return 0;
@@ -60,7 +60,7 @@ int ost__pg_read_meta(ost__sess *s, ost__snapinfo *info) {
     if (!r) return rc;
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return ost__st_fail(s->e->st, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
+        return ost__pg_fail(s->e, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
     }
     info->last_serial = rd64(PQgetvalue(r, 0, 0));
     info->low = rd64(PQgetvalue(r, 0, 1));
@@ -92,11 +92,11 @@ static int snap_send(ost__sess *s, snapsend *ss) {
          * from itself wrote over what it read ("beginning a snapshot:"
          * twice, the cause cut) */
         char cause[300];
-        const char *m = ost_store_errmsg(s->e->st);
+        const char *m = s->e->host->errmsg(s->e->st);
         size_t n = strlen(s->e->shown);
         if (!strncmp(m, s->e->shown, n) && !strncmp(m + n, ": ", 2)) m += n + 2;
         snprintf(cause, sizeof cause, "%s", m);
-        return ost__st_fail(s->e->st, rc, "%s: beginning a snapshot: %s", s->e->shown, cause);
+        return ost__pg_fail(s->e, rc, "%s: beginning a snapshot: %s", s->e->shown, cause);
     }
     params q = {0};
     p_i64(&q, from);
@@ -149,7 +149,7 @@ static int snap_recv(ost__sess *s, const snapsend *ss, ost__snapinfo *info) {
     if (!ok) {
         PQclear(pre ? res[2] : NULL);
         ost__pg_snap_end(s);
-        return bad ? bad : ost__st_fail(s->e->st, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
+        return bad ? bad : ost__pg_fail(s->e, OST_ECORRUPT, "%s: damaged meta (no row)", s->e->shown);
     }
     s->had_snap = true;
     /* the helpers of large reads connect with the session's first
@@ -274,12 +274,12 @@ static void view_done(ost__engine *e, pgview *v, int rc) {
 /* The store's message, kept across a view's poll: a poll's failure is no
  * failure of the commit that made it. */
 static void msg_keep(ost__engine *e, char *msg, size_t cap) {
-    snprintf(msg, cap, "%s", ost_store_errmsg(e->st));
+    snprintf(msg, cap, "%s", e->host->errmsg(e->st));
 }
 
 static void msg_back(ost__engine *e, int rc, const char *msg) {
-    if (rc && msg[0]) ost__st_fail(e->st, rc, "%s", msg);
-    else if (rc) ost__st_clear(e->st);
+    if (rc && msg[0]) ost__pg_fail(e, rc, "%s", msg);
+    else if (rc) e->host->clear(e->st);
 }
 
 /* After a commit, the first half of a view's poll: takes a free view and
@@ -430,11 +430,11 @@ static int view_import(ost__sess *s) {
     snprintf(id, sizeof id, "%s", v->snapid);
     pthread_mutex_unlock(&v->xlock);
     int rc = id[0] ? import_on(s, id) : OST_EIO;
-    if (rc && id[0]) snprintf(cause, sizeof cause, "%s", ost_store_errmsg(e->st));
+    if (rc && id[0]) snprintf(cause, sizeof cause, "%s", e->host->errmsg(e->st));
     lazy_end(s); /* imported or lost: the view is not needed */
     if (rc) {
         s->lost = true;
-        return ost__st_fail(e->st, rc, "%s: cannot share this transaction's snapshot: %s (abort and retry)",
+        return ost__pg_fail(e, rc, "%s: cannot share this transaction's snapshot: %s (abort and retry)",
                             e->shown, cause);
     }
     s->snap = true;
@@ -464,7 +464,7 @@ int ost__pg_read_ready(ost__sess *s) {
     if (s->snap || s->write) return 0;
     if (s->lazy) return view_import(s);
     if (s->lost)
-        return ost__st_fail(s->e->st, OST_EIO,
+        return ost__pg_fail(s->e, OST_EIO,
                             "%s: this transaction's snapshot was lost: abort and retry", s->e->shown);
     return ost__pg_sess_conn(s);
 }

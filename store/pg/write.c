@@ -11,7 +11,7 @@
  * store's message as the package's. */
 int ost__pg_pkg_fail(ost__sess *s, ost__pkg *p, int rc) {
     p->rc = rc;
-    ost__fmt(p->msg, sizeof p->msg, "%s", ost_store_errmsg(s->e->st));
+    ost__fmt(p->msg, sizeof p->msg, "%s", s->e->host->errmsg(s->e->st));
     return rc;
 }
 
@@ -40,7 +40,7 @@ int ost__pg_put_records(ost__sess *s, ost__pkg *p, size_t i, uint64_t serial) {
     int rc = 0;
     while (i < p->nrecs && !rc) {
         if (ost__pg_records_chunk(p, &i, &ao, &ac, &as)) {
-            rc = ost__st_fail(s->e->st, OST_ENOMEM, "out of memory");
+            rc = ost__pg_fail(s->e, OST_ENOMEM, "out of memory");
             break;
         }
         params q = {0};
@@ -123,14 +123,14 @@ static int copy_in(ost__sess *s, const char *sql, const char *what,
         if (retry) *retry = ost__pg_retryable(r);
         PQclear(r);
         while ((r = PQgetResult(s->conn))) PQclear(r);
-        return ost__st_fail(e->st, rc ? rc : OST_EIO, "%s: commit: %s (COPY): %s", e->shown, what,
+        return ost__pg_fail(e, rc ? rc : OST_EIO, "%s: commit: %s (COPY): %s", e->shown, what,
                             cause);
     }
     PQclear(r);
     copybuf cb = {s->conn, malloc(1u << 20), 0, 1u << 20, false};
     if (!cb.b) {
         PQputCopyEnd(s->conn, "out of memory");
-        rc = ost__st_fail(e->st, OST_ENOMEM, "out of memory");
+        rc = ost__pg_fail(e, OST_ENOMEM, "out of memory");
     } else {
         static const uint8_t sig[11] = {'P', 'G', 'C', 'O', 'P', 'Y', '\n', 0xff, '\r', '\n', 0};
         cb_put(&cb, sig, sizeof sig);
@@ -155,7 +155,7 @@ static int copy_in(ost__sess *s, const char *sql, const char *what,
                 ost__pg_cause(s->conn, r, cause, sizeof cause);
                 rc = ost__pg_code(s->conn, r);
                 if (retry) *retry = ost__pg_retryable(r);
-                ost__st_fail(e->st, rc, "%s: commit: %s (COPY): %s", e->shown, what, cause);
+                ost__pg_fail(e, rc, "%s: commit: %s (COPY): %s", e->shown, what, cause);
             }
         }
         first = false;
@@ -164,7 +164,7 @@ static int copy_in(ost__sess *s, const char *sql, const char *what,
     if (!rc && (first || cb.failed)) {
         char cause[240];
         ost__pg_cause(s->conn, NULL, cause, sizeof cause);
-        rc = ost__st_fail(e->st, OST_EIO, "%s: commit: %s (COPY): %s", e->shown, what, cause);
+        rc = ost__pg_fail(e, OST_EIO, "%s: commit: %s (COPY): %s", e->shown, what, cause);
     }
     return rc;
 }
@@ -263,8 +263,12 @@ int ost__pg_copy_ments(ost__sess *s, ost__pkg *p, uint64_t serial, bool *retry) 
     if (!r) return rc;
     int n = PQntuples(r);
     for (int i = 0; i < n && !rc; i++)
-        rc = ost__maps_count_add(&ost__pg_engine, s, p, rd64(PQgetvalue(r, i, 0)),
-                                 (int64_t)rd64(PQgetvalue(r, i, 1)), serial, false);
+    {
+        uint64_t map = rd64(PQgetvalue(r, i, 0));
+        int64_t delta = (int64_t)rd64(PQgetvalue(r, i, 1));
+        rc = s->e->host->count_fail(p, map, delta, false,
+                                    ost__pg_map_count_add(s, map, delta, serial, false));
+    }
     PQclear(r);
     return rc;
 }
