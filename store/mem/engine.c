@@ -8,6 +8,7 @@
  * pages), commit_split (no sync to time). */
 #include "mem.h"
 
+/* The address as messages show it (the engine's copy, valid until close). */
 static const char *mem_shown(ost__engine *e) { return e->shown; }
 
 const ost__engine_ops ost__mem_engine;

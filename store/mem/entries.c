@@ -9,6 +9,7 @@
 #include "../maprec.h"
 #include "mem.h"
 
+/* The refusal of a write outside a commit: OST_EINVAL, as LMDB says it. */
 static int need_write(ost__sess *s) {
     return mem_fail(s->e, OST_EINVAL, "%s: a write outside a commit", s->e->shown);
 }
@@ -19,6 +20,7 @@ static mem_node *find(mem_list *l, uint64_t map, const uint8_t *key, size_t klen
     return mem_list_find(l, k, mem_ekey(k, map, key, klen));
 }
 
+/* Entry view *e of version v (valid while a snapshot sees v). */
 static void entry_of(const mem_ver *v, ost__entry *e) { *e = (ost__entry){v->serial, v->data, v->len}; }
 
 int ost__mem_ent_get(ost__sess *s, uint64_t map, const uint8_t *key, size_t klen, ost__entry *e) {

@@ -27,6 +27,7 @@ struct ost__import {
     size_t nrecs, caprecs, nents, capents;
 };
 
+/* Frees im and everything staged in it (NULL is allowed). */
 static void imp_free(ost__import *im) {
     if (!im) return;
     for (size_t i = 0; i < im->ncls; i++) free(im->cls[i].module);
@@ -38,6 +39,7 @@ static void imp_free(ost__import *im) {
     free(im);
 }
 
+/* An import out of memory: OST_ENOMEM with the message set. */
 static int oom(ost__import *im) {
     return mem_fail(im->e, OST_ENOMEM, "%s: import: out of memory", im->e->shown);
 }
@@ -202,6 +204,7 @@ static int clear_list(ost__sess *s, mem_list *l) {
     return 0;
 }
 
+/* qsort's order of classes: by id. */
 static int cmp_class(const void *a, const void *b) {
     uint32_t x = ((const mem_class *)a)->id, y = ((const mem_class *)b)->id;
     return x < y ? -1 : x > y;

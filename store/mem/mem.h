@@ -241,7 +241,10 @@ bool mem_is_new(mem_db *db, const mem_meta *m, uint64_t ver, uint64_t *nrec);
 /* Sets the calling thread's message of the engine's store: returns code. */
 int mem_fail(ost__engine *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* ---- the operations, by file --------------------------------------------------------- */
+/* ---- the operations, by file --------------------------------------------------------- *
+ * Each ost__mem_NAME is the table's NAME: store/engine.h says what it
+ * does, takes and returns; the engine's own choices are said where each
+ * is defined. */
 
 /* db.c */
 bool ost__mem_claims(const char *addr);

@@ -102,6 +102,7 @@ static const mem_ver *rec_at(ost__sess *s, uint64_t oid) {
     return n ? mem_see(n, s->ver) : NULL;
 }
 
+/* Record view *r of version v (valid while a snapshot sees v). */
 static void view(const mem_ver *v, ost__recview *r) {
     *r = (ost__recview){v->serial, v->cid, v->data, v->len, NULL, 0};
 }
@@ -202,6 +203,7 @@ int ost__mem_changes(ost__sess *s, uint64_t after, uint64_t upto,
 
 /* ---- classes ------------------------------------------------------------------------- */
 
+/* Class view *out of class c (valid until the store goes). */
 static void cview(const mem_class *c, ost__classview *out) {
     *out = (ost__classview){c->id, c->module, c->name, c->mlen, c->nlen};
 }
