@@ -1,5 +1,5 @@
 /* What the checksum of records and map entries costs (docs/format.md,
- * store/crc32c.c): the CRC-32C of an 80-byte record as a read verifies it
+ * base/crc32c.c): the CRC-32C of an 80-byte record as a read verifies it
  * (the oid, the header, the pickle: three calls), and the throughput on
  * 1 MiB, with the SSE 4.2 instruction and with the table the library falls
  * back on. Prints ns per record and GB/s.
@@ -9,8 +9,7 @@
 #include <stdio.h>
 #include <time.h>
 
-uint32_t ost__crc32c(uint32_t crc, const void *p, size_t n);
-uint32_t ost__crc32c_soft(uint32_t crc, const void *p, size_t n);
+#include "../base/crc32c.h"
 
 static double now(void) {
     struct timespec t;

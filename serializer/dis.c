@@ -177,8 +177,7 @@ int ost_pickle_dis_ex(const void *data, size_t len, const ost_repr_options *opt,
         case A_F8: {
             if (left < 8) goto trunc;
             if (fn) {
-                uint64_t bits = 0;
-                for (int i = 0; i < 8; i++) bits = bits << 8 | p[i];
+                uint64_t bits = ost__rd_be64(p);
                 double d;
                 memcpy(&d, &bits, 8);
                 char f[40];

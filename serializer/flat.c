@@ -47,7 +47,7 @@ int ost__flat_scan(const void *data, size_t len,
         case OP_BINBYTES: {
             size_t hdr = op == OP_SHORT_BINUNICODE || op == OP_SHORT_BINBYTES ? 2 : 5;
             if ((size_t)(end - p) < hdr) return 1;
-            n = hdr == 2 ? p[1] : ost__flat_le32(p + 1);
+            n = hdr == 2 ? p[1] : ost__rd_le32(p + 1);
             if ((size_t)(end - p) - hdr < n) return 1;
             size_t bad;
             if ((op == OP_SHORT_BINUNICODE || op == OP_BINUNICODE) &&

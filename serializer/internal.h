@@ -10,6 +10,7 @@
 
 #include "ostore.h"
 #include "prim.h"
+#include "../base/endian.h"
 
 /* The hot per-thread state of the allocator and of freeing: initial-exec
  * TLS, a fixed offset from the thread pointer, instead of a
@@ -415,11 +416,6 @@ void ost__ptrtab_del(ost__ptrtab *t, uintptr_t key);
  * load_fast, ost__flat_scan) and give anything else to the general
  * reader, which words every error. */
 
-/* The little-endian 32-bit length at p (BINUNICODE's, BINBYTES'). */
-static inline uint32_t ost__flat_le32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* An int at p (BININT1, BININT2, BININT, or LONG1 of 1 to 8 bytes) in *v;
  * the byte after it, or NULL when p holds none. */
 static inline const uint8_t *ost__flat_int(const uint8_t *p, const uint8_t *end, int64_t *v) {
@@ -429,11 +425,11 @@ static inline const uint8_t *ost__flat_int(const uint8_t *p, const uint8_t *end,
     case 'K': *v = p[1]; return p + 2; /* BININT1 */
     case 'M':                          /* BININT2 */
         if (left < 3) return NULL;
-        *v = (int64_t)p[1] | (int64_t)p[2] << 8;
+        *v = ost__rd_le16(p + 1);
         return p + 3;
     case 'J': /* BININT */
         if (left < 5) return NULL;
-        *v = (int32_t)ost__flat_le32(p + 1);
+        *v = (int32_t)ost__rd_le32(p + 1);
         return p + 5;
     case 0x8a: { /* LONG1: little-endian two's complement */
         unsigned n = p[1];

@@ -1497,8 +1497,7 @@ static int load_long_bin(ost_reader *r, const uint8_t *at, int op, const uint8_t
 static int load_binfloat(ost_reader *r, const uint8_t *at, int op, const uint8_t **pp) {
     const uint8_t *p = *pp;
     NEED(8);
-    uint64_t bits = 0;
-    for (int k = 0; k < 8; k++) bits = bits << 8 | p[k];
+    uint64_t bits = ost__rd_be64(p);
     double d;
     memcpy(&d, &bits, 8);
     *pp = p + 8;

@@ -409,7 +409,7 @@ fallback:
 ost_value ost_int(int64_t i) {
     if (i >= OST_SMALLINT_MIN && i <= OST_SMALLINT_MAX) return ost__small(i);
     uint8_t b[8];
-    for (int k = 0; k < 8; k++) b[k] = (uint8_t)((uint64_t)i >> (8 * k));
+    ost__le64(b, (uint64_t)i);
     return ost_int_from_bytes(b, 8);
 }
 
@@ -465,7 +465,7 @@ size_t ost_int_to_bytes(ost_value v, uint8_t *buf, size_t cap) {
     if (i == 0) return 0;
     uint8_t b[8];
     size_t n = 8;
-    for (int k = 0; k < 8; k++) b[k] = (uint8_t)((uint64_t)i >> (8 * k));
+    ost__le64(b, (uint64_t)i);
     while (n > 1 && ((b[n - 1] == 0 && !(b[n - 2] & 0x80)) ||
                      (b[n - 1] == 0xff && (b[n - 2] & 0x80))))
         n--;

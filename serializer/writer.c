@@ -264,7 +264,7 @@ static void close_frame(ost_writer *w) {
     if (body >= 4) {
         unsigned char *h = w->buf + w->frame_start;
         h[0] = OP_FRAME;
-        for (int k = 0; k < 8; k++) h[1 + k] = (unsigned char)((uint64_t)body >> (8 * k));
+        ost__le64(h + 1, body);
     } else {
         memmove(w->buf + w->frame_start, w->buf + w->frame_start + 9, body);
         w->len -= 9;
@@ -538,14 +538,6 @@ static void py2_spelling(const char **m, const char **n) {
 
 /* ---- scalars --------------------------------------------------------------- */
 
-/* Whether the host stores integers little-endian (BINFLOAT's big-endian
- * bytes are then one byte swap and one store). */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define OST__LE_HOST 1
-#else
-#define OST__LE_HOST 0
-#endif
-
 /* Encodes a small int at o (at most 10 bytes) and returns the end. (Byte
  * stores: one wide store per int was slower on list(range(10**6)).) */
 static inline unsigned char *enc_int64(unsigned char *o, int64_t i) {
@@ -583,9 +575,8 @@ static inline void put_int64(ost_writer *w, int64_t i) {
 static inline unsigned char *enc_float(unsigned char *o, double d) {
     uint64_t bits;
     memcpy(&bits, &d, 8);
-    if (OST__LE_HOST) bits = __builtin_bswap64(bits); /* big-endian in the pickle */
     o[0] = OP_BINFLOAT;
-    memcpy(o + 1, &bits, 8);
+    ost__be64(o + 1, bits); /* big-endian in the pickle */
     return o + 9;
 }
 

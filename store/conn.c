@@ -614,8 +614,7 @@ static int load_fast(ost_conn *c, ost_value obj, const ost__cver *v, const uint8
         case OP_NEWFALSE: x = OST_FALSE, p++; break;
         case OP_BINFLOAT: {
             if (end - p < 9) goto no;
-            uint64_t bits = 0;
-            for (int k = 1; k <= 8; k++) bits = bits << 8 | p[k];
+            uint64_t bits = ost__rd_be64(p + 1);
             double d;
             memcpy(&d, &bits, 8);
             if (!(x = ost_float(d))) goto no;
@@ -631,7 +630,7 @@ static int load_fast(ost_conn *c, ost_value obj, const ost__cver *v, const uint8
             break;
         case OP_BINUNICODE:
         case OP_BINBYTES:
-            if (end - p < 5 || (size_t)(end - p - 5) < (n = ost__flat_le32(p + 1))) goto no;
+            if (end - p < 5 || (size_t)(end - p - 5) < (n = ost__rd_le32(p + 1))) goto no;
             x = op == OP_BINUNICODE ? ost_str((const char *)p + 5, n) : ost_bytes(p + 5, n);
             if (!x) goto no;
             p += 5 + n;

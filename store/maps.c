@@ -252,7 +252,8 @@ size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t coun
     for (int i = 0; i < 3; i++) {
         size_t l = strlen(strs[i]);
         out[n++] = 'X';
-        for (int j = 0; j < 4; j++) out[n++] = (uint8_t)(l >> (8 * j));
+        ost__le32(out + n, (uint32_t)l);
+        n += 4;
         memcpy(out + n, strs[i], l);
         n += l;
     }
@@ -1309,11 +1310,9 @@ static bool ref_only(const uint8_t *p, size_t n, uint64_t *oid) {
         uint8_t op = p[i];
         uint64_t x = 0;
         if (op == 'K' && i + 2 <= n) x = p[i + 1], i += 2; /* BININT1 */
-        else if (op == 'M' && i + 3 <= n) x = p[i + 1] | (uint64_t)p[i + 2] << 8, i += 3;
-        else if (op == 'J' && i + 5 <= n && !(p[i + 4] & 0x80)) {
-            for (int j = 0; j < 4; j++) x |= (uint64_t)p[i + 1 + j] << (8 * j);
-            i += 5;
-        } else if (op == 0x8a && i + 2 <= n && p[i + 1] <= 8 && i + 2 + p[i + 1] <= n) {
+        else if (op == 'M' && i + 3 <= n) x = ost__rd_le16(p + i + 1), i += 3;
+        else if (op == 'J' && i + 5 <= n && !(p[i + 4] & 0x80)) x = ost__rd_le32(p + i + 1), i += 5;
+        else if (op == 0x8a && i + 2 <= n && p[i + 1] <= 8 && i + 2 + p[i + 1] <= n) {
             size_t w = p[i + 1]; /* LONG1: little-endian two's complement */
             if (w && (p[i + 1 + w] & 0x80)) return false;
             for (size_t j = 0; j < w; j++) x |= (uint64_t)p[i + 2 + j] << (8 * j);
@@ -1524,7 +1523,7 @@ static int counter_prepare(ost_conn *c, ost__map *m, ost__pkg *p) {
     }
     if (!m->delta) return 0;
     uint8_t d[8];
-    for (int j = 0; j < 8; j++) d[j] = (uint8_t)((uint64_t)m->delta >> (8 * j));
+    ost__le64(d, (uint64_t)m->delta);
     if (ost__pkg_ment(p, m->oid, 0, NULL, 0, d, 8, OST__MENT_COUNT))
         return ost__c_fail(c, OST_ENOMEM, "out of memory");
     return 0;
@@ -1628,8 +1627,7 @@ static void key_text(const ost__engine_ops *ops, ost__sess *s, uint64_t map, con
     size_t n = r.len;
     /* the kind is the record's second string: 'kind', then the kind */
     if (n < off + 5 || p[off] != 'X') return;
-    uint32_t l = (uint32_t)p[off + 1] | (uint32_t)p[off + 2] << 8 | (uint32_t)p[off + 3] << 16 |
-                 (uint32_t)p[off + 4] << 24;
+    uint32_t l = ost__rd_le32(p + off + 1);
     char ks[80];
     if (l >= sizeof ks || off + 5 + l > n) return;
     memcpy(ks, p + off + 5, l);

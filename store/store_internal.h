@@ -4,7 +4,9 @@
 
 #include <uv.h>
 
+#include "../base/crc32c.h"
 #include "../base/endian.h"
+#include "../base/sort.h"
 #include "../serializer/internal.h"
 #include "engine.h"
 #include "maprec.h"
@@ -208,14 +210,6 @@ void ost__st_clear(ost_store *st);
 int ost__st_vfail(ost_store *st, int code, const char *fmt, va_list ap);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* qsort's order of uint64_t; sorts v[0, n) and drops repeats, returning
- * the new count (conn.c's read-ahead, the PostgreSQL engine's row locks). */
-int ost__u64_cmp(const void *a, const void *b);
-size_t ost__sort_unique(uint64_t *v, size_t n);
-/* The CRC-32C of p[0, n), continuing crc (0 to start): crc32c.c. The soft
- * variant always uses the table (for tests of the hardware path). */
-uint32_t ost__crc32c(uint32_t crc, const void *p, size_t n);
-uint32_t ost__crc32c_soft(uint32_t crc, const void *p, size_t n);
 /* The class value (a new reference) of a class table entry, through the
  * registry: 0 or OST_ENOMEM. A class version's entry, `Name(f1,f2)`
  * (format 4), gives the class Name. */

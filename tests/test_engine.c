@@ -252,7 +252,7 @@ OST_TEST(engine, creates_then_reopens_with_counters) {
     cr_assert_eq(ss.records, E->base_records);
     cr_assert_eq(ss.next_oid, 1);
     cr_assert_eq(ss.last_serial, E->base_records); /* LMDB's open commits the root */
-    const char *shown = E->ops->shown(eng); /* the store copies it at ost_store_open */
+    const char *shown = E->ops->shown(eng);
     cr_assert(strstr(shown, E->one_open ? g_lmdb_tmp : E->sql ? "search_path" : addr), "shown: %s",
               shown);
     E->ops->close(eng);

@@ -1494,7 +1494,7 @@ static int64_t count_dels(uint64_t map) {
         mem_db *db = st->eng->db;
         pthread_rwlock_rdlock(&db->lock);
         for (mem_node *x = mem_list_first(&db->dels); x; x = x->next[0])
-            n += mem_rd_be64(x->key) == map && mem_see(x, db->ver);
+            n += ost__rd_be64(x->key) == map && mem_see(x, db->ver);
         pthread_rwlock_unlock(&db->lock);
         ost_store_close(st);
         return n;

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../base/endian.h"
 #include "cli.h"
 
 #define DUMP_MAGIC "OSTDUMP\n"
@@ -71,17 +72,18 @@ static void put(stream *s, const void *p, size_t n) {
 }
 
 static void put_u16(stream *s, uint16_t v) {
-    uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    uint8_t b[2];
+    ost__le16(b, v);
     put(s, b, 2);
 }
 static void put_u32(stream *s, uint32_t v) {
     uint8_t b[4];
-    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
+    ost__le32(b, v);
     put(s, b, 4);
 }
 static void put_u64(stream *s, uint64_t v) {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    ost__le64(b, v);
     put(s, b, 8);
 }
 
@@ -103,21 +105,19 @@ static bool get(stream *s, void *p, size_t n) {
 static bool get_u16(stream *s, uint16_t *v) {
     uint8_t b[2];
     if (!get(s, b, 2)) return false;
-    *v = (uint16_t)(b[0] | b[1] << 8);
+    *v = ost__rd_le16(b);
     return true;
 }
 static bool get_u32(stream *s, uint32_t *v) {
     uint8_t b[4];
     if (!get(s, b, 4)) return false;
-    *v = 0;
-    for (int i = 3; i >= 0; i--) *v = *v << 8 | b[i];
+    *v = ost__rd_le32(b);
     return true;
 }
 static bool get_u64(stream *s, uint64_t *v) {
     uint8_t b[8];
     if (!get(s, b, 8)) return false;
-    *v = 0;
-    for (int i = 7; i >= 0; i--) *v = *v << 8 | b[i];
+    *v = ost__rd_le64(b);
     return true;
 }
 
@@ -502,12 +502,6 @@ static size_t get_some(stream *s, void *p, size_t n) {
     return got;
 }
 
-static uint64_t le64_at(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
-    return v;
-}
-
 #define HEADER_V1 56 /* bytes: magic, version, format, five u64 */
 #define HEADER_V2 72 /* and the two entry counters */
 
@@ -565,8 +559,7 @@ static int read_header(const char *file, stream *s, dump_header *h) {
     if (got == 0) return fail("%s: empty file, not an ostore export", shown(file));
     if (memcmp(b, DUMP_MAGIC, got < 8 ? got : 8) != 0)
         return fail("%s: not an ostore export (bad magic)", shown(file));
-    h->version = got < 12 ? 0 : (uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
-                                    (uint32_t)b[11] << 24;
+    h->version = got < 12 ? 0 : ost__rd_le32(b + 8);
     if (got == 12 && (h->version < 1 || h->version > DUMP_VERSION))
         return fail("%s: export version %u; this ostore reads versions 1 to %d", shown(file),
                     h->version, DUMP_VERSION);
@@ -577,15 +570,14 @@ static int read_header(const char *file, stream *s, dump_header *h) {
         return fail("%s: truncated dump: %zu byte%s, the header needs %zu", shown(file), got,
                     got == 1 ? "" : "s", need);
     }
-    h->format = (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 |
-                (uint32_t)b[15] << 24;
-    h->records = le64_at(b + 16);
-    h->bytes = le64_at(b + 24);
-    h->next_oid = le64_at(b + 32);
-    h->last = le64_at(b + 40);
-    h->next_class = le64_at(b + 48);
-    h->entries = h->version >= 2 ? le64_at(b + 56) : 0;
-    h->ebytes = h->version >= 2 ? le64_at(b + 64) : 0;
+    h->format = ost__rd_le32(b + 12);
+    h->records = ost__rd_le64(b + 16);
+    h->bytes = ost__rd_le64(b + 24);
+    h->next_oid = ost__rd_le64(b + 32);
+    h->last = ost__rd_le64(b + 40);
+    h->next_class = ost__rd_le64(b + 48);
+    h->entries = h->version >= 2 ? ost__rd_le64(b + 56) : 0;
+    h->ebytes = h->version >= 2 ? ost__rd_le64(b + 64) : 0;
     if (h->format < 1 || h->format > OST_STORE_FORMAT)
         return fail("%s: records of store format %u; this ostore reads formats 1 to %d",
                     shown(file),

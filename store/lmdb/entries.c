@@ -49,15 +49,13 @@ static void ent_fill(const MDB_val *k, MDB_val *v, uint64_t serial, const void *
     ost__le64(b, serial);
     if (len) memcpy(b + EHDR, data, len);
     uint32_t crc = ent_crc(k, b, b + EHDR, len);
-    for (int i = 0; i < 4; i++) b[8 + i] = (uint8_t)(crc >> (8 * i));
+    ost__le32(b + 8, crc);
 }
 
 bool ost__ent_crc_ok(const void *key, size_t klen, const void *val, size_t vlen) {
     const uint8_t *b = val;
     MDB_val k = {klen, (void *)key};
-    return vlen >= EHDR && ent_crc(&k, b, b + EHDR, vlen - EHDR) ==
-                               ((uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
-                                (uint32_t)b[11] << 24);
+    return vlen >= EHDR && ent_crc(&k, b, b + EHDR, vlen - EHDR) == ost__rd_le32(b + 8);
 }
 
 /* Checks entry (k, v) as read from the store and fills e: 0 or
@@ -220,9 +218,7 @@ int ost__ent_deleted(ost__engine *en, void *txn, uint64_t map, const uint8_t *ke
     const uint8_t *b = v.mv_data;
     if (v.mv_size != DELREC || !ost__in_file(en, b, v.mv_size)) return OST_ECORRUPT;
     uint32_t crc = ost__crc32c(ost__crc32c(0, k.mv_data, k.mv_size), b, 8);
-    if (crc != ((uint32_t)b[8] | (uint32_t)b[9] << 8 | (uint32_t)b[10] << 16 |
-                (uint32_t)b[11] << 24))
-        return OST_ECORRUPT;
+    if (crc != ost__rd_le32(b + 8)) return OST_ECORRUPT;
     *serial = ost__rd_le64(b);
     return 0;
 }
@@ -235,7 +231,7 @@ int ost__ent_del_record(ost__engine *en, void *txn, uint64_t map, const uint8_t 
     MDB_val k = full_key(buf, map, key, klen), v = {DELREC, b};
     ost__le64(b, serial);
     uint32_t crc = ost__crc32c(ost__crc32c(0, k.mv_data, k.mv_size), b, 8);
-    for (int i = 0; i < 4; i++) b[8 + i] = (uint8_t)(crc >> (8 * i));
+    ost__le32(b + 8, crc);
     return mdb_put(txn, en->mdels, &k, &v, 0);
 }
 

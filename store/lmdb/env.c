@@ -79,8 +79,7 @@ int ost__rec_open(ost__engine *en, uint64_t oid, const MDB_val *v, uint64_t *ser
         return OST__DMG_RESERVED;
     }
     *serial = ost__rd_le64(h);
-    *class_id = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 |
-                (uint32_t)h[11] << 24;
+    *class_id = ost__rd_le32(h + 8);
     return 0;
 }
 

@@ -74,6 +74,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../base/endian.h"
 #include "engine.h"
 
 #define PAGEHDRSZ 16u
@@ -126,11 +127,6 @@ struct ost__gd {
 static const char *const DB_NAMES[OST__GD_NDB] = {"main", "records", "meta", "classes", "txlog",
                                                    "mapents"};
 
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 static int bad(ost__gd *g, const char *f, ...) __attribute__((format(printf, 2, 3)));
 static int bad(ost__gd *g, const char *f, ...) {
@@ -233,12 +229,13 @@ int ost__gd_bind(ost__gd *g, MDB_txn *t) {
     memcpy(a, m + 88, sizeof a);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     memcpy(b, m + 88, sizeof b);
-    if (memcmp(a, b, sizeof a) != 0 || rd64(a + 56) != txnid) return 1;
+    if (memcmp(a, b, sizeof a) != 0 || ost__rd_le64(a + 56) != txnid) return 1;
     MDB_stat ms;
-    if (mdb_stat(t, 1, &ms) != 0 || ms.ms_depth != rd16(a + 6) || ms.ms_entries != rd64(a + 32) ||
-        ms.ms_leaf_pages != rd64(a + 16) || ms.ms_branch_pages != rd64(a + 8))
+    if (mdb_stat(t, 1, &ms) != 0 || ms.ms_depth != ost__rd_le16(a + 6) ||
+        ms.ms_entries != ost__rd_le64(a + 32) || ms.ms_leaf_pages != ost__rd_le64(a + 16) ||
+        ms.ms_branch_pages != ost__rd_le64(a + 8))
         return 1;
-    uint64_t last = rd64(a + 48);
+    uint64_t last = ost__rd_le64(a + 48);
     if (last < 1 || last >= ((uint64_t)1 << 48) || !pages_in_file(g, last))
         return bad(g, "meta page %u: last page %llu lies beyond the end of the file",
                    (unsigned)(txnid & 1), (unsigned long long)last);
@@ -262,15 +259,15 @@ int ost__gd_bind(ost__gd *g, MDB_txn *t) {
     /* the main database's record (mm_dbs[MAIN_DBI]) */
     const uint8_t *d = a;
     g->dbs[0].known = true;
-    g->dbs[0].depth = rd16(d + 6);
-    g->dbs[0].root = rd64(d + 40);
-    g->dbs[0].entries = rd64(d + 32);
+    g->dbs[0].depth = ost__rd_le16(d + 6);
+    g->dbs[0].root = ost__rd_le64(d + 40);
+    g->dbs[0].entries = ost__rd_le64(d + 32);
     g->bound = true;
     g->valid = true;
-    if ((rd16(d + 4) & DB_PERSISTENT) || g->dbs[0].depth > OST__GD_MAXDEPTH ||
+    if ((ost__rd_le16(d + 4) & DB_PERSISTENT) || g->dbs[0].depth > OST__GD_MAXDEPTH ||
         (g->dbs[0].root == P_INVALID) != (g->dbs[0].depth == 0))
         return bad(g, "meta page %u: the main database's record is damaged (flags 0x%x, depth %u)",
-                   (unsigned)(txnid & 1), rd16(d + 4), g->dbs[0].depth);
+                   (unsigned)(txnid & 1), ost__rd_le16(d + 4), g->dbs[0].depth);
     return 0;
 }
 
@@ -297,11 +294,11 @@ static inline int kcmp(const uint8_t *a, size_t na, const uint8_t *b, size_t nb)
 }
 
 static inline const uint8_t *node_at(const uint8_t *pg, unsigned i) {
-    return pg + rd16(pg + PAGEHDRSZ + 2 * i);
+    return pg + ost__rd_le16(pg + PAGEHDRSZ + 2 * i);
 }
-static inline unsigned nkeys(const uint8_t *pg) { return (rd16(pg + 12) - PAGEHDRSZ) / 2; }
+static inline unsigned nkeys(const uint8_t *pg) { return (ost__rd_le16(pg + 12) - PAGEHDRSZ) / 2; }
 static inline uint64_t child_of(const uint8_t *node) {
-    return (uint64_t)rd16(node) | (uint64_t)rd16(node + 2) << 16 | (uint64_t)rd16(node + 4) << 32;
+    return ost__rd_le32(node) | (uint64_t)ost__rd_le16(node + 4) << 32;
 }
 
 static const char *kind(bool leaf) { return leaf ? "leaf" : "branch"; }
@@ -315,8 +312,9 @@ static int check_overflow(ost__gd *g, int db, uint64_t pgno, unsigned i, uint64_
                    (unsigned long long)pgno, dn, i, (unsigned long long)ov,
                    (unsigned long long)g->last_pg);
     const uint8_t *op = g->base + ov * g->psize;
-    uint32_t n = rd32(op + 12);
-    if (rd64(op) != ov || rd16(op + 10) != P_OVERFLOW || n == 0 || n - 1 > g->last_pg - ov)
+    uint32_t n = ost__rd_le32(op + 12);
+    if (ost__rd_le64(op) != ov || ost__rd_le16(op + 10) != P_OVERFLOW || n == 0 ||
+        n - 1 > g->last_pg - ov)
         return bad(g, "page %llu (%s, leaf): node %u: its overflow page %llu is damaged (header)",
                    (unsigned long long)pgno, dn, i, (unsigned long long)ov);
     if (size + PAGEHDRSZ > (uint64_t)n * g->psize) {
@@ -348,7 +346,7 @@ static bool nodes_tile(ost__gd *g, int db, const uint8_t *pg, unsigned n, unsign
     unsigned ps = g->psize, allowed = db == OST__GD_MAIN ? F_BIGDATA | F_SUBDATA : F_BIGDATA;
     bool ok = true;
     for (unsigned i = 0; i < n; i++) {
-        unsigned off = rd16(pg + PAGEHDRSZ + 2 * i);
+        unsigned off = ost__rd_le16(pg + PAGEHDRSZ + 2 * i);
         if (g->at[off / 2]) ok = false; /* two nodes at one offset */
         g->at[off / 2] = (uint16_t)(i + 1);
     }
@@ -361,8 +359,8 @@ static bool nodes_tile(ost__gd *g, int db, const uint8_t *pg, unsigned n, unsign
             break;
         }
         const uint8_t *nd = pg + pos;
-        uint64_t size = NODESIZE + rd16(nd + 6);
-        unsigned fl = rd16(nd + 4);
+        uint64_t size = NODESIZE + ost__rd_le16(nd + 6);
+        unsigned fl = ost__rd_le16(nd + 4);
         seen++;
         if (leaf) {
             if ((fl & ~allowed) || fl == (F_BIGDATA | F_SUBDATA)) {
@@ -371,12 +369,12 @@ static bool nodes_tile(ost__gd *g, int db, const uint8_t *pg, unsigned n, unsign
                 while (pos < ps && !g->at[pos / 2]);
                 continue;
             }
-            size += fl & F_BIGDATA ? 8u : ((uint64_t)rd16(nd) | (uint64_t)rd16(nd + 2) << 16);
+            size += fl & F_BIGDATA ? 8u : ost__rd_le32(nd);
         }
         pos += (size + 1) & ~(uint64_t)1;
     }
     ok = ok && pos == ps && seen == n;
-    for (unsigned i = 0; i < n; i++) g->at[rd16(pg + PAGEHDRSZ + 2 * i) / 2] = 0;
+    for (unsigned i = 0; i < n; i++) g->at[ost__rd_le16(pg + PAGEHDRSZ + 2 * i) / 2] = 0;
     return ok;
 }
 
@@ -416,13 +414,13 @@ static __attribute__((noinline)) int check_page_full(ost__gd *g, int db, uint64_
     bool leaf = level == g->dbs[db].depth;
     const char *pk = kind(leaf);
     unsigned ps = g->psize;
-    if (rd64(pg) != pgno)
+    if (ost__rd_le64(pg) != pgno)
         return bad(g, "page %llu (%s, %s): its header says page %llu", (unsigned long long)pgno, dn,
-                   pk, (unsigned long long)rd64(pg));
-    if (rd16(pg + 10) != (leaf ? P_LEAF : P_BRANCH))
+                   pk, (unsigned long long)ost__rd_le64(pg));
+    if (ost__rd_le16(pg + 10) != (leaf ? P_LEAF : P_BRANCH))
         return bad(g, "page %llu (%s, %s): page flags 0x%x (a %s page is expected at level %u of %u)",
-                   (unsigned long long)pgno, dn, pk, rd16(pg + 10), pk, level, g->dbs[db].depth);
-    unsigned lower = rd16(pg + 12), upper = rd16(pg + 14);
+                   (unsigned long long)pgno, dn, pk, ost__rd_le16(pg + 10), pk, level, g->dbs[db].depth);
+    unsigned lower = ost__rd_le16(pg + 12), upper = ost__rd_le16(pg + 14);
     if (lower < PAGEHDRSZ || (lower & 1) || lower > upper || upper > ps)
         return bad(g, "page %llu (%s, %s): free space bounds %u and %u are impossible",
                    (unsigned long long)pgno, dn, pk, lower, upper);
@@ -438,12 +436,12 @@ static __attribute__((noinline)) int check_page_full(ost__gd *g, int db, uint64_
     if (db == OST__GD_RECS || db == OST__GD_TXLOG) kmin = kmax = 8;
     else if (db == OST__GD_MENTS) kmin = 8;
     for (unsigned i = 0; i < n; i++) {
-        unsigned off = rd16(pg + PAGEHDRSZ + 2 * i);
+        unsigned off = ost__rd_le16(pg + PAGEHDRSZ + 2 * i);
         if ((off & 1) || off < upper || off + NODESIZE > ps)
             return bad(g, "page %llu (%s, %s): node %u at offset %u is outside the nodes' space [%u, %u)",
                        (unsigned long long)pgno, dn, pk, i, off, upper, ps);
         const uint8_t *nd = pg + off;
-        unsigned ks = rd16(nd + 6);
+        unsigned ks = ost__rd_le16(nd + 6);
         if (off + NODESIZE + ks > ps)
             return bad(g, "page %llu (%s, %s): node %u at offset %u: its key of %u bytes runs past the page end",
                        (unsigned long long)pgno, dn, pk, i, off, ks);
@@ -502,13 +500,13 @@ static int db_of(ost__gd *g, int db, const gdb **out) {
             const uint8_t *r = v.mv_data;
             if (v.mv_size != 48)
                 return bad(g, "main: the record of database %s is %zu bytes, not 48", name, v.mv_size);
-            d->depth = rd16(r + 6);
-            d->root = rd64(r + 40);
-            d->entries = rd64(r + 32);
-            if ((rd16(r + 4) & DB_PERSISTENT) || d->depth > OST__GD_MAXDEPTH ||
+            d->depth = ost__rd_le16(r + 6);
+            d->root = ost__rd_le64(r + 40);
+            d->entries = ost__rd_le64(r + 32);
+            if ((ost__rd_le16(r + 4) & DB_PERSISTENT) || d->depth > OST__GD_MAXDEPTH ||
                 (d->root == P_INVALID) != (d->depth == 0))
                 return bad(g, "main: the record of database %s is damaged (flags 0x%x, depth %u)",
-                           name, rd16(r + 4), d->depth);
+                           name, ost__rd_le16(r + 4), d->depth);
             d->known = true;
         }
     }
@@ -535,10 +533,10 @@ static inline uint64_t slot_from(uint64_t parent, unsigned i) { return parent <<
 static uint64_t to_child(const uint8_t *pg, uint64_t pgno, unsigned n, unsigned i, ost__gdkey *lo,
                          ost__gdkey *hi, uint64_t *from) {
     const uint8_t *nd = node_at(pg, i);
-    if (i > 0) *lo = (ost__gdkey){nd + NODESIZE, rd16(nd + 6)};
+    if (i > 0) *lo = (ost__gdkey){nd + NODESIZE, ost__rd_le16(nd + 6)};
     if (i + 1 < n) {
         const uint8_t *nx = node_at(pg, i + 1);
-        *hi = (ost__gdkey){nx + NODESIZE, rd16(nx + 6)};
+        *hi = (ost__gdkey){nx + NODESIZE, ost__rd_le16(nx + 6)};
     }
     *from = slot_from(pgno, i);
     return child_of(nd);
@@ -551,7 +549,7 @@ static unsigned branch_find(const uint8_t *pg, unsigned n, const uint8_t *key, s
     while (lo < hi) {
         unsigned mid = lo + (hi - lo) / 2;
         const uint8_t *nd = node_at(pg, mid);
-        if (kcmp(nd + NODESIZE, rd16(nd + 6), key, klen) <= 0) lo = mid + 1;
+        if (kcmp(nd + NODESIZE, ost__rd_le16(nd + 6), key, klen) <= 0) lo = mid + 1;
         else hi = mid;
     }
     return lo - 1;
@@ -565,7 +563,7 @@ static unsigned leaf_find(const uint8_t *pg, unsigned n, const uint8_t *key, siz
     while (lo < hi) {
         unsigned mid = lo + (hi - lo) / 2;
         const uint8_t *nd = node_at(pg, mid);
-        int c = kcmp(nd + NODESIZE, rd16(nd + 6), key, klen);
+        int c = kcmp(nd + NODESIZE, ost__rd_le16(nd + 6), key, klen);
         if (c < 0) {
             lo = mid + 1;
         } else {
@@ -584,8 +582,9 @@ static unsigned leaf_find(const uint8_t *pg, unsigned n, const uint8_t *key, siz
  * the message set and *v empty. */
 static int leaf_value(ost__gd *g, int db, uint64_t pgno, const uint8_t *pg, unsigned i, MDB_val *v) {
     const uint8_t *nd = node_at(pg, i);
-    unsigned off = rd16(pg + PAGEHDRSZ + 2 * i), ks = rd16(nd + 6), fl = rd16(nd + 4);
-    uint64_t ds = (uint64_t)rd16(nd) | (uint64_t)rd16(nd + 2) << 16;
+    unsigned off = ost__rd_le16(pg + PAGEHDRSZ + 2 * i), ks = ost__rd_le16(nd + 6);
+    unsigned fl = ost__rd_le16(nd + 4);
+    uint64_t ds = ost__rd_le32(nd);
     const char *dn = DB_NAMES[db];
     unsigned allowed = db == OST__GD_MAIN ? F_BIGDATA | F_SUBDATA : F_BIGDATA;
     *v = (MDB_val){0, NULL};
@@ -596,7 +595,7 @@ static int leaf_value(ost__gd *g, int db, uint64_t pgno, const uint8_t *pg, unsi
         if (off + NODESIZE + ks + 8 > g->psize)
             return bad(g, "page %llu (%s, leaf): node %u at offset %u runs past the page end",
                        (unsigned long long)pgno, dn, i, off);
-        uint64_t ov = rd64(nd + NODESIZE + ks);
+        uint64_t ov = ost__rd_le64(nd + NODESIZE + ks);
         int rc = check_overflow(g, db, pgno, i, ov, ds);
         if (rc) return rc;
         *v = (MDB_val){ds, (void *)(g->base + ov * g->psize + PAGEHDRSZ)};
@@ -645,8 +644,8 @@ int ost__gd_get(ost__gd *g, int db, const void *key, size_t klen, MDB_val *val) 
         const uint8_t *pg = g->base + h * g->psize;
         unsigned n = nkeys(pg);
         const uint8_t *f = n ? node_at(pg, 0) : NULL, *l = n ? node_at(pg, n - 1) : NULL;
-        if (n && kcmp(f + NODESIZE, rd16(f + 6), k, klen) <= 0 &&
-            kcmp(k, klen, l + NODESIZE, rd16(l + 6)) <= 0) {
+        if (n && kcmp(f + NODESIZE, ost__rd_le16(f + 6), k, klen) <= 0 &&
+            kcmp(k, klen, l + NODESIZE, ost__rd_le16(l + 6)) <= 0) {
             unsigned i = leaf_find(pg, n, k, klen, &eq);
             if (!eq) return OST_ENOTFOUND;
             return leaf_value(g, db, h, pg, i, val);
@@ -728,7 +727,7 @@ static int here(ost__gdcur *c, MDB_val *k, MDB_val *v) {
     typeof(c->lv[0]) *l = &c->lv[c->top - 1];
     c->on = true;
     const uint8_t *nd = node_at(l->pg, l->i);
-    if (k) *k = (MDB_val){rd16(nd + 6), (void *)(nd + NODESIZE)};
+    if (k) *k = (MDB_val){ost__rd_le16(nd + 6), (void *)(nd + NODESIZE)};
     MDB_val dummy;
     (void)leaf_value(c->g, c->db, l->pgno, l->pg, l->i, v ? v : &dummy);
     return 0;

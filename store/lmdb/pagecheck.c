@@ -115,6 +115,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../base/endian.h"
 #include "../../serializer/internal.h"
 
 /* ---- format constants --------------------------------------------------- */
@@ -164,11 +165,6 @@
 
 /* ---- bytes -------------------------------------------------------------- */
 
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 static inline uint32_t even(uint32_t n) { return (n + 1) & ~1u; }
 
 typedef unsigned long long ull;
@@ -452,14 +448,14 @@ static inline void bit_set(uint64_t *b, uint64_t i) { b[i >> 6] |= (uint64_t)1 <
 /* ---- meta pages ------------------------------------------------------------ */
 
 static void rd_dbrec(dbrec *d, const uint8_t *p) {
-    d->pad = rd32(p);
-    d->flags = rd16(p + 4);
-    d->depth = rd16(p + 6);
-    d->branch = rd64(p + 8);
-    d->leaf = rd64(p + 16);
-    d->overflow = rd64(p + 24);
-    d->entries = rd64(p + 32);
-    d->root = rd64(p + 40);
+    d->pad = ost__rd_le32(p);
+    d->flags = ost__rd_le16(p + 4);
+    d->depth = ost__rd_le16(p + 6);
+    d->branch = ost__rd_le64(p + 8);
+    d->leaf = ost__rd_le64(p + 16);
+    d->overflow = ost__rd_le64(p + 24);
+    d->entries = ost__rd_le64(p + 32);
+    d->root = ost__rd_le64(p + 40);
 }
 
 static bool pow2_psize(uint64_t v) { return v >= MIN_PSIZE && v <= MAX_PSIZE && !(v & (v - 1)); }
@@ -513,15 +509,15 @@ static void read_meta(ost__pc *pc, int i, uint64_t off, meta *m) {
     }
     const uint8_t *p = pc->base + off;
     m->found = true;
-    m->pgno = rd64(p);
-    m->pflags = rd16(p + 10);
-    m->magic = rd32(p + OFF_MAGIC);
-    m->version = rd32(p + OFF_VERSION);
-    m->mapsize = rd64(p + OFF_MAPSIZE);
+    m->pgno = ost__rd_le64(p);
+    m->pflags = ost__rd_le16(p + 10);
+    m->magic = ost__rd_le32(p + OFF_MAGIC);
+    m->version = ost__rd_le32(p + OFF_VERSION);
+    m->mapsize = ost__rd_le64(p + OFF_MAPSIZE);
     rd_dbrec(&m->db[0], p + OFF_DBS);
     rd_dbrec(&m->db[1], p + OFF_DBS + DBREC_SIZE);
-    m->last_pg = rd64(p + OFF_LAST_PG);
-    m->txnid = rd64(p + OFF_TXNID);
+    m->last_pg = ost__rd_le64(p + OFF_LAST_PG);
+    m->txnid = ost__rd_le64(p + OFF_TXNID);
     m->psize = m->db[0].pad;
     char *e = m->err;
     size_t cap = sizeof m->err;
@@ -571,8 +567,8 @@ static uint64_t meta1_offset(ost__pc *pc) {
     for (uint64_t c = MIN_PSIZE; c <= MAX_PSIZE; c *= 2) {
         if (c > pc->size || pc->size - c < META_END) break;
         const uint8_t *p = pc->base + c;
-        if (rd64(p) == 1 && rd16(p + 10) == P_META && rd32(p + OFF_MAGIC) == MAGIC &&
-            rd32(p + OFF_DBS) == c)
+        if (ost__rd_le64(p) == 1 && ost__rd_le16(p + 10) == P_META &&
+            ost__rd_le32(p + OFF_MAGIC) == MAGIC && ost__rd_le32(p + OFF_DBS) == c)
             return c;
     }
     return 4096; /* nowhere better to look: read_meta says what is there */
@@ -585,7 +581,7 @@ static unsigned guess_psize(const ost__pc *pc) {
     for (uint64_t c = MIN_PSIZE; c <= MAX_PSIZE; c *= 2) {
         unsigned hits = 0;
         for (uint64_t p = 2; p < 66 && (p + 1) * c <= pc->size; p++)
-            if (rd64(pc->base + p * c) == p) hits++;
+            if (ost__rd_le64(pc->base + p * c) == p) hits++;
         if (hits > best_hits) best = (unsigned)c, best_hits = hits;
     }
     return best;
@@ -622,8 +618,8 @@ static int setup(ost__pc *pc, const char *label, char *msg, size_t cap) {
         for (uint64_t c = MIN_PSIZE; c <= MAX_PSIZE; c *= 2) {
             if (c == a->psize || c > pc->size || pc->size - c < META_END) continue;
             const uint8_t *p = pc->base + c;
-            if (rd64(p) != 1 || rd16(p + 10) != P_META || rd32(p + OFF_MAGIC) != MAGIC ||
-                rd32(p + OFF_DBS) != c)
+            if (ost__rd_le64(p) != 1 || ost__rd_le16(p + 10) != P_META ||
+                ost__rd_le32(p + OFF_MAGIC) != MAGIC || ost__rd_le32(p + OFF_DBS) != c)
                 continue;
             meta m1;
             read_meta(pc, 1, c, &m1);
@@ -968,7 +964,7 @@ static void read_nodes(page *g, uint32_t lower, uint32_t upper) {
     if (lower > upper) upper = lower;
     for (int i = 0; i < g->n; i++) {
         node *d = &g->nd[i];
-        uint32_t off = rd16(pg + PAGEHDRSZ + 2 * (uint32_t)i);
+        uint32_t off = ost__rd_le16(pg + PAGEHDRSZ + 2 * (uint32_t)i);
         d->off = (uint16_t)off;
         d->bad = 0;
         d->order = 0;
@@ -988,12 +984,12 @@ static void read_nodes(page *g, uint32_t lower, uint32_t upper) {
             continue;
         }
         const uint8_t *p = pg + off;
-        uint32_t ks = rd16(p + 6);
+        uint32_t ks = ost__rd_le16(p + 6);
         uint32_t room = sz - off - NODESIZE; /* bytes after the header */
         d->ks = ks;
         d->key = p + NODESIZE;
         if (g->branch) {
-            d->child = rd16(p) | (uint64_t)rd16(p + 2) << 16 | (uint64_t)rd16(p + 4) << 32;
+            d->child = ost__rd_le32(p) | (uint64_t)ost__rd_le16(p + 4) << 32;
             d->ext = even(NODESIZE + ks);
             if (ks > room)
                 d->bad = R_RUNS_PAST, d->v1 = NODESIZE + ks;
@@ -1001,8 +997,8 @@ static void read_nodes(page *g, uint32_t lower, uint32_t upper) {
                 d->bad = R_KSIZE, d->v1 = i > 0;
             continue;
         }
-        unsigned f = rd16(p + 4);
-        uint32_t ds = rd16(p) | (uint32_t)rd16(p + 2) << 16;
+        unsigned f = ost__rd_le16(p + 4);
+        uint32_t ds = ost__rd_le32(p);
         d->flags = (uint16_t)f;
         d->ds = ds;
         uint64_t total = (uint64_t)NODESIZE + ks + (f & F_BIGDATA ? 8u : ds);
@@ -1044,8 +1040,8 @@ static void read_nodes(page *g, uint32_t lower, uint32_t upper) {
 static uint32_t ext_at(const page *g, uint32_t off) {
     if ((off & 1) || off + NODESIZE > g->sz) return 0;
     const uint8_t *p = g->pg + off;
-    uint64_t n = NODESIZE + (uint64_t)rd16(p + 6);
-    if (!g->branch) n += rd16(p + 4) & F_BIGDATA ? 8u : (rd16(p) | (uint32_t)rd16(p + 2) << 16);
+    uint64_t n = NODESIZE + (uint64_t)ost__rd_le16(p + 6);
+    if (!g->branch) n += ost__rd_le16(p + 4) & F_BIGDATA ? 8u : ost__rd_le32(p);
     return n > g->sz - off ? 0 : even((uint32_t)n);
 }
 
@@ -1352,8 +1348,8 @@ static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, 
     g.cmp = t->cmp;
     bool want_leaf = level == t->rec.depth;
     g.kind = want_leaf ? "leaf" : "branch";
-    uint64_t hdr = rd64(g.pg);
-    uint16_t pad = rd16(g.pg + 8), flags = rd16(g.pg + 10);
+    uint64_t hdr = ost__rd_le64(g.pg);
+    uint16_t pad = ost__rd_le16(g.pg + 8), flags = ost__rd_le16(g.pg + 10);
     if (hdr != pgno) {
         pproblem(&g, "the page header says page %llu (not this page, or overwritten)",
                  (ull)hdr);
@@ -1375,7 +1371,7 @@ static void visit(run *r, tree *t, uint64_t pgno, unsigned level, kb lo, kb hi, 
         r->depth--;
         return;
     }
-    if (!check_page(&g, pad, rd16(g.pg + 12), rd16(g.pg + 14))) {
+    if (!check_page(&g, pad, ost__rd_le16(g.pg + 12), ost__rd_le16(g.pg + 14))) {
         page_done(&g);
         r->depth--;
         return;
@@ -1417,7 +1413,7 @@ static bool overflow(page *g, int i, const uint8_t **val) {
     run *r = g->r;
     ost__pc *pc = r->pc;
     node *d = &g->nd[i];
-    uint64_t ov = rd64(d->data);
+    uint64_t ov = ost__rd_le64(d->data);
     if (r->live) live(r, g->fileoff + (uint64_t)(d->data - g->pg), 8, OST__PC_LIVE_STRUCT);
     if (ov < 2 || ov > r->last_pg || ov >= pc->fpages) {
         nproblem(g, i, "overflow page %llu is %s", (ull)ov,
@@ -1426,9 +1422,9 @@ static bool overflow(page *g, int i, const uint8_t **val) {
         return false;
     }
     const uint8_t *op = pc->base + ov * pc->psize;
-    uint64_t hdr = rd64(op);
-    uint16_t flags = rd16(op + 10);
-    uint32_t npages = rd32(op + 12);
+    uint64_t hdr = ost__rd_le64(op);
+    uint16_t flags = ost__rd_le16(op + 10);
+    uint32_t npages = ost__rd_le32(op + 12);
     if (hdr != ov) {
         nproblem(g, i, "overflow page %llu: the page header says page %llu", (ull)ov, (ull)hdr);
         return false;
@@ -1483,7 +1479,7 @@ static void free_record(page *g, int i, const uint8_t *v, uint32_t vlen) {
         nproblem(g, i, "key size %u (a free-list key is a transaction id, 8 bytes)", d->ks);
         return;
     }
-    uint64_t txn = rd64(d->key);
+    uint64_t txn = ost__rd_le64(d->key);
     if (txn > r->m->txnid) {
         nproblem(g, i, "free-list record of transaction %llu, newer than the snapshot's %llu",
                  (ull)txn, (ull)r->m->txnid);
@@ -1494,7 +1490,7 @@ static void free_record(page *g, int i, const uint8_t *v, uint32_t vlen) {
                  vlen);
         return;
     }
-    uint64_t count = rd64(v);
+    uint64_t count = ost__rd_le64(v);
     if (count > (vlen - 8) / 8) {
         nproblem(g, i,
                  "free-list record of transaction %llu: count %llu does not fit its %u bytes",
@@ -1505,7 +1501,7 @@ static void free_record(page *g, int i, const uint8_t *v, uint32_t vlen) {
     uint64_t prev = UINT64_MAX;
     bool unsorted = false;
     for (uint64_t k = 0; k < count; k++) {
-        uint64_t p = rd64(v + 8 + 8 * k);
+        uint64_t p = ost__rd_le64(v + 8 + 8 * k);
         if (p >= prev) unsorted = true;
         prev = p;
         if (p < 2 || p > r->last_pg || p >= r->pc->fpages) {
@@ -1558,14 +1554,14 @@ static void dup_subpage(page *g, int i) {
         nproblem(g, i, "a sub-page of duplicates of %u bytes, less than a page header", d->ds);
         return;
     }
-    uint16_t flags = rd16(s.pg + 10) & (uint16_t)~P_DIRTY;
+    uint16_t flags = ost__rd_le16(s.pg + 10) & (uint16_t)~P_DIRTY;
     unsigned want = P_LEAF | P_SUBP | (t->flags & DB_DUPFIXED ? P_LEAF2 : 0);
     if (flags != want) {
-        nproblem(g, i, "sub-page flags 0x%x (0x%x expected)", rd16(s.pg + 10), want);
+        nproblem(g, i, "sub-page flags 0x%x (0x%x expected)", ost__rd_le16(s.pg + 10), want);
         return;
     }
     s.leaf2 = (flags & P_LEAF2) != 0;
-    uint16_t pad = rd16(s.pg + 8);
+    uint16_t pad = ost__rd_le16(s.pg + 8);
     s.ks2 = pad; /* a sub-page says its own key size */
     if (s.leaf2 && (pad == 0 || pad > MAXKEY)) {
         nproblem(g, i, "sub-page key size %u", pad);
@@ -1580,7 +1576,7 @@ static void dup_subpage(page *g, int i) {
     kb none = {0};
     s.lo = none;
     s.hi = none;
-    if (check_page(&s, pad, rd16(s.pg + 12), rd16(s.pg + 14))) {
+    if (check_page(&s, pad, ost__rd_le16(s.pg + 12), ost__rd_le16(s.pg + 14))) {
         page_live(&s);
         for (int j = 0; j < s.n && !r->stop; j++) {
             if (!node_ok(&s, j)) continue;
@@ -2086,8 +2082,8 @@ int ost__pc_scan(ost__pc *pc, ost__pc_entry_fn fn, void *ud) {
     int rc = nd ? 0 : OST_ENOMEM;
     for (uint64_t p = 2; nd && p < pc->fpages && !rc; p++) {
         const uint8_t *pg = pc->base + p * ps;
-        if (rd64(pg) != p || rd16(pg + 10) != P_LEAF) continue;
-        uint32_t lower = rd16(pg + 12), upper = rd16(pg + 14);
+        if (ost__rd_le64(pg) != p || ost__rd_le16(pg + 10) != P_LEAF) continue;
+        uint32_t lower = ost__rd_le16(pg + 12), upper = ost__rd_le16(pg + 14);
         if (lower < PAGEHDRSZ || (lower & 1) || lower > upper || upper > ps) continue;
         page g;
         memset(&g, 0, sizeof g);
@@ -2107,11 +2103,11 @@ int ost__pc_scan(ost__pc *pc, ost__pc_entry_fn fn, void *ud) {
             if (d->bad || (d->flags & (F_SUBDATA | F_DUPDATA))) continue;
             const uint8_t *v = d->data;
             if (d->flags & F_BIGDATA) {
-                uint64_t ov = rd64(d->data);
+                uint64_t ov = ost__rd_le64(d->data);
                 if (ov < 2 || ov >= pc->fpages) continue;
                 const uint8_t *op = pc->base + ov * ps;
-                uint32_t np = rd32(op + 12);
-                if (rd64(op) != ov || rd16(op + 10) != P_OVERFLOW || np == 0 ||
+                uint32_t np = ost__rd_le32(op + 12);
+                if (ost__rd_le64(op) != ov || ost__rd_le16(op + 10) != P_OVERFLOW || np == 0 ||
                     np > pc->fpages - ov || (uint64_t)d->ds > (uint64_t)np * ps - PAGEHDRSZ)
                     continue;
                 v = op + PAGEHDRSZ;

@@ -6,7 +6,7 @@
 
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id) {
     ost__le64(h, serial);
-    for (int i = 0; i < 4; i++) h[8 + i] = (uint8_t)(class_id >> (8 * i));
+    ost__le32(h + 8, class_id);
     memset(h + 12, 0, 4);
 }
 
@@ -21,14 +21,12 @@ static uint32_t rec_crc(uint64_t oid, const uint8_t *rec, size_t n) {
 
 void ost__rec_seal(uint8_t *rec, size_t n, uint64_t oid) {
     uint32_t crc = rec_crc(oid, rec, n);
-    for (int i = 0; i < 4; i++) rec[12 + i] = (uint8_t)(crc >> (8 * i));
+    ost__le32(rec + 12, crc);
 }
 
 bool ost__rec_crc_ok(uint64_t oid, const void *rec, size_t n) {
     const uint8_t *h = rec;
-    return n >= OST_HDR_SIZE + 2 &&
-           rec_crc(oid, h, n) == ((uint32_t)h[12] | (uint32_t)h[13] << 8 |
-                                  (uint32_t)h[14] << 16 | (uint32_t)h[15] << 24);
+    return n >= OST_HDR_SIZE + 2 && rec_crc(oid, h, n) == ost__rd_le32(h + 12);
 }
 
 const char *ost__damage_text(int dmg) {

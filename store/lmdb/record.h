@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../../base/crc32c.h"
 #include "../../base/endian.h"
 
 #define OST_HDR_SIZE 16
@@ -18,8 +19,6 @@
  * (its MDB_* codes are negative too, from -30799; errno values positive). */
 #define OST__OURS(rc) ((rc) < 0 && (rc) > -100)
 
-/* The CRC-32C of p[0, n), continuing crc (0 to start): crc32c.c. */
-uint32_t ost__crc32c(uint32_t crc, const void *p, size_t n);
 
 /* Writes a record header: serial, class id, a zero checksum. */
 void ost__hdr_write(uint8_t *h, uint64_t serial, uint32_t class_id);

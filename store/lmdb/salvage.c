@@ -90,6 +90,13 @@ typedef struct {
         (a).v[(a).n++] = (item);                                        \
     } while (0)
 
+/* The record of oid whose header and pickle are v[0, len) (len at least
+ * OST_HDR_SIZE), found on page pg; scanned as srec's. */
+static srec rec_at(uint64_t oid, const uint8_t *v, size_t len, uint64_t pg, bool scanned) {
+    return (srec){oid, ost__rd_le64(v), ost__rd_le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE,
+                  pg, scanned, 0};
+}
+
 static void say(salv *s, int kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(salv *s, int kind, const char *fmt, ...) {
     if (!s->report) return;
@@ -101,20 +108,6 @@ static void say(salv *s, int kind, const char *fmt, ...) {
     s->report(s->ud, kind, line);
 }
 
-static uint64_t be64(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | b[i];
-    return v;
-}
-static uint64_t le64(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
-    return v;
-}
-static uint32_t le32(const uint8_t *b) {
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
 /* Whether record value v (n bytes) of oid verifies: its checksum (format
  * 3), or zero reserved bytes and a pickle whose opcodes read (older). */
 static void ignore_pid(void *ud, uint64_t oid) {
@@ -124,7 +117,7 @@ static void ignore_pid(void *ud, uint64_t oid) {
 static bool rec_ok(uint64_t format, uint64_t oid, const uint8_t *v, size_t n) {
     if (n < OST_HDR_SIZE + 2) return false;
     if (format >= 3) return ost__rec_crc_ok(oid, v, n);
-    if (le32(v + 12)) return false;
+    if (ost__rd_le32(v + 12)) return false;
     return ost__scan_pids(v + OST_HDR_SIZE, n - OST_HDR_SIZE, ignore_pid, NULL) == 0;
 }
 
@@ -159,7 +152,7 @@ static int meta_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size
     for (int i = 0; i < 4; i++)
         if (kl == strlen(names[i]) && memcmp(k, names[i], kl) == 0 && vl == 8) {
             s->have_meta[i] = true;
-            s->meta[i] = le64(v);
+            s->meta[i] = ost__rd_le64(v);
         }
     return 0;
 }
@@ -192,17 +185,16 @@ static int class_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, siz
 static int rec_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl, uint64_t pg) {
     salv *s = ud;
     if (kl != 8) return 0;
-    uint64_t oid = be64(k);
+    uint64_t oid = ost__rd_be64(k);
     if (!rec_ok(s->format, oid, v, vl)) {
-        sbad b = {oid, vl >= 12 ? le32(v + 8) : 0,
+        sbad b = {oid, vl >= 12 ? ost__rd_le32(v + 8) : 0,
                   vl < OST_HDR_SIZE + 2 ? "too short for its header"
                   : s->format >= 3      ? "its checksum does not match its bytes"
                                         : "its header or pickle is damaged"};
         PUSH(s->bad, b);
         return s->nomem ? OST_ENOMEM : 0;
     }
-    srec r = {oid, le64(v), le32(v + 8), v + OST_HDR_SIZE, vl - OST_HDR_SIZE, pg, false, 0};
-    PUSH(s->recs, r);
+    PUSH(s->recs, rec_at(oid, v, vl, pg, false));
     return s->nomem ? OST_ENOMEM : 0;
 }
 
@@ -214,7 +206,7 @@ static int ent_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size_
         s->bad_ents++;
         return 0;
     }
-    sent e = {k, kl, le64(v), v + off, vl - off, false, 0};
+    sent e = {k, kl, ost__rd_le64(v), v + off, vl - off, false, 0};
     PUSH(s->ents, e);
     return s->nomem ? OST_ENOMEM : 0;
 }
@@ -230,14 +222,13 @@ static int scan_cb(void *ud, const uint8_t *k, size_t kl, const uint8_t *v, size
     scan_ctx *c = ud;
     salv *s = c->s;
     if (c->cls && kl == 5 && k[0] == 'i') return class_cb(s, k, kl, v, vl, pg);
-    if (c->recs && kl == 8 && vl >= OST_HDR_SIZE + 2 && rec_ok(3, be64(k), v, vl)) {
-        srec r = {be64(k), le64(v), le32(v + 8), v + OST_HDR_SIZE, vl - OST_HDR_SIZE, pg, true, 0};
-        PUSH(s->recs, r);
+    if (c->recs && kl == 8 && vl >= OST_HDR_SIZE + 2 && rec_ok(3, ost__rd_be64(k), v, vl)) {
+        PUSH(s->recs, rec_at(ost__rd_be64(k), v, vl, pg, true));
         return s->nomem ? OST_ENOMEM : 0;
     }
     size_t off;
     if (c->ents && kl >= 8 && ent_ok(3, k, kl, v, vl, &off)) {
-        sent e = {k, kl, le64(v), v + off, vl - off, true, 0};
+        sent e = {k, kl, ost__rd_le64(v), v + off, vl - off, true, 0};
         PUSH(s->ents, e);
         return s->nomem ? OST_ENOMEM : 0;
     }
@@ -266,7 +257,7 @@ static size_t find_rec_len(uint64_t oid, const uint8_t *v, size_t max) {
     if (max < OST_HDR_SIZE + 2) return 0;
     uint8_t kb[8];
     ost__be64(kb, oid);
-    uint32_t want = le32(v + 12);
+    uint32_t want = ost__rd_le32(v + 12);
     uint32_t c = ost__crc32c(ost__crc32c(0, kb, 8), v, 12);
     size_t done = OST_HDR_SIZE;
     for (size_t len = OST_HDR_SIZE + 2; len <= max; len++) {
@@ -322,40 +313,36 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
         const uint8_t *p = base + pg * ps;
         size_t avail = size - pg * ps < ps ? (size_t)(size - pg * ps) : ps;
         for (size_t o = 16; o + 16 + OST_HDR_SIZE + 2 <= avail; o += 2) { /* nodes are 2-aligned */
-            uint64_t oid = be64(p + o + 8);
+            uint64_t oid = ost__rd_be64(p + o + 8);
             /* key size 8 as a record's; else (a damaged key size) a wanted
              * oid, or a sound record whose checksum says so */
             bool ksize_ok = p[o + 6] == 8 && p[o + 7] == 0;
             bool wanted = in_sorted(want, nwant, oid);
             const uint8_t *v = p + o + 16;
             size_t room = avail - (o + 16);
-            size_t claimed = (size_t)p[o] | (size_t)p[o + 1] << 8 | (size_t)p[o + 2] << 16 |
-                             (size_t)p[o + 3] << 24;
-            uint16_t fl = (uint16_t)(p[o + 4] | p[o + 5] << 8);
+            size_t claimed = ost__rd_le32(p + o);
+            uint16_t fl = ost__rd_le16(p + o + 4);
             /* an overflow value: its run of pages */
             if ((fl & 1) && claimed > room) {
-                uint64_t opg = le64(v);
+                uint64_t opg = ost__rd_le64(v);
                 if ((ksize_ok || wanted) && opg >= 2 && opg < size / ps &&
                     claimed <= size - opg * ps - 16 && (wanted || !have_rec(s, known, oid)) &&
                     rec_ok(3, oid, base + opg * ps + 16, claimed)) {
                     const uint8_t *ov = base + opg * ps + 16;
-                    srec r = {oid, le64(ov), le32(ov + 8), ov + OST_HDR_SIZE, claimed - OST_HDR_SIZE,
-                              pg, true, 0};
-                    PUSH(s->recs, r);
+                    PUSH(s->recs, rec_at(oid, ov, claimed, pg, true));
                 }
                 continue;
             }
             /* inline: a plausible header first (serial, class), then the length */
-            uint64_t serial = le64(v);
-            uint32_t cid = le32(v + 8); /* a class id, in the table or not (it may be lost) */
+            uint64_t serial = ost__rd_le64(v);
+            /* a class id, in the table or not (it may be lost) */
+            uint32_t cid = ost__rd_le32(v + 8);
             if (serial == 0 || serial > last || cid == 0 || cid >= (1u << 24)) continue;
             if (wanted) {
                 size_t len = claimed <= room && rec_ok(3, oid, v, claimed) ? claimed
                                                                           : find_rec_len(oid, v, room);
                 if (len) {
-                    srec r = {oid, serial, le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE, pg,
-                              true, 0};
-                    PUSH(s->recs, r);
+                    PUSH(s->recs, rec_at(oid, v, len, pg, true));
                 }
                 continue;
             }
@@ -367,9 +354,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
                  * (an older copy on a free page): the newest wins
                  * (dedupe_recs) */
                 if (!have_rec_since(s, known, oid, serial)) {
-                    srec r = {oid, serial, le32(v + 8), v + OST_HDR_SIZE, claimed - OST_HDR_SIZE,
-                              pg, true, 0};
-                    PUSH(s->recs, r);
+                    PUSH(s->recs, rec_at(oid, v, claimed, pg, true));
                 }
                 continue;
             }
@@ -377,9 +362,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
             if (ksize_ok && !have_rec(s, known, oid)) {
                 size_t len = find_rec_len(oid, v, room);
                 if (len) {
-                    srec r = {oid, serial, le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE, pg,
-                              true, 0};
-                    PUSH(s->recs, r);
+                    PUSH(s->recs, rec_at(oid, v, len, pg, true));
                     continue;
                 }
             }
@@ -388,9 +371,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
             for (size_t i = 0; i < nwant; i++) {
                 size_t len = find_rec_len(want[i], v, room);
                 if (len) {
-                    srec r = {want[i], serial, le32(v + 8), v + OST_HDR_SIZE, len - OST_HDR_SIZE,
-                              pg, true, 0};
-                    PUSH(s->recs, r);
+                    PUSH(s->recs, rec_at(want[i], v, len, pg, true));
                     break;
                 }
             }
@@ -404,7 +385,7 @@ static void lenient_scan(salv *s, const uint64_t *want, size_t nwant) {
  * STOP). */
 static size_t find_ent_len(const uint8_t *key, size_t klen, const uint8_t *v, size_t max) {
     if (max < 12) return 0;
-    uint32_t want = le32(v + 8);
+    uint32_t want = ost__rd_le32(v + 8);
     uint32_t c = ost__crc32c(ost__crc32c(0, key, klen), v, 8);
     if (c == want) return 12;
     size_t done = 12;
@@ -424,7 +405,7 @@ static size_t find_ent_len(const uint8_t *key, size_t klen, const uint8_t *v, si
 static size_t map_klens(const salv *s, uint64_t m, size_t *klens, size_t max) {
     size_t n = 0;
     for (size_t i = 0; i < s->ents.n; i++) {
-        if (be64(s->ents.v[i].key) != m) continue;
+        if (ost__rd_be64(s->ents.v[i].key) != m) continue;
         size_t kl = s->ents.v[i].klen, j = 0;
         while (j < n && klens[j] != kl) j++;
         if (j == n && n < max) klens[n++] = kl;
@@ -456,7 +437,7 @@ static void lenient_scan_entries(salv *s, const uint64_t *want, size_t nwant) {
         for (size_t o = 16; o + 8 + 8 + 12 <= ps_; o += 2) {
             const uint8_t *k = p + o + 8;
             size_t w = 0, lo = 0, hi = nwant;
-            uint64_t m = be64(k);
+            uint64_t m = ost__rd_be64(k);
             while (lo < hi) { /* want[w] == m */
                 w = (lo + hi) / 2;
                 if (want[w] == m) break;
@@ -464,14 +445,14 @@ static void lenient_scan_entries(salv *s, const uint64_t *want, size_t nwant) {
                 else hi = w;
             }
             if (lo >= hi) continue;
-            size_t stated = (size_t)p[o + 6] | (size_t)p[o + 7] << 8;
-            size_t claimed = (size_t)p[o] | (size_t)p[o + 1] << 8;
+            size_t stated = ost__rd_le16(p + o + 6);
+            size_t claimed = ost__rd_le16(p + o);
             for (size_t t = 0; t <= nkl[w]; t++) {
                 size_t klen = t == 0 ? stated : klens[w][t - 1];
                 if (t && klen == stated) continue;
                 if (klen < 8 || klen > 8 + OST_MAP_KEY_MAX || o + 8 + klen + 12 > ps_) continue;
                 const uint8_t *v = k + klen;
-                uint64_t serial = le64(v);
+                uint64_t serial = ost__rd_le64(v);
                 if (serial == 0 || serial > last) continue;
                 size_t room = ps_ - (size_t)(v - p);
                 size_t len = 0, off;
@@ -683,8 +664,8 @@ static int write_store(salv *s, const char *dst, uint8_t **patched, char *msg, s
     }
     for (size_t i = 0; !rc && i < s->ents.n; i++) {
         const sent *e = &s->ents.v[i];
-        rc = s->api->import_entry(im, be64(e->key), e->key + 8, e->klen - 8, e->serial, e->val,
-                              e->vlen);
+        rc = s->api->import_entry(im, ost__rd_be64(e->key), e->key + 8, e->klen - 8, e->serial,
+                                  e->val, e->vlen);
         if (e->serial > max_serial) max_serial = e->serial;
     }
     if (rc) {
@@ -834,8 +815,8 @@ static void search_short_maps(salv *s, const scan_ctx *sc) {
         uint64_t count, found = 0;
         const srec *r = &s->recs.v[i];
         if (ost__map_record_count(r->pickle, r->len, &count)) continue;
-        while (ei < s->ents.n && be64(s->ents.v[ei].key) < r->oid) ei++;
-        for (size_t j = ei; j < s->ents.n && be64(s->ents.v[j].key) == r->oid; j++)
+        while (ei < s->ents.n && ost__rd_be64(s->ents.v[ei].key) < r->oid) ei++;
+        for (size_t j = ei; j < s->ents.n && ost__rd_be64(s->ents.v[j].key) == r->oid; j++)
             if (j == ei || kcmp(s->ents.v[j].key, s->ents.v[j].klen, s->ents.v[j - 1].key,
                                 s->ents.v[j - 1].klen))
                 found++;
@@ -940,7 +921,7 @@ static void drop_orphan_entries(salv *s, uint32_t map_cid, uint32_t set_cid) {
     uint64_t dropped_map = UINT64_MAX;
     for (size_t i = 0; i < s->ents.n; i++) {
         sent *e = &s->ents.v[i];
-        uint64_t m = be64(e->key);
+        uint64_t m = ost__rd_be64(e->key);
         const srec *r = find_rec(s, m);
         bool ok = r && r->cid && (r->cid == map_cid || r->cid == set_cid) &&
                   (r->cid == set_cid ? e->vlen == 0 : e->vlen != 0);
@@ -979,8 +960,8 @@ static int patch_map_counts(salv *s, uint32_t map_cid, uint32_t set_cid, uint8_t
         const srec *r = &s->recs.v[i];
         if (!r->cid || (r->cid != map_cid && r->cid != set_cid)) continue;
         uint64_t count = 0, was;
-        while (ei < s->ents.n && be64(s->ents.v[ei].key) < r->oid) ei++;
-        while (ei < s->ents.n && be64(s->ents.v[ei].key) == r->oid) count++, ei++;
+        while (ei < s->ents.n && ost__rd_be64(s->ents.v[ei].key) < r->oid) ei++;
+        while (ei < s->ents.n && ost__rd_be64(s->ents.v[ei].key) == r->oid) count++, ei++;
         if (ost__map_record_count(r->pickle, r->len, &was) || was == count) continue;
         if (!(p[i] = malloc(r->len))) {
             free_patched(s, p);
@@ -1027,7 +1008,7 @@ static int report_lost(salv *s) {
         ost__scan_pids(s->recs.v[i].pickle, s->recs.v[i].len, note_ref, &rx);
     }
     for (size_t i = 0; i < s->ents.n; i++) {
-        rx.holder = be64(s->ents.v[i].key);
+        rx.holder = ost__rd_be64(s->ents.v[i].key);
         if (s->ents.v[i].vlen) ost__scan_pids(s->ents.v[i].val, s->ents.v[i].vlen, note_ref, &rx);
     }
     if (s->nomem) {

@@ -92,14 +92,14 @@ int ost__mem_reserve_oids(ost__engine *e, uint64_t want, uint64_t *first) {
 static int put_record(ost__sess *s, uint64_t oid, uint64_t serial, uint32_t cid, const void *data,
                       size_t len) {
     uint8_t k[8];
-    mem_be64(k, oid);
+    ost__be64(k, oid);
     return mem_write(s, &s->db->recs, k, 8, mem_ver_new(s->ver, serial, cid, false, data, len));
 }
 
 /* The record of oid as the write transaction sees it (NULL: none). */
 static const mem_ver *wrec(ost__sess *s, uint64_t oid) {
     uint8_t k[8];
-    mem_be64(k, oid);
+    ost__be64(k, oid);
     mem_node *n = mem_list_find(&s->db->recs, k, 8);
     return n ? mem_see(n, s->ver) : NULL;
 }
@@ -214,7 +214,7 @@ static int sweep_records(ost__sess *s, uint64_t mark, bool (*keep)(void *ud, uin
     for (mem_node *x = mem_list_first(&s->db->recs); x; x = x->next[0]) {
         const mem_ver *v = mem_see(x, s->ver);
         if (!v || v->serial > mark) continue; /* written after the mark: kept */
-        if (keep(ud, mem_rd_be64(x->key))) continue;
+        if (keep(ud, ost__rd_be64(x->key))) continue;
         int rc = mem_push(s, &s->db->recs, x, mem_ver_new(s->ver, 0, 0, true, NULL, 0));
         if (rc) return rc;
         (*gone)++;

@@ -26,18 +26,8 @@ int mem_grow(void **p, size_t *cap, size_t need, size_t sz) {
     return 0;
 }
 
-void mem_be64(uint8_t *b, uint64_t v) {
-    for (int i = 7; i >= 0; i--, v >>= 8) b[i] = (uint8_t)v;
-}
-
-uint64_t mem_rd_be64(const uint8_t *b) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = v << 8 | b[i];
-    return v;
-}
-
 size_t mem_ekey(uint8_t *buf, uint64_t map, const uint8_t *key, size_t klen) {
-    mem_be64(buf, map);
+    ost__be64(buf, map);
     if (klen) memcpy(buf + 8, key, klen);
     return 8 + klen;
 }
@@ -236,7 +226,7 @@ bool mem_is_new(mem_db *db, const mem_meta *m, uint64_t ver, uint64_t *nrec) {
     for (mem_node *x = mem_list_first(&db->recs); x; x = x->next[0])
         if (mem_see(x, ver)) {
             n++;
-            if (mem_rd_be64(x->key)) others++;
+            if (ost__rd_be64(x->key)) others++;
         }
     bool ents = false;
     for (mem_node *x = mem_list_first(&db->ents); x && !ents; x = x->next[0]) ents = mem_see(x, ver);

@@ -85,8 +85,8 @@ int ost__mem_ent_get_del(ost__sess *s, uint64_t map, const uint8_t *key, size_t 
 
 int mem_drop_keys(ost__sess *s, mem_list *l, uint64_t map, uint64_t *n) {
     uint8_t k[8];
-    mem_be64(k, map);
-    for (mem_node *x = mem_list_seek(l, k, 8); x && mem_rd_be64(x->key) == map; x = x->next[0]) {
+    ost__be64(k, map);
+    for (mem_node *x = mem_list_seek(l, k, 8); x && ost__rd_be64(x->key) == map; x = x->next[0]) {
         if (!mem_see(x, s->ver)) continue;
         int rc = mem_push(s, l, x, mem_ver_new(s->ver, 0, 0, true, NULL, 0));
         if (rc) return rc;
@@ -106,7 +106,7 @@ int ost__mem_map_count_add(ost__sess *s, uint64_t map, int64_t delta, uint64_t s
                            bool counter) {
     if (!s->in_commit) return need_write(s);
     uint8_t k[8];
-    mem_be64(k, map);
+    ost__be64(k, map);
     mem_node *n = mem_list_find(&s->db->recs, k, 8);
     const mem_ver *v = n ? mem_see(n, s->ver) : NULL;
     if (!v) return OST_ECONFLICT; /* pack removed the map */
@@ -126,7 +126,7 @@ int mem_maps_of(ost__sess *s, mem_list *l, uint64_t **maps, size_t *n) {
     *n = 0;
     for (mem_node *x = mem_list_first(l); x; x = x->next[0]) {
         if (!mem_see(x, s->ver)) continue;
-        uint64_t m = mem_rd_be64(x->key);
+        uint64_t m = ost__rd_be64(x->key);
         if (*n && (*maps)[*n - 1] == m) continue;
         if (mem_grow((void **)maps, &cap, *n + 1, sizeof **maps)) return OST_ENOMEM;
         (*maps)[(*n)++] = m;
@@ -184,7 +184,7 @@ static int cur_lock(ost__ecur *ec) {
  * is of the cursor's map: 0 on it, OST_ENOTFOUND off the map. */
 static int settle(ost__ecur *ec, mem_node *x, bool reverse) {
     while (x && !mem_see(x, ec->s->ver)) x = reverse ? x->prev : x->next[0];
-    ec->n = x && mem_rd_be64(x->key) == ec->map ? x : NULL;
+    ec->n = x && ost__rd_be64(x->key) == ec->map ? x : NULL;
     return ec->n ? 0 : OST_ENOTFOUND;
 }
 
@@ -209,7 +209,7 @@ int ost__mem_ecur_seek(ost__ecur *ec, const uint8_t *key, size_t klen, bool reve
         } else if (ec->map == UINT64_MAX) {
             x = NULL;
         } else { /* the map's last: before the next map's first */
-            mem_be64(k, ec->map + 1);
+            ost__be64(k, ec->map + 1);
             x = mem_list_seek(l, k, 8);
         }
         rc = settle(ec, x ? x->prev : mem_list_last(l), true);

@@ -106,14 +106,14 @@ static int stage(staged **arr, size_t *n, size_t *cap, const uint8_t *key, size_
 
 int ost__mem_imp_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t cid,
                         const void *pickle, size_t len) {
-    if (im->nrecs && oid <= mem_rd_be64(im->recs[im->nrecs - 1].key))
+    if (im->nrecs && oid <= ost__rd_be64(im->recs[im->nrecs - 1].key))
         return mem_fail(im->e, OST_EINVAL, "oid %llu: oids must ascend, each once",
                         (unsigned long long)oid);
     if (oid >= LIMIT || serial >= LIMIT)
         return mem_fail(im->e, OST_EINVAL, "oid %llu: its %s is past the store's limit",
                         (unsigned long long)oid, oid >= LIMIT ? "oid" : "serial");
     uint8_t k[8];
-    mem_be64(k, oid);
+    ost__be64(k, oid);
     if (stage(&im->recs, &im->nrecs, &im->caprecs, k, 8, mem_ver_new(0, serial, cid, false, pickle, len)))
         return oom(im);
     return 0;
@@ -151,7 +151,7 @@ static const mem_ver *record_of(const ost__import *im, uint64_t oid) {
     size_t lo = 0, hi = im->nrecs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        uint64_t o = mem_rd_be64(im->recs[mid].key);
+        uint64_t o = ost__rd_be64(im->recs[mid].key);
         if (o == oid) return im->recs[mid].v;
         if (o < oid) lo = mid + 1;
         else hi = mid;
@@ -163,8 +163,8 @@ static const mem_ver *record_of(const ost__import *im, uint64_t oid) {
  * whose entries all have values, or OrderedSet whose entries have none. */
 static int check_maps(ost__import *im) {
     for (size_t i = 0; i < im->nents; i++) {
-        uint64_t map = mem_rd_be64(im->ents[i].key);
-        if (i && mem_rd_be64(im->ents[i - 1].key) == map) continue;
+        uint64_t map = ost__rd_be64(im->ents[i].key);
+        if (i && ost__rd_be64(im->ents[i - 1].key) == map) continue;
         const mem_ver *r = record_of(im, map);
         const mem_class *c = r ? class_of(im, r->cid) : NULL;
         bool is_map = c && !strcmp(c->module, "ostore.maps") && !strcmp(c->name, "OrderedMap");
@@ -174,7 +174,7 @@ static int check_maps(ost__import *im) {
                             "entries under oid %llu, which has no record of class "
                             "ostore.maps.OrderedMap or OrderedSet",
                             (unsigned long long)map);
-        for (size_t j = i; j < im->nents && mem_rd_be64(im->ents[j].key) == map; j++)
+        for (size_t j = i; j < im->nents && ost__rd_be64(im->ents[j].key) == map; j++)
             if (is_map != (im->ents[j].v->len > 0))
                 return mem_fail(im->e, OST_EINVAL, is_set ? "map %llu: an entry of a set has a value"
                                                           : "map %llu: an entry without a value pickle",

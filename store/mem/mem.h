@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../base/endian.h" /* keys: oids big-endian, so that they order as numbers */
 #include "../engine.h"
 #include "ostore/maps.h"
 
@@ -198,9 +199,6 @@ struct ost__sess {
 /* Grows *p (of *cap elements of size sz) to hold at least need: 0 or
  * OST_ENOMEM (*p unchanged then). */
 int mem_grow(void **p, size_t *cap, size_t need, size_t sz);
-/* Big-endian 64-bit keys. */
-void mem_be64(uint8_t *b, uint64_t v);
-uint64_t mem_rd_be64(const uint8_t *b);
 /* The key of oid (recs) and of (map, key) (ents, dels) into buf. */
 size_t mem_ekey(uint8_t *buf, uint64_t map, const uint8_t *key, size_t klen);
 /* Adds class (module, name) as id at ver to db (db->lock held for

@@ -97,7 +97,7 @@ void mem_runlock(ost__sess *s) {
 /* The version of oid's record s sees (NULL: none). Lock held. */
 static const mem_ver *rec_at(ost__sess *s, uint64_t oid) {
     uint8_t k[8];
-    mem_be64(k, oid);
+    ost__be64(k, oid);
     mem_node *n = mem_list_find(&s->db->recs, k, 8);
     return n ? mem_see(n, s->ver) : NULL;
 }
@@ -140,11 +140,11 @@ int ost__mem_scan(ost__sess *s, uint64_t from, uint64_t to, ost__rec_fn fn, void
         int rc = mem_rlock(s);
         if (rc) return rc;
         uint8_t k[8];
-        mem_be64(k, from);
+        ost__be64(k, from);
         size_t n = 0;
         mem_node *x = mem_list_seek(&s->db->recs, k, 8);
         for (; x && n < BATCH; x = x->next[0]) {
-            uint64_t oid = mem_rd_be64(x->key);
+            uint64_t oid = ost__rd_be64(x->key);
             if (to && oid >= to) break;
             const mem_ver *v = mem_see(x, s->ver);
             if (!v) continue;
@@ -273,7 +273,7 @@ int ost__mem_verify(ost__sess *s, char *first, size_t cap) {
     for (mem_node *x = mem_list_first(&s->db->recs); x; x = x->next[0]) {
         const mem_ver *v = mem_see(x, s->ver);
         if (!v) continue;
-        uint64_t oid = mem_rd_be64(x->key);
+        uint64_t oid = ost__rd_be64(x->key);
         if (oid && oid >= m->next_oid) {
             snprintf(t, sizeof t, "oid %llu: at or past next_oid %llu", (unsigned long long)oid,
                      (unsigned long long)m->next_oid);

@@ -62,13 +62,14 @@ static int imp_put(ost__import *im, const void *d, size_t n) {
 }
 
 static int imp_put16(ost__import *im, int v) {
-    uint8_t b[2] = {(uint8_t)((unsigned)v >> 8), (uint8_t)v};
+    uint8_t b[2];
+    ost__be16(b, (uint16_t)v);
     return imp_put(im, b, 2);
 }
 
 static int imp_put_i64(ost__import *im, uint64_t v) {
     uint8_t b[12];
-    wr32(b, 8);
+    ost__be32(b, 8);
     ost__be64(b + 4, v);
     return imp_put(im, b, 12);
 }
@@ -78,7 +79,7 @@ static int imp_put_bytes(ost__import *im, const void *d, size_t n) {
         return ost__pg_fail(im->e, OST_ELIMIT, "%s: import: a value of %zu bytes (PostgreSQL "
                             "holds at most 1 GiB in a field)", im->e->shown, n);
     uint8_t b[4];
-    wr32(b, (uint32_t)n);
+    ost__be32(b, (uint32_t)n);
     int rc = imp_put(im, b, 4);
     return rc ? rc : imp_put(im, d, n);
 }
@@ -244,8 +245,8 @@ int ost__pg_imp_record(ost__import *im, uint64_t oid, uint64_t serial, uint32_t 
     if (!rc) rc = imp_put_i64(im, serial);
     if (!rc) {
         uint8_t b[8];
-        wr32(b, 4);
-        wr32(b + 4, cid);
+        ost__be32(b, 4);
+        ost__be32(b + 4, cid);
         rc = imp_put(im, b, 8);
     }
     if (!rc) rc = imp_put_bytes(im, pickle, len);

@@ -66,6 +66,7 @@
 #include <libpq-fe.h>
 
 #include "../../base/endian.h"
+#include "../../base/sort.h"
 #include "../../serializer/internal.h"
 #include "../engine.h"
 #include "../maprec.h"
@@ -186,17 +187,7 @@ struct ost__sess {
 
 /* A big-endian int8 (rd64) or int4 (rd32) of a binary result. */
 static inline uint64_t rd64(const char *p) { return ost__rd_be64((const uint8_t *)p); }
-static inline uint32_t rd32(const char *p) {
-    const uint8_t *b = (const uint8_t *)p;
-    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-}
-/* v as 4 bytes big-endian at b. */
-static inline void wr32(uint8_t *b, uint32_t v) {
-    b[0] = (uint8_t)(v >> 24);
-    b[1] = (uint8_t)(v >> 16);
-    b[2] = (uint8_t)(v >> 8);
-    b[3] = (uint8_t)v;
-}
+static inline uint32_t rd32(const char *p) { return ost__rd_be32((const uint8_t *)p); }
 
 /* Parameters of one statement, all in binary format. p_i64 and p_i32 copy
  * the number into p; p_bytes points at d, which must outlive the
@@ -216,7 +207,7 @@ static inline void p_i64(params *p, uint64_t x) {
     p->f[p->n++] = 1;
 }
 static inline void p_i32(params *p, uint32_t x) {
-    wr32(p->num[p->n], x);
+    ost__be32(p->num[p->n], x);
     p->v[p->n] = (const char *)p->num[p->n];
     p->l[p->n] = 4;
     p->f[p->n++] = 1;
@@ -254,16 +245,16 @@ static inline void arr_begin(arr *a, uint32_t elemtype) {
     a->count = 0;
     a->nomem = false;
     uint8_t h[20];
-    wr32(h, 1);
-    wr32(h + 4, 0);
-    wr32(h + 8, elemtype);
-    wr32(h + 12, 0); /* the size: arr_end */
-    wr32(h + 16, 1);
+    ost__be32(h, 1);
+    ost__be32(h + 4, 0);
+    ost__be32(h + 8, elemtype);
+    ost__be32(h + 12, 0); /* the size: arr_end */
+    ost__be32(h + 16, 1);
     arr_put(a, h, 20);
 }
 static inline void arr_add(arr *a, const void *d, size_t n) {
     uint8_t l[4];
-    wr32(l, (uint32_t)n);
+    ost__be32(l, (uint32_t)n);
     arr_put(a, l, 4);
     if (n) arr_put(a, d, n);
     a->count++;
@@ -275,17 +266,17 @@ static inline void arr_add_i64(arr *a, uint64_t v) {
 }
 static inline void arr_add_i32(arr *a, uint32_t v) {
     uint8_t b[4];
-    wr32(b, v);
+    ost__be32(b, v);
     arr_add(a, b, 4);
 }
 /* 0 or OST_ENOMEM. An empty array has no dimension. */
 static inline int arr_end(arr *a) {
     if (a->nomem) return OST_ENOMEM;
     if (!a->count) {
-        wr32(a->b, 0);
+        ost__be32(a->b, 0);
         a->n = 12;
     } else
-        wr32(a->b + 12, a->count);
+        ost__be32(a->b + 12, a->count);
     return 0;
 }
 static inline void arr_free(arr *a) { free(a->b); }
@@ -527,11 +518,6 @@ int ost__pg_imp_commit(ost__import *im, uint64_t format, uint64_t next_oid, uint
                        uint64_t next_class);
 void ost__pg_imp_abort(ost__import *im);
 int ost__pg_drop(ost__engine *e, bool only_new);
-
-/* qsort's order of uint64_t; sorts v[0, n) and drops repeats, returning
- * the new count (store/store.c until base/ has it). */
-int ost__u64_cmp(const void *a, const void *b);
-size_t ost__sort_unique(uint64_t *v, size_t n);
 
 /* addr.c: the engine's addresses (its line in store/engines.c). */
 bool ost__pg_claims(const char *addr);

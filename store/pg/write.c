@@ -91,13 +91,14 @@ static void cb_put(copybuf *cb, const void *d, size_t n) {
 }
 
 static void cb_u16(copybuf *cb, uint16_t v) {
-    uint8_t b[2] = {(uint8_t)(v >> 8), (uint8_t)v};
+    uint8_t b[2];
+    ost__be16(b, v);
     cb_put(cb, b, 2);
 }
 
 static void cb_u32(copybuf *cb, uint32_t v) {
     uint8_t b[4];
-    wr32(b, v);
+    ost__be32(b, v);
     cb_put(cb, b, 4);
 }
 

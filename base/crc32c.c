@@ -3,15 +3,16 @@
  * SSE 4.2 the CRC32 instruction does it (about 8 bytes a cycle); elsewhere
  * a slicing-by-8 table (about a byte a cycle per table lookup group). Both
  * give the standard CRC-32C: crc32c("123456789") == 0xE3069283. */
-#include <stddef.h>
-#include <stdint.h>
+#include "crc32c.h"
+
+#include <pthread.h>
 #include <string.h>
 
-#include "store_internal.h"
-
 static uint32_t g_tab[8][256];
-static uv_once_t g_tab_once = UV_ONCE_INIT;
+static pthread_once_t g_tab_once = PTHREAD_ONCE_INIT;
 
+/* Fills g_tab: g_tab[0] the byte-at-a-time table of the reflected
+ * polynomial, g_tab[t] the step of a byte followed by t zero bytes. */
 static void make_tables(void) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
@@ -22,6 +23,8 @@ static void make_tables(void) {
         for (int t = 1; t < 8; t++) g_tab[t][i] = (g_tab[t - 1][i] >> 8) ^ g_tab[0][g_tab[t - 1][i] & 0xff];
 }
 
+/* The CRC register crc (inverted) advanced over p[0, n) by the tables:
+ * bytes to an 8-byte boundary, then 8 bytes a step. */
 static uint32_t crc_table(uint32_t crc, const uint8_t *p, size_t n) {
     while (n && ((uintptr_t)p & 7)) {
         crc = (crc >> 8) ^ g_tab[0][(crc ^ *p++) & 0xff];
@@ -44,6 +47,7 @@ static uint32_t crc_table(uint32_t crc, const uint8_t *p, size_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
     __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define HAVE_HW 1
+/* The same as crc_table, by SSE 4.2's CRC32 instruction. */
 __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uint8_t *p, size_t n) {
     /* unaligned 8-byte loads cost x86 nothing; an alignment prologue of
      * byte steps cost more than it saved on records of a hundred bytes
@@ -75,8 +79,9 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uin
 #endif
 
 static uint32_t (*g_fn)(uint32_t, const uint8_t *, size_t);
-static uv_once_t g_fn_once = UV_ONCE_INIT;
+static pthread_once_t g_fn_once = PTHREAD_ONCE_INIT;
 
+/* Sets g_fn: the instruction when the CPU has it, else the tables. */
 static void pick(void) {
 #ifdef HAVE_HW
     __builtin_cpu_init();
@@ -85,22 +90,24 @@ static void pick(void) {
         return;
     }
 #endif
-    uv_once(&g_tab_once, make_tables);
+    pthread_once(&g_tab_once, make_tables);
     __atomic_store_n(&g_fn, crc_table, __ATOMIC_RELEASE);
 }
 
+/* The CRC-32C of p[0, n) continuing crc (crc32c.h): through g_fn. */
 uint32_t ost__crc32c(uint32_t crc, const void *p, size_t n) {
     /* every read of a record calls this three times: the once-guard only
      * the first time */
     uint32_t (*f)(uint32_t, const uint8_t *, size_t) = __atomic_load_n(&g_fn, __ATOMIC_ACQUIRE);
     if (!f) {
-        uv_once(&g_fn_once, pick);
+        pthread_once(&g_fn_once, pick);
         f = g_fn;
     }
     return ~f(~crc, p, n);
 }
 
+/* The same by the tables, whatever the CPU has (crc32c.h). */
 uint32_t ost__crc32c_soft(uint32_t crc, const void *p, size_t n) {
-    uv_once(&g_tab_once, make_tables);
+    pthread_once(&g_tab_once, make_tables);
     return ~crc_table(~crc, p, n);
 }
