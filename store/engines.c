@@ -12,6 +12,7 @@ extern const ost__engine_entry ost__pg_entry, ost__mem_entry, ost__lmdb_entry;
 
 const ost__engine_entry *const ost__engines[] = {
     &ost__pg_entry,
+    &ost__mem_entry,
     &ost__lmdb_entry,
     NULL,
 };

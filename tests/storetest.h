@@ -48,11 +48,31 @@ static inline bool on_pg(void) {
     return e && !strcmp(e, "postgresql");
 }
 
-/* Skips the test on PostgreSQL, saying why: for what only LMDB has (its
- * files, its map size, its pages, the raw API). */
-#define LMDB_ONLY(why)                                        \
-    do {                                                      \
-        if (on_pg()) cr_skip_test("LMDB only: %s", why);      \
+/* With OST_TEST_ENGINE=mem, each test's "directory" is a fresh address
+ * of the in-memory engine, mem:t<pid>_<n>: a named store, which lives
+ * until the test's process ends, so that a test can close and reopen
+ * it. */
+static inline bool on_mem(void) {
+    const char *e = getenv("OST_TEST_ENGINE");
+    return e && !strcmp(e, "mem");
+}
+
+/* Whether the suite runs on LMDB (the default engine). */
+static inline bool on_lmdb(void) { return !on_pg() && !on_mem(); }
+
+/* Skips the test on PostgreSQL and in memory, saying why: for what only
+ * LMDB has (its files, its map size, its pages, the raw API). */
+#define LMDB_ONLY(why)                                            \
+    do {                                                          \
+        if (on_pg() || on_mem()) cr_skip_test("LMDB only: %s", why); \
+    } while (0)
+
+/* Skips the test in memory alone, saying why: what a store in memory
+ * cannot have (another process sharing it, a crash to recover from,
+ * bytes to damage), where PostgreSQL runs the test. */
+#define NOT_IN_MEMORY(why)                                        \
+    do {                                                          \
+        if (on_mem()) cr_skip_test("not in memory: %s", why);     \
     } while (0)
 
 #ifdef OST_HAVE_POSTGRESQL
@@ -119,6 +139,10 @@ static inline void pg_drop_db(void) {
 static inline ost_registry *fixture_setup(char *tmp, char *dir, size_t dircap) {
     cr_assert(mkdtemp(tmp), "mkdtemp: %s", strerror(errno));
     snprintf(dir, dircap, "%s/db", tmp);
+    if (on_mem()) {
+        static unsigned seq;
+        snprintf(dir, dircap, "mem:t%ld_%u", (long)getpid(), seq++);
+    }
     if (on_pg()) {
 #ifdef OST_HAVE_POSTGRESQL
         pg_fresh_db(dir, dircap);

@@ -483,6 +483,7 @@ static uint64_t *shared_oids(size_t *maplen) {
 }
 
 OST_TEST(batch, sigkill_during_a_load_keeps_whole_batches) {
+    NOT_IN_MEMORY("a killed process takes its store in memory with it: nothing to recover");
     ost_store *st = open_store(true, false);
     ost_store_close(st);
     size_t maplen;
@@ -562,6 +563,7 @@ static int mid_write_child(void *arg) {
 }
 
 OST_TEST(batch, sigkill_in_the_middle_of_a_batch_write_keeps_the_batches_before_it) {
+    NOT_IN_MEMORY("a killed process takes its store in memory with it: nothing to recover");
     knob_hook(OST__TC_MID_WRITE, (ost__tc_fn)0); /* the child sets it: the build has it */
     ost_store *st = open_store(true, false);
     ost_store_close(st);
@@ -841,10 +843,86 @@ static int pg_hold(const char *addr, int held, int go) {
 }
 #endif
 
+/* In memory no other process reaches the store: a thread of this one
+ * holds its write lock instead, inside a commit of its own handle that
+ * the engine's mid-write hook (testctl.h) stops until told to let go.
+ * Its package then fails (an entry of a map that is not there), so that
+ * it leaves nothing. */
+static int g_hold_held = -1, g_hold_go = -1;
+static __thread bool tl_holder;
+static uv_thread_t g_hold_thread;
+
+static void hold_hook(void) {
+    if (!tl_holder) return;
+    char b = 1;
+    if (write(g_hold_held, &b, 1) != 1) return;
+    while (read(g_hold_go, &b, 1) < 0 && errno == EINTR) {}
+}
+
+static void mem_holder(void *arg) {
+    tl_holder = true;
+    ost_store *s = ost_store_new();
+    if (!s || ost_store_open(s, arg, NULL)) {
+        fprintf(stderr, "lock holder: %s\n", s ? ost_store_errmsg(s) : "out of memory");
+        hold_hook(); /* tells the test, which fails on what it finds */
+        ost_store_close(s);
+        return;
+    }
+    ost__sess *ss;
+    ost__pkg *p = ost__pkg_new();
+    if (p && !s->ops->sess_open(s->eng, &ss)) {
+        static const uint8_t none[] = {0x80, 0x02, 'N', '.'};
+        ost__pkg_reset(p);
+        ost__pkg_add(p, (uint64_t)1 << 40, 0, 1, none, sizeof none);
+        ost__pkg_add(p, ((uint64_t)1 << 40) + 1, 0, 1, none, sizeof none);
+        ost__pkg_ment(p, ((uint64_t)1 << 40) + 2, 0, (const uint8_t *)"k", 1, none, sizeof none, 0);
+        s->ops->commit(ss, &p, 1);
+        s->ops->sess_close(ss);
+    }
+    ost__pkg_free(p);
+    ost_store_close(s);
+}
+
+/* In memory: waits for the holder thread's commit to end (it failed, as
+ * meant) and clears the hook. Nothing elsewhere. */
+static void holder_join(void) {
+    if (!on_mem()) return;
+    uv_thread_join(&g_hold_thread);
+    knob_hook(OST__TC_MID_WRITE, (ost__tc_fn)0);
+    close(g_hold_held);
+    close(g_hold_go);
+}
+
 /* Holds the LMDB write lock (on PostgreSQL: the row lock every commit
  * takes) from another process until told to let go, so the committer
- * thread stalls and packages queue up behind it. */
+ * thread stalls and packages queue up behind it. In memory, a thread
+ * holds it (mem_holder) and the pid returned is a child that exits
+ * when let go, so that the callers wait for both alike. */
 static pid_t hold_write_lock(const char *dir, int *release_fd) {
+    if (on_mem()) {
+        int go[2], held[2], child_go[2];
+        cr_assert_eq(pipe(go), 0);
+        cr_assert_eq(pipe(held), 0);
+        cr_assert_eq(pipe(child_go), 0);
+        knob_hook(OST__TC_MID_WRITE, hold_hook);
+        g_hold_held = held[1];
+        g_hold_go = go[0];
+        cr_assert_eq(uv_thread_create(&g_hold_thread, mem_holder, (void *)dir), 0);
+        char b;
+        cr_assert_eq(read(held[0], &b, 1), 1, "the lock holder started");
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1);
+        if (pid == 0) { /* lets the thread go when the test lets it, then exits */
+            close(child_go[1]);
+            while (read(child_go[0], &b, 1) < 0 && errno == EINTR) {}
+            _exit(write(go[1], &b, 1) == 1 ? 0 : 3);
+        }
+        close(child_go[0]);
+        close(held[0]);
+        *release_fd = child_go[1];
+        return pid;
+    }
     int go[2], held[2];
     cr_assert_eq(pipe(go), 0);
     cr_assert_eq(pipe(held), 0);
@@ -936,6 +1014,7 @@ OST_TEST(batch, async_commits_report_on_the_loop_thread) {
     int status;
     cr_assert_eq(waitpid(holder, &status, 0), holder);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    holder_join();
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(l3.calls, 1);
     cr_assert_eq(l3.status, 0);
@@ -1058,13 +1137,14 @@ static void commit_as_one_group(ost_store *st, ost_conn **cs, int n, sync_commit
         cr_assert_eq(uv_thread_create(&th[i], sync_commit_thread, &a[i]), 0);
     }
     while (queued(st) < (size_t)n) uv_sleep(1);
-    if (!on_pg() && spoil >= 0) knob_set(OST__K_LMDB_FLAT_SPOIL, spoil); /* the group of n only */
+    if (on_lmdb() && spoil >= 0) knob_set(OST__K_LMDB_FLAT_SPOIL, spoil); /* the group of n only */
     char go = 1;
     cr_assert_eq(write(release, &go, 1), 1);
     close(release);
     int status;
     cr_assert_eq(waitpid(holder, &status, 0), holder);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    holder_join();
     for (int i = 0; i < n; i++) uv_thread_join(&th[i]);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(ls.calls, 1);
@@ -1085,7 +1165,7 @@ static void commit_as_one_group(ost_store *st, ost_conn **cs, int n, sync_commit
 
 static void group_with_one_conflict(int spoil) {
     enum { N = 6, LOSER = 2 };
-    if (spoil >= 0 && !on_pg()) need_knobs(); /* the failure is injected (LMDB's flat try) */
+    if (spoil >= 0 && on_lmdb()) need_knobs(); /* the failure is injected (LMDB's flat try) */
     int64_t redos0 = KNOBS_ON ? knob(OST__K_LMDB_FLAT_REDOS) : 0;
     ost_store *st = open_store(true, true);
     uint64_t oids[N], shared = make_counter(st, "shared"), stall_oid = make_counter(st, "stall");
@@ -1135,7 +1215,7 @@ static void group_with_one_conflict(int spoil) {
     ost_conn_close(other);
     ost_store_close(st);
     if (KNOBS_ON) {
-        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, spoil >= 0 && !on_pg() ? 1 : 0,
+        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, spoil >= 0 && on_lmdb() ? 1 : 0,
                      "the group went the nested way only when its flat try failed");
         cr_assert_eq(knob(OST__K_LMDB_FLAT_SPOIL), -1);
     }
@@ -1165,7 +1245,7 @@ OST_TEST(batch, a_group_whose_flat_try_fails_is_applied_again_nested) {
  * exact. */
 static void group_of_merges(int spoil) {
     enum { N = 6 };
-    if (spoil >= 0 && !on_pg()) need_knobs();
+    if (spoil >= 0 && on_lmdb()) need_knobs();
     int64_t redos0 = KNOBS_ON ? knob(OST__K_LMDB_FLAT_REDOS) : 0;
     ost_store *st = open_store(true, true);
     uint64_t stall_oid = make_counter(st, "stall");
@@ -1192,7 +1272,7 @@ static void group_of_merges(int spoil) {
     check_clean(st, 0);
     ost_store_close(st);
     if (KNOBS_ON)
-        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, spoil >= 0 && !on_pg() ? 1 : 0,
+        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, spoil >= 0 && on_lmdb() ? 1 : 0,
                      "the group went the nested way only when its flat try failed");
 }
 
@@ -1256,7 +1336,7 @@ OST_TEST(batch, a_group_of_counter_adds_with_one_past_64_bits_stores_the_others)
     cr_assert_eq(ost_counter_get(c0, full, &v), 0);
     cr_assert_eq(v, INT64_MAX - 1, "the refused add is not there");
     if (KNOBS_ON)
-        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, on_pg() ? 0 : 1,
+        cr_assert_eq(knob(OST__K_LMDB_FLAT_REDOS) - redos0, on_lmdb() ? 1 : 0,
                      "LMDB: the flat try, spoilt by the add past 64 bits, then nested");
     for (int i = 0; i < N; i++) ost_conn_close(cs[i]);
     ost_conn_close(c0);
@@ -1375,6 +1455,7 @@ OST_TEST(batch, closing_a_connection_with_an_async_commit_pending_waits_for_it) 
     int status;
     cr_assert_eq(waitpid(holder, &status, 0), holder);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "lock holder status %d", status);
+    holder_join();
     uv_thread_join(&th);
     cr_assert_eq(a.rc, 0, "%s", ost_err_name(a.rc));
     cr_assert_eq(a.loop_rc, 0);

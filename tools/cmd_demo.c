@@ -1537,8 +1537,9 @@ static int run_demo(int argc, char **argv) {
     if (!err) {
         ost_store_stats ss;
         ost_store_stat(st, &ss);
-        if (!is_path)
-            say("store:   PostgreSQL, %s of records\n", fmt_bytes(a, sizeof a, (double)ss.bytes));
+        if (!is_path) /* a database, or memory (mem:, which ends with the demo) */
+            say("store:   %s, %s of records\n", strncmp(dir, "mem:", 4) ? "PostgreSQL" : "in memory",
+                fmt_bytes(a, sizeof a, (double)ss.bytes));
         else
             say("store:   data.mdb %s on disk (records %s, map %s)\n",
                 fmt_bytes(a, sizeof a, (double)file_size(dir, "data.mdb")),
@@ -1602,7 +1603,8 @@ const cli_cmd cmd_demo = {
             "A demo locks DIR while it runs: a second demo on it fails with 'in use'.\n"
             "DIR may be a PostgreSQL address (postgresql://...): the demo then builds in\n"
             "that store, which must be empty (its root only; others are refused,\n"
-            "untouched).\n"
+            "untouched); or mem:NAME (a store in memory, gone when the demo ends: its\n"
+            "figures without a disk).\n"
             "Exit status 1 when any count is off or a step fails.\n",
     .run = run_demo,
 };

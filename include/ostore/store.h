@@ -106,7 +106,13 @@ OST_EXTERN ost_store *ost_store_new(void);
  * docs/postgresql.md: create makes the schema). A database address is
  * OST_EUNSUPPORTED in a build without that engine, and in a program linked
  * statically that did not ask for it (docs/tutorial.md, "Building a
- * program"). For a directory:
+ * program"). "mem:" and "mem:NAME" open a store in this process's memory,
+ * for tests (docs/engines.md, "The in-memory engine"): "mem:" a private
+ * one, new at each open and gone at close; "mem:NAME" (NAME: 1 to 64 of
+ * A-Z a-z 0-9 _ . -, else OST_EINVAL) one that every open of NAME in the
+ * process shares, kept after its last close until ost_store_drop or the
+ * process ends (OST_ENOTFOUND without create when there is none). Not
+ * durable; no other process sees it. For a directory:
  * returns 0, or OST_ENOTFOUND (no store and create is false), OST_EVERSION (another format), OST_ECORRUPT
  * (not an ostore store, damaged meta, or data.mdb or lock.mdb is not a
  * regular file: a FIFO, a directory or a device is refused before LMDB
@@ -150,8 +156,9 @@ OST_EXTERN int ost_open(const char *path, const ost_store_options *o, ost_store 
 OST_EXTERN void ost_store_close(ost_store *st);
 /* Whether addr names a store directory, opened by the embedded LMDB
  * engine, rather than a database on a server (a "postgresql://",
- * "postgres://" or "postgres:" address): what tools check before they
- * treat an address as a path (stat it, lock its files). */
+ * "postgres://" or "postgres:" address) or a store in memory ("mem:"):
+ * what tools check before they treat an address as a path (stat it, lock
+ * its files). */
 OST_EXTERN bool ost_store_addr_is_path(const char *addr);
 /* Writes addr into dst[0, cap) as ostore's messages show a store, and
  * returns dst: a path as ost_path_show does; a database address without
