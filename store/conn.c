@@ -1477,17 +1477,6 @@ uint64_t ost_oid(ost_conn *c, ost_value obj) {
 
 /* ---- open and close ------------------------------------------------------ */
 
-int ost_open(const char *path, const ost_store_options *o, ost_store **st, ost_conn **c) {
-    if (c) *c = NULL;
-    if (st) *st = NULL;
-    if (!st || !c) return OST_EINVAL;
-    if (!(*st = ost_store_new())) return OST_ENOMEM;
-    int rc = ost_store_open(*st, path, o);
-    if (!rc && (rc = ost_conn_open(*st, c)) != 0)
-        ost__st_fail(*st, rc, "opening a connection: %s", ost_strerror(rc));
-    return rc;
-}
-
 int ost_conn_open(ost_store *st, ost_conn **out) {
     if (out) *out = NULL;
     if (!st || !out || !st->eng) return OST_EINVAL;

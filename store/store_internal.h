@@ -210,10 +210,21 @@ void ost__st_clear(ost_store *st);
 int ost__st_vfail(ost_store *st, int code, const char *fmt, va_list ap);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A new store handle's messages (store/msg.c): gives st its uid, the
+ * number that names its messages, and makes the lock of its per-thread
+ * buffers. 0 or OST_ENOMEM. ost__msgs_free frees the buffers and the lock
+ * (ost_store_close). */
+int ost__msgs_init(ost_store *st);
+void ost__msgs_free(ost_store *st);
 /* The class value (a new reference) of a class table entry, through the
  * registry: 0 or OST_ENOMEM. A class version's entry, `Name(f1,f2)`
  * (format 4), gives the class Name. */
 int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls);
+/* 1 for ostore.maps.OrderedMap, 2 for OrderedSet, OST__MC_COUNTER (3)
+ * for Counter, 0 for other classes: the classes whose records the store
+ * writes itself (store/classes.c). */
+#define OST__MC_COUNTER 3
+int ost__map_class(ost_value cls);
 /* The state pickle of a new root of class cls (*inst keeps it alive until
  * the caller drops it): a PersistentMapping whose state is {'data': {}}.
  * 0 or OST_ENOMEM. */
@@ -334,7 +345,6 @@ int ost__mkey_encode(const ost__mkind *k, ost_value key, bool prefix, uint8_t *o
                      char *err, size_t cap);
 ost_value ost__mkey_decode(const ost__mkind *k, const uint8_t *p, size_t n);
 size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t count);
-int ost__map_class(ost_value cls);
 bool ost__maps_dirty(ost_conn *c);
 int ost__maps_prepare(ost_conn *c, ost__pkg *p);
 bool ost__maps_touched(const ost_conn *c);
