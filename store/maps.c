@@ -57,6 +57,8 @@ struct ost__map {
     struct ost__map *tnext;
 };
 
+static const ost__txn_part maps_part;
+
 /* ---- keys ------------------------------------------------------------------ */
 
 /* Encodes key for map oid; the connection's message names the map. */
@@ -207,6 +209,7 @@ static ost__map *map_alloc(ost_conn *c, uint64_t oid, const ost__mkind *k, bool 
         free(m);
         return NULL;
     }
+    c->part = &maps_part; /* the connection's transactions now include maps */
     return m;
 }
 
@@ -358,6 +361,7 @@ static const char *intern_kind(ost_conn *c, const char *canon) {
     snprintf(k->s, sizeof k->s, "%s", canon);
     k->next = c->kinds;
     c->kinds = k;
+    c->part = &maps_part; /* maps_free frees the kind strings */
     return k->s;
 }
 
@@ -1314,7 +1318,9 @@ int ost_map_last(ost_conn *c, ost_value v, ost_value *key) { return end_key(c, v
 
 bool ost__maps_touched(const ost_conn *c) { return c->mtouched != NULL; }
 
-bool ost__maps_dirty(ost_conn *c) {
+/* Whether the transaction changed a map: a new map or counter, or an
+ * entry set or deleted. */
+static bool maps_dirty(ost_conn *c) {
     for (ost__map *m = c->mtouched; m; m = m->tnext)
         if (m->is_new || m->ndirty) return true;
     return false;
@@ -1346,7 +1352,10 @@ static int counter_prepare(ost_conn *c, ost__map *m, ost__pkg *p) {
     return 0;
 }
 
-int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
+/* Adds the transaction's map changes to package p: new maps' and
+ * counters' records, counters' adds, the dirty entries in key order. 0 or
+ * a code with the connection's message set. */
+static int maps_prepare(ost_conn *c, ost__pkg *p) {
     p->since = c->txn_serial;
     for (ost__map *m = c->mtouched; m; m = m->tnext) {
         if (m->is_counter) {
@@ -1394,8 +1403,9 @@ int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
     return 0;
 }
 
-void ost__maps_txn_end(ost_conn *c, bool committed) {
-    c->txn_gen++;
+/* The transaction ended (committed or not): the pending entries go; a new
+ * map of a transaction not committed is forgotten. */
+static void maps_txn_end(ost_conn *c, bool committed) {
     ost__map *m = c->mtouched, *next;
     c->mtouched = NULL;
     for (; m; m = next) {
@@ -1413,8 +1423,9 @@ void ost__maps_txn_end(ost_conn *c, bool committed) {
     }
 }
 
-void ost__maps_free(ost_conn *c) {
-    ost__maps_txn_end(c, false);
+/* The connection closes: frees every map state and kind string it holds. */
+static void maps_free(ost_conn *c) {
+    maps_txn_end(c, false);
     for (size_t i = 0; c->maps.mask && i <= c->maps.mask; i++) {
         ost__ptr_slot *s = &c->maps.slots[i];
         if (!s->key) continue;
@@ -1430,6 +1441,12 @@ void ost__maps_free(ost_conn *c) {
         free(k);
     }
 }
+
+/* The maps as a participant in the connection's transactions
+ * (ost__txn_part): the connection (store/conn.c, below this file) calls
+ * them through c->part, which map_alloc and intern_kind set when the
+ * connection first keeps map state. */
+static const ost__txn_part maps_part = {maps_dirty, maps_prepare, maps_txn_end, maps_free};
 
 /* ---- apply (in the engine's write transaction) -------------------------------- */
 
