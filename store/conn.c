@@ -1419,10 +1419,23 @@ static int note_changed(ost_conn *c, ost_value obj) {
     return 0;
 }
 
+/* Who else forgets a freed persistent object: the bulk loader
+ * (store/loader.c, above this file) registers its table of live loaded
+ * objects when it opens its first loader (ost__conn_on_freed); until then
+ * a freed object costs one load and a branch here. */
+static void (*g_on_freed)(ost_value obj);
+
+void ost__conn_on_freed(void (*fn)(ost_value obj)) {
+    __atomic_store_n(&g_on_freed, fn, __ATOMIC_RELEASE);
+}
+
 /* The value layer's calls (ost__pers_ops): a freed persistent object
  * leaves a bulk loader's queue; a ghost loads its state in the connection
  * that holds it; a change joins that connection's transaction. */
-static void pers_freed(ost_value obj) { ost__loader_forget(obj); }
+static void pers_freed(ost_value obj) {
+    void (*fn)(ost_value) = __atomic_load_n(&g_on_freed, __ATOMIC_ACQUIRE);
+    if (fn) fn(obj);
+}
 
 static int pers_activate(ost_value obj) {
     for (ost_conn *c = t_conns; c; c = c->tnext) {
@@ -1476,17 +1489,6 @@ uint64_t ost_oid(ost_conn *c, ost_value obj) {
 }
 
 /* ---- open and close ------------------------------------------------------ */
-
-int ost_open(const char *path, const ost_store_options *o, ost_store **st, ost_conn **c) {
-    if (c) *c = NULL;
-    if (st) *st = NULL;
-    if (!st || !c) return OST_EINVAL;
-    if (!(*st = ost_store_new())) return OST_ENOMEM;
-    int rc = ost_store_open(*st, path, o);
-    if (!rc && (rc = ost_conn_open(*st, c)) != 0)
-        ost__st_fail(*st, rc, "opening a connection: %s", ost_strerror(rc));
-    return rc;
-}
 
 int ost_conn_open(ost_store *st, ost_conn **out) {
     if (out) *out = NULL;
@@ -1553,6 +1555,17 @@ static void thread_forget(ost_conn *c) {
         }
 }
 
+/* Whether the transaction's participant (the maps: c->part) has changes
+ * to commit. */
+static bool parts_dirty(ost_conn *c) { return c->part && c->part->dirty(c); }
+
+/* The transaction ends (committed or not): cursors and iterators of it
+ * become stale (txn_gen), and the participant drops its pending state. */
+static void parts_txn_end(ost_conn *c, bool committed) {
+    c->txn_gen++;
+    if (c->part) c->part->txn_end(c, committed);
+}
+
 /* Everything but the handle: the transaction (aborted), the cache, the
  * snapshot, and the place in the store's list. The caller holds no lock. */
 static void conn_release(ost_conn *c) {
@@ -1564,7 +1577,8 @@ static void conn_release(ost_conn *c) {
         commit_done(c, c->pkg->rc);
     }
     ost_abort(c);
-    ost__maps_free(c);
+    if (c->part) c->part->free(c);
+    ost__ptrtab_free(&c->maps); /* made at open; maps_free frees it too when the maps used it */
     /* the objects stay valid for their holders, as ghosts without a jar */
     for (size_t i = 0; i < c->nents; i++) ghostify(ent(c, i)->obj);
     while (c->nents) cache_remove(c, c->nents - 1);
@@ -1902,7 +1916,7 @@ static int prepare(ost_conn *c) {
     ost_writer_set_persistent_id(c->w, commit_pid, c, OST_PID_INSTANCES);
     /* map entries first: new objects their values reach join c->changed */
     c->msg[0] = 0;
-    int mrc = ost__maps_prepare(c, p);
+    int mrc = c->part ? c->part->prepare(c, p) : 0;
     if (mrc) {
         drop_new(c);
         return mrc;
@@ -1985,7 +1999,7 @@ static void commit_done(ost_conn *c, int rc) {
         ost__pent *e = p->q->resv[i].resolved ? find_oid(c, p->recs[p->q->resv[i].rec].oid) : NULL;
         if (e) ghostify(e->obj);
     }
-    ost__maps_txn_end(c, true);
+    parts_txn_end(c, true);
     if (p->serial == c->seen_serial + 1) c->seen_serial = p->serial;
     cache_gc(c);
     begin_txn(c, p->serial); /* ends the snapshot */
@@ -2000,7 +2014,7 @@ static int begin_commit(ost_conn *c, bool *any) {
         return ost__c_fail(c, OST_ETXN, "an earlier commit of this transaction failed: abort it first");
     *any = false;
     for (size_t i = 0; i < c->nchanged; i++) *any |= c->changed[i] != 0;
-    *any |= ost__maps_dirty(c);
+    *any |= parts_dirty(c);
     if (c->st->read_only && *any) {
         ost_txn_hooks_run_after_commit(c->hooks, false);
         return ost__c_fail(c, OST_EREADONLY, "%s: the store is open read-only", c->st->shown);
@@ -2024,7 +2038,7 @@ int ost_commit(ost_conn *c) {
     int rc = begin_commit(c, &any);
     if (rc) return rc;
     if (!any) {
-        ost__maps_txn_end(c, true);
+        parts_txn_end(c, true);
         cache_gc(c);
         begin_txn(c, 0); /* ends the snapshot */
         ost_txn_hooks_run_after_commit(c->hooks, true);
@@ -2107,7 +2121,7 @@ int ost_commit_async(ost_conn *c, uv_loop_t *loop, ost_commit_cb cb, void *ud) {
 void ost_abort(ost_conn *c) {
     if (!c || c->async_pending || !c->st) return;
     c->poisoned = false;
-    ost__maps_txn_end(c, false);
+    parts_txn_end(c, false);
     for (size_t i = 0; i < c->nchanged; i++) {
         ost_value o = c->changed[i];
         if (!o) continue;
@@ -2180,7 +2194,7 @@ int ost_txn_run(ost_conn *c, unsigned attempts, ost_txn_fn fn, void *ud, unsigne
     if (!fn || !attempts) return ost__c_fail(c, OST_EINVAL, "ost_txn_run: %s",
                                              !fn ? "no function" : "attempts must be 1 or more");
     if (c->async_pending) return ost__c_fail(c, OST_EBUSY, "an asynchronous commit is pending");
-    bool dirty = ost__maps_dirty(c);
+    bool dirty = parts_dirty(c);
     for (size_t i = 0; i < c->nchanged && !dirty; i++) dirty = c->changed[i] != 0;
     if (dirty || c->poisoned)
         return ost__c_fail(c, OST_EBUSY, "ost_txn_run: the connection's transaction has %s: "

@@ -51,8 +51,9 @@ static int lfail(ost_loader *l, int code, const char *fmt, ...) {
 
 const char *ost_loader_errmsg(const ost_loader *l) { return l ? l->msg : ""; }
 
-/* Called when a loaded object is freed: forget its oid. */
-void ost__loader_forget(ost_value obj) {
+/* Called when a loaded object is freed (the connections' ost__pers_ops
+ * freed, through ost__conn_on_freed): forget its oid. */
+static void loader_forget(ost_value obj) {
     for (ost_loader *l = t_loaders; l; l = l->tnext) {
         ost__ptr_slot *s = ost__ptrtab_find(&l->oids, obj);
         if (s->key) {
@@ -107,6 +108,7 @@ int ost_loader_open(ost_conn *c, const ost_loader_options *opts, ost_loader **ou
      * pages (random keys at a third of the rate by the tenth million). The
      * connection's next read opens a new one. */
     ost__conn_refresh(c);
+    ost__conn_on_freed(loader_forget); /* the same function each time */
     c->loaders++;
     l->tnext = t_loaders;
     t_loaders = l;

@@ -3,13 +3,8 @@
  * A map is a persistent instance of ostore.maps.OrderedMap (or
  * OrderedSet) whose record holds {'kind': ..., 'count': N}; its entries are
  * keys of the engine's ordered index, reached through store/entries.h.
- *
- * Keys are encoded so that bytewise order is Python's order:
- *   int    8 bytes big-endian of the value with its sign bit flipped;
- *   str    the UTF-8 bytes; bytes: the bytes themselves;
- *   tuple  the elements' encodings one after the other, where a str or
- *          bytes element has each 0x00 written as 00 01 and ends with
- *          00 00, so that a shorter element sorts first.
+ * Keys are encoded so that bytewise order is Python's order
+ * (store/mkey.c).
  *
  * A connection keeps, per map it touched in the transaction, its pending
  * entries in a skip list ordered by encoded key: entries it set or deleted
@@ -28,7 +23,7 @@
 #include "store_internal.h"
 
 #define SL_MAX 16
-#define MC_COUNTER 3 /* ost__map_class of ostore.maps.Counter */
+#define MC_COUNTER OST__MC_COUNTER
 #define KMAX OST_MAP_KEY_MAX
 
 enum { P_DIRTY = 1, P_DEL = 2 };
@@ -62,130 +57,9 @@ struct ost__map {
     struct ost__map *tnext;
 };
 
-/* ---- kinds ---------------------------------------------------------------- */
+static const ost__txn_part maps_part;
 
-static const char *el_name(uint8_t e) {
-    return e == 'i' ? "int" : e == 's' ? "str" : "bytes";
-}
-
-int ost__mkind_parse(const char *s, ost__mkind *k) {
-    memset(k, 0, sizeof *k);
-    if (!s) return OST_EINVAL;
-    while (*s == ' ') s++;
-    bool tuple = *s == '(';
-    if (tuple) s++;
-    for (;;) {
-        while (*s == ' ') s++;
-        if (tuple && *s == ')' && k->n > 0) {
-            s++;
-            break;
-        }
-        uint8_t e;
-        if (strncmp(s, "int", 3) == 0) e = 'i', s += 3;
-        else if (strncmp(s, "str", 3) == 0) e = 's', s += 3;
-        else if (strncmp(s, "bytes", 5) == 0) e = 'b', s += 5;
-        else return OST_EINVAL;
-        if (k->n == OST__MKIND_MAX) return OST_ELIMIT;
-        k->el[k->n++] = e;
-        while (*s == ' ') s++;
-        if (!tuple) break;
-        if (*s == ',') s++;
-        else if (*s != ')') return OST_EINVAL;
-    }
-    while (*s == ' ') s++;
-    if (*s) return OST_EINVAL;
-    k->tuple = tuple;
-    char *o = k->canon;
-    if (!tuple) {
-        strcpy(o, el_name(k->el[0]));
-        return 0;
-    }
-    *o++ = '(';
-    for (int i = 0; i < k->n; i++) {
-        if (i) o += sprintf(o, ", ");
-        o += sprintf(o, "%s", el_name(k->el[i]));
-    }
-    strcpy(o, k->n == 1 ? ",)" : ")");
-    return 0;
-}
-
-/* ---- key encoding ------------------------------------------------------- */
-
-static const char *article(const char *noun) {
-    return strchr("aeiou", noun[0]) ? "an" : "a";
-}
-
-/* Encodes one element of kind e from v into out (at *n); on failure the
- * reason goes to err. */
-static int enc_el(uint8_t e, bool in_tuple, ost_value v, uint8_t *out, size_t *n, char *err,
-                  size_t cap) {
-    int t = ost_typeof(v);
-    if (e == 'i') {
-        int64_t i;
-        if (t != OST_T_INT && t != OST_T_BOOL) goto wrong;
-        if (ost_int_value(v, &i)) {
-            snprintf(err, cap, "an int key must fit in 64 bits");
-            return OST_ELIMIT;
-        }
-        if (*n + 8 > KMAX) goto toolong;
-        ost__be64(out + *n, (uint64_t)i ^ ((uint64_t)1 << 63));
-        *n += 8;
-        return 0;
-    }
-    if ((e == 's' && t != OST_T_STR) || (e == 'b' && t != OST_T_BYTES)) goto wrong;
-    size_t len;
-    const uint8_t *p = (const uint8_t *)ost_data(v, &len);
-    if (!in_tuple) {
-        if (*n + len > KMAX) goto toolong;
-        memcpy(out + *n, p, len);
-        *n += len;
-        return 0;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (*n + 2 > KMAX) goto toolong;
-        out[(*n)++] = p[i];
-        if (!p[i]) out[(*n)++] = 1;
-    }
-    if (*n + 2 > KMAX) goto toolong;
-    out[(*n)++] = 0;
-    out[(*n)++] = 0;
-    return 0;
-wrong:
-    snprintf(err, cap, "%s is %s %s, not %s %s", in_tuple ? "a key element" : "the key",
-             article(ost_type_name(t)), ost_type_name(t), article(el_name(e)), el_name(e));
-    return OST_ETYPE;
-toolong:
-    snprintf(err, cap,
-             "the encoded key is longer than %d bytes (LMDB's key limit of 511 less the "
-             "8-byte map oid)",
-             KMAX);
-    return OST_EINVAL;
-}
-
-int ost__mkey_encode(const ost__mkind *k, ost_value key, bool prefix, uint8_t *out, size_t *n,
-                     char *err, size_t cap) {
-    *n = 0;
-    if (!key) {
-        snprintf(err, cap, "no key given");
-        return OST_EINVAL;
-    }
-    if (!k->tuple) return enc_el(k->el[0], false, key, out, n, err, cap);
-    if (ost_typeof(key) != OST_T_TUPLE) {
-        const char *tn = ost_type_name(ost_typeof(key));
-        snprintf(err, cap, "the key is %s %s, not a tuple of %d", article(tn), tn, k->n);
-        return OST_ETYPE;
-    }
-    size_t len = ost_len(key);
-    if (len > k->n || (!prefix && len != k->n) || (prefix && len == 0)) {
-        snprintf(err, cap, "the key is a tuple of %zu, not of %d", len, k->n);
-        return OST_ETYPE;
-    }
-    for (size_t i = 0; i < len; i++) {
-        int rc = enc_el(k->el[i], true, ost_item(key, i), out, n, err, cap);
-        if (rc) return rc;
-    }
-    return 0;
-}
+/* ---- keys ------------------------------------------------------------------ */
 
 /* Encodes key for map oid; the connection's message names the map. */
 static int encode_key(ost_conn *c, uint64_t oid, const ost__mkind *k, ost_value key, bool prefix,
@@ -195,48 +69,6 @@ static int encode_key(ost_conn *c, uint64_t oid, const ost__mkind *k, ost_value 
     if (rc)
         ost__c_fail(c, rc, "map %llu (keys %s): %s", (unsigned long long)oid, k->canon, why);
     return rc;
-}
-
-/* Decodes an encoded key to a new value; 0 when the bytes are damaged. */
-ost_value ost__mkey_decode(const ost__mkind *k, const uint8_t *p, size_t n) {
-    if (!k->tuple) {
-        if (k->el[0] == 'i') return n == 8 ? ost_int((int64_t)(ost__rd_be64(p) ^ ((uint64_t)1 << 63))) : 0;
-        return k->el[0] == 's' ? ost_str((const char *)p, n) : ost_bytes(p, n);
-    }
-    ost_value t = ost_tuple_new(k->n);
-    if (!t) return 0;
-    size_t off = 0;
-    uint8_t tmp[KMAX];
-    for (int i = 0; i < k->n; i++) {
-        ost_value v = 0;
-        if (k->el[i] == 'i') {
-            if (off + 8 > n) goto bad;
-            v = ost_int((int64_t)(ost__rd_be64(p + off) ^ ((uint64_t)1 << 63)));
-            off += 8;
-        } else {
-            size_t m = 0;
-            for (;;) {
-                if (off >= n) goto bad;
-                uint8_t b = p[off++];
-                if (b) {
-                    tmp[m++] = b;
-                    continue;
-                }
-                if (off >= n) goto bad;
-                uint8_t x = p[off++];
-                if (x == 0) break;
-                if (x != 1) goto bad;
-                tmp[m++] = 0;
-            }
-            v = k->el[i] == 's' ? ost_str((const char *)tmp, m) : ost_bytes(tmp, m);
-        }
-        if (!v || ost_tuple_set(t, (size_t)i, v)) goto bad;
-    }
-    if (off != n) goto bad;
-    return t;
-bad:
-    ost_decref(t);
-    return 0;
 }
 
 /* ---- the record: {'kind': k, 'count': n} ------------------------------------ */
@@ -262,19 +94,6 @@ size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t coun
     n += 8;
     out[n++] = 'u', out[n++] = '.';
     return n;
-}
-
-/* 1 for ostore.maps.OrderedMap, 2 for OrderedSet, 3 for Counter, 0 for
- * other classes: the classes whose records the store writes itself. */
-int ost__map_class(ost_value cls) {
-    size_t ml, nl;
-    const char *m = ost_data(ost_global_module(cls), &ml);
-    const char *n = ost_data(ost_global_name(cls), &nl);
-    if (!m || !n || ml != 11 || memcmp(m, "ostore.maps", 11)) return 0;
-    if (nl == 10 && memcmp(n, "OrderedMap", 10) == 0) return 1;
-    if (nl == 10 && memcmp(n, "OrderedSet", 10) == 0) return 2;
-    if (nl == 7 && memcmp(n, "Counter", 7) == 0) return MC_COUNTER;
-    return 0;
 }
 
 bool ost_is_map(ost_value v) {
@@ -390,6 +209,7 @@ static ost__map *map_alloc(ost_conn *c, uint64_t oid, const ost__mkind *k, bool 
         free(m);
         return NULL;
     }
+    c->part = &maps_part; /* the connection's transactions now include maps */
     return m;
 }
 
@@ -541,6 +361,7 @@ static const char *intern_kind(ost_conn *c, const char *canon) {
     snprintf(k->s, sizeof k->s, "%s", canon);
     k->next = c->kinds;
     c->kinds = k;
+    c->part = &maps_part; /* maps_free frees the kind strings */
     return k->s;
 }
 
@@ -1497,7 +1318,9 @@ int ost_map_last(ost_conn *c, ost_value v, ost_value *key) { return end_key(c, v
 
 bool ost__maps_touched(const ost_conn *c) { return c->mtouched != NULL; }
 
-bool ost__maps_dirty(ost_conn *c) {
+/* Whether the transaction changed a map: a new map or counter, or an
+ * entry set or deleted. */
+static bool maps_dirty(ost_conn *c) {
     for (ost__map *m = c->mtouched; m; m = m->tnext)
         if (m->is_new || m->ndirty) return true;
     return false;
@@ -1529,7 +1352,10 @@ static int counter_prepare(ost_conn *c, ost__map *m, ost__pkg *p) {
     return 0;
 }
 
-int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
+/* Adds the transaction's map changes to package p: new maps' and
+ * counters' records, counters' adds, the dirty entries in key order. 0 or
+ * a code with the connection's message set. */
+static int maps_prepare(ost_conn *c, ost__pkg *p) {
     p->since = c->txn_serial;
     for (ost__map *m = c->mtouched; m; m = m->tnext) {
         if (m->is_counter) {
@@ -1577,8 +1403,9 @@ int ost__maps_prepare(ost_conn *c, ost__pkg *p) {
     return 0;
 }
 
-void ost__maps_txn_end(ost_conn *c, bool committed) {
-    c->txn_gen++;
+/* The transaction ended (committed or not): the pending entries go; a new
+ * map of a transaction not committed is forgotten. */
+static void maps_txn_end(ost_conn *c, bool committed) {
     ost__map *m = c->mtouched, *next;
     c->mtouched = NULL;
     for (; m; m = next) {
@@ -1596,8 +1423,9 @@ void ost__maps_txn_end(ost_conn *c, bool committed) {
     }
 }
 
-void ost__maps_free(ost_conn *c) {
-    ost__maps_txn_end(c, false);
+/* The connection closes: frees every map state and kind string it holds. */
+static void maps_free(ost_conn *c) {
+    maps_txn_end(c, false);
     for (size_t i = 0; c->maps.mask && i <= c->maps.mask; i++) {
         ost__ptr_slot *s = &c->maps.slots[i];
         if (!s->key) continue;
@@ -1613,6 +1441,12 @@ void ost__maps_free(ost_conn *c) {
         free(k);
     }
 }
+
+/* The maps as a participant in the connection's transactions
+ * (ost__txn_part): the connection (store/conn.c, below this file) calls
+ * them through c->part, which map_alloc and intern_kind set when the
+ * connection first keeps map state. */
+static const ost__txn_part maps_part = {maps_dirty, maps_prepare, maps_txn_end, maps_free};
 
 /* ---- apply (in the engine's write transaction) -------------------------------- */
 

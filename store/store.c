@@ -1,6 +1,6 @@
 /* The store handle: its open (the engine that claims the address, then
- * what every engine's store needs) and close, the per-thread messages,
- * record headers and checksums, the store's counters and class values.
+ * what every engine's store needs) and close, the store's counters and
+ * class values. The per-thread messages are store/msg.c's.
  * Every engine's own work is behind its table (store/engine.h): LMDB's in
  * store/lmdb/, PostgreSQL's in store/pg/. */
 #include <stdio.h>
@@ -14,94 +14,6 @@
 #define ROOT_OID 0
 
 
-/* ---- errors ---------------------------------------------------------------- */
-
-/* A store's message is per thread, as ost_store_errmsg promises. The
- * store keeps one buffer for each thread that failed in it (st->msgs),
- * found by the thread's number (t_tid: never given twice, unlike a
- * pthread_t), and frees them when it closes; so a thread that uses many
- * stores loses none of their messages. The thread remembers the buffer
- * it used last under the store's uid (a number no other handle of the
- * process gets, so a new handle at a freed one's address never finds a
- * freed buffer), which spares the lock on the paths that clear the
- * message before each step. Without memory for a buffer, a thread-local
- * one serves the last store that failed. */
-struct ost__msg {
-    uint64_t tid;
-    struct ost__msg *next;
-    char text[512];
-};
-static uint64_t g_store_uid, g_tid;
-static __thread uint64_t t_tid;
-static __thread struct {
-    uint64_t uid;
-    char *text;
-} t_last;
-static __thread struct {
-    uint64_t uid;
-    char text[512];
-} t_spare;
-
-/* The calling thread's message buffer for st (made when make is true and
- * st has none), or NULL. */
-static char *msg_slot(const ost_store *cst, bool make) {
-    if (t_last.uid == cst->uid) return t_last.text;
-    ost_store *st = (ost_store *)cst; /* the buffers' list is not the store's state */
-    if (!t_tid) t_tid = __atomic_add_fetch(&g_tid, 1, __ATOMIC_RELAXED);
-    uv_mutex_lock(&st->msg_lock);
-    struct ost__msg *m = st->msgs;
-    while (m && m->tid != t_tid) m = m->next;
-    if (!m && make && (m = malloc(sizeof *m))) {
-        m->tid = t_tid;
-        m->text[0] = 0;
-        m->next = st->msgs;
-        st->msgs = m;
-    }
-    uv_mutex_unlock(&st->msg_lock);
-    if (m) {
-        t_last.uid = st->uid;
-        t_last.text = m->text;
-        return m->text;
-    }
-    if (t_spare.uid == st->uid) return t_spare.text;
-    if (!make) return NULL;
-    t_spare.uid = st->uid;
-    t_spare.text[0] = 0;
-    return t_spare.text;
-}
-
-void ost__st_clear(ost_store *st) {
-    char *m = msg_slot(st, false);
-    if (m) m[0] = 0;
-}
-
-int ost__st_vfail(ost_store *st, int code, const char *fmt, va_list ap) {
-    ost__vfmt(msg_slot(st, true), sizeof t_spare.text, fmt, ap);
-    return code;
-}
-
-int ost__st_fail(ost_store *st, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    ost__st_vfail(st, code, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-int ost__c_fail(ost_conn *c, int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    ost__vfmt(c->msg, sizeof c->msg, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-const char *ost_store_errmsg(const ost_store *st) {
-    const char *m = st ? msg_slot(st, false) : NULL;
-    return m ? m : "";
-}
-const char *ost_conn_errmsg(const ost_conn *c) { return c ? c->msg : ""; }
-
 /* ---- open and close ------------------------------------------------------- */
 
 void ost_store_options_init(ost_store_options *o) {
@@ -114,32 +26,16 @@ ost_store *ost_store_new(void) {
     ost_store *st = calloc(1, sizeof *st);
     if (!st) return NULL;
     st->magic = OST__H_STORE;
-    st->uid = __atomic_add_fetch(&g_store_uid, 1, __ATOMIC_RELAXED);
     if (uv_mutex_init(&st->lock)) {
         free(st);
         return NULL;
     }
-    if (uv_mutex_init(&st->msg_lock)) {
+    if (ost__msgs_init(st)) {
         uv_mutex_destroy(&st->lock);
         free(st);
         return NULL;
     }
     return st;
-}
-
-int ost__root_dump(ost_value cls, ost_writer *w, ost_value *inst, const void **p, size_t *n) {
-    ost_value state = ost_dict_new(), data = ost_dict_new();
-    int rc = !state || !data ? OST_ENOMEM : ost_dict_set(state, ost_str_c("data"), data);
-    if (state && data) data = 0; /* the dict took it */
-    *inst = rc ? 0 : ost_instance_new(ost_incref(cls));
-    if (!rc && *inst) {
-        ost_instance_set_state(*inst, ost_incref(state));
-        rc = ost_dump_state(w, *inst, p, n);
-    } else if (!rc)
-        rc = OST_ENOMEM;
-    ost_decref(state);
-    ost_decref(data);
-    return rc;
 }
 
 /* In a store of an engine whose open does not make the root
@@ -287,11 +183,7 @@ void ost_store_close(ost_store *st) {
     if (!st) return;
     ost__store_shut(st);
     uv_mutex_destroy(&st->lock);
-    for (struct ost__msg *m = st->msgs, *next; m; m = next) {
-        next = m->next;
-        free(m);
-    }
-    uv_mutex_destroy(&st->msg_lock);
+    ost__msgs_free(st);
     free(st);
 }
 
@@ -301,46 +193,15 @@ int ost_store_stat(ost_store *st, ost_store_stats *out) {
     return st->ops->stat(st->eng, out);
 }
 
-/* ---- classes ------------------------------------------------------------------ */
+/* ---- a store and a connection at once ------------------------------------------ */
 
-int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls) {
-    char buf[1024]; /* class_id refuses longer names */
-    if (cv->mlen + cv->nlen + 2 > sizeof buf) return OST_ECORRUPT;
-    char *mod = buf, *name = buf + cv->mlen + 1;
-    memcpy(mod, cv->module, cv->mlen);
-    mod[cv->mlen] = 0;
-    memcpy(name, cv->name, cv->nlen);
-    name[cv->nlen] = 0;
-    /* a class version, `Name(f1,f2)` (format 4): the class is Name's */
-    char *paren = strchr(name, '(');
-    if (paren && cv->nlen && name[cv->nlen - 1] == ')') *paren = 0;
-    if (strcmp(mod, "persistent.mapping") == 0 && strcmp(name, "PersistentMapping") == 0) {
-        *cls = ost_incref(st->root_cls);
-        return 0;
-    }
-    if (strcmp(mod, "ostore.maps") == 0 &&
-        (strcmp(name, "OrderedMap") == 0 || strcmp(name, "OrderedSet") == 0)) {
-        *cls = ost_incref(name[7] == 'M' ? st->map_cls : st->set_cls);
-        return 0;
-    }
-    if (strcmp(mod, "ostore.maps") == 0 && strcmp(name, "Counter") == 0) {
-        *cls = ost_incref(st->counter_cls);
-        return 0;
-    }
-    ost_value c = st->registry ? ost_registry_get(st->registry, mod, name) : 0;
-    *cls = c ? ost_incref(c) : ost_global(mod, name);
-    return *cls ? 0 : OST_ENOMEM;
-}
-
-const char *ost_errmsg(const void *handle) {
-    if (!handle) return ost_value_errmsg();
-    switch (*(const uint32_t *)handle) {
-    case OST__H_WRITER: return ost_writer_errmsg(handle);
-    case OST__H_READER: return ost_reader_errmsg(handle);
-    case OST__H_STORE: return ost_store_errmsg(handle);
-    case OST__H_CONN: return ost_conn_errmsg(handle);
-    case OST__H_LOADER: return ost_loader_errmsg(handle);
-    case OST__H_SNAP: return ost_snap_errmsg(handle);
-    default: return "ost_errmsg: not an ostore handle";
-    }
+int ost_open(const char *path, const ost_store_options *o, ost_store **st, ost_conn **c) {
+    if (c) *c = NULL;
+    if (st) *st = NULL;
+    if (!st || !c) return OST_EINVAL;
+    if (!(*st = ost_store_new())) return OST_ENOMEM;
+    int rc = ost_store_open(*st, path, o);
+    if (!rc && (rc = ost_conn_open(*st, c)) != 0)
+        ost__st_fail(*st, rc, "opening a connection: %s", ost_strerror(rc));
+    return rc;
 }

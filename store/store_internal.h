@@ -1,4 +1,29 @@
-/* Internal structures of the store, shared by its files. */
+/* Internal structures of the store, shared by its files.
+ *
+ * The layers of store/, bottom first (docs/engines.md, "Layers of
+ * store/", which the test layering checks): each file calls only files
+ * listed before it, so no two call each other.
+ *   store/msg.c       the handles' messages
+ *   store/classes.c   the classes the store itself knows (root, maps)
+ *   store/mkey.c      map keys as stored: kinds, encoding, decoding
+ *   store/maprec.c    the count of a map's or a counter's record
+ *   store/testctl.c   the test knobs
+ *   store/oidset.c    flags per stored oid (pack and check)
+ *   store/lmdb/, store/pg/ ...  the engines (store/engine.h only)
+ *   store/engines.c   the table of engines
+ *   store/commit.c    packages, class ids, the group committer
+ *   store/conn.c      connections: cache, snapshots, transactions; it
+ *                     reaches the maps and the loader above it only
+ *                     through what they register (ost__txn_part,
+ *                     ost__conn_on_freed)
+ *   store/iter.c      iterators over a connection's records
+ *   store/maps.c      persistent maps and counters
+ *   store/host.c      the host table lent to the engines
+ *   store/store.c     a store handle's open and close, ost_open
+ *   store/loader.c    the bulk loader
+ *   store/pack.c      pack and check
+ *   store/snap.c      raw snapshots, import, drop, salvage
+ *   store/errmsg.c    ost_errmsg */
 #ifndef OST_STORE_INTERNAL_H
 #define OST_STORE_INTERNAL_H
 
@@ -135,6 +160,23 @@ typedef struct {
                       * (ost_inst_obj's pbytes) */
 } ost__pent;
 
+/* A participant in a connection's transactions: store/maps.c's maps, the
+ * one there is. The connection (store/conn.c) calls it through c->part at
+ * each step of a transaction, and never names it: the participant, above
+ * conn.c, sets c->part when it first keeps state in the connection
+ * (Lua's and libuv's way of letting a lower file call an upper one). */
+typedef struct ost__txn_part {
+    /* whether the transaction has changes of the participant's to commit */
+    bool (*dirty)(ost_conn *c);
+    /* adds them to the commit's package p: 0, or a code with the
+     * connection's message set */
+    int (*prepare)(ost_conn *c, ost__pkg *p);
+    /* the transaction ended, committed or not: drop its pending state */
+    void (*txn_end)(ost_conn *c, bool committed);
+    /* the connection closes: free all the participant keeps in it */
+    void (*free)(ost_conn *c);
+} ost__txn_part;
+
 struct ost_conn {
     uint32_t magic; /* OST__H_CONN (ost_errmsg) */
     ost_store *st;
@@ -192,6 +234,7 @@ struct ost_conn {
     uint64_t oid_next, oid_end, oid_block; /* reserved oids */
     size_t nnew_start; /* ents index where this commit's new objects begin */
     /* maps (maps.c) */
+    const ost__txn_part *part; /* the maps' calls, once it keeps state here (NULL before) */
     ost__ptrtab maps;   /* oid + 1 -> ost__map */
     ost__map *mtouched; /* maps with pending entries in this transaction */
     uint64_t txn_gen;   /* counts transactions (cursors check it) */
@@ -210,10 +253,21 @@ void ost__st_clear(ost_store *st);
 int ost__st_vfail(ost_store *st, int code, const char *fmt, va_list ap);
 int ost__c_fail(ost_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A new store handle's messages (store/msg.c): gives st its uid, the
+ * number that names its messages, and makes the lock of its per-thread
+ * buffers. 0 or OST_ENOMEM. ost__msgs_free frees the buffers and the lock
+ * (ost_store_close). */
+int ost__msgs_init(ost_store *st);
+void ost__msgs_free(ost_store *st);
 /* The class value (a new reference) of a class table entry, through the
  * registry: 0 or OST_ENOMEM. A class version's entry, `Name(f1,f2)`
  * (format 4), gives the class Name. */
 int ost__class_value(ost_store *st, const ost__classview *cv, ost_value *cls);
+/* 1 for ostore.maps.OrderedMap, 2 for OrderedSet, OST__MC_COUNTER (3)
+ * for Counter, 0 for other classes: the classes whose records the store
+ * writes itself (store/classes.c). */
+#define OST__MC_COUNTER 3
+int ost__map_class(ost_value cls);
 /* The state pickle of a new root of class cls (*inst keeps it alive until
  * the caller drops it): a PersistentMapping whose state is {'data': {}}.
  * 0 or OST_ENOMEM. */
@@ -222,7 +276,6 @@ int ost__root_dump(ost_value cls, ost_writer *w, ost_value *inst, const void **p
  * stopped, environment closed) and keeps the handle for another open or
  * ost_store_close. */
 void ost__store_shut(ost_store *st);
-void ost__loader_forget(ost_value obj);
 int ost__conn_adopt(ost_conn *c, ost_value obj, uint64_t oid);
 int ost__class_id_cached(ost_store *st, ost_value cls, uint32_t *id);
 /* The record body of persistent instance o and its class id: in a store of
@@ -322,6 +375,11 @@ int ost__conn_new_oid(ost_conn *c, uint64_t *oid);
 int ost__conn_cache_add(ost_conn *c, ost_value obj, uint64_t oid);
 void ost__conn_forget(ost_conn *c, uint64_t oid);
 void ost__conn_refresh(ost_conn *c);
+/* Registers fn (store/loader.c's) to be called with each persistent
+ * object that is freed, after the connections forget it: how the bulk
+ * loader, above conn.c, hears of it without conn.c naming it. Any thread;
+ * a later call replaces fn. */
+void ost__conn_on_freed(void (*fn)(ost_value obj));
 
 /* maps.c */
 /* Parses key kind s into k: 0, OST_ELIMIT (a tuple of more than
@@ -334,12 +392,7 @@ int ost__mkey_encode(const ost__mkind *k, ost_value key, bool prefix, uint8_t *o
                      char *err, size_t cap);
 ost_value ost__mkey_decode(const ost__mkind *k, const uint8_t *p, size_t n);
 size_t ost__map_record(uint8_t *out, size_t cap, const char *kind, uint64_t count);
-int ost__map_class(ost_value cls);
-bool ost__maps_dirty(ost_conn *c);
-int ost__maps_prepare(ost_conn *c, ost__pkg *p);
 bool ost__maps_touched(const ost_conn *c);
-void ost__maps_txn_end(ost_conn *c, bool committed);
-void ost__maps_free(ost_conn *c);
 /* Applies p's map entries under commit serial through engine ops, in
  * session s's write transaction (inside ops->commit): conflict checks
  * against each key's serial, puts and deletes, the maps' counts. 0, or

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The rooms of store/ and who may reach into which (issue 32; STYLE.md,
-"Seams and shared parts"; docs/engines.md, "Layers"). Fails, naming the
+"Seams and shared parts"; docs/engines.md, "Layers of store/"). Fails, naming the
 file and what it reaches, when:
 
 1. an engine's file (store/<engine>/) includes anything of store/ but
@@ -21,7 +21,12 @@ file and what it reaches, when:
    their headers include each other in a cycle. KNOWN_CYCLES lists the
    call cycles not yet taken apart, each as the sorted list of its files:
    the test fails when one of them is gone (the list is stale) as well as
-   when a new one appears.
+   when a new one appears;
+5. a file of store/ calls a file that docs/engines.md's "Layers of
+   store/" lists on its own line or a later one (the layers read bottom
+   up: each file calls only files on earlier lines), or is not listed
+   there (an engine's folder counts as the line that names any engine's
+   folder; an engine's files may call their own folder's).
 
 Usage: layering_test.py SOURCE_ROOT LIBOSTORE_A
 """
@@ -49,10 +54,6 @@ KNOWN_CYCLES = [
     # the entries, the transactions' retry loop)
     ["store/lmdb/engine.c", "store/lmdb/entries.c", "store/lmdb/env.c", "store/lmdb/guard.c",
      "store/lmdb/import.c", "store/lmdb/salvage.c", "store/lmdb/txn.c", "store/lmdb/verify.c"],
-    # the store's own files: connections and maps call each other, the
-    # store's open and the host table, commits and the loader
-    ["store/commit.c", "store/conn.c", "store/engines.c", "store/host.c", "store/loader.c",
-     "store/maps.c", "store/snap.c", "store/store.c"],
 ]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
@@ -134,6 +135,28 @@ def cycles(graph):
         if v not in index:
             visit(v)
     return comps
+
+def layers(root):
+    """The layers of store/ as docs/engines.md lists them ("Layers of
+    store/"), bottom first: path -> rank (a folder's path ends in '/'),
+    and the rank of the engines' line (the one naming an engine's folder)."""
+    text = open(os.path.join(root, "docs", "engines.md"), encoding="utf-8").read()
+    m = re.search(r"^## Layers of store/\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    rank, engines_rank = {}, None
+    if not m:
+        return rank, engines_rank
+    for n, line in enumerate(re.findall(r"^\d+\.\s+(.*)$", m.group(1), re.M)):
+        for p in re.findall(r"`(store/[\w./-]+)`", line):
+            rank.setdefault(p, n)
+            if p.endswith("/") and engine_of(p + "x.c"):
+                engines_rank = n
+    return rank, engines_rank
+
+
+def rank_of(f, rank, engines_rank):
+    if engine_of(f):
+        return engines_rank
+    return rank.get(f)
 
 
 def main():
@@ -225,6 +248,22 @@ def main():
     for c in KNOWN_CYCLES:
         if c not in found:
             bad.append("KNOWN_CYCLES is stale: no longer a cycle: " + ", ".join(c))
+    # 5. the layers: each file calls only files on earlier lines of
+    # docs/engines.md's list (a file of an engine's folder may call its
+    # own folder's; their cycle is KNOWN_CYCLES' business)
+    rank, engines_rank = layers(root)
+    for f in sorted(objs):
+        if f.startswith("store/") and rank_of(f, rank, engines_rank) is None:
+            bad.append(f"{f}: not in docs/engines.md's \"Layers of store/\"")
+    for f, gs in sorted(calls.items()):
+        rf = rank_of(f, rank, engines_rank)
+        for g in sorted(gs):
+            rg = rank_of(g, rank, engines_rank)
+            if rf is None or rg is None or (engine_of(f) and engine_of(f) == engine_of(g)):
+                continue
+            if rg >= rf:
+                bad.append(f"{f} calls {g}, which docs/engines.md's \"Layers of store/\" "
+                           f"puts {'on the same line' if rg == rf else 'above it (a later line)'}")
     incs = {}
     for f in store_files:
         for kind, inc in includes(root, f):
