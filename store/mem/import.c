@@ -219,7 +219,7 @@ static int swap_classes(ost__import *im, mem_db *db, uint64_t ver) {
     db->nold_cls = need;
     free(db->cls);
     for (size_t i = 0; i < im->ncls; i++) im->cls[i].ver = ver;
-    qsort(im->cls, im->ncls, sizeof *im->cls, cmp_class);
+    if (im->ncls) qsort(im->cls, im->ncls, sizeof *im->cls, cmp_class); /* NULL when none (UBSan) */
     db->cls = im->cls;
     db->ncls = im->ncls;
     db->capcls = im->capcls;
