@@ -270,10 +270,6 @@ struct ost__engine_ops {
     const char *name; /* "lmdb", "postgresql", "mem": as ost_store_stat shows it */
     /* Engine properties (OST__ENG_*). */
     unsigned flags;
-    /* The longest map key the engine stores, in encoded bytes
-     * (OST_MAP_KEY_MAX or more: a store copied between engines keeps its
-     * keys; the store refuses longer keys with OST_ELIMIT). */
-    size_t key_max;
 
     /* Opens (creating it when o->create) the store at addr for st, checks
      * its schema and format version and tells the store its format

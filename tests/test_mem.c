@@ -291,3 +291,20 @@ OST_TEST(mem, a_large_map_loads_and_walks_in_order) {
     ost_conn_close(c);
     ost_store_close(st);
 }
+
+/* The table of engines gives mem: addresses to this engine: they are no
+ * paths, messages show them as they are, and salvage, which reads an
+ * LMDB store's files, refuses one saying why and touching nothing. */
+OST_TEST(mem, its_addresses_are_no_paths_and_salvage_refuses_them) {
+    cr_assert(!ost_store_addr_is_path(g_addr));
+    cr_assert(ost_store_addr_is_path("./mem"));
+    char shown[OST_PATH_SHOWN];
+    cr_assert_str_eq(ost_store_addr_show(shown, sizeof shown, g_addr), g_addr);
+    ost_salvage_stats ss;
+    char msg[256] = "";
+    cr_assert_eq(ost_salvage(g_addr, "/nonexistent/ostore-salvage-dst", NULL, NULL, &ss, msg,
+                             sizeof msg),
+                 OST_EUNSUPPORTED);
+    cr_assert(strstr(msg, g_addr) && strstr(msg, "in-memory store has none to read"), "%s", msg);
+    cr_assert_eq(access("/nonexistent/ostore-salvage-dst", F_OK), -1);
+}

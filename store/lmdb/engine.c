@@ -206,8 +206,7 @@ static uint64_t meta_u64(ost__sess *s, const char *key) {
 static void format_refresh(ost__sess *s) {
     ost__engine *en = s->e;
     if (__atomic_load_n(&en->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
-    uint64_t f = meta_u64(s, "format");
-    if (f > en->format && f <= OST_STORE_FORMAT) __atomic_store_n(&en->format, f, __ATOMIC_RELAXED);
+    ost__format_seen(en, meta_u64(s, "format"));
 }
 
 static int lmdb_snap_begin(ost__sess *s, ost__snapinfo *info) {
@@ -1226,8 +1225,6 @@ const ost__engine_ops ost__lmdb_engine = {
     .name = "lmdb",
     .flags = OST__ENG_ONE_WRITER | OST__ENG_SNAP_MAY_MOVE | OST__ENG_LOCAL_READS |
              OST__ENG_MAKES_ROOT | OST__ENG_VERIFY_FIRST,
-    /* LMDB's key limit, 511 bytes, less the 8-byte map oid */
-    .key_max = OST_MAP_KEY_MAX,
     .open = lmdb_open,
     .shown = lmdb_shown,
     .path = lmdb_path,

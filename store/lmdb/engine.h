@@ -147,6 +147,10 @@ bool ost__in_file(ost__engine *en, const void *p, size_t n);
 /* In a store of format < 3, reads the format again in t (another process
  * may have upgraded the store). */
 void ost__format_refresh(ost__engine *en, MDB_txn *t);
+/* The store's format is f (read from a snapshot's meta): when it is newer
+ * than the engine's and one this library reads, the engine and the store
+ * (host->set_format) take it. */
+void ost__format_seen(ost__engine *en, uint64_t f);
 
 /* entries.c: the map entries of a read snapshot through its session's
  * guard (guard.h), as ost__ent_get and ost__ecur_open read them through

@@ -141,14 +141,17 @@ void ost__lmdb_map_changed(ost__engine *en) {
     en->map_size = size;
 }
 
-void ost__format_refresh(ost__engine *en, MDB_txn *t) {
-    if (__atomic_load_n(&en->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
-    uint64_t f;
-    if (ost__lmdb_meta_get(t, en->meta, "format", &f) == 0 && f > en->format && f <= OST_STORE_FORMAT)
-    {
+void ost__format_seen(ost__engine *en, uint64_t f) {
+    if (f > __atomic_load_n(&en->format, __ATOMIC_RELAXED) && f <= OST_STORE_FORMAT) {
         __atomic_store_n(&en->format, f, __ATOMIC_RELAXED);
         en->host->set_format(en->st, f);
     }
+}
+
+void ost__format_refresh(ost__engine *en, MDB_txn *t) {
+    if (__atomic_load_n(&en->format, __ATOMIC_RELAXED) >= OST_STORE_FORMAT) return;
+    uint64_t f;
+    if (ost__lmdb_meta_get(t, en->meta, "format", &f) == 0) ost__format_seen(en, f);
 }
 
 int ost__upgrade(ost__engine *en, MDB_txn *t, uint64_t from) {

@@ -30,7 +30,6 @@ const ost__engine_ops ost__mem_engine = {
      * root as LMDB's does */
     .flags = OST__ENG_ONE_WRITER | OST__ENG_LOCAL_READS | OST__ENG_MAKES_ROOT,
     /* LMDB's limit, so that a store copied to LMDB keeps its keys */
-    .key_max = OST_MAP_KEY_MAX,
     .open = mem_open,
     .shown = mem_shown,
     .close = ost__mem_close,

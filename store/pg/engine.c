@@ -8,7 +8,6 @@ const ost__engine_ops ost__pg_engine = {
     .version = OST__ENGINE_VERSION,
     .name = "postgresql",
     .flags = 0,
-    .key_max = OST_MAP_KEY_MAX,
     .open = ost__pg_open,
     .shown = pg_shown,
     .close = ost__pg_close,
