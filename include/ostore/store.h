@@ -112,7 +112,8 @@ OST_EXTERN ost_store *ost_store_new(void);
  * A-Z a-z 0-9 _ . -, else OST_EINVAL) one that every open of NAME in the
  * process shares, kept after its last close until ost_store_drop or the
  * process ends (OST_ENOTFOUND without create when there is none). Not
- * durable; no other process sees it. For a directory:
+ * durable; no other process sees it (a directory so named opens as
+ * "./mem:NAME"). For a directory:
  * returns 0, or OST_ENOTFOUND (no store and create is false), OST_EVERSION (another format), OST_ECORRUPT
  * (not an ostore store, damaged meta, or data.mdb or lock.mdb is not a
  * regular file: a FIFO, a directory or a device is refused before LMDB
